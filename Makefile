@@ -1,0 +1,50 @@
+# Two commands do everything on a fresh machine:
+#   make test   - create .venv, install pytimely with its dev tools, run the suite
+#   make demo   - create .venv, install pytimely, run the main job
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEV    := $(VENV)/.installed-dev
+BASE   := $(VENV)/.installed-base
+WORKERS ?= 2
+
+.PHONY: test demo bench lint graphviz clean
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(BASE): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(DEV): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@ $(BASE)
+
+# Debian's graphviz provides the `dot` binary used by the renderer.
+graphviz:
+	@if ! command -v dot >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = "0" ]; then \
+	    echo "installing Debian's graphviz for the dot binary"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+	  else \
+	    echo "warning: 'dot' is missing and we are not root; install Debian's graphviz"; \
+	  fi; \
+	fi
+
+test: $(DEV) graphviz
+	$(PY) -m pytest -q -p no:cacheprovider
+	$(MAKE) lint
+
+lint: $(DEV)
+	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks
+	$(VENV)/bin/mypy
+
+demo: $(BASE) graphviz
+	$(PY) examples/scc.py -w $(WORKERS)
+
+bench: $(DEV)
+	$(PY) benchmarks/run.py --output BENCHMARKS.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,226 @@
+"""Antichains: sets of mutually incomparable elements, the shape of a frontier.
+
+An :class:`Antichain` holds the minimal elements of the set it was built from.
+A :class:`MutableAntichain` keeps counts for any number of times and maintains
+the antichain of minimal times with positive count, reporting how that frontier
+changes with each batch of updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+from scopes.order import less_equal, less_than
+
+T = TypeVar("T")
+
+
+class Antichain(Generic[T]):
+    """A set of mutually incomparable elements under a partial order.
+
+    ``insert`` keeps only minimal elements: an element greater than or equal to one
+    already present is refused, and inserting an element removes those greater than it.
+    """
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[T] = ()) -> None:
+        """Create the antichain of the minimal elements of ``elements``."""
+        self._elements: list[T] = []
+        for element in elements:
+            self.insert(element)
+
+    def insert(self, element: T) -> bool:
+        """Add ``element`` unless something already present is ``<=`` it; return whether it was added."""
+        elements = self._elements
+        for present in elements:
+            if less_equal(present, element):
+                return False
+        if elements:
+            self._elements = [x for x in elements if not less_equal(element, x)]
+        self._elements.append(element)
+        return True
+
+    def extend(self, elements: Iterable[T]) -> bool:
+        """Insert each element; return whether any was added."""
+        added = False
+        for element in elements:
+            added |= self.insert(element)
+        return added
+
+    def less_equal(self, time: T) -> bool:
+        """Whether some element is ``<=`` ``time``: ``time`` is at or beyond this frontier."""
+        for element in self._elements:
+            if less_equal(element, time):
+                return True
+        return False
+
+    def less_than(self, time: T) -> bool:
+        """Whether some element is strictly ``<`` ``time``."""
+        for element in self._elements:
+            if less_than(element, time):
+                return True
+        return False
+
+    def dominates(self, other: Antichain[T]) -> bool:
+        """Whether every element of ``other`` is ``>=`` some element of ``self`` (``self <= other``)."""
+        return all(self.less_equal(element) for element in other._elements)
+
+    def is_empty(self) -> bool:
+        """Whether the antichain has no elements (as a frontier: nothing can happen any more)."""
+        return not self._elements
+
+    @property
+    def elements(self) -> tuple[T, ...]:
+        """The elements, in insertion order."""
+        return tuple(self._elements)
+
+    def clear(self) -> None:
+        """Remove every element."""
+        self._elements.clear()
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(tuple(self._elements))
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __contains__(self, element: object) -> bool:
+        return element in self._elements
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Antichain):
+            return NotImplemented
+        mine, theirs = self._elements, other._elements
+        return len(mine) == len(theirs) and all(x in theirs for x in mine)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Antichain({_sorted(self._elements)!r})"
+
+
+class MutableAntichain(Generic[T]):
+    """Counts per time, and the antichain of minimal times whose count is positive.
+
+    Counts may be transiently negative; only positive counts shape the frontier.
+    :meth:`update_iter` applies a batch of ``(time, diff)`` updates and returns the
+    changes to the frontier: ``(time, +1)`` for a time that joined it and
+    ``(time, -1)`` for a time that left it.
+    """
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self, updates: Iterable[tuple[T, int]] = ()) -> None:
+        """Create an empty accumulation and apply ``updates`` to it."""
+        self._counts: dict[T, int] = {}
+        self._frontier: list[T] = []
+        self.update_iter(updates)
+
+    def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+        """Apply ``updates`` and return the resulting changes to the frontier."""
+        counts = self._counts
+        frontier = self._frontier
+        rebuild = False
+        for time, diff in updates:
+            if not diff:
+                continue
+            value = counts.get(time, 0) + diff
+            if value:
+                counts[time] = value
+            else:
+                del counts[time]
+            if not rebuild:
+                # A change at `time` can alter the frontier only if no frontier
+                # element is strictly less than `time`.
+                if time.__class__ is int:
+                    for element in frontier:
+                        if element < time:  # type: ignore[operator]
+                            break
+                    else:
+                        rebuild = True
+                else:
+                    for element in frontier:
+                        if less_than(element, time):
+                            break
+                    else:
+                        rebuild = True
+        if not rebuild:
+            return []
+        return self._rebuild()
+
+    def update(self, time: T, diff: int) -> list[tuple[T, int]]:
+        """Apply one update and return the resulting changes to the frontier."""
+        return self.update_iter(((time, diff),))
+
+    def _rebuild(self) -> list[tuple[T, int]]:
+        old = self._frontier
+        positive = [time for time, count in self._counts.items() if count > 0]
+        new: list[T]
+        if not positive:
+            new = []
+        elif positive[0].__class__ is int:
+            new = [min(positive)]  # type: ignore[type-var]
+        else:
+            try:
+                positive.sort()  # type: ignore[call-arg]
+            except TypeError:
+                pass
+            chain: Antichain[T] = Antichain()
+            for time in positive:
+                chain.insert(time)
+            new = chain._elements
+        self._frontier = new
+        if len(old) == 1 and len(new) == 1 and old[0] == new[0]:
+            return []
+        changes: list[tuple[T, int]] = [(time, -1) for time in old if time not in new]
+        changes.extend((time, 1) for time in new if time not in old)
+        return changes
+
+    def frontier(self) -> Antichain[T]:
+        """The minimal times with positive count, as a new :class:`Antichain`."""
+        chain: Antichain[T] = Antichain()
+        chain._elements = list(self._frontier)
+        return chain
+
+    @property
+    def elements(self) -> tuple[T, ...]:
+        """The frontier's elements."""
+        return tuple(self._frontier)
+
+    def less_equal(self, time: T) -> bool:
+        """Whether some frontier element is ``<=`` ``time``."""
+        for element in self._frontier:
+            if less_equal(element, time):
+                return True
+        return False
+
+    def less_than(self, time: T) -> bool:
+        """Whether some frontier element is strictly ``<`` ``time``."""
+        for element in self._frontier:
+            if less_than(element, time):
+                return True
+        return False
+
+    def count_for(self, time: T) -> int:
+        """The accumulated count at exactly ``time``."""
+        return self._counts.get(time, 0)
+
+    def counts(self) -> dict[T, int]:
+        """A copy of every non-zero count."""
+        return dict(self._counts)
+
+    def is_empty(self) -> bool:
+        """Whether the frontier is empty: no time has a positive count."""
+        return not self._frontier
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={_sorted(self._frontier)!r})"
+
+
+def _sorted(items: list[Any]) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)

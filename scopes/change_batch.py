@@ -1,0 +1,94 @@
+"""Accumulations of ``(key, diff)`` updates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+
+
+class ChangeBatch(Generic[K]):
+    """A compacted collection of ``(key, diff)`` updates, typically ``(time, diff)``.
+
+    Updates to the same key accumulate; keys whose accumulated diff is zero
+    disappear.  Accumulations may be negative: a report that retires something
+    may arrive before the report that created it.
+    """
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, updates: Iterable[tuple[K, int]] = ()) -> None:
+        """Create a batch, optionally from initial updates."""
+        self._counts: dict[K, int] = {}
+        for key, diff in updates:
+            self.update(key, diff)
+
+    def update(self, key: K, diff: int) -> None:
+        """Add ``diff`` to the accumulation at ``key``."""
+        counts = self._counts
+        value = counts.get(key, 0) + diff
+        if value:
+            counts[key] = value
+        else:
+            counts.pop(key, None)
+
+    def extend(self, updates: Iterable[tuple[K, int]]) -> None:
+        """Apply each of ``updates``."""
+        counts = self._counts
+        for key, diff in updates:
+            value = counts.get(key, 0) + diff
+            if value:
+                counts[key] = value
+            else:
+                counts.pop(key, None)
+
+    def drain(self) -> list[tuple[K, int]]:
+        """Return the non-zero accumulations and empty the batch."""
+        counts = self._counts
+        if not counts:
+            return []
+        items = list(counts.items())
+        counts.clear()
+        return items
+
+    def drain_into(self, other: ChangeBatch[K]) -> None:
+        """Move every accumulation into ``other``."""
+        if self._counts:
+            other.extend(self._counts.items())
+            self._counts.clear()
+
+    def items(self) -> list[tuple[K, int]]:
+        """Return the non-zero accumulations without removing them."""
+        return list(self._counts.items())
+
+    def get(self, key: K) -> int:
+        """Return the accumulation at ``key`` (zero when absent)."""
+        return self._counts.get(key, 0)
+
+    def is_empty(self) -> bool:
+        """Whether every accumulation is zero."""
+        return not self._counts
+
+    def clear(self) -> None:
+        """Discard every accumulation."""
+        self._counts.clear()
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __iter__(self) -> Iterator[tuple[K, int]]:
+        return iter(list(self._counts.items()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChangeBatch) and self._counts == other._counts
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({sorted(self._counts.items(), key=_sort_key)!r})"
+
+
+def _sort_key(item: tuple[Any, int]) -> Any:
+    try:
+        return (0, item[0], item[1])
+    except TypeError:  # pragma: no cover - keys without an order
+        return (1, repr(item[0]), item[1])
