@@ -1,4 +1,63 @@
 """The progress model of timely dataflow, and dataflow graph building.
 
-Pure: no sockets, files or threads.  See the README for a tour.
+Pure: no sockets, files or threads.  The pieces, bottom up:
+
+* :mod:`scopes.order`, :mod:`scopes.timestamp`: partial orders, timestamps
+  (integers and ``Product``), path summaries, refinements between nested scopes.
+* :mod:`scopes.antichain`, :mod:`scopes.change_batch`: frontiers and count updates.
+* :mod:`scopes.reachability`: compiled path summaries and the pointstamp tracker.
+* :mod:`scopes.scope`, :mod:`scopes.subgraph`: the ``Scope`` interface and ``Subgraph``.
+* :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
+  capabilities, notifications, streams, inputs, probes and loops.
 """
+
+from scopes.antichain import Antichain, MutableAntichain
+from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, source, to_stream
+from scopes.change_batch import ChangeBatch
+from scopes.channels import Broadcast, ChannelContract, Exchange, Pipeline
+from scopes.errors import (
+    BuildError,
+    CapabilityError,
+    CycleError,
+    GraphError,
+    ProgressError,
+    ScopeError,
+    SummaryError,
+    TimestampError,
+)
+from scopes.location import Source, Target
+from scopes.operator import (
+    Capability,
+    CapabilityRef,
+    Notificator,
+    OperatorInfo,
+    OperatorInput,
+    OperatorOutput,
+)
+from scopes.order import PartialOrder, less_equal, less_than
+from scopes.reachability import Builder, Tracker
+from scopes.scope import Scope
+from scopes.stream import Stream, generic
+from scopes.subgraph import Subgraph
+from scopes.timestamp import (
+    INTEGER,
+    UINT64_MAX,
+    IntegerSummary,
+    IntegerType,
+    PathSummary,
+    Product,
+    ProductSummary,
+    ProductType,
+    TimestampType,
+)
+
+__all__ = [
+    "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Builder", "Capability",
+    "CapabilityError", "CapabilityRef", "ChangeBatch", "ChannelContract", "CycleError", "Exchange",
+    "GraphError", "InputHandle", "IntegerSummary", "IntegerType", "LoopHandle", "MutableAntichain",
+    "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
+    "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
+    "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
+    "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
+    "to_stream",
+]

@@ -598,7 +598,15 @@ class Tracker:
                     result.append((self._locations[loc], t, c))
         return result
 
+    def summaries_from(self, location: Location) -> dict[Location, Antichain[PathSummary]]:
+        """The minimal path summaries from ``location`` to every location it reaches."""
+        found = self._closure(self._loc(location))
+        return {self._locations[loc]: chain for loc, chain in found.items()}
+
     def _paths_between(self, start: int, goal: int) -> list[PathSummary]:
+        return list(self._closure(start).get(goal, Antichain()).elements)
+
+    def _closure(self, start: int) -> dict[int, Antichain[PathSummary]]:
         found: dict[int, Antichain[PathSummary]] = {start: Antichain([self.timestamp_type.identity()])}
         work = [start]
         while work:
@@ -611,6 +619,4 @@ class Tracker:
                     chain = found.setdefault(succ, Antichain())
                     if chain.insert(composed):
                         work.append(succ)
-        return list(found.get(goal, Antichain()).elements)
-
-
+        return found

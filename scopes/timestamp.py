@@ -416,8 +416,14 @@ class ProductType(TimestampType):
             raise SummaryError(f"cannot summarize {summary!r} for the outer scope: not a ProductSummary")
         return summary.outer
 
+    def lift(self, summary: PathSummary) -> ProductSummary:
+        """A summary of the inner scope that leaves the outer coordinate to ``summary``."""
+        return ProductSummary(summary, self.inner.identity())
+
     def feedback(self, step: int = 1, limit: int = UINT64_MAX) -> ProductSummary:
         """The summary of a feedback edge: the outer time unchanged, the inner one advanced."""
+        if not isinstance(self.inner, IntegerType):
+            raise SummaryError(f"feedback needs integer inner timestamps, not {self.inner!r}")
         return ProductSummary(self.outer.identity(), IntegerSummary(step, limit))
 
     def __eq__(self, other: object) -> bool:
@@ -428,3 +434,65 @@ class ProductType(TimestampType):
 
     def __repr__(self) -> str:
         return f"ProductType({self.outer!r}, {self.inner!r})"
+
+
+class Refinement(ABC):
+    """How the timestamps of a nested scope relate to those of its parent."""
+
+    outer: TimestampType
+    inner: TimestampType
+
+    @abstractmethod
+    def to_inner(self, time: Any) -> Any:
+        """The time a parent time becomes on entering the nested scope."""
+
+    @abstractmethod
+    def to_outer(self, time: Any) -> Any:
+        """The time an inner time becomes on leaving the nested scope."""
+
+    @abstractmethod
+    def summarize(self, summary: PathSummary) -> PathSummary:
+        """An inner path summary as seen by the parent."""
+
+
+class ProductRefinement(Refinement):
+    """The refinement of a loop scope: times gain an inner integer coordinate."""
+
+    def __init__(self, product: ProductType) -> None:
+        """Refine ``product.outer`` into ``product``."""
+        self.outer = product.outer
+        self.inner = product
+        self._product = product
+
+    def to_inner(self, time: Any) -> Product:
+        """``t`` becomes ``Product(t, 0)``."""
+        return self._product.to_inner(time)
+
+    def to_outer(self, time: Any) -> Any:
+        """``Product(t, i)`` becomes ``t``."""
+        return time[0]
+
+    def summarize(self, summary: PathSummary) -> PathSummary:
+        """Keep the outer coordinate's summary."""
+        return self._product.summarize(summary)
+
+
+class IdentityRefinement(Refinement):
+    """The refinement of a region: the nested scope uses its parent's timestamps."""
+
+    def __init__(self, timestamp_type: TimestampType) -> None:
+        """Refine ``timestamp_type`` into itself."""
+        self.outer = timestamp_type
+        self.inner = timestamp_type
+
+    def to_inner(self, time: Any) -> Any:
+        """Unchanged."""
+        return time
+
+    def to_outer(self, time: Any) -> Any:
+        """Unchanged."""
+        return time
+
+    def summarize(self, summary: PathSummary) -> PathSummary:
+        """Unchanged."""
+        return summary

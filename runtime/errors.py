@@ -1,0 +1,30 @@
+"""The exceptions raised by :mod:`runtime`.
+
+Every error the runtime raises derives from :class:`TimelyRuntimeError`.
+"""
+
+from __future__ import annotations
+
+
+class TimelyRuntimeError(Exception):
+    """Base class of every error raised by :mod:`runtime`."""
+
+
+class ConfigurationError(TimelyRuntimeError, ValueError):
+    """The computation was configured incorrectly (for example, zero workers)."""
+
+
+class WorkerFailed(TimelyRuntimeError):
+    """A worker raised an exception; every other worker was stopped.
+
+    Attributes:
+        worker: the index of the worker that failed first.
+    """
+
+    def __init__(self, message: str, worker: int) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
+class WorkerAborted(TimelyRuntimeError):
+    """Raised inside a worker that is stopped because another worker failed."""

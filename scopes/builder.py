@@ -1,0 +1,474 @@
+"""``ScopeBuilder``: the handle a dataflow is built with, plus inputs, probes and loops.
+
+``worker.dataflow(build)`` calls ``build(scope)`` with a :class:`ScopeBuilder` for a
+new top-level scope.  Nested scopes (:meth:`ScopeBuilder.iterative`,
+:meth:`ScopeBuilder.scoped`, :meth:`ScopeBuilder.region`) are
+:class:`~scopes.subgraph.Subgraph` objects of their own, with builders of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from typing import Any, TypeVar
+
+from scopes.antichain import Antichain, MutableAntichain
+from scopes.change_batch import ChangeBatch
+from scopes.channels import Allocator, Pipeline
+from scopes.errors import BuildError, ScopeError, TimestampError
+from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
+from scopes.operator_builder import OperatorBuilder
+from scopes.order import less_equal
+from scopes.scope import Updates
+from scopes.stream import Stream
+from scopes.subgraph import Subgraph
+from scopes.timestamp import (
+    INTEGER,
+    IdentityRefinement,
+    IntegerSummary,
+    IntegerType,
+    PathSummary,
+    ProductRefinement,
+    ProductType,
+    Refinement,
+    TimestampType,
+)
+
+R = TypeVar("R")
+
+BATCH_SIZE = 1024
+"""Records per message for sources that emit from iterables."""
+
+
+class BuildContext:
+    """Per-worker state shared by every scope being built: channels and open inputs."""
+
+    def __init__(self, allocator: Allocator) -> None:
+        """Build with channels from ``allocator``."""
+        self.allocator = allocator
+        self.worker_index = allocator.index
+        self.peers = allocator.peers
+        self._next_channel = 0
+        self.inputs: list[InputHandle] = []
+
+    def next_channel(self) -> int:
+        """A fresh channel identifier (the same sequence on every worker)."""
+        channel = self._next_channel
+        self._next_channel += 1
+        return channel
+
+
+class ScopeBuilder:
+    """Builds operators in one scope.  Passed to the function given to ``worker.dataflow``."""
+
+    def __init__(
+        self,
+        subgraph: Subgraph,
+        context: BuildContext,
+        parent: ScopeBuilder | None = None,
+        index_in_parent: int = 0,
+    ) -> None:
+        """Wrap ``subgraph``; ``parent`` is the enclosing scope's builder (``None`` at top level)."""
+        self.subgraph = subgraph
+        self.context = context
+        self.parent = parent
+        self.index_in_parent = index_in_parent
+        self.children: list[ScopeBuilder] = []
+        self.loops: list[LoopHandle] = []
+
+    @property
+    def name(self) -> str:
+        """The scope's name."""
+        return self.subgraph.name
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """The type of this scope's timestamps."""
+        return self.subgraph.timestamp_type
+
+    @property
+    def index(self) -> int:
+        """This worker's index."""
+        return self.context.worker_index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        return self.context.peers
+
+    @property
+    def address(self) -> tuple[int, ...]:
+        """This scope's address among the worker's scopes."""
+        return self.subgraph.address
+
+    def __repr__(self) -> str:
+        return f"ScopeBuilder({self.name!r}, {self.timestamp_type!r}, address={self.address})"
+
+    # ------------------------------------------------------------------ inputs
+
+    def new_input(self, name: str = "Input") -> tuple[InputHandle, Stream]:
+        """A stream fed from outside: returns ``(handle, stream)``."""
+        builder = OperatorBuilder(self, name)
+        output, stream = builder.new_output()
+        operator = builder.build(None)
+        capability = builder.initial_capabilities()[0]
+        handle = InputHandle(name, self.timestamp_type, capability, output, builder.activate)
+        operator.set_logic(handle._flush)
+        self.context.inputs.append(handle)
+        return handle, stream
+
+    def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
+        """A stream of ``records`` at the minimum time, emitted in batches."""
+        return to_stream(records, self, name)
+
+    def source(
+        self,
+        name: str,
+        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+    ) -> Stream:
+        """A programmable input: ``constructor(capability, info)`` returns ``logic(output)``."""
+        return source(self, name, constructor)
+
+    # ------------------------------------------------------------------ nested scopes
+
+    def _nested(
+        self,
+        name: str,
+        timestamp_type: TimestampType,
+        refinement: Refinement,
+        body: Callable[[ScopeBuilder], R],
+    ) -> R:
+        index = self.subgraph.reserve_child(name)
+        parent_subgraph = self.subgraph
+        child = Subgraph(
+            name,
+            self.subgraph.address + (index,),
+            timestamp_type,
+            refinement,
+            self.context.allocator,
+            self.context.next_channel(),
+            lambda: parent_subgraph.activate_child(index),
+        )
+        parent_subgraph.set_child(index, child)
+        inner = ScopeBuilder(child, self.context, self, index)
+        self.children.append(inner)
+        return body(inner)
+
+    def scoped(
+        self, name: str, body: Callable[[ScopeBuilder], R], inner: TimestampType = INTEGER
+    ) -> R:
+        """Run ``body`` in a nested scope whose times are ``Product(outer, inner)``."""
+        product = ProductType(self.timestamp_type, inner)
+        return self._nested(name, product, ProductRefinement(product), body)
+
+    def iterative(self, body: Callable[[ScopeBuilder], R], name: str = "Iterative") -> R:
+        """Run ``body`` in a nested loop scope with an integer loop counter."""
+        return self.scoped(name, body, INTEGER)
+
+    def region(self, body: Callable[[ScopeBuilder], R], name: str = "Region") -> R:
+        """Run ``body`` in a nested scope with this scope's own timestamps (for structure only)."""
+        return self._nested(name, self.timestamp_type, IdentityRefinement(self.timestamp_type), body)
+
+    def loop_variable(
+        self, summary: int | PathSummary = 1, name: str = "Feedback"
+    ) -> tuple[LoopHandle, Stream]:
+        """A stream fed back from later in this scope, each time advanced by ``summary``.
+
+        ``summary`` may be an int (advance the loop counter by that much), an
+        :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+        or a full path summary for this scope's timestamps.  Close the loop with
+        ``stream.connect_loop(handle)``.
+        """
+        timestamp_type = self.timestamp_type
+        resolved: PathSummary
+        if isinstance(summary, int) or isinstance(summary, IntegerSummary):
+            step = summary if isinstance(summary, IntegerSummary) else IntegerSummary(summary)
+            if isinstance(timestamp_type, ProductType) and isinstance(timestamp_type.inner, IntegerType):
+                resolved = timestamp_type.feedback(step.step, step.limit)
+            elif isinstance(timestamp_type, IntegerType):
+                resolved = step
+            else:
+                raise BuildError(
+                    f"loop_variable in scope '{self.name}': an integer summary does not fit "
+                    f"{timestamp_type!r} timestamps; pass a PathSummary for them"
+                )
+        elif isinstance(summary, PathSummary):
+            resolved = summary
+        else:
+            raise BuildError(f"loop_variable in scope '{self.name}': {summary!r} is not a summary")
+        if not resolved.advances():
+            raise BuildError(
+                f"loop_variable '{name}' in scope '{self.name}': summary {resolved!r} does not "
+                "advance time, so records could circulate forever; use a step of at least 1"
+            )
+        builder = OperatorBuilder(self, name)
+        output, stream = builder.new_output()
+        builder.set_summary({})
+        operator = builder.build(None)
+        for capability in builder.initial_capabilities():
+            capability.drop()
+        handle = LoopHandle(self, builder, operator, output, resolved, name)
+        self.loops.append(handle)
+        return handle, stream
+
+    def check_complete(self) -> None:
+        """Raise :class:`~scopes.errors.BuildError` if a loop in this scope (or below) is open."""
+        for loop in self.loops:
+            if not loop.connected:
+                raise BuildError(
+                    f"loop variable '{loop.name}' in scope '{self.name}' was never connected; "
+                    "close the loop with stream.connect_loop(handle)"
+                )
+        for child in self.children:
+            child.check_complete()
+
+
+class InputHandle:
+    """Feeds records into a dataflow input at the handle's current time.
+
+    ``send`` and ``send_batch`` add records at :attr:`time`; ``advance_to`` moves
+    to a later time (promising no more records at earlier ones); ``close`` ends
+    the input.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        timestamp_type: TimestampType,
+        capability: Capability,
+        output: OutputPort,
+        activate: Callable[[], None],
+    ) -> None:
+        """Created by :meth:`ScopeBuilder.new_input`."""
+        self.name = name
+        self._timestamp_type = timestamp_type
+        self._capability: Capability | None = capability
+        self._output = output
+        self._activate = activate
+        self._buffer: list[Any] = []
+        self._time = capability.time
+
+    @property
+    def time(self) -> Any:
+        """The time at which sent records are stamped."""
+        return self._time
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._capability is None
+
+    def _check_open(self, action: str) -> None:
+        if self._capability is None:
+            raise ScopeError(
+                f"input '{self.name}' is closed: cannot {action}; create a new input to send more"
+            )
+
+    def send(self, record: Any) -> None:
+        """Send one record at the current time."""
+        self._check_open("send")
+        buffer = self._buffer
+        buffer.append(record)
+        if len(buffer) == 1:
+            self._activate()
+        elif len(buffer) >= BATCH_SIZE:
+            self._flush()
+
+    def send_batch(self, records: Iterable[Any]) -> None:
+        """Send several records at the current time."""
+        self._check_open("send")
+        self._buffer.extend(records)
+        if self._buffer:
+            self._activate()
+            if len(self._buffer) >= BATCH_SIZE:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self._output.send(self._time, batch)
+
+    def advance_to(self, time: Any) -> None:
+        """Move to ``time``: records sent from now on carry it.  Time may not go backwards."""
+        self._check_open(f"advance to {time!r}")
+        self._timestamp_type.validate(time, f"input '{self.name}': time")
+        if not less_equal(self._time, time):
+            raise TimestampError(
+                f"input '{self.name}': cannot advance to time {time!r}, which is earlier than "
+                f"the current time {self._time!r}; input times may only move forward"
+            )
+        if time == self._time:
+            return
+        self._flush()
+        assert self._capability is not None
+        self._capability.downgrade(time)
+        self._time = time
+        self._activate()
+
+    def flush(self) -> None:
+        """Push buffered records downstream now."""
+        self._flush()
+        self._activate()
+
+    def close(self) -> None:
+        """Send what is buffered and end the input.  Closing twice is harmless."""
+        if self._capability is None:
+            return
+        self._flush()
+        self._capability.drop()
+        self._capability = None
+        self._activate()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"time={self._time!r}"
+        return f"InputHandle({self.name!r}, {state})"
+
+
+class ProbeHandle:
+    """Reports the frontier of the streams it probes: the times that may still appear there."""
+
+    def __init__(self) -> None:
+        """An empty handle; attach it with ``stream.probe_with(handle)`` or get one from ``stream.probe()``."""
+        self._frontier: MutableAntichain[Any] = MutableAntichain()
+
+    def less_than(self, time: Any) -> bool:
+        """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
+        return self._frontier.less_than(time)
+
+    def less_equal(self, time: Any) -> bool:
+        """Whether ``time`` itself or an earlier time may still appear."""
+        return self._frontier.less_equal(time)
+
+    def done(self) -> bool:
+        """Whether no time at all may appear any more."""
+        return self._frontier.is_empty()
+
+    @property
+    def frontier(self) -> Antichain[Any]:
+        """The current frontier."""
+        return self._frontier.frontier()
+
+    def _update(self, updates: Updates) -> None:
+        self._frontier.update_iter(updates)
+
+    def __repr__(self) -> str:
+        return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
+
+
+class ProbeOperator(Operator):
+    """An operator that mirrors its input frontier into a :class:`ProbeHandle`."""
+
+    def __init__(self, *args: Any, handle: ProbeHandle) -> None:
+        """Create the operator; ``handle`` receives every frontier change."""
+        super().__init__(*args)
+        self.handle = handle
+
+    def set_external_summary(
+        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
+    ) -> None:
+        """Record the initial frontier in the operator and the handle."""
+        super().set_external_summary(summaries, frontier)
+        self.handle._update(list(frontier[0]))
+
+    def push_external_progress(self, external: Sequence[Updates]) -> None:
+        """Apply frontier changes to the operator and the handle."""
+        super().push_external_progress(external)
+        if external[0]:
+            self.handle._update(external[0])
+
+
+
+
+class LoopHandle:
+    """The open end of a loop variable; close it with ``stream.connect_loop(handle)``."""
+
+    def __init__(
+        self,
+        scope: ScopeBuilder,
+        builder: OperatorBuilder,
+        operator: Operator,
+        output: OutputPort,
+        summary: PathSummary,
+        name: str,
+    ) -> None:
+        """Created by :meth:`ScopeBuilder.loop_variable`."""
+        self.scope = scope
+        self.name = name
+        self.summary = summary
+        self._builder = builder
+        self._operator = operator
+        self._output = output
+        self.connected = False
+
+    def connect(self, stream: Stream) -> None:
+        """Feed ``stream`` back into the loop."""
+        if self.connected:
+            raise BuildError(f"loop variable '{self.name}' in scope '{self.scope.name}' is already connected")
+        if stream.scope is not self.scope:
+            raise BuildError(
+                f"loop variable '{self.name}' belongs to scope '{self.scope.name}' but stream "
+                f"'{stream.name}' is in scope '{stream.scope.name}'"
+            )
+        port = self._builder.new_input(stream, Pipeline)
+        operator = self._operator
+        operator.connectivity = [[Antichain([self.summary])]]
+        summary = self.summary
+        output = self._output
+
+        def logic() -> None:
+            while (message := port.pull()) is not None:
+                later = summary.results_in(message[0])
+                if later is not None:
+                    output.send(later, message[1])
+
+        operator.set_logic(logic)
+        self.connected = True
+
+
+def to_stream(records: Iterable[Any], scope: ScopeBuilder, name: str = "ToStream") -> Stream:
+    """A stream of ``records`` at the scope's minimum time, emitted in batches as it is scheduled."""
+    iterator = iter(records)
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
+        held: list[Capability] = [capability]
+
+        def logic(output: OperatorOutput) -> None:
+            if not held:
+                return
+            session = output.session(held[0])
+            for _ in range(64):
+                chunk = list(islice(iterator, BATCH_SIZE))
+                if chunk:
+                    session.give_batch(chunk)
+                if len(chunk) < BATCH_SIZE:
+                    held.pop().drop()
+                    return
+            info.activate()
+
+        return logic
+
+    return source(scope, name, constructor)
+
+
+def source(
+    scope: ScopeBuilder,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+) -> Stream:
+    """A programmable input: ``constructor(capability, info)`` returns ``logic(output)``.
+
+    The logic runs when the operator is first scheduled and whenever it is
+    activated (``info.activate()``); it sends under capabilities it holds, and
+    must downgrade or drop them for downstream operators to make progress.
+    """
+    builder = OperatorBuilder(scope, name)
+    output_port, stream = builder.new_output()
+    operator = builder.build(None)
+    _, outputs = builder.handles(operator)
+    capability = builder.initial_capabilities()[0]
+    logic = constructor(capability, builder.info)
+    if not callable(logic):
+        raise BuildError(f"source '{name}': the constructor must return a logic function, got {logic!r}")
+    handle = outputs[0]
+    operator.set_logic(lambda: logic(handle), outputs)
+    return stream

@@ -1,0 +1,557 @@
+"""Leaf operators: ports, capabilities, input and output handles, notifications.
+
+An :class:`Operator` is a :class:`~scopes.scope.Scope` whose work is a Python
+function.  It holds explicit :class:`Capability` objects: to send at a time it
+must hold a capability for a time at or before it, and as long as it holds one
+the frontier downstream cannot pass that time.  Messages received at an input
+come with a :class:`CapabilityRef` that can be retained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from scopes.antichain import Antichain, MutableAntichain
+from scopes.change_batch import ChangeBatch
+from scopes.channels import Activator, Puller, Tee
+from scopes.errors import CapabilityError
+from scopes.order import less_equal
+from scopes.scope import Scope, Updates
+from scopes.timestamp import PathSummary, TimestampType
+
+
+class OperatorInfo:
+    """What an operator knows about itself: its name, address, worker, and how to wake itself."""
+
+    __slots__ = ("name", "index", "address", "worker_index", "peers", "_activate")
+
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        address: tuple[int, ...],
+        worker_index: int,
+        peers: int,
+        activate: Activator,
+    ) -> None:
+        """Describe operator ``name`` at child ``index`` of its scope."""
+        self.name = name
+        self.index = index
+        self.address = address
+        self.worker_index = worker_index
+        self.peers = peers
+        self._activate = activate
+
+    def activate(self) -> None:
+        """Ask for the operator to be scheduled again, even without new input."""
+        self._activate()
+
+    def __repr__(self) -> str:
+        return f"OperatorInfo({self.name!r}, address={self.address}, worker={self.worker_index})"
+
+
+class OutputPort:
+    """An operator output: its fan-out, produced-message counts, and capability changes."""
+
+    __slots__ = ("operator", "port", "tee", "produced", "internal", "held")
+
+    def __init__(self, operator: str, port: int) -> None:
+        """Create output ``port`` of the operator named ``operator``."""
+        self.operator = operator
+        self.port = port
+        self.tee = Tee()
+        self.produced: dict[Any, int] = {}
+        self.internal: ChangeBatch[Any] = ChangeBatch()
+        self.held = 0
+
+    def send(self, time: Any, batch: list[Any]) -> None:
+        """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
+        if batch:
+            produced = self.produced
+            produced[time] = produced.get(time, 0) + len(batch)
+            self.tee.push(time, batch)
+
+
+class InputPort:
+    """An operator input: its puller, consumed-message counts, and frontier."""
+
+    __slots__ = ("operator", "port", "puller", "consumed", "frontier")
+
+    def __init__(self, operator: str, port: int, puller: Puller) -> None:
+        """Create input ``port`` of the operator named ``operator``, reading from ``puller``."""
+        self.operator = operator
+        self.port = port
+        self.puller = puller
+        self.consumed: dict[Any, int] = {}
+        self.frontier: MutableAntichain[Any] = MutableAntichain()
+
+    def pull(self) -> tuple[Any, list[Any]] | None:
+        """Take the next message and count it as consumed."""
+        message = self.puller.pull()
+        if message is not None:
+            consumed = self.consumed
+            time = message[0]
+            consumed[time] = consumed.get(time, 0) + len(message[1])
+        return message
+
+
+class Capability:
+    """The right to send messages at ``time`` (or later) on one output of one operator.
+
+    While any worker holds a capability for time ``t``, no operator downstream can
+    see ``t`` complete.  Downgrade it as time moves on, and drop it when done:
+    :meth:`drop` (or letting the object be garbage collected) releases it.
+    """
+
+    __slots__ = ("_time", "_output", "_valid", "__weakref__")
+
+    def __init__(self, time: Any, output: OutputPort) -> None:
+        """Mint a capability; operators receive these from the runtime rather than create them."""
+        self._time = time
+        self._output = output
+        self._valid = True
+        output.internal.update(time, 1)
+        output.held += 1
+
+    @classmethod
+    def _initial(cls, time: Any, output: OutputPort) -> Capability:
+        """Adopt an operator's initial capability, already counted in its internal summary."""
+        capability = cls.__new__(cls)
+        capability._time = time
+        capability._output = output
+        capability._valid = True
+        output.held += 1
+        return capability
+
+    @property
+    def time(self) -> Any:
+        """The time this capability allows sending at."""
+        return self._time
+
+    @property
+    def output(self) -> int:
+        """The index of the output this capability belongs to."""
+        return self._output.port
+
+    @property
+    def valid(self) -> bool:
+        """Whether the capability is still held (not dropped)."""
+        return self._valid
+
+    def _check(self, action: str) -> None:
+        if not self._valid:
+            raise CapabilityError(
+                f"operator '{self._output.operator}' output {self._output.port}: cannot {action} "
+                f"with the capability for time {self._time!r}: it was already dropped"
+            )
+
+    def downgrade(self, time: Any) -> None:
+        """Move the capability to a later ``time``; raises if ``time`` is earlier."""
+        self._check(f"downgrade to time {time!r}")
+        if not less_equal(self._time, time):
+            raise CapabilityError(
+                f"operator '{self._output.operator}' output {self._output.port}: cannot downgrade "
+                f"the capability for time {self._time!r} to time {time!r}, which is not later; "
+                "capabilities only move forward"
+            )
+        if time != self._time:
+            internal = self._output.internal
+            internal.update(time, 1)
+            internal.update(self._time, -1)
+            self._time = time
+
+    def delayed(self, time: Any) -> Capability:
+        """Return a new capability for the later ``time``; this one stays held."""
+        self._check(f"delay to time {time!r}")
+        if not less_equal(self._time, time):
+            raise CapabilityError(
+                f"operator '{self._output.operator}' output {self._output.port}: cannot delay "
+                f"the capability for time {self._time!r} to time {time!r}, which is earlier"
+            )
+        return Capability(time, self._output)
+
+    def drop(self) -> None:
+        """Release the capability.  Dropping twice is harmless."""
+        if self._valid:
+            self._valid = False
+            self._output.internal.update(self._time, -1)
+            self._output.held -= 1
+
+    def __del__(self) -> None:
+        if getattr(self, "_valid", False):
+            self.drop()
+
+    def __repr__(self) -> str:
+        state = "" if self._valid else ", dropped"
+        return f"Capability(time={self._time!r}, output={self._output.port}{state})"
+
+
+class CapabilityRef:
+    """The capability that comes with a message being processed; valid during this invocation.
+
+    Sending at its time on an output that the input reaches is allowed without
+    further ado; :meth:`retain` turns it into a :class:`Capability` to keep.
+    """
+
+    __slots__ = ("_time", "_operator", "_input", "_valid")
+
+    def __init__(self, time: Any, operator: Operator, input_port: int) -> None:
+        """Create the reference; the runtime does this for each received message."""
+        self._time = time
+        self._operator = operator
+        self._input = input_port
+        self._valid = True
+
+    @property
+    def time(self) -> Any:
+        """The time of the message."""
+        return self._time
+
+    def retain(self, output: int = 0) -> Capability:
+        """Keep a capability for this time on ``output`` beyond this invocation."""
+        port = self._operator._check_ref(self, output, self._time)
+        return Capability(self._time, port)
+
+    def delayed(self, time: Any, output: int = 0) -> Capability:
+        """Keep a capability for a later ``time`` on ``output``."""
+        port = self._operator._check_ref(self, output, time)
+        return Capability(time, port)
+
+    def __repr__(self) -> str:
+        return f"CapabilityRef(time={self._time!r}, input={self._input})"
+
+
+class OperatorInput:
+    """Reads messages from one operator input; iterate to get ``(capability_ref, batch)`` pairs."""
+
+    __slots__ = ("_port", "_operator")
+
+    def __init__(self, port: InputPort, operator: Operator) -> None:
+        """Wrap input ``port`` of ``operator``."""
+        self._port = port
+        self._operator = operator
+
+    def __iter__(self) -> Iterator[tuple[CapabilityRef, list[Any]]]:
+        port = self._port
+        operator = self._operator
+        index = port.port
+        while True:
+            message = port.pull()
+            if message is None:
+                return
+            ref = CapabilityRef(message[0], operator, index)
+            operator._refs.append(ref)
+            yield ref, message[1]
+
+    def for_each(self, logic: Callable[[CapabilityRef, list[Any]], None]) -> None:
+        """Call ``logic(capability_ref, batch)`` for every waiting message."""
+        for ref, batch in self:
+            logic(ref, batch)
+
+    def batches(self) -> Iterator[tuple[Any, list[Any]]]:
+        """Yield ``(time, batch)`` for every waiting message, without capability references."""
+        port = self._port
+        while True:
+            message = port.pull()
+            if message is None:
+                return
+            yield message
+
+    @property
+    def frontier(self) -> MutableAntichain[Any]:
+        """The times that may still arrive at this input (read-only)."""
+        return self._port.frontier
+
+
+class Session:
+    """Sends records at one time on one output; obtained from :meth:`OperatorOutput.session`."""
+
+    __slots__ = ("_handle", "time")
+
+    def __init__(self, handle: OperatorOutput, time: Any) -> None:
+        """Bind ``handle`` to ``time``."""
+        self._handle = handle
+        self.time = time
+
+    def give(self, record: Any) -> None:
+        """Send one record."""
+        handle = self._handle
+        if handle._buffer_time != self.time:
+            handle._switch(self.time)
+        handle._buffer.append(record)
+
+    def give_batch(self, records: Sequence[Any]) -> None:
+        """Send several records."""
+        handle = self._handle
+        if handle._buffer_time != self.time:
+            handle._switch(self.time)
+        handle._buffer.extend(records)
+
+
+class OperatorOutput:
+    """Sends records on one operator output, checked against the capabilities the operator holds."""
+
+    __slots__ = ("_port", "_operator", "_buffer", "_buffer_time")
+
+    _NO_TIME = object()
+
+    def __init__(self, port: OutputPort, operator: Operator) -> None:
+        """Wrap output ``port`` of ``operator``."""
+        self._port = port
+        self._operator = operator
+        self._buffer: list[Any] = []
+        self._buffer_time: Any = OperatorOutput._NO_TIME
+
+    def session(self, capability: Capability | CapabilityRef, time: Any = None) -> Session:
+        """A session sending at ``time`` (default: the capability's time) under ``capability``."""
+        send_time = capability.time if time is None else time
+        self._operator._check_send(capability, self._port, send_time)
+        return Session(self, send_time)
+
+    def give(self, capability: Capability | CapabilityRef, record: Any) -> None:
+        """Send one record at the capability's time."""
+        self.session(capability).give(record)
+
+    def give_batch(self, capability: Capability | CapabilityRef, records: Sequence[Any]) -> None:
+        """Send several records at the capability's time."""
+        self.session(capability).give_batch(records)
+
+    def _switch(self, time: Any) -> None:
+        self.flush()
+        self._buffer_time = time
+
+    def flush(self) -> None:
+        """Push buffered records downstream."""
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self._port.send(self._buffer_time, batch)
+        self._buffer_time = OperatorOutput._NO_TIME
+
+
+class Notificator:
+    """Delivers each requested time once, in time order, after all messages at or before it.
+
+    Request with :meth:`notify_at` (passing a capability, which the notificator
+    keeps until delivery).  Iterate to receive the capabilities of completed times;
+    each is dropped after its turn unless you retain a delayed copy.
+    """
+
+    __slots__ = ("_frontiers", "_pending", "_operator")
+
+    def __init__(self, frontiers: Sequence[MutableAntichain[Any]], operator: str) -> None:
+        """Watch the given input frontiers."""
+        self._frontiers = list(frontiers)
+        self._pending: dict[Any, Capability] = {}
+        self._operator = operator
+
+    def notify_at(self, capability: Capability) -> None:
+        """Request a notification at ``capability.time``; the notificator takes the capability."""
+        if not isinstance(capability, Capability):
+            raise CapabilityError(
+                f"operator '{self._operator}': notify_at needs a retained Capability "
+                f"(use ref.retain()), got {capability!r}"
+            )
+        if not capability.valid:
+            raise CapabilityError(
+                f"operator '{self._operator}': cannot request a notification at time "
+                f"{capability.time!r} with a dropped capability"
+            )
+        existing = self._pending.get(capability.time)
+        if existing is None:
+            self._pending[capability.time] = capability
+        elif existing is not capability:
+            capability.drop()
+
+    def _complete(self, time: Any) -> bool:
+        for frontier in self._frontiers:
+            if frontier.less_equal(time):
+                return False
+        return True
+
+    def ready(self) -> list[Any]:
+        """The requested times that are complete, in time order."""
+        return sorted(time for time in self._pending if self._complete(time))
+
+    def __iter__(self) -> Iterator[Capability]:
+        while True:
+            times = self.ready()
+            if not times:
+                return
+            for time in times:
+                capability = self._pending.pop(time)
+                yield capability
+                capability.drop()
+
+    def for_each(self, logic: Callable[[Capability], None]) -> None:
+        """Call ``logic(capability)`` for each completed time, in order."""
+        for capability in self:
+            logic(capability)
+
+    def pending(self) -> list[Any]:
+        """Every requested time not yet delivered."""
+        return sorted(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+class Operator(Scope):
+    """A leaf :class:`~scopes.scope.Scope` running a Python function when scheduled."""
+
+    local = True
+
+    def __init__(
+        self,
+        name: str,
+        timestamp_type: TimestampType,
+        peers: int,
+        inputs: list[InputPort],
+        outputs: list[OutputPort],
+        connectivity: list[list[Antichain[PathSummary]]],
+        notify: bool,
+    ) -> None:
+        """Create the operator's shell; :meth:`set_logic` installs what it does."""
+        self.name = name
+        self.timestamp_type = timestamp_type
+        self.notify = notify
+        self._peers = peers
+        self.input_ports = inputs
+        self.output_ports = outputs
+        self.connectivity = connectivity
+        self.external_summaries: list[list[Antichain[PathSummary]]] = []
+        self._logic: Callable[[], None] | None = None
+        self._refs: list[CapabilityRef] = []
+        self._handles: list[OperatorOutput] = []
+        self.shut_down = False
+
+    @property
+    def inputs(self) -> int:
+        """The number of inputs."""
+        return len(self.input_ports)
+
+    @property
+    def outputs(self) -> int:
+        """The number of outputs."""
+        return len(self.output_ports)
+
+    def set_logic(self, logic: Callable[[], None] | None, handles: Sequence[OperatorOutput] = ()) -> None:
+        """Install the function to run when scheduled, and the output handles to flush after it."""
+        self._logic = logic
+        self._handles = list(handles)
+
+    # Scope interface -------------------------------------------------------
+
+    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
+        """The declared connectivity, and one capability per worker at each output's minimum time."""
+        minimum = self.timestamp_type.minimum()
+        return self.connectivity, [[(minimum, self._peers)] for _ in self.output_ports]
+
+    def set_external_summary(
+        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
+    ) -> None:
+        """Record the initial frontier at each input."""
+        self.external_summaries = [list(row) for row in summaries]
+        for port, updates in zip(self.input_ports, frontier, strict=True):
+            port.frontier.update_iter(updates)
+
+    def push_external_progress(self, external: Sequence[Updates]) -> None:
+        """Apply frontier changes at the inputs."""
+        for port, updates in zip(self.input_ports, external, strict=True):
+            if updates:
+                port.frontier.update_iter(updates)
+
+    def pull_internal_progress(
+        self,
+        internal: Sequence[ChangeBatch[Any]],
+        consumed: Sequence[ChangeBatch[Any]],
+        produced: Sequence[ChangeBatch[Any]],
+    ) -> bool:
+        """Run the logic, then report consumed messages, capability changes and produced messages."""
+        logic = self._logic
+        if logic is not None:
+            try:
+                logic()
+            finally:
+                for handle in self._handles:
+                    handle.flush()
+                if self._refs:
+                    for ref in self._refs:
+                        ref._valid = False
+                    self._refs.clear()
+        for batch, port in zip(consumed, self.input_ports, strict=True):
+            if port.consumed:
+                batch.extend(port.consumed.items())
+                port.consumed.clear()
+        for batch, output in zip(internal, self.output_ports, strict=True):
+            if len(output.internal):
+                output.internal.drain_into(batch)
+        for batch, output in zip(produced, self.output_ports, strict=True):
+            if output.produced:
+                batch.extend(output.produced.items())
+                output.produced.clear()
+        return False
+
+    # checks ------------------------------------------------------------------
+
+    def _check_ref(self, ref: CapabilityRef, output: int, time: Any) -> OutputPort:
+        if not ref._valid:
+            raise CapabilityError(
+                f"operator '{self.name}' input {ref._input}: the capability reference for time "
+                f"{ref._time!r} is only valid while its message is being processed; "
+                "retain() it during that invocation to keep it"
+            )
+        if not 0 <= output < len(self.output_ports):
+            raise CapabilityError(
+                f"operator '{self.name}': no output {output} (it has {len(self.output_ports)} outputs)"
+            )
+        if not less_equal(ref._time, time):
+            raise CapabilityError(
+                f"operator '{self.name}' output {output}: cannot take a capability for time "
+                f"{time!r} from a message at time {ref._time!r}, which is later"
+            )
+        if not self._reaches(ref._input, output, ref._time, time):
+            raise CapabilityError(
+                f"operator '{self.name}': input {ref._input} does not connect to output {output} "
+                f"in the operator's declared summary, so a message at time {ref._time!r} there "
+                f"gives no capability for time {time!r} on output {output}"
+            )
+        return self.output_ports[output]
+
+    def _reaches(self, input_port: int, output: int, time: Any, target: Any) -> bool:
+        for summary in self.connectivity[input_port][output]:
+            result = summary.results_in(time)
+            if result is not None and less_equal(result, target):
+                return True
+        return False
+
+    def _check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Any) -> None:
+        if isinstance(capability, Capability):
+            if capability._output is not port:
+                raise CapabilityError(
+                    f"operator '{self.name}' output {port.port}: the capability for time "
+                    f"{capability.time!r} belongs to output {capability._output.port}; "
+                    f"use a capability of output {port.port}"
+                )
+            if not capability._valid:
+                raise CapabilityError(
+                    f"operator '{self.name}' output {port.port}: cannot send at time {time!r}: "
+                    f"the capability for time {capability.time!r} was already dropped"
+                )
+            if time is not capability._time and not less_equal(capability._time, time):
+                raise CapabilityError(
+                    f"operator '{self.name}' output {port.port}: cannot send at time {time!r} "
+                    f"holding a capability for time {capability.time!r} only; "
+                    "messages may only be sent at or after a held capability's time"
+                )
+        elif isinstance(capability, CapabilityRef):
+            self._check_ref(capability, port.port, time)
+        else:
+            raise CapabilityError(
+                f"operator '{self.name}' output {port.port}: sending needs a Capability or "
+                f"CapabilityRef, got {capability!r}"
+            )
+
+    def held_capabilities(self) -> list[tuple[int, dict[Any, int]]]:
+        """For diagnosis: per output, the number of capabilities currently held."""
+        return [(port.port, {"held": port.held}) for port in self.output_ports]

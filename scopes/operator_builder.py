@@ -1,0 +1,130 @@
+"""Assembling a leaf operator: its inputs, outputs, connectivity and logic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from scopes.channels import ChannelContract, Pipeline
+from scopes.errors import BuildError
+from scopes.location import Source, Target
+from scopes.operator import (
+    Capability,
+    InputPort,
+    Operator,
+    OperatorInfo,
+    OperatorInput,
+    OperatorOutput,
+    OutputPort,
+)
+from scopes.reachability import SummarySpec, connectivity_from
+
+if TYPE_CHECKING:
+    from scopes.builder import ScopeBuilder
+    from scopes.stream import Stream
+
+
+class OperatorBuilder:
+    """Builds one operator in a scope: add inputs and outputs, then :meth:`build` with its logic."""
+
+    def __init__(self, scope: ScopeBuilder, name: str, notify: bool = False) -> None:
+        """Reserve a place for operator ``name`` in ``scope``."""
+        self.scope = scope
+        self.name = name
+        self.notify = notify
+        subgraph = scope.subgraph
+        self.index = subgraph.reserve_child(name)
+        self.address = subgraph.address + (self.index,)
+        self.activate = partial(subgraph.activate_child, self.index)
+        self.inputs: list[InputPort] = []
+        self.outputs: list[OutputPort] = []
+        self.summary: SummarySpec = None
+        self.operator: Operator | None = None
+
+    @property
+    def info(self) -> OperatorInfo:
+        """What the operator's logic may know about it."""
+        context = self.scope.context
+        return OperatorInfo(
+            self.name, self.index, self.address, context.worker_index, context.peers, self.activate
+        )
+
+    def new_input(self, stream: Stream, contract: ChannelContract = Pipeline) -> InputPort:
+        """Connect ``stream`` to a new input, distributing records by ``contract``."""
+        if stream.scope is not self.scope:
+            raise BuildError(
+                f"operator '{self.name}' is in scope '{self.scope.name}' but its input stream "
+                f"'{stream.name}' is in scope '{stream.scope.name}'; move streams between scopes "
+                "with stream.enter(scope) and stream.leave()"
+            )
+        if not isinstance(contract, ChannelContract):
+            raise BuildError(
+                f"operator '{self.name}': {contract!r} is not a channel contract; use Pipeline, "
+                "Exchange(key) or Broadcast"
+            )
+        port = len(self.inputs)
+        context = self.scope.context
+        channel = context.next_channel()
+        pusher, puller = contract.connect(context.allocator, channel, self.address, self.activate)
+        stream.tee.add(pusher)
+        self.scope.subgraph.connect(stream.source, Target(self.index, port))
+        input_port = InputPort(self.name, port, puller)
+        self.inputs.append(input_port)  # shared with the operator, if already built
+        return input_port
+
+    def new_output(self) -> tuple[OutputPort, Stream]:
+        """Create a new output and the stream that carries what it sends."""
+        from scopes.stream import Stream
+
+        port = OutputPort(self.name, len(self.outputs))
+        self.outputs.append(port)
+        stream = Stream(self.scope, Source(self.index, port.port), port.tee, self.name)
+        return port, stream
+
+    def set_summary(self, summary: SummarySpec) -> None:
+        """Declare which inputs reach which outputs, and how times change on the way."""
+        self.summary = summary
+
+    def initial_capabilities(self) -> list[Capability]:
+        """This worker's capability at the minimum time on each output."""
+        minimum = self.scope.timestamp_type.minimum()
+        return [Capability._initial(minimum, port) for port in self.outputs]
+
+    def build(
+        self,
+        logic: Callable[[], None] | None,
+        handles: list[OperatorOutput] | None = None,
+        operator_class: type[Operator] = Operator,
+        **extra: Any,
+    ) -> Operator:
+        """Create the operator with ``logic`` (run at each scheduling) and install it in the scope."""
+        scope = self.scope
+        connectivity = connectivity_from(
+            self.summary,
+            len(self.inputs),
+            len(self.outputs),
+            scope.timestamp_type.identity(),
+            f"operator '{self.name}'",
+        )
+        operator = operator_class(
+            self.name,
+            scope.timestamp_type,
+            scope.context.peers,
+            self.inputs,
+            self.outputs,
+            connectivity,
+            self.notify,
+            **extra,
+        )
+        operator.set_logic(logic, handles or [])
+        scope.subgraph.set_child(self.index, operator)
+        self.operator = operator
+        return operator
+
+    def handles(self, operator: Operator) -> tuple[list[OperatorInput], list[OperatorOutput]]:
+        """User-facing handles for every input and output of ``operator``."""
+        inputs = [OperatorInput(port, operator) for port in self.inputs]
+        outputs = [OperatorOutput(port, operator) for port in self.outputs]
+        operator._handles = outputs
+        return inputs, outputs

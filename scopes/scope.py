@@ -1,0 +1,90 @@
+"""The ``Scope`` interface: how a parent sees one element of its dataflow graph.
+
+A scope is a vertex with some inputs and outputs.  At construction it
+summarizes itself to its parent (:meth:`Scope.get_internal_summary`) and learns
+about the world around it (:meth:`Scope.set_external_summary`).  At run time the
+parent pushes progress made elsewhere, projected to the scope's inputs
+(:meth:`Scope.push_external_progress`), and pulls progress made inside, projected
+to the scope's outputs (:meth:`Scope.pull_internal_progress`).
+
+Leaf operators and :class:`~scopes.subgraph.Subgraph` both implement it, so
+subgraphs nest to any depth.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from scopes.antichain import Antichain
+from scopes.change_batch import ChangeBatch
+from scopes.timestamp import PathSummary
+
+Updates = list[tuple[Any, int]]
+"""A list of ``(time, diff)`` count changes."""
+
+
+class Scope(ABC):
+    """One vertex of a dataflow graph, as seen from its parent scope."""
+
+    name: str = "scope"
+    local: bool = True
+    """Whether the parent must broadcast this scope's progress statements to all workers.
+
+    Leaf operators report only their own worker's actions, so they are local.  A
+    subgraph already sees the progress of every worker inside it, so it is not.
+    """
+    notify: bool = True
+    """Whether the scope wants to run when the frontiers at its inputs change."""
+
+    @property
+    @abstractmethod
+    def inputs(self) -> int:
+        """The number of inputs."""
+
+    @property
+    @abstractmethod
+    def outputs(self) -> int:
+        """The number of outputs."""
+
+    @abstractmethod
+    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
+        """Summarize the scope to its parent.
+
+        Returns ``(summaries, capabilities)``: ``summaries[i][o]`` is the antichain
+        of path summaries from input ``i`` to output ``o`` (empty: no path), and
+        ``capabilities[o]`` lists the initial capability counts at output ``o``.
+        """
+
+    @abstractmethod
+    def set_external_summary(
+        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
+    ) -> None:
+        """Learn about the outside world.
+
+        ``summaries[o][i]`` summarizes the paths from output ``o`` back to input
+        ``i`` through the parent; ``frontier[i]`` is the initial count of times
+        that may arrive at input ``i``.
+        """
+
+    @abstractmethod
+    def push_external_progress(self, external: Sequence[Updates]) -> None:
+        """Receive changes, one list per input, to the frontier of times that may arrive there."""
+
+    @abstractmethod
+    def pull_internal_progress(
+        self,
+        internal: Sequence[ChangeBatch[Any]],
+        consumed: Sequence[ChangeBatch[Any]],
+        produced: Sequence[ChangeBatch[Any]],
+    ) -> bool:
+        """Do work, then report progress made since the last pull, all in one call.
+
+        Fills ``internal[o]`` with changes to capabilities at output ``o``,
+        ``consumed[i]`` with messages consumed at input ``i`` and ``produced[o]``
+        with messages produced at output ``o``, counted in records.  Consuming and
+        the capabilities it creates, or producing and the capabilities it retires,
+        are always reported together.  Returns whether work remains that is not
+        visible as capabilities at the outputs.
+        """
