@@ -151,29 +151,60 @@ class MutableAntichain(Generic[T]):
         return self._rebuild()
 
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
-        """Apply one update and return the resulting changes to the frontier."""
-        return self.update_iter(((time, diff),))
+        """Apply one update and return the resulting changes to the frontier.
+
+        The returned list may be shared and must not be modified.
+        """
+        counts = self._counts
+        value = counts.get(time, 0) + diff
+        if value:
+            counts[time] = value
+        else:
+            counts.pop(time, None)
+        frontier = self._frontier
+        if time.__class__ is int:
+            if frontier and frontier[0] < time:  # type: ignore[operator]
+                return _NO_CHANGES
+        else:
+            for element in frontier:
+                if less_than(element, time):
+                    return _NO_CHANGES
+        return self._rebuild()
 
     def _rebuild(self) -> list[tuple[T, int]]:
         old = self._frontier
-        positive = [time for time, count in self._counts.items() if count > 0]
+        counts = self._counts
         new: list[T]
-        if not positive:
+        if not counts:
             new = []
-        elif positive[0].__class__ is int:
-            new = [min(positive)]  # type: ignore[type-var]
         else:
-            try:
-                positive.sort()  # type: ignore[call-arg]
-            except TypeError:
-                pass
-            chain: Antichain[T] = Antichain()
-            for time in positive:
-                chain.insert(time)
-            new = chain._elements
+            first = next(iter(counts))
+            if first.__class__ is int:
+                best: Any = None
+                for time, count in counts.items():
+                    if count > 0 and (best is None or time < best):
+                        best = time
+                new = [] if best is None else [best]
+            else:
+                positive = [time for time, count in counts.items() if count > 0]
+                try:
+                    positive.sort()  # type: ignore[call-arg]
+                except TypeError:
+                    pass
+                chain: Antichain[T] = Antichain()
+                for time in positive:
+                    chain.insert(time)
+                new = chain._elements
         self._frontier = new
-        if len(old) == 1 and len(new) == 1 and old[0] == new[0]:
-            return []
+        if len(old) == 1:
+            if len(new) == 1:
+                if old[0] == new[0]:
+                    return []
+                return [(old[0], -1), (new[0], 1)]
+            if not new:
+                return [(old[0], -1)]
+        elif not old:
+            return [(time, 1) for time in new]
         changes: list[tuple[T, int]] = [(time, -1) for time in old if time not in new]
         changes.extend((time, 1) for time in new if time not in old)
         return changes
@@ -217,6 +248,9 @@ class MutableAntichain(Generic[T]):
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={_sorted(self._frontier)!r})"
+
+
+_NO_CHANGES: list[Any] = []
 
 
 def _sorted(items: list[Any]) -> list[Any]:

@@ -479,17 +479,20 @@ class Operator(Scope):
                     for ref in self._refs:
                         ref._valid = False
                     self._refs.clear()
-        for batch, port in zip(consumed, self.input_ports, strict=True):
+        index = 0
+        for port in self.input_ports:
             if port.consumed:
-                batch.extend(port.consumed.items())
+                consumed[index].extend(port.consumed.items())
                 port.consumed.clear()
-        for batch, output in zip(internal, self.output_ports, strict=True):
-            if len(output.internal):
-                output.internal.drain_into(batch)
-        for batch, output in zip(produced, self.output_ports, strict=True):
+            index += 1
+        index = 0
+        for output in self.output_ports:
+            if output.internal._counts:
+                output.internal.drain_into(internal[index])
             if output.produced:
-                batch.extend(output.produced.items())
+                produced[index].extend(output.produced.items())
                 output.produced.clear()
+            index += 1
         return False
 
     # checks ------------------------------------------------------------------

@@ -445,6 +445,21 @@ class Tracker:
         """Record a pointstamp change at a location given by its dense index (see :meth:`index_of`)."""
         self._update(loc, time, diff)
 
+    def update_batch(self, updates: Iterable[tuple[int, Any, int]]) -> None:
+        """Record many ``(location index, time, diff)`` changes at once."""
+        all_pending = self._pending
+        for loc, time, diff in updates:
+            pending = all_pending.get(loc)
+            if pending is None:
+                if diff:
+                    all_pending[loc] = {time: diff}
+            else:
+                value = pending.get(time, 0) + diff
+                if value:
+                    pending[time] = value
+                else:
+                    pending.pop(time, None)
+
     def index_of(self, location: Location) -> int:
         """The dense index of ``location``, for :meth:`update_index`."""
         return self._loc(location)
@@ -503,7 +518,7 @@ class Tracker:
                 diff += pop(work)[2]
             if not diff:
                 continue
-            for changed, change in implications[loc].update_iter(((time, diff),)):
+            for changed, change in implications[loc].update(time, diff):
                 key = (loc, changed)
                 value = pushed.get(key, 0) + change
                 if value:

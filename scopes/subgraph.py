@@ -273,11 +273,15 @@ class Subgraph(Scope):
         self._loc_kind: list[int] = [_INNER] * len(locations)
         self._loc_port: list[int] = [0] * len(locations)
         self._loc_child: list[int] = [0] * len(locations)
+        # for each location: the child whose input it is, or -1 (outputs, and the boundary)
+        self._loc_target_child: list[int] = [-1] * len(locations)
         for loc, location in enumerate(locations):
             self._loc_child[loc] = location.node
             self._loc_port[loc] = location.port
             if location.node == 0:
                 self._loc_kind[loc] = _SCOPE_OUTPUT if isinstance(location, Target) else _SCOPE_INPUT
+            elif isinstance(location, Target):
+                self._loc_target_child[loc] = location.node
         for index, child in enumerate(self.children):
             if index == 0:
                 self._source_loc[0] = [tracker.index_of(Source(0, i)) for i in range(self._num_inputs)]
@@ -416,7 +420,7 @@ class Subgraph(Scope):
 
     def _accept_frontier(self) -> None:
         pending = self._external
-        if not any(pending):
+        if not pending or not any(pending):
             return
         tracker = self.tracker
         to_inner = self.refinement.to_inner if self.refinement else (lambda t: t)
@@ -428,6 +432,8 @@ class Subgraph(Scope):
                 updates.clear()
 
     def _harvest_inputs(self) -> None:
+        if not self._input_counts:
+            return
         local = self._local
         for port, counts in enumerate(self._input_counts):
             if counts:
@@ -460,7 +466,10 @@ class Subgraph(Scope):
         produced: Sequence[ChangeBatch[Any]],
     ) -> None:
         tracker = self.tracker
-        if self._final:
+        if self._final and self.refinement is None:
+            final, self._final = self._final, []
+            tracker.update_batch(final)
+        elif self._final:
             final, self._final = self._final, []
             kinds = self._loc_kind
             ports = self._loc_port
@@ -470,7 +479,7 @@ class Subgraph(Scope):
                 kind = kinds[loc]
                 if kind == _INNER:
                     update(loc, time, diff)
-                elif refinement is None:
+                elif refinement is None:  # pragma: no cover - handled above
                     raise ProgressError(f"top-level scope '{self.name}' received progress at its boundary")
                 elif kind == _SCOPE_INPUT:
                     consumed[ports[loc]].update(refinement.to_outer(time), -diff)
@@ -479,21 +488,20 @@ class Subgraph(Scope):
         tracker.propagate_all()
         pushed = tracker.drain_pushed_indexed()
         if pushed:
-            kinds = self._loc_kind
+            target_child = self._loc_target_child
+            ports = self._loc_port
             children = self.children
             per_child: dict[int, list[list[tuple[Any, int]]]] = {}
             for loc, time, diff in pushed:
-                if kinds[loc] != _INNER:
-                    continue
-                child_index = self._loc_child[loc]
-                child = children[child_index]
-                assert child is not None
-                if loc not in self._target_set:
+                child_index = target_child[loc]
+                if child_index <= 0:
                     continue
                 lists = per_child.get(child_index)
                 if lists is None:
+                    child = children[child_index]
+                    assert child is not None
                     lists = per_child[child_index] = [[] for _ in range(child.inputs)]
-                lists[self._loc_port[loc]].append((time, diff))
+                lists[ports[loc]].append((time, diff))
             for child_index, lists in per_child.items():
                 child = children[child_index]
                 assert child is not None
@@ -504,14 +512,6 @@ class Subgraph(Scope):
             for output, changes in enumerate(self._output_capability_changes()):
                 if changes:
                     internal[output].extend(changes)
-
-    @property
-    def _target_set(self) -> set[int]:
-        targets = getattr(self, "_targets_cache", None)
-        if targets is None:
-            targets = {loc for locs in self._target_loc[1:] for loc in locs}
-            self._targets_cache = targets
-        return targets
 
     def _schedule_children(self) -> None:
         heap = self._heap
@@ -548,17 +548,17 @@ class Subgraph(Scope):
     ) -> None:
         out = self._local if local else self._final
         for port, batch in enumerate(consumed):
-            if len(batch):
+            if batch._counts:
                 loc = self._target_loc[index][port]
                 for time, diff in batch.drain():
                     out.append((loc, time, -diff))
         for port, batch in enumerate(internal):
-            if len(batch):
+            if batch._counts:
                 loc = self._source_loc[index][port]
                 for time, diff in batch.drain():
                     out.append((loc, time, diff))
         for port, batch in enumerate(produced):
-            if len(batch):
+            if batch._counts:
                 fanout = self._edge_targets[index][port]
                 for time, diff in batch.drain():
                     for loc in fanout:
