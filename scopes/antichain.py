@@ -8,6 +8,7 @@ changes with each batch of updates.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -187,10 +188,8 @@ class MutableAntichain(Generic[T]):
                 new = [] if best is None else [best]
             else:
                 positive = [time for time, count in counts.items() if count > 0]
-                try:
-                    positive.sort()  # type: ignore[call-arg]
-                except TypeError:
-                    pass
+                with contextlib.suppress(TypeError):  # unorderable: insertion still finds the minima
+                    positive.sort()
                 chain: Antichain[T] = Antichain()
                 for time in positive:
                     chain.insert(time)

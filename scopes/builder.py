@@ -13,7 +13,6 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from scopes.antichain import Antichain, MutableAntichain
-from scopes.change_batch import ChangeBatch
 from scopes.channels import Allocator, Pipeline
 from scopes.errors import BuildError, ScopeError, TimestampError
 from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
@@ -181,7 +180,7 @@ class ScopeBuilder:
         """
         timestamp_type = self.timestamp_type
         resolved: PathSummary
-        if isinstance(summary, int) or isinstance(summary, IntegerSummary):
+        if isinstance(summary, (int, IntegerSummary)):
             step = summary if isinstance(summary, IntegerSummary) else IntegerSummary(summary)
             if isinstance(timestamp_type, ProductType) and isinstance(timestamp_type.inner, IntegerType):
                 resolved = timestamp_type.feedback(step.step, step.limit)

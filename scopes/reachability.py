@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.errors import CycleError, GraphError
@@ -30,11 +30,11 @@ from scopes.location import Location, Source, Target
 from scopes.order import less_equal
 from scopes.timestamp import PathSummary, TimestampType, checked
 
-SummarySpec = Union[
-    Sequence[Sequence[Union[Antichain[PathSummary], Iterable[PathSummary]]]],
-    Mapping[tuple[int, int], Union[Antichain[PathSummary], Iterable[PathSummary]]],
-    None,
-]
+SummarySpec = (
+    Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
+    | Mapping[tuple[int, int], Antichain[PathSummary] | Iterable[PathSummary]]
+    | None
+)
 """An operator's internal summaries, ``[input][output]`` or ``{(input, output): ...}``.
 
 Each entry is an antichain (or iterable) of path summaries; an empty entry, or a
@@ -80,8 +80,8 @@ def connectivity_from(
     rows = list(spec)
     if len(rows) != inputs:
         raise GraphError(f"{where}: summary has {len(rows)} rows but the operator has {inputs} inputs")
-    for i, row in enumerate(rows):
-        cells = list(row)
+    for i, spec_row in enumerate(rows):
+        cells: list[Any] = list(spec_row)
         if len(cells) != outputs:
             raise GraphError(
                 f"{where}: summary row for input {i} has {len(cells)} entries "

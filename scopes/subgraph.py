@@ -165,7 +165,7 @@ class Subgraph(Scope):
 
     def add_child(self, child: Scope, name: str | None = None) -> int:
         """Add a child scope and return its index (1, 2, ...)."""
-        index = self.reserve_child(name or getattr(child, "name", "operator"))
+        index = self.reserve_child(name or str(getattr(child, "name", "operator")))
         self.set_child(index, child)
         return index
 

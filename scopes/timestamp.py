@@ -29,7 +29,7 @@ UINT64_MAX = 2**64 - 1
 """The largest integer timestamp; a summary that would pass it yields ``None``."""
 
 
-class Product(tuple):  # type: ignore[type-arg]
+class Product(tuple):
     """A pair of timestamps ordered coordinate-wise: ``(a, b) <= (c, d)`` iff ``a <= c and b <= d``.
 
     ``Product`` is immutable and hashable.  The partial order is available as
@@ -43,7 +43,7 @@ class Product(tuple):  # type: ignore[type-arg]
         """Create the product of an ``outer`` and an ``inner`` timestamp."""
         return tuple.__new__(cls, (outer, inner))
 
-    def __getnewargs__(self) -> tuple[Any, Any]:  # type: ignore[override]
+    def __getnewargs__(self) -> tuple[Any, Any]:
         """Support pickling and copying."""
         return (self[0], self[1])
 

@@ -1,0 +1,144 @@
+"""Streaming word count: exchange by word, and per-epoch notifications for running totals.
+
+Lines of text arrive over several epochs; each worker reads the lines whose
+position ``i`` in the epoch has ``i % peers == worker``.  The dataflow splits
+lines into ``(word, 1)`` pairs, routes each pair to the worker that owns the word
+(``Exchange`` on the word), and counts there.  The counting operator is stateful
+and uses a notificator: it accumulates the counts of each epoch separately, asks
+to be notified when the epoch is complete, and only then folds them into the
+running totals and emits ``(word, total so far)`` for each word seen in that
+epoch.  Notifications arrive in time order, so the totals are always those of a
+complete prefix of the input.
+
+Run it with ``python examples/wordcount.py -w 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from runtime import Worker, execute  # noqa: E402
+from scopes import (  # noqa: E402
+    Exchange,
+    Notificator,
+    OperatorInput,
+    OperatorOutput,
+    ScopeBuilder,
+    Stream,
+)
+
+Totals = dict[int, dict[str, int]]
+"""For each epoch, the running total of every word that appeared in that epoch."""
+
+VOCABULARY = (
+    "timely dataflow naiad epoch loop frontier progress notify capability worker "
+    "stream operator exchange scope time record batch iterate"
+).split()
+
+
+def random_text(epochs: int, lines: int, seed: int, words_per_line: int = 8) -> list[list[str]]:
+    """``epochs`` lists of ``lines`` random lines each, drawn from a small vocabulary."""
+    rng = random.Random(seed)
+    return [
+        [" ".join(rng.choices(VOCABULARY, k=rng.randint(0, words_per_line))) for _ in range(lines)]
+        for _ in range(epochs)
+    ]
+
+
+def count_words(pairs: Stream) -> Stream:
+    """Running totals of ``(word, n)`` pairs, emitted as ``(word, total)`` once each epoch is done."""
+    pending: dict[Any, Counter[str]] = {}
+    totals: Counter[str] = Counter()
+
+    def logic(input: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
+        for ref, batch in input:
+            counts = pending.get(ref.time)
+            if counts is None:
+                counts = pending[ref.time] = Counter()
+                notificator.notify_at(ref.retain())
+            for word, n in batch:
+                counts[word] += n
+        for capability in notificator:
+            counts = pending.pop(capability.time)
+            totals.update(counts)
+            output.session(capability).give_batch([(word, totals[word]) for word in counts])
+
+    return pairs.unary_notify(Exchange(lambda pair: pair[0]), "Count", logic)
+
+
+def worker_main(worker: Worker, text: list[list[str]]) -> list[tuple[int, str, int]]:
+    """Build and drive the dataflow on one worker; return the ``(epoch, word, total)`` it produced."""
+    produced: list[tuple[int, str, int]] = []
+
+    def collect(time: Any, batch: list[tuple[str, int]]) -> None:
+        produced.extend((time, word, total) for word, total in batch)
+
+    def build(scope: ScopeBuilder) -> Any:
+        handle, lines = scope.new_input("Lines")
+        pairs = lines.flat_map(lambda line: [(word, 1) for word in line.split()], name="Split")
+        probe = count_words(pairs).inspect_batch(collect, name="Collect").probe()
+        return handle, probe
+
+    handle, probe = worker.dataflow(build, name="wordcount")
+    for epoch, lines in enumerate(text):
+        handle.send_batch(line for i, line in enumerate(lines) if i % worker.peers == worker.index)
+        handle.advance_to(epoch + 1)
+        worker.step_while(lambda: probe.less_than(handle.time))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return produced
+
+
+def run(text: list[list[str]], workers: int = 1) -> Totals:
+    """Count the words of ``text`` (a list of epochs, each a list of lines) on ``workers`` workers."""
+    result: Totals = {}
+    for produced in execute(lambda worker: worker_main(worker, text), workers=workers):
+        for epoch, word, total in produced:
+            per_epoch = result.setdefault(epoch, {})
+            if word in per_epoch:
+                raise AssertionError(f"word {word!r} reported twice at epoch {epoch}")
+            per_epoch[word] = total
+    return result
+
+
+def reference(text: list[list[str]]) -> Totals:
+    """What :func:`run` should return, computed directly."""
+    result: Totals = {}
+    totals: Counter[str] = Counter()
+    for epoch, lines in enumerate(text):
+        counts = Counter(word for line in lines for word in line.split())
+        totals.update(counts)
+        if counts:
+            result[epoch] = {word: totals[word] for word in counts}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
+    parser.add_argument("--lines", type=int, default=50, help="lines per epoch")
+    parser.add_argument("--seed", type=int, default=1, help="random seed for the text")
+    args = parser.parse_args(argv)
+
+    text = random_text(args.epochs, args.lines, args.seed)
+    result = run(text, args.workers)
+    for epoch in sorted(result):
+        top = sorted(result[epoch].items(), key=lambda item: (-item[1], item[0]))[:4]
+        shown = ", ".join(f"{word}={total}" for word, total in top)
+        print(f"epoch {epoch}: {len(result[epoch])} words updated; top totals: {shown}")
+    ok = result == reference(text)
+    print(f"{args.workers} worker(s); matches reference: {ok}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
