@@ -9,6 +9,8 @@ record.
 from __future__ import annotations
 
 import copy
+from collections import deque
+from itertools import chain as _itertools_chain
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +27,15 @@ from scopes.operator import (
 )
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
-from scopes.reachability import SummarySpec
+from scopes.reachability import SummarySpec, connectivity_from
+
+chain_from_iterable = _itertools_chain.from_iterable
+
+
+def consume(iterator: Iterable[Any]) -> None:
+    """Exhaust ``iterator`` at C speed."""
+    deque(iterator, maxlen=0)
+
 
 if TYPE_CHECKING:
     from scopes.builder import LoopHandle, ProbeHandle, ScopeBuilder
@@ -34,7 +44,7 @@ if TYPE_CHECKING:
 class Stream:
     """A stream of timestamped records produced by one operator output."""
 
-    __slots__ = ("scope", "source", "tee", "name")
+    __slots__ = ("scope", "source", "tee", "name", "_chain")
 
     def __init__(self, scope: ScopeBuilder, source: Source, tee: Tee, name: str) -> None:
         """Describe output ``source`` of ``scope``, whose messages go through ``tee``."""
@@ -42,6 +52,7 @@ class Stream:
         self.source = source
         self.tee = tee
         self.name = name
+        self._chain: _Chain | None = None
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r} in scope {self.scope.name!r} at {self.source!r})"
@@ -69,19 +80,26 @@ class Stream:
             capability.drop()
         return stream
 
+    def _stage(self, name: str, stage: Callable[[Iterable[Any]], Iterable[Any]]) -> Stream:
+        """Add a stateless per-record stage, fused with the stage that produced this stream if possible."""
+        chain = self._chain
+        if chain is not None and chain.last is self and not self.tee.pushers:
+            return chain.extend(name, stage)
+        return _Chain(self, name, stage).streams[0]
+
     # ------------------------------------------------------------------ per-record operators
 
     def map(self, function: Callable[[Any], Any], name: str = "Map") -> Stream:
         """Replace each record ``x`` by ``function(x)``."""
-        return self._pipe(name, lambda batch: list(map(function, batch)))
+        return self._stage(name, lambda records: map(function, records))
 
     def flat_map(self, function: Callable[[Any], Iterable[Any]], name: str = "FlatMap") -> Stream:
         """Replace each record ``x`` by the records of ``function(x)``."""
-        return self._pipe(name, lambda batch: [y for x in batch for y in function(x)])
+        return self._stage(name, lambda records: chain_from_iterable(map(function, records)))
 
     def filter(self, predicate: Callable[[Any], bool], name: str = "Filter") -> Stream:
         """Keep the records for which ``predicate`` is true."""
-        return self._pipe(name, lambda batch: list(filter(predicate, batch)))
+        return self._stage(name, lambda records: filter(predicate, records))
 
     def inspect(self, function: Callable[[Any], None], name: str = "Inspect") -> Stream:
         """Call ``function(record)`` on each record and pass the records on unchanged."""
@@ -464,6 +482,65 @@ class Stream:
 
 def _identity(batch: list[Any]) -> list[Any]:
     return batch
+
+
+class _Chain:
+    """Consecutive stateless stages (``map``, ``filter``, ``flat_map``) run as one operator.
+
+    Each stage has its own output (and stream), so the graph keeps every stream;
+    at run time records flow through the stages as lazy iterators and a list is
+    built only where a stream has receivers, and at the end.
+    """
+
+    __slots__ = ("builder", "operator", "stages", "outputs", "streams", "last", "names")
+
+    def __init__(self, stream: Stream, name: str, stage: Callable[[Iterable[Any]], Iterable[Any]]) -> None:
+        builder = OperatorBuilder(stream.scope, name)
+        port = builder.new_input(stream, Pipeline)
+        self.builder = builder
+        self.stages: list[Callable[[Iterable[Any]], Iterable[Any]]] = []
+        self.outputs: list[Any] = []
+        self.streams: list[Stream] = []
+        self.names: list[str] = []
+        pull = port.pull
+        stages = self.stages
+        outputs = self.outputs
+
+        def logic() -> None:
+            while (message := pull()) is not None:
+                time, records = message
+                data: Iterable[Any] = records
+                last = len(stages) - 1
+                for index, (apply, output) in enumerate(zip(stages, outputs)):  # noqa: B905
+                    data = apply(data)
+                    if output.tee.pushers:
+                        data = list(data)
+                        output.send(time, data)
+                    elif index == last:
+                        consume(data)  # run the functions even when nothing listens
+
+        self.operator = builder.build(logic)
+        self.last: Stream | None = None
+        self.extend(name, stage)
+
+    def extend(self, name: str, stage: Callable[[Iterable[Any]], Iterable[Any]]) -> Stream:
+        output, stream = self.builder.new_output()
+        self.stages.append(stage)
+        self.outputs.append(output)
+        self.names.append(name)
+        self.streams.append(stream)
+        scope = self.builder.scope
+        self.operator.connectivity = connectivity_from(
+            None, 1, len(self.outputs), scope.timestamp_type.identity(), f"operator '{self.builder.name}'"
+        )
+        if len(self.names) > 1:
+            self.operator.name = "+".join(self.names)
+            scope.subgraph.child_names[self.builder.index] = self.operator.name
+        Capability._initial(scope.timestamp_type.minimum(), output).drop()
+        stream._chain = self
+        stream.name = name
+        self.last = stream
+        return stream
 
 
 def _unary(logic: Callable[[OperatorInput, OperatorOutput], None]) -> Callable[..., None]:
