@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 from collections import deque
-from itertools import chain as _itertools_chain
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from itertools import chain as _itertools_chain
 from typing import TYPE_CHECKING, Any
 
 from scopes.channels import Broadcast, ChannelContract, Exchange, Pipeline, Tee
