@@ -158,6 +158,10 @@ class ChannelContract(ABC):
 
     name = "contract"
 
+    def copies(self, peers: int) -> int:
+        """How many copies of each record sent into the channel are delivered (in all)."""
+        return 1
+
     @abstractmethod
     def connect(
         self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator
@@ -209,6 +213,10 @@ class _Broadcast(ChannelContract):
     """Send every record to every worker."""
 
     name = "Broadcast"
+
+    def copies(self, peers: int) -> int:
+        """Every worker receives a copy."""
+        return peers
 
     def connect(
         self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator

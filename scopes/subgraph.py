@@ -109,6 +109,7 @@ class Subgraph(Scope):
         self.children: list[Scope | None] = [None]
         self.child_names: list[str] = ["scope boundary"]
         self.edges: list[tuple[Source, Target]] = []
+        self._copies: dict[tuple[Source, Target], int] = {}
         self._num_inputs = 0
         self._num_outputs = 0
         self._input_tees: list[Tee] = []
@@ -169,10 +170,16 @@ class Subgraph(Scope):
         self.set_child(index, child)
         return index
 
-    def connect(self, source: Source, target: Target) -> None:
-        """Add an edge from ``source`` to ``target`` (index 0 is this scope's boundary)."""
+    def connect(self, source: Source, target: Target, copies: int = 1) -> None:
+        """Add an edge from ``source`` to ``target`` (index 0 is this scope's boundary).
+
+        ``copies`` is how many records arrive at ``target`` (over all workers) for
+        each record sent at ``source``: the number of workers for a broadcast.
+        """
         self._check_open(f"connect {source!r} to {target!r}")
         self.edges.append((source, target))
+        if copies != 1:
+            self._copies[(source, target)] = copies
 
     def new_input(self) -> tuple[int, Pusher, Tee]:
         """Create a scope input.
@@ -290,14 +297,16 @@ class Subgraph(Scope):
             assert child is not None
             self._target_loc[index] = [tracker.index_of(Target(index, p)) for p in range(child.inputs)]
             self._source_loc[index] = [tracker.index_of(Source(index, p)) for p in range(child.outputs)]
-        self._edge_targets: list[list[list[int]]] = [
+        # for each output: (target location, copies) of every edge leaving it
+        self._edge_targets: list[list[list[tuple[int, int]]]] = [
             [[] for _ in self._source_loc[index]] for index in range(count)
         ]
         for source, target in self.edges:
             loc = self._target_loc[target.node][target.port]
             fanout = self._edge_targets[source.node][source.port]
-            if loc not in fanout:
-                fanout.append(loc)
+            entry = (loc, self._copies.get((source, target), 1))
+            if entry not in fanout:
+                fanout.append(entry)
         self._buffers: list[tuple[list[ChangeBatch[Any]], list[ChangeBatch[Any]], list[ChangeBatch[Any]]]] = [
             ([], [], [])
         ]
@@ -440,8 +449,8 @@ class Subgraph(Scope):
                 source = self._source_loc[0][port]
                 fanout = self._edge_targets[0][port]
                 for time, count in counts.items():
-                    for target in fanout:
-                        local.append((target, time, count))
+                    for target, copies in fanout:
+                        local.append((target, time, count * copies))
                     local.append((source, time, -count))
                 counts.clear()
 
@@ -561,8 +570,8 @@ class Subgraph(Scope):
             if batch._counts:
                 fanout = self._edge_targets[index][port]
                 for time, diff in batch.drain():
-                    for loc in fanout:
-                        out.append((loc, time, diff))
+                    for loc, copies in fanout:
+                        out.append((loc, time, diff * copies))
 
     # ------------------------------------------------------------------ inspection
 
