@@ -40,7 +40,7 @@ lint: $(DEV)
 	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks
 	$(VENV)/bin/mypy
 
-demo: $(BASE) graphviz
+demo: $(DEV) graphviz
 	$(PY) examples/scc.py -w $(WORKERS)
 
 bench: $(DEV)

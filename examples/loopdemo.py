@@ -73,7 +73,9 @@ def collatz(numbers: Stream) -> Stream:
     return numbers.scope.iterative(body, name="Collatz")
 
 
-def worker_main(worker: Worker, numbers: list[int], per_epoch: int) -> list[Result]:
+def worker_main(
+    worker: Worker, numbers: list[int], per_epoch: int, lockstep: bool = True
+) -> list[Result]:
     """Build and drive the dataflow on one worker; return the results that reached it."""
     produced: list[Result] = []
 
@@ -90,15 +92,24 @@ def worker_main(worker: Worker, numbers: list[int], per_epoch: int) -> list[Resu
         chunk = numbers[start:start + per_epoch]
         handle.send_batch(n for i, n in enumerate(chunk) if i % worker.peers == worker.index)
         handle.advance_to(epoch + 1)
-        worker.step_while(lambda: probe.less_than(handle.time))
+        if lockstep:
+            worker.step_while(lambda: probe.less_than(handle.time))
     handle.close()
     worker.step_while(lambda: not probe.done())
     return produced
 
 
-def run(numbers: list[int], per_epoch: int = 100, workers: int = 1) -> list[Result]:
-    """Collatz stopping times of ``numbers`` (``per_epoch`` per epoch), sorted."""
-    results = execute(lambda worker: worker_main(worker, numbers, per_epoch), workers=workers)
+def run(
+    numbers: list[int], per_epoch: int = 100, workers: int = 1, lockstep: bool = True
+) -> list[Result]:
+    """Collatz stopping times of ``numbers`` (``per_epoch`` per epoch), sorted.
+
+    With ``lockstep`` each worker waits for an epoch's loop to finish before
+    sending the next epoch; without it, the epochs iterate concurrently.
+    """
+    results = execute(
+        lambda worker: worker_main(worker, numbers, per_epoch, lockstep), workers=workers
+    )
     return sorted(result for per_worker in results for result in per_worker)
 
 
@@ -120,10 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
     parser.add_argument("--limit", type=int, default=300, help="compute for 1 .. limit")
     parser.add_argument("--per-epoch", type=int, default=100, help="numbers per epoch")
+    parser.add_argument(
+        "--no-lockstep", action="store_true", help="send every epoch without waiting"
+    )
     args = parser.parse_args(argv)
 
     numbers = list(range(1, args.limit + 1))
-    result = run(numbers, args.per_epoch, args.workers)
+    result = run(numbers, args.per_epoch, args.workers, lockstep=not args.no_lockstep)
     for epoch in sorted({epoch for epoch, _, _ in result}):
         _, n, steps = max((r for r in result if r[0] == epoch), key=lambda r: (r[2], -r[1]))
         print(f"epoch {epoch}: longest is {n}, which takes {steps} steps to reach 1")

@@ -38,9 +38,10 @@ Totals = dict[int, dict[str, int]]
 """For each epoch, the running total of every word that appeared in that epoch."""
 
 VOCABULARY = (
-    "timely dataflow naiad epoch loop frontier progress notify capability worker "
-    "stream operator exchange scope time record batch iterate"
-).split()
+    "timely", "dataflow", "naiad", "epoch", "loop", "frontier", "progress", "notify",
+    "capability", "worker", "stream", "operator", "exchange", "scope", "time", "record",
+    "batch", "iterate",
+)
 
 
 def random_text(epochs: int, lines: int, seed: int, words_per_line: int = 8) -> list[list[str]]:
@@ -73,7 +74,9 @@ def count_words(pairs: Stream) -> Stream:
     return pairs.unary_notify(Exchange(lambda pair: pair[0]), "Count", logic)
 
 
-def worker_main(worker: Worker, text: list[list[str]]) -> list[tuple[int, str, int]]:
+def worker_main(
+    worker: Worker, text: list[list[str]], lockstep: bool = True
+) -> list[tuple[int, str, int]]:
     """Build and drive the dataflow on one worker; return the ``(epoch, word, total)`` it produced."""
     produced: list[tuple[int, str, int]] = []
 
@@ -90,16 +93,22 @@ def worker_main(worker: Worker, text: list[list[str]]) -> list[tuple[int, str, i
     for epoch, lines in enumerate(text):
         handle.send_batch(line for i, line in enumerate(lines) if i % worker.peers == worker.index)
         handle.advance_to(epoch + 1)
-        worker.step_while(lambda: probe.less_than(handle.time))
+        if lockstep:
+            worker.step_while(lambda: probe.less_than(handle.time))
     handle.close()
     worker.step_while(lambda: not probe.done())
     return produced
 
 
-def run(text: list[list[str]], workers: int = 1) -> Totals:
-    """Count the words of ``text`` (a list of epochs, each a list of lines) on ``workers`` workers."""
+def run(text: list[list[str]], workers: int = 1, lockstep: bool = True) -> Totals:
+    """Count the words of ``text`` (a list of epochs, each a list of lines) on ``workers`` workers.
+
+    With ``lockstep`` each worker waits for an epoch's results before sending the
+    next epoch; without it, every epoch is sent at once.
+    """
     result: Totals = {}
-    for produced in execute(lambda worker: worker_main(worker, text), workers=workers):
+    outputs = execute(lambda worker: worker_main(worker, text, lockstep), workers=workers)
+    for produced in outputs:
         for epoch, word, total in produced:
             per_epoch = result.setdefault(epoch, {})
             if word in per_epoch:
@@ -127,10 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--lines", type=int, default=50, help="lines per epoch")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the text")
+    parser.add_argument(
+        "--no-lockstep", action="store_true", help="send every epoch without waiting"
+    )
     args = parser.parse_args(argv)
 
     text = random_text(args.epochs, args.lines, args.seed)
-    result = run(text, args.workers)
+    result = run(text, args.workers, lockstep=not args.no_lockstep)
     for epoch in sorted(result):
         top = sorted(result[epoch].items(), key=lambda item: (-item[1], item[0]))[:4]
         shown = ", ".join(f"{word}={total}" for word, total in top)
