@@ -416,9 +416,14 @@ class Tracker:
             [Antichain() for _ in range(self._outputs)] for _ in range(inputs)
         ]
         # Scope inputs are node-0 sources; their successors are inside the scope.
+        identity = self.timestamp_type.identity()
         for i in range(inputs):
             start = self._graph.source_index[(0, i)]
             for t in self._source_edges[start]:
+                location = self._locations[t]
+                if location.node == 0:  # an edge straight from the scope input to a scope output
+                    table[i][location.port].insert(identity)
+                    continue
                 for output, chain in self._to_outputs[t]:
                     for summary in chain:
                         table[i][output].insert(summary)

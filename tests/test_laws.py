@@ -352,9 +352,12 @@ def test_overflow_and_bounded_loop():
     assert IntegerSummary(1, limit=5).followed_by(IntegerSummary(1, limit=5)).results_in(4) is None
     big = ProductSummary(IntegerSummary(0), IntegerSummary(1))
     assert big.results_in(Product(3, UINT64_MAX)) is None
-    assert ProductSummary(IntegerSummary(2**63), IntegerSummary(0)).followed_by(
-        ProductSummary(IntegerSummary(2**63), IntegerSummary(0))
-    ) is None
+    assert (
+        ProductSummary(IntegerSummary(2**63), IntegerSummary(0)).followed_by(
+            ProductSummary(IntegerSummary(2**63), IntegerSummary(0))
+        )
+        is None
+    )
     assert IntegerSummary(1).advances() and not IntegerSummary(0).advances()
     assert ProductSummary(IntegerSummary(0), IntegerSummary(1)).advances()
     assert not ProductSummary(IntegerSummary(0), IntegerSummary(0)).advances()
