@@ -3,12 +3,19 @@
 The main entry point is :func:`execute`.
 """
 
-from runtime.errors import ConfigurationError, TimelyRuntimeError, WorkerAborted, WorkerFailed
+from runtime.errors import (
+    ConfigurationError,
+    DataflowStuck,
+    TimelyRuntimeError,
+    WorkerAborted,
+    WorkerFailed,
+)
 from runtime.execute import execute
 from runtime.worker import Worker
 
 __all__ = [
     "ConfigurationError",
+    "DataflowStuck",
     "TimelyRuntimeError",
     "Worker",
     "WorkerAborted",

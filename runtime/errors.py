@@ -28,3 +28,10 @@ class WorkerFailed(TimelyRuntimeError):
 
 class WorkerAborted(TimelyRuntimeError):
     """Raised inside a worker that is stopped because another worker failed."""
+
+
+class DataflowStuck(TimelyRuntimeError):
+    """Every worker is waiting for dataflows that can no longer make progress.
+
+    The message lists the capabilities and messages that hold the frontiers back.
+    """

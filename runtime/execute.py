@@ -13,12 +13,17 @@ from runtime.worker import Worker
 R = TypeVar("R")
 
 
-def execute(main: Callable[[Worker], R], workers: int = 1) -> list[R]:
+def execute(
+    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = 30.0
+) -> list[R]:
     """Run ``main(worker)`` on ``workers`` workers in this process; return their results in order.
 
     When ``main`` returns, the worker closes its inputs and runs its dataflows
     to completion.  If any worker raises, every worker is stopped and the first
     failure is re-raised as :class:`~runtime.errors.WorkerFailed`, naming the worker.
+    If the dataflows cannot complete (every worker idle for ``stall_timeout``
+    seconds after ``main`` returned), the failure is a
+    :class:`~runtime.errors.DataflowStuck` explaining what holds them back.
     """
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
@@ -31,7 +36,7 @@ def execute(main: Callable[[Worker], R], workers: int = 1) -> list[R]:
         worker = Worker(ThreadAllocator(fabric, index))
         try:
             results[index] = main(worker)
-            worker.run_to_completion()
+            worker.run_to_completion(stall_timeout)
         except WorkerAborted:
             pass
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread

@@ -43,6 +43,10 @@ class ThreadFabric:
         self.peers = peers
         self.signals = [WorkerSignal() for _ in range(peers)]
         self.abort = threading.Event()
+        self.activity = 0
+        """Bumped by every worker step that ran something; read to detect stalls."""
+        self.finishing = 0
+        """How many workers have returned from ``main`` and are finishing their dataflows."""
         self._lock = threading.Lock()
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
 
@@ -54,6 +58,11 @@ class ThreadFabric:
             with self._lock:
                 box = self._mailboxes.setdefault(key, deque())
         return box
+
+    def enter_finishing(self) -> None:
+        """Record that one more worker is running its dataflows to completion."""
+        with self._lock:
+            self.finishing += 1
 
     def stop_all(self) -> None:
         """Tell every worker to stop, and wake those that are parked."""

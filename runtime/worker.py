@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import WorkerAborted
+from runtime.errors import DataflowStuck, WorkerAborted
 from runtime.fabric import ThreadAllocator, WorkerSignal
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
@@ -120,6 +121,7 @@ class Worker:
                 signal.event.wait(timeout)
                 self._drain_signals()
         if self._active:
+            self._allocator.fabric.activity += 1
             active = sorted(self._active)
             self._active.clear()
             for index in active:
@@ -141,8 +143,71 @@ class Worker:
         for handle in self._context.inputs:
             handle.close()
 
-    def run_to_completion(self) -> None:
-        """Close inputs and step until every dataflow has completed."""
+    def run_to_completion(self, stall_timeout: float | None = 30.0) -> None:
+        """Close inputs and step until every dataflow has completed.
+
+        If every worker is finishing and none has run anything for
+        ``stall_timeout`` seconds, raise :class:`~runtime.errors.DataflowStuck`
+        naming what holds the remaining dataflows back.
+        """
         self.close_inputs()
+        fabric = self._allocator.fabric
+        fabric.enter_finishing()
+        last = fabric.activity
+        since = time.monotonic()
         while self._dataflows:
             self.step_or_park(0.01)
+            if fabric.activity != last:
+                last = fabric.activity
+                since = time.monotonic()
+            elif (
+                stall_timeout is not None
+                and fabric.finishing == fabric.peers
+                and time.monotonic() - since > stall_timeout
+            ):
+                raise DataflowStuck(self.explain_stuck())
+
+    def explain_stuck(self) -> str:
+        """Describe, for each unfinished dataflow, the capabilities and messages that remain."""
+        lines = [f"worker {self.index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
+        for dataflow in self._dataflows.values():
+            lines.append(f"  dataflow '{dataflow.name}':")
+            held = list(_pointstamps(dataflow.root))
+            if not held:
+                lines.append("    (no capabilities or messages remain; waiting for other workers)")
+            for what in held:
+                lines.append(f"    {what}")
+        lines.append(
+            "An operator that holds a capability must downgrade or drop it, and every input "
+            "must be closed, for a dataflow to complete."
+        )
+        return "\n".join(lines)
+
+
+def _pointstamps(subgraph: Subgraph) -> list[str]:
+    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person."""
+    from scopes.location import Source
+
+    found: list[str] = []
+    tracker = subgraph.tracker
+    for location in tracker.locations():
+        if location.node == 0:
+            continue
+        name = subgraph.child_names[location.node]
+        for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
+            if count <= 0:
+                continue
+            if isinstance(location, Source):
+                found.append(
+                    f"operator '{name}' (address {subgraph.address + (location.node,)}) holds "
+                    f"{count} capability(ies) for time {time_!r} at output {location.port}"
+                )
+            else:
+                found.append(
+                    f"{count} message(s) at time {time_!r} wait at input {location.port} of "
+                    f"operator '{name}' (address {subgraph.address + (location.node,)})"
+                )
+    for child in subgraph.children[1:]:
+        if isinstance(child, Subgraph):
+            found.extend(_pointstamps(child))
+    return found

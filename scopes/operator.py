@@ -555,6 +555,6 @@ class Operator(Scope):
                 f"CapabilityRef, got {capability!r}"
             )
 
-    def held_capabilities(self) -> list[tuple[int, dict[Any, int]]]:
-        """For diagnosis: per output, the number of capabilities currently held."""
-        return [(port.port, {"held": port.held}) for port in self.output_ports]
+    def held_capabilities(self) -> list[int]:
+        """For diagnosis: how many capabilities this worker's operator holds on each output."""
+        return [port.held for port in self.output_ports]

@@ -1,0 +1,40 @@
+"""A dataflow that can never complete is reported, with what holds it back, instead of hanging."""
+
+import pytest
+
+from runtime import DataflowStuck, WorkerFailed, execute
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_capability_held_forever_is_named(workers):
+    def main(worker):
+        def build(scope):
+            def constructor(capability, info):
+                held = [capability]  # never downgraded or dropped
+
+                def logic(output):
+                    assert held
+
+                return logic
+
+            return scope.source("Forever", constructor).probe()
+
+        worker.dataflow(build, name="never-ends")
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers, stall_timeout=0.5)
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    message = str(cause)
+    assert "never-ends" in message
+    assert "operator 'Forever'" in message
+    assert "capability(ies) for time 0 at output 0" in message
+
+
+def test_a_dataflow_that_completes_is_not_reported():
+    def main(worker):
+        probe = worker.dataflow(lambda scope: scope.to_stream(range(5)).probe())
+        return probe
+
+    (probe,) = execute(main, workers=1, stall_timeout=0.5)
+    assert probe.done()
