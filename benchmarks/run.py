@@ -113,6 +113,14 @@ class Timing:
     def best(self) -> float:
         return min(self.seconds)
 
+    @property
+    def spread(self) -> float:
+        """How much slower the slowest repetition was than the best (0.1 = 10%)."""
+        return max(self.seconds) / min(self.seconds) - 1
+
+
+NOISY_SPREAD = 0.15  # warn when repetitions of one measurement differ by more than this
+
 
 class _Profiling:
     """Switches an optional profiler on and off around a timed region."""
@@ -391,11 +399,11 @@ def machine_info() -> list[tuple[str, str]]:
     except AttributeError:
         usable = "n/a"
     commit = _git("rev-parse", "--short", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "scopes", "runtime")
     if commit is None:
         revision = "unknown (not a git checkout)"
     else:
-        revision = commit + (" + uncommitted changes" if dirty else "")
+        revision = commit + (" + uncommitted engine changes" if dirty else "")
     return [
         ("Python", f"{platform.python_implementation()} {platform.python_version()} "
                    f"({sys.executable})"),
@@ -403,8 +411,20 @@ def machine_info() -> list[tuple[str, str]]:
         ("CPU", _cpu_model()),
         ("CPU count", f"{os.cpu_count()} (usable by this process: {usable})"),
         ("pytimely revision", revision),
+        ("Load average (1/5/15 min) before the run", _load_average()),
         ("Date", datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")),
     ]
+
+
+def _load_average() -> str:
+    try:
+        loads = os.getloadavg()
+    except (AttributeError, OSError):
+        return "n/a"
+    return " / ".join(f"{load:.2f}" for load in loads) + (
+        " (the machine was busy recently; timings may be noisier)"
+        if loads[0] > 0.5 else ""
+    )
 
 
 # ---------------------------------------------------------------------------- report
@@ -427,6 +447,7 @@ def render(
     pipeline: PipelineResult,
     latency: LatencyResult,
     profiles: list[ProfileSummary],
+    machine: list[tuple[str, str]],
 ) -> str:
     p, lat = pipeline, latency
     lines: list[str] = []
@@ -444,7 +465,7 @@ def render(
     add("")
     add("## Machine")
     add("")
-    for key, value in machine_info():
+    for key, value in machine:
         add(f"- **{key}**: {value}")
     add("")
     add("## Summary")
@@ -453,13 +474,17 @@ def render(
     add("|---|---|---|---|---|---|")
     add(f"| Record pipeline, 1 worker ({p.records:,} records, {sizes.epochs} epochs x "
         f"{sizes.records_per_epoch:,}) | {_rate(p.rate(p.pytimely))} | "
-        f"{_rate(p.rate(p.loop))} (handwritten loop) | {p.ratio:.2f}x the loop | "
+        f"{_rate(p.rate(p.loop))} (handwritten loop) | {p.ratio:.3f}x the loop | "
         f">= {PIPELINE_GOAL_RATIO}x the loop | {_verdict(p.passed)} |")
     add(f"| Epoch latency, 1 worker ({lat.epochs:,} epochs) | {lat.micros:.1f} us/epoch | "
         f"{LATENCY_GOAL_US:.0f} us (goal); ~{RUST_LATENCY_US:.0f} us (Rust timely, reference) | "
         f"{lat.micros / LATENCY_GOAL_US:.2f}x the goal; {lat.micros / RUST_LATENCY_US:.0f}x Rust | "
         f"< {LATENCY_GOAL_US:.0f} us/epoch | {_verdict(lat.passed)} |")
     add("")
+    noisy = _noise_warning(p, lat)
+    if noisy:
+        add(f"> **Noisy run**: {noisy}")
+        add("")
     check = "identical" if p.counts_match else "**DIFFERENT (bug!)**"
     add(f"Correctness check: per-epoch counts of pytimely, the loop and the function reference "
         f"are {check} ({len(p.loop.counts)} epochs, {sum(p.loop.counts.values()):,} records "
@@ -534,6 +559,22 @@ def render(
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _noise_warning(pipeline: PipelineResult, latency: LatencyResult) -> str:
+    timings = [
+        ("pytimely pipeline", pipeline.pytimely),
+        ("handwritten loop", pipeline.loop),
+        ("function reference", pipeline.functions),
+        ("epoch latency", latency.pytimely),
+    ]
+    noisy = [f"{label} {timing.spread:.0%}" for label, timing in timings
+             if len(timing.seconds) > 1 and timing.spread > NOISY_SPREAD]
+    if not noisy:
+        return ""
+    return ("the slowest repetition was this much slower than the best: " + ", ".join(noisy)
+            + ". Another program was probably competing for the CPU, so a PASS/MISS near "
+            "its threshold may flip between runs. Rerun on a quiet machine (or use --repeat 5).")
+
+
 def print_profile(summary: ProfileSummary) -> None:
     print(f"\nProfile: {summary.benchmark} ({summary.reason}); total {summary.total:.3f} s")
     print(f"  {'tottime':>8} {'cumtime':>8} {'calls':>12}  function (top by tottime)")
@@ -561,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, flush=True)
 
+    machine = machine_info()  # before running, so the load average shows other activity
     log(f"pytimely benchmarks ({sizes.label} size, best of {args.repeat})")
     log(f"1. record pipeline: {sizes.records:,} records in {sizes.epochs} epochs")
     pipeline = run_pipeline(sizes, args.repeat, log)
@@ -570,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles: list[ProfileSummary] = []
     if args.profile or not pipeline.passed:
         reason = "--profile was given" if pipeline.passed else (
-            f"it missed its goal ({pipeline.ratio:.2f}x the loop, goal >= {PIPELINE_GOAL_RATIO}x)")
+            f"it missed its goal ({pipeline.ratio:.3f}x the loop, goal >= {PIPELINE_GOAL_RATIO}x)")
         log("profiling the record pipeline ...")
         profiles.append(profile_pipeline(sizes, reason))
     if args.profile or not latency.passed:
@@ -579,14 +621,17 @@ def main(argv: list[str] | None = None) -> int:
         log("profiling the epoch latency ...")
         profiles.append(profile_latency(sizes, reason))
 
-    report = render(sizes, args.repeat, pipeline, latency, profiles)
+    report = render(sizes, args.repeat, pipeline, latency, profiles, machine)
     print()
     print(f"record pipeline: pytimely {_rate(pipeline.rate(pipeline.pytimely))}, loop "
-          f"{_rate(pipeline.rate(pipeline.loop))}, ratio {pipeline.ratio:.2f}x "
+          f"{_rate(pipeline.rate(pipeline.loop))}, ratio {pipeline.ratio:.3f}x "
           f"(goal >= {PIPELINE_GOAL_RATIO}x): {'PASS' if pipeline.passed else 'MISS'}; "
           f"counts {'match' if pipeline.counts_match else 'DIFFER'}")
     print(f"epoch latency:   {latency.micros:.1f} us/epoch (goal < {LATENCY_GOAL_US:.0f} us): "
           f"{'PASS' if latency.passed else 'MISS'}")
+    noisy = _noise_warning(pipeline, latency)
+    if noisy:
+        print(f"warning: noisy run: {noisy}")
     for summary in profiles:
         print_profile(summary)
     if args.output is not None:
