@@ -54,12 +54,13 @@ class OperatorInfo:
 class OutputPort:
     """An operator output: its fan-out, produced-message counts, and capability changes."""
 
-    __slots__ = ("operator", "port", "tee", "produced", "internal", "held")
+    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type")
 
-    def __init__(self, operator: str, port: int) -> None:
+    def __init__(self, operator: str, port: int, timestamp_type: TimestampType | None = None) -> None:
         """Create output ``port`` of the operator named ``operator``."""
         self.operator = operator
         self.port = port
+        self.timestamp_type = timestamp_type
         self.tee = Tee()
         self.produced: dict[Any, int] = {}
         self.internal: ChangeBatch[Any] = ChangeBatch()
@@ -139,16 +140,18 @@ class Capability:
         """Whether the capability is still held (not dropped)."""
         return self._valid
 
-    def _check(self, action: str) -> None:
+    def _check(self, action: str, time: Any = None) -> None:
         if not self._valid:
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot {action} "
                 f"with the capability for time {self._time!r}: it was already dropped"
             )
+        if time is not None:
+            _check_time(self._output, time, f"{action} from the capability for time {self._time!r}")
 
     def downgrade(self, time: Any) -> None:
         """Move the capability to a later ``time``; raises if ``time`` is earlier."""
-        self._check(f"downgrade to time {time!r}")
+        self._check(f"downgrade to time {time!r}", time)
         if not less_equal(self._time, time):
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot downgrade "
@@ -163,7 +166,7 @@ class Capability:
 
     def delayed(self, time: Any) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
-        self._check(f"delay to time {time!r}")
+        self._check(f"delay to time {time!r}", time)
         if not less_equal(self._time, time):
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot delay "
@@ -185,6 +188,16 @@ class Capability:
     def __repr__(self) -> str:
         state = "" if self._valid else ", dropped"
         return f"Capability(time={self._time!r}, output={self._output.port}{state})"
+
+
+def _check_time(port: OutputPort, time: Any, action: str) -> None:
+    """Raise :class:`CapabilityError` unless ``time`` is a timestamp of the port's scope."""
+    timestamp_type = port.timestamp_type
+    if timestamp_type is not None and not timestamp_type.contains(time):
+        raise CapabilityError(
+            f"operator '{port.operator}' output {port.port}: cannot {action}: {time!r} is not a "
+            f"{timestamp_type.name} timestamp (times in this scope look like {timestamp_type.minimum()!r})"
+        )
 
 
 class CapabilityRef:
@@ -342,7 +355,7 @@ class Notificator:
     def __init__(self, frontiers: Sequence[MutableAntichain[Any]], operator: str) -> None:
         """Watch the given input frontiers."""
         self._frontiers = list(frontiers)
-        self._pending: dict[Any, Capability] = {}
+        self._pending: dict[Any, list[Capability]] = {}
         self._operator = operator
 
     def notify_at(self, capability: Capability) -> None:
@@ -357,11 +370,11 @@ class Notificator:
                 f"operator '{self._operator}': cannot request a notification at time "
                 f"{capability.time!r} with a dropped capability"
             )
-        existing = self._pending.get(capability.time)
-        if existing is None:
-            self._pending[capability.time] = capability
-        elif existing is not capability:
-            capability.drop()
+        held = self._pending.get(capability.time)
+        if held is None:
+            self._pending[capability.time] = [capability]
+        elif all(other is not capability for other in held):
+            held.append(capability)
 
     def _complete(self, time: Any) -> bool:
         for frontier in self._frontiers:
@@ -379,9 +392,10 @@ class Notificator:
             if not times:
                 return
             for time in times:
-                capability = self._pending.pop(time)
-                yield capability
-                capability.drop()
+                held = self._pending.pop(time)
+                yield held[0]
+                for capability in held:
+                    capability.drop()
 
     def for_each(self, logic: Callable[[Capability], None]) -> None:
         """Call ``logic(capability)`` for each completed time, in order."""
@@ -508,6 +522,7 @@ class Operator(Scope):
             raise CapabilityError(
                 f"operator '{self.name}': no output {output} (it has {len(self.output_ports)} outputs)"
             )
+        _check_time(self.output_ports[output], time, f"take a capability from a message at time {ref._time!r}")
         if not less_equal(ref._time, time):
             raise CapabilityError(
                 f"operator '{self.name}' output {output}: cannot take a capability for time "
@@ -529,12 +544,19 @@ class Operator(Scope):
         return False
 
     def _check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Any) -> None:
+        _check_time(port, time, "send")
         if isinstance(capability, Capability):
             if capability._output is not port:
+                owner = capability._output
+                whose = (
+                    f"output {owner.port}"
+                    if owner.operator == self.name and any(p is owner for p in self.output_ports)
+                    else f"output {owner.port} of operator '{owner.operator}'"
+                )
                 raise CapabilityError(
                     f"operator '{self.name}' output {port.port}: the capability for time "
-                    f"{capability.time!r} belongs to output {capability._output.port}; "
-                    f"use a capability of output {port.port}"
+                    f"{capability.time!r} belongs to {whose}; use a capability of this "
+                    f"operator's output {port.port}"
                 )
             if not capability._valid:
                 raise CapabilityError(

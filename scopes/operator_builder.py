@@ -77,7 +77,7 @@ class OperatorBuilder:
         """Create a new output and the stream that carries what it sends."""
         from scopes.stream import Stream
 
-        port = OutputPort(self.name, len(self.outputs))
+        port = OutputPort(self.name, len(self.outputs), self.scope.timestamp_type)
         self.outputs.append(port)
         stream = Stream(self.scope, Source(self.index, port.port), port.tee, self.name)
         return port, stream

@@ -83,7 +83,7 @@ class Stream:
     def _stage(self, name: str, stage: Callable[[Iterable[Any]], Iterable[Any]]) -> Stream:
         """Add a stateless per-record stage, fused with the stage that produced this stream if possible."""
         chain = self._chain
-        if chain is not None and chain.last is self and not self.tee.pushers:
+        if chain is not None and chain.last is self and not self.tee.pushers and len(chain.stages) < _MAX_FUSED:
             return chain.extend(name, stage)
         return _Chain(self, name, stage).streams[0]
 
@@ -484,6 +484,10 @@ def _identity(batch: list[Any]) -> list[Any]:
     return batch
 
 
+_MAX_FUSED = 32
+"""The most stages fused into one operator; longer chains continue in a new operator."""
+
+
 class _Chain:
     """Consecutive stateless stages (``map``, ``filter``, ``flat_map``) run as one operator.
 
@@ -534,7 +538,7 @@ class _Chain:
             None, 1, len(self.outputs), scope.timestamp_type.identity(), f"operator '{self.builder.name}'"
         )
         if len(self.names) > 1:
-            self.operator.name = "+".join(self.names)
+            self.operator.name = f"{self.names[0]}+{len(self.names) - 1} fused"
             scope.subgraph.child_names[self.builder.index] = self.operator.name
         Capability._initial(scope.timestamp_type.minimum(), output).drop()
         stream._chain = self

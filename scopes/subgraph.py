@@ -244,7 +244,10 @@ class Subgraph(Scope):
             return
         for index, child in enumerate(self.children[1:], start=1):
             if child is None:
-                raise BuildError(f"scope '{self.name}': child {index} ({self.child_names[index]}) was never built")
+                raise BuildError(
+                    f"scope '{self.name}': operator '{self.child_names[index]}' (child {index}) was "
+                    "started but never finished; its construction probably raised an error earlier"
+                )
         builder = Builder(self.timestamp_type, self._num_inputs, self._num_outputs)
         initial: list[tuple[Source, Any, int]] = []
         for index, child in enumerate(self.children[1:], start=1):
