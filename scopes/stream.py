@@ -339,10 +339,7 @@ class Stream:
         summary: SummarySpec = None,
     ) -> Stream:
         """A one-input, one-output operator; ``constructor(capability, info)`` returns its logic."""
-        return generic(
-            self.scope, name, [(self, contract)], 1,
-            lambda caps, info: _unary(constructor(caps[0], info)), summary=summary, notify=False,
-        )[0]
+        return self._unary(contract, name, constructor, summary, notify=False)
 
     def unary_frontier(
         self,
@@ -352,10 +349,21 @@ class Stream:
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`unary`, and also scheduled when the input frontier changes."""
-        return generic(
-            self.scope, name, [(self, contract)], 1,
-            lambda caps, info: _unary(constructor(caps[0], info)), summary=summary, notify=True,
-        )[0]
+        return self._unary(contract, name, constructor, summary, notify=True)
+
+    def _unary(
+        self,
+        contract: ChannelContract,
+        name: str,
+        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]],
+        summary: SummarySpec,
+        notify: bool,
+    ) -> Stream:
+        def build(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
+            logic = constructor(caps[0], info)
+            return lambda inputs, outputs: logic(inputs[0], outputs[0])
+
+        return generic(self.scope, name, [(self, contract)], 1, build, summary=summary, notify=notify)[0]
 
     def unary_notify(
         self,
@@ -369,15 +377,11 @@ class Stream:
         ``logic(input, output, notificator)`` runs on new data and on frontier
         changes; times in ``notify_at`` are requested at the start.
         """
-
-        def constructor(caps: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Any:
-            notificator = Notificator(frontiers, name)
-            for time in notify_at:
-                notificator.notify_at(caps[0].delayed(time))
-            caps[0].drop()
-            return lambda inputs, outputs: logic(inputs[0], outputs[0], notificator)
-
-        return generic(self.scope, name, [(self, contract)], 1, constructor, notify=True, frontiers=True)[0]
+        return generic(
+            self.scope, name, [(self, contract)], 1,
+            _with_notificator(name, notify_at, lambda ins, outs, n: logic(ins[0], outs[0], n)),
+            notify=True, frontiers=True,
+        )[0]
 
     def binary(
         self,
@@ -391,10 +395,7 @@ class Stream:
         summary: SummarySpec = None,
     ) -> Stream:
         """A two-input, one-output operator; ``constructor(capability, info)`` returns its logic."""
-        return generic(
-            self.scope, name, [(self, contract1), (other, contract2)], 1,
-            lambda caps, info: _binary(constructor(caps[0], info)), summary=summary, notify=False,
-        )[0]
+        return self._binary(other, contract1, contract2, name, constructor, summary, notify=False)
 
     def binary_frontier(
         self,
@@ -408,10 +409,26 @@ class Stream:
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`binary`, and also scheduled when either input frontier changes."""
-        return generic(
-            self.scope, name, [(self, contract1), (other, contract2)], 1,
-            lambda caps, info: _binary(constructor(caps[0], info)), summary=summary, notify=True,
-        )[0]
+        return self._binary(other, contract1, contract2, name, constructor, summary, notify=True)
+
+    def _binary(
+        self,
+        other: Stream,
+        contract1: ChannelContract,
+        contract2: ChannelContract,
+        name: str,
+        constructor: Callable[
+            [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
+        ],
+        summary: SummarySpec,
+        notify: bool,
+    ) -> Stream:
+        def build(caps: list[Capability], info: OperatorInfo) -> Callable[..., None]:
+            logic = constructor(caps[0], info)
+            return lambda inputs, outputs: logic(inputs[0], inputs[1], outputs[0])
+
+        inputs = [(self, contract1), (other, contract2)]
+        return generic(self.scope, name, inputs, 1, build, summary=summary, notify=notify)[0]
 
     def binary_notify(
         self,
@@ -423,16 +440,9 @@ class Stream:
         notify_at: Sequence[Any] = (),
     ) -> Stream:
         """A two-input operator with a notificator watching both input frontiers."""
-
-        def constructor(caps: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Any:
-            notificator = Notificator(frontiers, name)
-            for time in notify_at:
-                notificator.notify_at(caps[0].delayed(time))
-            caps[0].drop()
-            return lambda inputs, outputs: logic(inputs[0], inputs[1], outputs[0], notificator)
-
         return generic(
-            self.scope, name, [(self, contract1), (other, contract2)], 1, constructor,
+            self.scope, name, [(self, contract1), (other, contract2)], 1,
+            _with_notificator(name, notify_at, lambda ins, outs, n: logic(ins[0], ins[1], outs[0], n)),
             notify=True, frontiers=True,
         )[0]
 
@@ -547,12 +557,19 @@ class _Chain:
         return stream
 
 
-def _unary(logic: Callable[[OperatorInput, OperatorOutput], None]) -> Callable[..., None]:
-    return lambda inputs, outputs: logic(inputs[0], outputs[0])
+def _with_notificator(
+    name: str, notify_at: Sequence[Any], call: Callable[[Any, Any, Notificator], None]
+) -> Callable[..., Callable[..., None]]:
+    """A constructor that makes a notificator over the input frontiers and passes it to ``call``."""
 
+    def constructor(caps: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Callable[..., None]:
+        notificator = Notificator(frontiers, name)
+        for time in notify_at:
+            notificator.notify_at(caps[0].delayed(time))
+        caps[0].drop()
+        return lambda inputs, outputs: call(inputs, outputs, notificator)
 
-def _binary(logic: Callable[[OperatorInput, OperatorInput, OperatorOutput], None]) -> Callable[..., None]:
-    return lambda inputs, outputs: logic(inputs[0], inputs[1], outputs[0])
+    return constructor
 
 
 def _is_ancestor(ancestor: ScopeBuilder, scope: ScopeBuilder | None) -> bool:
