@@ -38,3 +38,21 @@ def test_a_dataflow_that_completes_is_not_reported():
 
     (probe,) = execute(main, workers=1, stall_timeout=0.5)
     assert probe.done()
+
+
+def test_tracker_blockers_name_the_pointstamps_that_could_reach_a_time():
+    from scopes import INTEGER, Builder, Source, Target
+
+    builder = Builder(INTEGER)
+    builder.add_node(1, 0, 1, name="input")
+    builder.add_node(2, 1, 1, name="map")
+    builder.add_node(3, 1, 0, name="probe")
+    builder.add_edge(Source(1, 0), Target(2, 0))
+    builder.add_edge(Source(2, 0), Target(3, 0))
+    tracker = builder.build()
+    tracker.update_source(Source(1, 0), 3, 1)
+    tracker.update_target(Target(2, 0), 5, 2)
+    tracker.propagate_all()
+    assert tracker.blockers(Target(3, 0), 6) == [(Source(1, 0), 3, 1), (Target(2, 0), 5, 2)]
+    assert tracker.blockers(Target(3, 0), 4) == [(Source(1, 0), 3, 1)]
+    assert tracker.blockers(Target(3, 0), 2) == []
