@@ -31,6 +31,14 @@ from scopes.reachability import SummarySpec, connectivity_from
 
 chain_from_iterable = _itertools_chain.from_iterable
 
+UnaryConstructor = Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]]
+"""``constructor(capability, info)`` returning ``logic(input, output)``."""
+
+BinaryConstructor = Callable[
+    [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
+]
+"""``constructor(capability, info)`` returning ``logic(input1, input2, output)``."""
+
 
 def consume(iterator: Iterable[Any]) -> None:
     """Exhaust ``iterator`` at C speed."""
@@ -335,7 +343,7 @@ class Stream:
         self,
         contract: ChannelContract,
         name: str,
-        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]],
+        constructor: UnaryConstructor,
         summary: SummarySpec = None,
     ) -> Stream:
         """A one-input, one-output operator; ``constructor(capability, info)`` returns its logic."""
@@ -345,7 +353,7 @@ class Stream:
         self,
         contract: ChannelContract,
         name: str,
-        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]],
+        constructor: UnaryConstructor,
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`unary`, and also scheduled when the input frontier changes."""
@@ -355,7 +363,7 @@ class Stream:
         self,
         contract: ChannelContract,
         name: str,
-        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]],
+        constructor: UnaryConstructor,
         summary: SummarySpec,
         notify: bool,
     ) -> Stream:
@@ -389,9 +397,7 @@ class Stream:
         contract1: ChannelContract,
         contract2: ChannelContract,
         name: str,
-        constructor: Callable[
-            [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
-        ],
+        constructor: BinaryConstructor,
         summary: SummarySpec = None,
     ) -> Stream:
         """A two-input, one-output operator; ``constructor(capability, info)`` returns its logic."""
@@ -403,9 +409,7 @@ class Stream:
         contract1: ChannelContract,
         contract2: ChannelContract,
         name: str,
-        constructor: Callable[
-            [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
-        ],
+        constructor: BinaryConstructor,
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`binary`, and also scheduled when either input frontier changes."""
@@ -417,9 +421,7 @@ class Stream:
         contract1: ChannelContract,
         contract2: ChannelContract,
         name: str,
-        constructor: Callable[
-            [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
-        ],
+        constructor: BinaryConstructor,
         summary: SummarySpec,
         notify: bool,
     ) -> Stream:
