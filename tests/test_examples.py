@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +117,6 @@ def test_pagerank_matches_power_iteration(workers: int, seed: int) -> None:
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_pagerank_matches_networkx(workers: int) -> None:
-    pytest.importorskip("networkx")
     nodes = 30
     edges = set(pagerank.random_graph(nodes, 60, seed=workers))
     edges |= {(v, (v + 1) % nodes) for v in range(nodes)}  # no dangling nodes
@@ -128,7 +128,6 @@ def test_pagerank_matches_networkx(workers: int) -> None:
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_pagerank_with_dangling_nodes_matches_networkx(workers: int) -> None:
-    pytest.importorskip("networkx")
     nodes = 25
     edges = pagerank.random_graph(nodes, 30, seed=7)
     result = pagerank.run(nodes, edges, iterations=100, damping=0.85, workers=workers)
@@ -150,7 +149,6 @@ def test_pagerank_edge_cases(workers: int) -> None:
 @pytest.mark.parametrize("workers", WORKERS)
 @pytest.mark.parametrize(("nodes", "edges", "seed"), [(60, 90, 1), (80, 240, 2), (50, 40, 3)])
 def test_bfs(workers: int, nodes: int, edges: int, seed: int) -> None:
-    nx = pytest.importorskip("networkx")
     graph_edges = bfs.random_graph(nodes, edges, seed)
     root = seed % nodes
     result = bfs.run(graph_edges, root, workers)
@@ -173,7 +171,6 @@ def test_bfs_edge_cases(workers: int) -> None:
 
 
 def networkx_labels(nodes: int, edges: list[tuple[int, int]]) -> dict[int, int]:
-    nx = pytest.importorskip("networkx")
     graph = nx.Graph()
     graph.add_nodes_from(range(nodes))
     graph.add_edges_from(edges)

@@ -638,7 +638,12 @@ def test_cycle_with_advancing_feedback_is_accepted():
     builder.add_node(2, 1, 1, {(0, 0): [IntegerSummary(1)]}, name="Feedback")
     builder.add_edge(Source(1, 0), Target(2, 0))
     builder.add_edge(Source(2, 0), Target(1, 0))
-    builder.build()
+    tracker = builder.build()
+    tracker.update_source(Source(1, 0), 3, 1)
+    tracker.propagate_all()
+    # around the loop the time advances: 3 reaches Feedback's input, 4 comes back to Alpha
+    assert tracker.frontier(Target(2, 0)).elements == (3,)
+    assert tracker.frontier(Target(1, 0)).elements == (4,)
 
 
 def _wrong_scope_error(misuse) -> BuildError:
