@@ -204,21 +204,7 @@ class Builder:
         """The minimal path summaries from ``location`` to every location it can reach."""
         self._check()
         graph = self._index()
-        start = graph.index_of(location)
-        found: dict[int, Antichain[PathSummary]] = {
-            start: Antichain([self.timestamp_type.identity()])
-        }
-        work = [start]
-        while work:
-            loc = work.pop()
-            for succ, summary in graph.successors(loc):
-                for path in found[loc].elements:
-                    composed = _compose(path, summary)
-                    if composed is None:
-                        continue
-                    chain = found.setdefault(succ, Antichain())
-                    if chain.insert(composed):
-                        work.append(succ)
+        found = _closure(graph, graph.index_of(location), self.timestamp_type.identity())
         return {graph.locations[loc]: chain for loc, chain in found.items()}
 
     def build(self) -> Tracker:
@@ -304,6 +290,23 @@ def _compose(path: PathSummary, step: PathSummary) -> PathSummary | None:
     if step is _EDGE:
         return path
     return path.followed_by(step)
+
+
+def _closure(graph: _Indexed, start: int, identity: PathSummary) -> dict[int, Antichain[PathSummary]]:
+    """The minimal summaries of paths from location ``start`` to each location it reaches."""
+    found: dict[int, Antichain[PathSummary]] = {start: Antichain([identity])}
+    work = [start]
+    while work:
+        loc = work.pop()
+        for succ, step in graph.successors(loc):
+            for path in found[loc].elements:
+                composed = _compose(path, step)
+                if composed is None:
+                    continue
+                chain = found.setdefault(succ, Antichain())
+                if chain.insert(composed):
+                    work.append(succ)
+    return found
 
 
 def _find_cycle(successors: list[list[int]]) -> list[int] | None:
@@ -627,16 +630,4 @@ class Tracker:
         return list(self._closure(start).get(goal, Antichain()).elements)
 
     def _closure(self, start: int) -> dict[int, Antichain[PathSummary]]:
-        found: dict[int, Antichain[PathSummary]] = {start: Antichain([self.timestamp_type.identity()])}
-        work = [start]
-        while work:
-            loc = work.pop()
-            for succ, step in self._graph.successors(loc):
-                for path in found[loc].elements:
-                    composed = _compose(path, step)
-                    if composed is None:
-                        continue
-                    chain = found.setdefault(succ, Antichain())
-                    if chain.insert(composed):
-                        work.append(succ)
-        return found
+        return _closure(self._graph, start, self.timestamp_type.identity())

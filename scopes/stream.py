@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from functools import reduce
 from itertools import chain as _itertools_chain
 from typing import TYPE_CHECKING, Any
 
@@ -252,6 +253,16 @@ class Stream:
 
         Emits one record per time, once the time is complete.
         """
+        return self._per_time(name, lambda: copy.copy(initial), lambda acc, batch: reduce(fold, batch, acc))
+
+    def count(self, name: str = "Count") -> Stream:
+        """Emit the number of records at each time, once the time is complete."""
+        return self._per_time(name, int, lambda total, batch: total + len(batch))
+
+    def _per_time(
+        self, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, list[Any]], Any]
+    ) -> Stream:
+        """One value per time, folded batch by batch from ``start()``, emitted when the time completes."""
         values: dict[Any, Any] = {}
         capabilities: dict[Any, Capability] = {}
 
@@ -263,43 +274,13 @@ class Stream:
                     time = ref.time
                     if time not in capabilities:
                         capabilities[time] = ref.retain()
-                        acc = copy.copy(initial)
-                    else:
-                        acc = values[time]
-                    for record in batch:
-                        acc = fold(acc, record)
-                    values[time] = acc
+                        values[time] = start()
+                    values[time] = fold_batch(values[time], batch)
                 frontier = input.frontier
                 done = [time for time in capabilities if not frontier.less_equal(time)]
                 for time in sorted(done):
                     capability = capabilities.pop(time)
                     output.session(capability).give(values.pop(time))
-                    output.flush()
-                    capability.drop()
-
-            return logic
-
-        return self.unary_frontier(Pipeline, name, constructor)
-
-    def count(self, name: str = "Count") -> Stream:
-        """Emit the number of records at each time, once the time is complete."""
-        counts: dict[Any, int] = {}
-        capabilities: dict[Any, Capability] = {}
-
-        def constructor(capability: Capability, info: OperatorInfo) -> Callable[..., None]:
-            capability.drop()
-
-            def logic(input: OperatorInput, output: OperatorOutput) -> None:
-                for ref, batch in input:
-                    time = ref.time
-                    if time not in capabilities:
-                        capabilities[time] = ref.retain()
-                    counts[time] = counts.get(time, 0) + len(batch)
-                frontier = input.frontier
-                done = [time for time in capabilities if not frontier.less_equal(time)]
-                for time in sorted(done):
-                    capability = capabilities.pop(time)
-                    output.session(capability).give(counts.pop(time))
                     output.flush()
                     capability.drop()
 
