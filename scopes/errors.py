@@ -46,3 +46,36 @@ class CapabilityError(ScopeError):
 
 class BuildError(ScopeError):
     """A dataflow was wired incorrectly while it was being built."""
+
+
+class OperatorFailed(ScopeError):
+    """A user function running inside an operator raised an exception.
+
+    The user's exception is chained as ``__cause__``, so its own frames stay in
+    the traceback.  The runtime wraps this in its own failure report, which adds
+    the worker.
+
+    Attributes:
+        operator: the operator's name.
+        address: the operator's address in the worker's scope tree.
+        scope_path: the names of the scopes that contain the operator, outermost first.
+        time: the time of the batch being processed, or ``None`` when the operator
+            was not processing a batch (for example, in a notification or a source).
+        worker: the index of the worker the operator ran on.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        operator: str,
+        address: tuple[int, ...],
+        scope_path: tuple[str, ...],
+        time: object,
+        worker: int,
+    ) -> None:
+        super().__init__(message)
+        self.operator = operator
+        self.address = address
+        self.scope_path = scope_path
+        self.time = time
+        self.worker = worker
