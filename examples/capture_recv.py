@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,9 @@ from runtime import Worker, execute  # noqa: E402
 from runtime.eventlog import EventReader  # noqa: E402
 from scopes import INTEGER, ScopeBuilder  # noqa: E402
 from scopes.capture import replay_into  # noqa: E402
+
+
+PRINT_LOCK = threading.Lock()
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -60,7 +64,9 @@ def worker_main(worker: Worker, args: argparse.Namespace) -> list[Any]:
 
     def show(record: Any) -> None:
         replayed.append(record)
-        print(f"replayed: {record!r}", flush=True)
+        with PRINT_LOCK:  # one whole line at a time: the workers are threads
+            sys.stdout.write(f"replayed: {record!r}\n")
+            sys.stdout.flush()
 
     def build(scope: ScopeBuilder) -> Any:
         return replay_into(readers, scope).inspect(show).probe()
