@@ -19,18 +19,22 @@ from __future__ import annotations
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runtime.barrier import SynchronizationTimeout
 from runtime.errors import TimelyRuntimeError
+from scopes.antichain import MutableAntichain
 from scopes.channels import Broadcast
+from scopes.operator import Operator
+from scopes.operator_builder import OperatorBuilder
+from scopes.scope import Updates
 
 if TYPE_CHECKING:
     from runtime.worker import Worker
     from scopes.builder import ScopeBuilder
-    from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+    from scopes.operator import Capability, OperatorInfo, OperatorOutput
 
 T = TypeVar("T")
 
@@ -50,6 +54,24 @@ class _State:
         self.seen = 0  # the latest time seen in any item
         self.closed = False
         self.activate_source: Callable[[], None] = lambda: None
+
+
+class _ReleasingSink(Operator):
+    """The sequencer's sink: releases items as soon as its input frontier passes them.
+
+    Releasing on each frontier change (not only when scheduled) delivers the
+    last items even when the dataflow completes right after the frontier empties.
+    """
+
+    def __init__(self, *args: Any, release: Callable[[MutableAntichain[int]], None]) -> None:
+        super().__init__(*args)
+        self._release = release
+
+    def push_external_progress(self, external: Sequence[Updates]) -> None:
+        """Apply the frontier change, then release what it allows."""
+        super().push_external_progress(external)
+        if external[0]:
+            self._release(self.input_ports[0].frontier)
 
 
 def _close(state: _State) -> None:
@@ -103,16 +125,12 @@ class Sequencer(Generic[T]):
 
             return logic
 
-        def sink_logic(input: OperatorInput) -> None:
-            staged = sink_staged
-            for time_, batch in input.batches():
-                if time_ > state.seen:
-                    state.seen = time_
-                for worker_of, number, item in batch:
-                    staged.append((time_, worker_of, number, item))
+        staged: list[tuple[int, int, int, Any]] = []
+
+        def release(frontier: MutableAntichain[int]) -> None:
+            """Move the staged items that no earlier item can precede any more to ``ready``."""
             if not staged:
                 return
-            frontier = input.frontier
             releasable = [entry for entry in staged if not frontier.less_equal(entry[0])]
             if releasable:
                 releasable.sort(key=lambda entry: (entry[0], entry[1], entry[2]))
@@ -122,11 +140,22 @@ class Sequencer(Generic[T]):
             if staged:
                 state.activate_source()
 
-        sink_staged: list[tuple[int, int, int, Any]] = []
-
         def build(scope: ScopeBuilder) -> None:
             proposals = scope.source(name, source_constructor)
-            proposals.sink(Broadcast, f"{name}Output", sink_logic)
+            builder = OperatorBuilder(scope, f"{name}Output", notify=True)
+            port = builder.new_input(proposals, Broadcast)
+            operator = builder.build(None, operator_class=_ReleasingSink, release=release)
+
+            def sink_logic() -> None:
+                while (message := port.pull()) is not None:
+                    time_, batch = message
+                    if time_ > state.seen:
+                        state.seen = time_
+                    for worker_of, number, item in batch:
+                        staged.append((time_, worker_of, number, item))
+                release(port.frontier)
+
+            operator.set_logic(sink_logic)
 
         worker.dataflow(build, name=name)
         self._finalizer = weakref.finalize(self, _close, state)
