@@ -27,7 +27,6 @@ from runtime.eventlog import EventReader  # noqa: E402
 from scopes import INTEGER, ScopeBuilder  # noqa: E402
 from scopes.capture import replay_into  # noqa: E402
 
-
 PRINT_LOCK = threading.Lock()
 
 

@@ -17,6 +17,7 @@ offset of the damaged frame; nothing at or after the damage is returned.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import struct
@@ -24,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from typing import IO, Any, cast
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from runtime.errors import TimelyRuntimeError
 from scopes.capture import Event, Messages, Progress
@@ -259,10 +260,8 @@ class EventWriter:
         self.flush()
         self.closed = True
         if self._socket is not None:
-            try:
+            with contextlib.suppress(OSError):  # the peer may already be gone
                 self._socket.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
             self._socket.close()
         elif self._file is not None:
             self._file.close()

@@ -155,8 +155,8 @@ def test_replayed_frontiers_pass_through_the_same_frontiers_as_the_captured_stre
         for epoch in range(5):
             handle.send_batch(range(epoch * 10, epoch * 10 + 10))
             handle.advance_to(epoch + 1)
-            step_until(lambda: not captured.less_than(epoch + 1))
-            step_until(lambda: not replayed.less_than(epoch + 1))
+            step_until(lambda: not captured.less_than(handle.time))
+            step_until(lambda: not replayed.less_than(handle.time))
         handle.close()
         step_until(captured.done)
         step_until(replayed.done)
