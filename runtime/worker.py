@@ -143,12 +143,12 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
-            comm.flush()
         else:
             self._idle = True
             comm.report_idle(True)
             if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
                 raise DataflowStuck(self.explain_stuck())
+        comm.flush()
         return bool(self._dataflows)
 
     def _stopped(self, reason: Stop) -> None:
