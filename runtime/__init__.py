@@ -6,6 +6,7 @@ The main entry point is :func:`execute`.
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
+    DataflowMismatch,
     DataflowStuck,
     TimelyRuntimeError,
     WorkerAborted,
@@ -18,6 +19,7 @@ __all__ = [
     "Communicator",
     "Stop",
     "ConfigurationError",
+    "DataflowMismatch",
     "DataflowStuck",
     "TimelyRuntimeError",
     "Worker",
