@@ -96,10 +96,18 @@ def run_workers(
                     thread.join(0.1)
     except KeyboardInterrupt:
         _interrupted(communicators, threads)
-    if any(isinstance(error, KeyboardInterrupt) for _, error in failures):
+    reason = communicators[0].stop_reason
+    if any(isinstance(error, KeyboardInterrupt) for _, error in failures) or (
+        reason is not None and reason.kind == "interrupted"
+    ):
         _interrupted(communicators, [])
     if failures:
         raise failure_of(failures, communicators[0].peers)
+    if reason is not None:  # stopped by a worker elsewhere (another process)
+        raise WorkerFailed(
+            f"stopped because {reason.describe()}",
+            reason.worker if reason.worker is not None else -1,
+        )
     return results  # type: ignore[return-value]
 
 

@@ -231,7 +231,7 @@ class Worker:
                     "build the same dataflows?)"
                 )
                 continue
-            held = _pointstamps(dataflow.root, (dataflow.name,))
+            held = _pointstamps(dataflow.root, (dataflow.name,), self.index)
             if not held:
                 lines.append("    (no capabilities or messages remain here; waiting for other workers)")
             for what in held:
@@ -250,8 +250,11 @@ def _ordinal(index: int) -> str:
     return f"{index + 1}{suffix}"
 
 
-def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
-    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person."""
+def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
+    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
+
+    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
+    """
     from scopes.location import Source
 
     found: list[str] = []
@@ -266,9 +269,12 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
             if count <= 0:
                 continue
             if isinstance(location, Source):
+                held = getattr(subgraph.children[location.node], "held_capabilities", None)
+                mine = held()[location.port] if callable(held) else 0
                 found.append(
                     f"operator '{name}' (scope '{scope}', address {address}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
+                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
                 )
             else:
                 found.append(
@@ -277,5 +283,5 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
                 )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):
-            found.extend(_pointstamps(child, path + (child.name,)))
+            found.extend(_pointstamps(child, path + (child.name,), worker))
     return found

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from runtime import DataflowMismatch, DataflowStuck, WorkerFailed, execute
-from runtime.fabric import WorkerSignal
+from runtime import DataflowMismatch, DataflowStuck, Stop, WorkerFailed, execute, run_workers
+from runtime.fabric import ThreadFabric, WorkerSignal
 from scopes import Pipeline
 from scopes.errors import OperatorFailed
 
@@ -110,6 +111,29 @@ def _input_probe(scope: Any, name: str = "Input") -> Any:
     return handle, stream.exchange(lambda x: x).probe()
 
 
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        (Stop("failed", 1, "ValueError: boom"), "stopped because worker 1 failed: ValueError: boom"),
+        (Stop("lost", 1, "process 1 at 10.0.0.2:7000"), "a peer was lost: process 1 at 10.0.0.2:7000"),
+    ],
+)
+def test_workers_stopped_from_elsewhere_report_why(stop: Stop, expected: str) -> None:
+    """As in a process cluster: the local worker is stopped by a worker it does not run."""
+    fabric = ThreadFabric(2)
+    local = fabric.communicator(0)
+
+    def main(worker: Any) -> None:
+        handle, probe = worker.dataflow(lambda scope: _input_probe(scope))
+        threading.Timer(0.2, fabric.stop, args=(stop,)).start()
+        worker.step_while(lambda: True)
+
+    with pytest.raises(WorkerFailed) as caught:
+        run_workers(main, [local], stall_timeout=None)
+    assert expected in str(caught.value)
+    assert caught.value.worker == 1
+
+
 # ---------------------------------------------------------------------- different dataflows
 
 
@@ -193,6 +217,7 @@ def test_a_stall_in_step_while_is_detected(workers: int) -> None:
     assert "input 'Prices' is still open at time 2" in message
     assert "operator 'Prices' (scope 'quotes', address (0, 1)) holds" in message
     assert "for time 2 at output 0" in message
+    assert "(worker 0 holds 1 at that output)" in message
     for index in range(workers):
         assert f"worker {index}:" in message
 
