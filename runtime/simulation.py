@@ -23,6 +23,7 @@ protocol forbids; tests use it to show that their safety checks can fail.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections import deque
@@ -51,34 +52,40 @@ class SimulationError(TimelyRuntimeError):
 
 
 class _Baton:
-    """Lets exactly one worker thread (or the scheduler) run at a time."""
+    """Lets exactly one worker thread (or the scheduler) run at a time.
+
+    Each worker has a lock that the scheduler releases to hand it the baton;
+    the worker releases the scheduler's lock to hand it back.
+    """
 
     def __init__(self, workers: int) -> None:
-        self._turn = [threading.Event() for _ in range(workers)]
-        self._back = threading.Event()
+        self._turn = [threading.Lock() for _ in range(workers)]
+        for lock in self._turn:
+            lock.acquire()
+        self._back = threading.Lock()
+        self._back.acquire()
         self.abandoned = False
 
     def run(self, worker: int) -> None:
         """Scheduler: let ``worker`` run until it yields or finishes."""
-        self._back.clear()
-        self._turn[worker].set()
-        if not self._back.wait(TURN_TIMEOUT):
+        self._turn[worker].release()
+        if not self._back.acquire(timeout=TURN_TIMEOUT):
             self.abandoned = True
             raise SimulationError(f"simulated worker {worker} kept running for {TURN_TIMEOUT} s without a step")
 
     def wait_turn(self, worker: int) -> None:
         """Worker: wait until the scheduler hands over the baton."""
         turn = self._turn[worker]
-        while not turn.wait(1.0):
+        while not turn.acquire(timeout=1.0):
             if self.abandoned:
                 raise WorkerAborted(f"simulated worker {worker}: the simulation was abandoned")
-        turn.clear()
         if self.abandoned:
             raise WorkerAborted(f"simulated worker {worker}: the simulation was abandoned")
 
     def give_back(self) -> None:
         """Worker: hand the baton to the scheduler (without waiting for it to come back)."""
-        self._back.set()
+        with contextlib.suppress(RuntimeError):  # already released in an abandoned simulation
+            self._back.release()
 
     def yield_(self, worker: int) -> None:
         """Worker: hand the baton back and wait for the next turn."""
@@ -178,6 +185,7 @@ class SimulatedCommunicator:
         """Communicate as worker ``index`` of ``network``."""
         self.network = network
         self._index = index
+        self._parked = False
 
     @property
     def index(self) -> int:
@@ -207,11 +215,15 @@ class SimulatedCommunicator:
         return queued
 
     def flush(self) -> None:
-        """End of a step: give the baton back to the scheduler."""
+        """End of a step: give the baton back to the scheduler (unless the step already parked)."""
+        if self._parked:
+            self._parked = False
+            return
         self.network.baton.yield_(self._index)
 
     def park(self, timeout: float | None) -> None:
         """Give the baton back; the scheduler decides when this worker runs again."""
+        self._parked = True
         self.network.baton.yield_(self._index)
 
     def stop(self, reason: Stop) -> None:
