@@ -299,3 +299,18 @@ def test_counts_match_a_counter() -> None:
     totals = Counter(word for epoch in text for line in epoch for word in line.split())
     assert wordcount_result(outputs)[1]["b"] == totals["b"]
 
+
+
+def test_a_failing_worker_stops_the_simulation() -> None:
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.exchange(lambda x: x).probe()
+
+        handle, probe = worker.dataflow(build)
+        if worker.index == 1:
+            raise RuntimeError("bad input file")
+        worker.step_while(lambda: True)
+
+    with pytest.raises(WorkerFailed, match="worker 1 of 3 failed: RuntimeError: bad input file"):
+        simulate(main, 3, seed=4)
