@@ -3,22 +3,28 @@
 The main entry point is :func:`execute`.
 """
 
+from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
+    DataflowMismatch,
     DataflowStuck,
     TimelyRuntimeError,
     WorkerAborted,
     WorkerFailed,
 )
-from runtime.execute import execute
+from runtime.execute import execute, run_workers
 from runtime.worker import Worker
 
 __all__ = [
+    "Communicator",
+    "Stop",
     "ConfigurationError",
+    "DataflowMismatch",
     "DataflowStuck",
     "TimelyRuntimeError",
     "Worker",
     "WorkerAborted",
     "WorkerFailed",
     "execute",
+    "run_workers",
 ]

@@ -1,15 +1,20 @@
-"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface."""
+"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface.
+
+A worker talks to the other workers only through its
+:class:`~runtime.communication.Communicator`.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from runtime.errors import DataflowStuck, WorkerAborted
-from runtime.fabric import ThreadAllocator, WorkerSignal
+from runtime.communication import Communicator, Stop
+from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
+from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
+from scopes.channels import Puller
 from scopes.subgraph import Subgraph
 from scopes.timestamp import INTEGER, TimestampType
 
@@ -19,13 +24,21 @@ _NOTHING: list[ChangeBatch[Any]] = []
 
 
 class Dataflow:
-    """A dataflow hosted by a worker: its name and top-level subgraph."""
+    """A dataflow hosted by a worker: its name, top-level subgraph, and structure check.
+
+    With several workers, the dataflow runs only once every other worker's
+    fingerprint has arrived and matched (``unverified`` lists the workers still
+    awaited), so that workers that built different graphs never exchange data.
+    """
 
     def __init__(self, index: int, name: str, root: Subgraph) -> None:
         """Describe dataflow ``index``."""
         self.index = index
         self.name = name
         self.root = root
+        self.fingerprint: Fingerprint = []
+        self.unverified: set[int] = set()
+        self.fingerprints: Puller | None = None
 
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
@@ -35,28 +48,36 @@ class Worker:
     """One worker: builds dataflows and runs them a step at a time.
 
     Every worker of a computation must build the same dataflows in the same order.
+    If ``stall_timeout`` is set, any step that finds nothing to do checks whether
+    every worker has been waiting that long, and raises
+    :class:`~runtime.errors.DataflowStuck` if so.
     """
 
-    def __init__(self, allocator: ThreadAllocator) -> None:
-        """Create a worker that communicates through ``allocator``."""
-        self._allocator = allocator
-        self._signal: WorkerSignal = allocator.fabric.signals[allocator.index]
-        self._abort = allocator.fabric.abort
-        self._context = BuildContext(allocator)
+    def __init__(self, communicator: Communicator, stall_timeout: float | None = None) -> None:
+        """Create a worker that communicates through ``communicator``."""
+        self._comm = communicator
+        self._context = BuildContext(communicator)
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
-        self._park = 0.002 if allocator.peers > 1 else 0.0
+        self._park = 0.002 if communicator.peers > 1 else 0.0
+        self._idle = False
+        self.stall_timeout = stall_timeout
 
     @property
     def index(self) -> int:
         """This worker's index, from 0 to ``peers - 1``."""
-        return self._allocator.index
+        return self._comm.index
 
     @property
     def peers(self) -> int:
         """The number of workers in the computation."""
-        return self._allocator.peers
+        return self._comm.peers
+
+    @property
+    def communicator(self) -> Communicator:
+        """The communicator this worker talks to other workers through."""
+        return self._comm
 
     def dataflow(
         self,
@@ -73,7 +94,7 @@ class Worker:
             (index,),
             timestamp,
             None,
-            self._allocator,
+            self._comm,
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
@@ -82,20 +103,49 @@ class Worker:
         scope.check_complete()
         root.get_internal_summary()
         root.set_external_summary([], [])
-        self._dataflows[index] = Dataflow(index, label, root)
+        dataflow = Dataflow(index, label, root)
+        if self.peers > 1:
+            self._send_fingerprint(dataflow)
+        self._dataflows[index] = dataflow
         self._active.add(index)
         return result
+
+    def _send_fingerprint(self, dataflow: Dataflow) -> None:
+        """Send this worker's fingerprint of ``dataflow`` to every other worker."""
+        dataflow.fingerprint = fingerprint(dataflow.root)
+        dataflow.unverified = set(range(self.peers)) - {self.index}
+        pushers, dataflow.fingerprints = self._comm.allocate(-1 - dataflow.index, (dataflow.index,))
+        for peer, pusher in enumerate(pushers):
+            if peer != self.index:
+                pusher.push(self.index, [dataflow.fingerprint])
+
+    def _verify(self, dataflow: Dataflow) -> bool:
+        """Compare the fingerprints that arrived; return whether every worker's has matched."""
+        puller = dataflow.fingerprints
+        assert puller is not None
+        while (message := puller.pull()) is not None:
+            sender, (theirs,) = message
+            difference = first_difference(dataflow.fingerprint, theirs, self.index, sender)
+            if difference is not None:
+                raise DataflowMismatch(
+                    f"dataflow '{dataflow.name}' (the dataflow built {_ordinal(dataflow.index)} on "
+                    f"each worker) differs between worker {self.index} and worker {sender}: "
+                    f"{difference}. Every worker must build the same dataflows, with the same "
+                    "operators in the same order.",
+                    dataflow.name,
+                    (self.index, sender),
+                )
+            dataflow.unverified.discard(sender)
+        return not dataflow.unverified
 
     @property
     def dataflows(self) -> list[Dataflow]:
         """The dataflows that have not completed yet."""
         return list(self._dataflows.values())
 
-    def _drain_signals(self) -> None:
-        pending = self._signal.pending
+    def _activate(self, addresses: list[tuple[int, ...]]) -> None:
         dataflows = self._dataflows
-        while pending:
-            address = pending.popleft()
+        for address in addresses:
             dataflow = dataflows.get(address[0])
             if dataflow is None:
                 continue
@@ -110,28 +160,42 @@ class Worker:
 
     def step_or_park(self, timeout: float | None = None) -> bool:
         """Like :meth:`step`, but first wait up to ``timeout`` seconds if there is nothing to do."""
-        if self._abort.is_set():
-            raise WorkerAborted(f"worker {self.index} stopped because another worker failed")
-        signal = self._signal
-        self._drain_signals()
+        comm = self._comm
+        if comm.stop_reason is not None:
+            self._stopped(comm.stop_reason)
+        addresses = comm.take_activations()
+        if addresses:
+            self._activate(addresses)
         if not self._active and timeout != 0 and self._dataflows:
-            signal.event.clear()
-            self._drain_signals()
-            if not self._active:
-                signal.event.wait(timeout)
-                self._drain_signals()
+            comm.park(timeout)
+            addresses = comm.take_activations()
+            if addresses:
+                self._activate(addresses)
         if self._active:
-            self._allocator.fabric.activity += 1
+            if self._idle:
+                self._idle = False
+                comm.report_idle(False)
             active = sorted(self._active)
             self._active.clear()
             for index in active:
                 dataflow = self._dataflows.get(index)
-                if dataflow is None:
+                if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
                     continue
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+        else:
+            self._idle = True
+            comm.report_idle(True)
+            if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
+                raise DataflowStuck(self.explain_stuck())
+        comm.flush()
         return bool(self._dataflows)
+
+    def _stopped(self, reason: Stop) -> None:
+        if reason.kind == "stalled" and self._idle:
+            raise DataflowStuck(self.explain_stuck())
+        raise WorkerAborted(f"worker {self.index} stopped because {reason.describe()}")
 
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step (parking when idle) while ``condition()`` holds."""
@@ -143,71 +207,81 @@ class Worker:
         for handle in self._context.inputs:
             handle.close()
 
-    def run_to_completion(self, stall_timeout: float | None = 30.0) -> None:
-        """Close inputs and step until every dataflow has completed.
-
-        If every worker is finishing and none has run anything for
-        ``stall_timeout`` seconds, raise :class:`~runtime.errors.DataflowStuck`
-        naming what holds the remaining dataflows back.
-        """
+    def run_to_completion(self) -> None:
+        """Close inputs and step until every dataflow has completed."""
         self.close_inputs()
-        fabric = self._allocator.fabric
-        fabric.enter_finishing()
-        last = fabric.activity
-        since = time.monotonic()
         while self._dataflows:
             self.step_or_park(0.01)
-            if fabric.activity != last:
-                last = fabric.activity
-                since = time.monotonic()
-            elif (
-                stall_timeout is not None
-                and fabric.finishing == fabric.peers
-                and time.monotonic() - since > stall_timeout
-            ):
-                raise DataflowStuck(self.explain_stuck())
 
     def explain_stuck(self) -> str:
-        """Describe, for each unfinished dataflow, the capabilities and messages that remain."""
+        """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
         lines = [f"worker {self.index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
+        open_inputs = [handle for handle in self._context.inputs if not handle.closed]
+        for handle in open_inputs:
+            lines.append(
+                f"  input '{handle.name}' is still open at time {handle.time!r}: "
+                "advance it with advance_to() or close() it"
+            )
         for dataflow in self._dataflows.values():
             lines.append(f"  dataflow '{dataflow.name}':")
-            held = list(_pointstamps(dataflow.root))
+            if dataflow.unverified:
+                waiting = ", ".join(str(peer) for peer in sorted(dataflow.unverified))
+                lines.append(
+                    f"    not started: worker(s) {waiting} have not built it (did every worker "
+                    "build the same dataflows?)"
+                )
+                continue
+            held = _pointstamps(dataflow.root, (dataflow.name,), self.index)
             if not held:
-                lines.append("    (no capabilities or messages remain; waiting for other workers)")
+                lines.append("    (no capabilities or messages remain here; waiting for other workers)")
             for what in held:
                 lines.append(f"    {what}")
+        for what in self._comm.in_flight():
+            lines.append(f"  {what}")
         lines.append(
             "An operator that holds a capability must downgrade or drop it, and every input "
-            "must be closed, for a dataflow to complete."
+            "must be advanced or closed, for a dataflow to complete."
         )
         return "\n".join(lines)
 
 
-def _pointstamps(subgraph: Subgraph) -> list[str]:
-    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person."""
+def _ordinal(index: int) -> str:
+    suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
+    return f"{index + 1}{suffix}"
+
+
+def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
+    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
+
+    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
+    """
     from scopes.location import Source
 
     found: list[str] = []
     tracker = subgraph.tracker
+    scope = " / ".join(path)
     for location in tracker.locations():
         if location.node == 0:
             continue
         name = subgraph.child_names[location.node]
+        address = subgraph.address + (location.node,)
         for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
             if count <= 0:
                 continue
             if isinstance(location, Source):
+                held = getattr(subgraph.children[location.node], "held_capabilities", None)
+                mine = held()[location.port] if callable(held) else 0
                 found.append(
-                    f"operator '{name}' (address {subgraph.address + (location.node,)}) holds "
+                    f"operator '{name}' (scope '{scope}', address {address}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
+                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
                 )
             else:
                 found.append(
                     f"{count} message(s) at time {time_!r} wait at input {location.port} of "
-                    f"operator '{name}' (address {subgraph.address + (location.node,)})"
+                    f"operator '{name}' (scope '{scope}', address {address})"
                 )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):
-            found.extend(_pointstamps(child))
+            found.extend(_pointstamps(child, path + (child.name,), worker))
     return found
