@@ -134,13 +134,14 @@ class Capability:
     :meth:`drop` (or letting the object be garbage collected) releases it.
     """
 
-    __slots__ = ("_time", "_output", "_valid", "__weakref__")
+    __slots__ = ("_time", "_output", "_valid", "_token", "__weakref__")
 
     def __init__(self, time: Any, output: OutputPort) -> None:
         """Mint a capability; operators receive these from the runtime rather than create them."""
         self._time = time
         self._output = output
         self._valid = True
+        self._token: list[bool] | None = None
         output.internal.update(time, 1)
         output.held += 1
 
@@ -151,8 +152,16 @@ class Capability:
         capability._time = time
         capability._output = output
         capability._valid = True
+        capability._token = None
         output.held += 1
         return capability
+
+    def _session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` until this capability is next dropped or downgraded."""
+        token = self._token
+        if token is None:
+            token = self._token = [True]
+        return token
 
     @property
     def time(self) -> Any:
@@ -193,6 +202,9 @@ class Capability:
             internal.update(time, 1)
             internal.update(self._time, -1)
             self._time = time
+            if self._token is not None:
+                self._token[0] = False
+                self._token = None
             output.capability_changed()
 
     def delayed(self, time: Any) -> Capability:
@@ -213,6 +225,9 @@ class Capability:
         """
         if self._valid:
             self._valid = False
+            if self._token is not None:
+                self._token[0] = False
+                self._token = None
             output = self._output
             output.internal.update(self._time, -1)
             output.held -= 1
@@ -244,7 +259,7 @@ class CapabilityRef:
     further ado; :meth:`retain` turns it into a :class:`Capability` to keep.
     """
 
-    __slots__ = ("_time", "_operator", "_input", "_valid")
+    __slots__ = ("_time", "_operator", "_input", "_valid", "_token")
 
     def __init__(self, time: Any, operator: Operator, input_port: int) -> None:
         """Create the reference; the runtime does this for each received message."""
@@ -252,6 +267,21 @@ class CapabilityRef:
         self._operator = operator
         self._input = input_port
         self._valid = True
+        self._token: list[bool] | None = None
+
+    def _session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` while this reference is valid."""
+        token = self._token
+        if token is None:
+            token = self._token = [True]
+        return token
+
+    def _invalidate(self) -> None:
+        """End the reference's validity (its message's invocation is over)."""
+        self._valid = False
+        token = self._token
+        if token is not None:
+            token[0] = False
 
     @property
     def time(self) -> Any:
@@ -317,25 +347,26 @@ class OperatorInput:
 class Session:
     """Sends records at one time on one output; obtained from :meth:`OperatorOutput.session`.
 
-    The session holds the capability it was opened with.  Each send checks, in
-    two attribute reads, that the capability is still held and has not moved;
-    if it was dropped, or downgraded past the session's time, the send raises
-    :class:`~scopes.errors.CapabilityError`.
+    The session holds the capability it was opened with, and a flag the
+    capability clears when it is dropped or downgraded (or, for a capability
+    reference, when its invocation ends).  Each send reads only that flag; once
+    it is cleared, the send checks the capability again and raises
+    :class:`~scopes.errors.CapabilityError` if it was dropped or downgraded past
+    the session's time.
     """
 
-    __slots__ = ("_handle", "time", "_capability", "_seen")
+    __slots__ = ("_handle", "time", "_capability", "_token")
 
     def __init__(self, handle: OperatorOutput, time: Any, capability: Capability | CapabilityRef) -> None:
         """Bind ``handle`` to ``time``, sending under ``capability``."""
         self._handle = handle
         self.time = time
         self._capability = capability
-        self._seen = capability._time
+        self._token = capability._session_token()
 
     def give(self, record: Any) -> None:
         """Send one record."""
-        capability = self._capability
-        if capability._time is not self._seen or not capability._valid:
+        if not self._token[0]:
             self._recheck()
         handle = self._handle
         if handle._buffer_time != self.time:
@@ -344,8 +375,7 @@ class Session:
 
     def give_batch(self, records: Sequence[Any]) -> None:
         """Send several records."""
-        capability = self._capability
-        if capability._time is not self._seen or not capability._valid:
+        if not self._token[0]:
             self._recheck()
         handle = self._handle
         if handle._buffer_time != self.time:
@@ -375,7 +405,7 @@ class Session:
                 f"downgraded to time {capability._time!r} after the session was opened; send "
                 "before downgrading, or open a new session at a time the capability covers"
             )
-        self._seen = capability._time
+        self._token = capability._session_token()
 
 
 class OperatorOutput:
@@ -640,7 +670,7 @@ class Operator(Scope):
                 self.running = False
                 if self._refs:
                     for ref in self._refs:
-                        ref._valid = False
+                        ref._invalidate()
                     self._refs.clear()
         index = 0
         for port in self.input_ports:
