@@ -321,9 +321,8 @@ class InputHandle:
             return
         self._flush()
         assert self._capability is not None
-        self._capability.downgrade(time)
+        self._capability.downgrade(time)  # wakes the input operator to report it
         self._time = time
-        self._activate()
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
@@ -335,9 +334,8 @@ class InputHandle:
         if self._capability is None:
             return
         self._flush()
-        self._capability.drop()
+        self._capability.drop()  # wakes the input operator to report it
         self._capability = None
-        self._activate()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"time={self._time!r}"
