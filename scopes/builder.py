@@ -8,17 +8,19 @@ new top-level scope.  Nested scopes (:meth:`ScopeBuilder.iterative`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypeVar
 
-from scopes.antichain import Antichain, MutableAntichain
-from scopes.channels import Allocator, Pipeline
+from scopes.antichain import Antichain
+from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
+from scopes.location import Source
 from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
-from scopes.scope import Updates
+from scopes.probes import ProbeHandle, ProbeOperator
+from scopes.signatures import check_function, check_logic, describe_operator
 from scopes.stream import Stream
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
@@ -34,6 +36,11 @@ from scopes.timestamp import (
 )
 
 R = TypeVar("R")
+
+__all__ = [
+    "BATCH_SIZE", "BuildContext", "InputHandle", "LoopHandle", "ProbeHandle", "ProbeOperator",
+    "ScopeBuilder", "source", "to_stream",
+]
 
 BATCH_SIZE = 1024
 """Records per message for sources that emit from iterables."""
@@ -100,8 +107,22 @@ class ScopeBuilder:
         """This scope's address among the worker's scopes."""
         return self.subgraph.address
 
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The names of this scope and the scopes enclosing it, outermost first."""
+        names: list[str] = []
+        scope: ScopeBuilder | None = self
+        while scope is not None:
+            names.append(scope.name)
+            scope = scope.parent
+        return tuple(reversed(names))
+
     def __repr__(self) -> str:
         return f"ScopeBuilder({self.name!r}, {self.timestamp_type!r}, address={self.address})"
+
+    def new_stream(self, source: Source, tee: Tee, name: str) -> Stream:
+        """The stream in this scope produced at ``source``, whose messages go through ``tee``."""
+        return Stream(self, source, tee, name)
 
     # ------------------------------------------------------------------ inputs
 
@@ -300,9 +321,8 @@ class InputHandle:
             return
         self._flush()
         assert self._capability is not None
-        self._capability.downgrade(time)
+        self._capability.downgrade(time)  # wakes the input operator to report it
         self._time = time
-        self._activate()
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
@@ -314,68 +334,12 @@ class InputHandle:
         if self._capability is None:
             return
         self._flush()
-        self._capability.drop()
+        self._capability.drop()  # wakes the input operator to report it
         self._capability = None
-        self._activate()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"time={self._time!r}"
         return f"InputHandle({self.name!r}, {state})"
-
-
-class ProbeHandle:
-    """Reports the frontier of the streams it probes: the times that may still appear there."""
-
-    def __init__(self) -> None:
-        """An empty handle; attach it with ``stream.probe_with(handle)`` or get one from ``stream.probe()``."""
-        self._frontier: MutableAntichain[Any] = MutableAntichain()
-
-    def less_than(self, time: Any) -> bool:
-        """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
-        return self._frontier.less_than(time)
-
-    def less_equal(self, time: Any) -> bool:
-        """Whether ``time`` itself or an earlier time may still appear."""
-        return self._frontier.less_equal(time)
-
-    def done(self) -> bool:
-        """Whether no time at all may appear any more."""
-        return self._frontier.is_empty()
-
-    @property
-    def frontier(self) -> Antichain[Any]:
-        """The current frontier."""
-        return self._frontier.frontier()
-
-    def _update(self, updates: Updates) -> None:
-        self._frontier.update_iter(updates)
-
-    def __repr__(self) -> str:
-        return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
-
-
-class ProbeOperator(Operator):
-    """An operator that mirrors its input frontier into a :class:`ProbeHandle`."""
-
-    def __init__(self, *args: Any, handle: ProbeHandle) -> None:
-        """Create the operator; ``handle`` receives every frontier change."""
-        super().__init__(*args)
-        self.handle = handle
-
-    def set_external_summary(
-        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
-    ) -> None:
-        """Record the initial frontier in the operator and the handle."""
-        super().set_external_summary(summaries, frontier)
-        self.handle._update(list(frontier[0]))
-
-    def push_external_progress(self, external: Sequence[Updates]) -> None:
-        """Apply frontier changes to the operator and the handle."""
-        super().push_external_progress(external)
-        if external[0]:
-            self.handle._update(external[0])
-
-
 
 
 class LoopHandle:
@@ -460,14 +424,15 @@ def source(
     activated (``info.activate()``); it sends under capabilities it holds, and
     must downgrade or drop them for downstream operators to make progress.
     """
+    where = describe_operator(name, scope.path)
+    check_function(constructor, ("capability", "info"), "the source constructor", where)
     builder = OperatorBuilder(scope, name)
     output_port, stream = builder.new_output()
     operator = builder.build(None)
     _, outputs = builder.handles(operator)
     capability = builder.initial_capabilities()[0]
     logic = constructor(capability, builder.info)
-    if not callable(logic):
-        raise BuildError(f"source '{name}': the constructor must return a logic function, got {logic!r}")
+    check_logic(logic, ("output",), where)
     handle = outputs[0]
     operator.set_logic(lambda: logic(handle), outputs)
     return stream

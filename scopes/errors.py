@@ -48,6 +48,11 @@ class BuildError(ScopeError):
     """A dataflow was wired incorrectly while it was being built."""
 
 
+class UserFunctionError(ScopeError, TypeError):
+    """A user function returned something its operator cannot use (for example, a
+    ``flat_map`` function returned a value that is not iterable)."""
+
+
 class OperatorFailed(ScopeError):
     """A user function running inside an operator raised an exception.
 

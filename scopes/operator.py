@@ -15,7 +15,7 @@ from typing import Any
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
-from scopes.errors import CapabilityError
+from scopes.errors import CapabilityError, OperatorFailed
 from scopes.order import less_equal
 from scopes.scope import Scope, Updates
 from scopes.timestamp import PathSummary, TimestampType
@@ -54,7 +54,7 @@ class OperatorInfo:
 class OutputPort:
     """An operator output: its fan-out, produced-message counts, and capability changes."""
 
-    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type")
+    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type", "owner")
 
     def __init__(self, operator: str, port: int, timestamp_type: TimestampType | None = None) -> None:
         """Create output ``port`` of the operator named ``operator``."""
@@ -65,6 +65,17 @@ class OutputPort:
         self.produced: dict[Any, int] = {}
         self.internal: ChangeBatch[Any] = ChangeBatch()
         self.held = 0
+        self.owner: Operator | None = None
+
+    def capability_changed(self) -> None:
+        """Wake the owning operator so that a capability change made outside its logic is reported.
+
+        Changes made while the operator's logic runs are reported when it returns,
+        so no wake-up is needed then.
+        """
+        owner = self.owner
+        if owner is not None and not owner.running:
+            owner.activate()
 
     def send(self, time: Any, batch: list[Any]) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
@@ -74,10 +85,24 @@ class OutputPort:
             self.tee.push(time, batch)
 
 
-class InputPort:
-    """An operator input: its puller, consumed-message counts, and frontier."""
+class _Unowned:
+    """Stands in for the operator of an input port that belongs to none (yet)."""
 
-    __slots__ = ("operator", "port", "puller", "consumed", "frontier")
+    __slots__ = ("current_time",)
+
+    def __init__(self) -> None:
+        self.current_time: Any = None
+
+
+class InputPort:
+    """An operator input: its puller, consumed-message counts, and frontier.
+
+    Each message pulled records its time in the owning operator's
+    ``current_time`` (once per message, not per record), so that a failure can
+    name the time of the batch being processed.
+    """
+
+    __slots__ = ("operator", "port", "puller", "consumed", "frontier", "owner")
 
     def __init__(self, operator: str, port: int, puller: Puller) -> None:
         """Create input ``port`` of the operator named ``operator``, reading from ``puller``."""
@@ -86,6 +111,7 @@ class InputPort:
         self.puller = puller
         self.consumed: dict[Any, int] = {}
         self.frontier: MutableAntichain[Any] = MutableAntichain()
+        self.owner: Operator | _Unowned = _Unowned()
 
     def pull(self) -> tuple[Any, list[Any]] | None:
         """Take the next message and count it as consumed."""
@@ -94,6 +120,9 @@ class InputPort:
             consumed = self.consumed
             time = message[0]
             consumed[time] = consumed.get(time, 0) + len(message[1])
+            self.owner.current_time = time
+        else:
+            self.owner.current_time = None
         return message
 
 
@@ -105,13 +134,14 @@ class Capability:
     :meth:`drop` (or letting the object be garbage collected) releases it.
     """
 
-    __slots__ = ("_time", "_output", "_valid", "__weakref__")
+    __slots__ = ("_time", "_output", "_valid", "_token", "__weakref__")
 
     def __init__(self, time: Any, output: OutputPort) -> None:
         """Mint a capability; operators receive these from the runtime rather than create them."""
         self._time = time
         self._output = output
         self._valid = True
+        self._token: list[bool] | None = None
         output.internal.update(time, 1)
         output.held += 1
 
@@ -122,8 +152,16 @@ class Capability:
         capability._time = time
         capability._output = output
         capability._valid = True
+        capability._token = None
         output.held += 1
         return capability
+
+    def _session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` until this capability is next dropped or downgraded."""
+        token = self._token
+        if token is None:
+            token = self._token = [True]
+        return token
 
     @property
     def time(self) -> Any:
@@ -159,10 +197,15 @@ class Capability:
                 "capabilities only move forward"
             )
         if time != self._time:
-            internal = self._output.internal
+            output = self._output
+            internal = output.internal
             internal.update(time, 1)
             internal.update(self._time, -1)
             self._time = time
+            if self._token is not None:
+                self._token[0] = False
+                self._token = None
+            output.capability_changed()
 
     def delayed(self, time: Any) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
@@ -175,11 +218,20 @@ class Capability:
         return Capability(time, self._output)
 
     def drop(self) -> None:
-        """Release the capability.  Dropping twice is harmless."""
+        """Release the capability.  Dropping twice is harmless.
+
+        Dropping it anywhere, also outside the operator's logic (for example in
+        ``main`` between steps), wakes the operator so that the change is reported.
+        """
         if self._valid:
             self._valid = False
-            self._output.internal.update(self._time, -1)
-            self._output.held -= 1
+            if self._token is not None:
+                self._token[0] = False
+                self._token = None
+            output = self._output
+            output.internal.update(self._time, -1)
+            output.held -= 1
+            output.capability_changed()
 
     def __del__(self) -> None:
         if getattr(self, "_valid", False):
@@ -207,7 +259,7 @@ class CapabilityRef:
     further ado; :meth:`retain` turns it into a :class:`Capability` to keep.
     """
 
-    __slots__ = ("_time", "_operator", "_input", "_valid")
+    __slots__ = ("_time", "_operator", "_input", "_valid", "_token")
 
     def __init__(self, time: Any, operator: Operator, input_port: int) -> None:
         """Create the reference; the runtime does this for each received message."""
@@ -215,6 +267,21 @@ class CapabilityRef:
         self._operator = operator
         self._input = input_port
         self._valid = True
+        self._token: list[bool] | None = None
+
+    def _session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` while this reference is valid."""
+        token = self._token
+        if token is None:
+            token = self._token = [True]
+        return token
+
+    def _invalidate(self) -> None:
+        """End the reference's validity (its message's invocation is over)."""
+        self._valid = False
+        token = self._token
+        if token is not None:
+            token[0] = False
 
     @property
     def time(self) -> Any:
@@ -278,17 +345,29 @@ class OperatorInput:
 
 
 class Session:
-    """Sends records at one time on one output; obtained from :meth:`OperatorOutput.session`."""
+    """Sends records at one time on one output; obtained from :meth:`OperatorOutput.session`.
 
-    __slots__ = ("_handle", "time")
+    The session holds the capability it was opened with, and a flag the
+    capability clears when it is dropped or downgraded (or, for a capability
+    reference, when its invocation ends).  Each send reads only that flag; once
+    it is cleared, the send checks the capability again and raises
+    :class:`~scopes.errors.CapabilityError` if it was dropped or downgraded past
+    the session's time.
+    """
 
-    def __init__(self, handle: OperatorOutput, time: Any) -> None:
-        """Bind ``handle`` to ``time``."""
+    __slots__ = ("_handle", "time", "_capability", "_token")
+
+    def __init__(self, handle: OperatorOutput, time: Any, capability: Capability | CapabilityRef) -> None:
+        """Bind ``handle`` to ``time``, sending under ``capability``."""
         self._handle = handle
         self.time = time
+        self._capability = capability
+        self._token = capability._session_token()
 
     def give(self, record: Any) -> None:
         """Send one record."""
+        if not self._token[0]:
+            self._recheck()
         handle = self._handle
         if handle._buffer_time != self.time:
             handle._switch(self.time)
@@ -296,10 +375,37 @@ class Session:
 
     def give_batch(self, records: Sequence[Any]) -> None:
         """Send several records."""
+        if not self._token[0]:
+            self._recheck()
         handle = self._handle
         if handle._buffer_time != self.time:
             handle._switch(self.time)
         handle._buffer.extend(records)
+
+    def _recheck(self) -> None:
+        """The capability changed since the session was opened: allow the send only if it still covers it."""
+        capability = self._capability
+        port = self._handle._port
+        where = f"operator '{port.operator}' output {port.port}"
+        if not capability._valid:
+            if isinstance(capability, CapabilityRef):
+                raise CapabilityError(
+                    f"{where}: cannot send at time {self.time!r}: the session was opened with the "
+                    f"capability reference for time {capability._time!r}, which is only valid while "
+                    "its message is being processed; retain() it to send later"
+                )
+            raise CapabilityError(
+                f"{where}: cannot send at time {self.time!r}: the session's capability for time "
+                f"{capability._time!r} was dropped after the session was opened; open sessions "
+                "only under capabilities you still hold"
+            )
+        if not less_equal(capability._time, self.time):
+            raise CapabilityError(
+                f"{where}: cannot send at time {self.time!r}: the session's capability was "
+                f"downgraded to time {capability._time!r} after the session was opened; send "
+                "before downgrading, or open a new session at a time the capability covers"
+            )
+        self._token = capability._session_token()
 
 
 class OperatorOutput:
@@ -320,7 +426,7 @@ class OperatorOutput:
         """A session sending at ``time`` (default: the capability's time) under ``capability``."""
         send_time = capability.time if time is None else time
         self._operator._check_send(capability, self._port, send_time)
-        return Session(self, send_time)
+        return Session(self, send_time, capability)
 
     def give(self, capability: Capability | CapabilityRef, record: Any) -> None:
         """Send one record at the capability's time."""
@@ -345,21 +451,26 @@ class OperatorOutput:
 class Notificator:
     """Delivers each requested time once, in time order, after all messages at or before it.
 
-    Request with :meth:`notify_at` (passing a capability, which the notificator
-    keeps until delivery).  Iterate to receive the capabilities of completed times;
-    each is dropped after its turn unless you retain a delayed copy.
+    Request with :meth:`notify_at`, passing a capability: the notificator keeps
+    its own capability for that time on the same output, so what you do with
+    yours afterwards (downgrade it, drop it, let it go) does not move the
+    request.  Iterate to receive the notificator's capabilities of completed
+    times, in time order; each is dropped after its turn unless you retain a
+    delayed copy.  Times requested during the iteration that are already
+    complete are delivered in the same iteration, in their place in time order.
     """
 
-    __slots__ = ("_frontiers", "_pending", "_operator")
+    __slots__ = ("_frontiers", "_pending", "_operator", "_requests")
 
     def __init__(self, frontiers: Sequence[MutableAntichain[Any]], operator: str) -> None:
         """Watch the given input frontiers."""
         self._frontiers = list(frontiers)
         self._pending: dict[Any, list[Capability]] = {}
         self._operator = operator
+        self._requests = 0
 
     def notify_at(self, capability: Capability) -> None:
-        """Request a notification at ``capability.time``; the notificator takes the capability."""
+        """Request a notification at ``capability.time``; the notificator holds a copy of the capability."""
         if not isinstance(capability, Capability):
             raise CapabilityError(
                 f"operator '{self._operator}': notify_at needs a retained Capability "
@@ -370,11 +481,14 @@ class Notificator:
                 f"operator '{self._operator}': cannot request a notification at time "
                 f"{capability.time!r} with a dropped capability"
             )
-        held = self._pending.get(capability.time)
+        time = capability._time
+        output = capability._output
+        held = self._pending.get(time)
         if held is None:
-            self._pending[capability.time] = [capability]
-        elif all(other is not capability for other in held):
-            held.append(capability)
+            self._pending[time] = [Capability(time, output)]
+        elif all(other._output is not output for other in held):
+            held.append(Capability(time, output))
+        self._requests += 1
 
     def _complete(self, time: Any) -> bool:
         for frontier in self._frontiers:
@@ -387,15 +501,23 @@ class Notificator:
         return sorted(time for time in self._pending if self._complete(time))
 
     def __iter__(self) -> Iterator[Capability]:
-        while True:
-            times = self.ready()
-            if not times:
-                return
-            for time in times:
-                held = self._pending.pop(time)
-                yield held[0]
-                for capability in held:
-                    capability.drop()
+        times = self.ready()
+        position = 0
+        while position < len(times):
+            time = times[position]
+            position += 1
+            held = self._pending.pop(time, None)
+            if held is None:
+                continue
+            requests = self._requests
+            yield held[0]
+            for capability in held:
+                capability.drop()
+            if self._requests != requests:
+                # Requests made during the delivery may be complete already and
+                # earlier than the rest: re-evaluate what is ready.
+                times = self.ready()
+                position = 0
 
     def for_each(self, logic: Callable[[Capability], None]) -> None:
         """Call ``logic(capability)`` for each completed time, in order."""
@@ -438,6 +560,56 @@ class Operator(Scope):
         self._refs: list[CapabilityRef] = []
         self._handles: list[OperatorOutput] = []
         self.shut_down = False
+        # Where the operator lives, for error messages and wake-ups; see locate().
+        self.address: tuple[int, ...] = ()
+        self.scope_path: tuple[str, ...] = ()
+        self.worker_index = 0
+        self._activate: Activator | None = None
+        # Run-time state read by capabilities and failure reports.
+        self.running = False
+        self.current_time: Any = None
+        for port in inputs:
+            port.owner = self
+        for output in outputs:
+            output.owner = self
+
+    def locate(
+        self,
+        address: tuple[int, ...],
+        scope_path: tuple[str, ...],
+        worker_index: int,
+        activate: Activator,
+    ) -> None:
+        """Tell the operator where it lives and how to wake itself (done by the operator builder)."""
+        self.address = address
+        self.scope_path = scope_path
+        self.worker_index = worker_index
+        self._activate = activate
+
+    def activate(self) -> None:
+        """Ask to be scheduled again (for example, after a capability changed outside the logic)."""
+        if self._activate is not None:
+            self._activate()
+
+    def adopt(self, port: InputPort | OutputPort) -> None:
+        """Take ownership of a port added after the operator was created."""
+        port.owner = self
+
+    def failure(self, error: Exception) -> OperatorFailed:
+        """Describe ``error``, raised by the user's code inside this operator, as :class:`OperatorFailed`."""
+        scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
+        when = (
+            f"at time {self.current_time!r}"
+            if self.current_time is not None
+            else "outside any batch (no input message was being processed)"
+        )
+        message = (
+            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed {when} "
+            f"on worker {self.worker_index}: {type(error).__name__}: {error}"
+        )
+        return OperatorFailed(
+            message, self.name, self.address, self.scope_path, self.current_time, self.worker_index
+        )
 
     @property
     def inputs(self) -> int:
@@ -484,14 +656,21 @@ class Operator(Scope):
         """Run the logic, then report consumed messages, capability changes and produced messages."""
         logic = self._logic
         if logic is not None:
+            self.running = True
+            self.current_time = None
             try:
                 logic()
-            finally:
                 for handle in self._handles:
                     handle.flush()
+            except OperatorFailed:
+                raise
+            except Exception as error:
+                raise self.failure(error) from error
+            finally:
+                self.running = False
                 if self._refs:
                     for ref in self._refs:
-                        ref._valid = False
+                        ref._invalidate()
                     self._refs.clear()
         index = 0
         for port in self.input_ports:

@@ -19,6 +19,7 @@ from scopes.operator import (
     OutputPort,
 )
 from scopes.reachability import SummarySpec, connectivity_from
+from scopes.signatures import describe_operator
 
 if TYPE_CHECKING:
     from scopes.builder import ScopeBuilder
@@ -41,6 +42,11 @@ class OperatorBuilder:
         self.outputs: list[OutputPort] = []
         self.summary: SummarySpec = None
         self.operator: Operator | None = None
+
+    @property
+    def where(self) -> str:
+        """The operator and its scope, as error messages name them."""
+        return describe_operator(self.name, self.scope.path)
 
     @property
     def info(self) -> OperatorInfo:
@@ -71,15 +77,17 @@ class OperatorBuilder:
         self.scope.subgraph.connect(stream.source, Target(self.index, port), contract.copies(context.peers))
         input_port = InputPort(self.name, port, puller)
         self.inputs.append(input_port)  # shared with the operator, if already built
+        if self.operator is not None:
+            self.operator.adopt(input_port)
         return input_port
 
     def new_output(self) -> tuple[OutputPort, Stream]:
         """Create a new output and the stream that carries what it sends."""
-        from scopes.stream import Stream
-
         port = OutputPort(self.name, len(self.outputs), self.scope.timestamp_type)
-        self.outputs.append(port)
-        stream = Stream(self.scope, Source(self.index, port.port), port.tee, self.name)
+        self.outputs.append(port)  # shared with the operator, if already built
+        if self.operator is not None:
+            self.operator.adopt(port)
+        stream = self.scope.new_stream(Source(self.index, port.port), port.tee, self.name)
         return port, stream
 
     def set_summary(self, summary: SummarySpec) -> None:
@@ -117,6 +125,7 @@ class OperatorBuilder:
             self.notify,
             **extra,
         )
+        operator.locate(self.address, scope.path, scope.context.worker_index, self.activate)
         operator.set_logic(logic, handles or [])
         scope.subgraph.set_child(self.index, operator)
         self.operator = operator

@@ -26,6 +26,7 @@ from scopes import (
     ScopeError,
     TimestampError,
 )
+from scopes.errors import OperatorFailed
 from scopes.location import Source, Target
 from scopes.operator_builder import OperatorBuilder
 from scopes.reachability import Builder
@@ -40,13 +41,22 @@ def has_time(message: str, value: object) -> bool:
     return re.search(rf"\btime {re.escape(repr(value))}(?![\w)])", message) is not None
 
 
+def user_error(failed: BaseException) -> BaseException:
+    """The error raised inside the operator, under the OperatorFailed that reports where."""
+    cause = failed.__cause__
+    assert cause is not None, "WorkerFailed must chain the original error"
+    if isinstance(cause, OperatorFailed):
+        cause = cause.__cause__
+        assert cause is not None, "OperatorFailed must chain the original error"
+    return cause
+
+
 def run_failing(main, workers: int = 1) -> tuple[WorkerFailed, BaseException]:
-    """Run ``main`` expecting a WorkerFailed; return it and its cause."""
+    """Run ``main`` expecting a WorkerFailed; return it and the error raised inside the operator."""
     with pytest.raises(WorkerFailed) as excinfo:
         execute(main, workers=workers)
     failed = excinfo.value
-    assert failed.__cause__ is not None, "WorkerFailed must chain the original error"
-    return failed, failed.__cause__
+    return failed, user_error(failed)
 
 
 def run_with_timeout(main, workers: int, timeout: float = 20.0) -> BaseException | None:
@@ -422,7 +432,7 @@ def test_send_at_a_value_that_is_not_a_timestamp(bad):
 
     with pytest.raises(WorkerFailed, match=None) as excinfo:
         execute(main)
-    cause = excinfo.value.__cause__
+    cause = user_error(excinfo.value)
     assert isinstance(cause, ScopeError), f"sending at {bad!r} raised {type(cause).__name__}: {cause}"
     message = str(cause)
     assert "'BadTimeSource'" in message and "output 0" in message, message
@@ -771,7 +781,7 @@ def test_exception_in_one_worker_stops_all_workers():
     assert isinstance(error, WorkerFailed), error
     assert error.worker == 1
     assert "worker 1 of 3" in str(error)
-    assert isinstance(error.__cause__, ValueError)
+    assert isinstance(user_error(error), ValueError)
     assert "boom on record 1" in str(error)
     assert stopped.get(0) == "WorkerAborted" and stopped.get(2) == "WorkerAborted", stopped
     assert time.monotonic() - started < 20
@@ -825,7 +835,7 @@ def test_exception_in_one_worker_while_others_run_to_completion():
 
     error = run_with_timeout(main, workers=2)
     assert isinstance(error, WorkerFailed), error
-    assert error.worker == 0 and isinstance(error.__cause__, KeyError)
+    assert error.worker == 0 and isinstance(user_error(error), KeyError)
 
 
 def test_single_worker_exception_is_wrapped():

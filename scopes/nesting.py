@@ -1,0 +1,58 @@
+"""Moving streams between nested scopes: ``enter`` and ``leave``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from scopes.errors import BuildError
+from scopes.location import Source, Target
+
+if TYPE_CHECKING:
+    from scopes.builder import ScopeBuilder
+    from scopes.stream import Stream
+
+
+def enter(stream: Stream, scope: ScopeBuilder) -> Stream:
+    """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope."""
+    if scope is stream.scope:
+        return stream
+    parent = scope.parent
+    if parent is None:
+        raise BuildError(
+            f"cannot enter stream '{stream.name}' into top-level scope '{scope.name}'; "
+            "enter() moves a stream into a scope nested inside its own"
+        )
+    if parent is not stream.scope:
+        if not is_ancestor(stream.scope, parent):
+            raise BuildError(
+                f"cannot enter stream '{stream.name}' from scope '{stream.scope.name}' into "
+                f"scope '{scope.name}', which is not nested inside it"
+            )
+        return enter(enter(stream, parent), scope)
+    port, entrance, inner_tee = scope.subgraph.new_input()
+    stream.scope.subgraph.connect(stream.source, Target(scope.index_in_parent, port))
+    stream.tee.add(entrance)
+    return scope.new_stream(Source(0, port), inner_tee, f"{stream.name}>enter")
+
+
+def leave(stream: Stream) -> Stream:
+    """Take ``stream`` out of its nested scope into the parent scope."""
+    scope = stream.scope
+    parent = scope.parent
+    if parent is None:
+        raise BuildError(
+            f"stream '{stream.name}' is in top-level scope '{scope.name}'; there is no scope to leave to"
+        )
+    port, exit_pusher, outer_tee = scope.subgraph.new_output()
+    scope.subgraph.connect(stream.source, Target(0, port))
+    stream.tee.add(exit_pusher)
+    return parent.new_stream(Source(scope.index_in_parent, port), outer_tee, f"{stream.name}>leave")
+
+
+def is_ancestor(ancestor: ScopeBuilder, scope: ScopeBuilder | None) -> bool:
+    """Whether ``ancestor`` is ``scope`` or encloses it."""
+    while scope is not None:
+        if scope is ancestor:
+            return True
+        scope = scope.parent
+    return False

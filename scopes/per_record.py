@@ -1,0 +1,223 @@
+"""Per-record operators: ``map``, ``flat_map``, ``filter``, ``inspect``, ``inspect_batch``.
+
+The user's function is called once per record and nothing else happens per
+record.  Consecutive ``map``, ``filter`` and ``flat_map`` stages are fused into
+one operator (:class:`Chain`): records flow through the stages as lazy
+iterators, and a list is built only where a stream has receivers, and at the end.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from itertools import chain as _itertools_chain
+from typing import TYPE_CHECKING, Any
+
+from scopes.channels import ChannelContract, Pipeline
+from scopes.errors import UserFunctionError
+from scopes.operator import Capability
+from scopes.operator_builder import OperatorBuilder
+from scopes.reachability import connectivity_from
+from scopes.signatures import check_function, describe_operator
+
+if TYPE_CHECKING:
+    from scopes.stream import Stream
+
+chain_from_iterable = _itertools_chain.from_iterable
+
+Stage = Callable[[Iterable[Any]], Iterable[Any]]
+"""A fused stage: turns the records of one message into the records it passes on, lazily."""
+
+MAX_FUSED = 32
+"""The most stages fused into one operator; longer chains continue in a new operator."""
+
+
+def consume(iterator: Iterable[Any]) -> None:
+    """Exhaust ``iterator`` at C speed."""
+    deque(iterator, maxlen=0)
+
+
+def identity(batch: list[Any]) -> list[Any]:
+    """The batch, unchanged."""
+    return batch
+
+
+def pipe(
+    stream: Stream,
+    name: str,
+    transform: Callable[[list[Any]], list[Any]],
+    contract: ChannelContract = Pipeline,
+) -> Stream:
+    """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time."""
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, contract)
+    output, result = builder.new_output()
+    pull = port.pull
+    send = output.send
+
+    def logic() -> None:
+        while (message := pull()) is not None:
+            send(message[0], transform(message[1]))
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return result
+
+
+def _check(stream: Stream, function: Any, parameters: tuple[str, ...], role: str, name: str) -> None:
+    check_function(function, parameters, role, describe_operator(name, stream.scope.path))
+
+
+def stage(stream: Stream, name: str, kind: str, apply: Stage) -> Stream:
+    """Add a stateless per-record stage, fused with the stage that produced ``stream`` if possible."""
+    chain = stream._chain
+    if (
+        chain is not None
+        and chain.last is stream
+        and not stream.tee.pushers
+        and len(chain.stages) < MAX_FUSED
+    ):
+        return chain.extend(name, kind, apply)
+    return Chain(stream, name, kind, apply).streams[0]
+
+
+def map_records(stream: Stream, function: Callable[[Any], Any], name: str) -> Stream:
+    """Replace each record ``x`` by ``function(x)``."""
+    _check(stream, function, ("record",), "the map function", name)
+    return stage(stream, name, "map", lambda records: map(function, records))
+
+
+def flat_map(stream: Stream, function: Callable[[Any], Iterable[Any]], name: str) -> Stream:
+    """Replace each record ``x`` by the records of ``function(x)``, which must be iterable."""
+    _check(stream, function, ("record",), "the flat_map function", name)
+    return stage(stream, name, "flat_map", lambda records: chain_from_iterable(map(function, records)))
+
+
+def filter_records(stream: Stream, predicate: Callable[[Any], bool], name: str) -> Stream:
+    """Keep the records for which ``predicate`` is true."""
+    _check(stream, predicate, ("record",), "the filter predicate", name)
+    return stage(stream, name, "filter", lambda records: filter(predicate, records))
+
+
+def inspect(stream: Stream, function: Callable[[Any], None], name: str) -> Stream:
+    """Call ``function(record)`` on each record and pass the records on unchanged."""
+    _check(stream, function, ("record",), "the inspect function", name)
+
+    def transform(batch: list[Any]) -> list[Any]:
+        for record in batch:
+            function(record)
+        return batch
+
+    return pipe(stream, name, transform)
+
+
+def inspect_batch(stream: Stream, function: Callable[[Any, list[Any]], None], name: str) -> Stream:
+    """Call ``function(time, batch)`` on each message and pass it on unchanged."""
+    _check(stream, function, ("time", "batch"), "the inspect_batch function", name)
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, Pipeline)
+    output, result = builder.new_output()
+
+    def logic() -> None:
+        while (message := port.pull()) is not None:
+            function(message[0], message[1])
+            output.send(message[0], message[1])
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return result
+
+
+class Chain:
+    """Consecutive stateless stages (``map``, ``filter``, ``flat_map``) run as one operator.
+
+    Each stage has its own output (and stream), so the graph keeps every stream;
+    at run time records flow through the stages as lazy iterators and a list is
+    built only where a stream has receivers, and at the end.
+    """
+
+    __slots__ = ("builder", "operator", "stages", "outputs", "streams", "last", "names", "kinds")
+
+    def __init__(self, stream: Stream, name: str, kind: str, apply: Stage) -> None:
+        """Start a chain reading ``stream``, with one stage ``apply`` called ``name``."""
+        builder = OperatorBuilder(stream.scope, name)
+        port = builder.new_input(stream, Pipeline)
+        self.builder = builder
+        self.stages: list[Stage] = []
+        self.outputs: list[Any] = []
+        self.streams: list[Stream] = []
+        self.names: list[str] = []
+        self.kinds: list[str] = []
+        pull = port.pull
+        stages = self.stages
+        outputs = self.outputs
+
+        def logic() -> None:
+            try:
+                while (message := pull()) is not None:
+                    time, records = message
+                    data: Iterable[Any] = records
+                    last = len(stages) - 1
+                    for index, (apply, output) in enumerate(zip(stages, outputs)):  # noqa: B905
+                        data = apply(data)
+                        if output.tee.pushers:
+                            data = list(data)
+                            output.send(time, data)
+                        elif index == last:
+                            consume(data)  # run the functions even when nothing listens
+            except TypeError as error:
+                self._explain_type_error(error)
+                raise
+
+        self.operator = builder.build(logic)
+        self.last: Stream | None = None
+        self.extend(name, kind, apply)
+
+    def extend(self, name: str, kind: str, apply: Stage) -> Stream:
+        """Append stage ``apply`` (a ``kind`` stage called ``name``); return its stream."""
+        output, stream = self.builder.new_output()
+        self.stages.append(apply)
+        self.outputs.append(output)
+        self.names.append(name)
+        self.kinds.append(kind)
+        self.streams.append(stream)
+        scope = self.builder.scope
+        self.operator.connectivity = connectivity_from(
+            None, 1, len(self.outputs), scope.timestamp_type.identity(), f"operator '{self.builder.name}'"
+        )
+        if len(self.names) > 1:
+            self.operator.name = f"{self.names[0]}+{len(self.names) - 1} fused"
+            scope.subgraph.child_names[self.builder.index] = self.operator.name
+        Capability._initial(scope.timestamp_type.minimum(), output).drop()
+        stream._chain = self
+        stream.name = name
+        self.last = stream
+        return stream
+
+    def _explain_type_error(self, error: TypeError) -> None:
+        """If a ``flat_map`` function returned something not iterable, say so clearly.
+
+        Runs only when a ``TypeError`` escapes the stages, so the records pay
+        nothing for it.  The error comes from iterating a ``flat_map`` result
+        when it was raised by C code called directly from the chain's own frame
+        (no frame of a user function in between) with Python's "not iterable"
+        message.
+        """
+        flat_maps = [name for name, kind in zip(self.names, self.kinds, strict=True) if kind == "flat_map"]
+        if not flat_maps or "is not iterable" not in str(error):
+            return
+        traceback = error.__traceback__
+        while traceback is not None and traceback.tb_next is not None:
+            traceback = traceback.tb_next
+        if traceback is None or traceback.tb_frame.f_code.co_filename != __file__:
+            return  # raised inside a user function: leave it as it is
+        stages = " or ".join(f"'{name}'" for name in flat_maps)
+        operator = self.operator
+        raise UserFunctionError(
+            f"{describe_operator(operator.name, operator.scope_path)}: the function given to "
+            f"flat_map {stages} must return an iterable of records (a list, tuple, generator, "
+            f"...) for each record, but it returned a value that is not iterable ({error}); "
+            "use map for one record in, one record out"
+        ) from error

@@ -1,0 +1,67 @@
+"""Per-time aggregation: one value per time, emitted once the time is complete.
+
+``count`` and ``accumulate`` fold the batches of each time as they arrive and
+send the result when the input frontier has passed the time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from scopes.channels import Pipeline
+from scopes.generic_operators import unary
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.signatures import check_function, describe_operator
+
+if TYPE_CHECKING:
+    from scopes.stream import Stream
+
+
+def accumulate(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> Stream:
+    """Fold the records of each time, ``acc = fold(acc, record)``, from a deep copy of ``initial``.
+
+    Each time starts from its own ``copy.deepcopy(initial)``, so a mutable
+    initial value such as ``{"counts": {}}`` is never shared between times.
+    """
+    check_function(fold, ("accumulator", "record"), "the fold function", describe_operator(name, stream.scope.path))
+    return per_time(
+        stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc)
+    )
+
+
+def count(stream: Stream, name: str) -> Stream:
+    """Emit the number of records at each time, once the time is complete."""
+    return per_time(stream, name, int, lambda total, batch: total + len(batch))
+
+
+def per_time(
+    stream: Stream, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, list[Any]], Any]
+) -> Stream:
+    """One value per time, folded batch by batch from ``start()``, emitted when the time completes."""
+    values: dict[Any, Any] = {}
+    capabilities: dict[Any, Capability] = {}
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        capability.drop()
+
+        def logic(input: OperatorInput, output: OperatorOutput) -> None:
+            for ref, batch in input:
+                time = ref.time
+                if time not in capabilities:
+                    capabilities[time] = ref.retain()
+                    values[time] = start()
+                values[time] = fold_batch(values[time], batch)
+            frontier = input.frontier
+            done = [time for time in capabilities if not frontier.less_equal(time)]
+            for time in sorted(done):
+                capability = capabilities.pop(time)
+                output.session(capability).give(values.pop(time))
+                output.flush()
+                capability.drop()
+
+        return logic
+
+    return unary(stream, Pipeline, name, constructor, None, notify=True)

@@ -1,0 +1,139 @@
+"""Routing operators: where records go and at which time.
+
+``exchange`` and ``broadcast`` move records between workers, ``concat`` merges
+streams, ``partition`` and ``branch`` split one, and ``delay`` moves records to
+later times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
+
+from scopes.channels import Broadcast, Exchange, Pipeline
+from scopes.errors import BuildError, CapabilityError
+from scopes.operator_builder import OperatorBuilder
+from scopes.order import less_equal
+from scopes.per_record import identity, pipe
+from scopes.signatures import check_function, describe_operator
+
+if TYPE_CHECKING:
+    from scopes.stream import Stream
+
+
+def exchange(stream: Stream, key: Callable[[Any], Hashable], name: str) -> Stream:
+    """Move each record to the worker its ``key(record)`` selects."""
+    check_function(key, ("record",), "the exchange key", describe_operator(name, stream.scope.path))
+    return pipe(stream, name, identity, Exchange(key))
+
+
+def broadcast(stream: Stream, name: str) -> Stream:
+    """Send every record to every worker."""
+    return pipe(stream, name, identity, Broadcast)
+
+
+def concat(stream: Stream, others: tuple[Stream, ...], name: str) -> Stream:
+    """Merge ``stream`` with ``others`` into one stream."""
+    builder = OperatorBuilder(stream.scope, name)
+    ports = [builder.new_input(each, Pipeline) for each in (stream, *others)]
+    output, result = builder.new_output()
+
+    def logic() -> None:
+        for port in ports:
+            while (message := port.pull()) is not None:
+                output.send(message[0], message[1])
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return result
+
+
+def partition(stream: Stream, parts: int, route: Callable[[Any], int], name: str) -> list[Stream]:
+    """Split into ``parts`` streams; record ``x`` goes to stream ``route(x)``."""
+    if parts.__class__ is not int or parts < 1:
+        raise BuildError(f"partition '{name}' needs a number of parts >= 1, got {parts!r}")
+    check_function(route, ("record",), "the partition route", describe_operator(name, stream.scope.path))
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, Pipeline)
+    outputs = [builder.new_output() for _ in range(parts)]
+    ports = [output for output, _ in outputs]
+
+    def logic() -> None:
+        while (message := port.pull()) is not None:
+            time, batch = message
+            split: list[list[Any]] = [[] for _ in range(parts)]
+            for record in batch:
+                index = route(record)
+                if index.__class__ is not int or not 0 <= index < parts:
+                    raise BuildError(
+                        f"partition '{name}': route returned {index!r} for record {record!r} "
+                        f"at time {time!r}; it must return an int in [0, {parts})"
+                    )
+                split[index].append(record)
+            for output, part in zip(ports, split, strict=True):
+                output.send(time, part)
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return [result for _, result in outputs]
+
+
+def branch(stream: Stream, predicate: Callable[[Any], bool], name: str) -> tuple[Stream, Stream]:
+    """Split by ``predicate``: returns ``(records where false, records where true)``."""
+    check_function(predicate, ("record",), "the branch predicate", describe_operator(name, stream.scope.path))
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, Pipeline)
+    false_port, false_stream = builder.new_output()
+    true_port, true_stream = builder.new_output()
+
+    def logic() -> None:
+        while (message := port.pull()) is not None:
+            time, batch = message
+            yes: list[Any] = []
+            no: list[Any] = []
+            for record in batch:
+                (yes if predicate(record) else no).append(record)
+            false_port.send(time, no)
+            true_port.send(time, yes)
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return false_stream, true_stream
+
+
+def delay(stream: Stream, new_time: Callable[[Any, Any], Any], name: str) -> Stream:
+    """Move each record to the later time ``new_time(record, time)``."""
+    check_function(
+        new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path)
+    )
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, Pipeline)
+    output, result = builder.new_output()
+    timestamp_type = stream.scope.timestamp_type
+
+    def logic() -> None:
+        while (message := port.pull()) is not None:
+            time, batch = message
+            groups: dict[Any, list[Any]] = {}
+            for record in batch:
+                later = new_time(record, time)
+                group = groups.get(later)
+                if group is None:
+                    if not timestamp_type.contains(later) or not less_equal(time, later):
+                        raise CapabilityError(
+                            f"operator '{name}' output 0: delay moved record {record!r} "
+                            f"from time {time!r} to time {later!r}; records may only be "
+                            f"delayed to a later {timestamp_type.name} time"
+                        )
+                    group = groups[later] = []
+                group.append(record)
+            for later, group in groups.items():
+                output.send(later, group)
+
+    builder.build(logic)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return result

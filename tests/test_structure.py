@@ -1,0 +1,115 @@
+"""The shape of the ``scopes`` package: no import cycles, and the public names stay where they were.
+
+``Stream`` is a facade over one module per operator family; the modules that
+build streams (``builder``, ``operator_builder``, ``stream`` and the families)
+import each other only one way, with no imports hidden inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCOPES = Path(__file__).resolve().parent.parent / "scopes"
+
+STREAM_MODULES = [
+    "builder", "operator_builder", "operator", "stream", "per_record", "routing", "per_time",
+    "generic_operators", "probes", "nesting", "signatures",
+]
+
+
+def runtime_imports(module: str) -> tuple[set[str], list[int]]:
+    """The ``scopes`` modules ``module`` imports at run time, and the lines of imports inside functions.
+
+    Imports under ``if TYPE_CHECKING:`` are for the type checker only and are not counted.
+    """
+    tree = ast.parse((SCOPES / f"{module}.py").read_text())
+    imported: set[str] = set()
+    nested: list[int] = []
+
+    def record(node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.ImportFrom):
+            if node.module == "scopes":
+                imported.update(alias.name for alias in node.names if (SCOPES / f"{alias.name}.py").exists())
+            elif node.module and node.module.startswith("scopes."):
+                imported.add(node.module.split(".")[1])
+        else:
+            for alias in node.names:
+                if alias.name.startswith("scopes."):
+                    imported.add(alias.name.split(".")[1])
+
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            record(node)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    record(inner)  # runs when the function is called: an edge all the same
+                    nested.append(inner.lineno)
+    return imported, nested
+
+
+def test_scopes_modules_import_each_other_without_cycles():
+    modules = sorted(path.stem for path in SCOPES.glob("*.py") if path.stem != "__init__")
+    graph = {module: runtime_imports(module)[0] for module in modules}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycle = path[path.index(target):] + [target] if target in path else [module, target]
+                pytest.fail(f"import cycle: {' -> '.join(cycle)}")
+            if state.get(target) is None:
+                visit(target, path + [target])
+        state[module] = 2
+
+    for module in modules:
+        if state.get(module) is None:
+            visit(module, [module])
+
+
+@pytest.mark.parametrize("module", STREAM_MODULES)
+def test_stream_building_modules_import_nothing_inside_functions(module):
+    _, nested = runtime_imports(module)
+    assert nested == [], f"scopes/{module}.py imports inside functions at lines {nested}"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from scopes.builder import ProbeHandle, ProbeOperator, InputHandle, LoopHandle, ScopeBuilder",
+        "from scopes.builder import source, to_stream, BuildContext",
+        "from scopes.stream import Stream, generic, Operator, UnaryConstructor, BinaryConstructor",
+        "from scopes.operator_builder import OperatorBuilder",
+        "from scopes import Stream, ProbeHandle, generic, Notificator, Capability",
+        "from scopes.probes import ProbeHandle",
+        "import scopes.stream",
+        "import scopes.operator_builder",
+        "import scopes.builder",
+        "import scopes.per_record, scopes.routing, scopes.per_time, scopes.generic_operators",
+    ],
+)
+def test_public_names_import_in_a_fresh_interpreter(statement):
+    """Each import works first thing in a new interpreter, whatever module is imported first."""
+    result = subprocess.run(
+        [sys.executable, "-c", statement],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=SCOPES.parent,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_probe_handle_is_one_class_wherever_it_is_imported_from():
+    from scopes import ProbeHandle as from_package
+    from scopes.builder import ProbeHandle as from_builder
+    from scopes.probes import ProbeHandle as from_probes
+
+    assert from_package is from_builder is from_probes
