@@ -489,6 +489,9 @@ class Operator(Scope):
             finally:
                 for handle in self._handles:
                     handle.flush()
+                for output in self.output_ports:  # buffering pushers (exchange): see ExchangePusher
+                    if output.tee._flushers:
+                        output.tee.flush()
                 if self._refs:
                     for ref in self._refs:
                         ref._valid = False

@@ -57,6 +57,12 @@ class _ScopeEntrance:
         self._tee.push(inner, batch)
         self._activate()
 
+    def flush(self) -> None:
+        """Flush buffering pushers inside the scope (called by the sending operator's tee)."""
+        tee = self._tee
+        if tee._flushers:
+            tee.flush()
+
 
 class _ScopeExit:
     """Receives inner messages at a scope output and forwards them to the parent's receivers."""
@@ -69,6 +75,12 @@ class _ScopeExit:
 
     def push(self, time: Any, batch: list[Any]) -> None:
         self._tee.push(self._to_outer(time), batch)
+
+    def flush(self) -> None:
+        """Flush buffering pushers in the parent (called by the sending operator's tee)."""
+        tee = self._tee
+        if tee._flushers:
+            tee.flush()
 
 
 class Subgraph(Scope):
