@@ -20,15 +20,15 @@ with no ports.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.errors import CycleError, GraphError
 from scopes.location import Location, Source, Target
-from scopes.order import less_equal
-from scopes.timestamp import PathSummary, TimestampType, checked
+from scopes.order import less_equal, less_than
+from scopes.timestamp import PathSummary, TimestampType, checked, natural_order
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
@@ -373,6 +373,7 @@ class Tracker:
         self._output_caps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(outputs)]
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(outputs)]
         self._to_outputs = self._compile_output_summaries(graph, outputs)
+        self._sort_key = timestamp_type.sort_key()
 
     # ------------------------------------------------------------------ compilation
 
@@ -487,8 +488,18 @@ class Tracker:
     # ------------------------------------------------------------------ propagation
 
     def propagate_all(self) -> None:
-        """Fold in pending updates and propagate the frontier changes they cause."""
+        """Fold in pending updates and propagate the frontier changes they cause.
+
+        Changes are handled earliest time first, using the times' own ``<`` (or
+        the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`), so
+        that changes at equal times meet and cancel before they travel.  The
+        result does not depend on that order, only the amount of work does.
+        """
         if not self._pending:
+            return
+        order = self._sort_key
+        if order is not natural_order:
+            self._propagate_in_rounds(order)
             return
         work: list[tuple[Any, int, int]] = []
         push = heapq.heappush
@@ -542,6 +553,97 @@ class Tracker:
                 else:
                     for target in source_edges[loc]:
                         push(work, (changed, target, change))
+
+    def _fold_pending(self) -> list[tuple[int, Any, int]]:
+        """Apply pending pointstamp changes; return the frontier changes they cause, as work."""
+        pointstamps = self._pointstamps
+        to_outputs = self._to_outputs
+        output_changes = self._output_changes
+        pending, self._pending = self._pending, {}
+        work: list[tuple[int, Any, int]] = []
+        for loc, updates in pending.items():
+            if not updates:
+                continue
+            for time, diff in pointstamps[loc].update_iter(updates.items()):
+                self._tracked += diff
+                for output, summaries in to_outputs[loc]:
+                    changes = output_changes[output]
+                    for summary in summaries:
+                        result = summary.results_in(time)
+                        if result is not None:
+                            value = changes.get(result, 0) + diff
+                            if value:
+                                changes[result] = value
+                            else:
+                                del changes[result]
+                work.append((loc, time, diff))
+        return work
+
+    def _propagate_in_rounds(self, key: Callable[[Any], Any] | None) -> None:
+        """:meth:`propagate_all` for times without ``<``: handle the work in rounds of equally early times.
+
+        With a ``key`` (the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`),
+        a round takes every pending time with the least key; without one, every
+        pending time that no other pending time is strictly less than (quadratic
+        in the number of pending times).  Either way no round handles a time
+        strictly earlier than one already handled, because changes only travel to
+        later-or-equal times: the guarantee the earliest-first heap gives.  All
+        changes at one ``(location, time)`` are summed before they are applied,
+        so changes that cancel never travel.  Times themselves are never compared
+        with ``<``.
+        """
+        pending: dict[Any, dict[int, int]] = {}  # time -> location -> diff
+        levels: dict[Any, list[Any]] = {}  # key -> times with that key (keyed rounds only)
+        heap: list[Any] = []
+
+        def add(loc: int, time: Any, diff: int) -> None:
+            at = pending.get(time)
+            if at is None:
+                pending[time] = {loc: diff}
+                if key is not None:
+                    level = key(time)
+                    times = levels.get(level)
+                    if times is None:
+                        levels[level] = [time]
+                        heapq.heappush(heap, level)
+                    else:
+                        times.append(time)
+            else:
+                at[loc] = at.get(loc, 0) + diff
+
+        for loc, time, diff in self._fold_pending():
+            add(loc, time, diff)
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_paths = self._target_paths
+        pushed = self._pushed
+        while pending:
+            if key is not None:
+                earliest = levels.pop(heapq.heappop(heap))
+            else:
+                times = list(pending)
+                earliest = [t for t in times if not any(less_than(u, t) for u in times)]
+            for time in earliest:
+                for loc, diff in pending.pop(time).items():
+                    if not diff:
+                        continue
+                    for changed, change in implications[loc].update(time, diff):
+                        entry = (loc, changed)
+                        value = pushed.get(entry, 0) + change
+                        if value:
+                            pushed[entry] = value
+                        else:
+                            del pushed[entry]
+                        if is_target[loc]:
+                            for src, summaries in target_paths[loc]:
+                                for summary in summaries:
+                                    result = summary.results_in(changed)
+                                    if result is not None:
+                                        add(src, result, change)
+                        else:
+                            for target in source_edges[loc]:
+                                add(target, changed, change)
 
     def drain_pushed(self) -> list[tuple[Location, Any, int]]:
         """Frontier changes at every location since the last drain: ``(location, time, diff)``."""

@@ -440,7 +440,9 @@ class Subgraph(Scope):
             self._propagate(internal, consumed, produced)
         if self._active or self._final:
             self._activate_parent()
-        return self._incomplete_count > 0 or self.tracker.tracking_anything()
+        # Children just told of a frontier change (the last one: empty) have not run
+        # yet; the scope is complete only once they have, or they would never see it.
+        return self._incomplete_count > 0 or self.tracker.tracking_anything() or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
