@@ -22,7 +22,7 @@ from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.change_batch import ChangeBatch
-from scopes.channels import Activator, Allocator, LocalQueue, Pusher, Tee
+from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
 from scopes.location import Location, Source, Target
 from scopes.reachability import Builder, Tracker
@@ -35,6 +35,17 @@ ProgressBatch = list[tuple[int, Any, int]]
 _INNER = 0  # a location of a child operator
 _SCOPE_INPUT = 1  # Source(0, i): messages entering the scope
 _SCOPE_OUTPUT = 2  # Target(0, o): messages leaving the scope
+
+
+def compact(batch: ProgressBatch) -> ProgressBatch:
+    """Sum the changes of one progress batch per ``(location, time)`` and drop those that are zero."""
+    if len(batch) < 2:
+        return [update for update in batch if update[2]]
+    totals: dict[tuple[int, Any], int] = {}
+    for loc, time, diff in batch:
+        key = (loc, time)
+        totals[key] = totals.get(key, 0) + diff
+    return [(loc, time, diff) for (loc, time), diff in totals.items() if diff]
 
 
 class _ScopeEntrance:
@@ -278,12 +289,10 @@ class Subgraph(Scope):
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
-            self._progress_pushers, self._progress_puller = self._allocator.allocate(
-                self._progress_channel, self.address
-            )
-        else:
-            queue = LocalQueue()
-            self._progress_pushers, self._progress_puller = [queue], queue
+            pushers, self._progress_puller = self._allocator.allocate(self._progress_channel, self.address)
+            me = self._allocator.index
+            # this worker's own batches are applied directly (see _send_progress)
+            self._progress_pushers = [pusher for peer, pusher in enumerate(pushers) if peer != me]
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
         self._external = [[] for _ in range(self._num_inputs)]
 
@@ -473,6 +482,8 @@ class Subgraph(Scope):
 
     def _receive_progress(self) -> None:
         puller = self._progress_puller
+        if puller is None:
+            return
         final = self._final
         while True:
             message = puller.pull()
@@ -481,9 +492,21 @@ class Subgraph(Scope):
             final.extend(message[1])
 
     def _send_progress(self) -> None:
+        """Compact this worker's batch and broadcast it whole; apply it here directly.
+
+        Compacting sums the changes at each ``(location, time)`` and drops those
+        that cancel, within the one batch: the batch stays atomic, it is only
+        smaller.  Other workers receive it over their FIFO channel from this one;
+        this worker appends it to what it has received, after its own earlier
+        batches, so every sender's batches are still applied in the order sent.
+        """
         batch, self._local = self._local, []
+        compacted = compact(batch)
+        if not compacted:
+            return
         for pusher in self._progress_pushers:
-            pusher.push(None, batch)
+            pusher.push(None, compacted)
+        self._final.extend(compacted)
 
     def _propagate(
         self,
