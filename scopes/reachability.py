@@ -32,14 +32,23 @@ from scopes.timestamp import PathSummary, TimestampType, checked, natural_order
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
+    | Sequence[Mapping[int, Antichain[PathSummary] | Iterable[PathSummary]]]
     | Mapping[tuple[int, int], Antichain[PathSummary] | Iterable[PathSummary]]
     | None
 )
-"""An operator's internal summaries, ``[input][output]`` or ``{(input, output): ...}``.
+"""An operator's internal summaries, ``[input][output]``, ``[input]{output: ...}`` or ``{(input, output): ...}``.
 
 Each entry is an antichain (or iterable) of path summaries; an empty entry, or a
 missing key in the mapping form, means the input cannot reach the output.
 ``None`` means every input reaches every output unchanged.
+"""
+
+
+Connectivity = list[dict[int, Antichain[PathSummary]]]
+"""Sparse summaries of an operator or scope: ``connectivity[input]`` maps each output that
+``input`` reaches to the (non-empty) antichain of path summaries from it.  An output that is
+absent cannot be reached.  One input feeding one output costs one entry, so a shape with
+N inputs and N outputs connected one to one costs O(N), not O(N * N).
 """
 
 
@@ -48,22 +57,44 @@ class _Node:
     name: str
     inputs: int
     outputs: int
-    # connectivity[input][output]: antichain of summaries (empty: no path)
-    connectivity: list[list[Antichain[PathSummary]]] = field(default_factory=list)
+    connectivity: Connectivity = field(default_factory=list)
+
+
+def sparse(table: Sequence[Mapping[int, Any] | Sequence[Any]]) -> Connectivity:
+    """Turn summaries given per row, as a dense list (one cell per column) or a mapping, into :data:`Connectivity`.
+
+    Empty cells are dropped; each kept cell becomes an :class:`Antichain`.
+    """
+    result: Connectivity = []
+    for row in table:
+        items = row.items() if isinstance(row, Mapping) else enumerate(row)
+        out: dict[int, Antichain[PathSummary]] = {}
+        for column, cell in items:
+            chain = cell if isinstance(cell, Antichain) else Antichain(cell)
+            if len(chain):
+                out[column] = chain
+        result.append(out)
+    return result
 
 
 def connectivity_from(
     spec: SummarySpec, inputs: int, outputs: int, identity: PathSummary, where: str
-) -> list[list[Antichain[PathSummary]]]:
-    """Normalize a :data:`SummarySpec` into ``[input][output]`` antichains, validating its shape."""
-    table: list[list[Antichain[PathSummary]]] = [
-        [Antichain() for _ in range(outputs)] for _ in range(inputs)
-    ]
+) -> Connectivity:
+    """Normalize a :data:`SummarySpec` into sparse :data:`Connectivity`, validating its shape."""
+    table: Connectivity = [{} for _ in range(inputs)]
     if spec is None:
         for row in table:
-            for cell in row:
-                cell.insert(identity)
+            for o in range(outputs):
+                row[o] = Antichain([identity])
         return table
+
+    def add(i: int, o: int, summaries: Iterable[PathSummary]) -> None:
+        for s in summaries:
+            chain = table[i].get(o)
+            if chain is None:
+                chain = table[i][o] = Antichain()
+            chain.insert(checked(s, f"{where} input {i} -> output {o}"))
+
     if isinstance(spec, Mapping):
         for key, summaries in spec.items():
             if not (isinstance(key, tuple) and len(key) == 2):
@@ -74,13 +105,21 @@ def connectivity_from(
                     f"{where}: summary for input {i} -> output {o}, but the operator has "
                     f"{inputs} inputs and {outputs} outputs"
                 )
-            for s in summaries:
-                table[i][o].insert(checked(s, f"{where} input {i} -> output {o}"))
+            add(i, o, summaries)
         return table
     rows = list(spec)
     if len(rows) != inputs:
         raise GraphError(f"{where}: summary has {len(rows)} rows but the operator has {inputs} inputs")
     for i, spec_row in enumerate(rows):
+        if isinstance(spec_row, Mapping):  # already sparse: {output: summaries}
+            for o, summaries in spec_row.items():
+                if not (o.__class__ is int and 0 <= o < outputs):
+                    raise GraphError(
+                        f"{where}: summary for input {i} -> output {o!r}, but the operator has "
+                        f"{outputs} outputs"
+                    )
+                add(i, o, summaries)
+            continue
         cells: list[Any] = list(spec_row)
         if len(cells) != outputs:
             raise GraphError(
@@ -88,8 +127,7 @@ def connectivity_from(
                 f"but the operator has {outputs} outputs"
             )
         for o, summaries in enumerate(cells):
-            for s in summaries:
-                table[i][o].insert(checked(s, f"{where} input {i} -> output {o}"))
+            add(i, o, summaries)
     return table
 
 
@@ -100,12 +138,7 @@ class Builder:
         """Start a graph whose boundary (node 0) has ``inputs`` scope inputs and ``outputs`` scope outputs."""
         self.timestamp_type = timestamp_type
         self._nodes: dict[int, _Node] = {
-            0: _Node(
-                "scope boundary",
-                outputs,
-                inputs,
-                [[Antichain() for _ in range(inputs)] for _ in range(outputs)],
-            )
+            0: _Node("scope boundary", outputs, inputs, [{} for _ in range(outputs)])
         }
         self._edges: list[tuple[Source, Target]] = []
 
@@ -240,10 +273,9 @@ class _Indexed:
             if t not in self.source_edges[s]:
                 self.source_edges[s].append(t)
         for index, node in nodes.items():
-            for i in range(node.inputs):
+            for i, row in enumerate(node.connectivity):
                 t = self.target_index[(index, i)]
-                for o in range(node.outputs):
-                    chain = node.connectivity[i][o]
+                for o, chain in row.items():
                     if len(chain):
                         s = self.source_index[(index, o)]
                         self.target_paths[t].append((s, chain.elements))
@@ -370,6 +402,7 @@ class Tracker:
         self._tracked = 0  # number of (location, time) pairs in pointstamp frontiers
         outputs = nodes[0].inputs
         self._outputs = outputs
+        self._inputs = nodes[0].outputs
         self._output_caps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(outputs)]
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(outputs)]
         self._to_outputs = self._compile_output_summaries(graph, outputs)
@@ -413,24 +446,24 @@ class Tracker:
                     result[loc].append((output, chain.elements))
         return result
 
-    def scope_summary(self) -> list[list[Antichain[PathSummary]]]:
-        """Minimal summaries from each scope input to each scope output, along inner paths."""
-        inputs = len([1 for (node, _port) in self._graph.source_index if node == 0])
-        table: list[list[Antichain[PathSummary]]] = [
-            [Antichain() for _ in range(self._outputs)] for _ in range(inputs)
-        ]
+    def scope_summary(self) -> Connectivity:
+        """Minimal summaries from each scope input to the scope outputs it reaches, along inner paths (sparse)."""
+        inputs = self._inputs
+        table: Connectivity = [{} for _ in range(inputs)]
         # Scope inputs are node-0 sources; their successors are inside the scope.
         identity = self.timestamp_type.identity()
         for i in range(inputs):
+            row = table[i]
             start = self._graph.source_index[(0, i)]
             for t in self._source_edges[start]:
                 location = self._locations[t]
                 if location.node == 0:  # an edge straight from the scope input to a scope output
-                    table[i][location.port].insert(identity)
+                    row.setdefault(location.port, Antichain()).insert(identity)
                     continue
                 for output, chain in self._to_outputs[t]:
+                    cell = row.setdefault(output, Antichain())
                     for summary in chain:
-                        table[i][output].insert(summary)
+                        cell.insert(summary)
         return table
 
     # ------------------------------------------------------------------ updates

@@ -25,8 +25,8 @@ from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
 from scopes.location import Location, Source, Target
-from scopes.reachability import Builder, Tracker
-from scopes.scope import Scope, Updates
+from scopes.reachability import Builder, Connectivity, Tracker, sparse
+from scopes.scope import ConnectivityLike, Scope, Updates
 from scopes.timestamp import PathSummary, Refinement, TimestampType
 
 ProgressBatch = list[tuple[int, Any, int]]
@@ -140,7 +140,7 @@ class Subgraph(Scope):
         self._output_tees: list[Tee] = []
         self._finalized = False
         self._tracker: Tracker | None = None
-        self.external_summaries: list[list[Antichain[PathSummary]]] = []
+        self.external_summaries: Connectivity = []
         # run-time state
         self._active: set[int] = set()
         self._heap: list[int] = []
@@ -351,19 +351,19 @@ class Subgraph(Scope):
             raise BuildError(f"scope '{self.name}' has not been built yet")
         return self._tracker
 
-    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
-        """Build the tracker; summarize inner paths and initial output capabilities for the parent."""
+    def get_internal_summary(self) -> tuple[Connectivity, list[Updates]]:
+        """Build the tracker; summarize inner paths (sparse) and initial output capabilities for the parent."""
         self._finalize()
         tracker = self.tracker
         refinement = self.refinement
-        summaries: list[list[Antichain[PathSummary]]] = []
+        summaries: Connectivity = []
         for row in tracker.scope_summary():
-            out_row = []
-            for chain in row:
+            out_row: dict[int, Antichain[PathSummary]] = {}
+            for output, chain in row.items():
                 outer: Antichain[PathSummary] = Antichain()
                 for summary in chain:
                     outer.insert(refinement.summarize(summary) if refinement else summary)
-                out_row.append(outer)
+                out_row[output] = outer
             summaries.append(out_row)
         tracker.propagate_all()
         capabilities = self._output_capability_changes()
@@ -380,9 +380,7 @@ class Subgraph(Scope):
                 result.append([])
         return result
 
-    def set_external_summary(
-        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
-    ) -> None:
+    def set_external_summary(self, summaries: ConnectivityLike, frontier: Sequence[Updates]) -> None:
         """Record the outside world, install the initial input frontier, and set up every child."""
         self._finalize()
         tracker = self.tracker
@@ -391,7 +389,7 @@ class Subgraph(Scope):
                 f"scope '{self.name}' has {self._num_inputs} inputs but was given "
                 f"{len(frontier)} initial frontiers"
             )
-        self.external_summaries = [list(row) for row in summaries]
+        self.external_summaries = sparse(summaries)
         to_inner = self.refinement.to_inner if self.refinement else (lambda t: t)
         for port, updates in enumerate(frontier):
             loc = self._source_loc[0][port]
@@ -410,14 +408,16 @@ class Subgraph(Scope):
             child.set_external_summary(child_summaries, initial[index])
             self.activate_child(index)
 
-    def _child_external_summaries(self, index: int) -> list[list[Antichain[PathSummary]]]:
-        """Summaries from each output of child ``index`` back to each of its inputs, inside this scope."""
+    def _child_external_summaries(self, index: int) -> Connectivity:
+        """Summaries from each output of child ``index`` back to the inputs it reaches, inside this scope (sparse)."""
         child = self.children[index]
         assert child is not None
-        table: list[list[Antichain[PathSummary]]] = []
+        table: Connectivity = []
         for output in range(child.outputs):
             reach = self.tracker.summaries_from(Source(index, output))
-            table.append([reach.get(Target(index, i), Antichain()) for i in range(child.inputs)])
+            table.append(
+                {loc.port: chain for loc, chain in reach.items() if loc.node == index and isinstance(loc, Target)}
+            )
         return table
 
     # ------------------------------------------------------------------ Scope: run time
