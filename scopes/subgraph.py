@@ -399,8 +399,9 @@ class Subgraph(Scope):
         initial: list[list[list[tuple[Any, int]]]] = [
             [[] for _ in range(child.inputs)] if child is not None else [] for child in self.children
         ]
+        target_child = self._loc_target_child
         for loc, time, diff in tracker.drain_pushed_indexed():
-            if self._loc_kind[loc] == _INNER and isinstance(tracker.locations()[loc], Target):
+            if target_child[loc] > 0:
                 initial[self._loc_child[loc]][self._loc_port[loc]].append((time, diff))
         for index, child in enumerate(self.children[1:], start=1):
             assert child is not None
