@@ -502,7 +502,8 @@ class Subgraph(Scope):
         batches, so every sender's batches are still applied in the order sent.
         """
         batch, self._local = self._local, []
-        compacted = compact(batch)
+        # Alone, nothing is sent, and the tracker sums the changes itself anyway.
+        compacted = compact(batch) if self._progress_pushers else batch
         if not compacted:
             return
         for pusher in self._progress_pushers:
