@@ -582,6 +582,50 @@ def print_profile(summary: ProfileSummary) -> None:
         print(f"  {row.tottime:8.3f} {row.cumtime:8.3f} {row.calls:>12}  {row.location}")
 
 
+# ---------------------------------------------------------------------------- scaling
+
+SHAPE_SIZES = {"quick": [1_000], "full": [1_000, 10_000, 100_000]}
+COLLATZ_LIMIT = {"quick": 1_000, "full": 3_000}
+SHAPE_GOAL_SECONDS, SHAPE_GOAL_MB = 10.0, 500.0  # at 10,000 ports
+
+
+def run_scaling(sizes: Sizes, log: Callable[[str], None]) -> list[str]:
+    """Sections 3 and 4 of the report: shape scaling and the Collatz loop (see ``scaling.py``)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from scaling import collatz_once, shape_in_child
+
+    lines = ["## 3. Shape scaling", "",
+             "Timely's `shape_scaling` shapes: one operator with N inputs and N outputs "
+             "(one to one), and one region with N streams entering and leaving. Each in a "
+             "fresh interpreter; peak RSS includes the interpreter. Goal: 10,000 ports in "
+             f"under {SHAPE_GOAL_SECONDS:.0f} s and {SHAPE_GOAL_MB:.0f} MB.", "",
+             "| Shape | N | Seconds | Peak MB |", "|---|---:|---:|---:|"]
+    for shape in ("operator", "region"):
+        for count in SHAPE_SIZES[sizes.label]:
+            result = shape_in_child(shape, count)
+            if result is None:
+                log(f"  {shape:8} N={count:>7,}: failed or timed out")
+                lines.append(f"| {shape} | {count:,} | failed or timed out | |")
+                continue
+            log(f"  {shape:8} N={count:>7,}: {result['seconds']:.2f} s, {result['peak_mb']:.0f} MB")
+            lines.append(f"| {shape} | {count:,} | {result['seconds']:.2f} | {result['peak_mb']:.0f} |")
+    limit = COLLATZ_LIMIT[sizes.label]
+    lines += ["", "## 4. Collatz loop with exchange", "",
+              f"Numbers 1..{limit:,} iterate the Collatz map in a loop, exchanged by value every "
+              "round. Worker threads share one interpreter (the GIL), so more workers do not "
+              "run faster; the point is that they are not much slower, because exchanged "
+              "records travel in batches (records per message) rather than one by one.", "",
+              "| Workers | Seconds | Records per message |", "|---:|---:|---:|"]
+    for workers in (1, 2, 3):
+        result = collatz_once(limit, workers)
+        log(f"  collatz workers={workers}: {result['seconds']:.2f} s, "
+            f"{result['per_message']:.1f} records/message")
+        lines.append(f"| {workers} | {result['seconds']:.2f} | {result['per_message']:.1f} |")
+    return lines
+
+
 # ---------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -621,7 +665,10 @@ def main(argv: list[str] | None = None) -> int:
         log("profiling the epoch latency ...")
         profiles.append(profile_latency(sizes, reason))
 
+    log("3. shape scaling and 4. Collatz loop with exchange")
+    scaling_lines = run_scaling(sizes, log)
     report = render(sizes, args.repeat, pipeline, latency, profiles, machine)
+    report = report.rstrip() + "\n\n" + "\n".join(scaling_lines) + "\n"
     print()
     print(f"record pipeline: pytimely {_rate(pipeline.rate(pipeline.pytimely))}, loop "
           f"{_rate(pipeline.rate(pipeline.loop))}, ratio {pipeline.ratio:.3f}x "

@@ -84,11 +84,9 @@ class ChangeBatch(Generic[K]):
         return isinstance(other, ChangeBatch) and self._counts == other._counts
 
     def __repr__(self) -> str:
-        return f"ChangeBatch({sorted(self._counts.items(), key=_sort_key)!r})"
-
-
-def _sort_key(item: tuple[Any, int]) -> Any:
-    try:
-        return (0, item[0], item[1])
-    except TypeError:  # pragma: no cover - keys without an order
-        return (1, repr(item[0]), item[1])
+        items: list[Any] = list(self._counts.items())
+        try:
+            items.sort()
+        except TypeError:  # keys with only a partial order (or none): sort by their text
+            items.sort(key=repr)
+        return f"ChangeBatch({items!r})"

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
+from scopes.hashing import MASK64, stable_hash
+
 Message = tuple[Any, list[Any]]
 """A batch of records sharing one timestamp: ``(time, records)``."""
 
@@ -89,17 +91,32 @@ class LocalQueue:
 
 
 class Tee:
-    """An output's fan-out: every message goes to every attached pusher."""
+    """An output's fan-out: every message goes to every attached pusher.
 
-    __slots__ = ("pushers",)
+    Pushers that buffer (they have a ``flush()`` method, like
+    :class:`ExchangePusher` and the scope entrance and exit) are also kept in a
+    second list, so that :meth:`flush` costs nothing for the common tee whose
+    pushers all deliver at once.
+    """
+
+    __slots__ = ("pushers", "_flushers")
 
     def __init__(self) -> None:
         """Start with no attached pushers."""
         self.pushers: list[Pusher] = []
+        self._flushers: list[Callable[[], None]] = []
 
     def add(self, pusher: Pusher) -> None:
         """Attach another receiver."""
         self.pushers.append(pusher)
+        flush = getattr(pusher, "flush", None)
+        if callable(flush):
+            self._flushers.append(flush)
+
+    @property
+    def buffering(self) -> bool:
+        """Whether some attached pusher buffers and needs :meth:`flush`."""
+        return bool(self._flushers)
 
     def push(self, time: Any, batch: list[Any]) -> None:
         """Send the batch to each receiver; all but the last get their own copy."""
@@ -112,29 +129,78 @@ class Tee:
             for i, pusher in enumerate(pushers):
                 pusher.push(time, batch if i == last else list(batch))
 
+    def flush(self) -> None:
+        """Send whatever the buffering pushers hold."""
+        for flush in self._flushers:
+            flush()
+
+
+EXCHANGE_BUFFER = 4096
+"""An exchange sends a destination's buffered records early once it holds this many at one time."""
+
 
 class ExchangePusher:
-    """Routes each record to worker ``hash(key(record)) % peers``."""
+    """Routes each record to worker ``route(key(record), peers)``, buffering until :meth:`flush`.
 
-    __slots__ = ("_key", "_pushers", "_peers")
+    Routing uses :func:`scopes.hashing.stable_hash`, so every process sends a key
+    to the same worker.  Records are gathered per ``(destination, time)`` for the
+    whole invocation of the producing operator and sent as one message each when
+    the operator is done (:meth:`flush`), as timely's buffers do; otherwise a loop
+    with an exchange inside splits its batches a little more at every iteration
+    until each message carries one record.  A destination's buffer for one time
+    is sent early once it holds :data:`EXCHANGE_BUFFER` records, to bound memory.
+
+    Why holding records until the end of the invocation is safe for progress:
+    the operator reports the records it produced (``produced`` counts, which
+    become message counts at the receiving input) in the same atomic progress
+    batch as any capability it releases, and that batch is only assembled after
+    :meth:`~scopes.operator.Operator.pull_internal_progress` has flushed every
+    output tee, within the same invocation.  So by the time any worker can see the
+    batch, the messages are in the receivers' channels.  And even in between, a
+    positive count for messages not yet delivered only holds frontiers back,
+    which can never make a worker believe a time is complete too early.  Records
+    pushed from outside an invocation (an input handle's ``send`` from ``main``)
+    activate their operator, whose next invocation flushes them.
+    """
+
+    __slots__ = ("_key", "_pushers", "_peers", "_buffers")
 
     def __init__(self, key: Callable[[Any], Hashable], pushers: Sequence[Pusher]) -> None:
         """Route by ``key`` among ``pushers`` (one per worker)."""
         self._key = key
         self._pushers = list(pushers)
         self._peers = len(pushers)
+        self._buffers: dict[Any, list[list[Any]]] = {}
 
     def push(self, time: Any, batch: list[Any]) -> None:
-        """Split the batch by destination and push each non-empty part."""
+        """Add each record of the batch to its destination's buffer for ``time``."""
         peers = self._peers
         key = self._key
-        parts: list[list[Any]] = [[] for _ in range(peers)]
+        parts = self._buffers.get(time)
+        if parts is None:
+            parts = self._buffers[time] = [[] for _ in range(peers)]
         appends = [part.append for part in parts]
         for record in batch:
-            appends[hash(key(record)) % peers](record)
-        for pusher, part in zip(self._pushers, parts, strict=True):
-            if part:
-                pusher.push(time, part)
+            k = key(record)
+            if k.__class__ is int:
+                appends[(k & MASK64) % peers](record)
+            else:
+                appends[stable_hash(k) % peers](record)
+        for index, part in enumerate(parts):
+            if len(part) >= EXCHANGE_BUFFER:
+                parts[index] = []
+                self._pushers[index].push(time, part)
+
+    def flush(self) -> None:
+        """Send one message per destination and time with everything buffered."""
+        buffers = self._buffers
+        if buffers:
+            self._buffers = {}
+            pushers = self._pushers
+            for time, parts in buffers.items():
+                for pusher, part in zip(pushers, parts, strict=True):
+                    if part:
+                        pusher.push(time, part)
 
 
 class BroadcastPusher:
@@ -189,7 +255,7 @@ Pipeline: ChannelContract = _Pipeline()
 
 
 class Exchange(ChannelContract):
-    """Route each record to the worker ``hash(key(record)) % peers``."""
+    """Route each record to the worker ``stable_hash(key(record)) % peers`` (see :mod:`scopes.hashing`)."""
 
     name = "Exchange"
 

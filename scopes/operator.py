@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from scopes.antichain import Antichain, MutableAntichain
+from scopes.antichain import MutableAntichain
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
 from scopes.order import less_equal
-from scopes.scope import Scope, Updates
-from scopes.timestamp import PathSummary, TimestampType
+from scopes.reachability import Connectivity, sparse
+from scopes.scope import ConnectivityLike, Scope, Updates
+from scopes.timestamp import TimestampType
 
 
 class OperatorInfo:
@@ -544,7 +545,7 @@ class Operator(Scope):
         peers: int,
         inputs: list[InputPort],
         outputs: list[OutputPort],
-        connectivity: list[list[Antichain[PathSummary]]],
+        connectivity: ConnectivityLike,
         notify: bool,
     ) -> None:
         """Create the operator's shell; :meth:`set_logic` installs what it does."""
@@ -554,8 +555,8 @@ class Operator(Scope):
         self._peers = peers
         self.input_ports = inputs
         self.output_ports = outputs
-        self.connectivity = connectivity
-        self.external_summaries: list[list[Antichain[PathSummary]]] = []
+        self.connectivity = connectivity  # normalized to the sparse form by the setter
+        self.external_summaries: Connectivity = []
         self._logic: Callable[[], None] | None = None
         self._refs: list[CapabilityRef] = []
         self._handles: list[OperatorOutput] = []
@@ -612,6 +613,15 @@ class Operator(Scope):
         )
 
     @property
+    def connectivity(self) -> Connectivity:
+        """Which inputs reach which outputs, sparse: ``connectivity[input][output]`` is an antichain of summaries."""
+        return self._connectivity
+
+    @connectivity.setter
+    def connectivity(self, value: ConnectivityLike) -> None:
+        self._connectivity = sparse(value)
+
+    @property
     def inputs(self) -> int:
         """The number of inputs."""
         return len(self.input_ports)
@@ -628,16 +638,14 @@ class Operator(Scope):
 
     # Scope interface -------------------------------------------------------
 
-    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
+    def get_internal_summary(self) -> tuple[Connectivity, list[Updates]]:
         """The declared connectivity, and one capability per worker at each output's minimum time."""
         minimum = self.timestamp_type.minimum()
         return self.connectivity, [[(minimum, self._peers)] for _ in self.output_ports]
 
-    def set_external_summary(
-        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
-    ) -> None:
+    def set_external_summary(self, summaries: ConnectivityLike, frontier: Sequence[Updates]) -> None:
         """Record the initial frontier at each input."""
-        self.external_summaries = [list(row) for row in summaries]
+        self.external_summaries = sparse(summaries)
         for port, updates in zip(self.input_ports, frontier, strict=True):
             port.frontier.update_iter(updates)
 
@@ -662,6 +670,9 @@ class Operator(Scope):
                 logic()
                 for handle in self._handles:
                     handle.flush()
+                for output in self.output_ports:  # buffering pushers (exchange): see ExchangePusher
+                    if output.tee._flushers:
+                        output.tee.flush()
             except OperatorFailed:
                 raise
             except Exception as error:
@@ -716,7 +727,7 @@ class Operator(Scope):
         return self.output_ports[output]
 
     def _reaches(self, input_port: int, output: int, time: Any, target: Any) -> bool:
-        for summary in self.connectivity[input_port][output]:
+        for summary in self._connectivity[input_port].get(output, ()):
             result = summary.results_in(time)
             if result is not None and less_equal(result, target):
                 return True

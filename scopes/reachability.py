@@ -20,26 +20,35 @@ with no ports.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.errors import CycleError, GraphError
 from scopes.location import Location, Source, Target
-from scopes.order import less_equal
-from scopes.timestamp import PathSummary, TimestampType, checked
+from scopes.order import less_equal, less_than
+from scopes.timestamp import PathSummary, TimestampType, checked, natural_order
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
+    | Sequence[Mapping[int, Antichain[PathSummary] | Iterable[PathSummary]]]
     | Mapping[tuple[int, int], Antichain[PathSummary] | Iterable[PathSummary]]
     | None
 )
-"""An operator's internal summaries, ``[input][output]`` or ``{(input, output): ...}``.
+"""An operator's internal summaries, ``[input][output]``, ``[input]{output: ...}`` or ``{(input, output): ...}``.
 
 Each entry is an antichain (or iterable) of path summaries; an empty entry, or a
 missing key in the mapping form, means the input cannot reach the output.
 ``None`` means every input reaches every output unchanged.
+"""
+
+
+Connectivity = list[dict[int, Antichain[PathSummary]]]
+"""Sparse summaries of an operator or scope: ``connectivity[input]`` maps each output that
+``input`` reaches to the (non-empty) antichain of path summaries from it.  An output that is
+absent cannot be reached.  One input feeding one output costs one entry, so a shape with
+N inputs and N outputs connected one to one costs O(N), not O(N * N).
 """
 
 
@@ -48,22 +57,44 @@ class _Node:
     name: str
     inputs: int
     outputs: int
-    # connectivity[input][output]: antichain of summaries (empty: no path)
-    connectivity: list[list[Antichain[PathSummary]]] = field(default_factory=list)
+    connectivity: Connectivity = field(default_factory=list)
+
+
+def sparse(table: Sequence[Mapping[int, Any] | Sequence[Any]]) -> Connectivity:
+    """Turn summaries given per row, as a dense list (one cell per column) or a mapping, into :data:`Connectivity`.
+
+    Empty cells are dropped; each kept cell becomes an :class:`Antichain`.
+    """
+    result: Connectivity = []
+    for row in table:
+        items = row.items() if isinstance(row, Mapping) else enumerate(row)
+        out: dict[int, Antichain[PathSummary]] = {}
+        for column, cell in items:
+            chain = cell if isinstance(cell, Antichain) else Antichain(cell)
+            if len(chain):
+                out[column] = chain
+        result.append(out)
+    return result
 
 
 def connectivity_from(
     spec: SummarySpec, inputs: int, outputs: int, identity: PathSummary, where: str
-) -> list[list[Antichain[PathSummary]]]:
-    """Normalize a :data:`SummarySpec` into ``[input][output]`` antichains, validating its shape."""
-    table: list[list[Antichain[PathSummary]]] = [
-        [Antichain() for _ in range(outputs)] for _ in range(inputs)
-    ]
+) -> Connectivity:
+    """Normalize a :data:`SummarySpec` into sparse :data:`Connectivity`, validating its shape."""
+    table: Connectivity = [{} for _ in range(inputs)]
     if spec is None:
         for row in table:
-            for cell in row:
-                cell.insert(identity)
+            for o in range(outputs):
+                row[o] = Antichain([identity])
         return table
+
+    def add(i: int, o: int, summaries: Iterable[PathSummary]) -> None:
+        for s in summaries:
+            chain = table[i].get(o)
+            if chain is None:
+                chain = table[i][o] = Antichain()
+            chain.insert(checked(s, f"{where} input {i} -> output {o}"))
+
     if isinstance(spec, Mapping):
         for key, summaries in spec.items():
             if not (isinstance(key, tuple) and len(key) == 2):
@@ -74,13 +105,21 @@ def connectivity_from(
                     f"{where}: summary for input {i} -> output {o}, but the operator has "
                     f"{inputs} inputs and {outputs} outputs"
                 )
-            for s in summaries:
-                table[i][o].insert(checked(s, f"{where} input {i} -> output {o}"))
+            add(i, o, summaries)
         return table
     rows = list(spec)
     if len(rows) != inputs:
         raise GraphError(f"{where}: summary has {len(rows)} rows but the operator has {inputs} inputs")
     for i, spec_row in enumerate(rows):
+        if isinstance(spec_row, Mapping):  # already sparse: {output: summaries}
+            for o, summaries in spec_row.items():
+                if not (o.__class__ is int and 0 <= o < outputs):
+                    raise GraphError(
+                        f"{where}: summary for input {i} -> output {o!r}, but the operator has "
+                        f"{outputs} outputs"
+                    )
+                add(i, o, summaries)
+            continue
         cells: list[Any] = list(spec_row)
         if len(cells) != outputs:
             raise GraphError(
@@ -88,8 +127,7 @@ def connectivity_from(
                 f"but the operator has {outputs} outputs"
             )
         for o, summaries in enumerate(cells):
-            for s in summaries:
-                table[i][o].insert(checked(s, f"{where} input {i} -> output {o}"))
+            add(i, o, summaries)
     return table
 
 
@@ -100,12 +138,7 @@ class Builder:
         """Start a graph whose boundary (node 0) has ``inputs`` scope inputs and ``outputs`` scope outputs."""
         self.timestamp_type = timestamp_type
         self._nodes: dict[int, _Node] = {
-            0: _Node(
-                "scope boundary",
-                outputs,
-                inputs,
-                [[Antichain() for _ in range(inputs)] for _ in range(outputs)],
-            )
+            0: _Node("scope boundary", outputs, inputs, [{} for _ in range(outputs)])
         }
         self._edges: list[tuple[Source, Target]] = []
 
@@ -240,10 +273,9 @@ class _Indexed:
             if t not in self.source_edges[s]:
                 self.source_edges[s].append(t)
         for index, node in nodes.items():
-            for i in range(node.inputs):
+            for i, row in enumerate(node.connectivity):
                 t = self.target_index[(index, i)]
-                for o in range(node.outputs):
-                    chain = node.connectivity[i][o]
+                for o, chain in row.items():
                     if len(chain):
                         s = self.source_index[(index, o)]
                         self.target_paths[t].append((s, chain.elements))
@@ -370,9 +402,11 @@ class Tracker:
         self._tracked = 0  # number of (location, time) pairs in pointstamp frontiers
         outputs = nodes[0].inputs
         self._outputs = outputs
+        self._inputs = nodes[0].outputs
         self._output_caps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(outputs)]
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(outputs)]
         self._to_outputs = self._compile_output_summaries(graph, outputs)
+        self._sort_key = timestamp_type.sort_key()
 
     # ------------------------------------------------------------------ compilation
 
@@ -412,24 +446,24 @@ class Tracker:
                     result[loc].append((output, chain.elements))
         return result
 
-    def scope_summary(self) -> list[list[Antichain[PathSummary]]]:
-        """Minimal summaries from each scope input to each scope output, along inner paths."""
-        inputs = len([1 for (node, _port) in self._graph.source_index if node == 0])
-        table: list[list[Antichain[PathSummary]]] = [
-            [Antichain() for _ in range(self._outputs)] for _ in range(inputs)
-        ]
+    def scope_summary(self) -> Connectivity:
+        """Minimal summaries from each scope input to the scope outputs it reaches, along inner paths (sparse)."""
+        inputs = self._inputs
+        table: Connectivity = [{} for _ in range(inputs)]
         # Scope inputs are node-0 sources; their successors are inside the scope.
         identity = self.timestamp_type.identity()
         for i in range(inputs):
+            row = table[i]
             start = self._graph.source_index[(0, i)]
             for t in self._source_edges[start]:
                 location = self._locations[t]
                 if location.node == 0:  # an edge straight from the scope input to a scope output
-                    table[i][location.port].insert(identity)
+                    row.setdefault(location.port, Antichain()).insert(identity)
                     continue
                 for output, chain in self._to_outputs[t]:
+                    cell = row.setdefault(output, Antichain())
                     for summary in chain:
-                        table[i][output].insert(summary)
+                        cell.insert(summary)
         return table
 
     # ------------------------------------------------------------------ updates
@@ -487,8 +521,18 @@ class Tracker:
     # ------------------------------------------------------------------ propagation
 
     def propagate_all(self) -> None:
-        """Fold in pending updates and propagate the frontier changes they cause."""
+        """Fold in pending updates and propagate the frontier changes they cause.
+
+        Changes are handled earliest time first, using the times' own ``<`` (or
+        the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`), so
+        that changes at equal times meet and cancel before they travel.  The
+        result does not depend on that order, only the amount of work does.
+        """
         if not self._pending:
+            return
+        order = self._sort_key
+        if order is not natural_order:
+            self._propagate_in_rounds(order)
             return
         work: list[tuple[Any, int, int]] = []
         push = heapq.heappush
@@ -542,6 +586,97 @@ class Tracker:
                 else:
                     for target in source_edges[loc]:
                         push(work, (changed, target, change))
+
+    def _fold_pending(self) -> list[tuple[int, Any, int]]:
+        """Apply pending pointstamp changes; return the frontier changes they cause, as work."""
+        pointstamps = self._pointstamps
+        to_outputs = self._to_outputs
+        output_changes = self._output_changes
+        pending, self._pending = self._pending, {}
+        work: list[tuple[int, Any, int]] = []
+        for loc, updates in pending.items():
+            if not updates:
+                continue
+            for time, diff in pointstamps[loc].update_iter(updates.items()):
+                self._tracked += diff
+                for output, summaries in to_outputs[loc]:
+                    changes = output_changes[output]
+                    for summary in summaries:
+                        result = summary.results_in(time)
+                        if result is not None:
+                            value = changes.get(result, 0) + diff
+                            if value:
+                                changes[result] = value
+                            else:
+                                del changes[result]
+                work.append((loc, time, diff))
+        return work
+
+    def _propagate_in_rounds(self, key: Callable[[Any], Any] | None) -> None:
+        """:meth:`propagate_all` for times without ``<``: handle the work in rounds of equally early times.
+
+        With a ``key`` (the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`),
+        a round takes every pending time with the least key; without one, every
+        pending time that no other pending time is strictly less than (quadratic
+        in the number of pending times).  Either way no round handles a time
+        strictly earlier than one already handled, because changes only travel to
+        later-or-equal times: the guarantee the earliest-first heap gives.  All
+        changes at one ``(location, time)`` are summed before they are applied,
+        so changes that cancel never travel.  Times themselves are never compared
+        with ``<``.
+        """
+        pending: dict[Any, dict[int, int]] = {}  # time -> location -> diff
+        levels: dict[Any, list[Any]] = {}  # key -> times with that key (keyed rounds only)
+        heap: list[Any] = []
+
+        def add(loc: int, time: Any, diff: int) -> None:
+            at = pending.get(time)
+            if at is None:
+                pending[time] = {loc: diff}
+                if key is not None:
+                    level = key(time)
+                    times = levels.get(level)
+                    if times is None:
+                        levels[level] = [time]
+                        heapq.heappush(heap, level)
+                    else:
+                        times.append(time)
+            else:
+                at[loc] = at.get(loc, 0) + diff
+
+        for loc, time, diff in self._fold_pending():
+            add(loc, time, diff)
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_paths = self._target_paths
+        pushed = self._pushed
+        while pending:
+            if key is not None:
+                earliest = levels.pop(heapq.heappop(heap))
+            else:
+                times = list(pending)
+                earliest = [t for t in times if not any(less_than(u, t) for u in times)]
+            for time in earliest:
+                for loc, diff in pending.pop(time).items():
+                    if not diff:
+                        continue
+                    for changed, change in implications[loc].update(time, diff):
+                        entry = (loc, changed)
+                        value = pushed.get(entry, 0) + change
+                        if value:
+                            pushed[entry] = value
+                        else:
+                            del pushed[entry]
+                        if is_target[loc]:
+                            for src, summaries in target_paths[loc]:
+                                for summary in summaries:
+                                    result = summary.results_in(changed)
+                                    if result is not None:
+                                        add(src, result, change)
+                        else:
+                            for target in source_edges[loc]:
+                                add(target, changed, change)
 
     def drain_pushed(self) -> list[tuple[Location, Any, int]]:
         """Frontier changes at every location since the last drain: ``(location, time, diff)``."""

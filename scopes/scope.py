@@ -24,6 +24,11 @@ from scopes.timestamp import PathSummary
 Updates = list[tuple[Any, int]]
 """A list of ``(time, diff)`` count changes."""
 
+ConnectivityLike = Sequence[Any]
+"""Summaries per row, each row either sparse, ``{column: antichain}`` (as
+:data:`scopes.reachability.Connectivity`), or dense, one antichain per column (empty:
+no path).  Scopes return the sparse form and accept both."""
+
 
 class Scope(ABC):
     """One vertex of a dataflow graph, as seen from its parent scope."""
@@ -49,23 +54,24 @@ class Scope(ABC):
         """The number of outputs."""
 
     @abstractmethod
-    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
+    def get_internal_summary(self) -> tuple[list[dict[int, Antichain[PathSummary]]], list[Updates]]:
         """Summarize the scope to its parent.
 
-        Returns ``(summaries, capabilities)``: ``summaries[i][o]`` is the antichain
-        of path summaries from input ``i`` to output ``o`` (empty: no path), and
-        ``capabilities[o]`` lists the initial capability counts at output ``o``.
+        Returns ``(summaries, capabilities)``: ``summaries[i]`` maps each output
+        ``o`` that input ``i`` reaches to the antichain of path summaries from ``i``
+        to ``o`` (sparse: an absent output is not reachable, so a one-to-one shape
+        costs one entry per input), and ``capabilities[o]`` lists the initial
+        capability counts at output ``o``.
         """
 
     @abstractmethod
-    def set_external_summary(
-        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
-    ) -> None:
+    def set_external_summary(self, summaries: ConnectivityLike, frontier: Sequence[Updates]) -> None:
         """Learn about the outside world.
 
-        ``summaries[o][i]`` summarizes the paths from output ``o`` back to input
-        ``i`` through the parent; ``frontier[i]`` is the initial count of times
-        that may arrive at input ``i``.
+        ``summaries[o]`` summarizes the paths from output ``o`` back to each input
+        ``i`` it reaches through the parent (sparse ``{i: antichain}``; the dense
+        form, one antichain per input, is accepted too); ``frontier[i]`` is the
+        initial count of times that may arrive at input ``i``.
         """
 
     @abstractmethod

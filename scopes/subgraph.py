@@ -22,11 +22,11 @@ from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.change_batch import ChangeBatch
-from scopes.channels import Activator, Allocator, LocalQueue, Pusher, Tee
+from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
 from scopes.location import Location, Source, Target
-from scopes.reachability import Builder, Tracker
-from scopes.scope import Scope, Updates
+from scopes.reachability import Builder, Connectivity, Tracker, sparse
+from scopes.scope import ConnectivityLike, Scope, Updates
 from scopes.timestamp import PathSummary, Refinement, TimestampType
 
 ProgressBatch = list[tuple[int, Any, int]]
@@ -35,6 +35,17 @@ ProgressBatch = list[tuple[int, Any, int]]
 _INNER = 0  # a location of a child operator
 _SCOPE_INPUT = 1  # Source(0, i): messages entering the scope
 _SCOPE_OUTPUT = 2  # Target(0, o): messages leaving the scope
+
+
+def compact(batch: ProgressBatch) -> ProgressBatch:
+    """Sum the changes of one progress batch per ``(location, time)`` and drop those that are zero."""
+    if len(batch) < 2:
+        return [update for update in batch if update[2]]
+    totals: dict[tuple[int, Any], int] = {}
+    for loc, time, diff in batch:
+        key = (loc, time)
+        totals[key] = totals.get(key, 0) + diff
+    return [(loc, time, diff) for (loc, time), diff in totals.items() if diff]
 
 
 class _ScopeEntrance:
@@ -57,6 +68,12 @@ class _ScopeEntrance:
         self._tee.push(inner, batch)
         self._activate()
 
+    def flush(self) -> None:
+        """Flush buffering pushers inside the scope (called by the sending operator's tee)."""
+        tee = self._tee
+        if tee._flushers:
+            tee.flush()
+
 
 class _ScopeExit:
     """Receives inner messages at a scope output and forwards them to the parent's receivers."""
@@ -69,6 +86,12 @@ class _ScopeExit:
 
     def push(self, time: Any, batch: list[Any]) -> None:
         self._tee.push(self._to_outer(time), batch)
+
+    def flush(self) -> None:
+        """Flush buffering pushers in the parent (called by the sending operator's tee)."""
+        tee = self._tee
+        if tee._flushers:
+            tee.flush()
 
 
 class Subgraph(Scope):
@@ -117,7 +140,7 @@ class Subgraph(Scope):
         self._output_tees: list[Tee] = []
         self._finalized = False
         self._tracker: Tracker | None = None
-        self.external_summaries: list[list[Antichain[PathSummary]]] = []
+        self.external_summaries: Connectivity = []
         # run-time state
         self._active: set[int] = set()
         self._heap: list[int] = []
@@ -266,12 +289,10 @@ class Subgraph(Scope):
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
-            self._progress_pushers, self._progress_puller = self._allocator.allocate(
-                self._progress_channel, self.address
-            )
-        else:
-            queue = LocalQueue()
-            self._progress_pushers, self._progress_puller = [queue], queue
+            pushers, self._progress_puller = self._allocator.allocate(self._progress_channel, self.address)
+            me = self._allocator.index
+            # this worker's own batches are applied directly (see _send_progress)
+            self._progress_pushers = [pusher for peer, pusher in enumerate(pushers) if peer != me]
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
         self._external = [[] for _ in range(self._num_inputs)]
 
@@ -330,19 +351,19 @@ class Subgraph(Scope):
             raise BuildError(f"scope '{self.name}' has not been built yet")
         return self._tracker
 
-    def get_internal_summary(self) -> tuple[list[list[Antichain[PathSummary]]], list[Updates]]:
-        """Build the tracker; summarize inner paths and initial output capabilities for the parent."""
+    def get_internal_summary(self) -> tuple[Connectivity, list[Updates]]:
+        """Build the tracker; summarize inner paths (sparse) and initial output capabilities for the parent."""
         self._finalize()
         tracker = self.tracker
         refinement = self.refinement
-        summaries: list[list[Antichain[PathSummary]]] = []
+        summaries: Connectivity = []
         for row in tracker.scope_summary():
-            out_row = []
-            for chain in row:
+            out_row: dict[int, Antichain[PathSummary]] = {}
+            for output, chain in row.items():
                 outer: Antichain[PathSummary] = Antichain()
                 for summary in chain:
                     outer.insert(refinement.summarize(summary) if refinement else summary)
-                out_row.append(outer)
+                out_row[output] = outer
             summaries.append(out_row)
         tracker.propagate_all()
         capabilities = self._output_capability_changes()
@@ -359,9 +380,7 @@ class Subgraph(Scope):
                 result.append([])
         return result
 
-    def set_external_summary(
-        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
-    ) -> None:
+    def set_external_summary(self, summaries: ConnectivityLike, frontier: Sequence[Updates]) -> None:
         """Record the outside world, install the initial input frontier, and set up every child."""
         self._finalize()
         tracker = self.tracker
@@ -370,7 +389,7 @@ class Subgraph(Scope):
                 f"scope '{self.name}' has {self._num_inputs} inputs but was given "
                 f"{len(frontier)} initial frontiers"
             )
-        self.external_summaries = [list(row) for row in summaries]
+        self.external_summaries = sparse(summaries)
         to_inner = self.refinement.to_inner if self.refinement else (lambda t: t)
         for port, updates in enumerate(frontier):
             loc = self._source_loc[0][port]
@@ -380,8 +399,9 @@ class Subgraph(Scope):
         initial: list[list[list[tuple[Any, int]]]] = [
             [[] for _ in range(child.inputs)] if child is not None else [] for child in self.children
         ]
+        target_child = self._loc_target_child
         for loc, time, diff in tracker.drain_pushed_indexed():
-            if self._loc_kind[loc] == _INNER and isinstance(tracker.locations()[loc], Target):
+            if target_child[loc] > 0:
                 initial[self._loc_child[loc]][self._loc_port[loc]].append((time, diff))
         for index, child in enumerate(self.children[1:], start=1):
             assert child is not None
@@ -389,14 +409,16 @@ class Subgraph(Scope):
             child.set_external_summary(child_summaries, initial[index])
             self.activate_child(index)
 
-    def _child_external_summaries(self, index: int) -> list[list[Antichain[PathSummary]]]:
-        """Summaries from each output of child ``index`` back to each of its inputs, inside this scope."""
+    def _child_external_summaries(self, index: int) -> Connectivity:
+        """Summaries from each output of child ``index`` back to the inputs it reaches, inside this scope (sparse)."""
         child = self.children[index]
         assert child is not None
-        table: list[list[Antichain[PathSummary]]] = []
+        table: Connectivity = []
         for output in range(child.outputs):
             reach = self.tracker.summaries_from(Source(index, output))
-            table.append([reach.get(Target(index, i), Antichain()) for i in range(child.inputs)])
+            table.append(
+                {loc.port: chain for loc, chain in reach.items() if loc.node == index and isinstance(loc, Target)}
+            )
         return table
 
     # ------------------------------------------------------------------ Scope: run time
@@ -428,7 +450,9 @@ class Subgraph(Scope):
             self._propagate(internal, consumed, produced)
         if self._active or self._final:
             self._activate_parent()
-        return self._incomplete_count > 0 or self.tracker.tracking_anything()
+        # Children just told of a frontier change (the last one: empty) have not run
+        # yet; the scope is complete only once they have, or they would never see it.
+        return self._incomplete_count > 0 or self.tracker.tracking_anything() or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
@@ -459,6 +483,8 @@ class Subgraph(Scope):
 
     def _receive_progress(self) -> None:
         puller = self._progress_puller
+        if puller is None:
+            return
         final = self._final
         while True:
             message = puller.pull()
@@ -467,9 +493,22 @@ class Subgraph(Scope):
             final.extend(message[1])
 
     def _send_progress(self) -> None:
+        """Compact this worker's batch and broadcast it whole; apply it here directly.
+
+        Compacting sums the changes at each ``(location, time)`` and drops those
+        that cancel, within the one batch: the batch stays atomic, it is only
+        smaller.  Other workers receive it over their FIFO channel from this one;
+        this worker appends it to what it has received, after its own earlier
+        batches, so every sender's batches are still applied in the order sent.
+        """
         batch, self._local = self._local, []
+        # Alone, nothing is sent, and the tracker sums the changes itself anyway.
+        compacted = compact(batch) if self._progress_pushers else batch
+        if not compacted:
+            return
         for pusher in self._progress_pushers:
-            pusher.push(None, batch)
+            pusher.push(None, compacted)
+        self._final.extend(compacted)
 
     def _propagate(
         self,

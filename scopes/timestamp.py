@@ -19,6 +19,7 @@ parent: :meth:`ProductType.to_inner`, :meth:`ProductType.to_outer` and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
@@ -331,6 +332,36 @@ class TimestampType(ABC):
         """Return how many nested scopes this type refines (0 for a root type)."""
         return 0
 
+    def sort_key(self) -> Callable[[Any], Any] | None:
+        """A key whose ``<`` extends the partial order, for the progress tracker's work list.
+
+        A timestamp type only has to implement the partial order (``less_equal``,
+        ``less_than``), equality and hashing.  The tracker must handle changes in an
+        order that never goes back (no change at a time strictly earlier than one
+        already handled), or it may chase changes around a loop forever.  It gets
+        that order from this method:
+
+        * :func:`natural_order` (the default when the values support ``<``): the
+          times' own ``<`` is a total order that extends the partial order, as for
+          ``int`` and ``Product``'s lexicographic order.
+        * another function ``key``: ``a.less_than(b)`` implies ``key(a) < key(b)``
+          (for example the sum of the coordinates of a pair).
+        * ``None`` (the default when the values have no ``<``): the tracker picks
+          minimal times with ``less_than`` itself; correct, but quadratic in the
+          number of distinct times it handles at once.
+        """
+        minimum = self.minimum()
+        try:
+            _ = minimum < minimum
+        except TypeError:
+            return None
+        return natural_order
+
+
+def natural_order(time: Any) -> Any:
+    """The sort key meaning "compare the times themselves with ``<``" (see :meth:`TimestampType.sort_key`)."""
+    return time
+
 
 class IntegerType(TimestampType):
     """Unsigned 64-bit integer timestamps, represented as Python ``int``."""
@@ -399,6 +430,15 @@ class ProductType(TimestampType):
     def depth(self) -> int:
         """One more than the outer type's depth."""
         return self.outer.depth() + 1
+
+    def sort_key(self) -> Callable[[Any], Any] | None:
+        """Lexicographic products when both coordinates have a key; ``None`` if either has none."""
+        outer, inner = self.outer.sort_key(), self.inner.sort_key()
+        if outer is None or inner is None:
+            return None
+        if outer is natural_order and inner is natural_order:
+            return natural_order
+        return lambda time: (outer(time[0]), inner(time[1]))
 
     def to_inner(self, time: Any) -> Product:
         """Enter the nested scope: ``t`` becomes ``Product(t, inner minimum)``."""

@@ -736,8 +736,8 @@ def test_subgraph_summary_respects_declared_connectivity():
     for p in range(2):
         sub.connect(Source(index, p), Target(0, p))
     summaries, capabilities = sub.get_internal_summary()
-    table = [[list(cell.elements) for cell in row] for row in summaries]
-    assert table == [[[], [IntegerSummary(2)]], [[IntegerSummary()], []]]
+    table = [{o: list(cell.elements) for o, cell in row.items()} for row in summaries]
+    assert table == [{1: [IntegerSummary(2)]}, {0: [IntegerSummary()]}]
     assert capabilities == [[(0, 1)], [(0, 1)]]
 
 

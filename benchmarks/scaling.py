@@ -1,0 +1,147 @@
+"""Scaling benchmarks: timely's ``shape_scaling`` shapes, and a loop with an exchange inside.
+
+Run by ``benchmarks/run.py`` (sections 3 and 4 of the report); runnable alone too:
+``python benchmarks/scaling.py shape operator 10000`` prints one JSON line.
+
+* **Shapes**: an input partitioned into N streams, then (a) one operator with N inputs
+  and N outputs, input ``i`` reaching only output ``i``, or (b) one region that every
+  stream enters and leaves; then ``concat`` and a probe.  Two epochs of a few records
+  go through.  Each size runs in a fresh interpreter, so the peak resident memory
+  (``resource.getrusage``) is that of the one dataflow; it includes the interpreter
+  (about 20 MB).  Goal: 10,000 ports in under 10 s and 500 MB, for both shapes.
+* **Collatz loop with exchange**: numbers 1..limit iterate the Collatz map in an
+  ``iterative`` scope, exchanged by value every round, until they reach 1.  Reported
+  on 1, 2 and 3 workers (threads), with the average records per exchanged message.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from runtime.execute import execute  # noqa: E402
+from scopes import INTEGER, Pipeline, ScopeBuilder, Stream, generic  # noqa: E402
+
+
+def _operator_shape(scope: ScopeBuilder, parts: list[Stream]) -> list[Stream]:
+    count = len(parts)
+
+    def constructor(capabilities: list[Any], info: Any) -> Any:
+        for capability in capabilities:
+            capability.drop()
+
+        def logic(inputs: list[Any], outputs: list[Any]) -> None:
+            for input, output in zip(inputs, outputs, strict=True):
+                for ref, batch in input:
+                    output.session(ref).give_batch(batch)
+
+        return logic
+
+    summary = {(i, i): [INTEGER.identity()] for i in range(count)}
+    return generic(scope, "OpScaling", [(p, Pipeline) for p in parts], count, constructor, summary=summary)
+
+
+def _region_shape(scope: ScopeBuilder, parts: list[Stream]) -> list[Stream]:
+    return scope.region(lambda inner: [part.enter(inner).leave() for part in parts])
+
+
+SHAPES = {"operator": _operator_shape, "region": _region_shape}
+
+
+def shape_once(shape: str, count: int) -> dict[str, float]:
+    """Build and run one shape with ``count`` ports in this process; seconds and peak MB."""
+    build_shape = SHAPES[shape]
+
+    def main(worker: Any) -> int:
+        seen: list[Any] = []
+
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            outs = build_shape(scope, stream.partition(count, lambda x: x % count))
+            probe = outs[0].concat(*outs[1:]).inspect_batch(lambda t, b: seen.extend(b)).probe()
+            return handle, probe
+
+        handle, probe = worker.dataflow(build)
+        for epoch in range(2):
+            handle.send_batch([epoch, count - 1])
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(handle.time))
+        return len(seen)
+
+    start = time.perf_counter()
+    records = execute(main, workers=1)[0]
+    seconds = time.perf_counter() - start
+    if records != 4:
+        raise RuntimeError(f"{shape} shape with {count} ports delivered {records} records, not 4")
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"seconds": seconds, "peak_mb": peak_kb / 1024}
+
+
+def shape_in_child(shape: str, count: int, timeout: float = 300) -> dict[str, float] | None:
+    """:func:`shape_once` in a fresh interpreter; ``None`` if it failed or ran out of time."""
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "shape", shape, str(count)],
+            capture_output=True, text=True, timeout=timeout, check=True,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return None
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def collatz_once(limit: int, workers: int) -> dict[str, float]:
+    """Run the Collatz loop once; seconds and records per exchanged message."""
+    lock = threading.Lock()
+    stats = [0, 0]
+
+    def count(t: Any, batch: list[int]) -> None:
+        with lock:
+            stats[0] += 1
+            stats[1] += len(batch)
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+
+            def body(inner: ScopeBuilder) -> Stream:
+                loop, feedback = inner.loop_variable(1)
+                running, finished = stream.enter(inner).concat(feedback).branch(lambda n: n == 1)
+                (
+                    running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
+                    .exchange(lambda n: n)
+                    .inspect_batch(count)
+                    .connect_loop(loop)
+                )
+                return finished.leave()
+
+            return handle, scope.iterative(body).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    start = time.perf_counter()
+    execute(main, workers=workers)
+    return {"seconds": time.perf_counter() - start, "per_message": stats[1] / max(stats[0], 1)}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "shape":
+        print(json.dumps(shape_once(sys.argv[2], int(sys.argv[3]))))
+    elif len(sys.argv) == 4 and sys.argv[1] == "collatz":
+        print(json.dumps(collatz_once(int(sys.argv[2]), int(sys.argv[3]))))
+    else:
+        print(__doc__)
+        sys.exit(2)

@@ -1,0 +1,203 @@
+"""Exchange: stable routing across processes, and messages that do not fragment in loops."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runtime import execute
+from scopes import Product, ScopeBuilder, Stream
+from scopes.channels import EXCHANGE_BUFFER, ExchangePusher, LocalQueue, Tee
+from scopes.hashing import MASK64, KeyHashError, route, stable_hash
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KEYS: list[Any] = [
+    0, 1, 7, -1, 2**70, True, False, None, 1.5, -0.25, float("inf"), "", "a", "hello", "héllo ✓",
+    b"", b"bytes", bytearray(b"ba"), (1, "a", b"b", None), ((1, 2), ("x",)), Product(3, 4),
+    Product(Product(1, 2), 3),
+]
+
+_ROUTE_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from scopes import Product
+from scopes.hashing import stable_hash
+keys = [0, 1, 7, -1, 2**70, True, False, None, 1.5, -0.25, float("inf"), "", "a", "hello", "héllo ✓",
+        b"", b"bytes", bytearray(b"ba"), (1, "a", b"b", None), ((1, 2), ("x",)), Product(3, 4),
+        Product(Product(1, 2), 3)] + [f"word{i}" for i in range(200)] + [str(i).encode() for i in range(50)]
+print(json.dumps([stable_hash(k) for k in keys] + [hash("salted")]))
+"""
+
+
+def _hashes_under_seed(seed: str) -> list[int]:
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    out = subprocess.run(
+        [sys.executable, "-c", _ROUTE_SCRIPT, str(ROOT)],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )
+    return list(json.loads(out.stdout))
+
+
+def test_routing_is_identical_under_different_hash_seeds() -> None:
+    first = _hashes_under_seed("1")
+    second = _hashes_under_seed("2")
+    # the built-in hash really is salted, so the comparison means something
+    assert first[-1] != second[-1]
+    assert first[:-1] == second[:-1]
+    for peers in (2, 3, 7):
+        assert [h % peers for h in first[:-1]] == [h % peers for h in second[:-1]]
+
+
+def test_stable_hash_values_are_documented_ones() -> None:
+    assert stable_hash(5) == 5
+    assert stable_hash(-1) == MASK64
+    assert stable_hash(True) == 1 and stable_hash(False) == 0
+    assert stable_hash(2.0) == 2 == stable_hash(2)
+    assert stable_hash("abc") == 891568578  # zlib.crc32(b"abc")
+    assert stable_hash(b"abc") == 891568578
+    assert stable_hash(Product(1, 2)) == stable_hash((1, 2))
+    assert all(0 <= stable_hash(k) <= MASK64 for k in KEYS)
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda children: st.tuples(children, children) | st.lists(children, max_size=3).map(tuple),
+    max_leaves=8,
+))
+def test_equal_keys_hash_equally(key: Any) -> None:
+    assert 0 <= stable_hash(key) <= MASK64
+    if isinstance(key, float) and key.is_integer():
+        assert stable_hash(key) == stable_hash(int(key))
+    assert route(key, 3) == stable_hash(key) % 3
+
+
+@pytest.mark.parametrize("key", [object(), [1, 2], {"a": 1}, {1}, (1, [2])])
+def test_unhashable_key_types_get_a_clear_error(key: Any) -> None:
+    with pytest.raises(KeyHashError) as info:
+        stable_hash(key)
+    message = str(info.value)
+    assert "int, str, bytes" in message and "key function" in message
+    assert isinstance(info.value, TypeError)
+
+
+def test_exchange_with_unsupported_key_names_the_type() -> None:
+    class Opaque:
+        pass
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            stream.exchange(lambda x: Opaque()).probe()
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.send(1)
+
+    with pytest.raises(Exception) as info:
+        execute(main, workers=2, stall_timeout=5)
+    chain = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, KeyHashError) and "Opaque" in str(e) for e in chain)
+
+
+def test_exchange_pusher_buffers_until_flush_and_sends_one_message_per_destination_and_time() -> None:
+    queues = [LocalQueue(), LocalQueue()]
+    pusher = ExchangePusher(lambda x: x, queues)
+    tee = Tee()
+    tee.add(pusher)
+    assert tee.buffering
+    for record in range(10):
+        tee.push(0, [record])
+    tee.push(1, [4, 5])
+    assert len(queues[0]) == 0 and len(queues[1]) == 0
+    tee.flush()
+    assert [queues[0].pull(), queues[0].pull(), queues[0].pull()] == [(0, [0, 2, 4, 6, 8]), (1, [4]), None]
+    assert [queues[1].pull(), queues[1].pull(), queues[1].pull()] == [(0, [1, 3, 5, 7, 9]), (1, [5]), None]
+    tee.flush()  # nothing left
+    assert len(queues[0]) == 0
+
+
+def test_exchange_pusher_sends_early_when_a_buffer_is_full() -> None:
+    queues = [LocalQueue(), LocalQueue()]
+    pusher = ExchangePusher(lambda x: 0, queues)
+    pusher.push(0, list(range(EXCHANGE_BUFFER + 1)))
+    assert len(queues[0]) == 1
+    pusher.flush()
+    assert len(queues[0]) == 1  # the full buffer went early and was emptied
+
+
+def test_tee_without_buffering_pushers_has_nothing_to_flush() -> None:
+    tee = Tee()
+    tee.add(LocalQueue())
+    assert not tee.buffering
+
+
+def _collatz(n: int) -> int:
+    return n // 2 if n % 2 == 0 else 3 * n + 1
+
+
+def _collatz_loop(numbers: Stream, on_message: Any) -> Stream:
+    def body(inner: ScopeBuilder) -> Stream:
+        loop, feedback = inner.loop_variable(1)
+        state = numbers.enter(inner).concat(feedback)
+        running, finished = state.branch(lambda n: n == 1)
+        (
+            running.map(_collatz)
+            .exchange(lambda n: n)
+            .inspect_batch(on_message)
+            .connect_loop(loop)
+        )
+        return finished.leave()
+
+    return numbers.scope.iterative(body)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_collatz_loop_with_exchange_does_not_fragment(workers: int) -> None:
+    lock = threading.Lock()
+    stats = {"messages": 0, "records": 0}
+    limit = 3000
+
+    def on_message(time: Any, batch: list[int]) -> None:
+        with lock:
+            stats["messages"] += 1
+            stats["records"] += len(batch)
+
+    def main(worker: Any) -> int:
+        finished: list[int] = []
+
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            out = _collatz_loop(stream, on_message)
+            out.inspect_batch(lambda t, batch: finished.extend(batch))
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
+        handle.close()
+        while worker.step():
+            pass
+        return len(finished)
+
+    done = execute(main, workers=workers, stall_timeout=20)
+    assert sum(done) == limit
+    average = stats["records"] / stats["messages"]
+    # Unbuffered, the messages split at every round until almost each carried one
+    # record: 1.2 records per message on 2 workers, 1.6 on 3 (measured).  Buffered,
+    # each invocation sends one message per destination and round; the workers run
+    # asynchronously, so a round may take a few invocations, but the average stays
+    # far above that (26 and 54 measured; one worker: 996).
+    assert average > 8, stats

@@ -1,0 +1,210 @@
+"""A user-defined timestamp type that implements only the documented protocol.
+
+The protocol is ``less_equal`` and ``less_than`` (a partial order), equality and
+hashing.  Nothing may depend on Python's ``<``, which such a type does not have.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import test_tracker_reference as ref
+from hypothesis import HealthCheck, given, settings
+
+from runtime import execute
+from scopes import (
+    INTEGER,
+    Antichain,
+    MutableAntichain,
+    PathSummary,
+    Product,
+    ProductType,
+    ScopeBuilder,
+    TimestampType,
+)
+from scopes.location import Source, Target
+from scopes.reachability import Builder
+from scopes.timestamp import natural_order
+
+
+class Version:
+    """A pair ordered coordinate-wise, with no ``<``: (1, 2) and (2, 1) are incomparable."""
+
+    __slots__ = ("major", "minor")
+
+    def __init__(self, major: int, minor: int) -> None:
+        self.major = major
+        self.minor = minor
+
+    def less_equal(self, other: Version) -> bool:
+        return self.major <= other.major and self.minor <= other.minor
+
+    def less_than(self, other: Version) -> bool:
+        return self.less_equal(other) and self != other
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Version) and (self.major, self.minor) == (other.major, other.minor)
+
+    def __hash__(self) -> int:
+        return hash((self.major, self.minor))
+
+    def __repr__(self) -> str:
+        return f"Version({self.major}, {self.minor})"
+
+
+class VersionSummary(PathSummary):
+    """Advance each coordinate by a fixed amount."""
+
+    __slots__ = ("major", "minor")
+
+    def __init__(self, major: int = 0, minor: int = 0) -> None:
+        self.major = major
+        self.minor = minor
+
+    def results_in(self, time: Version) -> Version:
+        return Version(time.major + self.major, time.minor + self.minor)
+
+    def followed_by(self, other: PathSummary) -> VersionSummary:
+        assert isinstance(other, VersionSummary)
+        return VersionSummary(self.major + other.major, self.minor + other.minor)
+
+    def less_equal(self, other: PathSummary) -> bool:
+        return isinstance(other, VersionSummary) and self.major <= other.major and self.minor <= other.minor
+
+    def advances(self) -> bool:
+        return self.major > 0 or self.minor > 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VersionSummary) and (self.major, self.minor) == (other.major, other.minor)
+
+    def __hash__(self) -> int:
+        return hash((self.major, self.minor))
+
+
+class VersionType(TimestampType):
+    name = "version"
+
+    def minimum(self) -> Version:
+        return Version(0, 0)
+
+    def identity(self) -> VersionSummary:
+        return VersionSummary()
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, Version)
+
+
+VERSION = VersionType()
+
+
+def test_version_really_has_no_less_than() -> None:
+    with pytest.raises(TypeError):
+        _ = Version(0, 0) < Version(1, 1)  # type: ignore[operator]
+
+
+def test_mutable_antichain_and_antichain_with_incomparable_times() -> None:
+    counts: MutableAntichain[Version] = MutableAntichain()
+    counts.update_iter([(Version(1, 2), 1), (Version(2, 1), 1), (Version(3, 3), 1)])
+    assert set(counts.elements) == {Version(1, 2), Version(2, 1)}
+    counts.update_iter([(Version(1, 2), -1), (Version(2, 1), -1)])
+    assert counts.elements == (Version(3, 3),)
+    assert repr(Antichain([Version(1, 2), Version(2, 1)]))
+
+
+def test_tracker_propagates_incomparable_times() -> None:
+    builder = Builder(VERSION)
+    builder.add_node(1, 0, 1, name="source")
+    builder.add_node(2, 2, 1, name="join")
+    builder.add_node(3, 1, 0, name="sink")
+    builder.add_edge(Source(1, 0), Target(2, 0))
+    builder.add_edge(Source(1, 0), Target(2, 1))
+    builder.add_edge(Source(2, 0), Target(3, 0))
+    tracker = builder.build()
+    for time in (Version(1, 2), Version(2, 1), Version(0, 5), Version(5, 0)):
+        tracker.update_source(Source(1, 0), time, 1)
+    tracker.propagate_all()
+    frontier = tracker.frontier(Target(3, 0))
+    assert set(frontier.elements) == {Version(1, 2), Version(2, 1), Version(0, 5), Version(5, 0)}
+    tracker.update_source(Source(1, 0), Version(1, 2), -1)
+    tracker.update_source(Source(1, 0), Version(0, 5), -1)
+    tracker.propagate_all()
+    assert set(tracker.frontier(Target(3, 0)).elements) == {Version(2, 1), Version(5, 0)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dataflow_with_a_user_timestamp_runs_end_to_end(workers: int) -> None:
+    lock = threading.Lock()
+    received: list[tuple[Version, int]] = []
+
+    def record(time: Version, batch: list[int]) -> None:
+        with lock:
+            received.extend((time, x) for x in batch)
+
+    def main(worker: Any) -> list[Version]:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            probe = stream.map(lambda x: x * 10).exchange(lambda x: x).inspect_batch(record).probe()
+            return handle, probe
+
+        handle, probe = worker.dataflow(build, timestamp=VERSION)
+        completed = []
+        for epoch in range(1, 4):
+            handle.send(epoch + 100 * worker.index)
+            handle.advance_to(Version(epoch, epoch))
+            worker.step_while(lambda: probe.less_than(handle.time))
+            completed.append(handle.time)
+        return completed
+
+    results = execute(main, workers=workers, stall_timeout=10)
+    assert results == [[Version(1, 1), Version(2, 2), Version(3, 3)]] * workers
+    expected = sorted(
+        (epoch - 1, (epoch + 100 * w) * 10) for w in range(workers) for epoch in range(1, 4)
+    )
+    got = sorted(((t.major, x) for t, x in received), key=lambda p: (p[0], p[1]))
+    assert got == expected
+
+
+class _PartialOnlyProduct(ProductType):
+    """Products handled as if they had no ``<``: the tracker picks minimal times itself."""
+
+    def sort_key(self) -> Any:
+        return None
+
+
+class _SumKeyedProduct(ProductType):
+    """Products ordered for the tracker by the sum of their coordinates (a linear extension)."""
+
+    def sort_key(self) -> Any:
+        return lambda time: time[0] + time[1]
+
+
+def _family(ttype: ProductType) -> Any:
+    base = ref.PRODUCT_FAMILY
+    return ref.Family(ttype.name, ttype, base.choices, base.times, base.is_zero, base.max_step)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(ref.scenarios(_family(_PartialOnlyProduct(INTEGER)), max_ops=4))
+def test_tracker_picking_minimal_times_matches_reference(scenario: Any) -> None:
+    graph, batches = scenario
+    tracker = ref.check_against_reference(graph, batches)
+    assert tracker._sort_key is None
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+@given(ref.scenarios(_family(_SumKeyedProduct(INTEGER)), max_ops=4))
+def test_tracker_ordered_by_a_user_key_matches_reference(scenario: Any) -> None:
+    graph, batches = scenario
+    tracker = ref.check_against_reference(graph, batches)
+    assert tracker._sort_key is not None and tracker._sort_key is not natural_order
+
+
+def test_sort_keys_of_builtin_and_user_types() -> None:
+    assert INTEGER.sort_key() is natural_order
+    assert ProductType(INTEGER).sort_key() is natural_order
+    assert VERSION.sort_key() is None
+    assert ProductType(VERSION).sort_key() is None
+    key = ProductType(_SumKeyedProduct(INTEGER)).sort_key()
+    assert key is not None and key(Product(Product(1, 2), 3)) == (3, 3)
