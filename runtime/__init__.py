@@ -3,6 +3,7 @@
 The main entry point is :func:`execute`.
 """
 
+from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
@@ -10,10 +11,12 @@ from runtime.errors import (
     WorkerAborted,
     WorkerFailed,
 )
-from runtime.execute import execute
+from runtime.execute import execute, run_workers
 from runtime.worker import Worker
 
 __all__ = [
+    "Communicator",
+    "Stop",
     "ConfigurationError",
     "DataflowStuck",
     "TimelyRuntimeError",
@@ -21,4 +24,5 @@ __all__ = [
     "WorkerAborted",
     "WorkerFailed",
     "execute",
+    "run_workers",
 ]

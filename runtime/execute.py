@@ -1,16 +1,33 @@
-"""``execute``: run a timely computation on several workers in this process."""
+"""``execute``: run a timely computation on several workers in this process.
+
+:func:`run_workers` is the part shared by every way of running workers: given
+one communicator per local worker, it runs ``main`` on each (in this thread for
+a single worker, in one thread each otherwise), stops them all when one fails
+or Ctrl-C is pressed, and turns failures into :class:`~runtime.errors.WorkerFailed`.
+"""
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from runtime.errors import ConfigurationError, WorkerAborted, WorkerFailed
-from runtime.fabric import ThreadAllocator, ThreadFabric
+from runtime.communication import Communicator, Stop
+from runtime.errors import (
+    ConfigurationError,
+    DataflowStuck,
+    WorkerAborted,
+    WorkerFailed,
+)
+from runtime.fabric import ThreadFabric
 from runtime.worker import Worker
+from scopes.errors import OperatorFailed
 
 R = TypeVar("R")
+
+INTERRUPT_GRACE = 5.0
+"""Seconds to wait for workers to unwind after Ctrl-C before giving up on them."""
 
 
 def execute(
@@ -20,44 +37,136 @@ def execute(
 
     When ``main`` returns, the worker closes its inputs and runs its dataflows
     to completion.  If any worker raises, every worker is stopped and the first
-    failure is re-raised as :class:`~runtime.errors.WorkerFailed`, naming the worker.
-    If the dataflows cannot complete (every worker idle for ``stall_timeout``
-    seconds after ``main`` returned), the failure is a
-    :class:`~runtime.errors.DataflowStuck` explaining what holds them back.
+    failure is re-raised as :class:`~runtime.errors.WorkerFailed`, naming the
+    worker (and, for an error in a user function, the operator and time).  If
+    no worker can make progress for ``stall_timeout`` seconds (every worker is
+    waiting for progress, in ``step_while``, a step loop or the final drain),
+    the failure's cause is a :class:`~runtime.errors.DataflowStuck` explaining
+    what holds the dataflows back.  Ctrl-C stops every worker, prints one line
+    and exits with status 130.
     """
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
+    if stall_timeout is not None and not stall_timeout > 0:
+        raise ConfigurationError(f"execute needs stall_timeout > 0 or None, got {stall_timeout!r}")
     fabric = ThreadFabric(workers)
-    results: list[R | None] = [None] * workers
+    return run_workers(main, fabric.communicators(), stall_timeout)
+
+
+def run_workers(
+    main: Callable[[Worker], R],
+    communicators: Sequence[Communicator],
+    stall_timeout: float | None,
+    threaded: bool | None = None,
+) -> list[R]:
+    """Run ``main`` on one worker per communicator; return the results in communicator order.
+
+    With ``threaded`` unset, a single communicator runs in the calling thread
+    and several run in one thread each.  On Ctrl-C every worker is stopped, one
+    line is printed to stderr and :class:`SystemExit` ``(130)`` is raised.
+    """
+    count = len(communicators)
+    results: list[R | None] = [None] * count
     failures: list[tuple[int, BaseException]] = []
     lock = threading.Lock()
 
-    def run(index: int) -> None:
-        worker = Worker(ThreadAllocator(fabric, index))
+    def run(slot: int) -> None:
+        communicator = communicators[slot]
+        worker = Worker(communicator, stall_timeout)
         try:
-            results[index] = main(worker)
-            worker.run_to_completion(stall_timeout)
+            results[slot] = main(worker)
+            worker.run_to_completion()
         except WorkerAborted:
             pass
         except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
             with lock:
-                failures.append((index, error))
-            fabric.stop_all()
+                failures.append((communicator.index, error))
+            if isinstance(error, DataflowStuck):
+                communicator.stop(Stop("stalled", communicator.index))
+            elif isinstance(error, KeyboardInterrupt):
+                communicator.stop(Stop("interrupted"))
+            else:
+                communicator.stop(Stop("failed", communicator.index, _summary(error)))
+        finally:
+            communicator.finish()
 
-    if workers == 1:
-        run(0)
-    else:
-        threads = [
-            threading.Thread(target=run, args=(index,), name=f"timely-worker-{index}", daemon=True)
-            for index in range(workers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+    try:
+        if threaded is False or (threaded is None and count == 1):
+            for slot in range(count):
+                run(slot)
+        else:
+            threads = [
+                threading.Thread(
+                    target=run, args=(slot,), name=f"timely-worker-{communicators[slot].index}", daemon=True
+                )
+                for slot in range(count)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.1)
+    except KeyboardInterrupt:
+        _interrupted(communicators, locals().get("threads", []))
+    if any(isinstance(error, KeyboardInterrupt) for _, error in failures):
+        _interrupted(communicators, [])
     if failures:
-        index, error = failures[0]
-        raise WorkerFailed(
-            f"worker {index} of {workers} failed: {type(error).__name__}: {error}", index
-        ) from error
+        raise _failure(failures, communicators[0].peers)
     return results  # type: ignore[return-value]
+
+
+def _interrupted(communicators: Sequence[Communicator], threads: list[threading.Thread]) -> None:
+    """Stop every worker after Ctrl-C, wait for them to unwind, print one line, exit with 130."""
+    communicators[0].stop(Stop("interrupted"))
+    for thread in threads:
+        thread.join(INTERRUPT_GRACE)
+    peers = communicators[0].peers
+    print(f"pytimely: interrupted (Ctrl-C); stopped {peers} worker(s)", file=sys.stderr, flush=True)
+    raise SystemExit(130)
+
+
+def _summary(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}".splitlines()[0]
+
+
+def _operator_failure(error: BaseException) -> OperatorFailed | None:
+    """The :class:`~scopes.errors.OperatorFailed` in ``error``'s chain of causes, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OperatorFailed):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _failure(failures: list[tuple[int, BaseException]], peers: int) -> WorkerFailed:
+    """One :class:`WorkerFailed` for the first failure, chained to its cause."""
+    stuck = [(index, error) for index, error in failures if isinstance(error, DataflowStuck)]
+    if stuck and len(stuck) == len(failures):
+        stuck.sort(key=lambda item: item[0])
+        explanation = "\n".join(str(error) for _, error in stuck)
+        combined = DataflowStuck(
+            f"no worker can make progress (every worker is waiting and no message is in flight):\n"
+            f"{explanation}"
+        )
+        index = stuck[0][0]
+        failed = WorkerFailed(f"worker {index} of {peers} failed: DataflowStuck: {combined}", index)
+        failed.__cause__ = combined
+        return failed
+    index, error = failures[0]
+    operator = _operator_failure(error)
+    if operator is not None:
+        scope = " / ".join(operator.scope_path) or "?"
+        user = operator.__cause__
+        what = f"{type(user).__name__}: {user}" if user is not None else str(operator)
+        message = (
+            f"worker {index} of {peers} failed in operator '{operator.operator}' "
+            f"(scope '{scope}', address {operator.address}) at time {operator.time!r}: {what}"
+        )
+    else:
+        message = f"worker {index} of {peers} failed: {type(error).__name__}: {error}"
+    failed = WorkerFailed(message, index)
+    failed.__cause__ = error
+    return failed

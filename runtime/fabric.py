@@ -1,34 +1,42 @@
-"""Channels between workers that share one process (threads).
+"""The thread communicator: workers that share one process exchange messages through memory.
 
 Each ``(channel, receiving worker)`` pair has a mailbox: a deque that any thread
 may append to and only the receiver pops from, so messages from one sender
-arrive in the order sent.  Pushing also records an activation for the receiving
-operator and wakes the receiving worker if it is parked.
+arrive in the order sent (FIFO per channel, sender and receiver, as
+:mod:`runtime.communication` requires).  Pushing delivers at once, queues the
+channel's address as an activation of the receiver, and sets the receiver's
+event only if the receiver is parked.  ``flush`` has nothing to do.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
+from runtime.communication import WAITING_GAP, Address, Stop
 from scopes.channels import Message, Pusher
+
+_NONE: list[Address] = []
 
 
 class WorkerSignal:
-    """Activations addressed to one worker from any thread, and the event that wakes it."""
+    """Activations addressed to one worker from any thread, and the event that wakes it when parked."""
 
-    __slots__ = ("pending", "event")
+    __slots__ = ("pending", "event", "parked")
 
     def __init__(self) -> None:
         """An empty signal."""
-        self.pending: deque[tuple[int, ...]] = deque()
+        self.pending: deque[Address] = deque()
         self.event = threading.Event()
+        self.parked = False
 
-    def activate(self, address: tuple[int, ...]) -> None:
-        """Ask the worker to schedule the operator at ``address`` and wake it."""
+    def activate(self, address: Address) -> None:
+        """Queue ``address`` for the worker; wake it if it is parked."""
         self.pending.append(address)
-        self.event.set()
+        if self.parked:
+            self.event.set()
 
     def wake(self) -> None:
         """Wake the worker without activating anything."""
@@ -36,19 +44,28 @@ class WorkerSignal:
 
 
 class ThreadFabric:
-    """The mailboxes and signals of ``peers`` workers in one process."""
+    """The mailboxes, signals and shared stall state of ``peers`` workers in one process."""
 
     def __init__(self, peers: int) -> None:
         """Create the fabric for ``peers`` workers."""
         self.peers = peers
         self.signals = [WorkerSignal() for _ in range(peers)]
-        self.abort = threading.Event()
-        self.activity = 0
-        """Bumped by every worker step that ran something; read to detect stalls."""
-        self.finishing = 0
-        """How many workers have returned from ``main`` and are finishing their dataflows."""
+        self.stop_reason: Stop | None = None
+        self.idle_since: list[float | None] = [None] * peers
+        """When each worker's current run of idle steps began (``None``: it is working)."""
+        self.last_idle: list[float] = [0.0] * peers
+        """When each worker last reported an idle step."""
+        self.finished: list[bool] = [False] * peers
         self._lock = threading.Lock()
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
+
+    def communicator(self, index: int) -> ThreadCommunicator:
+        """The communicator of worker ``index``."""
+        return ThreadCommunicator(self, index)
+
+    def communicators(self) -> list[ThreadCommunicator]:
+        """The communicators of every worker, in order."""
+        return [ThreadCommunicator(self, index) for index in range(self.peers)]
 
     def mailbox(self, channel: int, receiver: int) -> deque[Message]:
         """The mailbox of ``receiver`` for ``channel`` (created on first use by either side)."""
@@ -59,29 +76,53 @@ class ThreadFabric:
                 box = self._mailboxes.setdefault(key, deque())
         return box
 
-    def enter_finishing(self) -> None:
-        """Record that one more worker is running its dataflows to completion."""
+    def stop(self, reason: Stop) -> None:
+        """Record the first reason to stop, and wake every worker."""
         with self._lock:
-            self.finishing += 1
-
-    def stop_all(self) -> None:
-        """Tell every worker to stop, and wake those that are parked."""
-        self.abort.set()
+            if self.stop_reason is None:
+                self.stop_reason = reason
         for signal in self.signals:
             signal.wake()
 
+    def stalled_for(self) -> float:
+        """Seconds during which every worker has been waiting and no activation was pending."""
+        now = time.monotonic()
+        latest = 0.0
+        for index in range(self.peers):
+            if self.finished[index]:
+                continue
+            since = self.idle_since[index]
+            signal = self.signals[index]
+            if since is None or signal.pending:
+                return 0.0
+            if not signal.parked and now - self.last_idle[index] > WAITING_GAP:
+                return 0.0  # busy in user code between steps
+            latest = max(latest, since)
+        return now - latest if latest else 0.0
+
+    def pending_messages(self, receiver: int) -> list[str]:
+        """Non-empty mailboxes of ``receiver``, described."""
+        with self._lock:
+            boxes = [(key, len(box)) for key, box in self._mailboxes.items() if key[1] == receiver]
+        return [
+            f"{count} message(s) on channel {channel} not yet read by worker {receiver}"
+            for (channel, _), count in sorted(boxes)
+            if count
+        ]
+
 
 class MailboxPusher:
-    """Pushes into another (or the same) worker's mailbox and activates the receiver."""
+    """Pushes into a worker's mailbox and activates the receiving operator."""
 
     __slots__ = ("_box", "_signal", "_address")
 
-    def __init__(self, box: deque[Message], signal: WorkerSignal, address: tuple[int, ...]) -> None:
+    def __init__(self, box: deque[Message], signal: WorkerSignal, address: Address) -> None:
         self._box = box
         self._signal = signal
         self._address = address
 
     def push(self, time: Any, batch: list[Any]) -> None:
+        """Deliver ``(time, batch)`` and activate the receiver."""
         self._box.append((time, batch))
         self._signal.activate(self._address)
 
@@ -95,17 +136,19 @@ class MailboxPuller:
         self._box = box
 
     def pull(self) -> Message | None:
+        """The oldest waiting message, or ``None``."""
         box = self._box
         return box.popleft() if box else None
 
 
-class ThreadAllocator:
-    """The :class:`~scopes.channels.Allocator` of one worker on a :class:`ThreadFabric`."""
+class ThreadCommunicator:
+    """The :class:`~runtime.communication.Communicator` of one worker on a :class:`ThreadFabric`."""
 
     def __init__(self, fabric: ThreadFabric, index: int) -> None:
-        """Allocate channels for worker ``index`` of ``fabric``."""
+        """Communicate as worker ``index`` of ``fabric``."""
         self.fabric = fabric
         self._index = index
+        self._signal = fabric.signals[index]
 
     @property
     def index(self) -> int:
@@ -117,7 +160,7 @@ class ThreadAllocator:
         """The number of workers."""
         return self.fabric.peers
 
-    def allocate(self, channel: int, address: tuple[int, ...]) -> tuple[list[Pusher], MailboxPuller]:
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
         pushers: list[Pusher] = [
@@ -125,3 +168,60 @@ class ThreadAllocator:
             for peer in range(fabric.peers)
         ]
         return pushers, MailboxPuller(fabric.mailbox(channel, self._index))
+
+    def take_activations(self) -> list[Address]:
+        """Every address queued since the last call."""
+        pending = self._signal.pending
+        if not pending:
+            return _NONE
+        taken = []
+        while pending:
+            taken.append(pending.popleft())
+        return taken
+
+    def flush(self) -> None:
+        """Nothing is buffered: pushes are delivered at once."""
+
+    def park(self, timeout: float | None) -> None:
+        """Wait for an activation, ``timeout`` seconds, or a stop."""
+        signal = self._signal
+        signal.event.clear()
+        signal.parked = True
+        try:
+            if signal.pending or self.fabric.stop_reason is not None:
+                return
+            signal.event.wait(timeout)
+        finally:
+            signal.parked = False
+
+    def stop(self, reason: Stop) -> None:
+        """Stop every worker."""
+        self.fabric.stop(reason)
+
+    @property
+    def stop_reason(self) -> Stop | None:
+        """Why the computation stopped, or ``None``."""
+        return self.fabric.stop_reason
+
+    def report_idle(self, idle: bool) -> None:
+        """Record whether this worker's last step found nothing to do."""
+        fabric = self.fabric
+        if idle:
+            now = time.monotonic()
+            fabric.last_idle[self._index] = now
+            if fabric.idle_since[self._index] is None:
+                fabric.idle_since[self._index] = now
+        else:
+            fabric.idle_since[self._index] = None
+
+    def finish(self) -> None:
+        """This worker has returned."""
+        self.fabric.finished[self._index] = True
+
+    def stalled_for(self) -> float:
+        """Seconds every worker has been waiting with nothing pending."""
+        return self.fabric.stalled_for()
+
+    def in_flight(self) -> list[str]:
+        """Messages waiting in this worker's mailboxes."""
+        return self.fabric.pending_messages(self._index)

@@ -1,13 +1,16 @@
-"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface."""
+"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface.
+
+A worker talks to the other workers only through its
+:class:`~runtime.communication.Communicator`.
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowStuck, WorkerAborted
-from runtime.fabric import ThreadAllocator, WorkerSignal
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.subgraph import Subgraph
@@ -35,28 +38,36 @@ class Worker:
     """One worker: builds dataflows and runs them a step at a time.
 
     Every worker of a computation must build the same dataflows in the same order.
+    If ``stall_timeout`` is set, any step that finds nothing to do checks whether
+    every worker has been waiting that long, and raises
+    :class:`~runtime.errors.DataflowStuck` if so.
     """
 
-    def __init__(self, allocator: ThreadAllocator) -> None:
-        """Create a worker that communicates through ``allocator``."""
-        self._allocator = allocator
-        self._signal: WorkerSignal = allocator.fabric.signals[allocator.index]
-        self._abort = allocator.fabric.abort
-        self._context = BuildContext(allocator)
+    def __init__(self, communicator: Communicator, stall_timeout: float | None = None) -> None:
+        """Create a worker that communicates through ``communicator``."""
+        self._comm = communicator
+        self._context = BuildContext(communicator)
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
-        self._park = 0.002 if allocator.peers > 1 else 0.0
+        self._park = 0.002 if communicator.peers > 1 else 0.0
+        self._idle = False
+        self.stall_timeout = stall_timeout
 
     @property
     def index(self) -> int:
         """This worker's index, from 0 to ``peers - 1``."""
-        return self._allocator.index
+        return self._comm.index
 
     @property
     def peers(self) -> int:
         """The number of workers in the computation."""
-        return self._allocator.peers
+        return self._comm.peers
+
+    @property
+    def communicator(self) -> Communicator:
+        """The communicator this worker talks to other workers through."""
+        return self._comm
 
     def dataflow(
         self,
@@ -73,7 +84,7 @@ class Worker:
             (index,),
             timestamp,
             None,
-            self._allocator,
+            self._comm,
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
@@ -91,11 +102,9 @@ class Worker:
         """The dataflows that have not completed yet."""
         return list(self._dataflows.values())
 
-    def _drain_signals(self) -> None:
-        pending = self._signal.pending
+    def _activate(self, addresses: list[tuple[int, ...]]) -> None:
         dataflows = self._dataflows
-        while pending:
-            address = pending.popleft()
+        for address in addresses:
             dataflow = dataflows.get(address[0])
             if dataflow is None:
                 continue
@@ -110,18 +119,21 @@ class Worker:
 
     def step_or_park(self, timeout: float | None = None) -> bool:
         """Like :meth:`step`, but first wait up to ``timeout`` seconds if there is nothing to do."""
-        if self._abort.is_set():
-            raise WorkerAborted(f"worker {self.index} stopped because another worker failed")
-        signal = self._signal
-        self._drain_signals()
+        comm = self._comm
+        if comm.stop_reason is not None:
+            self._stopped(comm.stop_reason)
+        addresses = comm.take_activations()
+        if addresses:
+            self._activate(addresses)
         if not self._active and timeout != 0 and self._dataflows:
-            signal.event.clear()
-            self._drain_signals()
-            if not self._active:
-                signal.event.wait(timeout)
-                self._drain_signals()
+            comm.park(timeout)
+            addresses = comm.take_activations()
+            if addresses:
+                self._activate(addresses)
         if self._active:
-            self._allocator.fabric.activity += 1
+            if self._idle:
+                self._idle = False
+                comm.report_idle(False)
             active = sorted(self._active)
             self._active.clear()
             for index in active:
@@ -131,7 +143,18 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+            comm.flush()
+        else:
+            self._idle = True
+            comm.report_idle(True)
+            if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
+                raise DataflowStuck(self.explain_stuck())
         return bool(self._dataflows)
+
+    def _stopped(self, reason: Stop) -> None:
+        if reason.kind == "stalled" and self._idle:
+            raise DataflowStuck(self.explain_stuck())
+        raise WorkerAborted(f"worker {self.index} stopped because {reason.describe()}")
 
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step (parking when idle) while ``condition()`` holds."""
@@ -143,71 +166,63 @@ class Worker:
         for handle in self._context.inputs:
             handle.close()
 
-    def run_to_completion(self, stall_timeout: float | None = 30.0) -> None:
-        """Close inputs and step until every dataflow has completed.
-
-        If every worker is finishing and none has run anything for
-        ``stall_timeout`` seconds, raise :class:`~runtime.errors.DataflowStuck`
-        naming what holds the remaining dataflows back.
-        """
+    def run_to_completion(self) -> None:
+        """Close inputs and step until every dataflow has completed."""
         self.close_inputs()
-        fabric = self._allocator.fabric
-        fabric.enter_finishing()
-        last = fabric.activity
-        since = time.monotonic()
         while self._dataflows:
             self.step_or_park(0.01)
-            if fabric.activity != last:
-                last = fabric.activity
-                since = time.monotonic()
-            elif (
-                stall_timeout is not None
-                and fabric.finishing == fabric.peers
-                and time.monotonic() - since > stall_timeout
-            ):
-                raise DataflowStuck(self.explain_stuck())
 
     def explain_stuck(self) -> str:
-        """Describe, for each unfinished dataflow, the capabilities and messages that remain."""
+        """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
         lines = [f"worker {self.index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
+        open_inputs = [handle for handle in self._context.inputs if not handle.closed]
+        for handle in open_inputs:
+            lines.append(
+                f"  input '{handle.name}' is still open at time {handle.time!r}: "
+                "advance it with advance_to() or close() it"
+            )
         for dataflow in self._dataflows.values():
             lines.append(f"  dataflow '{dataflow.name}':")
-            held = list(_pointstamps(dataflow.root))
+            held = _pointstamps(dataflow.root, (dataflow.name,))
             if not held:
-                lines.append("    (no capabilities or messages remain; waiting for other workers)")
+                lines.append("    (no capabilities or messages remain here; waiting for other workers)")
             for what in held:
                 lines.append(f"    {what}")
+        for what in self._comm.in_flight():
+            lines.append(f"  {what}")
         lines.append(
             "An operator that holds a capability must downgrade or drop it, and every input "
-            "must be closed, for a dataflow to complete."
+            "must be advanced or closed, for a dataflow to complete."
         )
         return "\n".join(lines)
 
 
-def _pointstamps(subgraph: Subgraph) -> list[str]:
+def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
     """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person."""
     from scopes.location import Source
 
     found: list[str] = []
     tracker = subgraph.tracker
+    scope = " / ".join(path)
     for location in tracker.locations():
         if location.node == 0:
             continue
         name = subgraph.child_names[location.node]
+        address = subgraph.address + (location.node,)
         for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
             if count <= 0:
                 continue
             if isinstance(location, Source):
                 found.append(
-                    f"operator '{name}' (address {subgraph.address + (location.node,)}) holds "
+                    f"operator '{name}' (scope '{scope}', address {address}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
                 )
             else:
                 found.append(
                     f"{count} message(s) at time {time_!r} wait at input {location.port} of "
-                    f"operator '{name}' (address {subgraph.address + (location.node,)})"
+                    f"operator '{name}' (scope '{scope}', address {address})"
                 )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):
-            found.extend(_pointstamps(child))
+            found.extend(_pointstamps(child, path + (child.name,)))
     return found
