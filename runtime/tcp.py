@@ -28,6 +28,7 @@ lost, naming the process and its address.  Sending is thread-safe.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -67,6 +68,10 @@ class PeerLost(ClusterError):
         super().__init__(message)
         self.process = process
         self.address = address
+
+
+class ClusterStopped(ClusterError):
+    """This process stopped because another process asked it to (interrupted, or lost a peer itself)."""
 
 
 class HandshakeError(ClusterError):
@@ -179,6 +184,7 @@ class Mesh:
         self._sockets: dict[int, socket.socket] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._finished: set[int] = set()
+        self._reported: set[int] = set()
         self._closing = False
         self._readers: list[threading.Thread] = []
         self.last_heard: dict[int, float] = {}
@@ -324,7 +330,9 @@ class Mesh:
                 except TimeoutError:
                     continue
                 try:
-                    peer = self._handshake_as_acceptor(sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT))
+                    peer = self._handshake_as_acceptor(
+                        sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
+                    )
                 except HandshakeError:
                     sock.close()
                     raise
@@ -344,10 +352,8 @@ class Mesh:
     def _refuse(self, channel: _Channel, who: str, reason: str) -> None:
         self.refused += 1
         log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
-        try:
+        with contextlib.suppress(OSError):
             channel.send(["refused", reason])
-        except OSError:
-            pass
 
     def _handshake_as_acceptor(self, sock: socket.socket, expected: set[int], deadline: float) -> int | None:
         channel = _Channel(sock)
@@ -397,7 +403,9 @@ class Mesh:
 
     def send(self, process: int, data: bytes) -> None:
         """Send whole frames to ``process`` (thread-safe; frames from one thread stay in order)."""
-        lock = self._locks[process]
+        lock = self._locks.get(process)
+        if lock is None:
+            return  # not connected (yet): nothing can be waiting for this
         with lock:
             try:
                 self._sockets[process].sendall(data)
@@ -408,9 +416,14 @@ class Mesh:
         """``process`` has finished: its connection may now end without being a fault."""
         self._finished.add(process)
 
+    def report_silence(self, process: int, seconds: float) -> None:
+        """``process`` has sent nothing for ``seconds``: report it as lost."""
+        self._lost(process, f"nothing arrived from it for {seconds:.1f} s")
+
     def _lost(self, process: int, why: str) -> None:
-        if self._closing or process in self._finished:
+        if self._closing or process in self._finished or process in self._reported:
             return
+        self._reported.add(process)
         self._on_lost(
             PeerLost(
                 f"lost {self.describe(process)}: {why}; the other processes stop",
@@ -446,10 +459,8 @@ class Mesh:
         """Close every connection (what arrives afterwards is ignored)."""
         self._closing = True
         for sock in self._sockets.values():
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
         current = threading.current_thread()
         for reader in self._readers:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from runtime.errors import TimelyRuntimeError
 from scopes.timestamp import Product
@@ -160,7 +160,7 @@ def _default(value: Any) -> msgpack.ExtType:
 
 
 def _pack_general(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True, strict_types=True, default=_default)  # type: ignore[no-any-return]
+    return msgpack.packb(value, use_bin_type=True, strict_types=True, default=_default)
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
@@ -194,7 +194,9 @@ def encode_value(value: Any) -> bytes:
     except EncodingError:
         raise
     except (TypeError, ValueError, OverflowError) as error:
-        raise EncodingError(f"cannot encode {type_name(value.__class__)}: {error}", type_name(value.__class__)) from error
+        raise EncodingError(
+            f"cannot encode {type_name(value.__class__)}: {error}", type_name(value.__class__)
+        ) from error
 
 
 def decode_value(data: bytes | memoryview) -> Any:
@@ -259,7 +261,7 @@ def decode_batch(path: int, data: bytes | memoryview) -> list[Any]:
         batch = decode_value(data)
         if batch.__class__ is not list:
             raise WireError(f"a batch on the wire decoded to {type_name(batch.__class__)}, not a list")
-        return batch  # type: ignore[no-any-return]
+        return batch
     raise WireError(f"unknown batch encoding {path!r}")
 
 
