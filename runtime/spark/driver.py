@@ -84,6 +84,7 @@ def run_dataflow(
     on_progress: Callable[[Event], None] | None = None,
     on_attempt: Callable[[int, str | None], None] | None = None,
     name: str = "pytimely",
+    log: str | None = None,
 ) -> Any:
     """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
 
@@ -121,6 +122,11 @@ def run_dataflow(
     slots are free after ``slot_wait`` seconds, a warning is issued and
     :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
     to change, instead of waiting for Spark's own slot check to give up.
+
+    ``log`` is the instrumentation target of ``--log`` (a file path, which
+    each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
+    ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
+    :mod:`runtime.instrument`.
     """
     spark = df.sparkSession
     if workers is None:
@@ -136,7 +142,7 @@ def run_dataflow(
     check_slots(spark, workers, slot_wait)
     progress: ProgressServer | None = None
     causes: list[str] = []
-    repartitioned = df.repartition(workers)
+    repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
     try:
         for attempt in range(retries + 1):
             if on_attempt is not None:
@@ -158,6 +164,7 @@ def run_dataflow(
                 bind_host,
                 progress.address if progress is not None else None,
                 name,
+                log,
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
             try:
@@ -174,7 +181,7 @@ def run_dataflow(
                         attempt + 1,
                         causes,
                         False,
-                    ) from error
+                    ) from None
                 if attempt == retries:
                     listed = "\n".join(f"  attempt {i + 1}: {text}" for i, text in enumerate(causes))
                     raise DataflowFailed(
@@ -183,7 +190,7 @@ def run_dataflow(
                         attempt + 1,
                         causes,
                         True,
-                    ) from error
+                    ) from None
                 print(
                     f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({cause}); retrying",
                     file=sys.stderr,

@@ -23,6 +23,7 @@ it; a lost peer or a killed task is left unmarked, and the driver retries.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -58,6 +59,7 @@ class TaskPlan:
     bind_host: str | None
     progress: str | None
     name: str
+    log: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,18 +137,23 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             info = TaskInfo(index, len(endpoints), plan.attempt, reporter)
             _current = info
             reporter.report("joined", peers=len(endpoints), address=address)
+            logging_on = _start_logging(plan.log, index, len(endpoints), reporter)
             started = time.monotonic()
-            results = run_process(
-                lambda worker: _drive(worker, plan, batches, info),
-                index,
-                endpoints,
-                1,
-                plan.token,
-                plan.stall_timeout,
-                plan.connect_timeout,
-                listener=listener,
-                gather=False,
-            )
+            try:
+                results = run_process(
+                    lambda worker: _drive(worker, plan, batches, info),
+                    index,
+                    endpoints,
+                    1,
+                    plan.token,
+                    plan.stall_timeout,
+                    plan.connect_timeout,
+                    listener=listener,
+                    gather=False,
+                )
+            finally:
+                if logging_on:
+                    _stop_logging()
         produced = results[0]
         output = list(to_record_batches(produced, plan.schema))
         rows = sum(batch.num_rows for batch in output)
@@ -160,6 +167,24 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         _current = None
         reporter.close()
     yield from output
+
+
+def _start_logging(spec: str | None, index: int, peers: int, reporter: ProgressReporter) -> bool:
+    """Turn on the instrumentation log ``spec`` (``--log``) for this task's process, if pytimely has it."""
+    if not spec:
+        return False
+    try:
+        instrument = importlib.import_module("runtime.instrument")
+    except ImportError:
+        reporter.report("log-unavailable", reason="runtime.instrument is not installed")
+        return False
+    instrument.configure_from(spec, index, peers)
+    return True
+
+
+def _stop_logging() -> None:
+    with contextlib.suppress(ImportError):
+        importlib.import_module("runtime.instrument").stop_logging()
 
 
 def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], info: TaskInfo) -> list[Any]:
