@@ -222,7 +222,7 @@ class Display:
             table.add_column("stage")
             table.add_column("time", justify="right")
             table.add_column("progress")
-            for index, (name, elapsed) in enumerate(self.stages):
+            for name, elapsed in self.stages:
                 running = elapsed is None
                 shown = time.perf_counter() - (self.started or 0.0) if running else elapsed
                 detail = ""
@@ -230,7 +230,6 @@ class Display:
                     detail = self._dataflow_detail()
                 marker = "[yellow]…[/yellow] " if running else "[green]✓[/green] "
                 table.add_row(marker + name, f"{shown:5.1f} s", detail)
-                del index
             return table
 
     def _dataflow_detail(self) -> str:
@@ -405,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console.print(f"\n[bold]{edge_count:,} edges between {packages:,} packages[/bold]; Parquet: {parquet}")
     console.print(f"[bold]{len(cycles)} dependency cycles[/bold] (strongly connected components of 2+ packages):")
-    for number, (label, nodes) in enumerate(cycles, 1):
+    for number, (_label, nodes) in enumerate(cycles, 1):
         shown = ", ".join(nodes) if len(nodes) <= 8 else ", ".join(nodes[:8]) + ", …"
         console.print(f"  {number:2}. size {len(nodes)}: {shown}", highlight=False)
     if cycles:
