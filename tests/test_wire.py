@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from runtime import register_codec
 from runtime.wire import (
+    BATCH_COLUMNS,
     BATCH_FAST,
     BATCH_GENERAL,
     EncodingError,
@@ -89,6 +90,28 @@ def test_frames_survive_any_split(messages: list[tuple[object, list[object]]], c
         assert same(header[1], time)
         assert same(decode_batch(encode_batch(batch)[0], payload), batch)
     assert reader.pending == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=5), scalars), min_size=16, max_size=40)
+    | st.lists(st.tuples(st.integers(-(2**70), 2**70), st.floats(allow_nan=False)), min_size=16, max_size=40)
+    | st.lists(st.tuples(scalars) | st.tuples(scalars, scalars), min_size=16, max_size=40)
+)
+def test_batches_of_tuples_round_trip_by_columns(batch: list[tuple[object, ...]]) -> None:
+    path, data = encode_batch(batch)
+    assert same(decode_batch(path, data), batch)
+
+
+def test_columns_are_used_only_when_they_fit() -> None:
+    pairs = [(f"w{i}", i) for i in range(20)]
+    assert encode_batch(pairs)[0] == BATCH_COLUMNS
+    assert encode_batch(pairs[:10])[0] == BATCH_FAST
+    assert encode_batch([*pairs, ("with\0nul", 1)])[0] == BATCH_FAST
+    assert encode_batch([*pairs, ("a", 1, 2)])[0] == BATCH_FAST
+    assert encode_batch([*pairs, ("a", (1, 2))])[0] == BATCH_FAST
+    for batch in ([*pairs, ("with\0nul", 1)], [*pairs, ("a", 1, 2)], [*pairs, ("", 2**80)]):
+        assert same(decode_batch(*encode_batch(batch)), batch)
 
 
 def test_common_records_take_the_fast_path() -> None:
