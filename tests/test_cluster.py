@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from runtime import ConfigurationError, Worker, WorkerFailed, execute
+from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
+from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
 from runtime.errors import DataflowStuck
 from runtime.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
 from runtime.wire import frame
@@ -330,6 +331,7 @@ def start_script(tmp_path: Path, forever: bool, args: list[str], token: str, **k
     env = dict(os.environ, PYTIMELY_TOKEN=token, PYTHONHASHSEED="0")
     return subprocess.Popen(
         [sys.executable, str(script), *args],
+        cwd=tmp_path,  # away from the repository: children must still find this runtime
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -445,3 +447,44 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
     for pid in remaining:
         os.kill(pid, signal.SIGKILL)
     assert remaining == []
+
+
+# ---------------------------------------------------------------------- flags
+
+
+def test_cluster_flags_are_parsed_like_timelys(tmp_path: Path) -> None:
+    config, rest = parse_cluster_args(["-w", "3", "-n", "2", "-p", "1", "--seed", "4", "-h", "hosts"])
+    assert (config.workers, config.processes, config.process, config.hostfile) == (3, 2, 1, "hosts")
+    assert rest == ["--seed", "4"]
+    assert [str(e) for e in endpoints_for(ClusterConfig(processes=2))] == ["127.0.0.1:2101", "127.0.0.1:2102"]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# cluster\nalpha:7000\n\nbeta:7001  # second\n")
+    assert [str(e) for e in endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))] == [
+        "alpha:7000",
+        "beta:7001",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-w", "0"], "workers"),
+        (["-n", "2", "-p", "2"], "between 0 and 1"),
+        (["-h", "hosts"], "needs -p"),
+    ],
+)
+def test_bad_cluster_flags_are_explained(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        parse_cluster_args(argv)
+
+
+def test_a_short_hostfile_and_a_missing_token_are_explained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:7000\n")
+    with pytest.raises(ConfigurationError, match="lists 1 process"):
+        endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))
+    monkeypatch.delenv("PYTIMELY_TOKEN", raising=False)
+    with pytest.raises(ConfigurationError, match="PYTIMELY_TOKEN"):
+        execute_from_args(failing_main, ["-n", "2", "-p", "0"])
