@@ -140,6 +140,22 @@ def stuck_main(worker: Worker) -> None:
     worker.step_while(lambda: probe.less_than(1))
 
 
+def stuck_after_done_main(worker: Worker) -> None:
+    """A first dataflow completes (its last progress messages are never pulled); then a second is stuck."""
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Finished")
+        return handle, stream.exchange(lambda x: x).probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send_batch(list(range(100)))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    for _ in range(20):
+        worker.step_or_park(0.01)
+    stuck_main(worker)
+
+
 def unencodable_result_main(worker: Worker) -> object:
     return object()
 
@@ -199,6 +215,13 @@ def test_stuck_dataflows_are_explained_across_processes() -> None:
     cause = caught.value.__cause__
     assert isinstance(cause, DataflowStuck)
     assert "Never advanced" in str(cause) and "worker 1" in str(cause)
+
+
+def test_a_stall_after_a_completed_dataflow_is_still_detected() -> None:
+    with pytest.raises(WorkerFailed) as caught:
+        execute(stuck_after_done_main, processes=2, workers=2, stall_timeout=1.5)
+    assert isinstance(caught.value.__cause__, DataflowStuck)
+    assert "Never advanced" in str(caught.value.__cause__)
 
 
 def test_an_unencodable_record_gives_the_codec_message() -> None:
