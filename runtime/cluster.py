@@ -466,7 +466,7 @@ def _read_outcome(child: _Child, fd: int) -> None:
 
 
 def _wait(children: list[_Child]) -> None:
-    """Wait until every child exited; if one dies without an outcome, kill the rest after a grace period."""
+    """Wait until every child exited; once one has failed, kill the rest after a grace period."""
     died_at: float | None = None
     while True:
         running = [child for child in children if child.popen.poll() is None]
@@ -474,7 +474,7 @@ def _wait(children: list[_Child]) -> None:
             break
         if died_at is None:
             for child in children:
-                if child.popen.poll() is not None and child.popen.returncode != 0 and _outcome(child) is None:
+                if child.popen.poll() is not None and child.popen.returncode != 0:
                     died_at = time.monotonic()
         elif time.monotonic() - died_at > LOST_GRACE:
             _terminate(running, 1.0)

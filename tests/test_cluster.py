@@ -23,7 +23,7 @@ from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_f
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
 from runtime.errors import DataflowStuck
 from runtime.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
-from runtime.wire import frame
+from runtime.wire import FrameReader, frame
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -297,6 +297,33 @@ def test_a_wrong_token_is_refused_logged_and_sees_no_data(caplog: pytest.LogCapt
     good.close()
     real.close()
     rogue.close()
+
+
+def test_another_protocol_version_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    endpoints = free_endpoints(2)
+    good = Mesh(0, endpoints, "right", ignore, ignore)
+    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+        thread, errors = connect_in_thread(good, 1.5)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                sock = socket.create_connection((endpoints[0].host, endpoints[0].port))
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        with sock:
+            sock.sendall(frame(["hello", "pytimely", 999, 1, 2, b"0" * 16, 0]))
+            reader = FrameReader()
+            answers: list[Any] = []
+            while not answers:
+                data = sock.recv(4096)
+                assert data
+                answers.extend(header for header, _ in reader.feed(data))
+        thread.join(5.0)
+    assert answers[0][0] == "refused" and "protocol version 999" in answers[0][1]
+    assert any("protocol version 999" in record.getMessage() for record in caplog.records)
+    assert isinstance(errors[0], ConnectTimeout)
 
 
 def test_a_cluster_with_only_wrong_tokens_fails_with_a_deadline() -> None:
