@@ -7,6 +7,7 @@ from runtime.cluster import execute_from_args
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
+    DataflowMismatch,
     DataflowStuck,
     TimelyRuntimeError,
     WorkerAborted,
@@ -20,6 +21,7 @@ __all__ = [
     "Communicator",
     "Stop",
     "ConfigurationError",
+    "DataflowMismatch",
     "DataflowStuck",
     "TimelyRuntimeError",
     "Worker",

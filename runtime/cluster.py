@@ -45,6 +45,7 @@ import traceback
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from runtime.communication import Stop
@@ -212,7 +213,13 @@ def run_process(
     try:
         mesh.connect(connect_timeout)
         fabric.start_heartbeats()
-        results = run_workers(main, fabric.communicators(), stall_timeout)
+        try:
+            results = run_workers(main, fabric.communicators(), stall_timeout)
+        except WorkerFailed as error:
+            reason = fabric.stop_reason
+            if error.__cause__ is None and reason is not None:  # stopped from elsewhere: say how
+                raise _stopped(fabric, reason) from None
+            raise
         if fabric.stop_reason is not None:
             raise _stopped(fabric, fabric.stop_reason)
         payload = b""
@@ -374,6 +381,9 @@ def execute_processes(
         seed = str(secrets.randbelow(2**32 - 1) + 1)
     env = dict(os.environ, PYTHONHASHSEED=seed)
     env.pop(TOKEN_VARIABLE, None)
+    # the children must import this very runtime package, wherever the current directory is
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(processes)]
     endpoints = [Endpoint("127.0.0.1", listener.getsockname()[1]) for listener in listeners]
     children: list[_Child] = []
@@ -456,7 +466,7 @@ def _read_outcome(child: _Child, fd: int) -> None:
 
 
 def _wait(children: list[_Child]) -> None:
-    """Wait until every child exited; if one dies without an outcome, kill the rest after a grace period."""
+    """Wait until every child exited; once one has failed, kill the rest after a grace period."""
     died_at: float | None = None
     while True:
         running = [child for child in children if child.popen.poll() is None]
@@ -464,7 +474,7 @@ def _wait(children: list[_Child]) -> None:
             break
         if died_at is None:
             for child in children:
-                if child.popen.poll() is not None and child.popen.returncode != 0 and _outcome(child) is None:
+                if child.popen.poll() is not None and child.popen.returncode != 0:
                     died_at = time.monotonic()
         elif time.monotonic() - died_at > LOST_GRACE:
             _terminate(running, 1.0)
@@ -620,11 +630,12 @@ def child_main() -> None:
 
             def on_tick() -> None:
                 if os.getppid() != parent:
-                    fabric.stop(Stop("interrupted", None, f"the parent of process {process} died"))
+                    fabric.stop(Stop("lost", None, f"the parent of process {process} died"))
                     os._exit(1)
 
             def on_term(signum: int, _frame: Any) -> None:
-                fabric.stop(Stop("interrupted", None, f"process {process} was asked to stop"))
+                # the parent prints the one line about Ctrl-C; here a stop is a lost parent
+                fabric.stop(Stop("lost", None, f"process {process} was stopped by its parent (pid {parent})"))
 
             fabric.on_tick = on_tick
             signal.signal(signal.SIGTERM, on_term)

@@ -17,6 +17,11 @@ Data plane (the :class:`~scopes.channels.Allocator` protocol)
       ``None``; a batch is one message and must never be split, merged or
       reordered with respect to the other messages of its (channel, sender,
       receiver).
+    * Channel identifiers are integers and may be negative: the worker uses
+      channel ``-1 - d`` (address ``(d,)``) to send each other worker its
+      structural fingerprint of dataflow ``d``, as the message
+      ``(sender index, [fingerprint])`` where the fingerprint is nested lists
+      of strings and integers.
     * **FIFO per (channel, sender, receiver)**: the messages one worker pushes
       to another on one channel are pulled in the order pushed.  Nothing is
       promised across channels or across senders.
@@ -49,7 +54,11 @@ Stopping
     ``"failed"``, ``"interrupted"`` and ``"lost"``, or ``DataflowStuck`` with
     its own explanation for ``"stalled"``.  The runner turns the first failure
     into ``WorkerFailed`` (a process implementation reports a peer that vanished
-    with kind ``"lost"``, naming it in ``detail``).
+    with kind ``"lost"``, naming it in ``detail``).  When every local worker was
+    stopped by a worker elsewhere, :func:`~runtime.execute.run_workers` raises
+    ``WorkerFailed`` from ``stop_reason`` (so ``detail`` should say what
+    happened, e.g. the remote worker's exception type and message), or exits
+    with status 130 for ``"interrupted"``.
 
 Stall detection
     After every step the worker calls ``report_idle(True)`` if the step found

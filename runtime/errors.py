@@ -35,3 +35,17 @@ class DataflowStuck(TimelyRuntimeError):
 
     The message lists the capabilities and messages that hold the frontiers back.
     """
+
+
+class DataflowMismatch(TimelyRuntimeError):
+    """Workers built different dataflows; every worker must build the same ones in the same order.
+
+    Attributes:
+        dataflow: the name of the dataflow that differs.
+        workers: the two workers whose graphs were compared.
+    """
+
+    def __init__(self, message: str, dataflow: str, workers: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.dataflow = dataflow
+        self.workers = workers

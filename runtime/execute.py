@@ -79,25 +79,13 @@ def run_workers(
     lock = threading.Lock()
 
     def run(slot: int) -> None:
-        communicator = communicators[slot]
-        worker = Worker(communicator, stall_timeout)
-        try:
-            results[slot] = main(worker)
-            worker.run_to_completion()
-        except WorkerAborted:
-            pass
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+        result, error = run_worker(main, communicators[slot], stall_timeout)
+        results[slot] = result
+        if error is not None:
             with lock:
-                failures.append((communicator.index, error))
-            if isinstance(error, DataflowStuck):
-                communicator.stop(Stop("stalled", communicator.index))
-            elif isinstance(error, KeyboardInterrupt):
-                communicator.stop(Stop("interrupted"))
-            else:
-                communicator.stop(Stop("failed", communicator.index, _summary(error)))
-        finally:
-            communicator.finish()
+                failures.append((communicators[slot].index, error))
 
+    threads: list[threading.Thread] = []
     try:
         if threaded is False or (threaded is None and count == 1):
             for slot in range(count):
@@ -115,12 +103,49 @@ def run_workers(
                 while thread.is_alive():
                     thread.join(0.1)
     except KeyboardInterrupt:
-        _interrupted(communicators, locals().get("threads", []))
-    if any(isinstance(error, KeyboardInterrupt) for _, error in failures):
+        _interrupted(communicators, threads)
+    reason = communicators[0].stop_reason
+    if any(isinstance(error, KeyboardInterrupt) for _, error in failures) or (
+        reason is not None and reason.kind == "interrupted"
+    ):
         _interrupted(communicators, [])
     if failures:
-        raise _failure(failures, communicators[0].peers)
+        raise failure_of(failures, communicators[0].peers)
+    if reason is not None:  # stopped by a worker elsewhere (another process)
+        raise WorkerFailed(
+            f"stopped because {reason.describe()}",
+            reason.worker if reason.worker is not None else -1,
+        )
     return results  # type: ignore[return-value]
+
+
+def run_worker(
+    main: Callable[[Worker], R], communicator: Communicator, stall_timeout: float | None
+) -> tuple[R | None, BaseException | None]:
+    """Run ``main`` and then the dataflows to completion on a new worker; return ``(result, error)``.
+
+    On an error every other worker is stopped through ``communicator`` with the
+    matching :class:`~runtime.communication.Stop`.  A worker stopped because of
+    another's failure returns ``(None, None)``.  The communicator is always
+    told that this worker has finished.
+    """
+    worker = Worker(communicator, stall_timeout)
+    try:
+        result = main(worker)
+        worker.run_to_completion()
+        return result, None
+    except WorkerAborted:
+        return None, None
+    except BaseException as error:  # noqa: BLE001 - reported by the caller
+        if isinstance(error, DataflowStuck):
+            communicator.stop(Stop("stalled", communicator.index))
+        elif isinstance(error, KeyboardInterrupt):
+            communicator.stop(Stop("interrupted"))
+        else:
+            communicator.stop(Stop("failed", communicator.index, _summary(error)))
+        return None, error
+    finally:
+        communicator.finish()
 
 
 def _interrupted(communicators: Sequence[Communicator], threads: list[threading.Thread]) -> None:
@@ -149,8 +174,12 @@ def _operator_failure(error: BaseException) -> OperatorFailed | None:
     return None
 
 
-def _failure(failures: list[tuple[int, BaseException]], peers: int) -> WorkerFailed:
-    """One :class:`WorkerFailed` for the first failure, chained to its cause."""
+def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerFailed:
+    """One :class:`WorkerFailed` for the failures ``(worker index, error)``, chained to its cause.
+
+    If every failure is a :class:`DataflowStuck`, their explanations are combined in
+    worker order; otherwise the first failure is reported.
+    """
     stuck = [(index, error) for index, error in failures if isinstance(error, DataflowStuck)]
     if stuck and len(stuck) == len(failures):
         stuck.sort(key=lambda item: item[0])

@@ -12,14 +12,18 @@ list object each time, travels as one frame naming every receiver.
 Every frame between two processes uses their one connection, so messages
 stay in order per sender.  Frames are ``data``, ``beat`` (a heartbeat every
 :data:`HEARTBEAT_PERIOD` seconds: whether every worker of the sender has been
-waiting and for how long, and how many messages its workers pushed and
-pulled), ``stop`` (a reason to stop, relayed to every process) and ``bye``
-(the sender's workers all finished; its payload may carry their results).
+waiting and for how long, how many messages its workers sent to other
+processes, and how many messages from other processes arrived), ``stop`` (a
+reason to stop, relayed to every process) and ``bye`` (the sender's workers
+all finished; its payload may carry their results).
 
 Stall detection combines the local workers' state with the latest heartbeat
 of every other process: the computation is stalled when every worker
 everywhere is waiting, every process's heartbeat is fresh, and the messages
-pushed by all workers equal the messages pulled.  A process that sends nothing
+sent between processes all arrived.  (A message that arrived but was not
+pulled leaves an activation pending, which counts as work; one that arrives
+for a dataflow its receiver has completed is never pulled, which is why
+arrivals, not pulls, are counted.)  A process that sends nothing
 at all for :data:`SILENCE_LIMIT` seconds is reported as lost.
 """
 
@@ -32,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.fabric import WorkerSignal
+from runtime.fabric import MailboxPuller, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
 from runtime.wire import EncodingError, decode_batch, decode_value, encode_batch, frame
 from scopes.channels import Message, Pusher
@@ -65,10 +69,12 @@ class ProcessFabric:
         self.idle_since: list[float | None] = [None] * workers
         self.last_idle: list[float] = [0.0] * workers
         self.finished: list[bool] = [False] * workers
-        self.pushed = [0] * workers
-        self.pulled = [0] * workers
+        self.sent = [0] * workers
+        """Messages each local worker sent to workers of other processes."""
+        self.arrived: dict[int, int] = {}
+        """Messages that arrived from each other process (each counted by that connection's reader)."""
         self.beats: dict[int, tuple[float, float, int, int]] = {}
-        """For each other process: (received at, waiting for, pushed, pulled) from its last heartbeat."""
+        """For each other process: (received at, waiting for, sent, arrived) from its last heartbeat."""
         self.byes: dict[int, bytes] = {}
         """The payload of each process's ``bye`` frame."""
         self._lock = threading.Lock()
@@ -110,6 +116,7 @@ class ProcessFabric:
         if kind == DATA:
             _, channel, address, receivers, time_, path = header
             batch = decode_batch(path, payload)
+            self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
             last = len(receivers) - 1
             base = self.base
             for i, receiver in enumerate(receivers):
@@ -117,8 +124,8 @@ class ProcessFabric:
                 self.mailbox(channel, local).append((time_, batch if i == last else list(batch)))
                 self.signals[local].activate(address)
         elif kind == BEAT:
-            _, waiting_for, pushed, pulled = header
-            self.beats[process] = (time.monotonic(), float(waiting_for), int(pushed), int(pulled))
+            _, waiting_for, sent, arrived = header
+            self.beats[process] = (time.monotonic(), float(waiting_for), int(sent), int(arrived))
         elif kind == STOP:
             _, stop_kind, worker, detail = header
             self._stop_locally(Stop(stop_kind, worker, detail))
@@ -180,8 +187,8 @@ class ProcessFabric:
         waiting = self.local_waiting_for(now)
         if waiting < 0:
             return 0.0
-        pushed = sum(self.pushed)
-        pulled = sum(self.pulled)
+        sent = sum(self.sent)
+        arrived = sum(self.arrived.values())
         for process in range(self.processes):
             if process == self.process:
                 continue
@@ -189,9 +196,9 @@ class ProcessFabric:
             if beat is None or now - beat[0] > 4 * HEARTBEAT_PERIOD or beat[1] < 0:
                 return 0.0
             waiting = min(waiting, beat[1] + (now - beat[0]))
-            pushed += beat[2]
-            pulled += beat[3]
-        if pushed != pulled or waiting == float("inf"):
+            sent += beat[2]
+            arrived += beat[3]
+        if sent != arrived or waiting == float("inf"):
             return 0.0
         return waiting
 
@@ -217,7 +224,7 @@ class ProcessFabric:
             waiting = self.local_waiting_for(now)
             if waiting == float("inf"):
                 waiting = 1e9
-            data = frame([BEAT, waiting, sum(self.pushed), sum(self.pulled)])
+            data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values())])
             for process in range(self.processes):
                 if process == self.process or process in self.byes:
                     continue
@@ -255,25 +262,6 @@ class ProcessFabric:
         ]
 
 
-class _LocalPusher:
-    """Delivers to a worker of this process: mailbox, activation, and a count for stall detection."""
-
-    __slots__ = ("_box", "_signal", "_address", "_pushed", "_slot")
-
-    def __init__(self, box: deque[Message], signal: WorkerSignal, address: Address, pushed: list[int], slot: int):
-        self._box = box
-        self._signal = signal
-        self._address = address
-        self._pushed = pushed
-        self._slot = slot
-
-    def push(self, time: Any, batch: list[Any]) -> None:
-        """Deliver ``(time, batch)`` and activate the receiver."""
-        self._pushed[self._slot] += 1
-        self._box.append((time, batch))
-        self._signal.activate(self._address)
-
-
 class _RemotePusher:
     """Encodes for a worker of another process and buffers the frame until the sender flushes."""
 
@@ -289,25 +277,6 @@ class _RemotePusher:
     def push(self, time: Any, batch: list[Any]) -> None:
         """Encode ``(time, batch)`` (once per batch object) and buffer it for the receiver's process."""
         self._communicator.enqueue(self._process, self._receiver, self._channel, self._address, time, batch)
-
-
-class _CountingPuller:
-    """Pops a local mailbox and counts what it pulled."""
-
-    __slots__ = ("_box", "_pulled", "_slot")
-
-    def __init__(self, box: deque[Message], pulled: list[int], slot: int) -> None:
-        self._box = box
-        self._pulled = pulled
-        self._slot = slot
-
-    def pull(self) -> Message | None:
-        """The oldest waiting message, or ``None``."""
-        box = self._box
-        if box:
-            self._pulled[self._slot] += 1
-            return box.popleft()
-        return None
 
 
 class ProcessCommunicator:
@@ -337,7 +306,7 @@ class ProcessCommunicator:
         """The number of workers in all processes."""
         return self.fabric.peers
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], _CountingPuller]:
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
         fabric = self.fabric
         pushers: list[Pusher] = []
@@ -345,18 +314,14 @@ class ProcessCommunicator:
             process = peer // fabric.workers
             if process == fabric.process:
                 local = peer - fabric.base
-                pushers.append(
-                    _LocalPusher(
-                        fabric.mailbox(channel, local), fabric.signals[local], address, fabric.pushed, self._local
-                    )
-                )
+                pushers.append(MailboxPusher(fabric.mailbox(channel, local), fabric.signals[local], address))
             else:
                 pushers.append(_RemotePusher(self, process, peer, channel, address))
-        return pushers, _CountingPuller(fabric.mailbox(channel, self._local), fabric.pulled, self._local)
+        return pushers, MailboxPuller(fabric.mailbox(channel, self._local))
 
     def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: list[Any]) -> None:
         """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
-        self.fabric.pushed[self._local] += 1
+        self.fabric.sent[self._local] += 1
         out = self._out.get(process)
         if out is None:
             out = self._out[process] = []

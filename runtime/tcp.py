@@ -284,8 +284,9 @@ class Mesh:
         if not hmac.compare_digest(_proof(self._token, "acceptor", nonce, their_nonce), their_proof):
             channel.send(["refused", "wrong token"])
             raise HandshakeError(
-                f"the process listening at {self.endpoints[peer]} does not know the cluster's token; "
-                f"refusing to send it anything"
+                f"wrong token: the process listening at {self.endpoints[peer]} (process {peer}) and process "
+                f"{self.index} do not share the cluster's token; refusing to send it anything. Use the same "
+                f"PYTIMELY_TOKEN or --token in every process"
             )
         channel.send(["proof", _proof(self._token, "connector", their_nonce, nonce)])
         self._check_configuration(peer, their_index, processes, fingerprint)
@@ -380,7 +381,7 @@ class Mesh:
         )
         proof = channel.receive(deadline)
         if proof[0] == "refused":
-            self._refuse(channel, who, f"the peer refused this process: {proof[1]}")
+            self._refuse(channel, who, f"{proof[1]} (the peer could not verify this process's proof)")
             return None
         if proof[0] != "proof" or len(proof) != 2 or not isinstance(proof[1], bytes):
             self._refuse(channel, who, "malformed handshake")

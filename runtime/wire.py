@@ -15,10 +15,14 @@ Values
     names the type and says how to register one.
 
 Batches
-    A batch (a list of records) is encoded once per message.  Batches whose
-    records are scalars or (nested) tuples of scalars, the common case, take a
-    fast path: msgpack packs tuples as arrays, and the receiver reads every
-    array back as a tuple.  Any other batch takes the general path above.
+    A batch (a list of records) is encoded once per message.  A batch of at
+    least :data:`COLUMNS_MIN` tuples of one width whose fields are scalars (the
+    ``(key, value)`` pairs of an exchange, say) travels column by column: a
+    column of strings as one NUL-joined string, any other as one array; the
+    receiver zips the columns back into tuples.  Other batches whose records are
+    scalars or (nested) tuples of scalars take a fast path: msgpack packs tuples
+    as arrays, and the receiver reads every array back as a tuple.  Any other
+    batch takes the general path above.
     :func:`encode_batch` returns the path taken; the frame header carries it.
 
 Frames
@@ -33,6 +37,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
@@ -55,9 +61,16 @@ BATCH_FAST = 0
 """Batch path: scalars and tuples of scalars, tuples packed as arrays."""
 BATCH_GENERAL = 1
 """Batch path: any encodable value, tuples and products as extension types."""
+BATCH_COLUMNS = 2
+"""Batch path: tuples of one width whose columns hold scalars, sent column by column."""
+
+COLUMNS_MIN = 16
+"""Batches of fewer tuples than this are not worth transposing."""
 
 _PREFIX = struct.Struct("!II")
 _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
+_TUPLE_ONLY = frozenset({tuple})
+_STR_ONLY = frozenset({str})
 
 
 class WireError(TimelyRuntimeError):
@@ -223,25 +236,70 @@ def _tuple_of_scalars(record: tuple[Any, ...]) -> bool:
 
 def _is_fast(batch: list[Any]) -> bool:
     scalars = _SCALARS
-    for record in batch:
-        cls = record.__class__
-        if cls in scalars:
-            continue
-        if cls is tuple:
-            for item in record:
-                item_cls = item.__class__
-                if item_cls in scalars:
-                    continue
-                if item_cls is tuple and _tuple_of_scalars(item):
-                    continue
-                return False
-            continue
+    kinds = set(map(type, batch))
+    if kinds <= scalars:
+        return True
+    if not kinds - scalars <= _TUPLE_ONLY:
         return False
+    records = [record for record in batch if record.__class__ is tuple] if kinds - {tuple} else batch
+    items = set(map(type, chain.from_iterable(records)))
+    if items <= scalars:
+        return True
+    if not items - scalars <= _TUPLE_ONLY:
+        return False
+    for record in records:
+        for item in record:
+            if item.__class__ is tuple and not _tuple_of_scalars(item):
+                return False
     return True
+
+
+def _encode_columns(batch: list[Any]) -> bytes | None:
+    """Tuples of one width, transposed: a column of strings is one joined string, any other column
+    of scalars one msgpack array; ``None`` if the batch does not have that shape."""
+    width = len(batch[0])
+    if not width or set(map(len, batch)) != {width}:
+        return None
+    count = len(batch)
+    encoded: list[Any] = [count]
+    for index in range(width):
+        column = list(map(itemgetter(index), batch))
+        kinds = set(map(type, column))
+        if kinds == _STR_ONLY:
+            joined = "\0".join(column)
+            if joined.count("\0") != count - 1:
+                return None  # a string contains NUL: it would split wrongly
+            encoded.append(joined)
+        elif kinds <= _SCALARS:
+            encoded.append(column)
+        else:
+            return None
+    try:
+        return msgpack.packb(encoded, use_bin_type=True)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _decode_columns(data: bytes | memoryview) -> list[Any]:
+    count, *encoded = msgpack.unpackb(data, raw=False)
+    columns: list[list[Any]] = []
+    for column in encoded:
+        if column.__class__ is str:
+            column = column.split("\0")
+        elif column.__class__ is not list:
+            raise WireError("a column on the wire is neither a string nor an array")
+        if len(column) != count:
+            raise WireError("a column on the wire has the wrong length")
+        columns.append(column)
+    return list(zip(*columns, strict=True))
 
 
 def encode_batch(batch: list[Any]) -> tuple[int, bytes]:
     """Encode a list of records once; return ``(path, bytes)`` for :func:`decode_batch`."""
+    if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
+        columns = _encode_columns(batch)
+        if columns is not None:
+            return BATCH_COLUMNS, columns
     if _is_fast(batch):
         try:
             return BATCH_FAST, msgpack.packb(batch, use_bin_type=True)
@@ -252,6 +310,13 @@ def encode_batch(batch: list[Any]) -> tuple[int, bytes]:
 
 def decode_batch(path: int, data: bytes | memoryview) -> list[Any]:
     """Rebuild a batch encoded by :func:`encode_batch`."""
+    if path == BATCH_COLUMNS:
+        try:
+            return _decode_columns(data)
+        except WireError:
+            raise
+        except Exception as error:
+            raise WireError(f"malformed batch on the wire: {type(error).__name__}: {error}") from error
     if path == BATCH_FAST:
         try:
             return list(msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False))

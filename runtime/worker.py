@@ -10,9 +10,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Communicator, Stop
-from runtime.errors import DataflowStuck, WorkerAborted
+from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
+from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
+from scopes.channels import Puller
 from scopes.subgraph import Subgraph
 from scopes.timestamp import INTEGER, TimestampType
 
@@ -22,13 +24,21 @@ _NOTHING: list[ChangeBatch[Any]] = []
 
 
 class Dataflow:
-    """A dataflow hosted by a worker: its name and top-level subgraph."""
+    """A dataflow hosted by a worker: its name, top-level subgraph, and structure check.
+
+    With several workers, the dataflow runs only once every other worker's
+    fingerprint has arrived and matched (``unverified`` lists the workers still
+    awaited), so that workers that built different graphs never exchange data.
+    """
 
     def __init__(self, index: int, name: str, root: Subgraph) -> None:
         """Describe dataflow ``index``."""
         self.index = index
         self.name = name
         self.root = root
+        self.fingerprint: Fingerprint = []
+        self.unverified: set[int] = set()
+        self.fingerprints: Puller | None = None
 
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
@@ -93,9 +103,40 @@ class Worker:
         scope.check_complete()
         root.get_internal_summary()
         root.set_external_summary([], [])
-        self._dataflows[index] = Dataflow(index, label, root)
+        dataflow = Dataflow(index, label, root)
+        if self.peers > 1:
+            self._send_fingerprint(dataflow)
+        self._dataflows[index] = dataflow
         self._active.add(index)
         return result
+
+    def _send_fingerprint(self, dataflow: Dataflow) -> None:
+        """Send this worker's fingerprint of ``dataflow`` to every other worker."""
+        dataflow.fingerprint = fingerprint(dataflow.root)
+        dataflow.unverified = set(range(self.peers)) - {self.index}
+        pushers, dataflow.fingerprints = self._comm.allocate(-1 - dataflow.index, (dataflow.index,))
+        for peer, pusher in enumerate(pushers):
+            if peer != self.index:
+                pusher.push(self.index, [dataflow.fingerprint])
+
+    def _verify(self, dataflow: Dataflow) -> bool:
+        """Compare the fingerprints that arrived; return whether every worker's has matched."""
+        puller = dataflow.fingerprints
+        assert puller is not None
+        while (message := puller.pull()) is not None:
+            sender, (theirs,) = message
+            difference = first_difference(dataflow.fingerprint, theirs, self.index, sender)
+            if difference is not None:
+                raise DataflowMismatch(
+                    f"dataflow '{dataflow.name}' (the dataflow built {_ordinal(dataflow.index)} on "
+                    f"each worker) differs between worker {self.index} and worker {sender}: "
+                    f"{difference}. Every worker must build the same dataflows, with the same "
+                    "operators in the same order.",
+                    dataflow.name,
+                    (self.index, sender),
+                )
+            dataflow.unverified.discard(sender)
+        return not dataflow.unverified
 
     @property
     def dataflows(self) -> list[Dataflow]:
@@ -138,17 +179,17 @@ class Worker:
             self._active.clear()
             for index in active:
                 dataflow = self._dataflows.get(index)
-                if dataflow is None:
+                if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
                     continue
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
-            comm.flush()
         else:
             self._idle = True
             comm.report_idle(True)
             if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
                 raise DataflowStuck(self.explain_stuck())
+        comm.flush()
         return bool(self._dataflows)
 
     def _stopped(self, reason: Stop) -> None:
@@ -183,7 +224,14 @@ class Worker:
             )
         for dataflow in self._dataflows.values():
             lines.append(f"  dataflow '{dataflow.name}':")
-            held = _pointstamps(dataflow.root, (dataflow.name,))
+            if dataflow.unverified:
+                waiting = ", ".join(str(peer) for peer in sorted(dataflow.unverified))
+                lines.append(
+                    f"    not started: worker(s) {waiting} have not built it (did every worker "
+                    "build the same dataflows?)"
+                )
+                continue
+            held = _pointstamps(dataflow.root, (dataflow.name,), self.index)
             if not held:
                 lines.append("    (no capabilities or messages remain here; waiting for other workers)")
             for what in held:
@@ -197,8 +245,16 @@ class Worker:
         return "\n".join(lines)
 
 
-def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
-    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person."""
+def _ordinal(index: int) -> str:
+    suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
+    return f"{index + 1}{suffix}"
+
+
+def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
+    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
+
+    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
+    """
     from scopes.location import Source
 
     found: list[str] = []
@@ -213,9 +269,12 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
             if count <= 0:
                 continue
             if isinstance(location, Source):
+                held = getattr(subgraph.children[location.node], "held_capabilities", None)
+                mine = held()[location.port] if callable(held) else 0
                 found.append(
                     f"operator '{name}' (scope '{scope}', address {address}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
+                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
                 )
             else:
                 found.append(
@@ -224,5 +283,5 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...]) -> list[str]:
                 )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):
-            found.extend(_pointstamps(child, path + (child.name,)))
+            found.extend(_pointstamps(child, path + (child.name,), worker))
     return found
