@@ -20,12 +20,14 @@ import argparse
 import random
 import sys
 from collections import deque
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Exchange,
     Notificator,
@@ -104,10 +106,15 @@ def worker_main(worker: Worker, edges: list[Edge], root: int) -> list[tuple[int,
     return found
 
 
-def run(edges: list[Edge], root: int, workers: int = 1) -> dict[int, int]:
+def run(edges: list[Edge], root: int, workers: int = 1, processes: int = 1) -> dict[int, int]:
     """Distances from ``root`` along directed ``edges``, for the reachable nodes."""
+    return combine(execute(partial(worker_main, edges=edges, root=root), workers=workers, processes=processes))
+
+
+def combine(outputs: list[list[tuple[int, int]]]) -> dict[int, int]:
+    """The distances every worker found, as one dict."""
     result: dict[int, int] = {}
-    for found in execute(lambda worker: worker_main(worker, edges, root), workers=workers):
+    for found in outputs:
         for node, dist in found:
             if node in result:
                 raise AssertionError(f"node {node} reported twice")
@@ -133,8 +140,10 @@ def reference(edges: list[Edge], root: int) -> dict[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=100, help="number of nodes")
     parser.add_argument("--edges", type=int, default=200, help="number of directed edges")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the graph")
@@ -142,14 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     edges = random_graph(args.nodes, args.edges, args.seed)
-    result = run(edges, args.root, args.workers)
+    result = combine(execute_from_args(partial(worker_main, edges=edges, root=args.root), argv))
     levels: dict[int, int] = {}
     for dist in result.values():
         levels[dist] = levels.get(dist, 0) + 1
     print(f"reached {len(result)} of {args.nodes} nodes from node {args.root}")
     print("nodes per distance: " + ", ".join(f"{d}: {levels[d]}" for d in sorted(levels)))
     ok = result == reference(edges, args.root)
-    print(f"{args.workers} worker(s); matches reference: {ok}")
+    print(f"{args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Exchange,
     Notificator,
@@ -129,10 +131,15 @@ def worker_main(worker: Worker, nodes: int, edges: list[Edge]) -> list[tuple[int
     return produced
 
 
-def run(nodes: int, edges: list[Edge], workers: int = 1) -> dict[int, int]:
+def run(nodes: int, edges: list[Edge], workers: int = 1, processes: int = 1) -> dict[int, int]:
     """The component label (smallest node id in the component) of each node ``0 .. nodes - 1``."""
+    return combine(execute(partial(worker_main, nodes=nodes, edges=edges), workers=workers, processes=processes))
+
+
+def combine(outputs: list[list[tuple[int, int]]]) -> dict[int, int]:
+    """The labels every worker produced, as one dict."""
     result: dict[int, int] = {}
-    for produced in execute(lambda worker: worker_main(worker, nodes, edges), workers=workers):
+    for produced in outputs:
         for node, label in produced:
             if node in result:
                 raise AssertionError(f"node {node} reported twice")
@@ -159,22 +166,24 @@ def reference(nodes: int, edges: list[Edge]) -> dict[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=200, help="number of nodes")
     parser.add_argument("--edges", type=int, default=150, help="number of undirected edges")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the graph")
     args = parser.parse_args(argv)
 
     edges = random_graph(args.nodes, args.edges, args.seed)
-    result = run(args.nodes, edges, args.workers)
+    result = combine(execute_from_args(partial(worker_main, nodes=args.nodes, edges=edges), argv))
     sizes: dict[int, int] = {}
     for label in result.values():
         sizes[label] = sizes.get(label, 0) + 1
     largest = sorted(sizes.values(), reverse=True)[:5]
     print(f"{len(sizes)} components among {args.nodes} nodes; largest sizes: {largest}")
     ok = result == reference(args.nodes, edges)
-    print(f"{args.workers} worker(s); matches reference: {ok}")
+    print(f"{args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

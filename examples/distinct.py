@@ -16,12 +16,14 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Exchange,
     Notificator,
@@ -90,15 +92,19 @@ def worker_main(worker: Worker, data: Epochs, lockstep: bool) -> tuple[list[tupl
     return produced, len(state)
 
 
-def run(data: Epochs, workers: int = 1, lockstep: bool = True) -> dict[int, list[int]]:
+def run(data: Epochs, workers: int = 1, lockstep: bool = True, processes: int = 1) -> dict[int, list[int]]:
     """The distinct records of each epoch, sorted (epochs without records are left out).
 
     Raises ``AssertionError`` if an operator kept state for a completed epoch.
     """
+    job = partial(worker_main, data=data, lockstep=lockstep)
+    return combine(execute(job, workers=workers, processes=processes))
+
+
+def combine(outputs: list[tuple[list[tuple[int, int]], int]]) -> dict[int, list[int]]:
+    """The distinct records of every epoch, from every worker's output; checks that no state was left."""
     result: dict[int, list[int]] = {}
-    for produced, leftover in execute(
-        lambda worker: worker_main(worker, data, lockstep), workers=workers
-    ):
+    for produced, leftover in outputs:
         if leftover:
             raise AssertionError(f"{leftover} epoch(s) were never notified")
         for epoch, record in produced:
@@ -113,8 +119,10 @@ def reference(data: Epochs) -> dict[int, list[int]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--records", type=int, default=200, help="records per epoch")
     parser.add_argument("--values", type=int, default=50, help="records are drawn below this")
@@ -125,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     data = random_records(args.epochs, args.records, args.values, args.seed)
-    result = run(data, args.workers, lockstep=not args.no_lockstep)
+    result = combine(execute_from_args(partial(worker_main, data=data, lockstep=not args.no_lockstep), argv))
     for epoch in sorted(result):
         print(f"epoch {epoch}: {len(data[epoch])} records, {len(result[epoch])} distinct")
     ok = result == reference(data)
-    print(f"{args.workers} worker(s); matches reference: {ok}")
+    print(f"{args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

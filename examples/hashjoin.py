@@ -21,12 +21,14 @@ import argparse
 import random
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Capability,
     Exchange,
@@ -118,13 +120,20 @@ def worker_main(worker: Worker, left: Epochs, right: Epochs, lockstep: bool) -> 
     return produced
 
 
-def run(left: Epochs, right: Epochs, workers: int = 1, lockstep: bool = True) -> list[Match]:
+def run(
+    left: Epochs, right: Epochs, workers: int = 1, lockstep: bool = True, processes: int = 1
+) -> list[Match]:
     """All matches of the two inputs, sorted.
 
     With ``lockstep`` each worker waits for an epoch's results before sending the
     next epoch; without it, every epoch is sent at once.
     """
-    results = execute(lambda worker: worker_main(worker, left, right, lockstep), workers=workers)
+    job = partial(worker_main, left=left, right=right, lockstep=lockstep)
+    return combine(execute(job, workers=workers, processes=processes))
+
+
+def combine(results: list[list[Match]]) -> list[Match]:
+    """Every worker's matches, sorted."""
     return sorted(match for produced in results for match in produced)
 
 
@@ -142,8 +151,10 @@ def reference(left: Epochs, right: Epochs) -> list[Match]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--records", type=int, default=30, help="records per input and epoch")
     parser.add_argument("--keys", type=int, default=20, help="number of distinct keys")
@@ -154,13 +165,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     left, right = random_inputs(args.epochs, args.records, args.keys, args.seed)
-    result = run(left, right, args.workers, lockstep=not args.no_lockstep)
+    job = partial(worker_main, left=left, right=right, lockstep=not args.no_lockstep)
+    result = combine(execute_from_args(job, argv))
     for epoch in range(args.epochs):
         matches = [m for m in result if m[0] == epoch]
         sample = ", ".join(f"{k}:{lv}+{rv}" for _, k, lv, rv in matches[:3])
         print(f"epoch {epoch}: {len(matches)} new matches, e.g. {sample}")
     ok = result == reference(left, right)
-    print(f"{len(result)} matches on {args.workers} worker(s); matches reference: {ok}")
+    print(f"{len(result)} matches on {args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

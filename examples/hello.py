@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import ScopeBuilder  # noqa: E402
 
 Record = tuple[int, int, int]
@@ -63,15 +65,22 @@ def worker_main(worker: Worker, count: int, per_epoch: int) -> list[tuple[int, R
     return received
 
 
-def run_detailed(count: int, per_epoch: int = 10, workers: int = 1) -> list[tuple[int, Record]]:
+def run_detailed(
+    count: int, per_epoch: int = 10, workers: int = 1, processes: int = 1
+) -> list[tuple[int, Record]]:
     """Run the dataflow; return every ``(receiving worker, (epoch, n, n*n))``, sorted."""
-    results = execute(lambda worker: worker_main(worker, count, per_epoch), workers=workers)
+    job = partial(worker_main, count=count, per_epoch=per_epoch)
+    return combine(execute(job, workers=workers, processes=processes))
+
+
+def combine(results: list[list[tuple[int, Record]]]) -> list[tuple[int, Record]]:
+    """Every worker's ``(worker, record)`` pairs, sorted."""
     return sorted(pair for per_worker in results for pair in per_worker)
 
 
-def run(count: int, per_epoch: int = 10, workers: int = 1) -> list[Record]:
+def run(count: int, per_epoch: int = 10, workers: int = 1, processes: int = 1) -> list[Record]:
     """The sorted ``(epoch, n, n*n)`` records the dataflow produced."""
-    return sorted(record for _, record in run_detailed(count, per_epoch, workers))
+    return sorted(record for _, record in run_detailed(count, per_epoch, workers, processes))
 
 
 def reference(count: int, per_epoch: int = 10) -> list[Record]:
@@ -81,19 +90,23 @@ def reference(count: int, per_epoch: int = 10) -> list[Record]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--count", type=int, default=12, help="how many numbers to send")
     parser.add_argument("--per-epoch", type=int, default=4, help="numbers per epoch")
     args = parser.parse_args(argv)
+    peers = args.workers * args.processes
 
-    detailed = run_detailed(args.count, args.per_epoch, args.workers)
+    job = partial(worker_main, count=args.count, per_epoch=args.per_epoch)
+    detailed = combine(execute_from_args(job, argv))
     for index, (epoch, number, square) in sorted(detailed, key=lambda p: (p[1][0], p[0], p[1])):
         print(f"epoch {epoch}: worker {index} received {number} (squared: {square})")
-    misrouted = [(i, r) for i, r in detailed if hash(r[1]) % args.workers != i]
+    misrouted = [(i, r) for i, r in detailed if hash(r[1]) % peers != i]
     result = [record for _, record in detailed]
     ok = sorted(result) == reference(args.count, args.per_epoch) and not misrouted
-    print(f"{len(result)} records on {args.workers} worker(s); matches reference: {ok}")
+    print(f"{len(result)} records on {peers} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Capability,
     OperatorInfo,
@@ -100,16 +102,19 @@ def worker_main(
 
 
 def run(
-    numbers: list[int], per_epoch: int = 100, workers: int = 1, lockstep: bool = True
+    numbers: list[int], per_epoch: int = 100, workers: int = 1, lockstep: bool = True, processes: int = 1
 ) -> list[Result]:
     """Collatz stopping times of ``numbers`` (``per_epoch`` per epoch), sorted.
 
     With ``lockstep`` each worker waits for an epoch's loop to finish before
     sending the next epoch; without it, the epochs iterate concurrently.
     """
-    results = execute(
-        lambda worker: worker_main(worker, numbers, per_epoch, lockstep), workers=workers
-    )
+    job = partial(worker_main, numbers=numbers, per_epoch=per_epoch, lockstep=lockstep)
+    return combine(execute(job, workers=workers, processes=processes))
+
+
+def combine(results: list[list[Result]]) -> list[Result]:
+    """Every worker's results, sorted."""
     return sorted(result for per_worker in results for result in per_worker)
 
 
@@ -127,8 +132,10 @@ def reference(numbers: list[int], per_epoch: int = 100) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--limit", type=int, default=300, help="compute for 1 .. limit")
     parser.add_argument("--per-epoch", type=int, default=100, help="numbers per epoch")
     parser.add_argument(
@@ -137,12 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     numbers = list(range(1, args.limit + 1))
-    result = run(numbers, args.per_epoch, args.workers, lockstep=not args.no_lockstep)
+    job = partial(worker_main, numbers=numbers, per_epoch=args.per_epoch, lockstep=not args.no_lockstep)
+    result = combine(execute_from_args(job, argv))
     for epoch in sorted({epoch for epoch, _, _ in result}):
         _, n, steps = max((r for r in result if r[0] == epoch), key=lambda r: (r[2], -r[1]))
         print(f"epoch {epoch}: longest is {n}, which takes {steps} steps to reach 1")
     ok = result == reference(numbers, args.per_epoch)
-    print(f"{len(result)} numbers on {args.workers} worker(s); matches reference: {ok}")
+    print(f"{len(result)} numbers on {args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Exchange,
     Notificator,
@@ -153,12 +155,16 @@ def run(
     iterations: int = 20,
     damping: float = 0.85,
     workers: int = 1,
+    processes: int = 1,
 ) -> dict[int, float]:
     """PageRank of nodes ``0 .. nodes - 1`` after ``iterations`` rounds, on ``workers`` workers."""
+    job = partial(worker_main, nodes=nodes, edges=edges, iterations=iterations, damping=damping)
+    return combine(execute(job, workers=workers, processes=processes))
+
+
+def combine(outputs: list[list[tuple[int, float]]]) -> dict[int, float]:
+    """The ranks every worker produced, as one dict."""
     result: dict[int, float] = {}
-    outputs = execute(
-        lambda worker: worker_main(worker, nodes, edges, iterations, damping), workers=workers
-    )
     for produced in outputs:
         for node, rank in produced:
             if node in result:
@@ -212,8 +218,10 @@ def max_difference(a: dict[int, float], b: dict[int, float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=50, help="number of nodes")
     parser.add_argument("--edges", type=int, default=200, help="number of random edges to draw")
     parser.add_argument("--iterations", type=int, default=20, help="power iterations")
@@ -222,14 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     edges = random_graph(args.nodes, args.edges, args.seed)
-    result = run(args.nodes, edges, args.iterations, args.damping, args.workers)
+    job = partial(worker_main, nodes=args.nodes, edges=edges, iterations=args.iterations, damping=args.damping)
+    result = combine(execute_from_args(job, argv))
     top = sorted(result.items(), key=lambda item: -item[1])[:5]
     print(f"{args.nodes} nodes, {len(edges)} edges, {args.iterations} iterations")
     print("top ranks: " + ", ".join(f"{v}: {rank:.5f}" for v, rank in top))
     print(f"sum of ranks: {sum(result.values()):.12f}")
     difference = max_difference(result, reference(args.nodes, edges, args.iterations, args.damping))
     ok = difference <= 1e-9
-    print(f"{args.workers} worker(s); matches reference: {ok} (max difference {difference:.2e})")
+    print(f"{args.workers * args.processes} worker(s); matches reference: {ok} (max difference {difference:.2e})")
     try:
         converged = networkx_pagerank(args.nodes, edges, args.damping)
     except ImportError:

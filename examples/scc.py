@@ -60,6 +60,7 @@ import importlib
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import repeat
 from operator import itemgetter, neg
 from pathlib import Path
@@ -70,7 +71,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
     sys.path.insert(0, str(ROOT))
 
-from runtime import execute  # noqa: E402
+from runtime import execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from runtime.worker import Worker  # noqa: E402
 from scopes import (  # noqa: E402
     Broadcast,
@@ -394,6 +396,47 @@ class Outcome:
         self.rounds: dict[int, int] = {}
 
 
+def scc_worker(
+    worker: Worker, edges_for: Callable[[int, int], Iterable[Edge]]
+) -> tuple[list[tuple[Node, tuple[Node, ...]]], dict[int, int]]:
+    """Build and run the dataflow on one worker, which reads ``edges_for(index, peers)``.
+
+    Returns the components this worker reported and the edges it saw in each outer round.
+    """
+    outcome = Outcome()
+
+    def count_round(time: Any, batch: list[Edge]) -> None:
+        outcome.rounds[time.inner] = outcome.rounds.get(time.inner, 0) + len(batch)
+
+    def build(scope: ScopeBuilder) -> None:
+        edges = scope.to_stream(edges_for(worker.index, worker.peers), name="ReadEdges")
+        components = group_components(scc_edges(edges, count_round))
+        components.inspect_batch(lambda time, batch: outcome.components.extend(batch))
+
+    worker.dataflow(build, name="scc")
+    return outcome.components, outcome.rounds
+
+
+def file_worker(
+    worker: Worker, path: str, limit: int | None
+) -> tuple[list[tuple[Node, tuple[Node, ...]]], dict[int, int]]:
+    """:func:`scc_worker` on this worker's share of the lines of ``path`` (importable by other processes)."""
+    return scc_worker(worker, partial(read_edges, Path(path), limit=limit))
+
+
+def summarize(
+    outcomes: list[tuple[list[tuple[Node, tuple[Node, ...]]], dict[int, int]]],
+) -> tuple[list[frozenset[Node]], list[int]]:
+    """The components with more than one node (largest first), and the edges entering each outer round."""
+    components = [frozenset(members) for found, _ in outcomes for _, members in found]
+    components.sort(key=lambda c: (-len(c), sorted(map(str, c))))
+    totals: dict[int, int] = defaultdict(int)
+    for _, rounds in outcomes:
+        for number, size in rounds.items():
+            totals[number] += size
+    return components, [totals[number] for number in sorted(totals)]
+
+
 def run_scc(
     edges_for: Callable[[int, int], Iterable[Edge]], workers: int = 1
 ) -> tuple[list[frozenset[Node]], list[int]]:
@@ -402,29 +445,7 @@ def run_scc(
     Returns the components with more than one node (largest first) and the
     number of edges at the start of each outer round.
     """
-
-    def main(worker: Worker) -> Outcome:
-        outcome = Outcome()
-
-        def count_round(time: Any, batch: list[Edge]) -> None:
-            outcome.rounds[time.inner] = outcome.rounds.get(time.inner, 0) + len(batch)
-
-        def build(scope: ScopeBuilder) -> None:
-            edges = scope.to_stream(edges_for(worker.index, worker.peers), name="ReadEdges")
-            components = group_components(scc_edges(edges, count_round))
-            components.inspect_batch(lambda time, batch: outcome.components.extend(batch))
-
-        worker.dataflow(build, name="scc")
-        return outcome
-
-    outcomes = execute(main, workers=workers)
-    components = [frozenset(members) for outcome in outcomes for _, members in outcome.components]
-    components.sort(key=lambda c: (-len(c), sorted(map(str, c))))
-    totals: dict[int, int] = defaultdict(int)
-    for outcome in outcomes:
-        for number, size in outcome.rounds.items():
-            totals[number] += size
-    return components, [totals[number] for number in sorted(totals)]
+    return summarize(execute(partial(scc_worker, edges_for=edges_for), workers=workers))
 
 
 def networkx_components(edges: Iterable[tuple[Any, Any]]) -> list[frozenset[Node]] | None:
@@ -440,8 +461,10 @@ def networkx_components(edges: Iterable[tuple[Any, Any]]) -> list[frozenset[Node
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="worker threads (default 1)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument(
         "--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'"
     )
@@ -457,10 +480,10 @@ def main(argv: list[str] | None = None) -> int:
     everything = list(read_edges(path, limit=limit))
     nodes = {node for edge in everything for node in edge}
     print(f"Strongly connected components of {path.name}")
-    print(f"  {len(everything):,} edges between {len(nodes):,} nodes; {args.workers} worker(s)")
+    print(f"  {len(everything):,} edges between {len(nodes):,} nodes; {args.workers * args.processes} worker(s)")
 
     start = perf_counter()
-    found, rounds = run_scc(lambda index, peers: read_edges(path, index, peers, limit), args.workers)
+    found, rounds = summarize(execute_from_args(partial(file_worker, path=str(path), limit=limit), argv))
     elapsed = perf_counter() - start
 
     sizes = [len(component) for component in found]

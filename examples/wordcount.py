@@ -19,12 +19,14 @@ import argparse
 import random
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, execute, execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
 from scopes import (  # noqa: E402
     Exchange,
     Notificator,
@@ -100,14 +102,18 @@ def worker_main(
     return produced
 
 
-def run(text: list[list[str]], workers: int = 1, lockstep: bool = True) -> Totals:
+def run(text: list[list[str]], workers: int = 1, lockstep: bool = True, processes: int = 1) -> Totals:
     """Count the words of ``text`` (a list of epochs, each a list of lines) on ``workers`` workers.
 
     With ``lockstep`` each worker waits for an epoch's results before sending the
     next epoch; without it, every epoch is sent at once.
     """
+    return combine(execute(partial(worker_main, text=text, lockstep=lockstep), workers=workers, processes=processes))
+
+
+def combine(outputs: list[list[tuple[int, str, int]]]) -> Totals:
+    """Every worker's ``(epoch, word, total)`` triples, as running totals per epoch."""
     result: Totals = {}
-    outputs = execute(lambda worker: worker_main(worker, text, lockstep), workers=workers)
     for produced in outputs:
         for epoch, word, total in produced:
             per_epoch = result.setdefault(epoch, {})
@@ -131,8 +137,10 @@ def reference(text: list[list[str]]) -> Totals:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-w", "--workers", type=int, default=1, help="number of worker threads")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
+    )
+    parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--lines", type=int, default=50, help="lines per epoch")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the text")
@@ -142,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     text = random_text(args.epochs, args.lines, args.seed)
-    result = run(text, args.workers, lockstep=not args.no_lockstep)
+    result = combine(execute_from_args(partial(worker_main, text=text, lockstep=not args.no_lockstep), argv))
     for epoch in sorted(result):
         top = sorted(result[epoch].items(), key=lambda item: (-item[1], item[0]))[:4]
         shown = ", ".join(f"{word}={total}" for word, total in top)
         print(f"epoch {epoch}: {len(result[epoch])} words updated; top totals: {shown}")
     ok = result == reference(text)
-    print(f"{args.workers} worker(s); matches reference: {ok}")
+    print(f"{args.workers * args.processes} worker(s); matches reference: {ok}")
     return 0 if ok else 1
 
 

@@ -3,6 +3,7 @@
 The main entry point is :func:`execute`.
 """
 
+from runtime.cluster import execute_from_args
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
@@ -13,6 +14,7 @@ from runtime.errors import (
     WorkerFailed,
 )
 from runtime.execute import execute, run_workers
+from runtime.wire import register_codec
 from runtime.worker import Worker
 
 __all__ = [
@@ -26,5 +28,7 @@ __all__ = [
     "WorkerAborted",
     "WorkerFailed",
     "execute",
+    "execute_from_args",
+    "register_codec",
     "run_workers",
 ]

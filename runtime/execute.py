@@ -31,7 +31,7 @@ INTERRUPT_GRACE = 5.0
 
 
 def execute(
-    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = 30.0
+    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = 30.0, processes: int = 1
 ) -> list[R]:
     """Run ``main(worker)`` on ``workers`` workers in this process; return their results in order.
 
@@ -44,7 +44,15 @@ def execute(
     the failure's cause is a :class:`~runtime.errors.DataflowStuck` explaining
     what holds the dataflows back.  Ctrl-C stops every worker, prints one line
     and exits with status 130.
+
+    With ``processes=P`` it runs ``P`` processes of ``workers`` threads each
+    instead (see :func:`runtime.cluster.execute_processes`): ``main`` must then
+    be importable and its arguments and results wire-encodable.
     """
+    if processes != 1:
+        from runtime.cluster import execute_processes
+
+        return execute_processes(main, processes, workers, stall_timeout)
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
     if stall_timeout is not None and not stall_timeout > 0:

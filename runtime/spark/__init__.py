@@ -1,0 +1,35 @@
+"""pytimely on Apache Spark: dataflows as gang-scheduled tasks (``pip install 'pytimely[spark]'``).
+
+:func:`run_dataflow` runs a dataflow over a DataFrame with ``N`` barrier tasks,
+each one pytimely process of a TCP mesh; :func:`spark_session` starts a
+session configured for it; :func:`current_task` tells operators which task
+they run in.  Errors derive from :class:`~runtime.spark.errors.SparkError`.
+"""
+
+from runtime.spark.arrow import register_arrow_codec, to_record_batches
+from runtime.spark.driver import DEFAULT_RETRIES, arrow_schema, run_dataflow
+from runtime.spark.errors import DataflowFailed, SchemaMismatch, SlotsUnavailable, SparkError, SparkSetupError
+from runtime.spark.preflight import check_java, check_slots, java_version, session_settings, spark_session
+from runtime.spark.progress import Event
+from runtime.spark.task import TaskInfo, current_task
+
+__all__ = [
+    "DEFAULT_RETRIES",
+    "DataflowFailed",
+    "Event",
+    "SchemaMismatch",
+    "SlotsUnavailable",
+    "SparkError",
+    "SparkSetupError",
+    "TaskInfo",
+    "arrow_schema",
+    "check_java",
+    "check_slots",
+    "current_task",
+    "java_version",
+    "register_arrow_codec",
+    "run_dataflow",
+    "session_settings",
+    "spark_session",
+    "to_record_batches",
+]

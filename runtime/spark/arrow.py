@@ -1,0 +1,183 @@
+"""Arrow on both ends of a Spark dataflow: output records to record batches, and a wire codec.
+
+Output contract
+    The stream that ``build`` returns may carry, in any mix:
+
+    * ``pyarrow.RecordBatch`` or ``pyarrow.Table`` records, whose columns must
+      be exactly the schema's (by name; any order) with exactly its types;
+    * rows: ``tuple`` or ``list`` in the schema's column order, or ``dict`` by
+      column name.
+
+    Rows are gathered into columns and converted once per run of consecutive
+    rows (``pyarrow.array(values, type=...)``), not one call per row.  Anything
+    that does not fit raises :class:`~runtime.spark.errors.SchemaMismatch`,
+    which names the column, the schema's type and what the dataflow produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
+from runtime.wire import register_codec
+
+ROWS_PER_BATCH = 65_536
+"""The largest record batch made from rows."""
+
+
+def _mismatch(message: str, column: str | None, expected: str, found: str) -> SchemaMismatch:
+    return SchemaMismatch(f"{FATAL_MARKER} {message}", column, expected, found)
+
+
+def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
+    """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error."""
+    have = {field.name: field for field in batch.schema}
+    for field in schema:
+        found = have.get(field.name)
+        if found is None:
+            raise _mismatch(
+                f"the dataflow produced an Arrow {type(batch).__name__} without column '{field.name}' "
+                f"(type {field.type}) of the output schema; it has {', '.join(have) or 'no columns'}",
+                field.name,
+                str(field.type),
+                "missing",
+            )
+        if found.type != field.type:
+            raise _mismatch(
+                f"column '{field.name}' has type {field.type} in the output schema, but the dataflow "
+                f"produced an Arrow {type(batch).__name__} where it has type {found.type}; "
+                f"cast it (e.g. batch.cast(schema)) or change the schema",
+                field.name,
+                str(field.type),
+                str(found.type),
+            )
+    extra = [name for name in have if schema.get_field_index(name) < 0]
+    if extra:
+        raise _mismatch(
+            f"the dataflow produced an Arrow {type(batch).__name__} with column(s) {', '.join(extra)} "
+            f"that the output schema ({', '.join(schema.names)}) does not have",
+            extra[0],
+            "absent",
+            str(have[extra[0]].type),
+        )
+    columns = [batch.column(name) for name in schema.names]
+    if isinstance(batch, pa.Table):
+        table = pa.Table.from_arrays(columns, schema=schema)
+        return table.to_batches()
+    return [pa.RecordBatch.from_arrays(columns, schema=schema)]
+
+
+def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.RecordBatch:
+    names = schema.names
+    width = len(names)
+    columns: list[list[Any]] = [[] for _ in range(width)]
+    appends = [column.append for column in columns]
+    for offset, row in enumerate(rows):
+        if type(row) is dict:
+            if len(row) != width or any(name not in row for name in names):
+                missing = [name for name in names if name not in row]
+                extra = [key for key in row if key not in names]
+                raise _mismatch(
+                    f"output row {first_row + offset} is a dict with keys {sorted(map(str, row))}, but the "
+                    f"output schema has columns {names}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; not in the schema {extra}" if extra else ""),
+                    (missing or extra or [None])[0],
+                    ", ".join(names),
+                    ", ".join(map(str, row)),
+                )
+            for append, name in zip(appends, names, strict=True):
+                append(row[name])
+        else:
+            if len(row) != width:
+                raise _mismatch(
+                    f"output row {first_row + offset} has {len(row)} field(s) {row!r}, but the output schema "
+                    f"has {width} column(s) {names}",
+                    None,
+                    f"{width} fields",
+                    f"{len(row)} fields",
+                )
+            for append, value in zip(appends, row, strict=True):
+                append(value)
+    arrays = []
+    for field, values in zip(schema, columns, strict=True):
+        try:
+            arrays.append(pa.array(values, type=field.type, from_pandas=False))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
+            raise _column_error(field, values, first_row, error) from None
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _column_error(field: pa.Field, values: list[Any], first_row: int, error: Exception) -> SchemaMismatch:
+    """Find the first value of ``values`` that does not convert to ``field.type`` and describe it."""
+    for offset, value in enumerate(values):
+        try:
+            pa.array([value], type=field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return _mismatch(
+                f"column '{field.name}' has type {field.type} in the output schema, but output row "
+                f"{first_row + offset} has {type(value).__name__} {value!r} there",
+                field.name,
+                str(field.type),
+                type(value).__name__,
+            )
+    return _mismatch(
+        f"column '{field.name}' (type {field.type}) cannot hold the dataflow's values: {error}",
+        field.name,
+        str(field.type),
+        "values",
+    )
+
+
+def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Turn the output records of a dataflow into record batches of ``schema``."""
+    rows: list[Any] = []
+    seen = 0
+    for record in records:
+        if isinstance(record, pa.RecordBatch | pa.Table):
+            if rows:
+                yield _rows_to_batch(rows, schema, seen - len(rows))
+                rows = []
+            yield from conform_batch(record, schema)
+            continue
+        if not isinstance(record, tuple | list | dict):
+            raise _mismatch(
+                f"output record {seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "
+                f"carry tuples or lists in schema order, dicts by column name, or Arrow record batches "
+                f"with columns {schema.names}",
+                None,
+                "row or record batch",
+                type(record).__name__,
+            )
+        rows.append(record)
+        seen += 1
+        if len(rows) >= ROWS_PER_BATCH:
+            yield _rows_to_batch(rows, schema, seen - len(rows))
+            rows = []
+    if rows:
+        yield _rows_to_batch(rows, schema, seen - len(rows))
+
+
+def batch_to_bytes(batch: pa.RecordBatch) -> bytes:
+    """``batch`` in Arrow's IPC stream format."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue())
+
+
+def batch_from_bytes(data: bytes) -> pa.RecordBatch:
+    """The record batch :func:`batch_to_bytes` wrote."""
+    reader = pa.ipc.open_stream(pa.py_buffer(data))
+    batches = list(reader)
+    if len(batches) != 1:
+        raise ValueError(f"expected one Arrow record batch, got {len(batches)}")
+    return batches[0]
+
+
+def register_arrow_codec() -> None:
+    """Let ``pyarrow.RecordBatch`` records travel between processes (Arrow IPC, never pickle)."""
+    register_codec(pa.RecordBatch, batch_to_bytes, batch_from_bytes, name="pyarrow.RecordBatch")

@@ -1,0 +1,203 @@
+"""``run_dataflow``: a pytimely dataflow over a Spark DataFrame, as one gang of barrier tasks.
+
+Retries
+    Spark runs the ``N`` tasks as one barrier stage: all start together, and
+    when one fails Spark kills the others and fails the stage.  A failed
+    barrier *result* stage aborts the whole job (Spark does not retry it), so
+    the driver does: it runs the job again, with a fresh token, up to
+    ``retries`` more times.  Failures that another attempt would repeat (an
+    exception in a user operator, a schema mismatch, a stuck dataflow) are not
+    retried.  The result is materialized (``localCheckpoint``) inside the
+    attempt, and an attempt either produces every task's output or nothing,
+    so no partial or duplicated rows can come back.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from runtime.errors import ConfigurationError
+from runtime.spark.errors import FATAL_MARKER, DataflowFailed, SparkSetupError
+from runtime.spark.preflight import check_session, check_slots, running_tasks
+from runtime.spark.progress import Event, ProgressServer
+from runtime.spark.task import Build, TaskPlan, run_task
+
+DEFAULT_RETRIES = 2
+"""Further attempts after a failed one (so three runs in all)."""
+
+
+def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
+    """``(Spark schema, Arrow schema)`` from a ``StructType``, a DDL string, or a ``pyarrow.Schema``."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    if isinstance(schema, pa.Schema):
+        return from_arrow_schema(schema), schema
+    if isinstance(schema, str):
+        schema = _parse_datatype_string(schema)
+    if not isinstance(schema, StructType):
+        raise ConfigurationError(
+            f"run_dataflow needs the output schema as a StructType, a DDL string such as "
+            f"'package string, scc string' or a pyarrow.Schema, got {type(schema).__name__}"
+        )
+    return schema, to_arrow_schema(schema)
+
+
+def _summary(error: BaseException) -> str:
+    """The most telling line of a Spark job failure (the Python error a task raised, if any)."""
+    text = str(error)
+    for marker in (FATAL_MARKER, "PeerLost", "ClusterStopped", "WorkerFailed", "TaskFailed"):
+        for line in text.splitlines():
+            if marker in line:
+                return line.strip()[:400]
+    for line in text.splitlines():
+        if "Error" in line or "error" in line or "exited" in line or "crashed" in line:
+            return line.strip()[:400]
+    return (text.splitlines() or [type(error).__name__])[0][:400]
+
+
+def _wait_idle(spark: Any, seconds: float) -> None:
+    """Wait (up to ``seconds``) for the tasks of a failed attempt to be gone before the next one."""
+    deadline = time.monotonic() + seconds
+    while running_tasks(spark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def run_dataflow(
+    df: Any,
+    build: Build,
+    schema: Any,
+    workers: int | None = None,
+    *,
+    retries: int = DEFAULT_RETRIES,
+    stall_timeout: float = 60.0,
+    connect_timeout: float = 30.0,
+    slot_wait: float = 10.0,
+    bind_host: str | None = None,
+    on_progress: Callable[[Event], None] | None = None,
+    on_attempt: Callable[[int, str | None], None] | None = None,
+    name: str = "pytimely",
+    log: str | None = None,
+) -> Any:
+    """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
+
+    ``df.repartition(workers)`` is fed to a barrier ``mapInArrow`` stage: each
+    task is one pytimely process (one worker) of a TCP mesh whose processes
+    find each other through ``BarrierTaskContext.allGather`` and a token the
+    driver makes for each attempt.
+
+    Contract of ``build(scope, batches) -> Stream``: it is called once in every
+    task with the dataflow's root scope and a stream whose records are the
+    task's ``pyarrow.RecordBatch`` es, at time 0 (one record per batch, so
+    nothing is converted per row unless your operators do it; batches can be
+    exchanged between tasks, they travel in Arrow's IPC format).  It returns
+    the output stream, whose records are Arrow record batches or tables with
+    the schema's columns, or rows (tuples/lists in schema order, dicts by
+    name); see :mod:`runtime.spark.arrow`.  Inside ``build`` and its operators,
+    :func:`runtime.spark.current_task` gives the task's index, the number of
+    peers, the attempt and a ``report(event, **fields)`` that reaches
+    ``on_progress`` on the driver.  ``build`` must be picklable by Spark
+    (cloudpickle): a module-level function, or a closure over picklable values.
+
+    ``schema`` is a ``StructType``, a DDL string or a ``pyarrow.Schema``.  The
+    returned DataFrame is already computed (``localCheckpoint``), so writing
+    or collecting it never runs the dataflow again.
+
+    Failures: see the module's docstring.  ``retries`` further attempts are
+    made after a failed one that may succeed on another try; then
+    :class:`~runtime.spark.errors.DataflowFailed` is raised, listing every
+    attempt's failure.  ``on_attempt(number, failure)`` is called before each
+    attempt (``failure`` is ``None`` for the first, else why the last failed).
+
+    Preflight: the session must allow barrier mode (no speculation, no dynamic
+    allocation); ``spark.barrier.sync.timeout`` should be set (use
+    :func:`runtime.spark.spark_session`); if fewer than ``workers`` task
+    slots are free after ``slot_wait`` seconds, a warning is issued and
+    :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
+    to change, instead of waiting for Spark's own slot check to give up.
+
+    ``log`` is the instrumentation target of ``--log`` (a file path, which
+    each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
+    ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
+    :mod:`runtime.instrument`.
+    """
+    spark = df.sparkSession
+    if workers is None:
+        workers = int(spark.sparkContext.defaultParallelism)
+    if workers.__class__ is not int or workers < 1:
+        raise ConfigurationError(f"run_dataflow needs workers >= 1 (an int), got {workers!r}")
+    if retries.__class__ is not int or retries < 0:
+        raise ConfigurationError(f"run_dataflow needs retries >= 0 (an int), got {retries!r}")
+    if not callable(build):
+        raise ConfigurationError(f"run_dataflow needs build(scope, batches) -> Stream, got {build!r}")
+    spark_schema, pa_schema = arrow_schema(schema)
+    check_session(spark)
+    check_slots(spark, workers, slot_wait)
+    progress: ProgressServer | None = None
+    causes: list[str] = []
+    repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
+    try:
+        for attempt in range(retries + 1):
+            if on_attempt is not None:
+                on_attempt(attempt, causes[-1] if causes else None)
+            token = secrets.token_hex(16)
+            if on_progress is not None:
+                if progress is not None:
+                    progress.close()
+                host = spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
+                progress = ProgressServer(host, token, on_progress)
+            plan = TaskPlan(
+                build,
+                pa_schema,
+                token,
+                attempt,
+                workers,
+                stall_timeout,
+                connect_timeout,
+                bind_host,
+                progress.address if progress is not None else None,
+                name,
+                log,
+            )
+            result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
+            try:
+                return result.localCheckpoint(eager=True)
+            except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                cause = _summary(error)
+                causes.append(cause)
+                if FATAL_MARKER in str(error):
+                    raise DataflowFailed(
+                        f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
+                        f"of {retries + 1}): {cause}",
+                        attempt + 1,
+                        causes,
+                        False,
+                    ) from None
+                if attempt == retries:
+                    listed = "\n".join(f"  attempt {i + 1}: {text}" for i, text in enumerate(causes))
+                    raise DataflowFailed(
+                        f"the dataflow failed {len(causes)} time(s), the retry budget (retries={retries}); "
+                        f"raise retries= or fix the cause:\n{listed}",
+                        attempt + 1,
+                        causes,
+                        True,
+                    ) from None
+                print(
+                    f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({cause}); retrying",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                _wait_idle(spark, 30.0)
+    finally:
+        if progress is not None:
+            progress.close()
+    raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover

@@ -1,0 +1,62 @@
+"""The exceptions raised by :mod:`runtime.spark`, all :class:`~runtime.errors.TimelyRuntimeError`."""
+
+from __future__ import annotations
+
+from runtime.errors import TimelyRuntimeError
+
+FATAL_MARKER = "[pytimely:no-retry]"
+"""Put at the start of an error raised in a task that another attempt would raise again."""
+
+
+class SparkError(TimelyRuntimeError):
+    """Base class of the errors raised by :mod:`runtime.spark`."""
+
+
+class SparkSetupError(SparkError):
+    """Spark cannot run the dataflow as configured: Java, pyspark, the session's settings."""
+
+
+class SlotsUnavailable(SparkSetupError):
+    """The cluster has fewer free task slots than the gang of tasks needs.
+
+    Attributes:
+        needed: the number of tasks asked for.
+        free: the number of slots found.
+    """
+
+    def __init__(self, message: str, needed: int, free: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.free = free
+
+
+class SchemaMismatch(SparkError, TypeError):
+    """The dataflow produced a record that does not fit the output schema.
+
+    Attributes:
+        column: the column at fault (``None`` when the record's shape is wrong).
+        expected: the schema's type for the column, as text.
+        found: what the dataflow produced, as text.
+    """
+
+    def __init__(self, message: str, column: str | None, expected: str, found: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.expected = expected
+        self.found = found
+
+
+class DataflowFailed(SparkError):
+    """Every attempt of the Spark job failed (or one failed in a way a retry cannot fix).
+
+    Attributes:
+        attempts: how many times the job ran.
+        causes: one line per failed attempt.
+        retryable: whether the last failure looked transient (a lost task) rather than deterministic.
+    """
+
+    def __init__(self, message: str, attempts: int, causes: list[str], retryable: bool) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.causes = causes
+        self.retryable = retryable

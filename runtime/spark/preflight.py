@@ -1,0 +1,192 @@
+"""Checks before Spark starts a gang of tasks: Java, the session's settings, free task slots.
+
+:func:`spark_session` builds a session configured for pytimely (the running
+interpreter as ``PYSPARK_PYTHON``, a finite ``spark.barrier.sync.timeout``, one
+string-hash seed everywhere); :func:`check_session` and :func:`check_slots`
+run before every job, so that a misconfigured cluster fails at once with what
+to change instead of after Spark's own timeouts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from typing import Any
+
+from runtime.spark.errors import SlotsUnavailable, SparkSetupError
+
+JAVA_MINIMUM = 17
+"""pyspark 4 runs on Java 17 or later."""
+BARRIER_SYNC_TIMEOUT = 120
+"""Seconds a task waits in ``allGather`` for the other tasks of its gang (``spark.barrier.sync.timeout``)."""
+HASH_SEED = "0"
+"""``PYTHONHASHSEED`` for every Python worker: exchange routes strings by ``hash``, alike everywhere."""
+
+_INSTALL_JAVA = (
+    "install Java {minimum} or later (Debian/Ubuntu: apt-get install openjdk-17-jre-headless; "
+    "elsewhere: https://adoptium.net) and put it on PATH or set JAVA_HOME"
+)
+
+
+def java_version(java: str | None = None) -> int:
+    """The major version of the Java that Spark will start (``$JAVA_HOME/bin/java`` or ``java`` on PATH)."""
+    if java is None:
+        home = os.environ.get("JAVA_HOME")
+        java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    advice = _INSTALL_JAVA.format(minimum=JAVA_MINIMUM)
+    if not java or not os.path.exists(java):
+        where = f"JAVA_HOME={os.environ['JAVA_HOME']}" if os.environ.get("JAVA_HOME") else "PATH"
+        raise SparkSetupError(f"Spark needs Java, but no java was found on {where}: {advice}")
+    try:
+        result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise SparkSetupError(f"cannot run {java} -version ({error}): {advice}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
+    if match is None:
+        raise SparkSetupError(f"cannot tell the version of {java} from {result.stderr.strip()!r}: {advice}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0" is Java 8
+        major = int(match.group(2))
+    return major
+
+
+def check_java(java: str | None = None) -> int:
+    """Raise :class:`SparkSetupError`, saying what to install, unless Java 17+ is available."""
+    major = java_version(java)
+    if major < JAVA_MINIMUM:
+        raise SparkSetupError(
+            f"pyspark 4 needs Java {JAVA_MINIMUM} or later, but the java Spark would start is Java {major}: "
+            + _INSTALL_JAVA.format(minimum=JAVA_MINIMUM)
+        )
+    return major
+
+
+def session_settings(sync_timeout: int = BARRIER_SYNC_TIMEOUT) -> dict[str, str]:
+    """The Spark settings that :func:`run_dataflow` relies on."""
+    return {
+        "spark.barrier.sync.timeout": str(sync_timeout),
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYTHONHASHSEED": HASH_SEED,
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.speculation": "false",
+    }
+
+
+def spark_session(
+    master: str = "local[*]",
+    app_name: str = "pytimely",
+    config: dict[str, str] | None = None,
+    sync_timeout: int = BARRIER_SYNC_TIMEOUT,
+) -> Any:
+    """Start (or reuse) a SparkSession ready for :func:`~runtime.spark.run_dataflow`.
+
+    Checks Java first, sets ``PYSPARK_PYTHON`` to this interpreter (so that
+    executors import the same pytimely), and applies :func:`session_settings`
+    then ``config`` (which wins).
+    """
+    check_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYTHONHASHSEED", HASH_SEED)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**session_settings(sync_timeout), **(config or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def check_session(spark: Any) -> None:
+    """Refuse a session whose settings break gang scheduling; set what can still be set."""
+    context = spark.sparkContext
+    conf = context.getConf()
+    if conf.get("spark.speculation", "false").lower() == "true":
+        raise SparkSetupError(
+            "spark.speculation is on: a speculative copy of a task would join the dataflow twice; "
+            "start the session with spark.speculation=false"
+        )
+    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        raise SparkSetupError(
+            "spark.dynamicAllocation.enabled is on, which Spark's barrier mode refuses; "
+            "start the session with spark.dynamicAllocation.enabled=false"
+        )
+    if conf.get("spark.barrier.sync.timeout") is None:
+        warnings.warn(
+            "spark.barrier.sync.timeout is not set: a task whose peers never start waits up to 365 days in "
+            "allGather; start the session with runtime.spark.spark_session() or set "
+            f"spark.barrier.sync.timeout={BARRIER_SYNC_TIMEOUT}",
+            stacklevel=3,
+        )
+    python = getattr(context, "pythonExec", None)
+    if python and os.path.realpath(python) != os.path.realpath(sys.executable) and os.path.exists(python):
+        warnings.warn(
+            f"Spark runs Python tasks with {python}, not this interpreter ({sys.executable}); "
+            f"set PYSPARK_PYTHON={sys.executable} before the session starts so that tasks import the same "
+            "pytimely",
+            stacklevel=3,
+        )
+
+
+def total_slots(spark: Any) -> int:
+    """How many tasks the cluster can run at once (Spark's own count for barrier stages)."""
+    jsc = spark.sparkContext._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # noqa: BLE001 - an internal API; fall back to the default parallelism
+        return int(spark.sparkContext.defaultParallelism)
+
+
+def running_tasks(spark: Any) -> int:
+    """Tasks running now in the cluster's active stages."""
+    tracker = spark.sparkContext.statusTracker()
+    running = 0
+    for stage_id in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(stage_id)
+        if info is not None:
+            running += info.numActiveTasks
+    return running
+
+
+def check_slots(spark: Any, needed: int, wait: float = 10.0) -> int:
+    """Warn and raise :class:`SlotsUnavailable` if fewer than ``needed`` slots are free after ``wait`` s.
+
+    Executors of a cluster register after the session starts, and tasks of
+    another job may still be finishing, so the check polls for up to ``wait``
+    seconds before giving up.  Returns the free slots found.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        total = total_slots(spark)
+        free = total - running_tasks(spark)
+        if free >= needed or time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+    if free >= needed:
+        return free
+    master = spark.sparkContext.master
+    if master.startswith("local["):
+        change = (
+            f"use workers<={max(total, 1)}, or a local master with more threads (local[{needed}]; "
+            "local[*] has one per core)"
+        )
+    elif master == "local":
+        change = f"use workers=1, or master local[{needed}]"
+    else:
+        change = (
+            f"use workers<={max(free, 1)}, or give the cluster more executor cores "
+            "(spark.executor.instances, spark.executor.cores, or start more workers), "
+            "with spark.task.cpus per task"
+        )
+    message = (
+        f"run_dataflow needs {needed} task slots at once (one per pytimely process, gang-scheduled in "
+        f"barrier mode), but the cluster at {master} has {total} slot(s) and {max(free, 0)} free: {change}"
+    )
+    warnings.warn(message, stacklevel=3)
+    raise SlotsUnavailable(message, needed, max(free, 0))

@@ -1,0 +1,469 @@
+"""The TCP mesh between the processes of a cluster: one authenticated connection per pair.
+
+Process ``i`` listens at ``addresses[i]``, connects to every process ``j < i``
+and accepts a connection from every process ``j > i``.  Every connection opens
+with a handshake before anything else is sent:
+
+1. the connecting side sends ``hello``: protocol version, its process index,
+   the cluster size, a fresh nonce, and a fingerprint of its string hashing;
+2. the accepting side checks the version, then answers ``challenge``: its own
+   index, nonce, and an HMAC-SHA256 of both nonces keyed with the cluster's
+   shared token;
+3. the connecting side checks that HMAC and sends its own (over the nonces in
+   the other order, so neither answer can be replayed as the other);
+4. the accepting side checks it and sends ``welcome``.
+
+The token itself never crosses the network.  A peer with another protocol
+version or a wrong token gets ``refused`` with the reason and is disconnected;
+the accepting side logs it and keeps waiting for the real peer.  Both sides
+also compare the cluster size and the string-hash fingerprint, so that
+processes started with different ``PYTHONHASHSEED`` values (which would route
+exchanged records inconsistently) stop with an explanation.
+
+After the handshake, :class:`Mesh` runs one reader thread per connection that
+splits the stream into frames (:mod:`runtime.wire`) and hands each to a
+callback; a connection that ends before the peer said goodbye is reported as
+lost, naming the process and its address.  Sending is thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import TimelyRuntimeError
+from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
+
+log = logging.getLogger("runtime.tcp")
+
+MAGIC = "pytimely"
+HANDSHAKE_TIMEOUT = 5.0
+"""Seconds a peer has to complete each step of the handshake."""
+_HANDSHAKE_MAX_FRAME = 1 << 16
+_RECV_SIZE = 1 << 20
+
+
+class ClusterError(TimelyRuntimeError):
+    """A fault in the cluster of processes: a peer lost, refused, or unreachable."""
+
+
+class PeerLost(ClusterError):
+    """The connection to another process ended before it finished.
+
+    Attributes:
+        process: the lost process's index.
+        address: its ``host:port``.
+    """
+
+    def __init__(self, message: str, process: int, address: str) -> None:
+        super().__init__(message)
+        self.process = process
+        self.address = address
+
+
+class ClusterStopped(ClusterError):
+    """This process stopped because another process asked it to (interrupted, or lost a peer itself)."""
+
+
+class HandshakeError(ClusterError):
+    """A connection was refused: wrong token, protocol version, or cluster configuration."""
+
+
+class ConnectTimeout(ClusterError):
+    """A process could not reach (or was not reached by) its peers before the deadline."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one process listens."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def parse_endpoint(text: str, where: str = "address") -> Endpoint:
+    """Parse ``host:port``."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{where}: expected host:port, got {text.strip()!r}")
+    return Endpoint(host.strip("[]"), int(port))
+
+
+def read_hostfile(path: str) -> list[Endpoint]:
+    """The ``host:port`` lines of a hostfile (blank lines and ``#`` comments skipped)."""
+    endpoints = []
+    with open(path, encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            text = line.split("#", 1)[0].strip()
+            if text:
+                endpoints.append(parse_endpoint(text, f"{path}, line {number}"))
+    return endpoints
+
+
+def hash_fingerprint() -> int:
+    """The hash of a fixed string: equal in two processes iff they hash strings alike."""
+    return hash("pytimely: exchange routes records by hash") & 0xFFFFFFFF
+
+
+def _proof(token: str, role: str, first: bytes, second: bytes) -> bytes:
+    return hmac.new(token.encode("utf-8"), role.encode() + first + second, hashlib.sha256).digest()
+
+
+def _describe(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "an unknown address"
+
+
+class _Channel:
+    """Blocking frame I/O on one socket, used during the handshake."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = FrameReader(_HANDSHAKE_MAX_FRAME)
+        self.ready: list[tuple[list[Any], bytes]] = []
+
+    def send(self, header: list[Any]) -> None:
+        self.sock.sendall(frame(header))
+
+    def receive(self, deadline: float) -> list[Any]:
+        while not self.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the handshake timed out")
+            self.sock.settimeout(remaining)
+            data = self.sock.recv(_HANDSHAKE_MAX_FRAME)
+            if not data:
+                raise ConnectionError("the connection closed during the handshake")
+            self.ready.extend(self.reader.feed(data))
+        return self.ready.pop(0)[0]
+
+
+class Mesh:
+    """Authenticated connections from process ``index`` to every other process of a cluster.
+
+    ``on_frame(process, header, payload)`` runs on that connection's reader
+    thread for every frame received after the handshake; ``on_lost(error)``
+    runs once if a connection ends before :meth:`said_goodbye` was called for
+    its peer (or :meth:`close` for this process).
+    """
+
+    def __init__(
+        self,
+        index: int,
+        endpoints: list[Endpoint],
+        token: str,
+        on_frame: Callable[[int, list[Any], bytes], None],
+        on_lost: Callable[[PeerLost], None],
+        listener: socket.socket | None = None,
+    ) -> None:
+        """Prepare the mesh; ``listener`` is an already bound listening socket (else one is bound)."""
+        if not token:
+            raise HandshakeError("a cluster needs a non-empty shared token")
+        self.index = index
+        self.endpoints = endpoints
+        self.processes = len(endpoints)
+        self._token = token
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._listener = listener
+        self._sockets: dict[int, socket.socket] = {}
+        self._locks: dict[int, threading.Lock] = {}
+        self._finished: set[int] = set()
+        self._reported: set[int] = set()
+        self._closing = False
+        self._readers: list[threading.Thread] = []
+        self.last_heard: dict[int, float] = {}
+        """When a frame last arrived from each process (``time.monotonic``)."""
+        self.refused = 0
+        """How many connections were refused (wrong token, version, ...)."""
+
+    def describe(self, process: int) -> str:
+        """``process 2 (host:port)``."""
+        return f"process {process} ({self.endpoints[process]})"
+
+    # ------------------------------------------------------------------ connecting
+
+    def connect(self, timeout: float = 30.0) -> None:
+        """Connect to every other process and authenticate, or raise within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        if self.processes == 1:
+            return
+        if self._listener is None and self.index < self.processes - 1:
+            self._listener = self._bind(self.endpoints[self.index])
+        accept_error: list[BaseException] = []
+        acceptor = None
+        if self.index < self.processes - 1:
+            acceptor = threading.Thread(
+                target=self._accept_all, args=(deadline, accept_error), name="timely-accept", daemon=True
+            )
+            acceptor.start()
+        try:
+            for peer in range(self.index):
+                self._connect_to(peer, deadline)
+        finally:
+            if acceptor is not None:
+                acceptor.join()
+            if self._listener is not None:
+                self._listener.close()
+        if accept_error:
+            raise accept_error[0]
+        for peer, sock in self._sockets.items():
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.last_heard[peer] = time.monotonic()
+            reader = threading.Thread(target=self._read, args=(peer, sock), name=f"timely-read-{peer}", daemon=True)
+            self._readers.append(reader)
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _bind(endpoint: Endpoint) -> socket.socket:
+        listener = socket.create_server((endpoint.host, endpoint.port), reuse_port=False, backlog=64)
+        return listener
+
+    def _connect_to(self, peer: int, deadline: float) -> None:
+        endpoint = self.endpoints[peer]
+        last_error: BaseException | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ConnectTimeout(
+                    f"process {self.index} could not connect to {self.describe(peer)} before the "
+                    f"deadline (last error: {last_error}); check that it is running with the same "
+                    f"hostfile and process count"
+                )
+            try:
+                sock = socket.create_connection((endpoint.host, endpoint.port), timeout=min(remaining, 2.0))
+            except OSError as error:
+                last_error = error
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                continue
+            try:
+                self._handshake_as_connector(peer, sock, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT))
+            except (OSError, TimeoutError, WireError) as error:
+                sock.close()
+                last_error = error
+                time.sleep(0.05)
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            self._sockets[peer] = sock
+            self._locks[peer] = threading.Lock()
+            return
+
+    def _handshake_as_connector(self, peer: int, sock: socket.socket, deadline: float) -> None:
+        channel = _Channel(sock)
+        nonce = os.urandom(16)
+        channel.send(["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()])
+        answer = channel.receive(deadline)
+        if answer[0] == "refused":
+            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {answer[1]}")
+        if answer[0] != "challenge" or len(answer) != 7:
+            raise WireError(f"unexpected handshake answer {answer[0]!r}")
+        _, version, their_index, processes, their_nonce, their_proof, fingerprint = answer
+        if version != PROTOCOL_VERSION:
+            raise HandshakeError(
+                f"{self.describe(peer)} speaks protocol version {version}, this process {PROTOCOL_VERSION}"
+            )
+        if not hmac.compare_digest(_proof(self._token, "acceptor", nonce, their_nonce), their_proof):
+            channel.send(["refused", "wrong token"])
+            raise HandshakeError(
+                f"wrong token: the process listening at {self.endpoints[peer]} (process {peer}) and process "
+                f"{self.index} do not share the cluster's token; refusing to send it anything. Use the same "
+                f"PYTIMELY_TOKEN or --token in every process"
+            )
+        channel.send(["proof", _proof(self._token, "connector", their_nonce, nonce)])
+        self._check_configuration(peer, their_index, processes, fingerprint)
+        welcome = channel.receive(deadline)
+        if welcome[0] == "refused":
+            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {welcome[1]}")
+        if welcome[0] != "welcome":
+            raise WireError(f"unexpected handshake answer {welcome[0]!r}")
+
+    def _check_configuration(self, peer: int, their_index: Any, processes: Any, fingerprint: Any) -> None:
+        if their_index != peer or processes != self.processes:
+            raise HandshakeError(
+                f"{self.endpoints[peer]} answered as process {their_index} of {processes}, but process "
+                f"{self.index} expects process {peer} of {self.processes} there; use the same hostfile "
+                f"and -n everywhere"
+            )
+        if fingerprint != hash_fingerprint():
+            raise HandshakeError(
+                f"{self.describe(peer)} hashes strings differently from process {self.index}, so exchange "
+                f"would route records inconsistently; set PYTHONHASHSEED to the same value (e.g. 0) in "
+                f"every process"
+            )
+
+    # ------------------------------------------------------------------ accepting
+
+    def _accept_all(self, deadline: float, errors: list[BaseException]) -> None:
+        listener = self._listener
+        assert listener is not None
+        expected = set(range(self.index + 1, self.processes))
+        try:
+            while expected - set(self._sockets):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    missing = ", ".join(self.describe(p) for p in sorted(expected - set(self._sockets)))
+                    raise ConnectTimeout(
+                        f"process {self.index} was not reached by {missing} before the deadline; check "
+                        f"that they are running with the same hostfile, process count and token"
+                    )
+                listener.settimeout(min(remaining, 0.5))
+                try:
+                    sock, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                try:
+                    peer = self._handshake_as_acceptor(
+                        sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
+                    )
+                except HandshakeError:
+                    sock.close()
+                    raise
+                except (OSError, TimeoutError, WireError, ValueError, IndexError) as error:
+                    self.refused += 1
+                    log.warning("process %d refused a connection from %s: %s", self.index, _describe(sock), error)
+                    sock.close()
+                    continue
+                if peer is None:
+                    sock.close()
+                    continue
+                self._sockets[peer] = sock
+                self._locks[peer] = threading.Lock()
+        except BaseException as error:  # noqa: BLE001 - handed to the connecting thread
+            errors.append(error)
+
+    def _refuse(self, channel: _Channel, who: str, reason: str) -> None:
+        self.refused += 1
+        log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
+        with contextlib.suppress(OSError):
+            channel.send(["refused", reason])
+
+    def _handshake_as_acceptor(self, sock: socket.socket, expected: set[int], deadline: float) -> int | None:
+        channel = _Channel(sock)
+        who = _describe(sock)
+        hello = channel.receive(deadline)
+        if hello[0] != "hello" or len(hello) != 7 or hello[1] != MAGIC:
+            self._refuse(channel, who, "not a pytimely handshake")
+            return None
+        _, _, version, their_index, processes, their_nonce, fingerprint = hello
+        if version != PROTOCOL_VERSION:
+            self._refuse(channel, who, f"protocol version {version} (this process speaks {PROTOCOL_VERSION})")
+            return None
+        nonce = os.urandom(16)
+        channel.send(
+            [
+                "challenge",
+                PROTOCOL_VERSION,
+                self.index,
+                self.processes,
+                nonce,
+                _proof(self._token, "acceptor", their_nonce, nonce),
+                hash_fingerprint(),
+            ]
+        )
+        proof = channel.receive(deadline)
+        if proof[0] == "refused":
+            self._refuse(channel, who, f"{proof[1]} (the peer could not verify this process's proof)")
+            return None
+        if proof[0] != "proof" or len(proof) != 2 or not isinstance(proof[1], bytes):
+            self._refuse(channel, who, "malformed handshake")
+            return None
+        if not hmac.compare_digest(_proof(self._token, "connector", nonce, their_nonce), proof[1]):
+            self._refuse(channel, who, "wrong token")
+            return None
+        if their_index not in expected or their_index in self._sockets:
+            self._refuse(channel, who, f"unexpected process index {their_index!r}")
+            return None
+        try:
+            self._check_configuration(their_index, their_index, processes, fingerprint)
+        except HandshakeError as error:
+            channel.send(["refused", str(error)])
+            raise
+        channel.send(["welcome"])
+        return int(their_index)
+
+    # ------------------------------------------------------------------ after the handshake
+
+    def send(self, process: int, data: bytes) -> None:
+        """Send whole frames to ``process`` (thread-safe; frames from one thread stay in order)."""
+        lock = self._locks.get(process)
+        if lock is None:
+            return  # not connected (yet): nothing can be waiting for this
+        with lock:
+            try:
+                self._sockets[process].sendall(data)
+            except OSError as error:
+                self._lost(process, f"sending failed: {error}")
+
+    def said_goodbye(self, process: int) -> None:
+        """``process`` has finished: its connection may now end without being a fault."""
+        self._finished.add(process)
+
+    def report_silence(self, process: int, seconds: float) -> None:
+        """``process`` has sent nothing for ``seconds``: report it as lost."""
+        self._lost(process, f"nothing arrived from it for {seconds:.1f} s")
+
+    def _lost(self, process: int, why: str) -> None:
+        if self._closing or process in self._finished or process in self._reported:
+            return
+        self._reported.add(process)
+        self._on_lost(
+            PeerLost(
+                f"lost {self.describe(process)}: {why}; the other processes stop",
+                process,
+                str(self.endpoints[process]),
+            )
+        )
+
+    def _read(self, peer: int, sock: socket.socket) -> None:
+        reader = FrameReader()
+        buffer = bytearray(_RECV_SIZE)
+        view = memoryview(buffer)
+        on_frame = self._on_frame
+        last_heard = self.last_heard
+        why = "the connection closed"
+        try:
+            while True:
+                count = sock.recv_into(buffer)
+                if not count:
+                    break
+                last_heard[peer] = time.monotonic()
+                for header, payload in reader.feed(view[:count]):
+                    on_frame(peer, header, payload)
+        except OSError as error:
+            why = f"the connection failed ({error})"
+        except WireError as error:
+            why = f"it sent malformed data ({error})"
+        except BaseException as error:  # noqa: BLE001 - a reader must always report its end
+            why = f"handling its data failed ({type(error).__name__}: {error})"
+        self._lost(peer, why)
+
+    def close(self) -> None:
+        """Close every connection (what arrives afterwards is ignored)."""
+        self._closing = True
+        for sock in self._sockets.values():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        current = threading.current_thread()
+        for reader in self._readers:
+            if reader is not current:
+                reader.join(timeout=2.0)

@@ -1,0 +1,375 @@
+"""The wire encoding between processes: length-prefixed msgpack frames, records and timestamps.
+
+Nothing here ever unpickles: every value received from the network is rebuilt by
+msgpack or by a codec the user registered.
+
+Values
+    Built-in values travel as they are: ``int`` (any size), ``float``, ``str``,
+    ``bytes``, ``bool``, ``None``, ``list``, ``tuple`` and ``dict`` (exact types,
+    nested freely), and the timestamps of :mod:`scopes.timestamp` (integers and
+    :class:`~scopes.timestamp.Product`, nested to any depth).  Tuples come back
+    as tuples and lists as lists: tuples, products, integers beyond 64 bits and
+    codec values are msgpack *extension types*.  Any other type (subclasses of
+    the built-ins included) needs a codec registered with :func:`register_codec`
+    in every process; otherwise encoding raises :class:`EncodingError`, which
+    names the type and says how to register one.
+
+Batches
+    A batch (a list of records) is encoded once per message.  A batch of at
+    least :data:`COLUMNS_MIN` tuples of one width whose fields are scalars (the
+    ``(key, value)`` pairs of an exchange, say) travels column by column: a
+    column of strings as one NUL-joined string, any other as one array; the
+    receiver zips the columns back into tuples.  Other batches whose records are
+    scalars or (nested) tuples of scalars take a fast path: msgpack packs tuples
+    as arrays, and the receiver reads every array back as a tuple.  Any other
+    batch takes the general path above.
+    :func:`encode_batch` returns the path taken; the frame header carries it.
+
+Frames
+    A frame is ``[u32 body length][u32 header length][header][payload]``, big
+    endian.  The header is a msgpack array (general path); the payload is raw
+    bytes whose meaning the header gives (an encoded batch, say).
+    :class:`FrameReader` splits a byte stream back into ``(header, payload)``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+import msgpack  # type: ignore[import-untyped]
+
+from runtime.errors import TimelyRuntimeError
+from scopes.timestamp import Product
+
+PROTOCOL_VERSION = 1
+"""Bumped whenever the wire format changes; peers with another version are refused."""
+
+MAX_FRAME = 1 << 30
+"""The largest frame accepted (1 GiB); a larger length prefix is a protocol violation."""
+
+_EXT_TUPLE = 1
+_EXT_PRODUCT = 2
+_EXT_CODEC = 3
+_EXT_BIGINT = 4
+
+BATCH_FAST = 0
+"""Batch path: scalars and tuples of scalars, tuples packed as arrays."""
+BATCH_GENERAL = 1
+"""Batch path: any encodable value, tuples and products as extension types."""
+BATCH_COLUMNS = 2
+"""Batch path: tuples of one width whose columns hold scalars, sent column by column."""
+
+COLUMNS_MIN = 16
+"""Batches of fewer tuples than this are not worth transposing."""
+
+_PREFIX = struct.Struct("!II")
+_SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
+_TUPLE_ONLY = frozenset({tuple})
+_STR_ONLY = frozenset({str})
+
+
+class WireError(TimelyRuntimeError):
+    """Bytes received from a peer do not follow the wire protocol."""
+
+
+class EncodingError(TimelyRuntimeError, TypeError):
+    """A value cannot be encoded for the wire (its type has no codec).
+
+    Attributes:
+        type_name: the qualified name of the type that could not be encoded.
+    """
+
+    def __init__(self, message: str, type_name: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How values of one type travel: ``encode(value)`` gives an encodable value, ``decode`` inverts it."""
+
+    cls: type
+    name: str
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
+
+
+_codecs_by_type: dict[type, Codec] = {}
+_codecs_by_name: dict[str, Codec] = {}
+
+
+def type_name(cls: type) -> str:
+    """``module.QualifiedName`` of ``cls``."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register_codec(
+    cls: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any], name: str | None = None
+) -> None:
+    """Let values of exactly type ``cls`` travel between processes.
+
+    ``encode(value)`` must return something the wire carries (built-ins,
+    timestamps, or values of other registered types); ``decode`` receives that
+    and must rebuild the value.  Every process of the computation must register
+    the same codecs under the same ``name`` (default: ``module.QualifiedName``);
+    registering at import time of the module that defines ``main`` does that.
+    Registering ``cls`` again replaces its codec.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_codec needs a class, got {cls!r}")
+    if cls in _SCALARS or cls in (list, tuple, dict, Product):
+        raise ValueError(f"{type_name(cls)} travels natively and cannot have a codec")
+    if not callable(encode) or not callable(decode):
+        raise TypeError("register_codec needs callable encode and decode functions")
+    codec_name = name if name is not None else type_name(cls)
+    existing = _codecs_by_name.get(codec_name)
+    if existing is not None and existing.cls is not cls:
+        raise ValueError(f"codec name {codec_name!r} is already used by {type_name(existing.cls)}")
+    old = _codecs_by_type.pop(cls, None)
+    if old is not None:
+        _codecs_by_name.pop(old.name, None)
+    codec = Codec(cls, codec_name, encode, decode)
+    _codecs_by_type[cls] = codec
+    _codecs_by_name[codec_name] = codec
+
+
+def unregister_codec(cls: type) -> None:
+    """Forget the codec of ``cls`` (if any)."""
+    codec = _codecs_by_type.pop(cls, None)
+    if codec is not None:
+        _codecs_by_name.pop(codec.name, None)
+
+
+def _unencodable(value: Any) -> EncodingError:
+    name = type_name(value.__class__)
+    return EncodingError(
+        f"cannot send a value of type {name} to another process: the wire carries int, float, str, "
+        f"bytes, bool, None, list, tuple, dict and timestamps (exact types) and types with a codec. "
+        f"Register one in every process, for example at import time of the module that defines "
+        f"main: runtime.register_codec({value.__class__.__qualname__}, encode=lambda v: ..., "
+        f"decode=lambda data: ...)",
+        name,
+    )
+
+
+def _default(value: Any) -> msgpack.ExtType:
+    cls = value.__class__
+    if cls is tuple:
+        return msgpack.ExtType(_EXT_TUPLE, _pack_general(list(value)))
+    if cls is Product:
+        return msgpack.ExtType(_EXT_PRODUCT, _pack_general([value[0], value[1]]))
+    if cls is int:
+        length = (value.bit_length() + 8) // 8
+        return msgpack.ExtType(_EXT_BIGINT, value.to_bytes(length, "big", signed=True))
+    codec = _codecs_by_type.get(cls)
+    if codec is not None:
+        return msgpack.ExtType(_EXT_CODEC, _pack_general([codec.name, codec.encode(value)]))
+    raise _unencodable(value)
+
+
+def _pack_general(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True, strict_types=True, default=_default)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _EXT_TUPLE:
+        return tuple(_unpack_general(data))
+    if code == _EXT_PRODUCT:
+        outer, inner = _unpack_general(data)
+        return Product(outer, inner)
+    if code == _EXT_BIGINT:
+        return int.from_bytes(data, "big", signed=True)
+    if code == _EXT_CODEC:
+        name, encoded = _unpack_general(data)
+        codec = _codecs_by_name.get(name)
+        if codec is None:
+            raise WireError(
+                f"received a value encoded by codec {name!r}, which is not registered in this "
+                f"process; register the same codecs in every process (runtime.register_codec)"
+            )
+        return codec.decode(encoded)
+    raise WireError(f"received an unknown msgpack extension type {code}")
+
+
+def _unpack_general(data: bytes | memoryview) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
+
+
+def encode_value(value: Any) -> bytes:
+    """Encode any wire-carried value (see the module docstring); raise :class:`EncodingError` if impossible."""
+    try:
+        return _pack_general(value)
+    except EncodingError:
+        raise
+    except (TypeError, ValueError, OverflowError) as error:
+        raise EncodingError(
+            f"cannot encode {type_name(value.__class__)}: {error}", type_name(value.__class__)
+        ) from error
+
+
+def decode_value(data: bytes | memoryview) -> Any:
+    """Rebuild a value encoded by :func:`encode_value`; raise :class:`WireError` on malformed bytes."""
+    try:
+        return _unpack_general(data)
+    except WireError:
+        raise
+    except Exception as error:  # msgpack raises several unrelated types on malformed input
+        raise WireError(f"malformed value on the wire: {type(error).__name__}: {error}") from error
+
+
+def _tuple_of_scalars(record: tuple[Any, ...]) -> bool:
+    scalars = _SCALARS
+    for item in record:
+        cls = item.__class__
+        if cls in scalars:
+            continue
+        if cls is tuple and _tuple_of_scalars(item):
+            continue
+        return False
+    return True
+
+
+def _is_fast(batch: list[Any]) -> bool:
+    scalars = _SCALARS
+    kinds = set(map(type, batch))
+    if kinds <= scalars:
+        return True
+    if not kinds - scalars <= _TUPLE_ONLY:
+        return False
+    records = [record for record in batch if record.__class__ is tuple] if kinds - {tuple} else batch
+    items = set(map(type, chain.from_iterable(records)))
+    if items <= scalars:
+        return True
+    if not items - scalars <= _TUPLE_ONLY:
+        return False
+    for record in records:
+        for item in record:
+            if item.__class__ is tuple and not _tuple_of_scalars(item):
+                return False
+    return True
+
+
+def _encode_columns(batch: list[Any]) -> bytes | None:
+    """Tuples of one width, transposed: a column of strings is one joined string, any other column
+    of scalars one msgpack array; ``None`` if the batch does not have that shape."""
+    width = len(batch[0])
+    if not width or set(map(len, batch)) != {width}:
+        return None
+    count = len(batch)
+    encoded: list[Any] = [count]
+    for index in range(width):
+        column = list(map(itemgetter(index), batch))
+        kinds = set(map(type, column))
+        if kinds == _STR_ONLY:
+            joined = "\0".join(column)
+            if joined.count("\0") != count - 1:
+                return None  # a string contains NUL: it would split wrongly
+            encoded.append(joined)
+        elif kinds <= _SCALARS:
+            encoded.append(column)
+        else:
+            return None
+    try:
+        return msgpack.packb(encoded, use_bin_type=True)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _decode_columns(data: bytes | memoryview) -> list[Any]:
+    count, *encoded = msgpack.unpackb(data, raw=False)
+    columns: list[list[Any]] = []
+    for column in encoded:
+        if column.__class__ is str:
+            column = column.split("\0")
+        elif column.__class__ is not list:
+            raise WireError("a column on the wire is neither a string nor an array")
+        if len(column) != count:
+            raise WireError("a column on the wire has the wrong length")
+        columns.append(column)
+    return list(zip(*columns, strict=True))
+
+
+def encode_batch(batch: list[Any]) -> tuple[int, bytes]:
+    """Encode a list of records once; return ``(path, bytes)`` for :func:`decode_batch`."""
+    if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
+        columns = _encode_columns(batch)
+        if columns is not None:
+            return BATCH_COLUMNS, columns
+    if _is_fast(batch):
+        try:
+            return BATCH_FAST, msgpack.packb(batch, use_bin_type=True)
+        except (OverflowError, ValueError):  # an int beyond 64 bits: the general path carries it
+            pass
+    return BATCH_GENERAL, encode_value(batch)
+
+
+def decode_batch(path: int, data: bytes | memoryview) -> list[Any]:
+    """Rebuild a batch encoded by :func:`encode_batch`."""
+    if path == BATCH_COLUMNS:
+        try:
+            return _decode_columns(data)
+        except WireError:
+            raise
+        except Exception as error:
+            raise WireError(f"malformed batch on the wire: {type(error).__name__}: {error}") from error
+    if path == BATCH_FAST:
+        try:
+            return list(msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False))
+        except Exception as error:
+            raise WireError(f"malformed batch on the wire: {type(error).__name__}: {error}") from error
+    if path == BATCH_GENERAL:
+        batch = decode_value(data)
+        if batch.__class__ is not list:
+            raise WireError(f"a batch on the wire decoded to {type_name(batch.__class__)}, not a list")
+        return batch
+    raise WireError(f"unknown batch encoding {path!r}")
+
+
+def frame(header: list[Any], payload: bytes = b"") -> bytes:
+    """One frame: the length prefix, the encoded ``header``, then ``payload``."""
+    encoded = encode_value(header)
+    return _PREFIX.pack(len(encoded) + len(payload), len(encoded)) + encoded + payload
+
+
+class FrameReader:
+    """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``."""
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        """Accept frames whose body is at most ``max_frame`` bytes."""
+        self._buffer = bytearray()
+        self._max = max_frame
+
+    def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes]]:
+        """Add received bytes; yield every frame now complete as ``(header, payload)``."""
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        size = len(buffer)
+        view = memoryview(buffer)
+        try:
+            while size - start >= 8:
+                body, head = _PREFIX.unpack_from(buffer, start)
+                if body > self._max or head > body:
+                    raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+                end = start + 8 + body
+                if end > size:
+                    break
+                header = decode_value(view[start + 8 : start + 8 + head])
+                if header.__class__ is not list or not header:
+                    raise WireError("a frame header must be a non-empty array")
+                yield header, bytes(view[start + 8 + head : end])
+                start = end
+        finally:
+            view.release()
+            if start:
+                del buffer[:start]
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._buffer)

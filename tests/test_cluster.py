@@ -1,0 +1,540 @@
+"""Clusters of real processes: results, failures, lost peers, stalls, tokens, Ctrl-C, orphans."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
+from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
+from runtime.errors import DataflowStuck
+from runtime.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
+from runtime.wire import FrameReader, frame
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(name: str) -> ModuleType:
+    """Import ``examples/NAME.py`` as ``example_NAME`` (the name tests/test_examples.py uses)."""
+    module_name = f"example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------- every example, 2 x 2 against 1 x 1
+
+
+def test_examples_on_two_processes_of_two_workers_match_one_worker() -> None:
+    hello = load("hello")
+    assert hello.run(30, 4, workers=2, processes=2) == hello.run(30, 4) == hello.reference(30, 4)
+    detailed = hello.run_detailed(30, 4, workers=2, processes=2)
+    assert {index for index, _ in detailed} == {0, 1, 2, 3}
+    assert all(index == hash(number) % 4 for index, (_, number, _) in detailed)
+
+    wordcount = load("wordcount")
+    text = wordcount.random_text(epochs=4, lines=20, seed=3)
+    for lockstep in (True, False):
+        assert wordcount.run(text, 2, lockstep, processes=2) == wordcount.run(text, 1, lockstep)
+
+    loopdemo = load("loopdemo")
+    numbers = [1, 6, 27, 97, 300, 871]
+    assert loopdemo.run(numbers, 3, workers=2, processes=2) == loopdemo.run(numbers, 3)
+
+    pagerank = load("pagerank")
+    edges = pagerank.random_graph(30, 80, 2)
+    two = pagerank.run(30, edges, 10, 0.85, workers=2, processes=2)
+    assert pagerank.max_difference(two, pagerank.run(30, edges, 10, 0.85)) <= 1e-12
+
+    bfs = load("bfs")
+    graph = bfs.random_graph(50, 120, 1)
+    assert bfs.run(graph, 0, workers=2, processes=2) == bfs.run(graph, 0)
+
+    components = load("connected_components")
+    graph = components.random_graph(60, 50, 2)
+    assert components.run(60, graph, workers=2, processes=2) == components.run(60, graph)
+
+    hashjoin = load("hashjoin")
+    left, right = hashjoin.random_inputs(epochs=3, per_epoch=15, keys=8, seed=1)
+    assert hashjoin.run(left, right, 2, False, processes=2) == hashjoin.run(left, right, 1, False)
+
+    distinct = load("distinct")
+    data = distinct.random_records(epochs=3, per_epoch=60, values=20, seed=2)
+    assert distinct.run(data, 2, True, processes=2) == distinct.run(data, 1, True)
+
+
+def test_example_script_runs_as_a_local_cluster() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "wordcount.py"), "-n", "2", "-w", "2", "--lines", "10"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "4 worker(s); matches reference: True" in completed.stdout
+
+
+# ---------------------------------------------------------------------- worker functions for the children
+
+
+def exchange_main(worker: Worker, records: list[Any]) -> list[Any]:
+    """Send ``records`` from worker 0 through an exchange; return what this worker received."""
+    received: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        stream.exchange(lambda record: 0).inspect_batch(lambda time, batch: received.extend(batch))
+        return handle
+
+    handle = worker.dataflow(build)
+    if worker.index == 0:
+        handle.send_batch(records)
+    return received
+
+
+def failing_main(worker: Worker) -> int:
+    if worker.index == 3:
+        raise ValueError("worker three gives up")
+    return worker.index
+
+
+def killed_main(worker: Worker) -> None:
+    """Process 1 kills itself; process 0 keeps stepping."""
+    if worker.index == 1:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:
+        worker.step_or_park(0.05)
+
+
+def stuck_main(worker: Worker) -> None:
+    """Every worker waits for an epoch that process 1's input never completes."""
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Never advanced")
+        return handle, stream.exchange(lambda x: x).probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+
+
+def stuck_after_done_main(worker: Worker) -> None:
+    """A first dataflow completes (its last progress messages are never pulled); then a second is stuck."""
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Finished")
+        return handle, stream.exchange(lambda x: x).probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send_batch(list(range(100)))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    for _ in range(20):
+        worker.step_or_park(0.01)
+    stuck_main(worker)
+
+
+def unencodable_result_main(worker: Worker) -> object:
+    return object()
+
+
+class Point:
+    """A type without a codec."""
+
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+
+def point_main(worker: Worker) -> list[Any]:
+    received: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Points")
+        stream.exchange(lambda point: 1).inspect_batch(lambda time, batch: received.extend(batch))
+        return handle
+
+    handle = worker.dataflow(build)
+    if worker.index == 0:
+        handle.send(Point(1))
+    return received
+
+
+# ---------------------------------------------------------------------- results and failures
+
+
+def test_results_come_back_in_worker_order_with_their_types() -> None:
+    records = [(1, "a"), [2, (3, 4)], {"k": (5,)}, 2**80, None]
+    results = execute(functools.partial(exchange_main, records=records), processes=2, workers=2)
+    assert results == [records, [], [], []]
+    assert type(results[0][0]) is tuple and type(results[0][1]) is list
+
+
+def test_a_failing_worker_is_named_with_its_process_and_traceback() -> None:
+    with pytest.raises(WorkerFailed) as caught:
+        execute(failing_main, processes=2, workers=2)
+    assert caught.value.worker == 3
+    assert "worker 3 of 4" in str(caught.value) and "worker three gives up" in str(caught.value)
+    assert "process 1" in str(caught.value)
+    assert any("ValueError" in note for note in caught.value.__notes__)
+
+
+def test_a_killed_process_is_named_and_the_others_stop_within_ten_seconds() -> None:
+    start = time.monotonic()
+    with pytest.raises(PeerLost) as caught:
+        execute(killed_main, processes=2, workers=1, stall_timeout=None)
+    assert time.monotonic() - start < 12.0
+    assert caught.value.process == 1
+    assert "process 1 (127.0.0.1:" in str(caught.value) and "SIGKILL" in str(caught.value)
+
+
+def test_stuck_dataflows_are_explained_across_processes() -> None:
+    with pytest.raises(WorkerFailed) as caught:
+        execute(stuck_main, processes=2, workers=1, stall_timeout=1.5)
+    cause = caught.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert "Never advanced" in str(cause) and "worker 1" in str(cause)
+
+
+def test_a_stall_after_a_completed_dataflow_is_still_detected() -> None:
+    with pytest.raises(WorkerFailed) as caught:
+        execute(stuck_after_done_main, processes=2, workers=2, stall_timeout=1.5)
+    assert isinstance(caught.value.__cause__, DataflowStuck)
+    assert "Never advanced" in str(caught.value.__cause__)
+
+
+def test_an_unencodable_record_gives_the_codec_message() -> None:
+    with pytest.raises(WorkerFailed) as caught:
+        execute(point_main, processes=2, workers=1)
+    message = str(caught.value)
+    assert "test_cluster.Point" in message and "register_codec" in message and "channel" in message
+
+
+def test_an_unencodable_result_is_reported() -> None:
+    with pytest.raises(Exception, match="builtins.object"):
+        execute(unencodable_result_main, processes=2, workers=1)
+
+
+def test_main_must_be_importable_and_its_arguments_encodable() -> None:
+    with pytest.raises(ConfigurationError, match="top level of a module"):
+        execute(lambda worker: None, processes=2)
+    with pytest.raises(ConfigurationError, match="arguments of main"):
+        execute(functools.partial(exchange_main, records=[Point(1)]), processes=2)
+    with pytest.raises(ConfigurationError, match="processes"):
+        execute(failing_main, processes=0)
+
+
+# ---------------------------------------------------------------------- the handshake
+
+
+def free_endpoints(count: int) -> list[Endpoint]:
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
+    endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]
+    for s in sockets:
+        s.close()
+    return endpoints
+
+
+def connect_in_thread(mesh: Mesh, timeout: float) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            mesh.connect(timeout)
+        except BaseException as error:  # noqa: BLE001 - inspected by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def ignore(*_: object) -> None:
+    return None
+
+
+def test_a_wrong_token_is_refused_logged_and_sees_no_data(caplog: pytest.LogCaptureFixture) -> None:
+    endpoints = free_endpoints(2)
+    received: list[Any] = []
+    seen_by_rogue: list[Any] = []
+    good = Mesh(0, endpoints, "right", ignore, ignore)
+    rogue = Mesh(1, endpoints, "wrong", lambda peer, header, payload: seen_by_rogue.append(header), ignore)
+    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+        good_thread, good_errors = connect_in_thread(good, 3.0)
+        with pytest.raises(HandshakeError, match="wrong token"):
+            rogue.connect(3.0)
+        real = Mesh(1, endpoints, "right", lambda peer, header, payload: received.append(header), ignore)
+        real.connect(3.0)
+        good_thread.join(5.0)
+    assert not good_errors and good.refused == 1
+    assert any("wrong token" in record.getMessage() for record in caplog.records)
+    good.send(1, frame(["data"], b"payload"))
+    deadline = time.monotonic() + 5
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert received == [["data"]] and seen_by_rogue == []
+    good.close()
+    real.close()
+    rogue.close()
+
+
+def test_another_protocol_version_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    endpoints = free_endpoints(2)
+    good = Mesh(0, endpoints, "right", ignore, ignore)
+    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+        thread, errors = connect_in_thread(good, 1.5)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                sock = socket.create_connection((endpoints[0].host, endpoints[0].port))
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        with sock:
+            sock.sendall(frame(["hello", "pytimely", 999, 1, 2, b"0" * 16, 0]))
+            reader = FrameReader()
+            answers: list[Any] = []
+            while not answers:
+                data = sock.recv(4096)
+                assert data
+                answers.extend(header for header, _ in reader.feed(data))
+        thread.join(5.0)
+    assert answers[0][0] == "refused" and "protocol version 999" in answers[0][1]
+    assert any("protocol version 999" in record.getMessage() for record in caplog.records)
+    assert isinstance(errors[0], ConnectTimeout)
+
+
+def test_a_cluster_with_only_wrong_tokens_fails_with_a_deadline() -> None:
+    endpoints = free_endpoints(2)
+    good = Mesh(0, endpoints, "right", ignore, ignore)
+    rogue = Mesh(1, endpoints, "wrong", ignore, ignore)
+    thread, errors = connect_in_thread(good, 1.5)
+    with pytest.raises(HandshakeError):
+        rogue.connect(1.5)
+    thread.join(5.0)
+    assert len(errors) == 1 and isinstance(errors[0], ConnectTimeout)
+    assert "process 1 (127.0.0.1:" in str(errors[0])
+
+
+def test_connecting_to_nobody_ends_with_a_clear_error() -> None:
+    endpoints = free_endpoints(2)
+    lonely = Mesh(1, endpoints, "token", ignore, ignore)
+    start = time.monotonic()
+    with pytest.raises(ConnectTimeout, match="could not connect to process 0"):
+        lonely.connect(1.0)
+    assert time.monotonic() - start < 3.0
+
+
+# ---------------------------------------------------------------------- processes started separately (hostfile)
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from runtime import execute_from_args
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            return handle, stream.exchange(lambda x: x).probe()
+        handle, probe = worker.dataflow(build)
+        epoch = 0
+        while True:
+            handle.send_batch(list(range(10)))
+            epoch += 1
+            handle.advance_to(epoch)
+            worker.step_while(lambda: probe.less_than(epoch))
+            if {forever} is False and epoch == 20:
+                return epoch
+            time.sleep(0.01)
+
+    print("results", execute_from_args(main, stall_timeout=None), flush=True)
+    """
+)
+
+
+def start_script(tmp_path: Path, forever: bool, args: list[str], token: str, **kwargs: Any) -> subprocess.Popen[str]:
+    script = tmp_path / "cluster_job.py"
+    script.write_text(SCRIPT.format(root=str(ROOT), forever=forever))
+    env = dict(os.environ, PYTIMELY_TOKEN=token, PYTHONHASHSEED="0")
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=tmp_path,  # away from the repository: children must still find this runtime
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_two_processes_with_a_hostfile_gather_every_result(tmp_path: Path) -> None:
+    endpoints = free_endpoints(2)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"{e}\n" for e in endpoints))
+    flags = ["-n", "2", "-w", "2", "-h", str(hostfile)]
+    first = start_script(tmp_path, False, [*flags, "-p", "0"], "secret")
+    second = start_script(tmp_path, False, [*flags, "-p", "1"], "secret")
+    out0, err0 = first.communicate(timeout=60)
+    out1, err1 = second.communicate(timeout=60)
+    assert first.returncode == 0 and second.returncode == 0, err0 + err1
+    assert out0 == out1 == "results [20, 20, 20, 20]\n"
+
+
+def test_a_killed_peer_stops_the_other_process_within_ten_seconds(tmp_path: Path) -> None:
+    endpoints = free_endpoints(2)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"{e}\n" for e in endpoints))
+    flags = ["-n", "2", "-h", str(hostfile)]
+    first = start_script(tmp_path, True, [*flags, "-p", "0"], "secret")
+    second = start_script(tmp_path, True, [*flags, "-p", "1"], "secret")
+    try:
+        time.sleep(2.0)
+        assert first.poll() is None and second.poll() is None
+        second.kill()
+        killed = time.monotonic()
+        _, err = first.communicate(timeout=15)
+        assert time.monotonic() - killed < 10.0
+        assert first.returncode != 0
+        assert f"process 1 ({endpoints[1]})" in err
+    finally:
+        for process in (first, second):
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+# ---------------------------------------------------------------------- Ctrl-C and orphans
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for_children(pid: int, count: int) -> list[int]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = children_of(pid)
+        if len(found) >= count:
+            time.sleep(1.0)  # let them join the mesh
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} did not start {count} children")
+
+
+def wait_gone(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        remaining = [pid for pid in pids if alive(pid)]
+        if not remaining:
+            return []
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]
+
+
+def test_ctrl_c_stops_the_whole_local_cluster(tmp_path: Path) -> None:
+    parent = start_script(tmp_path, True, ["-n", "2"], "unused", start_new_session=True)
+    try:
+        children = wait_for_children(parent.pid, 2)
+        os.killpg(parent.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        _, err = parent.communicate(timeout=15)
+        assert parent.returncode == 130, err
+        assert "interrupted" in err
+        assert wait_gone(children, 5.0) == []
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()
+
+
+def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    parent = start_script(tmp_path, True, ["-n", "2"], "unused", start_new_session=True)
+    children = wait_for_children(parent.pid, 2)
+    parent.kill()
+    parent.communicate()
+    remaining = wait_gone(children, 5.0)
+    for pid in remaining:
+        os.kill(pid, signal.SIGKILL)
+    assert remaining == []
+
+
+# ---------------------------------------------------------------------- flags
+
+
+def test_cluster_flags_are_parsed_like_timelys(tmp_path: Path) -> None:
+    config, rest = parse_cluster_args(["-w", "3", "-n", "2", "-p", "1", "--seed", "4", "-h", "hosts"])
+    assert (config.workers, config.processes, config.process, config.hostfile) == (3, 2, 1, "hosts")
+    assert rest == ["--seed", "4"]
+    assert [str(e) for e in endpoints_for(ClusterConfig(processes=2))] == ["127.0.0.1:2101", "127.0.0.1:2102"]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# cluster\nalpha:7000\n\nbeta:7001  # second\n")
+    assert [str(e) for e in endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))] == [
+        "alpha:7000",
+        "beta:7001",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-w", "0"], "workers"),
+        (["-n", "2", "-p", "2"], "between 0 and 1"),
+        (["-h", "hosts"], "needs -p"),
+    ],
+)
+def test_bad_cluster_flags_are_explained(argv: list[str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        parse_cluster_args(argv)
+
+
+def test_a_short_hostfile_and_a_missing_token_are_explained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:7000\n")
+    with pytest.raises(ConfigurationError, match="lists 1 process"):
+        endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))
+    monkeypatch.delenv("PYTIMELY_TOKEN", raising=False)
+    with pytest.raises(ConfigurationError, match="PYTIMELY_TOKEN"):
+        execute_from_args(failing_main, ["-n", "2", "-p", "0"])
