@@ -8,7 +8,9 @@ the epoch and the batch it arrived in.  After each epoch the driver steps the
 worker until the probe says the epoch is complete, which is how a timely program
 waits for its results.
 
-Run it with ``python examples/hello.py -w 3``.
+Run it with ``python examples/hello.py -w 3``; ``-n 2 -w 2`` runs two processes of two
+worker threads each, and ``-n 2 -p I -h hostfile`` runs process ``I`` of a cluster
+started in several terminals or on several hosts (timely's flags).
 """
 
 from __future__ import annotations

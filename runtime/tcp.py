@@ -34,6 +34,7 @@ import hmac
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ from typing import Any
 
 from runtime.errors import TimelyRuntimeError
 from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
+
+_PREFIX = struct.Struct("!II")
 
 log = logging.getLogger("runtime.tcp")
 
@@ -130,27 +133,39 @@ def _describe(sock: socket.socket) -> str:
 
 
 class _Channel:
-    """Blocking frame I/O on one socket, used during the handshake."""
+    """Blocking frame I/O on one socket, used during the handshake.
+
+    It reads exactly one frame at a time and never more: the peer may send its
+    first data right after the handshake, and those bytes belong to the
+    connection's reader thread.
+    """
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.reader = FrameReader(_HANDSHAKE_MAX_FRAME)
-        self.ready: list[tuple[list[Any], bytes]] = []
 
     def send(self, header: list[Any]) -> None:
         self.sock.sendall(frame(header))
 
-    def receive(self, deadline: float) -> list[Any]:
-        while not self.ready:
+    def _exactly(self, size: int, deadline: float) -> bytes:
+        chunks = bytearray()
+        while len(chunks) < size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("the handshake timed out")
             self.sock.settimeout(remaining)
-            data = self.sock.recv(_HANDSHAKE_MAX_FRAME)
+            data = self.sock.recv(size - len(chunks))
             if not data:
                 raise ConnectionError("the connection closed during the handshake")
-            self.ready.extend(self.reader.feed(data))
-        return self.ready.pop(0)[0]
+            chunks += data
+        return bytes(chunks)
+
+    def receive(self, deadline: float) -> list[Any]:
+        prefix = self._exactly(8, deadline)
+        body, _ = _PREFIX.unpack(prefix)
+        if body > _HANDSHAKE_MAX_FRAME:
+            raise WireError(f"a handshake frame of {body} bytes is too large")
+        frames = list(FrameReader(_HANDSHAKE_MAX_FRAME).feed(prefix + self._exactly(body, deadline)))
+        return frames[0][0]
 
 
 class Mesh:

@@ -299,6 +299,32 @@ def test_a_wrong_token_is_refused_logged_and_sees_no_data(caplog: pytest.LogCapt
     rogue.close()
 
 
+def test_data_sent_right_after_the_handshake_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The acceptor may send before the connector has read its welcome: those bytes reach the reader."""
+    endpoints = free_endpoints(2)
+    received: list[Any] = []
+    check = Mesh._check_configuration
+
+    def slow_check(self: Mesh, *args: Any) -> None:
+        check(self, *args)
+        if self.index == 1:
+            time.sleep(0.5)  # the welcome and the first data frame are both waiting when we read
+
+    monkeypatch.setattr(Mesh, "_check_configuration", slow_check)
+    first = Mesh(0, endpoints, "token", ignore, ignore)
+    second = Mesh(1, endpoints, "token", lambda peer, header, payload: received.append(header), ignore)
+    thread, errors = connect_in_thread(second, 5.0)
+    first.connect(5.0)
+    first.send(1, frame(["early"]))
+    thread.join(5.0)
+    deadline = time.monotonic() + 5
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first.close()
+    second.close()
+    assert not errors and received == [["early"]]
+
+
 def test_another_protocol_version_is_refused(caplog: pytest.LogCaptureFixture) -> None:
     endpoints = free_endpoints(2)
     good = Mesh(0, endpoints, "right", ignore, ignore)
