@@ -90,7 +90,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from runtime.errors import TimelyRuntimeError
 from scopes.timestamp import Product
@@ -343,8 +343,12 @@ def iter_stream(stream: BinaryIO, where: str) -> Iterator[Event]:
             raise RecordingError(f"{where}: corrupted after {count} events ({error})") from None
         if not isinstance(raw, tuple) or not raw:
             raise RecordingError(f"{where}: corrupted after {count} events (found {raw!r:.60})")
+        try:
+            event = decode(raw)
+        except RecordingError as error:
+            raise RecordingError(f"{where}: corrupted after {count} events: {error}") from None
         count += 1
-        yield decode(raw)
+        yield event
 
 
 def read_events(path: str | os.PathLike[str]) -> list[Event]:
@@ -501,6 +505,7 @@ class FileSink(Sink):
         self.path = Path(path)
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
         self._file.write(_header(process))
+        self._file.flush()
 
     def write(self, events: list[tuple[Any, ...]], encoded: bytes) -> None:
         """Append the encoded batch."""

@@ -20,7 +20,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-import graphviz
+import graphviz  # type: ignore[import-untyped]
 
 from viz.errors import RenderError
 from viz.explain import Blocker, explain
@@ -33,6 +33,9 @@ INSTALL_HINT = (
     "Graphviz's 'dot' program was not found: install it (Debian/Ubuntu: 'apt-get install graphviz', "
     "macOS: 'brew install graphviz'), or write DOT text instead (an output file ending in .dot)"
 )
+
+
+_PORT_ROW = '<TR><TD BORDER="0"><TABLE BORDER="0" CELLSPACING="0" CELLBORDER="1"><TR>{}</TR></TABLE></TD></TR>'
 
 
 def _id(address: Address) -> str:
@@ -160,10 +163,10 @@ class _Renderer:
         body = "<BR/>".join(lines)
         rows = []
         if ins:
-            rows.append(f'<TR><TD BORDER="0"><TABLE BORDER="0" CELLSPACING="0" CELLBORDER="1"><TR>{ins}</TR></TABLE></TD></TR>')
+            rows.append(_PORT_ROW.format(ins))
         rows.append(f'<TR><TD BORDER="0" BGCOLOR="{fill}">{body}</TD></TR>')
         if outs:
-            rows.append(f'<TR><TD BORDER="0"><TABLE BORDER="0" CELLSPACING="0" CELLBORDER="1"><TR>{outs}</TR></TABLE></TD></TR>')
+            rows.append(_PORT_ROW.format(outs))
         label = '<<TABLE BORDER="1" CELLBORDER="0" CELLSPACING="0" CELLPADDING="3">' + "".join(rows) + "</TABLE>>"
         graph.node(_id(address), label, shape="plaintext", margin="0")
 
