@@ -73,6 +73,7 @@ def build(script: Script, worker: int) -> None:
 
 
 def _loop_frontier(diff: int) -> tuple[tuple[int, Product, int], ...]:
+    p00, p01 = Product(0, 0), Product(0, 1)
     return tuple((loc, p01 if loc in (3, 5) else p00, diff) for loc in (1, 4, 6, 0, 2, 3, 5))
 
 
