@@ -79,6 +79,7 @@ viewer is slow or gone, chunks are dropped and counted, never waited for.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 import socket
@@ -603,10 +604,8 @@ class TcpSink(Sink):
     def close(self) -> None:
         """Send what is queued (bounded wait), then disconnect."""
         self._closing.set()
-        try:
+        with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=1.0)
-        except queue.Full:
-            pass
         self._thread.join(timeout=5.0)
 
 
