@@ -43,6 +43,9 @@ def execute(
             with lock:
                 failures.append((index, error))
             fabric.stop_all()
+        finally:
+            if worker.logger is not None:
+                worker.logger.shutdown()
 
     if workers == 1:
         run(0)

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from runtime.errors import DataflowStuck, WorkerAborted
 from runtime.fabric import ThreadAllocator, WorkerSignal
+from runtime.instrument import Instrument, logger_for
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.subgraph import Subgraph
@@ -47,6 +48,8 @@ class Worker:
         self._active: set[int] = set()
         self._next_dataflow = 0
         self._park = 0.002 if allocator.peers > 1 else 0.0
+        self.logger: Instrument | None = logger_for(allocator.index)
+        """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
 
     @property
     def index(self) -> int:
@@ -77,6 +80,7 @@ class Worker:
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
+        root.observer = self.logger
         scope = ScopeBuilder(root, self._context)
         result = build(scope)
         scope.check_complete()
@@ -131,6 +135,8 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+                    if self.logger is not None:
+                        self.logger.dataflow_completed(index, dataflow.name)
         return bool(self._dataflows)
 
     def step_while(self, condition: Callable[[], bool]) -> None:

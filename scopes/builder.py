@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.channels import Allocator, Pipeline
 from scopes.errors import BuildError, ScopeError, TimestampError
+from scopes.hooks import ProgressObserver
 from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
@@ -114,6 +115,9 @@ class ScopeBuilder:
         handle = InputHandle(name, self.timestamp_type, capability, output, builder.activate)
         operator.set_logic(handle._flush)
         self.context.inputs.append(handle)
+        if self.subgraph.observer is not None:
+            handle._observer, handle._address = self.subgraph.observer, builder.address
+            handle._observer.input_event(builder.address, name, "created", handle.time)
         return handle, stream
 
     def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
@@ -148,6 +152,7 @@ class ScopeBuilder:
             self.context.next_channel(),
             lambda: parent_subgraph.activate_child(index),
         )
+        child.observer = parent_subgraph.observer
         parent_subgraph.set_child(index, child)
         inner = ScopeBuilder(child, self.context, self, index)
         self.children.append(inner)
@@ -246,6 +251,8 @@ class InputHandle:
         self._activate = activate
         self._buffer: list[Any] = []
         self._time = capability.time
+        self._observer: ProgressObserver | None = None
+        self._address: tuple[int, ...] = ()
 
     @property
     def time(self) -> Any:
@@ -303,6 +310,8 @@ class InputHandle:
         self._capability.downgrade(time)
         self._time = time
         self._activate()
+        if self._observer is not None:
+            self._observer.input_event(self._address, self.name, "advanced", time)
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
@@ -317,6 +326,8 @@ class InputHandle:
         self._capability.drop()
         self._capability = None
         self._activate()
+        if self._observer is not None:
+            self._observer.input_event(self._address, self.name, "closed", self._time)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"time={self._time!r}"
