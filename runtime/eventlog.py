@@ -1,0 +1,538 @@
+"""Event logs: captured streams written to and read from files and sockets.
+
+:class:`EventWriter` is an :class:`~scopes.capture.EventPusher` that writes each
+event of a captured stream as a record; :class:`EventReader` reads such records
+back as an iterable for :func:`~scopes.capture.replay_into`.  The format is
+versioned msgpack, documented in ``docs/capture-format.md``:
+
+* a header: the 8 magic bytes :data:`MAGIC`, then one frame holding a msgpack map
+  ``{"format": "pytimely-events", "version": 1, "timestamp": <type name>}``;
+* then one frame per event.
+
+A frame is a 4-byte big-endian payload length, a 4-byte big-endian CRC-32 of
+the length bytes followed by the payload, and the msgpack payload.  A damaged or
+truncated log raises an :class:`EventLogCorrupt` naming the log and the byte
+offset of the damaged frame; nothing at or after the damage is returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any, cast
+
+import msgpack  # type: ignore[import-untyped]
+
+from runtime.errors import TimelyRuntimeError
+from scopes.capture import Event, Messages, Progress
+from scopes.timestamp import INTEGER, Product, TimestampType
+
+MAGIC = b"\x89PTEV\r\n\x1a"
+"""The first 8 bytes of every event log (binary, and sensitive to newline mangling)."""
+
+FORMAT_NAME = "pytimely-events"
+"""The value of the header's ``format`` field."""
+
+FORMAT_VERSION = 1
+"""The format version this module writes, and the only one it reads."""
+
+MAX_FRAME_BYTES = 1 << 30
+"""Frames declaring a larger payload are treated as damage."""
+
+EXT_PRODUCT = 1
+"""msgpack extension type of a :class:`~scopes.timestamp.Product`: payload ``[outer, inner]``."""
+EXT_TUPLE = 2
+"""msgpack extension type of a ``tuple``: payload an array of its items."""
+EXT_SET = 3
+"""msgpack extension type of a ``set``: payload an array of its items."""
+EXT_FROZENSET = 4
+"""msgpack extension type of a ``frozenset``: payload an array of its items."""
+
+EVENT_PROGRESS = 0
+"""First element of a Progress record: ``[0, [[time, diff], ...]]``."""
+EVENT_MESSAGES = 1
+"""First element of a Messages record: ``[1, time, [record, ...]]``."""
+
+_FRAME_HEAD = struct.Struct(">II")
+_READ_CHUNK = 1 << 16
+
+
+# ---------------------------------------------------------------------- errors
+
+
+class EventLogError(TimelyRuntimeError):
+    """Base class of event-log errors.
+
+    Attributes:
+        source: a description of the log (its file name, or the socket's peer).
+    """
+
+    def __init__(self, message: str, source: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class EventLogFormatError(EventLogError):
+    """The data is not a pytimely event log, or not one with the expected timestamp type."""
+
+
+class EventLogVersionError(EventLogError):
+    """The log is of a format version this reader does not read.
+
+    Attributes:
+        version: the version the log declares.
+    """
+
+    def __init__(self, message: str, source: str, version: object) -> None:
+        super().__init__(message, source)
+        self.version = version
+
+
+class EventLogCorrupt(EventLogError):
+    """A frame of the log is damaged (bad checksum, undecodable payload, impossible length).
+
+    Attributes:
+        offset: the byte offset of the damaged frame from the start of the log.
+    """
+
+    def __init__(self, message: str, source: str, offset: int) -> None:
+        super().__init__(message, source)
+        self.offset = offset
+
+
+class EventLogTruncated(EventLogCorrupt):
+    """The log ends in the middle of a frame (or before its header is complete)."""
+
+
+class EventEncodeError(EventLogError):
+    """An event holds a value the format cannot represent."""
+
+
+# ---------------------------------------------------------------------- encoding
+
+
+def _pack_default(value: Any) -> Any:
+    if isinstance(value, Product):
+        return msgpack.ExtType(EXT_PRODUCT, _packb([value[0], value[1]]))
+    if type(value) is tuple:
+        return msgpack.ExtType(EXT_TUPLE, _packb(list(value)))
+    if isinstance(value, frozenset):
+        return msgpack.ExtType(EXT_FROZENSET, _packb(list(value)))
+    if isinstance(value, set):
+        return msgpack.ExtType(EXT_SET, _packb(list(value)))
+    raise TypeError(
+        f"cannot encode a {type(value).__module__}.{type(value).__qualname__} ({value!r}): event logs hold "
+        "None, bool, int (64-bit), float, str, bytes, list, tuple, dict, set, frozenset and Product"
+    )
+
+
+def _packb(value: Any) -> bytes:
+    return cast(bytes, msgpack.packb(value, default=_pack_default, strict_types=True, use_bin_type=True))
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    items = _unpackb(data)
+    if code == EXT_PRODUCT:
+        return Product(items[0], items[1])
+    if code == EXT_TUPLE:
+        return tuple(items)
+    if code == EXT_SET:
+        return set(items)
+    if code == EXT_FROZENSET:
+        return frozenset(items)
+    raise ValueError(f"unknown msgpack extension type {code}")
+
+
+def _unpackb(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
+
+
+def encode_event(event: Event) -> bytes:
+    """The msgpack payload of ``event`` (without framing)."""
+    if isinstance(event, Progress):
+        return _packb([EVENT_PROGRESS, [[time, diff] for time, diff in event.updates]])
+    if isinstance(event, Messages):
+        return _packb([EVENT_MESSAGES, event.time, event.data])
+    raise TypeError(f"{event!r} is not an event (Progress or Messages)")
+
+
+def decode_event(payload: bytes) -> Event:
+    """The event encoded in ``payload``; raises ``ValueError`` if it is not one."""
+    value = _unpackb(payload)
+    if isinstance(value, list) and value:
+        kind = value[0]
+        if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
+            return Progress([(pair[0], pair[1]) for pair in value[1]])
+        if kind == EVENT_MESSAGES and len(value) == 3 and isinstance(value[2], list):
+            return Messages(value[1], value[2])
+    raise ValueError(f"payload {value!r:.200} is not an event record")
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its length and checksum in front."""
+    length = struct.pack(">I", len(payload))
+    return length + struct.pack(">I", zlib.crc32(payload, zlib.crc32(length))) + payload
+
+
+def header_frame(timestamp: TimestampType) -> bytes:
+    """The magic bytes and header frame of a log of ``timestamp`` times."""
+    header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "timestamp": timestamp.name}
+    return MAGIC + frame(_packb(header))
+
+
+# ---------------------------------------------------------------------- writing
+
+
+class EventWriter:
+    """Writes the events of a captured stream to a file or a socket.
+
+    ``target`` is a path (the file is created or replaced), a binary file object,
+    or a connected socket.  Use it as the pusher of
+    :func:`~scopes.capture.capture_into`; the capture calls :meth:`finish` when
+    the stream is complete, which flushes and (with ``close=True``, the default)
+    closes the target, so a reader sees the end of the log.
+    """
+
+    def __init__(self, target: Any, timestamp: TimestampType = INTEGER, close: bool = True) -> None:
+        """Write a log of ``timestamp`` times to ``target``, starting with the header."""
+        self.timestamp = timestamp
+        self._close_target = close
+        self._socket: socket.socket | None = None
+        self._file: IO[bytes] | None = None
+        if isinstance(target, (str, os.PathLike)):
+            self.name = os.fspath(target)
+            self._file = open(target, "wb")  # noqa: SIM115 - closed by finish()/close()
+            self._close_target = True
+        elif isinstance(target, socket.socket):
+            self._socket = target
+            target.setblocking(True)
+            self.name = _describe_socket(target)
+        elif callable(getattr(target, "write", None)):
+            self._file = target
+            self.name = str(getattr(target, "name", repr(target)))
+        else:
+            raise TypeError(f"EventWriter needs a path, a binary file or a socket, got {target!r}")
+        self.closed = False
+        self.bytes_written = 0
+        self._write(header_frame(timestamp))
+
+    def _write(self, data: bytes) -> None:
+        if self.closed:
+            raise EventLogError(f"event log {self.name} is closed; nothing more can be written", self.name)
+        if self._socket is not None:
+            self._socket.sendall(data)
+        else:
+            assert self._file is not None
+            self._file.write(data)
+        self.bytes_written += len(data)
+
+    def push(self, event: Event) -> None:
+        """Write one event as a record."""
+        try:
+            payload = encode_event(event)
+        except (TypeError, OverflowError, ValueError) as error:
+            time = event.time if isinstance(event, Messages) else [t for t, _ in getattr(event, "updates", [])]
+            raise EventEncodeError(
+                f"event log {self.name}: cannot write the event at time {time!r}: {error}", self.name
+            ) from error
+        self._write(frame(payload))
+
+    def flush(self) -> None:
+        """Push buffered bytes to the file (sockets are not buffered)."""
+        if self._file is not None and not self.closed:
+            self._file.flush()
+
+    def finish(self) -> None:
+        """The stream is complete: flush, and close the target if this writer owns it."""
+        if self._close_target:
+            self.close()
+        else:
+            self.flush()
+
+    def close(self) -> None:
+        """Flush and close the target.  Closing twice is harmless."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        if self._socket is not None:
+            with contextlib.suppress(OSError):  # the peer may already be gone
+                self._socket.shutdown(socket.SHUT_WR)
+            self._socket.close()
+        elif self._file is not None:
+            self._file.close()
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EventWriter({self.name!r}, {self.timestamp.name}, {self.bytes_written} bytes)"
+
+
+def _describe_socket(sock: socket.socket) -> str:
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        peer = "an unconnected peer"
+    return f"socket to {peer}"
+
+
+# ---------------------------------------------------------------------- reading
+
+
+class EventReader:
+    """Reads the events of a log from a file or a socket; iterate to get them.
+
+    ``source`` is a path, a binary file object, or a connected socket.  Over a
+    socket the reader never blocks: it yields ``None`` while no complete record
+    has arrived, and ends when the peer closes the connection at a record
+    boundary.  Over a file it ends at the end of the file.  With ``timestamp``
+    given, a log of another timestamp type is refused.
+
+    A damaged log raises :class:`EventLogCorrupt` (or :class:`EventLogTruncated`)
+    naming the log and the byte offset of the damage; every later call raises it
+    again, so nothing after the damage is ever returned.
+    """
+
+    def __init__(self, source: Any, timestamp: TimestampType | None = None) -> None:
+        """Read the log at ``source``."""
+        self.expected_timestamp = timestamp
+        self._socket: socket.socket | None = None
+        self._file: IO[bytes] | None = None
+        self._owns = False
+        if isinstance(source, (str, os.PathLike)):
+            self.name = os.fspath(source)
+            self._file = open(source, "rb")  # noqa: SIM115 - closed at the end of the log or by close()
+            self._owns = True
+        elif isinstance(source, socket.socket):
+            self._socket = source
+            source.setblocking(False)
+            self._owns = True
+            try:
+                self.name = f"socket from {source.getpeername()}"
+            except OSError:
+                self.name = "an unconnected socket"
+        elif callable(getattr(source, "read", None)):
+            self._file = source
+            self.name = str(getattr(source, "name", repr(source)))
+        else:
+            raise TypeError(f"EventReader needs a path, a binary file or a socket, got {source!r}")
+        self.header: dict[str, Any] | None = None
+        self._magic_ok = False
+        self._buffer = bytearray()
+        self._start = 0  # offset in the log of self._buffer[0]
+        self._eof = False
+        self._ended = False
+        self._error: EventLogError | None = None
+
+    # -- input ---------------------------------------------------------------
+
+    def _fill(self) -> bool:
+        """Read more bytes if there are any now; return whether any arrived."""
+        if self._eof:
+            return False
+        if self._socket is not None:
+            try:
+                data = self._socket.recv(_READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as error:
+                raise EventLogError(
+                    f"event log {self.name}: the connection failed at byte offset "
+                    f"{self._start + len(self._buffer)}: {error}",
+                    self.name,
+                ) from error
+        else:
+            assert self._file is not None
+            data = self._file.read(_READ_CHUNK)
+        if not data:
+            self._eof = True
+            return False
+        self._buffer += data
+        return True
+
+    def _take_frame(self) -> tuple[int, bytes] | None:
+        """The next complete frame ``(offset, payload)``, or ``None`` if not all of it is here yet."""
+        buffer = self._buffer
+        while len(buffer) < 8 and self._fill():
+            pass
+        if len(buffer) < 8:
+            return None
+        length, checksum = _FRAME_HEAD.unpack_from(buffer)
+        offset = self._start
+        if length > MAX_FRAME_BYTES:
+            raise self._corrupt(
+                offset, f"declares a payload of {length} bytes, more than any record may have"
+            )
+        while len(buffer) < 8 + length and self._fill():
+            pass
+        if len(buffer) < 8 + length:
+            return None
+        payload = bytes(buffer[8 : 8 + length])
+        if zlib.crc32(payload, zlib.crc32(buffer[0:4])) != checksum:
+            raise self._corrupt(offset, "fails its CRC-32 check")
+        del buffer[: 8 + length]
+        self._start += 8 + length
+        return offset, payload
+
+    def _corrupt(self, offset: int, problem: str) -> EventLogCorrupt:
+        return EventLogCorrupt(
+            f"event log {self.name} is damaged: the frame at byte offset {offset} {problem}; "
+            "nothing from that frame on was replayed. Re-capture the stream, or replay the "
+            "undamaged prefix knowing that it is incomplete",
+            self.name,
+            offset,
+        )
+
+    def _at_end(self) -> None:
+        """At end of input: finish cleanly or report a truncation."""
+        if self._buffer or self.header is None:
+            where = self._start
+            what = "its header" if self.header is None else "the record"
+            error = EventLogTruncated(
+                f"event log {self.name} is truncated: it ends {len(self._buffer)} bytes into "
+                f"{what} at byte offset {where}; nothing from that offset on was replayed. "
+                "The writer probably stopped before finishing the log",
+                self.name,
+                where,
+            )
+            raise error
+        self._ended = True
+        self.close()
+
+    def _read_header(self) -> bool:
+        buffer = self._buffer
+        if not self._magic_ok:
+            while len(buffer) < len(MAGIC) and self._fill():
+                pass
+            if len(buffer) < len(MAGIC):
+                return False
+            if bytes(buffer[: len(MAGIC)]) != MAGIC:
+                raise EventLogFormatError(
+                    f"{self.name} is not a pytimely event log: it starts with {bytes(buffer[:8])!r}, "
+                    f"not the magic bytes {MAGIC!r}",
+                    self.name,
+                )
+            del buffer[: len(MAGIC)]
+            self._start += len(MAGIC)
+            self._magic_ok = True
+        taken = self._take_frame()
+        if taken is None:
+            return False
+        offset, payload = taken
+        try:
+            header = _unpackb(payload)
+        except Exception as error:  # noqa: BLE001 - any decoding failure is damage
+            raise self._corrupt(offset, f"(the header) cannot be decoded: {error}") from error
+        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+            raise EventLogFormatError(
+                f"{self.name} is not a pytimely event log: its header is {header!r:.200}", self.name
+            )
+        version = header.get("version")
+        if version != FORMAT_VERSION:
+            raise EventLogVersionError(
+                f"event log {self.name} has format version {version!r}; this pytimely reads "
+                f"version {FORMAT_VERSION} only. Read it with the pytimely release that wrote it, "
+                "or re-capture the stream",
+                self.name,
+                version,
+            )
+        expected = self.expected_timestamp
+        if expected is not None and header.get("timestamp") != expected.name:
+            raise EventLogFormatError(
+                f"event log {self.name} holds {header.get('timestamp')!r} timestamps, but "
+                f"{expected.name!r} timestamps were expected; replay it into a scope of its own timestamp type",
+                self.name,
+            )
+        self.header = header
+        return True
+
+    # -- iteration -----------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Event | None]:
+        return self
+
+    def __next__(self) -> Event | None:
+        if self._error is not None:
+            raise self._error
+        if self._ended:
+            raise StopIteration
+        try:
+            if self.header is None and not self._read_header():
+                if self._eof:
+                    self._at_end()
+                return None
+            taken = self._take_frame()
+            if taken is None:
+                if self._eof:
+                    self._at_end()
+                    raise StopIteration
+                return None
+            offset, payload = taken
+            try:
+                return decode_event(payload)
+            except Exception as error:  # noqa: BLE001 - any decoding failure is damage
+                raise self._corrupt(offset, f"cannot be decoded as an event: {error}") from error
+        except EventLogError as error:
+            self._error = error
+            self.close()
+            raise
+
+    @property
+    def timestamp_name(self) -> str | None:
+        """The name of the log's timestamp type, once the header has been read."""
+        return None if self.header is None else str(self.header.get("timestamp"))
+
+    @property
+    def offset(self) -> int:
+        """The byte offset in the log of the next unread frame."""
+        return self._start
+
+    def close(self) -> None:
+        """Release the file or socket (if this reader opened or was given ownership of it)."""
+        if self._owns:
+            if self._socket is not None:
+                self._socket.close()
+            elif self._file is not None:
+                self._file.close()
+            self._owns = False
+
+    def __repr__(self) -> str:
+        return f"EventReader({self.name!r}, offset={self._start})"
+
+
+def write_events(path: Any, events: list[Event], timestamp: TimestampType = INTEGER) -> None:
+    """Write ``events`` as a complete log at ``path``."""
+    with EventWriter(path, timestamp) as writer:
+        for event in events:
+            writer.push(event)
+
+
+def read_events(path: Any, timestamp: TimestampType | None = None) -> list[Event]:
+    """Every event of the log at ``path`` (raising on damage)."""
+    return [event for event in EventReader(path, timestamp) if event is not None]
+
+
+__all__ = [
+    "EventEncodeError",
+    "EventLogCorrupt",
+    "EventLogError",
+    "EventLogFormatError",
+    "EventLogTruncated",
+    "EventLogVersionError",
+    "EventReader",
+    "EventWriter",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "decode_event",
+    "encode_event",
+    "read_events",
+    "write_events",
+]

@@ -1,0 +1,393 @@
+"""Capture a stream as a sequence of events, and replay events as a stream.
+
+A captured stream is described completely by two kinds of :data:`Event`:
+
+* :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
+  stream, exactly as the capturing operator saw them at its input.
+* :class:`Messages` ``(time, data)``: a batch of records that arrived at ``time``.
+
+By contract every recorded stream *starts* holding one capability at the
+minimum time: :func:`capture_into` removes that initial capability from what it
+records, and :func:`replay_into` adds it back, once per replayed stream.  A
+stream's events therefore describe a count of capabilities per time that starts
+at ``{minimum: 1}`` and ends empty when the captured stream is complete.
+
+Any interleaving of several recorded streams is itself a valid stream, so a
+replaying worker may replay any number of them, and streams captured on N
+workers may be replayed on M.
+
+This module is pure: it never touches sockets, files or threads.  It records
+into any object with a ``push(event)`` method (an :class:`EventPusher`) and
+replays from any iterables of events (see :func:`replay_into`);
+:mod:`runtime.eventlog` provides pushers and readers over files and sockets.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from scopes.antichain import Antichain
+from scopes.change_batch import ChangeBatch
+from scopes.channels import Pipeline
+from scopes.errors import ScopeError
+from scopes.operator import Operator
+from scopes.operator_builder import OperatorBuilder
+from scopes.order import less_equal
+from scopes.scope import Updates
+from scopes.timestamp import PathSummary
+
+if TYPE_CHECKING:
+    from scopes.builder import ScopeBuilder
+    from scopes.stream import Stream
+
+
+class Progress(NamedTuple):
+    """Changes ``(time, diff)`` to the frontier of a captured stream, applied as one batch."""
+
+    updates: list[tuple[Any, int]]
+
+
+class Messages(NamedTuple):
+    """A batch of records ``data`` that the captured stream carried at ``time``."""
+
+    time: Any
+    data: list[Any]
+
+
+Event = Progress | Messages
+"""One event of a captured stream."""
+
+
+@runtime_checkable
+class EventPusher(Protocol):
+    """Receives the events of a captured stream, in order.
+
+    A pusher may also have a ``finish()`` method; :func:`capture_into` calls it
+    once, when the captured stream's frontier has become empty and nothing more
+    will ever be recorded.
+    """
+
+    def push(self, event: Event) -> None:
+        """Record one event."""
+
+
+class ReplayError(ScopeError):
+    """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
+
+    Attributes:
+        stream: the index of the offending stream among those given to :func:`replay_into`.
+    """
+
+    def __init__(self, message: str, stream: int) -> None:
+        super().__init__(message)
+        self.stream = stream
+
+
+# ---------------------------------------------------------------------- capture
+
+
+class CaptureOperator(Operator):
+    """A sink that records every frontier change and message batch of its input as events.
+
+    Frontier changes are recorded as they are delivered to the operator, so the
+    final change (the frontier becoming empty) is recorded even when the dataflow
+    retires right after delivering it.  Messages are recorded when the operator
+    runs; a message at time ``t`` always precedes the frontier change that
+    passes ``t``, because an unconsumed message holds the frontier at ``t``.
+    """
+
+    def __init__(self, *args: Any, pusher: EventPusher) -> None:
+        """Create the operator; ``pusher`` receives the events."""
+        super().__init__(*args)
+        self.pusher = pusher
+        self.finished = False
+
+    def set_external_summary(
+        self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
+    ) -> None:
+        """Record the initial frontier, less the initial capability every stream is assumed to hold."""
+        super().set_external_summary(summaries, frontier)
+        changes: ChangeBatch[Any] = ChangeBatch(frontier[0])
+        changes.update(self.timestamp_type.minimum(), -1)
+        self._record(changes.drain())
+
+    def push_external_progress(self, external: Sequence[Updates]) -> None:
+        """Record a change of the input frontier."""
+        super().push_external_progress(external)
+        if external[0]:
+            self._record(ChangeBatch(external[0]).drain())
+
+    def _record(self, updates: list[tuple[Any, int]]) -> None:
+        if self.finished:
+            return
+        if updates:
+            self.pusher.push(Progress(updates))
+        if self.input_ports[0].frontier.is_empty():
+            self.finished = True
+            finish = getattr(self.pusher, "finish", None)
+            if finish is not None:
+                finish()
+
+
+def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> None:
+    """Record ``stream`` into ``pusher``: every frontier change and every message batch, in order.
+
+    Each worker records what arrives on its own share of the stream, together
+    with the frontier of the whole stream.  The initial capability at the
+    minimum time is not recorded (see the module documentation).  When the
+    stream is complete, ``pusher.finish()`` is called if the pusher has one.
+    """
+    if not callable(getattr(pusher, "push", None)):
+        raise TypeError(f"capture_into '{name}': {pusher!r} has no push(event) method")
+    builder = OperatorBuilder(stream.scope, name)
+    port = builder.new_input(stream, Pipeline)
+    operator = builder.build(None, operator_class=CaptureOperator, pusher=pusher)
+    push = pusher.push
+    pull = port.pull
+
+    def logic() -> None:
+        while (message := pull()) is not None:
+            push(Messages(message[0], message[1]))
+
+    operator.set_logic(logic)
+
+
+class CaptureRecorder:
+    """An in-memory, thread-safe record of a captured stream's events.
+
+    It behaves like a read-only list of events (``len``, indexing, iteration over
+    the events recorded so far) and can be replayed: pass it to
+    :func:`replay_into`, which follows it live through :meth:`cursor`.
+    """
+
+    def __init__(self) -> None:
+        """An empty recording."""
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+        self._finished = False
+
+    def push(self, event: Event) -> None:
+        """Append an event."""
+        with self._lock:
+            if self._finished:
+                raise ReplayError(f"cannot record {event!r}: the recording is already finished", -1)
+            self._events.append(event)
+
+    def finish(self) -> None:
+        """Mark the recording complete: the captured stream's frontier is empty."""
+        with self._lock:
+            self._finished = True
+
+    @property
+    def finished(self) -> bool:
+        """Whether the captured stream has completed."""
+        return self._finished
+
+    def events(self) -> list[Event]:
+        """A copy of the events recorded so far."""
+        with self._lock:
+            return list(self._events)
+
+    def messages(self) -> list[tuple[Any, Any]]:
+        """Every recorded record with its time, as ``(time, record)`` pairs, in recorded order."""
+        return [(event.time, record) for event in self.events() if isinstance(event, Messages)
+                for record in event.data]
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __getitem__(self, index: int) -> Event:
+        with self._lock:
+            return self._events[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events())
+
+    def cursor(self) -> RecorderCursor:
+        """A live reader from the first event: yields events, ``None`` while waiting, ends when finished."""
+        return RecorderCursor(self)
+
+    def __repr__(self) -> str:
+        state = "finished" if self._finished else "recording"
+        return f"CaptureRecorder({len(self._events)} events, {state})"
+
+
+class RecorderCursor:
+    """Reads a :class:`CaptureRecorder` from the start, without blocking."""
+
+    def __init__(self, recorder: CaptureRecorder) -> None:
+        """Read ``recorder`` from its first event."""
+        self._recorder = recorder
+        self._position = 0
+
+    def __iter__(self) -> RecorderCursor:
+        return self
+
+    def __next__(self) -> Event | None:
+        recorder = self._recorder
+        with recorder._lock:
+            if self._position < len(recorder._events):
+                event = recorder._events[self._position]
+                self._position += 1
+                return event
+            if recorder._finished:
+                raise StopIteration
+        return None
+
+
+def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
+    """Record ``stream`` in memory; returns this worker's :class:`CaptureRecorder`."""
+    recorder = CaptureRecorder()
+    capture_into(stream, recorder, name)
+    return recorder
+
+
+# ---------------------------------------------------------------------- replay
+
+
+class _ReplayedStream:
+    """One event stream being replayed, and the capabilities it holds."""
+
+    __slots__ = ("index", "events", "held", "open")
+
+    def __init__(self, index: int, events: Iterator[Event | None], minimum: Any) -> None:
+        self.index = index
+        self.events = events
+        self.held: dict[Any, int] = {minimum: 1}
+        self.open = True
+
+    def close(self) -> None:
+        self.open = False
+        close = getattr(self.events, "close", None)
+        if close is not None:
+            close()
+
+
+def _open(source: Any) -> Iterator[Event | None]:
+    cursor = getattr(source, "cursor", None)
+    if callable(cursor):
+        return iter(cursor())
+    return iter(source)
+
+
+def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "Replay") -> Stream:
+    """Reproduce recorded streams in ``scope``; returns the replayed stream.
+
+    ``event_streams`` holds this worker's share of the recordings: any number of
+    iterables of :data:`Event` (or objects with a ``cursor()`` method returning
+    one, such as :class:`CaptureRecorder`).  An iterable yields ``None`` when no
+    event is available yet; it is asked again later.  The operator never blocks:
+    it takes the events that are available and asks to be scheduled again while
+    any stream is open.  A stream is finished when the capabilities it describes
+    are all released (or it ends); ending earlier is a :class:`ReplayError`.
+
+    To replay N recordings on M workers, give worker ``i`` recordings ``i``,
+    ``i + M``, ``i + 2M``, ...
+    """
+    sources = [_open(source) for source in event_streams]
+    timestamp_type = scope.timestamp_type
+    minimum = timestamp_type.minimum()
+    builder = OperatorBuilder(scope, name)
+    output, stream = builder.new_output()
+    info = builder.info
+    streams = [_ReplayedStream(index, events, minimum) for index, events in enumerate(sources)]
+    internal = output.internal
+    send = output.send
+    started = False
+    where = f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}"
+
+    def fail(state: _ReplayedStream, problem: str) -> ReplayError:
+        return ReplayError(f"{where}: event stream {state.index} {problem}", state.index)
+
+    def check_time(state: _ReplayedStream, time: Any) -> None:
+        if not timestamp_type.contains(time):
+            raise fail(
+                state,
+                f"has time {time!r}, which is not a {timestamp_type.name} timestamp of scope "
+                f"'{scope.name}'; replay a recording into a scope with the timestamps it was captured with",
+            )
+
+    def apply_progress(state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
+        held = state.held
+        for time, diff in updates:
+            check_time(state, time)
+            value = held.get(time, 0) + diff
+            if value > 0:
+                held[time] = value
+            elif value == 0:
+                held.pop(time, None)
+            else:
+                raise fail(state, f"released a capability for time {time!r} that it did not hold")
+            internal.update(time, diff)
+        if not held:
+            state.close()
+
+    def apply_messages(state: _ReplayedStream, time: Any, data: list[Any]) -> None:
+        check_time(state, time)
+        for held_time in state.held:
+            if less_equal(held_time, time):
+                break
+        else:
+            raise fail(
+                state,
+                f"has a message at time {time!r} while holding capabilities only for "
+                f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
+            )
+        if data:
+            send(time, list(data))
+
+    def logic() -> None:
+        nonlocal started
+        if not started:
+            internal.update(minimum, len(streams) - 1)
+            started = True
+        waiting = False
+        for state in streams:
+            if not state.open:
+                continue
+            events = state.events
+            while state.open:
+                try:
+                    event = next(events)
+                except StopIteration:
+                    state.open = False
+                    if state.held:
+                        raise fail(
+                            state,
+                            "ended while still holding capabilities for times "
+                            f"{sorted(state.held, key=repr)!r}; the recording is incomplete",
+                        ) from None
+                    break
+                if event is None:
+                    waiting = True
+                    break
+                if isinstance(event, Progress):
+                    apply_progress(state, event.updates)
+                elif isinstance(event, Messages):
+                    apply_messages(state, event.time, event.data)
+                else:
+                    raise fail(state, f"yielded {event!r}, which is neither Progress nor Messages")
+        if waiting:
+            info.activate()
+
+    builder.build(logic)
+    # This worker's initial capability is counted by the operator's summary; the
+    # logic adjusts it to one per replayed stream on its first run.
+    return stream
+
+
+__all__ = [
+    "CaptureOperator",
+    "CaptureRecorder",
+    "Event",
+    "EventPusher",
+    "Messages",
+    "Progress",
+    "RecorderCursor",
+    "ReplayError",
+    "capture",
+    "capture_into",
+    "replay_into",
+]
