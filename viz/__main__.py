@@ -19,6 +19,7 @@ from runtime.instrument import Event, RecordingError, read_events
 from viz.dot import Diagram, to_graph
 from viz.errors import SelectionError, VizError
 from viz.model import Loc, Model
+from viz.tui.cli import add_tui_parser, run_tui
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         help="mark a location (default input 0) and explain what holds its frontier back, e.g. 0,3:in:0",
     )
     dot.add_argument("--time", default=None, help="the time the stuck location cannot pass (default: its frontier)")
+    add_tui_parser(commands)
     return parser
 
 
@@ -110,6 +112,8 @@ def _dot(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     args = _parser().parse_args(argv)
+    if args.command == "tui":
+        return run_tui(args)
     try:
         return _dot(args)
     except (RecordingError, VizError) as error:
