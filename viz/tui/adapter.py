@@ -353,6 +353,23 @@ def place_for_operator(places: list[StuckPlace], address: Address) -> StuckPlace
 KIND_TITLES = {"capability": "capability held", "messages": "messages in flight", "input": "input handle"}
 
 
+def short_loc(model: Model, loc: Loc) -> str:
+    """A location in a few characters: ``Name.in0``, or ``Scope.in0 (inside)`` for a scope's boundary."""
+    scope, node, port, is_source = loc
+    if node == 0:
+        info = model.scopes.get(scope)
+        name = info.info.name if info is not None else address_text(scope)
+        return f"{name}.{'in' if is_source else 'out'}{port} (inside)"
+    info = model.operators.get(scope + (node,))
+    name = info.name if info is not None else address_text(scope + (node,))
+    return f"{name}.{'out' if is_source else 'in'}{port}"
+
+
+def path_text(model: Model, blocker: Blocker) -> str:
+    """The blocker's path to the stuck location, as short names joined by arrows."""
+    return " → ".join(short_loc(model, loc) for loc in blocker.path)
+
+
 def explanation(model: Model, view: View, place: StuckPlace) -> tuple[str, list[Blocker]]:
     """A heading for ``place`` and the blockers that hold its earliest frontier time back."""
     time = place.frontier[0]

@@ -31,6 +31,7 @@ from viz.tui.adapter import (
     default_place,
     explanation,
     operator_rows,
+    path_text,
     place_for_operator,
     stuck_places,
     tree_label,
@@ -796,12 +797,11 @@ class TimelyApp(App[int]):
             if not blockers:
                 text.append("\nno pointstamp holds it back on this view (other workers may; press w)\n")
             for blocker in blockers:
-                what, _, path = blocker.description.partition("; path: ")
+                what = blocker.description.partition("; path: ")[0]
                 text.append("\n")
-                text.append(f"{KIND_TITLES.get(blocker.kind, blocker.kind):>18}  ", style="bold red")
+                text.append(f"{KIND_TITLES.get(blocker.kind, blocker.kind)}: ", style="bold red")
                 text.append(what + "\n")
-                if path:
-                    text.append(f"{'':>18}  path: {path}\n", style="dim")
+                text.append(f"  path: {path_text(model, blocker)}\n", style="dim")
         self.query_one("#stuck-text", Static).update(text)
 
     async def on_unmount(self) -> None:
