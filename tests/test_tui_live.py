@@ -175,3 +175,32 @@ def test_cli_refuses_bad_arguments() -> None:
     assert_clean_error(run_cli(), "--replay LOG, --listen HOST:PORT")
     assert_clean_error(run_cli("--listen", "nowhere"), "expected HOST:PORT")
     assert_clean_error(run_cli("--listen", "127.0.0.1:0", "--", "/no/such/program"), "cannot start")
+
+
+def test_live_keeps_up_with_100000_events_per_second() -> None:
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")  # the operator table redraws too while the events pour in
+            sender = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "tui_flood.py"), str(listener.port), "100000", "3"],
+                stdout=subprocess.PIPE, text=True,
+            )
+            lags = []
+            try:
+                while sender.poll() is None:
+                    await pilot.pause(0.1)
+                    lags.append(app.lag)
+                assert sender.returncode == 0
+                sent = int(sender.stdout.read()) if sender.stdout else 0
+            finally:
+                sender.kill()
+                sender.wait()
+            structure = 40  # the synthetic dataflow's construction events
+            await wait_until(pilot, lambda: app.state.model.events >= sent + structure, 1.0, "the last events")
+            assert sent >= 250_000
+            assert max(lags) < 1.0, lags
+            assert app.errors == []
+
+    asyncio.run(run())

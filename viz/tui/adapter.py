@@ -357,8 +357,8 @@ def short_loc(model: Model, loc: Loc) -> str:
     """A location in a few characters: ``Name.in0``, or ``Scope.in0 (inside)`` for a scope's boundary."""
     scope, node, port, is_source = loc
     if node == 0:
-        info = model.scopes.get(scope)
-        name = info.info.name if info is not None else address_text(scope)
+        inner = model.scopes.get(scope)
+        name = inner.info.name if inner is not None else address_text(scope)
         return f"{name}.{'in' if is_source else 'out'}{port} (inside)"
     info = model.operators.get(scope + (node,))
     name = info.name if info is not None else address_text(scope + (node,))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -159,8 +160,8 @@ class TimelyApp(App[int]):
     #filter { display: none; height: 3; }
     #filter.shown { display: block; }
     .caption { height: 1; color: $text-muted; padding: 0 1; }
-    #stuck-places { height: 9; border: none; }
-    #stuck-scroll { height: 1fr; border-top: solid $primary; }
+    #stuck-places { height: 1fr; max-height: 12; border: none; }
+    #stuck-scroll { height: 2fr; border-top: solid $primary; }
     #stuck-text { padding: 0 1; }
     Tree, DataTable { height: 1fr; }
     """
@@ -272,12 +273,11 @@ class TimelyApp(App[int]):
             with TabPane("3 Channels", id="channels"):
                 yield Static(id="channel-caption", classes="caption")
                 yield DataTable(id="channel-table", cursor_type="row", zebra_stripes=True)
-            with TabPane("4 Stuck", id="stuck"):
-                with Vertical():
-                    yield Static(id="stuck-caption", classes="caption")
-                    yield OptionList(id="stuck-places")
-                    with VerticalScroll(id="stuck-scroll"):
-                        yield Static(id="stuck-text")
+            with TabPane("4 Stuck", id="stuck"), Vertical():
+                yield Static(id="stuck-caption", classes="caption")
+                yield OptionList(id="stuck-places")
+                with VerticalScroll(id="stuck-scroll"):
+                    yield Static(id="stuck-text")
         if self.replay is not None:
             yield TimeSlider(id="slider")
         yield Footer()
@@ -452,8 +452,8 @@ class TimelyApp(App[int]):
         self.query_one(TabbedContent).active = pane
         self._dirty = True
         self.refresh_panes()
-        focus = {"tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table", "stuck": "#stuck-places"}
-        self.query_one(focus[pane]).focus()
+        focus = {"tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table"}
+        self.query_one(focus.get(pane, "#stuck-places")).focus()
 
     @on(TabbedContent.TabActivated)
     def _on_tab(self, event: TabbedContent.TabActivated) -> None:
@@ -620,7 +620,7 @@ class TimelyApp(App[int]):
         shown = "all workers" if self.worker is None else f"worker {self.worker}"
         if self.replay is not None:
             replay = self.replay
-            mode = "▶ playing" if self.playing else "⏸ paused"
+            mode = "playing" if self.playing else "paused"
             first = (
                 f"REPLAY · {workers} worker(s) · event {replay.position:,}/{len(replay):,} · "
                 f"t = {replay.now:.3f} / {replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
@@ -719,14 +719,12 @@ class TimelyApp(App[int]):
                 key=address_text(row.address),
             )
         if keep is not None:
-            try:
+            with contextlib.suppress(Exception):  # the row may have been filtered out
                 table.move_cursor(row=table.get_row_index(keep))
-            except Exception:  # noqa: BLE001 - the row may have been filtered out
-                pass
         arrow = "↓" if self.sort_reverse else "↑"
-        caption = f"{len(rows)} of {total} operators · sorted by {self.sort_column} {arrow} (s, r, or click a header)"
+        caption = f"{len(rows)} of {total} operators · sorted by {self.sort_column} {arrow} (s, r, click a header)"
         if self.filter_text:
-            caption += f" · filter '{self.filter_text}'"
+            caption = f"filter '{self.filter_text}' · {caption}"
         self.query_one("#op-caption", Static).update(caption)
 
     def _refresh_channels(self, view: View) -> None:

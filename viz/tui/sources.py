@@ -199,7 +199,19 @@ class LiveListener:
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
         from runtime.instrument import _ext_hook
 
-        unpacker = msgpack.Unpacker(ext_hook=_ext_hook, use_list=False, raw=False, strict_map_key=False)
+        times: dict[tuple[int, bytes], object] = {}
+
+        def cached_ext_hook(code: int, data: bytes) -> object:
+            # The same times recur in almost every event: decode each one once per connection.
+            key = (code, data)
+            value = times.get(key)
+            if value is None:
+                value = _ext_hook(code, data)
+                if len(times) < 100_000:
+                    times[key] = value
+            return value
+
+        unpacker = msgpack.Unpacker(ext_hook=cached_ext_hook, use_list=False, raw=False, strict_map_key=False)
         sock.settimeout(0.2)
         header_seen = False
         try:
