@@ -130,11 +130,11 @@ def frontier_summary(frontiers: list[list[Any]]) -> str:
 
 
 def capabilities_text(model: Model, view: View, address: Address) -> str:
-    """Capabilities held, as ``out0: 3@(0, 1)``; empty when none."""
+    """Capabilities held, as ``out0: (0, 1)×3`` (time×count); empty when none."""
     held = model.capabilities(address, view)
     parts = []
     for port, counts in sorted(held.items()):
-        times = ", ".join(f"{count}@{format_frontier([time])[1:-1]}" for time, count in counts.items())
+        times = ", ".join(f"{format_frontier([time])[1:-1]}×{count}" for time, count in counts.items())
         parts.append(f"out{port}: {times}")
     return "; ".join(parts)
 

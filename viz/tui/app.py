@@ -56,13 +56,13 @@ OPERATOR_COLUMNS = (
 )
 
 HELP = """\
-[b]pytimely viewer[/b] - keys (the mouse works too: click tabs, rows, headers, the slider)
+[b]pytimely viewer[/b] - keys (or the mouse: tabs, rows, headers, slider)
 
 [b]Panes[/b]
   1 2 3 4      scope tree, operator table, channels, stuck view
   tab          move between widgets; arrows move the cursor
   enter        tree: fold or unfold a scope
-  x            explain: open the stuck view at the operator under the cursor
+  x            open the stuck view at the operator under the cursor
   w            cycle the worker shown: all workers, then each worker
   /            filter the operator table (escape closes the filter)
   s / r        sort the operator table by the next column / reverse it
@@ -73,7 +73,7 @@ HELP = """\
   n / b        one event forwards / backwards
   f / F        the next / previous frontier change
   p            play or pause;  + / -  faster / slower
-  g / G        the start / the end of the recording (a recording opens at its end)
+  g / G        the start / the end (a recording opens at its end)
 
 The stuck view lists every port whose frontier is not empty. Pick one to see
 the pointstamps that keep its earliest time possible: capabilities held by
@@ -314,7 +314,7 @@ class TimelyApp(App[int]):
         state = self.live_state
         assert listener is not None and state is not None
         started = time.perf_counter()
-        budget = self.ingest_interval * 0.6
+        budget = self.ingest_interval * 0.8
         took = 0
         apply = state.apply
         while time.perf_counter() - started < budget:
