@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from runtime.instrument import Recorder  # noqa: E402
 from scc import read_edges, run_scc  # noqa: E402
+
+from runtime.instrument import Recorder  # noqa: E402
 
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
