@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from runtime.instrument import Recorder  # noqa: E402
 from scc import read_edges, run_scc  # noqa: E402
+
+from runtime.instrument import Recorder  # noqa: E402
 from viz.tui.app import TimelyApp  # noqa: E402
 from viz.tui.sources import Replay  # noqa: E402
 
