@@ -145,6 +145,8 @@ def run_worker(
             communicator.stop(Stop("failed", communicator.index, _summary(error)))
         return None, error
     finally:
+        if worker.logger is not None:
+            worker.logger.shutdown()
         communicator.finish()
 
 

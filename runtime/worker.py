@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
+from runtime.instrument import Instrument, logger_for
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Puller
@@ -63,6 +64,8 @@ class Worker:
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self.stall_timeout = stall_timeout
+        self.logger: Instrument | None = logger_for(communicator.index)
+        """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
 
     @property
     def index(self) -> int:
@@ -98,6 +101,7 @@ class Worker:
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
+        root.observer = self.logger
         scope = ScopeBuilder(root, self._context)
         result = build(scope)
         scope.check_complete()
@@ -184,6 +188,8 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+                    if self.logger is not None:
+                        self.logger.dataflow_completed(index, dataflow.name)
         else:
             self._idle = True
             comm.report_idle(True)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from scopes.antichain import Antichain
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
+from scopes.hooks import ProgressObserver
 from scopes.location import Source
 from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
 from scopes.operator_builder import OperatorBuilder
@@ -135,6 +136,9 @@ class ScopeBuilder:
         handle = InputHandle(name, self.timestamp_type, capability, output, builder.activate)
         operator.set_logic(handle._flush)
         self.context.inputs.append(handle)
+        if self.subgraph.observer is not None:
+            handle._observer, handle._address = self.subgraph.observer, builder.address
+            handle._observer.input_event(builder.address, name, "created", handle.time)
         return handle, stream
 
     def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
@@ -169,6 +173,7 @@ class ScopeBuilder:
             self.context.next_channel(),
             lambda: parent_subgraph.activate_child(index),
         )
+        child.observer = parent_subgraph.observer
         parent_subgraph.set_child(index, child)
         inner = ScopeBuilder(child, self.context, self, index)
         self.children.append(inner)
@@ -267,6 +272,8 @@ class InputHandle:
         self._activate = activate
         self._buffer: list[Any] = []
         self._time = capability.time
+        self._observer: ProgressObserver | None = None
+        self._address: tuple[int, ...] = ()
 
     @property
     def time(self) -> Any:
@@ -323,6 +330,8 @@ class InputHandle:
         assert self._capability is not None
         self._capability.downgrade(time)  # wakes the input operator to report it
         self._time = time
+        if self._observer is not None:
+            self._observer.input_event(self._address, self.name, "advanced", time)
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
@@ -336,6 +345,8 @@ class InputHandle:
         self._flush()
         self._capability.drop()  # wakes the input operator to report it
         self._capability = None
+        if self._observer is not None:
+            self._observer.input_event(self._address, self.name, "closed", self._time)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"time={self._time!r}"

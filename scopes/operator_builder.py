@@ -74,7 +74,9 @@ class OperatorBuilder:
         channel = context.next_channel()
         pusher, puller = contract.connect(context.allocator, channel, self.address, self.activate)
         stream.tee.add(pusher)
-        self.scope.subgraph.connect(stream.source, Target(self.index, port), contract.copies(context.peers))
+        self.scope.subgraph.connect(
+            stream.source, Target(self.index, port), contract.copies(context.peers), contract.name
+        )
         input_port = InputPort(self.name, port, puller)
         self.inputs.append(input_port)  # shared with the operator, if already built
         if self.operator is not None:

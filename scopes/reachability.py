@@ -26,6 +26,7 @@ from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.errors import CycleError, GraphError
+from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
 from scopes.order import less_equal, less_than
 from scopes.timestamp import PathSummary, TimestampType, checked, natural_order
@@ -385,6 +386,11 @@ class Tracker:
     capabilities the scope must report at its outputs (:meth:`drain_output_changes`).
     """
 
+    observer: ProgressObserver | None = None
+    """Instrumentation hooks (``None``: logging off), set by the owning scope."""
+    observer_scope: tuple[int, ...] = ()
+    """The address of the scope this tracker belongs to, for the observer."""
+
     def __init__(self, timestamp_type: TimestampType, graph: _Indexed, nodes: dict[int, _Node]) -> None:
         """Use :meth:`Builder.build` rather than calling this directly."""
         self.timestamp_type = timestamp_type
@@ -540,6 +546,10 @@ class Tracker:
         to_outputs = self._to_outputs
         output_changes = self._output_changes
         pending, self._pending = self._pending, {}
+        if self.observer is not None:
+            self.observer.pointstamps(
+                self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
+            )
         for loc, updates in pending.items():
             if not updates:
                 continue

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
+from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
 from scopes.reachability import Builder, Connectivity, Tracker, sparse
 from scopes.scope import ConnectivityLike, Scope, Updates
@@ -94,6 +96,11 @@ class _ScopeExit:
             tee.flush()
 
 
+def _reach(summaries: ConnectivityLike) -> list[list[int]]:
+    """For each input, the outputs it reaches (for the observer), from sparse or dense summaries."""
+    return [[output for output, chain in sorted(row.items()) if len(chain)] for row in sparse(summaries)]
+
+
 class Subgraph(Scope):
     """A :class:`~scopes.scope.Scope` implemented by a graph of child scopes.
 
@@ -153,6 +160,9 @@ class Subgraph(Scope):
         self._progress_channel = progress_channel
         self._progress_pushers: list[Pusher] = []
         self._progress_puller: Any = None
+        self.observer: ProgressObserver | None = None
+        """Instrumentation hooks (``None``: logging off); nested scopes inherit it."""
+        self.edge_contracts: list[str] = []
 
     # ------------------------------------------------------------------ building
 
@@ -193,7 +203,7 @@ class Subgraph(Scope):
         self.set_child(index, child)
         return index
 
-    def connect(self, source: Source, target: Target, copies: int = 1) -> None:
+    def connect(self, source: Source, target: Target, copies: int = 1, contract: str = "Pipeline") -> None:
         """Add an edge from ``source`` to ``target`` (index 0 is this scope's boundary).
 
         ``copies`` is how many records arrive at ``target`` (over all workers) for
@@ -201,6 +211,7 @@ class Subgraph(Scope):
         """
         self._check_open(f"connect {source!r} to {target!r}")
         self.edges.append((source, target))
+        self.edge_contracts.append(contract)
         if copies != 1:
             self._copies[(source, target)] = copies
 
@@ -286,6 +297,8 @@ class Subgraph(Scope):
         self._tracker = tracker
         self._finalized = True
         self._index_locations(tracker)
+        if self.observer is not None:
+            self._log_structure(tracker)
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
@@ -295,6 +308,28 @@ class Subgraph(Scope):
             self._progress_pushers = [pusher for peer, pusher in enumerate(pushers) if peer != me]
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
         self._external = [[] for _ in range(self._num_inputs)]
+
+    def _log_structure(self, tracker: Tracker) -> None:
+        """Report this scope, its leaf children, its edges and its location numbering to the observer."""
+        observer = self.observer
+        assert observer is not None
+        tracker.observer, tracker.observer_scope = observer, self.address
+        reach = _reach(tracker.scope_summary())
+        observer.operator_created(
+            self.address, self.name, self._num_inputs, self._num_outputs, reach, self.timestamp_type.name
+        )
+        for index, child in enumerate(self.children[1:], start=1):
+            if child is not None and not isinstance(child, Subgraph):
+                summaries = child.get_internal_summary()[0]
+                observer.operator_created(
+                    self.address + (index,), self.child_names[index], child.inputs, child.outputs,
+                    _reach(summaries), None,
+                )
+        for (source, target), contract in zip(self.edges, self.edge_contracts, strict=True):
+            observer.channel_created(self.address, (source.node, source.port), (target.node, target.port), contract)
+        observer.locations(
+            self.address, [(loc.node, loc.port, isinstance(loc, Source)) for loc in tracker.locations()]
+        )
 
     def _index_locations(self, tracker: Tracker) -> None:
         count = len(self.children)
@@ -400,7 +435,10 @@ class Subgraph(Scope):
             [[] for _ in range(child.inputs)] if child is not None else [] for child in self.children
         ]
         target_child = self._loc_target_child
-        for loc, time, diff in tracker.drain_pushed_indexed():
+        pushed = tracker.drain_pushed_indexed()
+        if self.observer is not None:
+            self.observer.frontiers(self.address, pushed)
+        for loc, time, diff in pushed:
             if target_child[loc] > 0:
                 initial[self._loc_child[loc]][self._loc_port[loc]].append((time, diff))
         for index, child in enumerate(self.children[1:], start=1):
@@ -539,6 +577,8 @@ class Subgraph(Scope):
         tracker.propagate_all()
         pushed = tracker.drain_pushed_indexed()
         if pushed:
+            if self.observer is not None:
+                self.observer.frontiers(self.address, pushed)
             target_child = self._loc_target_child
             ports = self._loc_port
             children = self.children
@@ -581,7 +621,12 @@ class Subgraph(Scope):
             child = children[index]
             assert child is not None
             internal, consumed, produced = buffers[index]
-            incomplete = child.pull_internal_progress(internal, consumed, produced)
+            if self.observer is not None:
+                start = perf_counter()
+                incomplete = child.pull_internal_progress(internal, consumed, produced)
+                self.observer.scheduled(self.address + (index,), start, perf_counter() - start)
+            else:
+                incomplete = child.pull_internal_progress(internal, consumed, produced)
             if incomplete != self._incomplete[index]:
                 self._incomplete[index] = incomplete
                 self._incomplete_count += 1 if incomplete else -1
@@ -598,6 +643,12 @@ class Subgraph(Scope):
         produced: list[ChangeBatch[Any]],
     ) -> None:
         out = self._local if local else self._final
+        if self.observer is not None and (any(b._counts for b in consumed) or any(b._counts for b in produced)):
+            self.observer.messages(
+                self.address + (index,),
+                [list(b._counts.items()) for b in consumed],
+                [list(b._counts.items()) for b in produced],
+            )
         for port, batch in enumerate(consumed):
             if batch._counts:
                 loc = self._target_loc[index][port]

@@ -1,0 +1,72 @@
+"""What scopes code may report to an observer: the instrumentation hooks' interface.
+
+``scopes`` is pure (no files, sockets or threads), so it cannot log by itself.
+Instead, scopes and operators hold an optional observer, ``None`` by default,
+and every hook site is guarded by ``if observer is not None:`` so that logging
+costs nothing when it is off.  The runtime supplies the implementation
+(``runtime.instrument.Instrument``); the event schema is documented there.
+
+Addresses are tuples of child indices from the dataflow down
+(``(dataflow, child, grandchild, ...)``).  Locations inside a scope are dense
+tracker indices; :meth:`ProgressObserver.locations` gives their meaning once
+per scope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+
+class ProgressObserver(Protocol):
+    """Receives events from scopes code; each method must be cheap and never raise."""
+
+    def operator_created(
+        self,
+        address: tuple[int, ...],
+        name: str,
+        inputs: int,
+        outputs: int,
+        reach: Sequence[Sequence[int]],
+        scope_timestamp: str | None,
+    ) -> None:
+        """An operator (or a scope, when ``scope_timestamp`` names its timestamp type) was built.
+
+        ``reach[i]`` lists the outputs that input ``i`` can reach inside the operator.
+        """
+        ...
+
+    def channel_created(
+        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str
+    ) -> None:
+        """An edge ``(node, port) -> (node, port)`` inside ``scope``; node 0 is the scope's boundary."""
+        ...
+
+    def locations(self, scope: tuple[int, ...], table: Sequence[tuple[int, int, bool]]) -> None:
+        """The meaning of each dense location index in ``scope``: ``(node, port, is_source)``."""
+        ...
+
+    def scheduled(self, address: tuple[int, ...], start: float, duration: float) -> None:
+        """The operator at ``address`` ran for ``duration`` seconds from ``start`` (``perf_counter``)."""
+        ...
+
+    def messages(
+        self,
+        address: tuple[int, ...],
+        consumed: Sequence[Iterable[tuple[Any, int]]],
+        produced: Sequence[Iterable[tuple[Any, int]]],
+    ) -> None:
+        """Records received at each input and sent at each output, per time, in one scheduling."""
+        ...
+
+    def pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Pointstamp count changes ``(location, time, diff)`` folded into ``scope``'s tracker."""
+        ...
+
+    def frontiers(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Frontier changes ``(location, time, diff)`` computed by ``scope``'s tracker."""
+        ...
+
+    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any) -> None:
+        """An input handle was ``"created"``, ``"advanced"`` (to ``time``) or ``"closed"``."""
+        ...

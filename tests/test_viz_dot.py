@@ -1,0 +1,207 @@
+"""viz.dot and ``python -m viz``: clusters, ports, frontiers, stuck marks, collapse, errors, speed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from viz_synthetic import ROOT, Script, finish, running
+
+import viz
+from runtime.instrument import K_CHANNEL, K_FRONTIERS, K_LOCATIONS, K_OPERATOR, Recorder, _header, _pack
+from viz.dot import to_graph
+from viz.errors import RenderError
+from viz.model import Model
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cluster_tree(source: str) -> dict[str, str | None]:
+    """Each cluster's name mapped to its enclosing cluster's name, from DOT text."""
+    parents: dict[str, str | None] = {}
+    stack: list[str | None] = []
+    for line in source.splitlines():
+        match = re.match(r"\s*subgraph (\S+) \{", line)
+        if match:
+            name = match.group(1)
+            enclosing = next((s for s in reversed(stack) if s is not None), None)
+            parents[name] = enclosing
+            stack.append(name)
+        elif line.strip() == "}" and stack:
+            stack.pop()
+    return parents
+
+
+def test_clusters_nest_as_scopes_with_names_and_timestamp_types() -> None:
+    model = Model.from_events(running().events())
+    source = to_graph(model).source
+    assert cluster_tree(source) == {"cluster_op_0": None, "cluster_op_0_2": "cluster_op_0"}
+    assert "flow : integer" in source
+    assert "Loop : Product[integer, integer]" in source
+    assert "scope input 0" in source and "scope output 0" in source
+
+
+def test_ports_show_frontiers_and_edges_contracts_and_counts() -> None:
+    model = Model.from_events(running(in_flight=4).events())
+    source = to_graph(model).source
+    assert 'PORT="i0"' in source and 'PORT="o0"' in source
+    assert "in 0 {0}" in source  # the probe's input frontier
+    assert "in 1 {(0, 1)}" in source  # Step's feedback input, inside the loop
+    assert "Exchange" in source
+    assert "4 in flight" in source
+    # the input holds capabilities: it stands out
+    assert "holds out 0: 0×2" in source
+    assert "#ffd59a" in source
+
+
+def test_finished_run_shows_empty_frontiers() -> None:
+    script = running()
+    finish(script)
+    source = to_graph(Model.from_events(script.events())).source
+    assert "in 0 {}" in source and "{0}" not in source
+    assert "(completed)" in source
+
+
+def test_stuck_location_is_marked_with_its_blockers() -> None:
+    model = Model.from_events(running().events())
+    source = to_graph(model, stuck=(model.input_loc((0, 3), 0), 0)).source
+    assert "stuck_note" in source
+    assert "input &#x27;numbers&#x27; was never advanced" in source or "input 'numbers' was never advanced" in source
+    assert "#f6a6a6" in source  # the input operator is filled as a blocker
+    assert 'BORDER="3"' in source  # the stuck port is outlined
+
+
+def test_depth_collapses_nested_scopes_into_a_box() -> None:
+    model = Model.from_events(running().events())
+    source = to_graph(model, depth=0).source
+    assert cluster_tree(source) == {"cluster_op_0": None}
+    assert "2 operators inside (collapsed)" in source
+    assert "op_0_2:i0" in source  # edges attach to the collapsed box's ports
+
+
+def test_render_svg_and_jupyter() -> None:
+    diagram = viz.render(running().events(), worker=1)
+    svg = diagram._repr_svg_()
+    assert svg.lstrip().startswith("<?xml") and "</svg>" in svg
+    with Recorder() as recording:
+        pass
+    assert "digraph" in viz.render(recording).source
+
+
+def test_missing_dot_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    diagram = viz.render(running().events())
+    assert "digraph" in diagram.source  # DOT always works
+    with pytest.raises(RenderError, match="apt-get install graphviz"):
+        diagram.svg()
+
+
+def synthetic_chain(operators: int, scopes: int = 10) -> Script:
+    """A dataflow of ``operators`` unary operators split into ``scopes`` nested regions of a chain."""
+    script = Script()
+    e = script.emit
+    per = operators // scopes
+    locs = [(1, 0, True)]
+    e(0, K_OPERATOR, (0, 1), "source", 0, 1, (), None)
+    for s in range(scopes):
+        scope = (0, 2 + s)
+        table = [(0, 0, False), (0, 0, True)]
+        for i in range(1, per + 1):
+            e(0, K_OPERATOR, scope + (i,), f"op{s}.{i}", 1, 1, ((0,),), None)
+            e(0, K_CHANNEL, scope, (0 if i == 1 else i - 1, 0), (i, 0), "Pipeline" if i % 3 else "Exchange")
+            table += [(i, 0, False), (i, 0, True)]
+        e(0, K_CHANNEL, scope, (per, 0), (0, 0), "Pipeline")
+        e(0, K_OPERATOR, scope, f"region{s}", 1, 1, ((0,),), "integer")
+        e(0, K_LOCATIONS, scope, tuple(table))
+        e(0, K_FRONTIERS, scope, tuple((k, 5, 1) for k in range(len(table))))
+        e(0, K_CHANNEL, ROOT, (1 + s, 0), (2 + s, 0), "Pipeline")
+        locs += [(2 + s, 0, False), (2 + s, 0, True)]
+    e(0, K_OPERATOR, ROOT, "big", 0, 0, (), "integer")
+    e(0, K_LOCATIONS, ROOT, tuple(locs))
+    return script
+
+
+def test_a_thousand_operators_render_in_under_ten_seconds() -> None:
+    model = Model.from_events(synthetic_chain(1000).events())
+    assert len(model.operators) >= 1000
+    start = time.perf_counter()
+    svg = viz.render(model).svg()
+    elapsed = time.perf_counter() - start
+    assert "op9.100" in svg
+    assert elapsed < 10, f"rendering 1,000 operators took {elapsed:.1f} s"
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "viz", *args], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+
+
+def write_recording(path: Path, script: Script) -> None:
+    with open(path, "wb") as handle:
+        handle.write(_header(0))
+        for raw in script.raw:
+            handle.write(_pack(raw))
+
+
+def test_cli_draws_svg_and_dot(tmp_path: Path) -> None:
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    result = run_cli("dot", str(log), "-o", str(tmp_path / "out.svg"), "--worker", "0", "--depth", "3")
+    assert result.returncode == 0, result.stderr
+    assert "</svg>" in (tmp_path / "out.svg").read_text()
+    result = run_cli("dot", str(log), "-o", "-", "--stuck", "0,3:in:0", "--at", "0.05")
+    assert result.returncode == 0, result.stderr
+    assert "stuck_note" in result.stdout and "numbers" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        (b"", "empty file"),
+        (b"hello, this is text\n", "not a pytimely recording"),
+        (_pack({"format": "pytimely-events", "version": 99}), "newer than this viewer"),
+        (_header(0) + _pack([10, 0, 1, 1.0]) + b"\xc1garbage", "corrupted after 1 events"),
+        (_header(0) + _pack([99, 0, 1, 1.0]), "not a pytimely event"),
+    ],
+)
+def test_cli_bad_recordings_give_one_clear_line(tmp_path: Path, content: bytes | None, message: str) -> None:
+    log = tmp_path / "bad.msgpack"
+    if content is not None:
+        log.write_bytes(content)
+    result = run_cli("dot", str(log), "-o", str(tmp_path / "out.dot"))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_cli_bad_selections_give_one_clear_line(tmp_path: Path) -> None:
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    for args, message in [
+        (["--worker", "5"], "--worker 5"),
+        (["--stuck", "9,9"], "no operator at address"),
+        (["--stuck", "0,3:out:0"], "has no output 0"),
+        (["--stuck", "nosuch"], "operator(s) named"),
+    ]:
+        result = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"), *args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert message in result.stderr, result.stderr
+
+
+def test_cli_recording_cut_short_uses_the_complete_events(tmp_path: Path) -> None:
+    log = tmp_path / "cut.msgpack"
+    write_recording(log, running())
+    data = log.read_bytes()
+    log.write_bytes(data[:-3])
+    result = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"))
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,125 @@
+"""``python -m viz``: draw a dataflow diagram from a recording.
+
+    python -m viz dot LOG [LOG ...] -o out.svg [--at SECONDS] [--worker N] [--depth N]
+                                      [--stuck ADDRESS[:in|out:PORT]] [--time TIME]
+
+The output format follows the file suffix (``.dot``/``.gv`` need no Graphviz;
+``.svg``, ``.png``, ``.pdf`` need its ``dot`` program).  ``-o -`` writes DOT to
+standard output.  Errors are one line on standard error and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from typing import Any
+
+from runtime.instrument import Event, RecordingError, read_events
+from viz.dot import Diagram, to_graph
+from viz.errors import SelectionError, VizError
+from viz.model import Loc, Model
+from viz.tui.cli import add_tui_parser, run_tui
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m viz", description="Diagrams of pytimely recordings.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    dot = commands.add_parser("dot", help="draw the dataflow of a recording with Graphviz")
+    dot.add_argument("logs", nargs="+", metavar="LOG", help="recording file(s), one per process")
+    dot.add_argument("-o", "--output", required=True, help="output file (.dot, .gv, .svg, .png, .pdf) or - for DOT")
+    dot.add_argument("--at", type=float, default=None, help="seconds from the start of the recording")
+    dot.add_argument("--worker", type=int, default=None, help="one worker's view (default: all workers)")
+    dot.add_argument("--depth", type=int, default=None, help="collapse scopes nested deeper than this")
+    dot.add_argument(
+        "--stuck", default=None, metavar="ADDRESS[:in|out:PORT]",
+        help="mark a location (default input 0) and explain what holds its frontier back, e.g. 0,3:in:0",
+    )
+    dot.add_argument("--time", default=None, help="the time the stuck location cannot pass (default: its frontier)")
+    add_tui_parser(commands)
+    return parser
+
+
+def _parse_location(model: Model, text: str) -> Loc:
+    head, _, rest = text.partition(":")
+    try:
+        address = tuple(int(part) for part in head.replace("(", "").replace(")", "").split(",") if part.strip())
+    except ValueError:
+        matches = model.find(head)
+        if len(matches) != 1:
+            raise SelectionError(
+                f"--stuck {text!r}: {'no' if not matches else len(matches)} operator(s) named {head!r}; "
+                "give an address like 0,3"
+            ) from None
+        address = matches[0].address
+    if address not in model.operators:
+        raise SelectionError(f"--stuck {text!r}: no operator at address {address}")
+    kind, _, port_text = rest.partition(":")
+    kind = kind or "in"
+    if kind not in ("in", "out") or (port_text and not port_text.isdigit()):
+        raise SelectionError(f"--stuck {text!r}: expected ADDRESS[:in|out:PORT], e.g. 0,3:in:0")
+    port = int(port_text or 0)
+    info = model.operators[address]
+    if port >= (info.inputs if kind == "in" else info.outputs):
+        raise SelectionError(f"--stuck {text!r}: operator '{info.name}' has no {kind}put {port}")
+    return model.input_loc(address, port) if kind == "in" else model.output_loc(address, port)
+
+
+def _parse_time(text: str) -> Any:
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise SelectionError(f"--time {text!r}: expected an integer or a tuple like (3, 1)") from None
+    if isinstance(value, tuple) and len(value) == 2:
+        from scopes.timestamp import Product
+
+        def product(v: Any) -> Any:
+            return Product(product(v[0]), product(v[1])) if isinstance(v, tuple) else v
+
+        return product(value)
+    return value
+
+
+def _dot(args: argparse.Namespace) -> int:
+    events: list[Event] = []
+    for path in args.logs:
+        events.extend(read_events(path))
+    if not events:
+        raise SelectionError("the recording holds no events")
+    model = Model.from_events(events, until=args.at)
+    if args.worker is not None and args.worker not in model.workers:
+        raise SelectionError(f"--worker {args.worker}: the recording has workers {sorted(model.workers)}")
+    stuck = None
+    if args.stuck is not None:
+        loc = _parse_location(model, args.stuck)
+        view = model.view(args.worker)
+        if args.time is not None:
+            time = _parse_time(args.time)
+        else:
+            frontier = view.frontier(loc)
+            if not frontier:
+                raise SelectionError(f"--stuck {args.stuck!r}: its frontier is empty, nothing is stuck there")
+            time = frontier[0]
+        stuck = (loc, time)
+    diagram = Diagram(to_graph(model, worker=args.worker, depth=args.depth, stuck=stuck))
+    if args.output == "-":
+        sys.stdout.write(diagram.source)
+    else:
+        diagram.save(args.output)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "tui":
+        return run_tui(args)
+    try:
+        return _dot(args)
+    except (RecordingError, VizError) as error:
+        print(f"python -m viz: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Why is this frontier stuck?  The pointstamps that hold a location back, with their paths.
+
+Given a location and a time its frontier has not passed, :func:`explain` walks
+the dataflow backwards from the location, across scope boundaries, following
+only locations whose recorded frontier still holds a time at or before the
+given one.  Every positive pointstamp met on the way at or before that time is
+a reason:
+
+* a capability held by an operator (``kind == "capability"``),
+* messages in flight on a channel (``kind == "messages"``),
+* an input handle not advanced past the time, or never closed (``kind == "input"``).
+
+Each :class:`Blocker` carries the path from its location to the stuck one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from scopes.order import less_equal
+from viz.model import Loc, Model, View
+
+
+@dataclass
+class Blocker:
+    """One reason a frontier cannot pass a time."""
+
+    kind: str
+    """``"capability"``, ``"messages"`` or ``"input"``."""
+    location: Loc
+    time: Any
+    count: int
+    path: list[Loc]
+    """Locations from the blocker to the stuck location, both included."""
+    description: str
+    input_name: str | None = None
+    closed: bool = False
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def _predecessors(model: Model, loc: Loc) -> list[Loc]:
+    scope, node, port, is_source = loc
+    if not is_source:
+        info = model.scopes.get(scope)
+        if info is None:
+            return []
+        return [(scope, e.source[0], e.source[1], True) for e in info.edges if e.target == (node, port)]
+    if node == 0:  # a scope input seen from inside: continue at the scope's input port outside
+        if len(scope) <= 1:
+            return []
+        return [(scope[:-1], scope[-1], port, False)]
+    address = scope + (node,)
+    op = model.operators.get(address)
+    if op is None:
+        return []
+    if op.is_scope:  # into the nested scope, at its output seen from inside
+        return [(address, 0, port, False)]
+    return [(scope, node, i, False) for i, outputs in enumerate(op.reach) if port in outputs]
+
+
+def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list[Blocker]:
+    """The pointstamps that keep ``time`` (or earlier) possible at ``loc``, each with its path.
+
+    ``view`` defaults to all workers combined.  The result is empty when the
+    frontier at ``loc`` has already passed ``time``.
+    """
+    if view is None:
+        view = model.view()
+    origin_scope = loc[0]
+    # each entry: (location, scope the bound is expressed in, bound)
+    start = (loc, origin_scope, time)
+    parents: dict[tuple[Loc, Any, Any], tuple[Loc, Any, Any] | None] = {start: None}
+    work = deque([start])
+    found: list[Blocker] = []
+    while work:
+        entry = work.popleft()
+        here, bound_scope, bound = entry
+        scope = here[0]
+        if not _reachable(model, view, here, bound_scope, bound):
+            continue
+        for stamp, count in view.positive(here).items():
+            if count > 0 and less_equal(model.project(stamp, scope, bound_scope), bound):
+                blocker = _blocker(model, view, here, stamp, count, _path(parents, entry))
+                if blocker is not None:
+                    found.append(blocker)
+        for prev in _predecessors(model, here):
+            prev_scope = prev[0]
+            if len(prev_scope) < len(bound_scope):  # leaving the scope the bound lives in
+                next_bound = model.project(bound, bound_scope, prev_scope)
+                next_scope = prev_scope
+            else:
+                next_bound, next_scope = bound, bound_scope
+            key = (prev, next_scope, next_bound)
+            if key not in parents:
+                parents[key] = entry
+                work.append(key)
+    found.sort(key=lambda b: (b.kind != "input", len(b.path), repr(b.time)))
+    return found
+
+
+def _reachable(model: Model, view: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
+    """Whether the frontier at ``loc`` still holds a time at or before ``bound``."""
+    for element in view.frontier(loc):
+        if less_equal(model.project(element, loc[0], bound_scope), bound):
+            return True
+    return False
+
+
+def _path(parents: dict[Any, Any], entry: Any) -> list[Loc]:
+    path = []
+    while entry is not None:
+        path.append(entry[0])
+        entry = parents[entry]
+    return path
+
+
+def _blocker(model: Model, view: View, loc: Loc, stamp: Any, count: int, path: list[Loc]) -> Blocker | None:
+    scope, node, port, is_source = loc
+    if node == 0:
+        return None  # reflections of the parent's frontier; the walk continues outside
+    address = scope + (node,)
+    op = model.operators.get(address)
+    name = op.name if op else "?"
+    route = " -> ".join(model.describe(step) for step in path)
+    if is_source:
+        if op is not None and op.is_scope:
+            return None  # the scope's summary of inner pointstamps; the walk finds those
+        state = view.inputs.get(address)
+        if state is not None:
+            if state.closed:
+                what = f"input '{state.name}' was closed, but its capability for time {stamp!r} is still counted"
+            elif not state.advanced:
+                what = (
+                    f"input '{state.name}' was never advanced past time {state.time!r} and never closed"
+                )
+            else:
+                what = f"input '{state.name}' has not advanced past time {stamp!r} and was never closed"
+            return Blocker(
+                "input", loc, stamp, count, path,
+                f"{what} (operator address {address}); path: {route}", state.name, state.closed,
+            )
+        return Blocker(
+            "capability", loc, stamp, count, path,
+            f"operator '{name}' (address {address}) holds {count} capability(ies) for time {stamp!r} "
+            f"at output {port}; path: {route}",
+        )
+    channels = [e for e in model.scopes[scope].edges if e.target == (node, port)] if scope in model.scopes else []
+    via = ", ".join(f"{model.describe((scope, e.source[0], e.source[1], True))} [{e.contract}]" for e in channels)
+    return Blocker(
+        "messages", loc, stamp, count, path,
+        f"{count} record(s) at time {stamp!r} in flight to input {port} of '{name}' (address {address})"
+        f"{' from ' + via if via else ''}; path: {route}",
+    )
+
+
+def describe(blockers: list[Blocker]) -> str:
+    """The blockers as lines of text."""
+    if not blockers:
+        return "nothing holds this location back at that time"
+    return "\n".join(str(b) for b in blockers)

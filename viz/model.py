@@ -1,0 +1,415 @@
+"""A model of running dataflows, rebuilt from instrumentation events.
+
+Feed it events one at a time (:meth:`Model.apply`, for a live stream) or all at
+once (:meth:`Model.from_events`, for a recording, optionally stopping at a
+moment).  It keeps
+
+* the structure: scopes (with their timestamp types), operators and their
+  ports, and the edges between them, with channel contracts;
+* the state, per worker (:class:`View`): pointstamps and the frontier at every
+  location, the capabilities each operator holds, the messages in flight on
+  each channel, records received and sent, scheduling time, input handles;
+* a combined view of all workers (:meth:`Model.view` with ``worker=None``).
+
+A location is a :data:`Loc`: ``(scope address, node, port, is_source)``, the
+tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.instrument import (
+    ChannelCreated,
+    DataflowCompleted,
+    Event,
+    EventsDropped,
+    FrontiersChanged,
+    InputChanged,
+    LocationsDefined,
+    Messages,
+    OperatorCreated,
+    PointstampsChanged,
+    Scheduled,
+    WorkerShutdown,
+)
+from scopes.order import less_equal
+
+Address = tuple[int, ...]
+Loc = tuple[Address, int, int, bool]
+"""``(scope address, node, port, is_source)``: a location as a scope's tracker names it."""
+
+
+@dataclass
+class OperatorInfo:
+    """An operator or scope as built: its address, name, ports and internal connectivity."""
+
+    address: Address
+    name: str
+    inputs: int
+    outputs: int
+    reach: tuple[tuple[int, ...], ...]
+    scope_timestamp: str | None = None
+
+    @property
+    def is_scope(self) -> bool:
+        """Whether this is a scope (a subgraph) rather than a leaf operator."""
+        return self.scope_timestamp is not None
+
+    @property
+    def parent(self) -> Address:
+        """The address of the enclosing scope (``()`` for a dataflow)."""
+        return self.address[:-1]
+
+
+@dataclass
+class Edge:
+    """An edge inside ``scope`` from ``(node, port)`` to ``(node, port)``, with its contract."""
+
+    scope: Address
+    source: tuple[int, int]
+    target: tuple[int, int]
+    contract: str
+
+
+@dataclass
+class ScopeInfo:
+    """A scope: its own description, its children by index, its edges and its location numbering."""
+
+    info: OperatorInfo
+    children: dict[int, OperatorInfo] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    locations: tuple[tuple[int, int, bool], ...] = ()
+
+    @property
+    def address(self) -> Address:
+        """The scope's address."""
+        return self.info.address
+
+
+@dataclass
+class InputState:
+    """What an input handle has done: its name, time, whether it advanced and closed."""
+
+    address: Address
+    name: str
+    time: Any
+    advanced: bool = False
+    closed: bool = False
+
+
+def _add(counts: dict[Any, int], time: Any, diff: int) -> None:
+    value = counts.get(time, 0) + diff
+    if value:
+        counts[time] = value
+    else:
+        counts.pop(time, None)
+
+
+class View:
+    """The state of the dataflows as one worker saw it (or all workers combined)."""
+
+    def __init__(self) -> None:
+        """An empty state."""
+        self.pointstamps: dict[Loc, dict[Any, int]] = {}
+        self.frontier_counts: dict[Loc, dict[Any, int]] = {}
+        self.received: dict[tuple[Address, int], list[int]] = {}
+        """``(operator, input) -> [messages, records]``."""
+        self.sent: dict[tuple[Address, int], list[int]] = {}
+        """``(operator, output) -> [messages, records]``."""
+        self.scheduled: dict[Address, list[float]] = {}
+        """``operator -> [times scheduled, seconds]``."""
+        self.inputs: dict[Address, InputState] = {}
+        self.completed: set[int] = set()
+        self.shut_down = False
+        self.events = 0
+        self.last_t: float | None = None
+
+    def frontier(self, loc: Loc) -> list[Any]:
+        """The frontier at ``loc``: the times that may still arrive there (sorted)."""
+        counts = self.frontier_counts.get(loc)
+        if not counts:
+            return []
+        return sorted(time for time, count in counts.items() if count > 0)
+
+    def positive(self, loc: Loc) -> dict[Any, int]:
+        """The positive pointstamp counts at ``loc``."""
+        return {time: count for time, count in self.pointstamps.get(loc, {}).items() if count > 0}
+
+    def records_in(self, address: Address) -> int:
+        """Records received at all inputs of ``address``."""
+        return sum(v[1] for (a, _), v in self.received.items() if a == address)
+
+    def records_out(self, address: Address) -> int:
+        """Records sent at all outputs of ``address``."""
+        return sum(v[1] for (a, _), v in self.sent.items() if a == address)
+
+
+def _project(time: Any, steps: int) -> Any:
+    """Drop ``steps`` inner coordinates of a nested product time."""
+    for _ in range(steps):
+        if isinstance(time, tuple) and len(time) == 2:
+            time = time[0]
+    return time
+
+
+class Model:
+    """Dataflow structure and per-worker state, rebuilt from events (live or recorded)."""
+
+    def __init__(self) -> None:
+        """An empty model; feed it with :meth:`apply`."""
+        self.operators: dict[Address, OperatorInfo] = {}
+        self.scopes: dict[Address, ScopeInfo] = {}
+        self.workers: dict[int, View] = {}
+        self.first_t: float | None = None
+        self.last_t: float | None = None
+        self.dropped = 0
+        self.events = 0
+        self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event], until: float | None = None) -> Model:
+        """A model of ``events`` (sorted by time), stopping after ``until`` seconds from the first event."""
+        ordered = sorted(events, key=lambda e: (e.t, e.worker, e.seq))
+        model = cls()
+        if not ordered:
+            return model
+        limit = None if until is None else ordered[0].t + until
+        for event in ordered:
+            if limit is not None and event.t > limit:
+                break
+            model.apply(event)
+        return model
+
+    def _scope(self, address: Address) -> ScopeInfo:
+        scope = self.scopes.get(address)
+        if scope is None:
+            placeholder = OperatorInfo(address, f"scope {address}", 0, 0, (), "?")
+            scope = self.scopes[address] = ScopeInfo(placeholder)
+        return scope
+
+    def _view(self, worker: int) -> View:
+        view = self.workers.get(worker)
+        if view is None:
+            view = self.workers[worker] = View()
+        return view
+
+    def apply(self, event: Event) -> None:
+        """Fold one event into the model."""
+        self.events += 1
+        if self.first_t is None or event.t < self.first_t:
+            self.first_t = event.t
+        if self.last_t is None or event.t > self.last_t:
+            self.last_t = event.t
+        if isinstance(event, EventsDropped):
+            self.dropped += event.count
+            return
+        view = self._view(event.worker)
+        view.events += 1
+        view.last_t = event.t
+        if isinstance(event, FrontiersChanged):
+            self._changes(view.frontier_counts, event.scope, event.changes)
+        elif isinstance(event, PointstampsChanged):
+            self._changes(view.pointstamps, event.scope, event.changes)
+        elif isinstance(event, Messages):
+            self._messages(view, event)
+        elif isinstance(event, Scheduled):
+            entry = view.scheduled.setdefault(event.address, [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.duration
+        elif isinstance(event, InputChanged):
+            state = view.inputs.get(event.address)
+            if state is None:
+                state = view.inputs[event.address] = InputState(event.address, event.name, event.time)
+            state.time = event.time
+            if event.action == "advanced":
+                state.advanced = True
+            elif event.action == "closed":
+                state.closed = True
+        elif isinstance(event, OperatorCreated):
+            self._operator(event)
+        elif isinstance(event, ChannelCreated):
+            key = (event.scope, event.source, event.target)
+            if key not in self._edge_keys:
+                self._edge_keys.add(key)
+                self._scope(event.scope).edges.append(Edge(event.scope, event.source, event.target, event.contract))
+        elif isinstance(event, LocationsDefined):
+            self._scope(event.scope).locations = event.table
+        elif isinstance(event, DataflowCompleted):
+            view.completed.add(event.index)
+        elif isinstance(event, WorkerShutdown):
+            view.shut_down = True
+
+    def _operator(self, event: OperatorCreated) -> None:
+        if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
+            return
+        info = OperatorInfo(
+            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp
+        )
+        self.operators[event.address] = info
+        if info.is_scope:
+            self._scope(event.address).info = info
+        if len(event.address) > 1:
+            self._scope(event.address[:-1]).children[event.address[-1]] = info
+
+    def _changes(
+        self, table: dict[Loc, dict[Any, int]], scope: Address, changes: Iterable[tuple[int, Any, int]]
+    ) -> None:
+        locations = self._scope(scope).locations
+        for loc, time, diff in changes:
+            if loc < len(locations):
+                node, port, is_source = locations[loc]
+                key = (scope, node, port, bool(is_source))
+            else:  # numbering not seen (a truncated recording): keep the raw index
+                key = (scope, -1, loc, False)
+            counts = table.get(key)
+            if counts is None:
+                counts = table[key] = {}
+            _add(counts, time, diff)
+
+    @staticmethod
+    def _messages(view: View, event: Messages) -> None:
+        for port, entries in enumerate(event.consumed):
+            if entries:
+                entry = view.received.setdefault((event.address, port), [0, 0])
+                for _time, count in entries:
+                    entry[0] += 1
+                    entry[1] += count
+        for port, entries in enumerate(event.produced):
+            if entries:
+                entry = view.sent.setdefault((event.address, port), [0, 0])
+                for _time, count in entries:
+                    entry[0] += 1
+                    entry[1] += count
+
+    # ------------------------------------------------------------------ views
+
+    def view(self, worker: int | None = None) -> View:
+        """The state seen by ``worker``, or by all workers combined (``None``).
+
+        Each worker's tracker counts every worker's pointstamps, so the combined
+        view keeps, per location and time, the largest count any worker still
+        holds, and the frontier is the meet of the workers' frontiers (the
+        earliest times any worker may still see).  Message and scheduling counts
+        add up; an input is closed once every worker closed its handle.
+        """
+        if worker is not None:
+            view = self.workers.get(worker)
+            if view is None:
+                raise KeyError(f"no events from worker {worker} (workers seen: {sorted(self.workers)})")
+            return view
+        views = list(self.workers.values())
+        if len(views) == 1:
+            return views[0]
+        combined = View()
+        for view in views:
+            for loc, counts in view.pointstamps.items():
+                target = combined.pointstamps.setdefault(loc, {})
+                for time, count in counts.items():
+                    if count > target.get(time, 0):
+                        target[time] = count
+            for loc, counts in view.frontier_counts.items():
+                target = combined.frontier_counts.setdefault(loc, {})
+                for time, count in counts.items():
+                    if count > 0:
+                        target[time] = 1
+            for key, value in view.received.items():
+                entry = combined.received.setdefault(key, [0, 0])
+                entry[0] += value[0]
+                entry[1] += value[1]
+            for key, value in view.sent.items():
+                entry = combined.sent.setdefault(key, [0, 0])
+                entry[0] += value[0]
+                entry[1] += value[1]
+            for address, sched in view.scheduled.items():
+                total = combined.scheduled.setdefault(address, [0, 0.0])
+                total[0] += sched[0]
+                total[1] += sched[1]
+            for address, state in view.inputs.items():
+                known = combined.inputs.get(address)
+                if known is None:
+                    combined.inputs[address] = InputState(address, state.name, state.time, state.advanced, state.closed)
+                else:
+                    known.advanced = known.advanced or state.advanced
+                    known.closed = known.closed and state.closed
+                    if not state.closed and (known.closed or less_equal(state.time, known.time)):
+                        known.time = state.time
+            combined.events += view.events
+        combined.completed = set.intersection(*(v.completed for v in views)) if views else set()
+        combined.shut_down = all(v.shut_down for v in views)
+        for loc, counts in combined.frontier_counts.items():
+            times = list(counts)
+            for time in times:
+                if any(other != time and less_equal(other, time) for other in times):
+                    del counts[time]
+            combined.frontier_counts[loc] = counts
+        return combined
+
+    # ------------------------------------------------------------------ structure queries
+
+    def dataflows(self) -> list[ScopeInfo]:
+        """The top-level scopes, by index."""
+        return [scope for address, scope in sorted(self.scopes.items()) if len(address) == 1]
+
+    def input_loc(self, address: Address, port: int) -> Loc:
+        """The location of input ``port`` of the operator at ``address``, as its scope's tracker names it."""
+        return (address[:-1], address[-1], port, False)
+
+    def output_loc(self, address: Address, port: int) -> Loc:
+        """The location of output ``port`` of the operator at ``address``."""
+        return (address[:-1], address[-1], port, True)
+
+    def capabilities(self, address: Address, view: View) -> dict[int, dict[Any, int]]:
+        """Capabilities the operator at ``address`` holds, per output (as ``view`` counts them)."""
+        info = self.operators.get(address)
+        if info is None:
+            return {}
+        held = {}
+        for port in range(info.outputs):
+            counts = view.positive(self.output_loc(address, port))
+            if counts:
+                held[port] = counts
+        return held
+
+    def in_flight(self, edge: Edge, view: View) -> dict[Any, int]:
+        """Messages in flight towards the edge's target, per time (records)."""
+        node, port = edge.target
+        return view.positive((edge.scope, node, port, False))
+
+    def find(self, name: str) -> list[OperatorInfo]:
+        """Operators (and scopes) whose name is ``name``, by address."""
+        return [info for address, info in sorted(self.operators.items()) if info.name == name]
+
+    def describe(self, loc: Loc) -> str:
+        """A location for a person: operator name, address and port."""
+        scope, node, port, is_source = loc
+        if node == 0:
+            info = self.scopes[scope].info if scope in self.scopes else None
+            name = info.name if info else str(scope)
+            return f"scope '{name}' {'input' if is_source else 'output'} {port} (inside, address {scope})"
+        address = scope + (node,)
+        info = self.operators.get(address)
+        name = info.name if info else "?"
+        return f"'{name}' {'output' if is_source else 'input'} {port} (address {address})"
+
+    def depth_between(self, inner: Address, outer: Address) -> int:
+        """How many product coordinates times lose going from scope ``inner`` out to scope ``outer``."""
+        steps = 0
+        scope = inner
+        while len(scope) > len(outer):
+            parent = scope[:-1]
+            if len(parent) >= 1:
+                mine = self.scopes[scope].info.scope_timestamp if scope in self.scopes else None
+                theirs = self.scopes[parent].info.scope_timestamp if parent in self.scopes else None
+                if mine != theirs:
+                    steps += 1
+            scope = parent
+        return steps
+
+    def project(self, time: Any, inner: Address, outer: Address) -> Any:
+        """``time`` of scope ``inner`` as seen in the enclosing scope ``outer``."""
+        return _project(time, self.depth_between(inner, outer))

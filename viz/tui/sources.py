@@ -1,0 +1,286 @@
+"""Where the terminal UI's events come from: a recording to replay, or programs streaming over TCP.
+
+:class:`Replay` holds a recording's events in time order and moves a cursor
+over them (forwards by applying events, backwards from the nearest checkpoint).
+
+:class:`LiveListener` listens on ``HOST:PORT`` for programs started with
+``--log tcp://HOST:PORT`` (or ``PYTIMELY_LOG``), accepts any number of
+connections (one per process of a cluster), decodes events on a background
+thread per connection, and queues them in batches stamped with their arrival
+time; the app drains the queue on its own schedule, so a slow screen never
+slows the program (its sink drops events instead, and says how many).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import msgpack  # type: ignore[import-untyped]
+
+from runtime.instrument import FORMAT, VERSION, Event, FrontiersChanged, RecordingError, decode, read_events
+from viz.errors import VizError
+from viz.tui.adapter import TuiState
+
+
+class TuiError(VizError):
+    """The terminal UI cannot start: a bad recording, a port in use, a program that cannot run."""
+
+
+# ---------------------------------------------------------------------- replay
+
+
+def load_recording(paths: Sequence[str | os.PathLike[str]]) -> list[Event]:
+    """Every event of the recording files (one per process), in time order; raise :class:`TuiError`."""
+    events: list[Event] = []
+    for path in paths:
+        try:
+            events.extend(read_events(path))
+        except RecordingError as error:
+            raise TuiError(str(error)) from None
+    if not events:
+        raise TuiError(f"{', '.join(map(str, paths))}: the recording holds no events")
+    events.sort(key=lambda e: (e.t, e.worker, e.seq))
+    return events
+
+
+class Replay:
+    """A cursor over a recording: the state after the first :attr:`position` events."""
+
+    def __init__(self, events: list[Event], bucket: float | None = None, checkpoint_every: int = 2000) -> None:
+        """Replay ``events`` (sorted by time); rates in buckets of ``bucket`` seconds (default: 1/40 of the run)."""
+        self.events = events
+        self.start = events[0].t if events else 0.0
+        self.end = events[-1].t if events else 0.0
+        self.bucket = bucket if bucket is not None else max((self.end - self.start) / 40, 0.001)
+        self.state = TuiState(self.bucket)
+        self.position = 0
+        self._every = checkpoint_every
+        self._checkpoints: dict[int, TuiState] = {0: copy.deepcopy(self.state)}
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @property
+    def now(self) -> float:
+        """Seconds from the start of the recording to the last event applied."""
+        if self.position == 0:
+            return 0.0
+        return self.events[self.position - 1].t - self.start
+
+    def _forward(self, target: int) -> None:
+        events, state, every = self.events, self.state, self._every
+        while self.position < target:
+            state.apply(events[self.position])
+            self.position += 1
+            if self.position % every == 0 and self.position not in self._checkpoints:
+                self._checkpoints[self.position] = copy.deepcopy(state)
+
+    def seek(self, position: int) -> None:
+        """Show the state after ``position`` events (clamped to the recording)."""
+        position = max(0, min(len(self.events), position))
+        if position < self.position:
+            base = max(p for p in self._checkpoints if p <= position)
+            self.state = copy.deepcopy(self._checkpoints[base])
+            self.position = base
+        self._forward(position)
+
+    def step(self, count: int = 1) -> None:
+        """Move ``count`` events forwards (negative: backwards)."""
+        self.seek(self.position + count)
+
+    def next_frontier_change(self) -> bool:
+        """Move forwards to just after the next frontier change; return whether there was one."""
+        for index in range(self.position, len(self.events)):
+            if isinstance(self.events[index], FrontiersChanged):
+                self.seek(index + 1)
+                return True
+        self.seek(len(self.events))
+        return False
+
+    def previous_frontier_change(self) -> bool:
+        """Move backwards to just after the previous frontier change; return whether there was one."""
+        for index in range(self.position - 2, -1, -1):
+            if isinstance(self.events[index], FrontiersChanged):
+                self.seek(index + 1)
+                return True
+        self.seek(0)
+        return False
+
+    def seek_time(self, seconds: float) -> None:
+        """Show the state after every event up to ``seconds`` from the start."""
+        limit = self.start + seconds
+        low, high = 0, len(self.events)
+        while low < high:
+            middle = (low + high) // 2
+            if self.events[middle].t <= limit:
+                low = middle + 1
+            else:
+                high = middle
+        self.seek(low)
+
+
+# ---------------------------------------------------------------------- live
+
+
+@dataclass
+class Connection:
+    """One program process streaming to the viewer."""
+
+    peer: str
+    process: int | None = None
+    events: int = 0
+    open: bool = True
+    error: str | None = None
+    workers: set[int] = field(default_factory=set)
+    shut_down: set[int] = field(default_factory=set)
+
+    @property
+    def dropped_early(self) -> bool:
+        """Whether the connection closed before every one of its workers shut down."""
+        return not self.open and (self.error is not None or not self.workers or self.workers != self.shut_down)
+
+
+class LiveListener:
+    """A TCP listener that accepts program connections and queues their decoded events."""
+
+    def __init__(self, host: str, port: int, clock: Callable[[], float] = time.monotonic) -> None:
+        """Bind ``host:port`` now (raising :class:`TuiError` if it is taken); accept once :meth:`start` runs."""
+        self.host = host
+        self.clock = clock
+        try:
+            self._server = socket.create_server((host, port), reuse_port=False)
+        except OSError as error:
+            reason = "the port is in use" if error.errno in (98, 48, 10048) else (error.strerror or str(error))
+            raise TuiError(f"cannot listen on {host}:{port}: {reason}; choose another port") from None
+        self.port = self._server.getsockname()[1]
+        self._server.settimeout(0.2)
+        self._queue: deque[tuple[float, list[Event]]] = deque()
+        self.connections: list[Connection] = []
+        self.received = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` as bound (the port resolved when 0 was asked for)."""
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> None:
+        """Start accepting connections on a background thread."""
+        thread = threading.Thread(target=self._accept_loop, name="tui-accept", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                sock, peer = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            connection = Connection(f"{peer[0]}:{peer[1]}")
+            with self._lock:
+                self.connections.append(connection)
+            thread = threading.Thread(
+                target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
+        from runtime.instrument import _ext_hook
+
+        times: dict[tuple[int, bytes], object] = {}
+
+        def cached_ext_hook(code: int, data: bytes) -> object:
+            # The same times recur in almost every event: decode each one once per connection.
+            key = (code, data)
+            value = times.get(key)
+            if value is None:
+                value = _ext_hook(code, data)
+                if len(times) < 100_000:
+                    times[key] = value
+            return value
+
+        unpacker = msgpack.Unpacker(ext_hook=cached_ext_hook, use_list=False, raw=False, strict_map_key=False)
+        sock.settimeout(0.2)
+        header_seen = False
+        try:
+            while not self._stop.is_set():
+                try:
+                    data = sock.recv(1 << 16)
+                except TimeoutError:
+                    continue
+                if not data:
+                    break
+                unpacker.feed(data)
+                batch: list[Event] = []
+                for raw in unpacker:
+                    if not header_seen:
+                        self._check_header(raw)
+                        connection.process = raw.get("process")
+                        header_seen = True
+                        continue
+                    event = decode(raw)
+                    batch.append(event)
+                    if event.worker >= 0:
+                        connection.workers.add(event.worker)
+                    if event.__class__.__name__ == "WorkerShutdown":
+                        connection.shut_down.add(event.worker)
+                if batch:
+                    connection.events += len(batch)
+                    self.received += len(batch)
+                    self._queue.append((self.clock(), batch))
+        except (RecordingError, ValueError, msgpack.UnpackException) as error:
+            connection.error = str(error)
+        except OSError as error:
+            connection.error = f"connection lost ({error.strerror or error})"
+        finally:
+            connection.open = False
+            sock.close()
+
+    @staticmethod
+    def _check_header(raw: object) -> None:
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise RecordingError("not a pytimely event stream (no header)")
+        version = raw.get("version")
+        if not isinstance(version, int) or version > VERSION:
+            raise RecordingError(f"event format version {version!r} is newer than this viewer's ({VERSION})")
+
+    def take(self, limit: int = 20_000) -> list[Event]:
+        """Take queued batches, whole, until about ``limit`` events (at least one batch if any)."""
+        taken: list[Event] = []
+        queue = self._queue
+        while queue and len(taken) < limit:
+            taken.extend(queue.popleft()[1])
+        return taken
+
+    @property
+    def lag(self) -> float:
+        """How long the oldest batch still queued has waited: how far behind the screen is (0 when none)."""
+        queue = self._queue
+        try:
+            return max(self.clock() - queue[0][0], 0.0)
+        except IndexError:
+            return 0.0
+
+    @property
+    def queued(self) -> int:
+        """Events received but not yet taken."""
+        return sum(len(batch) for _, batch in list(self._queue))
+
+    def close(self) -> None:
+        """Stop accepting and reading; close every socket (bounded wait)."""
+        self._stop.set()
+        self._server.close()
+        for thread in self._threads:
+            thread.join(timeout=1.0)
