@@ -5,6 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEV    := $(VENV)/.installed-dev
 BASE   := $(VENV)/.installed-base
+SPARK  := $(VENV)/.installed-spark
 WORKERS ?= 2
 
 .PHONY: test demo bench lint graphviz clean
@@ -21,6 +22,11 @@ $(DEV): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@ $(BASE)
 
+# Spark (PySpark, pandas, pyarrow) runs the flagship pipeline and its tests.
+$(SPARK): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev,spark]'
+	touch $@ $(DEV) $(BASE)
+
 # Debian's graphviz provides the `dot` binary used by the renderer.
 graphviz:
 	@if ! command -v dot >/dev/null 2>&1; then \
@@ -32,19 +38,19 @@ graphviz:
 	  fi; \
 	fi
 
-test: $(DEV) graphviz
+test: $(SPARK) graphviz
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(MAKE) lint
 
-lint: $(DEV)
+lint: $(SPARK)
 	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks
 	$(VENV)/bin/mypy
 
-demo: $(DEV) graphviz
-	$(PY) examples/scc.py -w $(WORKERS)
+demo: $(SPARK) graphviz
+	$(PY) examples/pipeline.py --check --log pipeline.msgpack --svg dataflow.svg
 
-bench: $(DEV)
+bench: $(SPARK)
 	$(PY) benchmarks/run.py --output BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) output .pytest_cache .mypy_cache .ruff_cache .hypothesis

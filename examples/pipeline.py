@@ -304,7 +304,7 @@ def write_diagram(log: str, svg: Path) -> str:
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         return f"diagram: {' '.join(command[1:])} failed: {result.stderr.strip()[-300:]}"
-    return f"diagram: {svg} (logs: {', '.join(logs)}; replay with python -m viz {' '.join(logs)})"
+    return f"diagram: {svg} (logs: {', '.join(logs)}; replay with python -m viz tui --replay {' '.join(logs)})"
 
 
 def ship_by_value(cloudpickle: Any) -> None:

@@ -3,6 +3,7 @@
 The main entry point is :func:`execute`.
 """
 
+from runtime.barrier import Barrier, SynchronizationTimeout
 from runtime.cluster import execute_from_args
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
@@ -13,11 +14,21 @@ from runtime.errors import (
     WorkerAborted,
     WorkerFailed,
 )
+from runtime.eventlog import EventLogError, EventReader, EventWriter
 from runtime.execute import execute, run_workers
+from runtime.instrument import Recorder
+from runtime.sequencer import Sequencer
 from runtime.wire import register_codec
 from runtime.worker import Worker
 
 __all__ = [
+    "Barrier",
+    "EventLogError",
+    "EventReader",
+    "EventWriter",
+    "Recorder",
+    "Sequencer",
+    "SynchronizationTimeout",
     "Communicator",
     "Stop",
     "ConfigurationError",

@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 from runtime.communication import Stop
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import INTERRUPT_GRACE, run_workers
+from runtime.instrument import configure_from, stop_logging
 from runtime.process_fabric import ProcessFabric, decode_results
 from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost, read_hostfile
 from runtime.wire import EncodingError, FrameReader, decode_value, encode_value, frame
@@ -64,6 +65,9 @@ CONNECT_TIMEOUT = 30.0
 """Seconds the processes of a cluster have to find each other."""
 TOKEN_VARIABLE = "PYTIMELY_TOKEN"
 """The environment variable that holds a cluster's shared token."""
+
+LOG_VARIABLE = "PYTIMELY_LOG"
+"""The environment variable that turns instrumentation on, as ``--log`` does (see :mod:`runtime.instrument`)."""
 LOST_GRACE = 10.0
 """Seconds the other children get to stop by themselves after one died, before they are killed."""
 
@@ -83,6 +87,7 @@ class ClusterConfig:
     process: int | None = None
     hostfile: str | None = None
     token: str | None = None
+    log: str | None = None
 
 
 def cluster_arguments() -> argparse.ArgumentParser:
@@ -96,13 +101,18 @@ def cluster_arguments() -> argparse.ArgumentParser:
     )
     group.add_argument("-h", "--hostfile", default=None, help="file with one host:port line per process")
     group.add_argument("--token", default=None, help=f"the cluster's shared secret (default: ${TOKEN_VARIABLE})")
+    group.add_argument(
+        "--log",
+        default=None,
+        help=f"instrumentation events to FILE (one file per process) or tcp://HOST:PORT (default: ${LOG_VARIABLE})",
+    )
     return parser
 
 
 def parse_cluster_args(argv: Sequence[str] | None = None) -> tuple[ClusterConfig, list[str]]:
     """Parse the cluster flags in ``argv`` (default ``sys.argv[1:]``); return them and the other arguments."""
     args, rest = cluster_arguments().parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    config = ClusterConfig(args.workers, args.processes, args.process, args.hostfile, args.token)
+    config = ClusterConfig(args.workers, args.processes, args.process, args.hostfile, args.token, args.log)
     if config.workers < 1:
         raise ConfigurationError(f"-w/--workers must be at least 1, got {config.workers}")
     if config.processes < 1:
@@ -156,10 +166,17 @@ def execute_from_args(
     set ``PYTHONHASHSEED`` to the same value everywhere (the handshake checks).
     """
     config, _ = parse_cluster_args(argv)
+    if config.log is not None:  # every process of the cluster reads it, from the flag or from here
+        os.environ[LOG_VARIABLE] = config.log
     if config.processes == 1:
         from runtime.execute import execute
 
-        return execute(main, workers=config.workers, stall_timeout=stall_timeout)
+        configured = configure_from(os.environ.get(LOG_VARIABLE))
+        try:
+            return execute(main, workers=config.workers, stall_timeout=stall_timeout)
+        finally:
+            if configured is not None:
+                stop_logging()
     if config.process is None:
         return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout)
     token = config.token or os.environ.get(TOKEN_VARIABLE)
@@ -196,6 +213,29 @@ def run_process(
     or the dataflows are stuck, :class:`~runtime.tcp.PeerLost` when a process
     vanished, :class:`~runtime.tcp.ClusterError` when the cluster cannot form.
     """
+    processes = len(endpoints)
+    configured = configure_from(os.environ.get(LOG_VARIABLE), process, processes)
+    try:
+        return _run_process(
+            main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric
+        )
+    finally:
+        if configured is not None:
+            stop_logging()
+
+
+def _run_process(
+    main: Callable[[Worker], R],
+    process: int,
+    endpoints: list[Endpoint],
+    workers: int,
+    token: str,
+    stall_timeout: float | None,
+    connect_timeout: float,
+    listener: socket.socket | None,
+    gather: bool,
+    on_fabric: Callable[[ProcessFabric], None] | None,
+) -> list[R]:
     processes = len(endpoints)
     holder: list[ProcessFabric] = []
     mesh = Mesh(

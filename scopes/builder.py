@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypeVar
 
+from scopes import capture as _capture
 from scopes.antichain import Antichain
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
@@ -144,6 +145,10 @@ class ScopeBuilder:
     def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
         """A stream of ``records`` at the minimum time, emitted in batches."""
         return to_stream(records, self, name)
+
+    def replay(self, event_streams: Iterable[Any], name: str = "Replay") -> Stream:
+        """Replay recorded event streams (this worker's share); see :func:`scopes.capture.replay_into`."""
+        return _capture.replay_into(event_streams, self, name)
 
     def source(
         self,

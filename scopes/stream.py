@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scopes import capture as _capture
 from scopes import generic_operators as _generic
 from scopes import nesting, per_record, per_time, probes, routing
 from scopes.channels import ChannelContract, Tee
@@ -120,6 +121,14 @@ class Stream:
         return per_time.count(self, name)
 
     # ------------------------------------------------------------------ probes and sinks
+
+    def capture_into(self, pusher: _capture.EventPusher, name: str = "Capture") -> None:
+        """Record this stream's frontier changes and messages into ``pusher`` (see :mod:`scopes.capture`)."""
+        _capture.capture_into(self, pusher, name)
+
+    def capture(self, name: str = "Capture") -> _capture.CaptureRecorder:
+        """Record this stream in memory; returns this worker's :class:`~scopes.capture.CaptureRecorder`."""
+        return _capture.capture(self, name)
 
     def probe(self, name: str = "Probe") -> ProbeHandle:
         """Consume the stream and return a handle that reports its frontier."""
