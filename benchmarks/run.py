@@ -628,6 +628,28 @@ def run_scaling(sizes: Sizes, log: Callable[[str], None]) -> list[str]:
 
 # ---------------------------------------------------------------------------- main
 
+def run_cluster_and_instrumentation(quick: bool, repeat: int) -> list[str]:
+    """Sections 5 and 6 of the report (see ``cluster.py`` and ``instrument.py``)."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from cluster import cluster_wordcount_row
+    from instrument import compare
+
+    lines = ["## 5. Wordcount with exchange: 1 process against 2 processes x 1 worker", "",
+             "Goal: at least 1.6x faster on 2 processes on this 2-core machine.", "",
+             "| benchmark | 1 process | 2 processes | speed-up | goal |", "|---|---|---|---|---|"]
+    rows = [cluster_wordcount_row(quick, repeat, combine) for combine in (False, True)]
+    lines += [row for row, _ in rows]
+    lines += [""] + [note + "\n" for _, note in rows]
+    lines += ["## 6. Instrumentation overhead (1 worker, best of the repetitions)", "",
+              "| measurement | logging | time |", "|---|---|---|"]
+    for measurement, variant, seconds in compare(repeat):
+        shown = f"{seconds * 1e6:.1f} us" if seconds < 0.01 else f"{seconds:.3f} s"
+        lines.append(f"| {measurement} | {variant} | {shown} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -669,6 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     scaling_lines = run_scaling(sizes, log)
     report = render(sizes, args.repeat, pipeline, latency, profiles, machine)
     report = report.rstrip() + "\n\n" + "\n".join(scaling_lines) + "\n"
+    log("5. wordcount with exchange on processes, and 6. instrumentation overhead")
+    report = report.rstrip() + "\n\n" + "\n".join(run_cluster_and_instrumentation(args.quick, args.repeat)) + "\n"
     print()
     print(f"record pipeline: pytimely {_rate(pipeline.rate(pipeline.pytimely))}, loop "
           f"{_rate(pipeline.rate(pipeline.loop))}, ratio {pipeline.ratio:.3f}x "

@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 from runtime.communication import Stop
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import INTERRUPT_GRACE, run_workers
-from runtime.instrument import configure_from, stop_logging
+from runtime.instrument import configure_from, logging_active, stop_logging
 from runtime.process_fabric import ProcessFabric, decode_results
 from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost, read_hostfile
 from runtime.wire import EncodingError, FrameReader, decode_value, encode_value, frame
@@ -171,7 +171,7 @@ def execute_from_args(
     if config.processes == 1:
         from runtime.execute import execute
 
-        configured = configure_from(os.environ.get(LOG_VARIABLE))
+        configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE))
         try:
             return execute(main, workers=config.workers, stall_timeout=stall_timeout)
         finally:
@@ -214,7 +214,7 @@ def run_process(
     vanished, :class:`~runtime.tcp.ClusterError` when the cluster cannot form.
     """
     processes = len(endpoints)
-    configured = configure_from(os.environ.get(LOG_VARIABLE), process, processes)
+    configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)
     try:
         return _run_process(
             main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric

@@ -680,6 +680,11 @@ def logger_for(worker: int) -> Instrument | None:
     return pipeline.logger(worker)
 
 
+def logging_active() -> bool:
+    """Whether a pipeline is installed (logging was turned on in this process and not stopped)."""
+    return _active is not None
+
+
 def _install(pipeline: Pipeline | None) -> Pipeline | None:
     global _active
     with _active_lock:

@@ -21,6 +21,7 @@ from scopes.capture import (
     capture_into,
     replay_into,
 )
+from scopes.errors import OperatorFailed
 
 
 def run_capture(
@@ -233,7 +234,9 @@ def test_a_recorder_can_be_replayed_while_another_thread_records_into_it():
 def replay_failure(events_per_stream, timestamp=INTEGER) -> ReplayError:
     with pytest.raises(WorkerFailed) as failure:
         replay([list(events) for events in events_per_stream], 1, timestamp=timestamp)
-    error = failure.value.__cause__
+    wrapped = failure.value.__cause__
+    assert isinstance(wrapped, OperatorFailed) and wrapped.operator == "Replay", wrapped
+    error = wrapped.__cause__
     assert isinstance(error, ReplayError), error
     assert "replay operator 'Replay'" in str(error) and "worker 0" in str(error)
     return error

@@ -30,6 +30,7 @@ from runtime.eventlog import (
 )
 from scopes import INTEGER, Product, ProductType
 from scopes.capture import Messages, Progress, ReplayError, capture_into, replay_into
+from scopes.errors import OperatorFailed
 
 EVENTS = [
     Messages(0, [1, "two", (3, "three"), None]),
@@ -329,7 +330,7 @@ def test_replaying_a_damaged_log_applies_nothing_after_the_damage(tmp_path):
 
     with pytest.raises(WorkerFailed) as failure:
         execute(main, workers=1, stall_timeout=5)
-    error = failure.value.__cause__
+    error = cause_below_operator(failure.value)
     assert isinstance(error, EventLogCorrupt) and error.offset == offsets[4]
     assert applied == [(e.time, e.data) for e in prefix if isinstance(e, Messages)]
 
@@ -340,5 +341,13 @@ def test_replaying_a_log_cut_at_a_frame_boundary_reports_the_stream_incomplete(t
     path.write_bytes(data[: frame_offsets(data)[-1]])  # drop the final Progress record
     with pytest.raises(WorkerFailed) as failure:
         replay_files([path], 1)
-    assert isinstance(failure.value.__cause__, ReplayError)
-    assert re.search(r"ended while still holding capabilities for times \[\d+\]", str(failure.value.__cause__))
+    error = cause_below_operator(failure.value)
+    assert isinstance(error, ReplayError)
+    assert re.search(r"ended while still holding capabilities for times \[\d+\]", str(error))
+
+
+def cause_below_operator(failure: BaseException) -> BaseException | None:
+    """The error under ``WorkerFailed``: the replay operator reports it as an ``OperatorFailed`` naming itself."""
+    wrapped = failure.__cause__
+    assert isinstance(wrapped, OperatorFailed) and wrapped.operator == "Replay", wrapped
+    return wrapped.__cause__

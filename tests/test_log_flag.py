@@ -41,11 +41,11 @@ def test_log_flag_writes_a_recording_of_the_run(tmp_path: Path) -> None:
 
 def test_the_environment_variable_reaches_every_process_of_a_local_cluster(tmp_path: Path) -> None:
     script = (
-        "import sys; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
         "from test_log_flag import count_main\n"
         "from runtime import execute_from_args\n"
         "print(sum(execute_from_args(count_main, ['-n', '2', '-w', '1'])))\n"
-    ) % (str(ROOT), str(ROOT / "tests"))
+    )
     env = dict(os.environ, PYTIMELY_LOG=str(tmp_path / "cluster.msgpack"))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
