@@ -16,7 +16,7 @@ from scopes.antichain import MutableAntichain
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
-from scopes.order import less_equal
+from scopes.order import in_time_order, less_equal
 from scopes.reachability import Connectivity, sparse
 from scopes.scope import ConnectivityLike, Scope, Updates
 from scopes.timestamp import TimestampType
@@ -499,7 +499,7 @@ class Notificator:
 
     def ready(self) -> list[Any]:
         """The requested times that are complete, in time order."""
-        return sorted(time for time in self._pending if self._complete(time))
+        return in_time_order(time for time in self._pending if self._complete(time))
 
     def __iter__(self) -> Iterator[Capability]:
         times = self.ready()
@@ -527,7 +527,7 @@ class Notificator:
 
     def pending(self) -> list[Any]:
         """Every requested time not yet delivered."""
-        return sorted(self._pending)
+        return in_time_order(self._pending)
 
     def __len__(self) -> int:
         return len(self._pending)

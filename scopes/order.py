@@ -12,6 +12,7 @@ order in which Naiad delivers notifications.  Use :func:`less_equal` and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -40,3 +41,23 @@ def less_than(a: Any, b: Any) -> bool:
     if a.__class__ is int:
         return bool(a < b)
     return bool(a.less_than(b))
+
+
+def in_time_order(times: Iterable[Any]) -> list[Any]:
+    """``times`` ordered so that no time comes after one it is strictly less than.
+
+    Uses the values' own ``<`` when they have one (ints, ``Product``); for a
+    timestamp type that implements only the partial order, repeatedly takes the
+    times that no remaining time is strictly less than.
+    """
+    pending = list(times)
+    try:
+        return sorted(pending)
+    except TypeError:
+        pass
+    ordered: list[Any] = []
+    while pending:
+        minimal = [t for t in pending if not any(less_than(other, t) for other in pending)]
+        ordered.extend(minimal)
+        pending = [t for t in pending if all(t is not m for m in minimal)]
+    return ordered

@@ -24,6 +24,7 @@ from scopes import (
     ScopeBuilder,
     TimestampType,
 )
+from scopes.channels import Pipeline
 from scopes.location import Source, Target
 from scopes.reachability import Builder
 from scopes.timestamp import natural_order
@@ -208,3 +209,30 @@ def test_sort_keys_of_builtin_and_user_types() -> None:
     assert ProductType(VERSION).sort_key() is None
     key = ProductType(_SumKeyedProduct(INTEGER)).sort_key()
     assert key is not None and key(Product(Product(1, 2), 3)) == (3, 3)
+
+
+def test_notifications_for_a_user_timestamp_come_in_time_order_without_less_than() -> None:
+    delivered: list[Version] = []
+
+    def logic(input: Any, output: Any, notificator: Any) -> None:
+        for ref, batch in input:
+            # two incomparable times and one after both: all become ready when the input closes
+            for time in (Version(2, 2), Version(1, 0), Version(0, 1)):
+                notificator.notify_at(ref.delayed(time))
+            output.session(ref).give_batch(batch)
+        for capability in notificator:
+            delivered.append(capability.time)
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            stream.unary_notify(Pipeline, "Notify", logic)
+            return handle
+
+        handle = worker.dataflow(build, timestamp=VERSION)
+        handle.send(1)
+        handle.close()
+
+    execute(main, workers=1, stall_timeout=10)
+    assert len(delivered) == 3 and delivered[-1] == Version(2, 2)
+    assert set(delivered[:2]) == {Version(1, 0), Version(0, 1)}
