@@ -215,11 +215,11 @@ def test_notifications_for_a_user_timestamp_come_in_time_order_without_less_than
     delivered: list[Version] = []
 
     def logic(input: Any, output: Any, notificator: Any) -> None:
-        for ref, batch in input:
+        for message, batch in input:
             # two incomparable times and one after both: all become ready when the input closes
             for time in (Version(2, 2), Version(1, 0), Version(0, 1)):
-                notificator.notify_at(ref.delayed(time))
-            output.session(ref).give_batch(batch)
+                notificator.notify_at(message.delayed(time))
+            output.session(message).give_batch(batch)
         for capability in notificator:
             delivered.append(capability.time)
 
