@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
@@ -41,6 +42,21 @@ class WorkerSignal:
     def wake(self) -> None:
         """Wake the worker without activating anything."""
         self.event.set()
+
+    def park(self, timeout: float | None, stopped: Callable[[], bool]) -> None:
+        """Wait until an activation arrives, ``timeout`` seconds pass, or ``stopped()`` holds.
+
+        The event is cleared and ``parked`` set before activations are checked, so an
+        activation that races with parking is never slept through.
+        """
+        self.event.clear()
+        self.parked = True
+        try:
+            if self.pending or stopped():
+                return
+            self.event.wait(timeout)
+        finally:
+            self.parked = False
 
 
 class ThreadFabric:
@@ -184,15 +200,7 @@ class ThreadCommunicator:
 
     def park(self, timeout: float | None) -> None:
         """Wait for an activation, ``timeout`` seconds, or a stop."""
-        signal = self._signal
-        signal.event.clear()
-        signal.parked = True
-        try:
-            if signal.pending or self.fabric.stop_reason is not None:
-                return
-            signal.event.wait(timeout)
-        finally:
-            signal.parked = False
+        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker."""

@@ -386,15 +386,7 @@ class ProcessCommunicator:
     def park(self, timeout: float | None) -> None:
         """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop."""
         self.flush()
-        signal = self._signal
-        signal.event.clear()
-        signal.parked = True
-        try:
-            if signal.pending or self.fabric.stop_reason is not None:
-                return
-            signal.event.wait(timeout)
-        finally:
-            signal.parked = False
+        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker of every process."""
