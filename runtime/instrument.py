@@ -85,6 +85,7 @@ import queue
 import socket
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -469,19 +470,19 @@ class Instrument:
 # ---------------------------------------------------------------------- sinks
 
 
-class Sink:
+class Sink(ABC):
     """Where encoded events go.  ``write`` runs on the writer thread."""
 
     dropped = 0
     needs_bytes = True
     """Whether :meth:`write` uses the encoded bytes (the writer skips encoding otherwise)."""
 
+    @abstractmethod
     def write(self, events: list[tuple[Any, ...]], encoded: bytes) -> None:
         """Take a batch of raw events and their encoding."""
-        raise NotImplementedError
 
-    def close(self) -> None:
-        """Flush and release resources."""
+    def close(self) -> None:  # noqa: B027 - most sinks hold nothing to release
+        """Flush and release resources (nothing, unless a sink overrides this)."""
 
 
 class MemorySink(Sink):
