@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from runtime.communication import Address, Stop
 from runtime.errors import ConfigurationError, TimelyRuntimeError, WorkerAborted
 from runtime.execute import failure_of, run_worker
+from runtime.fabric import MailboxPuller
 from runtime.worker import Worker
 from scopes.channels import Message, Pusher
 
@@ -166,18 +167,6 @@ class _SimPusher:
         self._network.send(self._channel, self._sender, self._receiver, (time, batch))
 
 
-class _SimPuller:
-    __slots__ = ("_box",)
-
-    def __init__(self, box: deque[Message]) -> None:
-        self._box = box
-
-    def pull(self) -> Message | None:
-        """The oldest delivered message, or ``None``."""
-        box = self._box
-        return box.popleft() if box else None
-
-
 class SimulatedCommunicator:
     """One worker's :class:`~runtime.communication.Communicator` on a :class:`SimulatedNetwork`."""
 
@@ -197,14 +186,14 @@ class SimulatedCommunicator:
         """The number of workers."""
         return self.network.peers
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], _SimPuller]:
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker for ``channel``, and this worker's puller."""
         network = self.network
         network.addresses.setdefault(channel, address)
         pushers: list[Pusher] = [
             _SimPusher(network, channel, self._index, peer) for peer in range(network.peers)
         ]
-        return pushers, _SimPuller(network.mailbox(channel, self._index))
+        return pushers, MailboxPuller(network.mailbox(channel, self._index))
 
     def take_activations(self) -> list[Address]:
         """The addresses activated by deliveries since the last call."""

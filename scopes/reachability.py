@@ -540,34 +540,11 @@ class Tracker:
         if order is not natural_order:
             self._propagate_in_rounds(order)
             return
-        work: list[tuple[Any, int, int]] = []
-        push = heapq.heappush
-        pointstamps = self._pointstamps
-        to_outputs = self._to_outputs
-        output_changes = self._output_changes
-        pending, self._pending = self._pending, {}
-        if self.observer is not None:
-            self.observer.pointstamps(
-                self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
-            )
-        for loc, updates in pending.items():
-            if not updates:
-                continue
-            for time, diff in pointstamps[loc].update_iter(updates.items()):
-                self._tracked += diff
-                for output, summaries in to_outputs[loc]:
-                    changes = output_changes[output]
-                    for summary in summaries:
-                        result = summary.results_in(time)
-                        if result is not None:
-                            value = changes.get(result, 0) + diff
-                            if value:
-                                changes[result] = value
-                            else:
-                                del changes[result]
-                push(work, (time, loc, diff))
+        work = [(time, loc, diff) for loc, time, diff in self._fold_pending()]
         if not work:
             return
+        heapq.heapify(work)
+        push = heapq.heappush
         pop = heapq.heappop
         implications = self._implications
         is_target = self._is_target
@@ -603,6 +580,10 @@ class Tracker:
         to_outputs = self._to_outputs
         output_changes = self._output_changes
         pending, self._pending = self._pending, {}
+        if self.observer is not None:
+            self.observer.pointstamps(
+                self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
+            )
         work: list[tuple[int, Any, int]] = []
         for loc, updates in pending.items():
             if not updates:
