@@ -14,6 +14,7 @@ from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import ModalScreen
@@ -647,8 +648,12 @@ class TimelyApp(App[int]):
             second.append(self.program.describe())
         if self.last_diagram:
             second.append(f"diagram: {self.last_diagram}")
-        self.query_one("#status", Static).update(first)
-        self.query_one("#status2", Static).update(" · ".join(second))
+        try:
+            status, status2 = self.query_one("#status", Static), self.query_one("#status2", Static)
+        except NoMatches:  # a timer or a listener thread fired while the screen is not mounted (start, exit)
+            return
+        status.update(first)
+        status2.update(" · ".join(second))
 
     def _connection_text(self) -> str:
         listener = self.listener
