@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -78,12 +79,20 @@ def run_workers(
     failures: list[tuple[int, BaseException]] = []
     lock = threading.Lock()
 
+    # Set when a worker has unwound.  Ctrl-C waits on these, not on Thread.join: a join
+    # interrupted by KeyboardInterrupt can mark a running thread as stopped (CPython 3.11),
+    # after which joining it again returns at once and its finally blocks are cut off.
+    done = [threading.Event() for _ in range(count)]
+
     def run(slot: int) -> None:
-        result, error = run_worker(main, communicators[slot], stall_timeout)
-        results[slot] = result
-        if error is not None:
-            with lock:
-                failures.append((communicators[slot].index, error))
+        try:
+            result, error = run_worker(main, communicators[slot], stall_timeout)
+            results[slot] = result
+            if error is not None:
+                with lock:
+                    failures.append((communicators[slot].index, error))
+        finally:
+            done[slot].set()
 
     threads: list[threading.Thread] = []
     try:
@@ -103,7 +112,7 @@ def run_workers(
                 while thread.is_alive():
                     thread.join(0.1)
     except KeyboardInterrupt:
-        _interrupted(communicators, threads)
+        _interrupted(communicators, done if threads else [])
     reason = communicators[0].stop_reason
     if any(isinstance(error, KeyboardInterrupt) for _, error in failures) or (
         reason is not None and reason.kind == "interrupted"
@@ -150,11 +159,12 @@ def run_worker(
         communicator.finish()
 
 
-def _interrupted(communicators: Sequence[Communicator], threads: list[threading.Thread]) -> None:
+def _interrupted(communicators: Sequence[Communicator], unwound: Sequence[threading.Event]) -> None:
     """Stop every worker after Ctrl-C, wait for them to unwind, print one line, exit with 130."""
     communicators[0].stop(Stop("interrupted"))
-    for thread in threads:
-        thread.join(INTERRUPT_GRACE)
+    deadline = time.monotonic() + INTERRUPT_GRACE
+    for event in unwound:
+        event.wait(max(0.0, deadline - time.monotonic()))
     peers = communicators[0].peers
     print(f"pytimely: interrupted (Ctrl-C); stopped {peers} worker(s)", file=sys.stderr, flush=True)
     raise SystemExit(130)
