@@ -525,3 +525,37 @@ def test_columnar_wordcount_script_prints_what_the_record_wise_one_prints() -> N
     ]
     assert outputs[0] == outputs[1]
     assert outputs[1].rstrip().endswith("matches reference: True")
+
+
+def test_send_batch_refuses_a_zero_dimensional_array() -> None:
+    def main(worker: Any) -> None:
+        def dataflow(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input("Numbers")
+            return handle, stream.probe()
+
+        handle, _ = worker.dataflow(dataflow)
+        handle.send_batch(np.array(3))
+
+    with pytest.raises(WorkerFailed) as excinfo:
+        execute(main, stall_timeout=STALL)
+    root = root_cause(excinfo.value)
+    assert isinstance(root, BatchError) and "input 'Numbers'" in str(root) and "0-dimensional" in str(root)
+
+
+def test_key_functions_may_return_array_likes() -> None:
+    class Keys:
+        def __init__(self, values: np.ndarray) -> None:
+            self.values = values
+
+        def __len__(self) -> int:
+            return len(self.values)
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return self.values
+
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch(lambda batch: Keys(batch + 1)).inspect_batch(lambda t, b: seen.extend(b.tolist()))
+
+    outputs = run(build, lambda w, e: [np.arange(20)], workers=2)
+    for worker, seen in enumerate(outputs):
+        assert seen and all(route(value + 1, 2) == worker for value in seen)
