@@ -271,9 +271,15 @@ class BatchKeys:
 
     def _missing(self, batch: Any, time: Any) -> None:
         available = column_names(batch)
+        if available:
+            has = f"its columns are {list(available)}; pass one of these to exchange_batch, or a key function"
+        else:
+            has = (
+                f"it is a {batch_kind(batch)} of dtype {batch.dtype} without named columns; route it with a key "
+                "function (batch -> keys, for example lambda batch: batch), or send structured arrays"
+            )
         raise KeyColumnError(
-            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; its columns are "
-            f"{list(available)}; pass one of these to exchange_batch, or a key function",
+            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; {has}",
             str(self.key),
             available,
         )

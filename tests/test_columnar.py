@@ -559,3 +559,13 @@ def test_key_functions_may_return_array_likes() -> None:
     outputs = run(build, lambda w, e: [np.arange(20)], workers=2)
     for worker, seen in enumerate(outputs):
         assert seen and all(route(value + 1, 2) == worker for value in seen)
+
+
+def test_a_column_key_on_a_plain_array_says_to_use_a_key_function() -> None:
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch("word", name="Plain")
+
+    for workers in (1, 2):
+        _, root = failure(build, lambda w, e: [np.arange(3)], workers=workers)
+        assert isinstance(root, KeyColumnError) and root.available == ()
+        assert "operator 'Plain'" in str(root) and "without named columns" in str(root) and "key function" in str(root)
