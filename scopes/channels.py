@@ -527,23 +527,30 @@ class ExchangeBatch(ChannelContract):
 
     name = "ExchangeBatch"
 
-    def __init__(self, key: BatchKey, where: str = "ExchangeBatch") -> None:
-        """Route by ``key``; rows with equal keys meet on the same worker."""
+    def __init__(self, key: BatchKey, where: str | None = None) -> None:
+        """Route by ``key``; rows with equal keys meet on the same worker.
+
+        ``where`` (for example ``"operator 'ByWord' in scope 'main'"``) is set by
+        ``Stream.exchange_batch``; a contract given directly to a generic operator
+        names the receiving operator by its address instead.
+        """
         if not isinstance(key, str) and not callable(key):
             raise BuildError(
-                f"{where}: the key must be a column name (str) or a function batch -> keys, got {key!r}"
+                f"{where or 'ExchangeBatch'}: the key must be a column name (str) or a function batch -> keys, "
+                f"got {key!r}"
             )
         self.key = key
-        self.keys = BatchKeys(key, where)
+        self.where = where
 
     def connect(
         self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator
     ) -> tuple[Pusher, Puller]:
+        keys = BatchKeys(self.key, self.where or f"the ExchangeBatch channel into the operator at address {address}")
         if allocator.peers == 1:
             queue = LocalQueue(activate)
-            return CheckBatchPusher(self.keys, queue), queue
+            return CheckBatchPusher(keys, queue), queue
         pushers, puller = allocator.allocate(channel, address)
-        return ExchangeBatchPusher(self.keys, pushers), puller
+        return ExchangeBatchPusher(keys, pushers), puller
 
 
 class _Broadcast(ChannelContract):
