@@ -32,6 +32,7 @@ from scopes.batches import (
     copy_batch,
     describe_value,
     is_arrow,
+    is_columnar,
     take,
 )
 from scopes.errors import BuildError, UserFunctionError
@@ -185,7 +186,7 @@ class ExchangePusher:
     activate their operator, whose next invocation flushes them.
     """
 
-    __slots__ = ("_key", "_pushers", "_peers", "_buffers")
+    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar")
 
     def __init__(self, key: Callable[[Any], Hashable], pushers: Sequence[Pusher]) -> None:
         """Route by ``key`` among ``pushers`` (one per worker)."""
@@ -193,9 +194,22 @@ class ExchangePusher:
         self._pushers = list(pushers)
         self._peers = len(pushers)
         self._buffers: dict[Any, list[list[Any]]] = {}
+        self._columnar: ExchangeBatchPusher | None = None
 
     def push(self, time: Any, batch: list[Any]) -> None:
-        """Add each record of the batch to its destination's buffer for ``time``."""
+        """Add each record of the batch to its destination's buffer for ``time``.
+
+        A columnar batch stays columnar: ``key`` is called on each of its rows (a
+        NumPy array's elements, an Arrow batch's rows as dicts) and the rows are
+        partitioned as :class:`ExchangeBatchPusher` does.
+        """
+        if batch.__class__ is not list and is_columnar(batch):
+            columnar = self._columnar
+            if columnar is None:
+                keys = BatchKeys(row_keys(self._key), "the Exchange channel (a record-wise key on a columnar batch)")
+                columnar = self._columnar = ExchangeBatchPusher(keys, self._pushers)
+            columnar.push(time, batch)
+            return
         peers = self._peers
         key = self._key
         parts = self._buffers.get(time)
@@ -215,6 +229,8 @@ class ExchangePusher:
 
     def flush(self) -> None:
         """Send one message per destination and time with everything buffered."""
+        if self._columnar is not None:
+            self._columnar.flush()
         buffers = self._buffers
         if buffers:
             self._buffers = {}
@@ -223,6 +239,16 @@ class ExchangePusher:
                 for pusher, part in zip(pushers, parts, strict=True):
                     if part:
                         pusher.push(time, part)
+
+
+def row_keys(key: Callable[[Any], Hashable]) -> Callable[[Any], list[Any]]:
+    """A batch key function calling the record-wise ``key`` once per row of a columnar batch."""
+
+    def keys(batch: Any) -> list[Any]:
+        rows = batch.to_pylist() if is_arrow(batch) else batch
+        return [key(row) for row in rows]
+
+    return keys
 
 
 BatchKey = str | Callable[[Any], Any]

@@ -602,3 +602,29 @@ def test_exchange_batch_contract_in_a_generic_operator() -> None:
 
     _, root = failure(missing, lambda w, e: [keyed])
     assert isinstance(root, KeyColumnError) and "ExchangeBatch channel into the operator at address" in str(root)
+
+
+def test_record_wise_exchange_of_columnar_batches_keeps_them_columnar() -> None:
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange(lambda row: int(row) // 3).inspect_batch(lambda t, b: seen.append(b))
+
+    outputs = run(build, lambda w, e: [np.arange(30)], workers=2)
+    rows = 0
+    for worker, seen in enumerate(outputs):
+        for batch in seen:
+            assert isinstance(batch, np.ndarray)
+            assert all(route(value // 3, 2) == worker for value in batch.tolist())
+            rows += len(batch)
+    assert rows == 60
+
+    table = pa.table({"word": ["a", "b", "c", "d"], "n": [1, 2, 3, 4]})
+
+    def arrow(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange(lambda row: row["word"]).inspect_batch(lambda t, b: seen.append(b))
+
+    outputs = run(arrow, lambda w, e: [table], workers=2)
+    for worker, seen in enumerate(outputs):
+        for batch in seen:
+            assert isinstance(batch, pa.Table)
+            assert all(route(word, 2) == worker for word in batch.column("word").to_pylist())
+    assert sum(batch.num_rows for seen in outputs for batch in seen) == 8
