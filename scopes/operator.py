@@ -80,7 +80,7 @@ class OutputPort:
 
     def send(self, time: Any, batch: list[Any]) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
-        if batch:
+        if len(batch):
             produced = self.produced
             produced[time] = produced.get(time, 0) + len(batch)
             self.tee.push(time, batch)
