@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -164,6 +165,12 @@ def load_graph(path: Path | str, limit: int | None = None) -> Graph:
         return graph
 
 
+def loaded(path: Path | str, limit: int | None, graph: Graph) -> None:
+    """Remember ``graph`` as what :func:`load_graph` returns for ``path`` in this process."""
+    with _loading:
+        _loaded[(str(path), limit)] = graph
+
+
 def graph_from_edges(edges: Sequence[tuple[int, int]], nodes: int) -> Graph:
     """A :class:`Graph` of integer nodes ``0 .. nodes - 1`` named by their decimal ids (for tests)."""
     pairs = np.array(edges, dtype=np.int32).reshape(-1, 2)
@@ -181,7 +188,7 @@ def send(output: OperatorOutput, capability: Capability, batch: np.ndarray) -> N
         output.flush()
         port = output._port  # until the engine sends arrays itself: count and push, as OutputPort.send does
         port.produced[time] = port.produced.get(time, 0) + len(batch)
-        port.tee.push(time, batch)
+        port.tee.push(time, batch)  # type: ignore[arg-type]
 
 
 class _OwnerPusher:
@@ -475,7 +482,7 @@ def weak_labels(edges: Stream, nodes: int) -> Stream:
 
 def wcc_worker(worker: Worker, graph: Graph) -> tuple[list[int], list[int]]:
     """Build and run the WCC dataflow on this worker's share of ``graph``; return its ``(nodes, labels)``."""
-    found: list[np.ndarray] = []
+    found: list[Any] = []
 
     def build(scope: ScopeBuilder) -> Any:
         edges = array_source(scope, graph.share(worker.index, worker.peers), "Edges")
@@ -487,7 +494,7 @@ def wcc_worker(worker: Worker, graph: Graph) -> tuple[list[int], list[int]]:
     return columns(found)
 
 
-def columns(found: list[np.ndarray]) -> tuple[list[int], list[int]]:
+def columns(found: list[Any]) -> tuple[list[int], list[int]]:
     """The ``(node, label)`` arrays in ``found`` as two lists (which travel between processes)."""
     result = concat_arrays(found, OFFER)
     return result["node"].tolist(), result["label"].tolist()
@@ -519,8 +526,7 @@ def components_of(labels: np.ndarray) -> set[frozenset[int]]:
 
 def networkx_weak(pairs: list[tuple[str, str]]) -> list[set[str]]:
     """networkx's weakly connected components of the directed graph with edges ``pairs`` (build included)."""
-    import networkx as nx
-
+    nx = importlib.import_module("networkx")
     graph = nx.DiGraph()
     graph.add_edges_from(pairs)
     return list(nx.weakly_connected_components(graph))
@@ -551,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     start = perf_counter()
     graph = intern(flat)
     interned = perf_counter() - start
-    _loaded[(str(args.input), args.limit_edges)] = graph  # the workers of this process reuse it
+    loaded(args.input, args.limit_edges, graph)  # the workers of this process reuse it
 
     start = perf_counter()
     outputs = execute_from_args(partial(file_worker, path=str(args.input), limit=args.limit_edges), argv)
