@@ -50,6 +50,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import repeat
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -135,7 +136,8 @@ def read_names(path: Path, limit: int | None = None) -> np.ndarray:
         lines.pop()
     if limit is not None:
         lines = lines[:limit]
-    if limit is None and data.count(b"\t") == len(lines):
+    tabs = data.count(b"\t") if limit is None else -1
+    if tabs == len(lines) and all(map(bytes.__contains__, lines, repeat(b"\t"))):
         flat = data.replace(b"\t", b"\n").split(b"\n")  # one tab per line: split once
         if flat and not flat[-1]:
             flat.pop()
