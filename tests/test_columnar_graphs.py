@@ -138,3 +138,33 @@ def test_debian_on_two_processes(debian: tuple[Any, set[frozenset[int]], set[fro
     strong_labels, rounds = scc.combine(run(partial(scc.file_worker, path=str(DEBIAN), limit=None)), graph.nodes)
     assert wcc.components_of(strong_labels) == strongly
     assert rounds == [274_855, 2_827, 178, 168]
+
+
+# ---------------------------------------------------------------------- the benchmark's data structure
+
+
+def test_benchmark_measures_every_variant_side_by_side() -> None:
+    graphs_benchmark = load_benchmark()
+    result = graphs_benchmark.measure(repeat=2, limit=3000)
+    assert result["graph"]["edges"] == 3000 and result["repeat"] == 2
+    assert result["agree"] == {
+        "columnar wcc": True, "record-wise wcc": True, "columnar scc": True, "record-wise scc": True
+    }
+    for row in result["rows"].values():
+        assert len(row["seconds"]) == 2 and row["min"] <= row["median"] <= row["max"]
+    for kind in ("wcc", "scc"):
+        build = result["rows"][f"networkx {kind} + build"]["seconds"]
+        parts = zip(result["rows"]["networkx build"]["seconds"], result["rows"][f"networkx {kind}"]["seconds"], strict=True)
+        assert build == [a + b for a, b in parts]
+        assert f"columnar {kind} + intern / networkx {kind} + build" in result["ratios"]
+    assert "| columnar scc + intern |" in graphs_benchmark.table(result)
+
+
+def load_benchmark() -> ModuleType:
+    """Import ``benchmarks/graphs.py``."""
+    spec = importlib.util.spec_from_file_location("benchmark_graphs", ROOT / "benchmarks" / "graphs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
