@@ -154,7 +154,8 @@ def test_benchmark_measures_every_variant_side_by_side() -> None:
         assert len(row["seconds"]) == 2 and row["min"] <= row["median"] <= row["max"]
     for kind in ("wcc", "scc"):
         build = result["rows"][f"networkx {kind} + build"]["seconds"]
-        parts = zip(result["rows"]["networkx build"]["seconds"], result["rows"][f"networkx {kind}"]["seconds"], strict=True)
+        rows = result["rows"]
+        parts = zip(rows["networkx build"]["seconds"], rows[f"networkx {kind}"]["seconds"], strict=True)
         assert build == [a + b for a, b in parts]
         assert f"columnar {kind} + intern / networkx {kind} + build" in result["ratios"]
     assert "| columnar scc + intern |" in graphs_benchmark.table(result)
