@@ -66,6 +66,7 @@ from runtime.cluster import cluster_arguments  # noqa: E402
 from runtime.worker import Worker  # noqa: E402
 from scopes import (  # noqa: E402
     Capability,
+    CapabilityRef,
     ChannelContract,
     Notificator,
     OperatorInfo,
@@ -77,7 +78,7 @@ from scopes import (  # noqa: E402
     generic,
     less_equal,
 )
-from scopes.channels import LocalQueue  # noqa: E402
+from scopes.channels import ExchangeBatch  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
@@ -183,96 +184,19 @@ def graph_from_edges(edges: Sequence[tuple[int, int]], nodes: int) -> Graph:
 # ---------------------------------------------------------------------- columnar plumbing
 
 
-def send(output: OperatorOutput, capability: Capability, batch: np.ndarray) -> None:
-    """Send ``batch`` as one message at ``capability``'s time (nothing if it is empty)."""
-    if len(batch):
-        time = output.session(capability).time  # checks the capability
-        output.flush()
-        port = output._port  # until the engine sends arrays itself: count and push, as OutputPort.send does
-        port.produced[time] = port.produced.get(time, 0) + len(batch)
-        port.tee.push(time, batch)  # type: ignore[arg-type]
+def owner(index: int, peers: int, nodes: int) -> int:
+    """How many of the nodes ``0 .. nodes - 1`` worker ``index`` of ``peers`` owns (``index, index + peers, ...``).
+
+    An exchange by an integer column sends key ``k`` to worker ``k % peers``
+    (:func:`scopes.hashing.stable_hash_array`), so these are the nodes whose
+    rows this worker receives; it stores them at ``node // peers``.
+    """
+    return (nodes - index + peers - 1) // peers
 
 
-class _OwnerPusher:
-    """Splits each array by ``column % peers`` and sends one array per destination and time on flush."""
-
-    __slots__ = ("_column", "_pushers", "_buffers")
-
-    def __init__(self, column: str, pushers: Sequence[Any]) -> None:
-        self._column = column
-        self._pushers = list(pushers)
-        self._buffers: dict[Any, list[list[np.ndarray]]] = {}
-
-    def push(self, time: Any, batch: np.ndarray) -> None:
-        peers = len(self._pushers)
-        parts = self._buffers.get(time)
-        if parts is None:
-            parts = self._buffers[time] = [[] for _ in range(peers)]
-        owner = batch[self._column] % peers
-        order = np.argsort(owner, kind="stable")
-        bounds = np.searchsorted(owner[order], np.arange(peers + 1))
-        ordered = batch[order]
-        for index in range(peers):
-            if bounds[index + 1] > bounds[index]:
-                parts[index].append(ordered[bounds[index] : bounds[index + 1]])
-
-    def flush(self) -> None:
-        buffers, self._buffers = self._buffers, {}
-        for time, parts in buffers.items():
-            for pusher, part in zip(self._pushers, parts, strict=True):
-                if part:
-                    pusher.push(time, part[0] if len(part) == 1 else np.concatenate(part))
-
-
-class ByNode(ChannelContract):
-    """Route each row of an array batch to the worker that owns its node ``column`` (``node % peers``)."""
-
-    name = "ByNode"
-
-    def __init__(self, column: str) -> None:
-        """Route by the integer column ``column``."""
-        self.column = column
-
-    def connect(self, allocator: Any, channel: int, address: tuple[int, ...], activate: Any) -> tuple[Any, Any]:
-        """One local queue on a single worker; otherwise one pusher per worker, split by owner."""
-        if allocator.peers == 1:
-            queue = LocalQueue(activate)
-            return queue, queue
-        pushers, puller = allocator.allocate(channel, address)
-        return _OwnerPusher(self.column, pushers), puller
-
-
-def map_arrays(stream: Stream, function: Callable[[np.ndarray], np.ndarray], name: str) -> Stream:
-    """``function(batch)`` on every batch, one call per message; empty results are not sent."""
-
-    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
-        capability.drop()
-
-        def logic(input: OperatorInput, output: OperatorOutput) -> None:
-            for ref, batch in input:
-                send(output, ref, function(batch))  # type: ignore[arg-type]
-
-        return logic
-
-    return stream.unary(Pipeline, name, constructor)
-
-
-def array_source(scope: ScopeBuilder, batch: np.ndarray, name: str) -> Stream:
-    """A stream carrying ``batch`` as one message at the scope's first time."""
-
-    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
-        held = [capability]
-
-        def logic(output: OperatorOutput) -> None:
-            if held:
-                capability = held.pop()
-                send(output, capability, batch)
-                output.flush()
-                capability.drop()
-
-        return logic
-
-    return scope.source(name, constructor)
+def emit(output: OperatorOutput, capability: Capability | CapabilityRef, batch: Any) -> None:
+    """Send ``batch`` (an array: one message; nothing if empty) at ``capability``'s time."""
+    output.session(capability).give_batch(batch)
 
 
 def concat_arrays(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
@@ -319,8 +243,8 @@ def propagate(
 ) -> tuple[Stream, Stream]:
     """Label every node with the smallest node id that reaches it along ``edges``.
 
-    ``edges`` carries arrays with ``src`` and ``dst`` columns, partitioned by
-    ``src`` already (or routed by ``edges_contract``, default: they are).
+    ``edges`` carries arrays with ``src`` and ``dst`` columns, on the worker
+    that owns ``src`` already (or routed by ``edges_contract``, default: they are).
     ``nodes`` bounds the ids.  Returns, at each time of ``edges``'s scope,
     :data:`LABELLED` arrays ``(dst, src, label of src)`` for every edge whose
     source got a label (only if ``labelled_edges``), and :data:`OFFER` arrays
@@ -334,7 +258,7 @@ def propagate(
         outputs = generic(
             inner,
             name,
-            [(edges.enter(inner), contract), (offers, ByNode("node"))],
+            [(edges.enter(inner), contract), (offers, ExchangeBatch("node", f"{name} offers"))],
             3,
             _propagation(name, nodes, inner.index, inner.peers, labelled_edges),
             notify=True,
@@ -349,7 +273,7 @@ def propagate(
 def _propagation(
     name: str, nodes: int, index: int, peers: int, labelled_edges: bool
 ) -> Callable[..., Callable[[list[OperatorInput], list[OperatorOutput]], None]]:
-    owned = (nodes - index + peers - 1) // peers  # nodes index, index + peers, ... below nodes
+    owned = owner(index, peers, nodes)
 
     def constructor(
         capabilities: list[Capability], info: OperatorInfo, frontiers: list[Any]
@@ -418,12 +342,12 @@ def _propagation(
                     labelled["dst"] = state.targets[keep]
                     labelled["src"] = source_local[keep] * peers + index
                     labelled["label"] = source_labels[keep]
-                    send(edge_output, state.edges_out, labelled)
+                    emit(edge_output, state.edges_out, labelled)
                 have = np.flatnonzero(labels != NO_LABEL)
                 result = np.empty(len(have), OFFER)
                 result["node"] = have * peers + index
                 result["label"] = labels[have]
-                send(label_output, state.labels_out, result)
+                emit(label_output, state.labels_out, result)
             edge_output.flush()
             label_output.flush()
             state.edges_out.drop()
@@ -450,7 +374,7 @@ def _propagation(
                     offered = step(state, state.offers.pop(time))
                     sent = offered if sent is None else np.concatenate([sent, offered])
                 if sent is not None:
-                    send(offer_output, capability, sent)
+                    emit(offer_output, capability, sent)
             for outer in [outer for outer in rounds if finished(outer)]:
                 finish(rounds.pop(outer), edge_output, label_output)
 
@@ -477,8 +401,8 @@ def weak_labels(edges: Stream, nodes: int) -> Stream:
 
     ``edges`` carries :data:`EDGE` arrays anywhere; the result is on each node's owner.
     """
-    undirected = map_arrays(edges, both_ways, "BothWays")
-    _, labels = propagate(undirected, nodes, "WeakLabels", ByNode("src"), labelled_edges=False)
+    undirected = edges.map_batch(both_ways, name="BothWays")
+    _, labels = propagate(undirected, nodes, "WeakLabels", ExchangeBatch("src", "WeakLabels edges"), False)
     return labels
 
 
@@ -487,11 +411,13 @@ def wcc_worker(worker: Worker, graph: Graph) -> tuple[list[int], list[int]]:
     found: list[Any] = []
 
     def build(scope: ScopeBuilder) -> Any:
-        edges = array_source(scope, graph.share(worker.index, worker.peers), "Edges")
+        handle, edges = scope.new_input("Edges")
         labels = weak_labels(edges, graph.nodes)
-        return labels.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
+        return handle, labels.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
 
-    probe = worker.dataflow(build, name="wcc columnar")
+    handle, probe = worker.dataflow(build, name="wcc columnar")
+    handle.send_batch(graph.share(worker.index, worker.peers))
+    handle.close()
     worker.step_while(lambda: not probe.done())
     return columns(found)
 

@@ -56,18 +56,17 @@ from connected_components_columnar import (  # noqa: E402
     LABELLED,
     NO_LABEL,
     OFFER,
-    ByNode,
     Graph,
-    array_source,
     as_ids,
     components_of,
     concat_arrays,
+    emit,
     intern,
     load_graph,
     loaded,
+    owner,
     propagate,
     read_names,
-    send,
 )
 
 from runtime import execute_from_args  # noqa: E402
@@ -85,24 +84,10 @@ from scopes import (  # noqa: E402
     Stream,
     generic,
 )
+from scopes.channels import ExchangeBatch  # noqa: E402
 
 REVERSED = np.dtype([("src", np.int32), ("dst", np.int32), ("label", np.int32)])
 """A kept :data:`LABELLED` row read as the reversed edge: the same bytes, the first two fields renamed."""
-
-
-def exchange_by(stream: Stream, column: str, name: str) -> Stream:
-    """Move every row to the worker that owns its node ``column``."""
-
-    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
-        capability.drop()
-
-        def logic(input: OperatorInput, output: OperatorOutput) -> None:
-            for ref, batch in input:
-                send(output, ref, batch)  # type: ignore[arg-type]
-
-        return logic
-
-    return stream.unary(ByNode(column), name, constructor)
 
 
 def keep_equal(labelled: Stream, labels: Stream, nodes: int, name: str) -> Stream:
@@ -113,7 +98,7 @@ def keep_equal(labelled: Stream, labels: Stream, nodes: int, name: str) -> Strea
     """
     scope = labelled.scope
     peers, index = scope.peers, scope.index
-    owned = (nodes - index + peers - 1) // peers
+    owned = owner(index, peers, nodes)
     edges_at: dict[Any, list[np.ndarray]] = {}
     labels_at: dict[Any, list[np.ndarray]] = {}
 
@@ -133,9 +118,9 @@ def keep_equal(labelled: Stream, labels: Stream, nodes: int, name: str) -> Strea
             table = np.full(owned, NO_LABEL, np.int32)
             table[known["node"] // peers] = known["label"]
             kept = rows[table[rows["dst"] // peers] == rows["label"]]
-            send(output, capability, kept.view(REVERSED))
+            emit(output, capability, kept.view(REVERSED))
 
-    return labelled.binary_notify(labels, ByNode("dst"), Pipeline, name, logic)
+    return labelled.binary_notify(labels, ExchangeBatch("dst", f"{name} edges"), Pipeline, name, logic)
 
 
 def tally(stream: Stream, sign: int, name: str) -> tuple[Stream, Stream]:
@@ -149,7 +134,7 @@ def tally(stream: Stream, sign: int, name: str) -> tuple[Stream, Stream]:
 
         def logic(inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
             for ref, batch in inputs[0]:
-                send(outputs[0], ref, batch)  # type: ignore[arg-type]
+                emit(outputs[0], ref, batch)
                 outputs[1].session(ref.retain(1)).give(sign * len(batch))
 
         return logic
@@ -193,9 +178,9 @@ def gate(edges: Stream, tallies: Stream, name: str = "Gate") -> tuple[Stream, St
                 result = result_capabilities.pop(time)
                 kept = concat_arrays(waiting.pop(time, []), REVERSED)
                 if removed.pop(time, 0):
-                    send(outputs[0], capability, kept)
+                    emit(outputs[0], capability, kept)
                 else:
-                    send(outputs[1], result, kept)
+                    emit(outputs[1], result, kept)
                 outputs[1].flush()
                 result.drop()
 
@@ -250,11 +235,13 @@ def scc_worker(worker: Worker, graph: Graph) -> tuple[list[int], list[int], dict
         sizes[time.inner] = sizes.get(time.inner, 0) + sum(batch)
 
     def build(scope: ScopeBuilder) -> Any:
-        edges = exchange_by(array_source(scope, graph.share(worker.index, worker.peers), "Edges"), "src", "BySource")
-        inside = scc_edges(edges, graph.nodes, count_round)
-        return inside.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
+        handle, edges = scope.new_input("Edges")
+        inside = scc_edges(edges.exchange_batch("src", name="BySource"), graph.nodes, count_round)
+        return handle, inside.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
 
-    probe = worker.dataflow(build, name="scc columnar")
+    handle, probe = worker.dataflow(build, name="scc columnar")
+    handle.send_batch(graph.share(worker.index, worker.peers))
+    handle.close()
     worker.step_while(lambda: not probe.done())
     peers, index = worker.peers, worker.index
     owned = np.arange(index, graph.nodes, peers, dtype=np.int32)
