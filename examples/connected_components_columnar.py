@@ -446,6 +446,8 @@ def combine(outputs: Iterable[tuple[list[int], list[int]]], nodes: int) -> np.nd
 
 def components_of(labels: np.ndarray) -> set[frozenset[int]]:
     """The partition of node ids that ``labels`` (one per node) describes."""
+    if not len(labels):
+        return set()
     order = np.argsort(labels, kind="stable")
     ordered = labels[order]
     cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1

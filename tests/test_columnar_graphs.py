@@ -169,3 +169,20 @@ def load_benchmark() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+# ---------------------------------------------------------------------- the command lines
+
+
+@pytest.mark.parametrize("name", ["connected_components_columnar", "scc_columnar"])
+def test_command_line_checks_against_networkx(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load(name)
+    assert example.main(["--check", "--limit-edges", "3000", "-w", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "read " in out and "intern " in out and "compute " in out and "networkx build + " in out
+    assert ": OK" in out
+    assert example.main(["--check", "--limit-edges", "0"]) == 0, "an empty graph has no components"
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--limit-edges", "-1"])
+    assert exit_info.value.code == 2
+    assert "--limit-edges must not be negative" in capsys.readouterr().err
