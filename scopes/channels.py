@@ -364,15 +364,46 @@ class ExchangeBatchPusher:
                 parts[index].append(take(batch, order[start:end]))
 
     def flush(self) -> None:
-        """Send one batch per destination and time with everything buffered."""
+        """Send one batch per destination and time with everything buffered.
+
+        Parts of different kinds, NumPy dtypes or Arrow schemas (a stream may
+        change them from batch to batch) are not merged: each run of alike
+        parts becomes one batch, so no value is ever converted.
+        """
         buffers = self._buffers
         if buffers:
             self._buffers = {}
             pushers = self._pushers
             for time, parts in buffers.items():
                 for pusher, part in zip(pushers, parts, strict=True):
-                    if part:
-                        pusher.push(time, concat_batches(part))
+                    if len(part) == 1:
+                        pusher.push(time, part[0])
+                    elif part:
+                        for run in alike_runs(part):
+                            pusher.push(time, concat_batches(run))
+
+
+def _shape(batch: Any) -> Any:
+    """What must agree for two batches to be concatenated without converting a value."""
+    if batch.__class__ is list:
+        return list
+    if isinstance(batch, np.ndarray):
+        return (np.ndarray, batch.dtype, batch.shape[1:])
+    return (batch.__class__, batch.schema)
+
+
+def alike_runs(parts: list[Any]) -> list[list[Any]]:
+    """Split ``parts`` into maximal runs of consecutive batches of the same kind, dtype (or schema) and row shape."""
+    runs: list[list[Any]] = []
+    previous: Any = None
+    for part in parts:
+        shape = _shape(part)
+        if runs and shape == previous:
+            runs[-1].append(part)
+        else:
+            runs.append([part])
+            previous = shape
+    return runs
 
 
 class CheckBatchPusher:
