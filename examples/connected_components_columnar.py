@@ -309,7 +309,9 @@ def _propagation(
             state.indptr = np.zeros(owned + 1, np.int64)
             np.cumsum(np.bincount(local, minlength=owned), out=state.indptr[1:])
             state.labels = np.full(owned, NO_LABEL, np.int32)
-            unique = np.unique(dst)
+            seen = np.zeros(nodes, np.bool_)  # the distinct targets, without sorting them
+            seen[dst] = True
+            unique = np.flatnonzero(seen).astype(np.int32)
             offers = np.empty(len(unique), OFFER)
             offers["node"] = unique
             offers["label"] = unique

@@ -63,8 +63,10 @@ def weak(graph: Any, workers: int) -> set[frozenset[int]]:
 
 
 def strong(graph: Any, workers: int) -> set[frozenset[int]]:
-    labels, _ = scc.combine(execute(partial(scc.scc_worker, graph=graph), workers=workers), graph.nodes)
-    assert (labels >= 0).all(), "a node was not reported"
+    outputs = execute(partial(scc.scc_worker, graph=graph), workers=workers)
+    reported = [node for nodes, _, _ in outputs for node in nodes]
+    assert len(reported) == len(set(reported)), "a node was reported twice"
+    labels, _ = scc.combine(outputs, graph.nodes)
     return wcc.components_of(labels)
 
 
