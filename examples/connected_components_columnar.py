@@ -206,6 +206,13 @@ def concat_arrays(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def sort_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Indices that sort ``keys`` (integers in ``0 .. bound - 1``): a radix sort when they fit 16 bits."""
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")  # NumPy radix-sorts 16-bit keys
+    return np.argsort(keys)
+
+
 def rows(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """The indices ``starts[i] .. stops[i] - 1`` of every row ``i``, concatenated (a CSR gather)."""
     lengths = stops - starts
@@ -304,7 +311,7 @@ def _propagation(
             dst = concat_arrays([part["dst"] for part in state.parts], np.dtype(np.int32))
             state.parts = []
             local = src // peers
-            order = np.argsort(local, kind="stable")
+            order = sort_order(local, owned)
             state.targets = dst[order]
             state.indptr = np.zeros(owned + 1, np.int64)
             np.cumsum(np.bincount(local, minlength=owned), out=state.indptr[1:])

@@ -113,6 +113,20 @@ def test_reading_skips_lines_without_a_tab_and_extra_fields(tmp_path: Path) -> N
     assert limited.names.tolist() == [b"a", b"b"]
 
 
+@pytest.mark.parametrize("bound", [1, 300, 1 << 16, (1 << 16) + 1, 1 << 20])
+def test_sort_order_sorts_keys_below_any_bound(bound: int) -> None:
+    keys = np.random.default_rng(bound).integers(0, bound, 5000).astype(np.int32)
+    order = wcc.sort_order(keys, bound)
+    assert sorted(order.tolist()) == list(range(len(keys)))
+    assert (np.diff(keys[order]) >= 0).all()
+
+
+def test_rows_gathers_csr_ranges() -> None:
+    starts, stops = np.array([0, 5, 5, 2]), np.array([2, 5, 8, 3])
+    assert wcc.rows(starts, stops).tolist() == [0, 1, 5, 6, 7, 2]
+    assert wcc.rows(starts[:0], stops[:0]).tolist() == []
+
+
 # ---------------------------------------------------------------------- the Debian graph
 
 
