@@ -271,9 +271,15 @@ class BatchKeys:
 
     def _missing(self, batch: Any, time: Any) -> None:
         available = column_names(batch)
+        if available:
+            has = f"its columns are {list(available)}; pass one of these to exchange_batch, or a key function"
+        else:
+            has = (
+                f"it is a {batch_kind(batch)} of dtype {batch.dtype} without named columns; route it with a key "
+                "function (batch -> keys, for example lambda batch: batch), or send structured arrays"
+            )
         raise KeyColumnError(
-            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; its columns are "
-            f"{list(available)}; pass one of these to exchange_batch, or a key function",
+            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; {has}",
             str(self.key),
             available,
         )
@@ -521,23 +527,30 @@ class ExchangeBatch(ChannelContract):
 
     name = "ExchangeBatch"
 
-    def __init__(self, key: BatchKey, where: str = "ExchangeBatch") -> None:
-        """Route by ``key``; rows with equal keys meet on the same worker."""
+    def __init__(self, key: BatchKey, where: str | None = None) -> None:
+        """Route by ``key``; rows with equal keys meet on the same worker.
+
+        ``where`` (for example ``"operator 'ByWord' in scope 'main'"``) is set by
+        ``Stream.exchange_batch``; a contract given directly to a generic operator
+        names the receiving operator by its address instead.
+        """
         if not isinstance(key, str) and not callable(key):
             raise BuildError(
-                f"{where}: the key must be a column name (str) or a function batch -> keys, got {key!r}"
+                f"{where or 'ExchangeBatch'}: the key must be a column name (str) or a function batch -> keys, "
+                f"got {key!r}"
             )
         self.key = key
-        self.keys = BatchKeys(key, where)
+        self.where = where
 
     def connect(
         self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator
     ) -> tuple[Pusher, Puller]:
+        keys = BatchKeys(self.key, self.where or f"the ExchangeBatch channel into the operator at address {address}")
         if allocator.peers == 1:
             queue = LocalQueue(activate)
-            return CheckBatchPusher(self.keys, queue), queue
+            return CheckBatchPusher(keys, queue), queue
         pushers, puller = allocator.allocate(channel, address)
-        return ExchangeBatchPusher(self.keys, pushers), puller
+        return ExchangeBatchPusher(keys, pushers), puller
 
 
 class _Broadcast(ChannelContract):

@@ -559,3 +559,46 @@ def test_key_functions_may_return_array_likes() -> None:
     outputs = run(build, lambda w, e: [np.arange(20)], workers=2)
     for worker, seen in enumerate(outputs):
         assert seen and all(route(value + 1, 2) == worker for value in seen)
+
+
+def test_a_column_key_on_a_plain_array_says_to_use_a_key_function() -> None:
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch("word", name="Plain")
+
+    for workers in (1, 2):
+        _, root = failure(build, lambda w, e: [np.arange(3)], workers=workers)
+        assert isinstance(root, KeyColumnError) and root.available == ()
+        assert "operator 'Plain'" in str(root) and "without named columns" in str(root) and "key function" in str(root)
+
+
+def test_exchange_batch_contract_in_a_generic_operator() -> None:
+    from scopes.channels import ExchangeBatch
+
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        def constructor(capability: Any, info: Any) -> Any:
+            capability.drop()
+
+            def logic(input: Any, output: Any) -> None:
+                for ref, batch in input:
+                    seen.append((info.worker_index, batch["k"].tolist()))
+                    output.session(ref).give_batch(batch)
+
+            return logic
+
+        return stream.unary(ExchangeBatch("k"), "Keyed", constructor)
+
+    keyed = np.zeros(30, dtype=[("k", "i8"), ("v", "f8")])
+    keyed["k"] = np.arange(30)
+    outputs = run(build, lambda w, e: [keyed], workers=3)
+    total = 0
+    for worker, seen in enumerate(outputs):
+        for index, keys in seen:
+            assert index == worker and all(route(k, 3) == worker for k in keys)
+            total += len(keys)
+    assert total == 90
+
+    def missing(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.unary(ExchangeBatch("nope"), "Keyed", lambda cap, info: lambda i, o: None)
+
+    _, root = failure(missing, lambda w, e: [keyed])
+    assert isinstance(root, KeyColumnError) and "ExchangeBatch channel into the operator at address" in str(root)
