@@ -265,7 +265,7 @@ def propagate(
         outputs = generic(
             inner,
             name,
-            [(edges.enter(inner), contract), (offers, ExchangeBatch("node", f"{name} offers"))],
+            [(edges.enter(inner), contract), (offers, ExchangeBatch("node"))],
             3,
             _propagation(name, nodes, inner.index, inner.peers, labelled_edges),
             notify=True,
@@ -411,7 +411,7 @@ def weak_labels(edges: Stream, nodes: int) -> Stream:
     ``edges`` carries :data:`EDGE` arrays anywhere; the result is on each node's owner.
     """
     undirected = edges.map_batch(both_ways, name="BothWays")
-    _, labels = propagate(undirected, nodes, "WeakLabels", ExchangeBatch("src", "WeakLabels edges"), False)
+    _, labels = propagate(undirected, nodes, "WeakLabels", ExchangeBatch("src"), False)
     return labels
 
 

@@ -120,7 +120,7 @@ def keep_equal(labelled: Stream, labels: Stream, nodes: int, name: str) -> Strea
             kept = rows[table[rows["dst"] // peers] == rows["label"]]
             emit(output, capability, kept.view(REVERSED))
 
-    return labelled.binary_notify(labels, ExchangeBatch("dst", f"{name} edges"), Pipeline, name, logic)
+    return labelled.binary_notify(labels, ExchangeBatch("dst"), Pipeline, name, logic)
 
 
 def tally(stream: Stream, sign: int, name: str) -> tuple[Stream, Stream]:
