@@ -39,7 +39,18 @@ named after it, with the fields that follow ``t`` in the order listed:
 ``K_POINTSTAMPS`` :class:`PointstampsChanged`
     ``scope``, ``changes``: ``(location, time, diff)`` folded into the scope's
     tracker on this worker (capabilities at sources, messages at targets;
-    every worker's tracker counts every worker's pointstamps).
+    every worker's tracker counts every worker's pointstamps, so these are
+    what this worker *knows*, global counts).
+``K_LOCAL_POINTSTAMPS`` :class:`LocalPointstampsChanged`
+    ``scope``, ``changes``: the ``(location, time, diff)`` changes this worker
+    *originated* (its own progress batch, as it broadcasts it, and its own
+    share of the initial capabilities).  Every change is originated by exactly
+    one worker, so summing these over the workers gives the global counts, and
+    one worker's sum gives the capabilities that worker holds.  Changes at a
+    nested scope's boundary locations (``node == 0``) stand for messages the
+    worker consumed at the scope's input (``Source(0, i)``, diff < 0) or
+    produced at its output (``Target(0, o)``); the parent counts them at the
+    scope's input and at the targets of the scope's output.
 ``K_FRONTIERS`` :class:`FrontiersChanged`
     ``scope``, ``changes``: ``(location, time, diff)`` changes to the frontier
     the tracker implies at each location (+1: the time joined the frontier).
@@ -112,6 +123,7 @@ K_DATAFLOW_DONE = 9
 K_SHUTDOWN = 10
 K_DROPPED = 11
 K_MARK = 12
+K_LOCAL_POINTSTAMPS = 13
 
 _EXT_PRODUCT = 1
 _EXT_REPR = 2
@@ -124,6 +136,7 @@ __all__ = [
     "FrontiersChanged",
     "InputChanged",
     "Instrument",
+    "LocalPointstampsChanged",
     "LocationsDefined",
     "Mark",
     "Messages",
@@ -177,6 +190,7 @@ class ChannelCreated(Event):
     source: tuple[int, int]
     target: tuple[int, int]
     contract: str
+    copies: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +222,14 @@ class Messages(Event):
 @dataclass(frozen=True, slots=True)
 class PointstampsChanged(Event):
     """Pointstamp count changes folded into a scope's tracker."""
+
+    scope: tuple[int, ...]
+    changes: tuple[tuple[int, Any, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPointstampsChanged(Event):
+    """Pointstamp count changes this worker originated in a scope (its own progress batch)."""
 
     scope: tuple[int, ...]
     changes: tuple[tuple[int, Any, int], ...]
@@ -271,6 +293,7 @@ _CLASSES: dict[int, type[Event]] = {
     K_SHUTDOWN: WorkerShutdown,
     K_DROPPED: EventsDropped,
     K_MARK: Mark,
+    K_LOCAL_POINTSTAMPS: LocalPointstampsChanged,
 }
 
 
@@ -411,10 +434,15 @@ class Instrument:
         )
 
     def channel_created(
-        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str
+        self,
+        scope: tuple[int, ...],
+        source: tuple[int, int],
+        target: tuple[int, int],
+        contract: str,
+        copies: int = 1,
     ) -> None:
-        """Log an edge and its contract."""
-        self._emit(K_CHANNEL, tuple(scope), tuple(source), tuple(target), contract)
+        """Log an edge, its contract and its copies per record."""
+        self._emit(K_CHANNEL, tuple(scope), tuple(source), tuple(target), contract, copies)
 
     def locations(self, scope: tuple[int, ...], table: Sequence[tuple[int, int, bool]]) -> None:
         """Log a scope's dense location numbering."""
@@ -443,6 +471,12 @@ class Instrument:
         batch = tuple(changes)
         if batch:
             self._emit(K_POINTSTAMPS, scope, batch)
+
+    def local_pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Log the pointstamp changes this worker originated in a scope (its own batch)."""
+        batch = tuple(changes)
+        if batch:
+            self._emit(K_LOCAL_POINTSTAMPS, scope, batch)
 
     def frontiers(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
         """Log frontier changes computed by a scope's tracker."""
