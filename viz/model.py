@@ -455,6 +455,46 @@ class Model:
         node, port = edge.target
         return view.positive((edge.scope, node, port, False))
 
+    def edge_records(self, edge: Edge, view: View) -> int:
+        """Records that crossed ``edge`` (as ``view`` counts them), also for edges at scope boundaries.
+
+        An edge into a leaf operator counts the records its input received; an
+        edge from a leaf operator into a scope (its input, or the enclosing
+        scope's output) counts the records the leaf sent on that output, times
+        the edge's copies; an edge between two scope boundaries (from a scope's
+        input, or from a nested scope's output) counts what crossed the edges
+        feeding that boundary, on the other side of it.
+        """
+        return self._edge_records(edge, view, 0)
+
+    def _leaf(self, scope: Address, node: int) -> bool:
+        if node == 0:
+            return False
+        info = self.operators.get(scope + (node,))
+        return info is not None and not info.is_scope
+
+    def _edge_records(self, edge: Edge, view: View, hops: int) -> int:
+        scope = edge.scope
+        (s_node, s_port), (t_node, t_port) = edge.source, edge.target
+        if self._leaf(scope, t_node):
+            entry = view.received.get((scope + (t_node,), t_port))
+            return entry[1] if entry else 0
+        if self._leaf(scope, s_node):
+            entry = view.sent.get((scope + (s_node,), s_port))
+            return entry[1] * edge.copies if entry else 0
+        if hops > 64:
+            return 0
+        if s_node == 0:  # from this scope's input: what arrived at that input outside
+            if len(scope) <= 1 or scope[:-1] not in self.scopes:
+                return 0
+            feeding = [e for e in self.scopes[scope[:-1]].edges if e.target == (scope[-1], s_port)]
+        else:  # from a nested scope's output: what reached that output inside
+            inner = scope + (s_node,)
+            if inner not in self.scopes:
+                return 0
+            feeding = [e for e in self.scopes[inner].edges if e.target == (0, s_port)]
+        return sum(self._edge_records(e, view, hops + 1) for e in feeding) * edge.copies
+
     def find(self, name: str) -> list[OperatorInfo]:
         """Operators (and scopes) whose name is ``name``, by address."""
         return [info for address, info in sorted(self.operators.items()) if info.name == name]
