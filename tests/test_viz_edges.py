@@ -47,7 +47,16 @@ def test_scc_edges_into_out_of_and_around_nested_scopes_carry_record_counts() ->
     labels = edge_labels(to_graph(model).source)
     assert len(labels) == sum(len(s.edges) for s in model.scopes.values())
     assert all(re.search(r"\b\d+ rec\b", label) for label in labels.values()), labels
-    # conservation at every nested scope's boundary: what enters an input outside is what leaves it inside
+    assert_conserved(model, view)
+    # the records entering the outer scope are the edges the workers read, once each (not once per worker)
+    (rounds,) = model.find("Rounds")
+    (into,) = [e for e in model.scopes[rounds.address[:-1]].edges if e.target == (rounds.address[-1], 0)]
+    assert model.edge_records(into, view) == 6
+    assert model.edge_records(into, model.view(0)) + model.edge_records(into, model.view(1)) == 6
+
+
+def assert_conserved(model: Model, view: Any) -> None:
+    """At every nested scope's boundary, what enters (leaves) a port outside is what leaves (enters) it inside."""
     for address, scope in model.scopes.items():
         if len(address) == 1:
             continue
@@ -60,11 +69,6 @@ def test_scc_edges_into_out_of_and_around_nested_scopes_carry_record_counts() ->
             inside = [model.edge_records(e, view) for e in scope.edges if e.target == (0, port)]
             outside = [model.edge_records(e, view) for e in parent.edges if e.source == (address[-1], port)]
             assert outside and inside and set(outside) == {sum(inside)}, (scope.info.name, port)
-    # the records entering the outer scope are the edges the workers read, once each (not once per worker)
-    (rounds,) = model.find("Rounds")
-    (into,) = [e for e in model.scopes[rounds.address[:-1]].edges if e.target == (rounds.address[-1], 0)]
-    assert model.edge_records(into, view) == 6
-    assert model.edge_records(into, model.view(0)) + model.edge_records(into, model.view(1)) == 6
 
 
 def test_edges_from_a_scope_input_straight_into_a_nested_scope_and_straight_out() -> None:

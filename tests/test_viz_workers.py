@@ -10,6 +10,7 @@ from test_viz_recorded import countdown
 from runtime import execute
 from runtime.instrument import Event, LocalPointstampsChanged, Mark, PointstampsChanged, Recorder
 from scopes.builder import ScopeBuilder
+from viz.dot import to_graph
 from viz.explain import explain
 from viz.model import Model
 
@@ -80,8 +81,6 @@ def test_each_worker_logs_its_own_changes_and_the_model_attributes_capabilities(
         assert "'OnlyOnWorkerOne'" in blockers[0].description
         assert "on worker 1" in blockers[0].description
     # the diagrams of each worker show the capability on worker 1 only
-    from viz.dot import to_graph
-
     assert "holds out 0: 0×1" in to_graph(model, worker=1).source
     assert "holds out 0" not in to_graph(model, worker=0).source
     stuck = to_graph(model, stuck=(loc, 0)).source
@@ -142,3 +141,15 @@ def test_own_changes_of_a_run_with_data_in_nested_loops_cancel_out_at_the_end() 
     # halfway through, a worker's own counts are not the global ones: the per-worker views differ
     half = Model.from_events(events, until=(model.last_t - model.first_t) / 2)  # type: ignore[operator]
     assert half.view(0).own != half.view(1).own
+    # records in flight belong to channels: a single worker's view has none to show, the combined view sums
+    edges = [e for scope in half.scopes.values() for e in scope.edges]
+    assert all(half.in_flight(e, half.view(0)) == {} for e in edges)
+    assert "in flight" not in to_graph(half, worker=0).source
+    combined_half = half.view()
+    for edge in edges:
+        node, port = edge.target
+        total: dict[Any, int] = {}
+        for view in half.workers.values():
+            for time, count in view.own.get((edge.scope, node, port, False), {}).items():
+                total[time] = total.get(time, 0) + count
+        assert half.in_flight(edge, combined_half) == {t: c for t, c in total.items() if c > 0}

@@ -6,7 +6,8 @@
   every port shows its current frontier (``{}``: nothing more can arrive).
 * Edges show their channel contract, the records that crossed them (also the
   edges into, out of and around nested scopes, see
-  :meth:`~viz.model.Model.edge_records`), and the records in flight.
+  :meth:`~viz.model.Model.edge_records`), and the records in flight (see
+  :meth:`~viz.model.Model.in_flight`).
 * Operators that hold capabilities are filled orange and list them; a stuck
   location is outlined red, with a note listing what holds it back, and the
   operators holding it back are filled red.
@@ -197,7 +198,7 @@ class _Renderer:
         if records:
             parts.append(f"{records} rec")
         if target[0] != 0:
-            flight = sum(self.view.positive((address, target[0], target[1], False)).values())
+            flight = sum(self.model.in_flight(edge, self.view).values())
             if flight:
                 parts.append(f"{flight} in flight")
         attrs = {"label": " ".join(parts)} if parts else {}

@@ -135,6 +135,8 @@ class View:
         """The pointstamp changes this worker originated, summed (local mode)."""
         self.local_mode = False
         """Whether :attr:`pointstamps` is :attr:`own` (the recording has local events) or :attr:`tracked`."""
+        self.combined = False
+        """Whether this view combines all workers (see :meth:`Model.view`)."""
         self.frontier_counts: dict[Loc, dict[Any, int]] = {}
         self.received: dict[tuple[Address, int], list[int]] = {}
         """``(operator, input) -> [messages, records]``."""
@@ -373,6 +375,7 @@ class Model:
             return views[0]
         combined = View()
         combined.local_mode = self.local_mode
+        combined.combined = True
         for view in views:
             for loc, counts in view.tracked.items():
                 target = combined.tracked.setdefault(loc, {})
@@ -449,9 +452,13 @@ class Model:
     def in_flight(self, edge: Edge, view: View) -> dict[Any, int]:
         """Messages in flight towards the edge's target, per time (records).
 
-        In local mode, one worker's view counts the records it sent there minus
-        those it received; the combined view has the number in flight.
+        Records in flight belong to the channel, not to one worker: in local
+        mode, one worker's view of a multi-worker run has none to show (its
+        own counts are the records it sent there minus those it received); ask
+        the combined view (``view(None)``).
         """
+        if view.local_mode and not view.combined and len(self.workers) > 1:
+            return {}
         node, port = edge.target
         return view.positive((edge.scope, node, port, False))
 
