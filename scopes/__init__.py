@@ -14,7 +14,7 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, source, to_stream
 from scopes.change_batch import ChangeBatch
-from scopes.channels import Broadcast, ChannelContract, Exchange, Pipeline
+from scopes.channels import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
 from scopes.errors import (
     BuildError,
     CapabilityError,
@@ -53,7 +53,7 @@ from scopes.timestamp import (
 
 __all__ = [
     "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Builder", "Capability",
-    "CapabilityError", "CapabilityRef", "ChangeBatch", "ChannelContract", "CycleError", "Exchange",
+    "CapabilityError", "CapabilityRef", "ChangeBatch", "ChannelContract", "CycleError", "Exchange", "ExchangeBatch",
     "GraphError", "InputHandle", "IntegerSummary", "IntegerType", "LoopHandle", "MutableAntichain",
     "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
     "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
