@@ -121,8 +121,10 @@ class MutableAntichain(Generic[T]):
 
     def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
         """Apply ``updates`` and return the resulting changes to the frontier."""
-        counts = self._counts
         frontier = self._frontier
+        if not frontier or (len(frontier) == 1 and frontier[0].__class__ is int):
+            return self._update_iter_int(updates)
+        counts = self._counts
         rebuild = False
         for time, diff in updates:
             if not diff:
@@ -151,10 +153,68 @@ class MutableAntichain(Generic[T]):
             return []
         return self._rebuild()
 
+    def _update_iter_int(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
+        """:meth:`update_iter` while the frontier is empty or one int: track the least positive time.
+
+        ``least`` stays the least time with a positive count as long as each
+        update is an int: a lower time turning positive replaces it, and only
+        ``least`` itself dropping to zero or below forces a scan of the counts.
+        A time of another class switches to the general :meth:`_rebuild`.
+        """
+        counts = self._counts
+        old = self._frontier
+        least: Any = old[0] if old else None
+        scan = False
+        general = False
+        for time, diff in updates:
+            if not diff:
+                continue
+            value = counts.get(time, 0) + diff
+            if value:
+                counts[time] = value
+            else:
+                del counts[time]
+            if scan or general:
+                continue
+            if time.__class__ is not int:
+                general = True
+            elif least is None or time < least:  # type: ignore[operator]
+                if value > 0:
+                    least = time
+            elif time == least and value <= 0:
+                scan = True
+        if general:
+            return self._rebuild()
+        if scan:
+            least = None
+            for time, count in counts.items():
+                if count > 0 and (least is None or time < least):
+                    least = time
+        return self._replace_single(old, least)
+
+    def _replace_single(self, old: list[T], least: Any) -> list[tuple[T, int]]:
+        """Make ``[least]`` (or nothing, for ``None``) the frontier; return the change from ``old``."""
+        if old:
+            previous = old[0]
+            if least is None:
+                self._frontier = []
+                return [(previous, -1)]
+            if previous == least:
+                return []
+            self._frontier = [least]
+            return [(previous, -1), (least, 1)]
+        if least is None:
+            return []
+        self._frontier = [least]
+        return [(least, 1)]
+
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
         """Apply one update and return the resulting changes to the frontier.
 
-        The returned list may be shared and must not be modified.
+        The returned list may be shared and must not be modified.  No rebuild
+        happens unless the update can move the frontier; with a frontier of at
+        most one element the new frontier is found without one, except when
+        that element's own count drops to zero or below.
         """
         counts = self._counts
         value = counts.get(time, 0) + diff
@@ -163,8 +223,37 @@ class MutableAntichain(Generic[T]):
         else:
             counts.pop(time, None)
         frontier = self._frontier
+        if not frontier:
+            # nothing was positive: `time` is the only candidate
+            if value > 0:
+                self._frontier = [time]
+                return [(time, 1)]
+            return _NO_CHANGES
+        if len(frontier) == 1:
+            least = frontier[0]
+            if time.__class__ is int:
+                if least < time:  # type: ignore[operator]
+                    return _NO_CHANGES
+                if least != time:  # time < least: it leads if it is positive
+                    if value > 0:
+                        self._frontier = [time]
+                        return [(least, -1), (time, 1)]
+                    return _NO_CHANGES
+            elif least != time:
+                # Every positive time is >= the only minimal one, `least`; a time
+                # not >= it was not positive before, so it matters only if it is now.
+                if less_equal(least, time) or value <= 0:
+                    return _NO_CHANGES
+                if less_equal(time, least):
+                    self._frontier = [time]
+                    return [(least, -1), (time, 1)]
+                self._frontier = [least, time]
+                return [(time, 1)]
+            if value > 0:
+                return _NO_CHANGES
+            return self._rebuild()
         if time.__class__ is int:
-            if frontier and frontier[0] < time:  # type: ignore[operator]
+            if frontier[0] < time:  # type: ignore[operator]
                 return _NO_CHANGES
         else:
             for element in frontier:
