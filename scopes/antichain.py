@@ -120,11 +120,56 @@ class MutableAntichain(Generic[T]):
         self.update_iter(updates)
 
     def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
-        """Apply ``updates`` and return the resulting changes to the frontier."""
-        frontier = self._frontier
-        if not frontier or (len(frontier) == 1 and frontier[0].__class__ is int):
-            return self._update_iter_int(updates)
+        """Apply ``updates`` and return the resulting changes to the frontier.
+
+        While the frontier is empty or a single int (a totally ordered time), the
+        least positive time is tracked through the batch without a rebuild: a
+        lower time turning positive replaces it, and only that time itself
+        dropping to zero or below forces a scan of the counts.
+        """
         counts = self._counts
+        old = self._frontier
+        if not old or (len(old) == 1 and old[0].__class__ is int):
+            least: Any = old[0] if old else None
+            scan = False
+            general = False
+            for time, diff in updates:
+                if not diff:
+                    continue
+                value = counts.get(time, 0) + diff
+                if value:
+                    counts[time] = value
+                else:
+                    del counts[time]
+                if scan or general:
+                    continue
+                if time.__class__ is not int:
+                    general = True
+                elif least is None or time < least:  # type: ignore[operator]
+                    if value > 0:
+                        least = time
+                elif time == least and value <= 0:
+                    scan = True
+            if general:
+                return self._rebuild()
+            if scan:
+                least = None
+                for time, count in counts.items():
+                    if count > 0 and (least is None or time < least):
+                        least = time
+            if old:
+                previous = old[0]
+                if least is None:
+                    self._frontier = []
+                    return [(previous, -1)]
+                if previous == least:
+                    return []
+                self._frontier = [least]
+                return [(previous, -1), (least, 1)]
+            if least is None:
+                return []
+            self._frontier = [least]
+            return [(least, 1)]
         rebuild = False
         for time, diff in updates:
             if not diff:
@@ -138,13 +183,13 @@ class MutableAntichain(Generic[T]):
                 # A change at `time` can alter the frontier only if no frontier
                 # element is strictly less than `time`.
                 if time.__class__ is int:
-                    for element in frontier:
+                    for element in old:
                         if element < time:  # type: ignore[operator]
                             break
                     else:
                         rebuild = True
                 else:
-                    for element in frontier:
+                    for element in old:
                         if less_than(element, time):
                             break
                     else:
@@ -152,61 +197,6 @@ class MutableAntichain(Generic[T]):
         if not rebuild:
             return []
         return self._rebuild()
-
-    def _update_iter_int(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
-        """:meth:`update_iter` while the frontier is empty or one int: track the least positive time.
-
-        ``least`` stays the least time with a positive count as long as each
-        update is an int: a lower time turning positive replaces it, and only
-        ``least`` itself dropping to zero or below forces a scan of the counts.
-        A time of another class switches to the general :meth:`_rebuild`.
-        """
-        counts = self._counts
-        old = self._frontier
-        least: Any = old[0] if old else None
-        scan = False
-        general = False
-        for time, diff in updates:
-            if not diff:
-                continue
-            value = counts.get(time, 0) + diff
-            if value:
-                counts[time] = value
-            else:
-                del counts[time]
-            if scan or general:
-                continue
-            if time.__class__ is not int:
-                general = True
-            elif least is None or time < least:  # type: ignore[operator]
-                if value > 0:
-                    least = time
-            elif time == least and value <= 0:
-                scan = True
-        if general:
-            return self._rebuild()
-        if scan:
-            least = None
-            for time, count in counts.items():
-                if count > 0 and (least is None or time < least):
-                    least = time
-        return self._replace_single(old, least)
-
-    def _replace_single(self, old: list[T], least: Any) -> list[tuple[T, int]]:
-        """Make ``[least]`` (or nothing, for ``None``) the frontier; return the change from ``old``."""
-        if old:
-            previous = old[0]
-            if least is None:
-                self._frontier = []
-                return [(previous, -1)]
-            if previous == least:
-                return []
-            self._frontier = [least]
-            return [(previous, -1), (least, 1)]
-        if least is None:
-            return []
-        self._frontier = [least]
-        return [(least, 1)]
 
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
         """Apply one update and return the resulting changes to the frontier.

@@ -377,6 +377,42 @@ def _find_cycle(successors: list[list[int]]) -> list[int] | None:
     return None
 
 
+def _identity_chain(chain: tuple[PathSummary, ...]) -> bool:
+    """Whether an antichain of summaries is just the identity (times pass unchanged)."""
+    return len(chain) == 1 and bool(getattr(chain[0], "_identity", False))
+
+
+def _topological_order(graph: _Indexed) -> tuple[list[int] | None, list[int]]:
+    """Rank every location so that each edge and operator path goes to a higher rank.
+
+    Returns ``(rank per location, location per rank)``, or ``(None, [])`` when
+    the graph has a cycle (a loop), which needs the earliest-first order.
+    """
+    count = len(graph.locations)
+    successors: list[list[int]] = [list(targets) for targets in graph.source_edges]
+    for loc, paths in enumerate(graph.target_paths):
+        successors[loc].extend(src for src, _ in paths)
+    indegree = [0] * count
+    for targets in successors:
+        for succ in targets:
+            indegree[succ] += 1
+    ready = [loc for loc in range(count) if not indegree[loc]]
+    order: list[int] = []
+    while ready:
+        loc = ready.pop()
+        order.append(loc)
+        for succ in successors[loc]:
+            indegree[succ] -= 1
+            if not indegree[succ]:
+                ready.append(succ)
+    if len(order) != count:
+        return None, []
+    rank = [0] * count
+    for position, loc in enumerate(order):
+        rank[loc] = position
+    return rank, order
+
+
 class Tracker:
     """Accumulates pointstamp changes and propagates their implications through the graph.
 
@@ -413,6 +449,12 @@ class Tracker:
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(outputs)]
         self._to_outputs = self._compile_output_summaries(graph, outputs)
         self._sort_key = timestamp_type.sort_key()
+        # Per target: (source, summaries), with None for the identity (no call needed).
+        self._target_steps: list[list[tuple[int, tuple[PathSummary, ...] | None]]] = [
+            [(src, None if _identity_chain(chain) else chain) for src, chain in paths]
+            for paths in graph.target_paths
+        ]
+        self._rank, self._by_rank = _topological_order(graph)
 
     # ------------------------------------------------------------------ compilation
 
@@ -536,6 +578,9 @@ class Tracker:
         """
         if not self._pending:
             return
+        if self._rank is not None:
+            self._propagate_acyclic()
+            return
         order = self._sort_key
         if order is not natural_order:
             self._propagate_in_rounds(order)
@@ -573,6 +618,75 @@ class Tracker:
                 else:
                     for target in source_edges[loc]:
                         push(work, (changed, target, change))
+
+    def _propagate_acyclic(self) -> None:
+        """:meth:`propagate_all` for a graph without cycles: one visit per location, in topological order.
+
+        When a location is visited every location before it in the order has
+        been, so all the changes that will reach it this round have arrived: they
+        are applied in one :meth:`MutableAntichain.update_iter`, and only the
+        net frontier change travels on.  The frontiers reached are those of the
+        earliest-first order (they depend only on the pointstamps), with one
+        antichain update per location instead of one per time.
+        """
+        work = self._fold_pending()
+        if not work:
+            return
+        rank = self._rank
+        assert rank is not None
+        by_rank = self._by_rank
+        incoming: dict[int, dict[Any, int]] = {}
+        ranks: list[int] = []
+        push = heapq.heappush
+        for loc, time, diff in work:
+            batch = incoming.get(loc)
+            if batch is None:
+                incoming[loc] = {time: diff}
+                push(ranks, rank[loc])
+            else:
+                batch[time] = batch.get(time, 0) + diff
+        pop = heapq.heappop
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_steps = self._target_steps
+        pushed = self._pushed
+        while ranks:
+            loc = by_rank[pop(ranks)]
+            changes = implications[loc].update_iter(incoming.pop(loc).items())
+            if not changes:
+                continue
+            for changed, change in changes:
+                key = (loc, changed)
+                value = pushed.get(key, 0) + change
+                if value:
+                    pushed[key] = value
+                else:
+                    del pushed[key]
+            if is_target[loc]:
+                for src, summaries in target_steps[loc]:
+                    batch = incoming.get(src)
+                    if batch is None:
+                        batch = incoming[src] = {}
+                        push(ranks, rank[src])
+                    if summaries is None:
+                        for changed, change in changes:
+                            batch[changed] = batch.get(changed, 0) + change
+                        continue
+                    for summary in summaries:
+                        for changed, change in changes:
+                            result = summary.results_in(changed)
+                            if result is not None:
+                                batch[result] = batch.get(result, 0) + change
+            else:
+                for target in source_edges[loc]:
+                    batch = incoming.get(target)
+                    if batch is None:
+                        incoming[target] = dict(changes)
+                        push(ranks, rank[target])
+                    else:
+                        for changed, change in changes:
+                            batch[changed] = batch.get(changed, 0) + change
 
     def _fold_pending(self) -> list[tuple[int, Any, int]]:
         """Apply pending pointstamp changes; return the frontier changes they cause, as work."""
