@@ -79,13 +79,16 @@ def main() -> None:
     stats = pstats.Stats(profiler)
     rows = []
     total = 0
+    python_calls = 0
     for (file, line, name), (_cc, calls, tottime, _cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if name == "<method 'disable' of '_lsprof.Profiler' objects>":
             continue
         total += calls
+        if file != "~":
+            python_calls += calls
         rows.append((calls / args.epochs, tottime / args.epochs * 1e6, _short(file, line, name)))
     rows.sort(key=lambda row: (-row[0], row[2]))
-    print(f"calls per epoch (all functions, cProfile): {total / args.epochs:.1f}")
+    print(f"calls per epoch: {total / args.epochs:.1f} in all, {python_calls / args.epochs:.1f} to Python functions")
     print("| calls/epoch | tottime us/epoch (profiled) | function |")
     print("|---:|---:|---|")
     for per_epoch, micros, name in rows[: args.top]:

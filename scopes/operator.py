@@ -103,7 +103,7 @@ class InputPort:
     name the time of the batch being processed.
     """
 
-    __slots__ = ("operator", "port", "puller", "consumed", "frontier", "owner")
+    __slots__ = ("operator", "port", "puller", "consumed", "_frontier", "_implied", "owner")
 
     def __init__(self, operator: str, port: int, puller: Puller) -> None:
         """Create input ``port`` of the operator named ``operator``, reading from ``puller``."""
@@ -111,8 +111,24 @@ class InputPort:
         self.port = port
         self.puller = puller
         self.consumed: dict[Any, int] = {}
-        self.frontier: MutableAntichain[Any] = MutableAntichain()
+        self._frontier: MutableAntichain[Any] = MutableAntichain()
+        # While the operator has no frontier interest: the frontier its scope's
+        # tracker implies here, read on demand instead of being pushed.
+        self._implied: MutableAntichain[Any] | None = None
         self.owner: Operator | _Unowned = _Unowned()
+
+    @property
+    def frontier(self) -> MutableAntichain[Any]:
+        """The times that may still arrive at this input.
+
+        Reading it gives the operator a frontier interest: from then on its
+        scope pushes every frontier change to it.
+        """
+        if self._implied is not None:
+            owner = self.owner
+            if isinstance(owner, Operator):
+                owner.take_frontier_interest()
+        return self._frontier
 
     def pull(self) -> tuple[Any, list[Any]] | None:
         """Take the next message and count it as consumed."""
@@ -573,6 +589,12 @@ class Operator(Scope):
             port.owner = self
         for output in outputs:
             output.owner = self
+        cls = type(self)
+        self.frontier_interest = (
+            notify
+            or cls.push_external_progress is not Operator.push_external_progress
+            or cls.set_external_summary is not Operator.set_external_summary
+        )
 
     def locate(
         self,
@@ -647,13 +669,34 @@ class Operator(Scope):
         """Record the initial frontier at each input."""
         self.external_summaries = sparse(summaries)
         for port, updates in zip(self.input_ports, frontier, strict=True):
-            port.frontier.update_iter(updates)
+            port._frontier.update_iter(updates)
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Apply frontier changes at the inputs."""
         for port, updates in zip(self.input_ports, external, strict=True):
             if updates:
-                port.frontier.update_iter(updates)
+                port._frontier.update_iter(updates)
+
+    def defer_frontiers(self, implied: Sequence[MutableAntichain[Any]]) -> None:
+        """Without a frontier interest, read input frontiers from ``implied`` (one per input) on demand.
+
+        ``implied[i]`` is the frontier the scope's tracker maintains at input
+        ``i``; the scope stops pushing changes here until
+        :meth:`take_frontier_interest` (the first read of an input frontier).
+        """
+        if self.frontier_interest:
+            return
+        for port, frontier in zip(self.input_ports, implied, strict=True):
+            port._implied = frontier
+
+    def take_frontier_interest(self) -> None:
+        """Catch the input frontiers up with the tracker's, and have frontier changes pushed from now on."""
+        self.frontier_interest = True
+        for port in self.input_ports:
+            implied = port._implied
+            if implied is not None:
+                port._implied = None
+                port._frontier = MutableAntichain((time, 1) for time in implied.elements)
 
     def pull_internal_progress(
         self,

@@ -43,6 +43,13 @@ class Scope(ABC):
     notify: bool = True
     """Whether the scope wants to run when the frontiers at its inputs change."""
 
+    frontier_interest: bool = True
+    """Whether the parent must push frontier changes at the inputs (timely's ``FrontierInterest``).
+
+    A leaf operator whose logic never looks at its input frontiers clears it;
+    it may set it again at any time (see :meth:`scopes.operator.Operator.take_frontier_interest`).
+    """
+
     @property
     @abstractmethod
     def inputs(self) -> int:
