@@ -301,14 +301,20 @@ class MutableAntichain(Generic[T]):
     def less_equal(self, time: T) -> bool:
         """Whether some frontier element is ``<=`` ``time``."""
         for element in self._frontier:
-            if less_equal(element, time):
+            if element.__class__ is int:
+                if element <= time:  # type: ignore[operator]
+                    return True
+            elif less_equal(element, time):
                 return True
         return False
 
     def less_than(self, time: T) -> bool:
         """Whether some frontier element is strictly ``<`` ``time``."""
         for element in self._frontier:
-            if less_than(element, time):
+            if element.__class__ is int:
+                if element < time:  # type: ignore[operator]
+                    return True
+            elif less_than(element, time):
                 return True
         return False
 

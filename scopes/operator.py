@@ -215,9 +215,13 @@ class Capability:
             )
         if time != self._time:
             output = self._output
-            internal = output.internal
-            internal.update(time, 1)
-            internal.update(self._time, -1)
+            counts = output.internal._counts
+            for at, diff in ((time, 1), (self._time, -1)):
+                value = counts.get(at, 0) + diff
+                if value:
+                    counts[at] = value
+                else:
+                    del counts[at]
             self._time = time
             if self._token is not None:
                 self._token[0] = False
@@ -726,19 +730,34 @@ class Operator(Scope):
                     for ref in self._refs:
                         ref._invalidate()
                     self._refs.clear()
+        # Hand each count over whole when the receiving batch is empty (the usual
+        # case): the dicts change places, nothing is copied.
         index = 0
         for port in self.input_ports:
             if port.consumed:
-                consumed[index].extend(port.consumed.items())
-                port.consumed.clear()
+                batch = consumed[index]
+                if batch._counts:
+                    batch.extend(port.consumed.items())
+                    port.consumed.clear()
+                else:
+                    batch._counts, port.consumed = port.consumed, batch._counts
             index += 1
         index = 0
         for output in self.output_ports:
-            if output.internal._counts:
-                output.internal.drain_into(internal[index])
+            changes = output.internal
+            if changes._counts:
+                batch = internal[index]
+                if batch._counts:
+                    changes.drain_into(batch)
+                else:
+                    batch._counts, changes._counts = changes._counts, batch._counts
             if output.produced:
-                produced[index].extend(output.produced.items())
-                output.produced.clear()
+                batch = produced[index]
+                if batch._counts:
+                    batch.extend(output.produced.items())
+                    output.produced.clear()
+                else:
+                    batch._counts, output.produced = output.produced, batch._counts
             index += 1
         return False
 

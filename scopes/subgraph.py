@@ -478,9 +478,12 @@ class Subgraph(Scope):
         produced: Sequence[ChangeBatch[Any]],
     ) -> bool:
         """Run the children that need it and report progress visible at this scope's boundary."""
-        self._accept_frontier()
-        self._harvest_inputs()
-        self._receive_progress()
+        if self._external:
+            self._accept_frontier()
+        if self._input_counts:
+            self._harvest_inputs()
+        if self._progress_puller is not None:
+            self._receive_progress()
         tracker = self._tracker
         assert tracker is not None
         if self._final or tracker._pending or self._num_outputs:
