@@ -13,7 +13,9 @@ import argparse
 import cProfile
 import gc
 import pstats
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from runtime.execute import execute
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
+    print(f"pytimely from {Path(sys.modules['runtime'].__file__).parent.parent}")
     timings = [latency(args.epochs) for _ in range(args.repeat)]
     best = min(seconds for seconds, _ in timings)
     steps = timings[0][1]

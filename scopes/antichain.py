@@ -145,7 +145,7 @@ class MutableAntichain(Generic[T]):
                     continue
                 if time.__class__ is not int:
                     general = True
-                elif least is None or time < least:  # type: ignore[operator]
+                elif least is None or time < least:
                     if value > 0:
                         least = time
                 elif time == least and value <= 0:

@@ -50,6 +50,15 @@ class Scope(ABC):
     it may set it again at any time (see :meth:`scopes.operator.Operator.take_frontier_interest`).
     """
 
+    def defer_frontiers(self, implied: Sequence[Any]) -> None:
+        """Without a frontier interest: read input frontiers from ``implied`` (the parent tracker's) on demand.
+
+        Called by the parent once the scope is set up, only if :attr:`frontier_interest`
+        is false; ``implied[i]`` is the frontier the parent's tracker maintains at
+        input ``i``.  Scopes that always want pushes ignore it.
+        """
+        return None
+
     @property
     @abstractmethod
     def inputs(self) -> int:
