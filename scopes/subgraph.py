@@ -499,7 +499,7 @@ class Subgraph(Scope):
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
-        return self._incomplete_count > 0 or tracker.tracking_anything() or bool(self._active)
+        return self._incomplete_count > 0 or tracker._tracked > 0 or bool(tracker._pending) or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
@@ -667,21 +667,24 @@ class Subgraph(Scope):
                 [list(b._counts.items()) for b in produced],
             )
         for port, batch in enumerate(consumed):
-            if batch._counts:
+            if counts := batch._counts:
                 loc = self._target_loc[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     out.append((loc, time, -diff))
+                counts.clear()
         for port, batch in enumerate(internal):
-            if batch._counts:
+            if counts := batch._counts:
                 loc = self._source_loc[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     out.append((loc, time, diff))
+                counts.clear()
         for port, batch in enumerate(produced):
-            if batch._counts:
+            if counts := batch._counts:
                 fanout = self._edge_targets[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     for loc, copies in fanout:
                         out.append((loc, time, diff * copies))
+                counts.clear()
 
     # ------------------------------------------------------------------ inspection
 
