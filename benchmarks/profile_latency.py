@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--python-only", action="store_true", help="list Python functions only (no builtins)")
     args = parser.parse_args()
     print(f"pytimely from {Path(sys.modules['runtime'].__file__).parent.parent}")
     timings = [latency(args.epochs) for _ in range(args.repeat)]
@@ -89,6 +90,8 @@ def main() -> None:
         total += calls
         if file != "~":
             python_calls += calls
+        elif args.python_only:
+            continue
         rows.append((calls / args.epochs, tottime / args.epochs * 1e6, _short(file, line, name)))
     rows.sort(key=lambda row: (-row[0], row[2]))
     print(f"calls per epoch: {total / args.epochs:.1f} in all, {python_calls / args.epochs:.1f} to Python functions")
