@@ -593,6 +593,7 @@ class Operator(Scope):
             port.owner = self
         for output in outputs:
             output.owner = self
+        self._on_interest: Callable[[], None] | None = None
         cls = type(self)
         self.frontier_interest = (
             notify
@@ -681,21 +682,30 @@ class Operator(Scope):
             if updates:
                 port._frontier.update_iter(updates)
 
-    def defer_frontiers(self, implied: Sequence[MutableAntichain[Any]]) -> None:
+    def defer_frontiers(
+        self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]
+    ) -> None:
         """Without a frontier interest, read input frontiers from ``implied`` (one per input) on demand.
 
         ``implied[i]`` is the frontier the scope's tracker maintains at input
         ``i``; the scope stops pushing changes here until
-        :meth:`take_frontier_interest` (the first read of an input frontier).
+        :meth:`take_frontier_interest` (the first read of an input frontier),
+        which calls ``on_interest()`` so that the scope reports them again.
         """
         if self.frontier_interest:
             return
+        self._on_interest = on_interest
         for port, frontier in zip(self.input_ports, implied, strict=True):
             port._implied = frontier
 
     def take_frontier_interest(self) -> None:
         """Catch the input frontiers up with the tracker's, and have frontier changes pushed from now on."""
+        if self.frontier_interest:
+            return
         self.frontier_interest = True
+        on_interest, self._on_interest = self._on_interest, None
+        if on_interest is not None:
+            on_interest()
         for port in self.input_ports:
             implied = port._implied
             if implied is not None:

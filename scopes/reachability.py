@@ -441,6 +441,8 @@ class Tracker:
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._pending: dict[int, dict[Any, int]] = {}
         self._pushed: dict[tuple[int, Any], int] = {}
+        # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
+        self._report: list[bool] = [True] * count
         self._tracked = 0  # number of (location, time) pairs in pointstamp frontiers
         outputs = nodes[0].inputs
         self._outputs = outputs
@@ -585,7 +587,7 @@ class Tracker:
         if order is not natural_order:
             self._propagate_in_rounds(order)
             return
-        work = [(time, loc, diff) for loc, time, diff in self._fold_pending()]
+        work = [(time, loc, diff) for loc, moved in self._fold_pending() for time, diff in moved]
         if not work:
             return
         heapq.heapify(work)
@@ -596,19 +598,22 @@ class Tracker:
         source_edges = self._source_edges
         target_paths = self._target_paths
         pushed = self._pushed
+        report = self._report
         while work:
             time, loc, diff = pop(work)
             while work and work[0][1] == loc and work[0][0] == time:
                 diff += pop(work)[2]
             if not diff:
                 continue
+            reported = report[loc]
             for changed, change in implications[loc].update(time, diff):
-                key = (loc, changed)
-                value = pushed.get(key, 0) + change
-                if value:
-                    pushed[key] = value
-                else:
-                    del pushed[key]
+                if reported:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
                 if is_target[loc]:
                     for src, summaries in target_paths[loc]:
                         for summary in summaries:
@@ -635,34 +640,33 @@ class Tracker:
         rank = self._rank
         assert rank is not None
         by_rank = self._by_rank
+        # each location appears once in the work: its changes need no summing
         incoming: dict[int, dict[Any, int]] = {}
         ranks: list[int] = []
         push = heapq.heappush
-        for loc, time, diff in work:
-            batch = incoming.get(loc)
-            if batch is None:
-                incoming[loc] = {time: diff}
-                push(ranks, rank[loc])
-            else:
-                batch[time] = batch.get(time, 0) + diff
+        for loc, moved in work:
+            incoming[loc] = dict(moved)
+            push(ranks, rank[loc])
         pop = heapq.heappop
         implications = self._implications
         is_target = self._is_target
         source_edges = self._source_edges
         target_steps = self._target_steps
         pushed = self._pushed
+        report = self._report
         while ranks:
             loc = by_rank[pop(ranks)]
             changes = implications[loc].update_iter(incoming.pop(loc).items())
             if not changes:
                 continue
-            for changed, change in changes:
-                key = (loc, changed)
-                value = pushed.get(key, 0) + change
-                if value:
-                    pushed[key] = value
-                else:
-                    del pushed[key]
+            if report[loc]:
+                for changed, change in changes:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
             if is_target[loc]:
                 for src, summaries in target_steps[loc]:
                     batch = incoming.get(src)
@@ -688,8 +692,8 @@ class Tracker:
                         for changed, change in changes:
                             batch[changed] = batch.get(changed, 0) + change
 
-    def _fold_pending(self) -> list[tuple[int, Any, int]]:
-        """Apply pending pointstamp changes; return the frontier changes they cause, as work."""
+    def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
+        """Apply pending pointstamp changes; return the frontier changes they cause, per location."""
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
@@ -698,11 +702,15 @@ class Tracker:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
             )
-        work: list[tuple[int, Any, int]] = []
+        work: list[tuple[int, list[tuple[Any, int]]]] = []
         for loc, updates in pending.items():
             if not updates:
                 continue
-            for time, diff in pointstamps[loc].update_iter(updates.items()):
+            moved = pointstamps[loc].update_iter(updates.items())
+            if not moved:
+                continue
+            work.append((loc, moved))
+            for time, diff in moved:
                 self._tracked += diff
                 for output, summaries in to_outputs[loc]:
                     changes = output_changes[output]
@@ -714,7 +722,6 @@ class Tracker:
                                 changes[result] = value
                             else:
                                 del changes[result]
-                work.append((loc, time, diff))
         return work
 
     def _propagate_in_rounds(self, key: Callable[[Any], Any] | None) -> None:
@@ -749,13 +756,15 @@ class Tracker:
             else:
                 at[loc] = at.get(loc, 0) + diff
 
-        for loc, time, diff in self._fold_pending():
-            add(loc, time, diff)
+        for loc, moved in self._fold_pending():
+            for time, diff in moved:
+                add(loc, time, diff)
         implications = self._implications
         is_target = self._is_target
         source_edges = self._source_edges
         target_paths = self._target_paths
         pushed = self._pushed
+        report = self._report
         while pending:
             if key is not None:
                 earliest = levels.pop(heapq.heappop(heap))
@@ -766,13 +775,15 @@ class Tracker:
                 for loc, diff in pending.pop(time).items():
                     if not diff:
                         continue
+                    reported = report[loc]
                     for changed, change in implications[loc].update(time, diff):
-                        entry = (loc, changed)
-                        value = pushed.get(entry, 0) + change
-                        if value:
-                            pushed[entry] = value
-                        else:
-                            del pushed[entry]
+                        if reported:
+                            entry = (loc, changed)
+                            value = pushed.get(entry, 0) + change
+                            if value:
+                                pushed[entry] = value
+                            else:
+                                del pushed[entry]
                         if is_target[loc]:
                             for src, summaries in target_paths[loc]:
                                 for summary in summaries:
@@ -782,6 +793,26 @@ class Tracker:
                         else:
                             for target in source_edges[loc]:
                                 add(target, changed, change)
+
+    def report_only(self, locations: Iterable[int] | None) -> None:
+        """Record frontier changes for :meth:`drain_pushed` only at these location indices (``None``: everywhere).
+
+        The frontiers themselves (:meth:`frontier`, :meth:`frontier_index`) stay
+        exact everywhere; a location not reported saves the bookkeeping of its
+        changes, for an owner that reads it on demand or not at all.  Changes
+        already recorded are kept.
+        """
+        if locations is None:
+            self._report = [True] * len(self._locations)
+            return
+        report = [False] * len(self._locations)
+        for loc in locations:
+            report[loc] = True
+        self._report = report
+
+    def report_location(self, loc: int) -> None:
+        """Start recording frontier changes at location index ``loc`` (see :meth:`report_only`)."""
+        self._report[loc] = True
 
     def drain_pushed(self) -> list[tuple[Location, Any, int]]:
         """Frontier changes at every location since the last drain: ``(location, time, diff)``."""

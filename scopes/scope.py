@@ -14,7 +14,7 @@ subgraphs nest to any depth.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scopes.antichain import Antichain
@@ -50,12 +50,13 @@ class Scope(ABC):
     it may set it again at any time (see :meth:`scopes.operator.Operator.take_frontier_interest`).
     """
 
-    def defer_frontiers(self, implied: Sequence[Any]) -> None:
+    def defer_frontiers(self, implied: Sequence[Any], on_interest: Callable[[], None]) -> None:
         """Without a frontier interest: read input frontiers from ``implied`` (the parent tracker's) on demand.
 
         Called by the parent once the scope is set up, only if :attr:`frontier_interest`
         is false; ``implied[i]`` is the frontier the parent's tracker maintains at
-        input ``i``.  Scopes that always want pushes ignore it.
+        input ``i``.  The scope calls ``on_interest()`` when it takes an interest,
+        before it expects pushes again.  Scopes that always want pushes ignore it.
         """
         return None
 

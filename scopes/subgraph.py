@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -447,8 +448,25 @@ class Subgraph(Scope):
             child_summaries = self._child_external_summaries(index) if not child.local else []
             child.set_external_summary(child_summaries, initial[index])
             if not child.frontier_interest:
-                child.defer_frontiers([tracker.frontier_index(loc) for loc in self._target_loc[index]])
+                child.defer_frontiers(
+                    [tracker.frontier_index(loc) for loc in self._target_loc[index]],
+                    partial(self._report_child, index),
+                )
             self.activate_child(index)
+        if self.observer is None:
+            # Only frontier changes pushed to children are drained (the observer wants them all).
+            tracker.report_only(
+                loc
+                for index, child in enumerate(self.children[1:], start=1)
+                if child is not None and child.frontier_interest
+                for loc in self._target_loc[index]
+            )
+
+    def _report_child(self, index: int) -> None:
+        """Child ``index`` took a frontier interest: drain the changes at its inputs from now on."""
+        tracker = self.tracker
+        for loc in self._target_loc[index]:
+            tracker.report_location(loc)
 
     def _child_external_summaries(self, index: int) -> Connectivity:
         """Summaries from each output of child ``index`` back to the inputs it reaches, inside this scope (sparse)."""

@@ -164,6 +164,25 @@ def test_acyclic_pass_matches_earliest_first_with_negative_counts(scenario: Any)
     _run_both(*scenario)
 
 
+@TRACKER_LAWS
+@given(scenarios(INT_FAMILY), st.data())
+def test_reporting_fewer_locations_changes_no_frontier(scenario: Any, data: Any) -> None:
+    """``report_only`` drains changes at the chosen locations only; every frontier stays exact."""
+    graph, batches = scenario
+    full = graph.builder().build()
+    lean = graph.builder().build()
+    chosen = data.draw(st.sets(st.sampled_from(range(len(graph.locations)))))
+    lean.report_only(chosen)
+    for batch in batches:
+        for tracker in (full, lean):
+            tracker.update_batch([(tracker.index_of(loc), t, d) for loc, t, d in batch])
+            tracker.propagate_all()
+        everything = full.drain_pushed_indexed()
+        assert lean.drain_pushed_indexed() == [change for change in everything if change[0] in chosen]
+        for loc in graph.locations:
+            assert set(full.frontier(loc).elements) == set(lean.frontier(loc).elements)
+
+
 # ---------------------------------------------------------------- single worker, no broadcast
 
 
