@@ -38,8 +38,8 @@ def plus_one(x: int) -> int:
     return x + 1
 
 
-def latency_worker(worker: Worker, epochs: int) -> tuple[float, float, int]:
-    """Run ``epochs`` timed epochs after a warm-up; return (start, end, steps taken)."""
+def latency_worker(worker: Worker, epochs: int) -> tuple[float, float, int, float]:
+    """Run ``epochs`` timed epochs after a warm-up; return (start, end, steps taken, CPU seconds of the process)."""
 
     def build(scope: Any) -> Any:
         handle, stream = scope.new_input("Ticks")
@@ -47,25 +47,28 @@ def latency_worker(worker: Worker, epochs: int) -> tuple[float, float, int]:
 
     handle, probe = worker.dataflow(build, name="epoch latency")
     steps = 0
-    start = 0.0
+    start = cpu = 0.0
     for epoch in range(WARMUP + epochs):
         if epoch == WARMUP:
             start = time.perf_counter()
+            cpu = time.process_time()
             steps = 0
         handle.send(epoch)
         handle.advance_to(epoch + 1)
         while probe.less_than(epoch + 1):
             worker.step_or_park(0.01)
             steps += 1
-    return start, time.perf_counter(), steps
+    return start, time.perf_counter(), steps, time.process_time() - cpu
 
 
-def measure(epochs: int, workers: int, processes: int) -> tuple[float, float]:
-    """Microseconds per epoch (slowest worker, from the first start) and steps per epoch of worker 0."""
+def measure(epochs: int, workers: int, processes: int) -> tuple[float, float, float]:
+    """Microseconds per epoch (slowest worker, from the first start), steps per epoch of worker 0,
+    and CPU microseconds per epoch of the busiest process (threads of one process share one figure)."""
     results = execute(partial(latency_worker, epochs=epochs), workers=workers, processes=processes)
     start = min(r[0] for r in results)
     end = max(r[1] for r in results)
-    return (end - start) / epochs * 1e6, results[0][2] / epochs
+    cpu = max(r[3] for r in results)
+    return (end - start) / epochs * 1e6, results[0][2] / epochs, cpu / epochs * 1e6
 
 
 def main() -> None:
@@ -77,12 +80,13 @@ def main() -> None:
     print(f"pytimely from {Path(sys.modules['runtime'].__file__).parent.parent}")
     for label, workers, processes in (("1 worker", 1, 1), ("2 threads", 2, 1), ("2 processes", 1, 2)):
         runs = [measure(args.epochs, workers, processes) for _ in range(args.repeat)]
-        best = min(micros for micros, _ in runs)
+        best = min(micros for micros, _, _ in runs)
         note = f" (goal < {GOAL_US:.0f} us)" if processes == 2 else ""
         print(
             f"{label:12s} best {best:8.1f} us/epoch{note}; all "
-            + ", ".join(f"{micros:.1f}" for micros, _ in runs)
+            + ", ".join(f"{micros:.1f}" for micros, _, _ in runs)
             + f"; steps/epoch (worker 0) {runs[0][1]:.2f}"
+            + f"; CPU us/epoch (busiest process, best) {min(cpu for _, _, cpu in runs):.1f}"
         )
 
 
