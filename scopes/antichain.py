@@ -120,9 +120,56 @@ class MutableAntichain(Generic[T]):
         self.update_iter(updates)
 
     def update_iter(self, updates: Iterable[tuple[T, int]]) -> list[tuple[T, int]]:
-        """Apply ``updates`` and return the resulting changes to the frontier."""
+        """Apply ``updates`` and return the resulting changes to the frontier.
+
+        While the frontier is empty or a single int (a totally ordered time), the
+        least positive time is tracked through the batch without a rebuild: a
+        lower time turning positive replaces it, and only that time itself
+        dropping to zero or below forces a scan of the counts.
+        """
         counts = self._counts
-        frontier = self._frontier
+        old = self._frontier
+        if not old or (len(old) == 1 and old[0].__class__ is int):
+            least: Any = old[0] if old else None
+            scan = False
+            general = False
+            for time, diff in updates:
+                if not diff:
+                    continue
+                value = counts.get(time, 0) + diff
+                if value:
+                    counts[time] = value
+                else:
+                    del counts[time]
+                if scan or general:
+                    continue
+                if time.__class__ is not int:
+                    general = True
+                elif least is None or time < least:
+                    if value > 0:
+                        least = time
+                elif time == least and value <= 0:
+                    scan = True
+            if general:
+                return self._rebuild()
+            if scan:
+                least = None
+                for time, count in counts.items():
+                    if count > 0 and (least is None or time < least):
+                        least = time
+            if old:
+                previous = old[0]
+                if least is None:
+                    self._frontier = []
+                    return [(previous, -1)]
+                if previous == least:
+                    return []
+                self._frontier = [least]
+                return [(previous, -1), (least, 1)]
+            if least is None:
+                return []
+            self._frontier = [least]
+            return [(least, 1)]
         rebuild = False
         for time, diff in updates:
             if not diff:
@@ -136,13 +183,13 @@ class MutableAntichain(Generic[T]):
                 # A change at `time` can alter the frontier only if no frontier
                 # element is strictly less than `time`.
                 if time.__class__ is int:
-                    for element in frontier:
+                    for element in old:
                         if element < time:  # type: ignore[operator]
                             break
                     else:
                         rebuild = True
                 else:
-                    for element in frontier:
+                    for element in old:
                         if less_than(element, time):
                             break
                     else:
@@ -154,7 +201,10 @@ class MutableAntichain(Generic[T]):
     def update(self, time: T, diff: int) -> list[tuple[T, int]]:
         """Apply one update and return the resulting changes to the frontier.
 
-        The returned list may be shared and must not be modified.
+        The returned list may be shared and must not be modified.  No rebuild
+        happens unless the update can move the frontier; with a frontier of at
+        most one element the new frontier is found without one, except when
+        that element's own count drops to zero or below.
         """
         counts = self._counts
         value = counts.get(time, 0) + diff
@@ -163,8 +213,37 @@ class MutableAntichain(Generic[T]):
         else:
             counts.pop(time, None)
         frontier = self._frontier
+        if not frontier:
+            # nothing was positive: `time` is the only candidate
+            if value > 0:
+                self._frontier = [time]
+                return [(time, 1)]
+            return _NO_CHANGES
+        if len(frontier) == 1:
+            least = frontier[0]
+            if time.__class__ is int:
+                if least < time:  # type: ignore[operator]
+                    return _NO_CHANGES
+                if least != time:  # time < least: it leads if it is positive
+                    if value > 0:
+                        self._frontier = [time]
+                        return [(least, -1), (time, 1)]
+                    return _NO_CHANGES
+            elif least != time:
+                # Every positive time is >= the only minimal one, `least`; a time
+                # not >= it was not positive before, so it matters only if it is now.
+                if less_equal(least, time) or value <= 0:
+                    return _NO_CHANGES
+                if less_equal(time, least):
+                    self._frontier = [time]
+                    return [(least, -1), (time, 1)]
+                self._frontier = [least, time]
+                return [(time, 1)]
+            if value > 0:
+                return _NO_CHANGES
+            return self._rebuild()
         if time.__class__ is int:
-            if frontier and frontier[0] < time:  # type: ignore[operator]
+            if frontier[0] < time:  # type: ignore[operator]
                 return _NO_CHANGES
         else:
             for element in frontier:
@@ -222,14 +301,20 @@ class MutableAntichain(Generic[T]):
     def less_equal(self, time: T) -> bool:
         """Whether some frontier element is ``<=`` ``time``."""
         for element in self._frontier:
-            if less_equal(element, time):
+            if element.__class__ is int:
+                if element <= time:  # type: ignore[operator]
+                    return True
+            elif less_equal(element, time):
                 return True
         return False
 
     def less_than(self, time: T) -> bool:
         """Whether some frontier element is strictly ``<`` ``time``."""
         for element in self._frontier:
-            if less_than(element, time):
+            if element.__class__ is int:
+                if element < time:  # type: ignore[operator]
+                    return True
+            elif less_than(element, time):
                 return True
         return False
 

@@ -104,7 +104,7 @@ class InputPort:
     name the time of the batch being processed.
     """
 
-    __slots__ = ("operator", "port", "puller", "consumed", "frontier", "owner")
+    __slots__ = ("operator", "port", "puller", "consumed", "_frontier", "_implied", "owner")
 
     def __init__(self, operator: str, port: int, puller: Puller) -> None:
         """Create input ``port`` of the operator named ``operator``, reading from ``puller``."""
@@ -112,8 +112,24 @@ class InputPort:
         self.port = port
         self.puller = puller
         self.consumed: dict[Any, int] = {}
-        self.frontier: MutableAntichain[Any] = MutableAntichain()
+        self._frontier: MutableAntichain[Any] = MutableAntichain()
+        # While the operator has no frontier interest: the frontier its scope's
+        # tracker implies here, read on demand instead of being pushed.
+        self._implied: MutableAntichain[Any] | None = None
         self.owner: Operator | _Unowned = _Unowned()
+
+    @property
+    def frontier(self) -> MutableAntichain[Any]:
+        """The times that may still arrive at this input.
+
+        Reading it gives the operator a frontier interest: from then on its
+        scope pushes every frontier change to it.
+        """
+        if self._implied is not None:
+            owner = self.owner
+            if isinstance(owner, Operator):
+                owner.take_frontier_interest()
+        return self._frontier
 
     def pull(self) -> tuple[Any, list[Any]] | None:
         """Take the next message and count it as consumed."""
@@ -200,9 +216,13 @@ class Capability:
             )
         if time != self._time:
             output = self._output
-            internal = output.internal
-            internal.update(time, 1)
-            internal.update(self._time, -1)
+            counts = output.internal._counts
+            for at, diff in ((time, 1), (self._time, -1)):
+                value = counts.get(at, 0) + diff
+                if value:
+                    counts[at] = value
+                else:
+                    del counts[at]
             self._time = time
             if self._token is not None:
                 self._token[0] = False
@@ -578,6 +598,13 @@ class Operator(Scope):
             port.owner = self
         for output in outputs:
             output.owner = self
+        self._on_interest: Callable[[], None] | None = None
+        cls = type(self)
+        self.frontier_interest = (
+            notify
+            or cls.push_external_progress is not Operator.push_external_progress
+            or cls.set_external_summary is not Operator.set_external_summary
+        )
 
     def locate(
         self,
@@ -652,13 +679,43 @@ class Operator(Scope):
         """Record the initial frontier at each input."""
         self.external_summaries = sparse(summaries)
         for port, updates in zip(self.input_ports, frontier, strict=True):
-            port.frontier.update_iter(updates)
+            port._frontier.update_iter(updates)
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Apply frontier changes at the inputs."""
         for port, updates in zip(self.input_ports, external, strict=True):
             if updates:
-                port.frontier.update_iter(updates)
+                port._frontier.update_iter(updates)
+
+    def defer_frontiers(
+        self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]
+    ) -> None:
+        """Without a frontier interest, read input frontiers from ``implied`` (one per input) on demand.
+
+        ``implied[i]`` is the frontier the scope's tracker maintains at input
+        ``i``; the scope stops pushing changes here until
+        :meth:`take_frontier_interest` (the first read of an input frontier),
+        which calls ``on_interest()`` so that the scope reports them again.
+        """
+        if self.frontier_interest:
+            return
+        self._on_interest = on_interest
+        for port, frontier in zip(self.input_ports, implied, strict=True):
+            port._implied = frontier
+
+    def take_frontier_interest(self) -> None:
+        """Catch the input frontiers up with the tracker's, and have frontier changes pushed from now on."""
+        if self.frontier_interest:
+            return
+        self.frontier_interest = True
+        on_interest, self._on_interest = self._on_interest, None
+        if on_interest is not None:
+            on_interest()
+        for port in self.input_ports:
+            implied = port._implied
+            if implied is not None:
+                port._implied = None
+                port._frontier = MutableAntichain((time, 1) for time in implied.elements)
 
     def pull_internal_progress(
         self,
@@ -688,19 +745,34 @@ class Operator(Scope):
                     for ref in self._refs:
                         ref._invalidate()
                     self._refs.clear()
+        # Hand each count over whole when the receiving batch is empty (the usual
+        # case): the dicts change places, nothing is copied.
         index = 0
         for port in self.input_ports:
             if port.consumed:
-                consumed[index].extend(port.consumed.items())
-                port.consumed.clear()
+                batch = consumed[index]
+                if batch._counts:
+                    batch.extend(port.consumed.items())
+                    port.consumed.clear()
+                else:
+                    batch._counts, port.consumed = port.consumed, batch._counts
             index += 1
         index = 0
         for output in self.output_ports:
-            if output.internal._counts:
-                output.internal.drain_into(internal[index])
+            changes = output.internal
+            if changes._counts:
+                batch = internal[index]
+                if batch._counts:
+                    changes.drain_into(batch)
+                else:
+                    batch._counts, changes._counts = changes._counts, batch._counts
             if output.produced:
-                produced[index].extend(output.produced.items())
-                output.produced.clear()
+                batch = produced[index]
+                if batch._counts:
+                    batch.extend(output.produced.items())
+                    output.produced.clear()
+                else:
+                    batch._counts, output.produced = output.produced, batch._counts
             index += 1
         return False
 

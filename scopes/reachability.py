@@ -377,6 +377,42 @@ def _find_cycle(successors: list[list[int]]) -> list[int] | None:
     return None
 
 
+def _identity_chain(chain: tuple[PathSummary, ...]) -> bool:
+    """Whether an antichain of summaries is just the identity (times pass unchanged)."""
+    return len(chain) == 1 and bool(getattr(chain[0], "_identity", False))
+
+
+def _topological_order(graph: _Indexed) -> tuple[list[int] | None, list[int]]:
+    """Rank every location so that each edge and operator path goes to a higher rank.
+
+    Returns ``(rank per location, location per rank)``, or ``(None, [])`` when
+    the graph has a cycle (a loop), which needs the earliest-first order.
+    """
+    count = len(graph.locations)
+    successors: list[list[int]] = [list(targets) for targets in graph.source_edges]
+    for loc, paths in enumerate(graph.target_paths):
+        successors[loc].extend(src for src, _ in paths)
+    indegree = [0] * count
+    for targets in successors:
+        for succ in targets:
+            indegree[succ] += 1
+    ready = [loc for loc in range(count) if not indegree[loc]]
+    order: list[int] = []
+    while ready:
+        loc = ready.pop()
+        order.append(loc)
+        for succ in successors[loc]:
+            indegree[succ] -= 1
+            if not indegree[succ]:
+                ready.append(succ)
+    if len(order) != count:
+        return None, []
+    rank = [0] * count
+    for position, loc in enumerate(order):
+        rank[loc] = position
+    return rank, order
+
+
 class Tracker:
     """Accumulates pointstamp changes and propagates their implications through the graph.
 
@@ -405,6 +441,8 @@ class Tracker:
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._pending: dict[int, dict[Any, int]] = {}
         self._pushed: dict[tuple[int, Any], int] = {}
+        # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
+        self._report: list[bool] = [True] * count
         self._tracked = 0  # number of (location, time) pairs in pointstamp frontiers
         outputs = nodes[0].inputs
         self._outputs = outputs
@@ -413,6 +451,12 @@ class Tracker:
         self._output_changes: list[dict[Any, int]] = [{} for _ in range(outputs)]
         self._to_outputs = self._compile_output_summaries(graph, outputs)
         self._sort_key = timestamp_type.sort_key()
+        # Per target: (source, summaries), with None for the identity (no call needed).
+        self._target_steps: list[list[tuple[int, tuple[PathSummary, ...] | None]]] = [
+            [(src, None if _identity_chain(chain) else chain) for src, chain in paths]
+            for paths in graph.target_paths
+        ]
+        self._rank, self._by_rank = _topological_order(graph)
 
     # ------------------------------------------------------------------ compilation
 
@@ -536,11 +580,14 @@ class Tracker:
         """
         if not self._pending:
             return
+        if self._rank is not None:
+            self._propagate_acyclic()
+            return
         order = self._sort_key
         if order is not natural_order:
             self._propagate_in_rounds(order)
             return
-        work = [(time, loc, diff) for loc, time, diff in self._fold_pending()]
+        work = [(time, loc, diff) for loc, moved in self._fold_pending() for time, diff in moved]
         if not work:
             return
         heapq.heapify(work)
@@ -551,19 +598,22 @@ class Tracker:
         source_edges = self._source_edges
         target_paths = self._target_paths
         pushed = self._pushed
+        report = self._report
         while work:
             time, loc, diff = pop(work)
             while work and work[0][1] == loc and work[0][0] == time:
                 diff += pop(work)[2]
             if not diff:
                 continue
+            reported = report[loc]
             for changed, change in implications[loc].update(time, diff):
-                key = (loc, changed)
-                value = pushed.get(key, 0) + change
-                if value:
-                    pushed[key] = value
-                else:
-                    del pushed[key]
+                if reported:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
                 if is_target[loc]:
                     for src, summaries in target_paths[loc]:
                         for summary in summaries:
@@ -574,8 +624,76 @@ class Tracker:
                     for target in source_edges[loc]:
                         push(work, (changed, target, change))
 
-    def _fold_pending(self) -> list[tuple[int, Any, int]]:
-        """Apply pending pointstamp changes; return the frontier changes they cause, as work."""
+    def _propagate_acyclic(self) -> None:
+        """:meth:`propagate_all` for a graph without cycles: one visit per location, in topological order.
+
+        When a location is visited every location before it in the order has
+        been, so all the changes that will reach it this round have arrived: they
+        are applied in one :meth:`MutableAntichain.update_iter`, and only the
+        net frontier change travels on.  The frontiers reached are those of the
+        earliest-first order (they depend only on the pointstamps), with one
+        antichain update per location instead of one per time.
+        """
+        work = self._fold_pending()
+        if not work:
+            return
+        rank = self._rank
+        assert rank is not None
+        by_rank = self._by_rank
+        # each location appears once in the work: its changes need no summing
+        incoming: dict[int, dict[Any, int]] = {}
+        ranks: list[int] = []
+        push = heapq.heappush
+        for loc, moved in work:
+            incoming[loc] = dict(moved)
+            push(ranks, rank[loc])
+        pop = heapq.heappop
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_steps = self._target_steps
+        pushed = self._pushed
+        report = self._report
+        while ranks:
+            loc = by_rank[pop(ranks)]
+            changes = implications[loc].update_iter(incoming.pop(loc).items())
+            if not changes:
+                continue
+            if report[loc]:
+                for changed, change in changes:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
+            if is_target[loc]:
+                for src, summaries in target_steps[loc]:
+                    batch = incoming.get(src)
+                    if batch is None:
+                        batch = incoming[src] = {}
+                        push(ranks, rank[src])
+                    if summaries is None:
+                        for changed, change in changes:
+                            batch[changed] = batch.get(changed, 0) + change
+                        continue
+                    for summary in summaries:
+                        for changed, change in changes:
+                            result = summary.results_in(changed)
+                            if result is not None:
+                                batch[result] = batch.get(result, 0) + change
+            else:
+                for target in source_edges[loc]:
+                    batch = incoming.get(target)
+                    if batch is None:
+                        incoming[target] = dict(changes)
+                        push(ranks, rank[target])
+                    else:
+                        for changed, change in changes:
+                            batch[changed] = batch.get(changed, 0) + change
+
+    def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
+        """Apply pending pointstamp changes; return the frontier changes they cause, per location."""
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
@@ -584,11 +702,15 @@ class Tracker:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
             )
-        work: list[tuple[int, Any, int]] = []
+        work: list[tuple[int, list[tuple[Any, int]]]] = []
         for loc, updates in pending.items():
             if not updates:
                 continue
-            for time, diff in pointstamps[loc].update_iter(updates.items()):
+            moved = pointstamps[loc].update_iter(updates.items())
+            if not moved:
+                continue
+            work.append((loc, moved))
+            for time, diff in moved:
                 self._tracked += diff
                 for output, summaries in to_outputs[loc]:
                     changes = output_changes[output]
@@ -600,7 +722,6 @@ class Tracker:
                                 changes[result] = value
                             else:
                                 del changes[result]
-                work.append((loc, time, diff))
         return work
 
     def _propagate_in_rounds(self, key: Callable[[Any], Any] | None) -> None:
@@ -635,13 +756,15 @@ class Tracker:
             else:
                 at[loc] = at.get(loc, 0) + diff
 
-        for loc, time, diff in self._fold_pending():
-            add(loc, time, diff)
+        for loc, moved in self._fold_pending():
+            for time, diff in moved:
+                add(loc, time, diff)
         implications = self._implications
         is_target = self._is_target
         source_edges = self._source_edges
         target_paths = self._target_paths
         pushed = self._pushed
+        report = self._report
         while pending:
             if key is not None:
                 earliest = levels.pop(heapq.heappop(heap))
@@ -652,13 +775,15 @@ class Tracker:
                 for loc, diff in pending.pop(time).items():
                     if not diff:
                         continue
+                    reported = report[loc]
                     for changed, change in implications[loc].update(time, diff):
-                        entry = (loc, changed)
-                        value = pushed.get(entry, 0) + change
-                        if value:
-                            pushed[entry] = value
-                        else:
-                            del pushed[entry]
+                        if reported:
+                            entry = (loc, changed)
+                            value = pushed.get(entry, 0) + change
+                            if value:
+                                pushed[entry] = value
+                            else:
+                                del pushed[entry]
                         if is_target[loc]:
                             for src, summaries in target_paths[loc]:
                                 for summary in summaries:
@@ -668,6 +793,26 @@ class Tracker:
                         else:
                             for target in source_edges[loc]:
                                 add(target, changed, change)
+
+    def report_only(self, locations: Iterable[int] | None) -> None:
+        """Record frontier changes for :meth:`drain_pushed` only at these location indices (``None``: everywhere).
+
+        The frontiers themselves (:meth:`frontier`, :meth:`frontier_index`) stay
+        exact everywhere; a location not reported saves the bookkeeping of its
+        changes, for an owner that reads it on demand or not at all.  Changes
+        already recorded are kept.
+        """
+        if locations is None:
+            self._report = [True] * len(self._locations)
+            return
+        report = [False] * len(self._locations)
+        for loc in locations:
+            report[loc] = True
+        self._report = report
+
+    def report_location(self, loc: int) -> None:
+        """Start recording frontier changes at location index ``loc`` (see :meth:`report_only`)."""
+        self._report[loc] = True
 
     def drain_pushed(self) -> list[tuple[Location, Any, int]]:
         """Frontier changes at every location since the last drain: ``(location, time, diff)``."""

@@ -14,7 +14,7 @@ subgraphs nest to any depth.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scopes.antichain import Antichain
@@ -42,6 +42,23 @@ class Scope(ABC):
     """
     notify: bool = True
     """Whether the scope wants to run when the frontiers at its inputs change."""
+
+    frontier_interest: bool = True
+    """Whether the parent must push frontier changes at the inputs (timely's ``FrontierInterest``).
+
+    A leaf operator whose logic never looks at its input frontiers clears it;
+    it may set it again at any time (see :meth:`scopes.operator.Operator.take_frontier_interest`).
+    """
+
+    def defer_frontiers(self, implied: Sequence[Any], on_interest: Callable[[], None]) -> None:
+        """Without a frontier interest: read input frontiers from ``implied`` (the parent tracker's) on demand.
+
+        Called by the parent once the scope is set up, only if :attr:`frontier_interest`
+        is false; ``implied[i]`` is the frontier the parent's tracker maintains at
+        input ``i``.  The scope calls ``on_interest()`` when it takes an interest,
+        before it expects pushes again.  Scopes that always want pushes ignore it.
+        """
+        return None
 
     @property
     @abstractmethod

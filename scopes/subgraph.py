@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -34,6 +35,7 @@ from scopes.timestamp import PathSummary, Refinement, TimestampType
 ProgressBatch = list[tuple[int, Any, int]]
 """An atomic progress batch: ``(location index, time, diff)`` triples."""
 
+_UNSEEN: Any = object()  # a child not yet looked at while distributing frontier changes
 _INNER = 0  # a location of a child operator
 _SCOPE_INPUT = 1  # Source(0, i): messages entering the scope
 _SCOPE_OUTPUT = 2  # Target(0, o): messages leaving the scope
@@ -454,7 +456,26 @@ class Subgraph(Scope):
             assert child is not None
             child_summaries = self._child_external_summaries(index) if not child.local else []
             child.set_external_summary(child_summaries, initial[index])
+            if not child.frontier_interest:
+                child.defer_frontiers(
+                    [tracker.frontier_index(loc) for loc in self._target_loc[index]],
+                    partial(self._report_child, index),
+                )
             self.activate_child(index)
+        if self.observer is None:
+            # Only frontier changes pushed to children are drained (the observer wants them all).
+            tracker.report_only(
+                loc
+                for index, child in enumerate(self.children[1:], start=1)
+                if child is not None and child.frontier_interest
+                for loc in self._target_loc[index]
+            )
+
+    def _report_child(self, index: int) -> None:
+        """Child ``index`` took a frontier interest: drain the changes at its inputs from now on."""
+        tracker = self.tracker
+        for loc in self._target_loc[index]:
+            tracker.report_location(loc)
 
     def _child_external_summaries(self, index: int) -> Connectivity:
         """Summaries from each output of child ``index`` back to the inputs it reaches, inside this scope (sparse)."""
@@ -484,10 +505,16 @@ class Subgraph(Scope):
         produced: Sequence[ChangeBatch[Any]],
     ) -> bool:
         """Run the children that need it and report progress visible at this scope's boundary."""
-        self._accept_frontier()
-        self._harvest_inputs()
-        self._receive_progress()
-        self._propagate(internal, consumed, produced)
+        if self._external:
+            self._accept_frontier()
+        if self._input_counts:
+            self._harvest_inputs()
+        if self._progress_puller is not None:
+            self._receive_progress()
+        tracker = self._tracker
+        assert tracker is not None
+        if self._final or tracker._pending or self._num_outputs:
+            self._propagate(internal, consumed, produced)
         if self._heap:
             self._schedule_children()
         if self._local:
@@ -499,13 +526,14 @@ class Subgraph(Scope):
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
-        return self._incomplete_count > 0 or self.tracker.tracking_anything() or bool(self._active)
+        return self._incomplete_count > 0 or tracker._tracked > 0 or bool(tracker._pending) or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
         if not pending or not any(pending):
             return
-        tracker = self.tracker
+        tracker = self._tracker
+        assert tracker is not None
         to_inner = self.refinement.to_inner if self.refinement else (lambda t: t)
         for port, updates in enumerate(pending):
             if updates:
@@ -565,7 +593,8 @@ class Subgraph(Scope):
         consumed: Sequence[ChangeBatch[Any]],
         produced: Sequence[ChangeBatch[Any]],
     ) -> None:
-        tracker = self.tracker
+        tracker = self._tracker
+        assert tracker is not None
         if self._final and self.refinement is None:
             final, self._final = self._final, []
             tracker.update_batch(final)
@@ -593,18 +622,24 @@ class Subgraph(Scope):
             target_child = self._loc_target_child
             ports = self._loc_port
             children = self.children
-            per_child: dict[int, list[list[tuple[Any, int]]]] = {}
+            # None: the child has no frontier interest (it reads its frontiers on demand)
+            per_child: dict[int, list[list[tuple[Any, int]]] | None] = {}
             for loc, time, diff in pushed:
                 child_index = target_child[loc]
                 if child_index <= 0:
                     continue
-                lists = per_child.get(child_index)
-                if lists is None:
+                lists = per_child.get(child_index, _UNSEEN)
+                if lists is _UNSEEN:
                     child = children[child_index]
                     assert child is not None
-                    lists = per_child[child_index] = [[] for _ in range(child.inputs)]
-                lists[ports[loc]].append((time, diff))
+                    lists = per_child[child_index] = (
+                        [[] for _ in range(child.inputs)] if child.frontier_interest else None
+                    )
+                if lists is not None:
+                    lists[ports[loc]].append((time, diff))
             for child_index, lists in per_child.items():
+                if lists is None:
+                    continue
                 child = children[child_index]
                 assert child is not None
                 child.push_external_progress(lists)
@@ -653,7 +688,7 @@ class Subgraph(Scope):
         consumed: list[ChangeBatch[Any]],
         produced: list[ChangeBatch[Any]],
     ) -> None:
-        out = self._local if local else self._final
+        out = self._local if local and self._progress_pushers else self._final
         if self.observer is not None and (any(b._counts for b in consumed) or any(b._counts for b in produced)):
             self.observer.messages(
                 self.address + (index,),
@@ -661,21 +696,24 @@ class Subgraph(Scope):
                 [list(b._counts.items()) for b in produced],
             )
         for port, batch in enumerate(consumed):
-            if batch._counts:
+            if counts := batch._counts:
                 loc = self._target_loc[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     out.append((loc, time, -diff))
+                counts.clear()
         for port, batch in enumerate(internal):
-            if batch._counts:
+            if counts := batch._counts:
                 loc = self._source_loc[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     out.append((loc, time, diff))
+                counts.clear()
         for port, batch in enumerate(produced):
-            if batch._counts:
+            if counts := batch._counts:
                 fanout = self._edge_targets[index][port]
-                for time, diff in batch.drain():
+                for time, diff in counts.items():
                     for loc, copies in fanout:
                         out.append((loc, time, diff * copies))
+                counts.clear()
 
     # ------------------------------------------------------------------ inspection
 
