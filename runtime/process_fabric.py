@@ -38,7 +38,7 @@ from typing import Any
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.fabric import MailboxPuller, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
-from runtime.wire import EncodingError, decode_batch, decode_value, encode_batch, frame
+from runtime.wire import EncodingError, copy_decoded, decode_batch, decode_value, encode_batch, frame
 from scopes.channels import Message, Pusher
 
 HEARTBEAT_PERIOD = 0.25
@@ -121,7 +121,7 @@ class ProcessFabric:
             base = self.base
             for i, receiver in enumerate(receivers):
                 local = receiver - base
-                self.mailbox(channel, local).append((time_, batch if i == last else list(batch)))
+                self.mailbox(channel, local).append((time_, batch if i == last else copy_decoded(path, batch)))
                 self.signals[local].activate(address)
         elif kind == BEAT:
             _, waiting_for, sent, arrived = header

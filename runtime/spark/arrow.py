@@ -1,4 +1,4 @@
-"""Arrow on both ends of a Spark dataflow: output records to record batches, and a wire codec.
+"""Arrow on both ends of a Spark dataflow: output records or batches to record batches of the schema.
 
 Output contract
     The stream that ``build`` returns may carry, in any mix:
@@ -22,7 +22,6 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
-from runtime.wire import register_codec
 
 ROWS_PER_BATCH = 65_536
 """The largest record batch made from rows."""
@@ -161,23 +160,9 @@ def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.
         yield _rows_to_batch(rows, schema, seen - len(rows))
 
 
-def batch_to_bytes(batch: pa.RecordBatch) -> bytes:
-    """``batch`` in Arrow's IPC stream format."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue())
-
-
-def batch_from_bytes(data: bytes) -> pa.RecordBatch:
-    """The record batch :func:`batch_to_bytes` wrote."""
-    reader = pa.ipc.open_stream(pa.py_buffer(data))
-    batches = list(reader)
-    if len(batches) != 1:
-        raise ValueError(f"expected one Arrow record batch, got {len(batches)}")
-    return batches[0]
-
-
 def register_arrow_codec() -> None:
-    """Let ``pyarrow.RecordBatch`` records travel between processes (Arrow IPC, never pickle)."""
-    register_codec(pa.RecordBatch, batch_to_bytes, batch_from_bytes, name="pyarrow.RecordBatch")
+    """Nothing to do any more: the wire carries Arrow record batches and tables natively (Arrow IPC).
+
+    Kept so that code written for earlier versions, which had to register a
+    codec for ``pyarrow.RecordBatch`` in every process, keeps working.
+    """
