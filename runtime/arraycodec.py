@@ -21,7 +21,7 @@ Arrow batches
     rebuilt without copying its buffers.  pyarrow is imported only when an
     Arrow batch is decoded (an Arrow batch can only be encoded by a process
     that has pyarrow); decoding one without pyarrow installed raises
-    :class:`ColumnarDecodeError` saying what to install.
+    :class:`ColumnarUnavailable` saying what to install.
 
 Decoded numpy arrays are writable and own (or share only with the received
 frame) their memory, like an array received in the same process.
@@ -53,6 +53,10 @@ class ColumnarEncodeError(TimelyRuntimeError, TypeError):
 
 class ColumnarDecodeError(TimelyRuntimeError, ValueError):
     """Bytes do not hold the columnar batch they claim to (damaged), or pyarrow is missing to read one."""
+
+
+class ColumnarUnavailable(ColumnarDecodeError):
+    """An Arrow batch arrived in a process without pyarrow: nothing is damaged, a library is missing."""
 
 
 # ---------------------------------------------------------------------- which kind
@@ -212,7 +216,7 @@ def _pyarrow(what: str) -> Any:
     try:
         import pyarrow  # type: ignore[import-untyped]
     except ImportError:
-        raise ColumnarDecodeError(
+        raise ColumnarUnavailable(
             f"received {what} (Arrow IPC), but pyarrow is not installed in this process; install it in "
             f"every process of the computation (pip install pyarrow, or pip install 'pytimely[spark]')"
         ) from None
@@ -276,6 +280,7 @@ __all__ = [
     "NDARRAY",
     "ColumnarDecodeError",
     "ColumnarEncodeError",
+    "ColumnarUnavailable",
     "columnar_kind",
     "decode_arrow",
     "decode_columnar",

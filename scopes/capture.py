@@ -4,7 +4,9 @@ A captured stream is described completely by two kinds of :data:`Event`:
 
 * :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
   stream, exactly as the capturing operator saw them at its input.
-* :class:`Messages` ``(time, data)``: a batch of records that arrived at ``time``.
+* :class:`Messages` ``(time, data)``: a batch that arrived at ``time``: a list of
+  records, or a columnar batch (a numpy array, an Arrow record batch or table),
+  recorded and replayed as itself, never as rows.
 
 By contract every recorded stream *starts* holding one capability at the
 minimum time: :func:`capture_into` removes that initial capability from what it
@@ -50,10 +52,10 @@ class Progress(NamedTuple):
 
 
 class Messages(NamedTuple):
-    """A batch of records ``data`` that the captured stream carried at ``time``."""
+    """A batch ``data`` that the captured stream carried at ``time``: a list of records or a columnar batch."""
 
     time: Any
-    data: list[Any]
+    data: Any
 
 
 Event = Progress | Messages
@@ -191,9 +193,18 @@ class CaptureRecorder:
             return list(self._events)
 
     def messages(self) -> list[tuple[Any, Any]]:
-        """Every recorded record with its time, as ``(time, record)`` pairs, in recorded order."""
-        return [(event.time, record) for event in self.events() if isinstance(event, Messages)
-                for record in event.data]
+        """Every recorded record with its time, as ``(time, record)`` pairs, in recorded order.
+
+        The rows of a columnar batch are listed as Python values: a numpy
+        array's by ``tolist()`` (a structured array's rows as tuples), an
+        Arrow batch's by ``to_pylist()`` (dicts by column name).  Use
+        :meth:`batches` to get the batches themselves.
+        """
+        return [(time, record) for time, batch in self.batches() for record in _rows(batch)]
+
+    def batches(self) -> list[tuple[Any, Any]]:
+        """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""
+        return [(event.time, event.data) for event in self.events() if isinstance(event, Messages)]
 
     def __len__(self) -> int:
         return len(self._events)
@@ -245,6 +256,29 @@ def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
 
 
 # ---------------------------------------------------------------------- replay
+
+
+def _rows(batch: Any) -> Any:
+    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine)."""
+    if batch.__class__ is list:
+        return batch
+    to_pylist = getattr(batch, "to_pylist", None)  # Arrow
+    if to_pylist is not None:
+        return to_pylist()
+    return batch.tolist()  # numpy
+
+
+def _replayed(data: Any) -> Any:
+    """A batch to send downstream: the recorded one stays intact, whatever operators do to theirs.
+
+    A list is copied, a numpy array too (its memory, one copy); an Arrow batch
+    is immutable and sent as it is.  Nothing is done per row.
+    """
+    if data.__class__ is list:
+        return list(data)
+    if data.__class__.__module__ == "numpy":
+        return data.copy()
+    return data
 
 
 class _ReplayedStream:
@@ -324,7 +358,7 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
         if not held:
             state.close()
 
-    def apply_messages(state: _ReplayedStream, time: Any, data: list[Any]) -> None:
+    def apply_messages(state: _ReplayedStream, time: Any, data: Any) -> None:
         check_time(state, time)
         for held_time in state.held:
             if less_equal(held_time, time):
@@ -335,8 +369,8 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
                 f"has a message at time {time!r} while holding capabilities only for "
                 f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
             )
-        if data:
-            send(time, list(data))
+        if len(data):
+            send(time, _replayed(data))
 
     def logic() -> None:
         nonlocal started
