@@ -49,6 +49,7 @@ Frames
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -375,6 +376,15 @@ def encode_batch(batch: Any) -> tuple[int, bytes]:
     if batch.__class__ is not list:
         kind = columnar_kind(batch)
         if kind is None:
+            numpy = sys.modules.get("numpy")
+            if numpy is not None and isinstance(batch, numpy.ndarray):
+                raise EncodingError(
+                    f"a batch of type {type_name(batch.__class__)} (a subclass of numpy.ndarray) cannot be sent to "
+                    f"another process: only exact numpy arrays travel, and its extra state (a mask, say) would be "
+                    f"lost; send numpy.asarray(batch) (or, for a masked array, batch.filled() or its data and "
+                    f"mask as two fields)",
+                    type_name(batch.__class__),
+                )
             raise EncodingError(
                 f"a batch must be a list, a numpy array, or a pyarrow RecordBatch or Table; got "
                 f"{type_name(batch.__class__)}",

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from scopes.antichain import Antichain
+from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.errors import ScopeError
@@ -268,19 +269,6 @@ def _rows(batch: Any) -> Any:
     return batch.tolist()  # numpy
 
 
-def _replayed(data: Any) -> Any:
-    """A batch to send downstream: the recorded one stays intact, whatever operators do to theirs.
-
-    A list is copied, a numpy array too (its memory, one copy); an Arrow batch
-    is immutable and sent as it is.  Nothing is done per row.
-    """
-    if data.__class__ is list:
-        return list(data)
-    if data.__class__.__module__ == "numpy":
-        return data.copy()
-    return data
-
-
 class _ReplayedStream:
     """One event stream being replayed, and the capabilities it holds."""
 
@@ -369,8 +357,8 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
                 f"has a message at time {time!r} while holding capabilities only for "
                 f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
             )
-        if len(data):
-            send(time, _replayed(data))
+        if batch_len(data):
+            send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
 
     def logic() -> None:
         nonlocal started

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import socket
 import sys
 import threading
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import columnar_helpers
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -15,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 
+from runtime import execute
 from runtime.eventlog import (
     EventEncodeError,
     EventLogCorrupt,
@@ -27,6 +32,7 @@ from runtime.eventlog import (
     write_events,
 )
 from scopes.capture import CaptureRecorder, Messages, Progress
+from scopes.hashing import stable_hash
 
 dtypes = st.one_of(
     nps.scalar_dtypes(),
@@ -183,3 +189,103 @@ def test_the_recorder_lists_batches_as_they_are_and_records_as_rows() -> None:
         recorder.push(event)
     assert [(time, type(b)) for time, b in recorder.batches()] == [(0, list), (0, np.ndarray), (1, pa.RecordBatch)]
     assert recorder.messages() == [(0, 7), (0, (1, 2.5)), (1, {"x": 1}), (1, {"x": 2})]
+
+
+# ---------------------------------------------------------------------- dataflows: capture, then replay
+
+def rows_of(batch: Any) -> list[tuple[Any, ...]]:
+    if isinstance(batch, np.ndarray):
+        return [tuple(row) for row in batch.tolist()]
+    return [tuple(row.values()) for row in batch.to_pylist()]
+
+
+def expected_rows(kind: str, workers: int) -> Counter[tuple[Any, ...]]:
+    return Counter(
+        (epoch, *row)
+        for worker in range(workers)
+        for epoch in range(columnar_helpers.EPOCHS)
+        for row in rows_of(columnar_helpers.make_batch(kind, worker, epoch))
+    )
+
+
+def check_capture_and_replay(kind: str, captured: list[list[Any]], paths: list[Path]) -> None:
+    """The logs hold exactly the batches each worker captured; replayed on one worker they come back as themselves."""
+    batch_type = np.ndarray if kind == "numpy" else pa.RecordBatch
+    for index, (path, recorded) in enumerate(zip(paths, captured, strict=True)):
+        logged = [(e.time, e.data) for e in read_events(path) if isinstance(e, Messages)]
+        assert len(logged) == len(recorded) > 0
+        for (time, batch), (recorded_time, recorded_batch) in zip(logged, recorded, strict=True):
+            assert time == recorded_time and type(batch) is batch_type and same_batch(batch, recorded_batch)
+            keys = batch["k"] if kind == "numpy" else batch.column("k").to_numpy()
+            assert all(stable_hash(int(key)) % len(paths) == index for key in keys), "exchanged by column k"
+    [replayed] = execute(
+        functools.partial(columnar_helpers.replay_batches, sources=[EventReader(path) for path in paths]),
+        workers=1,
+        stall_timeout=10,
+    )
+    assert {type(batch) for _, batch in replayed} == {batch_type}
+    assert Counter((time, *row) for time, batch in replayed for row in rows_of(batch)) == expected_rows(kind, 2)
+    template = columnar_helpers.make_batch(kind, 0, 0)
+    for _, batch in replayed:
+        assert batch.dtype == template.dtype if kind == "numpy" else batch.schema.equals(template.schema)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "arrow"])
+def test_columnar_batches_captured_on_two_threads_into_files_replay_as_themselves(kind: str, tmp_path: Path) -> None:
+    captured = execute(
+        functools.partial(columnar_helpers.capture_columnar, kind=kind, directory=str(tmp_path)),
+        workers=2,
+        stall_timeout=10,
+    )
+    check_capture_and_replay(kind, captured, [tmp_path / f"s{i}.log" for i in range(2)])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "arrow"])
+def test_columnar_batches_captured_in_two_processes_into_files_replay_as_themselves(kind: str, tmp_path: Path) -> None:
+    captured = execute(
+        functools.partial(columnar_helpers.capture_columnar, kind=kind, directory=str(tmp_path)),
+        workers=1,
+        processes=2,
+        stall_timeout=20,
+    )
+    check_capture_and_replay(kind, captured, [tmp_path / f"s{i}.log" for i in range(2)])
+
+
+@pytest.mark.parametrize("kind", ["numpy", "arrow"])
+def test_columnar_batches_captured_over_tcp_replay_as_themselves(kind: str) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    port = listener.getsockname()[1]
+    outcome: list[Any] = []
+
+    def capture() -> None:
+        try:
+            outcome.append(
+                execute(
+                    functools.partial(columnar_helpers.capture_columnar, kind=kind, port=port),
+                    workers=1,
+                    processes=2,
+                    stall_timeout=20,
+                )
+            )
+        except BaseException as error:  # noqa: BLE001 - reported below
+            outcome.append(error)
+
+    capturing = threading.Thread(target=capture)
+    capturing.start()
+    try:
+        connections = [listener.accept()[0] for _ in range(2)]
+    finally:
+        listener.close()
+    [replayed] = execute(
+        functools.partial(columnar_helpers.replay_batches, sources=[EventReader(c) for c in connections]),
+        workers=1,
+        stall_timeout=20,
+    )
+    capturing.join(60)
+    assert not capturing.is_alive() and not isinstance(outcome[0], BaseException), outcome
+    batch_type = np.ndarray if kind == "numpy" else pa.RecordBatch
+    assert {type(batch) for _, batch in replayed} == {batch_type}
+    sent = sorted((time, type(b).__name__, rows_of(b)) for per_worker in outcome[0] for time, b in per_worker)
+    assert sorted((time, type(b).__name__, rows_of(b)) for time, b in replayed) == sent
+    assert Counter((time, *row) for time, batch in replayed for row in rows_of(batch)) == expected_rows(kind, 2)
