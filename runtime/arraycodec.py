@@ -223,8 +223,8 @@ def _pyarrow(what: str) -> Any:
     return pyarrow
 
 
-def encode_arrow(value: Any) -> bytes:
-    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format."""
+def arrow_ipc(value: Any) -> memoryview:
+    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format, as a view of Arrow's buffer."""
     import pyarrow
 
     sink = pyarrow.BufferOutputStream()
@@ -233,7 +233,12 @@ def encode_arrow(value: Any) -> bytes:
             writer.write_table(value)
         else:
             writer.write_batch(value)
-    return bytes(sink.getvalue())
+    return memoryview(sink.getvalue())
+
+
+def encode_arrow(value: Any) -> bytes:
+    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format."""
+    return bytes(arrow_ipc(value))
 
 
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
@@ -281,6 +286,7 @@ __all__ = [
     "ColumnarDecodeError",
     "ColumnarEncodeError",
     "ColumnarUnavailable",
+    "arrow_ipc",
     "columnar_kind",
     "decode_arrow",
     "decode_columnar",

@@ -64,6 +64,7 @@ from runtime.arraycodec import (
     NDARRAY,
     ColumnarDecodeError,
     ColumnarEncodeError,
+    arrow_ipc,
     columnar_kind,
     decode_arrow,
     decode_ndarray,
@@ -102,6 +103,9 @@ BATCH_ARROW_TABLE = 5
 
 _COLUMNAR_PATHS = {NDARRAY: BATCH_NDARRAY, ARROW_BATCH: BATCH_ARROW, ARROW_TABLE: BATCH_ARROW_TABLE}
 _COLUMNAR_EXT = {NDARRAY: _EXT_NDARRAY, ARROW_BATCH: _EXT_ARROW_BATCH, ARROW_TABLE: _EXT_ARROW_TABLE}
+
+LARGE_FRAME = 1 << 16
+"""Frames of at least this many bytes are gathered into a buffer of their own (see :class:`FrameReader`)."""
 
 COLUMNS_MIN = 16
 """Batches of fewer tuples than this are not worth transposing."""
@@ -367,7 +371,7 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
         raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
 
 
-def encode_batch(batch: Any) -> tuple[int, bytes]:
+def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
     """Encode a batch once; return ``(path, bytes)`` for :func:`decode_batch`.
 
     A batch is a list of records, or a columnar batch (a numpy array, an Arrow
@@ -390,7 +394,9 @@ def encode_batch(batch: Any) -> tuple[int, bytes]:
                 f"{type_name(batch.__class__)}",
                 type_name(batch.__class__),
             )
-        return _COLUMNAR_PATHS[kind], _encode_columnar(kind, batch)
+        if kind == NDARRAY:
+            return BATCH_NDARRAY, _encode_columnar(kind, batch)
+        return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
     if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
         columns = _encode_columns(batch)
         if columns is not None:
@@ -440,22 +446,54 @@ def copy_decoded(path: int, batch: Any) -> Any:
     return list(batch)
 
 
-def frame(header: list[Any], payload: bytes = b"") -> bytes:
-    """One frame: the length prefix, the encoded ``header``, then ``payload``."""
+def frame_head(header: list[Any], payload_length: int) -> bytes:
+    """The start of a frame whose payload (of ``payload_length`` bytes) follows: its length prefix and header.
+
+    ``frame_head(h, len(p)) + p == frame(h, p)``; joining many heads and
+    payloads at once copies each payload once.
+    """
     encoded = encode_value(header)
-    return _PREFIX.pack(len(encoded) + len(payload), len(encoded)) + encoded + payload
+    return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
+
+
+def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
+    """One frame: the length prefix, the encoded ``header``, then ``payload``."""
+    return b"".join((frame_head(header, len(payload)), payload))
 
 
 class FrameReader:
-    """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``."""
+    """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
+
+    A frame of at least :data:`LARGE_FRAME` bytes is copied once into a buffer
+    of its own (gathered straight into it when it spans several :meth:`feed`
+    calls), and its payload is handed out as a writable ``memoryview`` of that
+    buffer: a numpy array decoded from it shares that memory instead of being
+    copied again.  Smaller frames' payloads are ``bytes``.
+    """
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         """Accept frames whose body is at most ``max_frame`` bytes."""
         self._buffer = bytearray()
         self._max = max_frame
+        self._large: bytearray | None = None
+        self._large_filled = 0
+        self._large_head = 0
 
-    def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes]]:
+    def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes | memoryview]]:
         """Add received bytes; yield every frame now complete as ``(header, payload)``."""
+        if self._large is not None:
+            data = memoryview(data)
+            large = self._large
+            take = min(len(data), len(large) - self._large_filled)
+            large[self._large_filled : self._large_filled + take] = data[:take]
+            self._large_filled += take
+            if self._large_filled < len(large):
+                return
+            self._large = None
+            yield self._split(memoryview(large), self._large_head)
+            data = data[take:]
+            if not data:
+                return
         buffer = self._buffer
         buffer += data
         start = 0
@@ -468,18 +506,34 @@ class FrameReader:
                     raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
                 end = start + 8 + body
                 if end > size:
+                    if body >= LARGE_FRAME:
+                        large = bytearray(body)
+                        have = size - start - 8
+                        large[:have] = view[start + 8 : size]
+                        self._large, self._large_filled, self._large_head = large, have, head
+                        start = size
                     break
-                header = decode_value(view[start + 8 : start + 8 + head])
-                if header.__class__ is not list or not header:
-                    raise WireError("a frame header must be a non-empty array")
-                yield header, bytes(view[start + 8 + head : end])
+                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME)
                 start = end
         finally:
             view.release()
             if start:
                 del buffer[:start]
 
+    @staticmethod
+    def _split(
+        body: memoryview, head: int, copy: bool = False, large: bool = False
+    ) -> tuple[list[Any], bytes | memoryview]:
+        """``(header, payload)`` of a frame body: the payload copied (``bytes``, or for a large frame a
+        writable buffer that a decoded array can share) or, when ``body`` is the frame's own buffer, a view."""
+        header = decode_value(body[:head])
+        if header.__class__ is not list or not header:
+            raise WireError("a frame header must be a non-empty array")
+        if not copy:
+            return header, body[head:]
+        return header, memoryview(bytearray(body[head:])) if large else bytes(body[head:])
+
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buffer)
+        return len(self._buffer) + (self._large_filled + 8 if self._large is not None else 0)

@@ -133,3 +133,25 @@ def exchange_and_sum(worker: Any, kind: str, batches: int, rows: int) -> list[An
     handle.close()
     worker.step_while(lambda: not probe.done())
     return sorted((key, count, round(total, 6)) for key, (count, total) in totals.items())
+
+
+def exchange_records(worker: Any, batches: int, rows: int) -> list[Any]:
+    """The record-wise twin of :func:`exchange_and_sum`: the same rows as tuples, ``exchange`` by key."""
+    totals: dict[int, list[float]] = {}
+
+    def add(record: tuple[Any, ...]) -> None:
+        entry = totals.setdefault(record[0], [0, 0.0])
+        entry[0] += 1
+        entry[1] += record[3]
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        probe = stream.exchange(lambda record: record[0]).inspect(add).probe()
+        return handle, probe
+
+    handle, probe = worker.dataflow(build)
+    for number in range(batches):
+        handle.send_batch([tuple(row) for row in make_batch("numpy", worker.index, number, rows).tolist()])
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return sorted((key, count, round(total, 6)) for key, (count, total) in totals.items())

@@ -147,6 +147,40 @@ def test_columnar_batches_travel_through_frames_split_anywhere() -> None:
     assert decode_batch(received[2][0][2], received[2][1]).equals(batches[2])
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 300_000), min_size=1, max_size=12), st.lists(st.sampled_from([0, 10, 40_000]), max_size=4))
+def test_large_frames_are_gathered_whole_whatever_the_chunks(chunks: list[int], sizes: list[int]) -> None:
+    """Large frames (numpy batches of 320 kB) between small ones, fed in chunks of any size, come out intact."""
+    batches: list[Any] = [np.arange(size, dtype=np.float64) for size in sizes] + [np.arange(40_000), [1, "two"]]
+    stream = b"".join(frame([0, index, path], data) for index, (path, data) in enumerate(map(encode_batch, batches)))
+    reader = FrameReader()
+    received = []
+    position = 0
+    for chunk in [*chunks, len(stream)]:
+        received.extend(reader.feed(memoryview(stream)[position : position + chunk]))
+        position += chunk
+        if position >= len(stream):
+            break
+    assert reader.pending == 0
+    assert [header[1] for header, _ in received] == list(range(len(batches)))
+    for (header, payload), batch in zip(received, batches, strict=True):
+        got = decode_batch(header[2], payload)
+        if isinstance(batch, list):
+            assert got == batch
+        else:
+            assert same_array(got, batch) and got.flags.writeable
+
+
+def test_a_large_received_array_shares_the_frame_buffer_instead_of_copying_it() -> None:
+    data = frame([0, BATCH_NDARRAY], encode_batch(np.arange(100_000))[1])
+    reader = FrameReader()
+    received = list(reader.feed(data[:1000])) + list(reader.feed(data[1000:]))
+    ((header, payload),) = received
+    assert isinstance(payload, memoryview) and not payload.readonly
+    array = decode_batch(header[1], payload)
+    assert not array.flags.owndata and array.flags.writeable and array.sum() == sum(range(100_000))
+
+
 def test_each_receiver_gets_its_own_array_and_arrow_batches_are_shared() -> None:
     array = decode_batch(*encode_batch(np.arange(4)))
     copy = copy_decoded(BATCH_NDARRAY, array)
