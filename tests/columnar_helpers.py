@@ -155,3 +155,28 @@ def exchange_records(worker: Any, batches: int, rows: int) -> list[Any]:
     handle.close()
     worker.step_while(lambda: not probe.done())
     return sorted((key, count, round(total, 6)) for key, (count, total) in totals.items())
+
+
+def broadcast_and_mutate(worker: Any) -> list[int]:
+    """Worker 0 broadcasts two arrays; every worker sums what it receives, then changes its array in place.
+
+    Returns the sums seen: all equal unless two workers were handed the same array.
+    """
+    sums: list[int] = []
+
+    def receive(batch: Any) -> None:
+        sums.append(int(batch.sum()))
+        batch += 1_000_000
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        probe = stream.broadcast().inspect_batch(lambda _time, batch: receive(batch)).probe()
+        return handle, probe
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        for _ in range(2):
+            handle.send_batch(np.arange(1_000))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return sums

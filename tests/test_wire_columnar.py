@@ -34,6 +34,7 @@ from runtime.wire import (
     encode_batch,
     encode_value,
     frame,
+    frame_head,
     register_codec,
 )
 
@@ -148,7 +149,10 @@ def test_columnar_batches_travel_through_frames_split_anywhere() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(1, 300_000), min_size=1, max_size=12), st.lists(st.sampled_from([0, 10, 40_000]), max_size=4))
+@given(
+    st.lists(st.integers(1, 300_000), min_size=1, max_size=12),
+    st.lists(st.sampled_from([0, 10, 40_000]), max_size=4),
+)
 def test_large_frames_are_gathered_whole_whatever_the_chunks(chunks: list[int], sizes: list[int]) -> None:
     """Large frames (numpy batches of 320 kB) between small ones, fed in chunks of any size, come out intact."""
     batches: list[Any] = [np.arange(size, dtype=np.float64) for size in sizes] + [np.arange(40_000), [1, "two"]]
@@ -198,6 +202,53 @@ def test_encoding_copies_memory_and_does_nothing_per_row() -> None:
     assert data.endswith(array.tobytes())
     table = pa.table({"x": array})
     assert len(encode_batch(table)[1]) - array.nbytes < 1024
+
+
+def python_calls(function: Any) -> int:
+    """How many Python and C functions ``function()`` calls (a count that per-row work would make grow)."""
+    count = 0
+
+    def profiler(_frame: Any, event: str, _arg: Any) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    sys.setprofile(profiler)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+def through_the_wire(batch: Any) -> Any:
+    """Encode, frame, split and decode ``batch`` as two processes do."""
+    path, payload = encode_batch(batch)
+    data = b"".join((frame_head([0, 1, path], len(payload)), payload))
+    ((header, body),) = list(FrameReader().feed(data))
+    return decode_batch(header[2], body)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "structured", "arrow", "table"])
+def test_sending_a_columnar_batch_costs_the_same_calls_for_a_thousand_rows_as_for_a_million(kind: str) -> None:
+    def make(rows: int) -> Any:
+        keys = np.arange(rows, dtype=np.int64)
+        if kind == "numpy":
+            return keys
+        if kind == "structured":
+            array = np.zeros(rows, dtype=[("k", "<i8"), ("word", "U4"), ("x", "<f8")])
+            array["k"] = keys
+            return array
+        batch = pa.record_batch({"k": keys, "x": keys.astype(np.float64)})
+        return batch if kind == "arrow" else pa.Table.from_batches([batch, batch])
+
+    small, large = make(1_000), make(1_000_000)
+    assert same_array(through_the_wire(large), large) if kind in ("numpy", "structured") else (
+        through_the_wire(large).equals(large)
+    )
+    through_the_wire(small)  # warm up: first calls import and cache
+    calls = python_calls(lambda: through_the_wire(large))
+    assert calls < 200 and abs(calls - python_calls(lambda: through_the_wire(small))) <= 3  # small frames: bytes
 
 
 # ---------------------------------------------------------------------- nothing is unpickled
