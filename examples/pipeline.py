@@ -107,13 +107,12 @@ def edge_records(batch: Any) -> list[tuple[str, str]]:
     return list(zip(packages, dependencies, strict=True))
 
 
-def both_ways(batch: Any) -> list[tuple[str, str]]:
-    """Every edge of a message of Arrow batches in both directions (one call per batch)."""
-    packages, dependencies = _columns(batch)
-    return list(zip(packages + dependencies, dependencies + packages, strict=True))
+def both_ways(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A batch of edges, followed by the same edges reversed (one call per batch)."""
+    return edges + [(dependency, package) for package, dependency in edges]
 
 
-def weak_labels(batches: Stream) -> Stream:
+def weak_labels(edges: Stream) -> Stream:
     """``(package, smallest package of its weakly connected component)`` for every package on an edge.
 
     The label propagation of ``examples/scc.py`` over the edges in both
@@ -121,13 +120,13 @@ def weak_labels(batches: Stream) -> Stream:
     so its label is the component's smallest node.  ``scc.propagate`` runs in a
     loop scope (it finishes per outer round), so this is a loop nested in a loop.
     """
-    edges = batches.map_batch(both_ways, name="BothWays")
+    undirected = edges.map_batch(both_ways, name="BothWays")
 
     def body(loop: ScopeBuilder) -> Stream:
-        _, labels = scc.propagate(edges.enter(loop), "WeakLabels")
+        _, labels = scc.propagate(undirected.enter(loop), "WeakLabels")
         return labels.leave()
 
-    return batches.scope.iterative(body, name="Weak")
+    return edges.scope.iterative(body, name="Weak")
 
 
 def join_components(scc_members: Stream, wcc_labels: Stream) -> Stream:
@@ -201,7 +200,7 @@ def components_dataflow(scope: ScopeBuilder, batches: Stream) -> Stream:
         lambda component: [(node, component[0], len(component[1])) for node in component[1]], name="Members"
     )
 
-    labels = weak_labels(batches).inspect_batch(
+    labels = weak_labels(edges).inspect_batch(
         lambda _time, batch: reporter.add("wcc_labels", len(batch)), name="CountLabels"
     )
     rows = join_components(members, labels)
