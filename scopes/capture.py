@@ -157,6 +157,16 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
     operator.set_logic(logic)
 
 
+def _rows(batch: Any) -> Any:
+    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine)."""
+    if batch.__class__ is list:
+        return batch
+    to_pylist = getattr(batch, "to_pylist", None)  # Arrow
+    if to_pylist is not None:
+        return to_pylist()
+    return batch.tolist()  # numpy
+
+
 class CaptureRecorder:
     """An in-memory, thread-safe record of a captured stream's events.
 
@@ -257,16 +267,6 @@ def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
 
 
 # ---------------------------------------------------------------------- replay
-
-
-def _rows(batch: Any) -> Any:
-    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine)."""
-    if batch.__class__ is list:
-        return batch
-    to_pylist = getattr(batch, "to_pylist", None)  # Arrow
-    if to_pylist is not None:
-        return to_pylist()
-    return batch.tolist()  # numpy
 
 
 class _ReplayedStream:
