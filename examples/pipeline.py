@@ -7,7 +7,9 @@ Run ``python examples/pipeline.py`` (``make demo``).  Three stages, end to end:
    partitions (``N`` = the cluster's task slots, or ``--workers``).
 2. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
-   mesh, gang-scheduled in barrier mode):
+   mesh, gang-scheduled in barrier mode, ``columnar=True``: each Arrow batch
+   Spark reads is one message, turned into edge records by one call per batch,
+   and the result leaves as Arrow batches that go to Spark as they are):
 
    * the strongly connected components (the dependency cycles), with the loop
      nested in a loop of ``examples/scc.py``;
@@ -42,7 +44,6 @@ import threading
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,27 @@ class _Reporter:
             task.report("counts", round=self.round, **self.counts)
 
 
-def _edges_of(batch: Any) -> Iterator[tuple[str, str]]:
-    """The ``(package, dependency)`` pairs of one Arrow record batch (one call per batch)."""
-    return zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True)
+def _columns(batch: Any) -> tuple[list[str], list[str]]:
+    """The package and dependency columns of a message: one Arrow batch, or a list of them (the row path)."""
+    if batch.__class__ is list:
+        packages: list[str] = []
+        dependencies: list[str] = []
+        for record in batch:
+            packages += record.column(0).to_pylist()
+            dependencies += record.column(1).to_pylist()
+        return packages, dependencies
+    return batch.column(0).to_pylist(), batch.column(1).to_pylist()
+
+
+def edge_records(batch: Any) -> list[tuple[str, str]]:
+    """The ``(package, dependency)`` records of a message of Arrow batches (one call per batch)."""
+    packages, dependencies = _columns(batch)
+    return list(zip(packages, dependencies, strict=True))
+
+
+def both_ways(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A batch of edges, followed by the same edges reversed (one call per batch)."""
+    return edges + [(dependency, package) for package, dependency in edges]
 
 
 def weak_labels(edges: Stream) -> Stream:
@@ -101,10 +120,10 @@ def weak_labels(edges: Stream) -> Stream:
     so its label is the component's smallest node.  ``scc.propagate`` runs in a
     loop scope (it finishes per outer round), so this is a loop nested in a loop.
     """
-    both_ways = edges.flat_map(lambda edge: (edge, (edge[1], edge[0])), name="BothWays")
+    undirected = edges.map_batch(both_ways, name="BothWays")
 
     def body(loop: ScopeBuilder) -> Stream:
-        _, labels = scc.propagate(both_ways.enter(loop), "WeakLabels")
+        _, labels = scc.propagate(undirected.enter(loop), "WeakLabels")
         return labels.leave()
 
     return edges.scope.iterative(body, name="Weak")
@@ -132,12 +151,29 @@ def join_components(scc_members: Stream, wcc_labels: Stream) -> Stream:
                 notificator.notify_at(ref.retain())
             known.update(batch)
         for capability in notificator:
-            get = cycles.pop(capability.time, {}).get
-            rows = [(node, *get(node, (node, 1)), label) for node, label in weak.pop(capability.time, {}).items()]
-            if rows:
-                output.session(capability).give_batch(rows)
+            batch = output_batch(cycles.pop(capability.time, {}), weak.pop(capability.time, {}))
+            if batch.num_rows:
+                output.session(capability).give_batch(batch)
 
     return scc_members.binary_notify(wcc_labels, Exchange(_node), Exchange(_node), "JoinComponents", logic)
+
+
+def output_batch(cycles: dict[str, tuple[str, int]], weak: dict[str, str]) -> Any:
+    """One Arrow batch of the output schema: a row per package of ``weak``, built column by column."""
+    import pyarrow as pa
+
+    nodes = list(weak)
+    get = cycles.get
+    found = [get(node, (node, 1)) for node in nodes]
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(nodes, pa.string()),
+            pa.array([label for label, _ in found], pa.string()),
+            pa.array([size for _, size in found], pa.int32()),
+            pa.array(list(weak.values()), pa.string()),
+        ],
+        names=["package", "scc", "scc_size", "wcc"],
+    )
 
 
 def _node(record: tuple[Any, ...]) -> Any:
@@ -145,14 +181,18 @@ def _node(record: tuple[Any, ...]) -> Any:
 
 
 def components_dataflow(scope: ScopeBuilder, batches: Stream) -> Stream:
-    """The pipeline's dataflow: Arrow batches of edges in, one row per package out."""
+    """The pipeline's dataflow: Arrow batches of edges in, Arrow batches of one row per package out.
+
+    ``batches`` carries one Arrow batch per message (``run_dataflow(columnar=True)``)
+    or lists of them (the row path); both work.
+    """
     reporter = _Reporter()
 
     def count_round(time: Any, batch: list[Any]) -> None:
         reporter.round = max(reporter.round, time.inner)
         reporter.add("scc_edges", len(batch))
 
-    edges = batches.flat_map(_edges_of, name="ArrowToEdges")
+    edges = batches.map_batch(edge_records, name="ArrowToEdges")
     edges = edges.inspect_batch(lambda _time, batch: reporter.add("edges_read", len(batch)), name="CountEdges")
 
     cycles = scc.group_components(scc.scc_edges(edges, count_round))
@@ -384,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 on_progress=display.on_progress,
                 on_attempt=display.on_attempt,
                 name="debian components",
+                columnar=True,
                 log=str((args.output / args.log).resolve()) if args.log and "://" not in args.log else args.log,
             )
             display.end()

@@ -6,8 +6,13 @@ back as an iterable for :func:`~scopes.capture.replay_into`.  The format is
 versioned msgpack, documented in ``docs/capture-format.md``:
 
 * a header: the 8 magic bytes :data:`MAGIC`, then one frame holding a msgpack map
-  ``{"format": "pytimely-events", "version": 1, "timestamp": <type name>}``;
+  ``{"format": "pytimely-events", "version": 2, "timestamp": <type name>}``;
 * then one frame per event.
+
+Columnar batches (numpy arrays, Arrow record batches and tables) are written
+as themselves, as msgpack extension types holding the array's memory or Arrow's
+IPC stream (:mod:`runtime.arraycodec`), never as rows; they are read back as
+the same kind of batch.  Version 2 added them; logs of version 1 are still read.
 
 A frame is a 4-byte big-endian payload length, a 4-byte big-endian CRC-32 of
 the length bytes followed by the payload, and the msgpack payload.  A damaged or
@@ -27,6 +32,15 @@ from typing import IO, Any, cast
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime.arraycodec import (
+    ARROW_BATCH,
+    ARROW_TABLE,
+    NDARRAY,
+    ColumnarUnavailable,
+    columnar_kind,
+    decode_columnar,
+    encode_columnar,
+)
 from runtime.errors import TimelyRuntimeError
 from scopes.capture import Event, Messages, Progress
 from scopes.timestamp import INTEGER, Product, TimestampType
@@ -37,8 +51,11 @@ MAGIC = b"\x89PTEV\r\n\x1a"
 FORMAT_NAME = "pytimely-events"
 """The value of the header's ``format`` field."""
 
-FORMAT_VERSION = 1
-"""The format version this module writes, and the only one it reads."""
+FORMAT_VERSION = 2
+"""The format version this module writes."""
+
+READ_VERSIONS = (1, 2)
+"""The format versions this module reads (version 1 has no columnar batches)."""
 
 MAX_FRAME_BYTES = 1 << 30
 """Frames declaring a larger payload are treated as damage."""
@@ -51,11 +68,20 @@ EXT_SET = 3
 """msgpack extension type of a ``set``: payload an array of its items."""
 EXT_FROZENSET = 4
 """msgpack extension type of a ``frozenset``: payload an array of its items."""
+EXT_NDARRAY = 5
+"""msgpack extension type of a numpy array: its dtype, shape and memory (see ``docs/capture-format.md``)."""
+EXT_ARROW_BATCH = 6
+"""msgpack extension type of a ``pyarrow.RecordBatch``: Arrow's IPC stream format."""
+EXT_ARROW_TABLE = 7
+"""msgpack extension type of a ``pyarrow.Table``: Arrow's IPC stream format."""
+
+_EXT_OF_KIND = {NDARRAY: EXT_NDARRAY, ARROW_BATCH: EXT_ARROW_BATCH, ARROW_TABLE: EXT_ARROW_TABLE}
+_KIND_OF_EXT = {code: kind for kind, code in _EXT_OF_KIND.items()}
 
 EVENT_PROGRESS = 0
 """First element of a Progress record: ``[0, [[time, diff], ...]]``."""
 EVENT_MESSAGES = 1
-"""First element of a Messages record: ``[1, time, [record, ...]]``."""
+"""First element of a Messages record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
 
 _FRAME_HEAD = struct.Struct(">II")
 _READ_CHUNK = 1 << 16
@@ -124,9 +150,13 @@ def _pack_default(value: Any) -> Any:
         return msgpack.ExtType(EXT_FROZENSET, _packb(list(value)))
     if isinstance(value, set):
         return msgpack.ExtType(EXT_SET, _packb(list(value)))
+    if columnar_kind(value) is not None:
+        kind, data = encode_columnar(value)  # ColumnarEncodeError (a TypeError) for object dtypes
+        return msgpack.ExtType(_EXT_OF_KIND[kind], data)
     raise TypeError(
-        f"cannot encode a {type(value).__module__}.{type(value).__qualname__} ({value!r}): event logs hold "
-        "None, bool, int (64-bit), float, str, bytes, list, tuple, dict, set, frozenset and Product"
+        f"cannot encode a {type(value).__module__}.{type(value).__qualname__} ({value!r:.80}): event logs hold "
+        "None, bool, int (64-bit), float, str, bytes, list, tuple, dict, set, frozenset, Product, numpy arrays "
+        "(of any dtype but object) and Arrow record batches and tables"
     )
 
 
@@ -135,6 +165,9 @@ def _packb(value: Any) -> bytes:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    kind = _KIND_OF_EXT.get(code)
+    if kind is not None:
+        return decode_columnar(kind, data)
     items = _unpackb(data)
     if code == EXT_PRODUCT:
         return Product(items[0], items[1])
@@ -167,7 +200,9 @@ def decode_event(payload: bytes) -> Event:
         kind = value[0]
         if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
             return Progress([(pair[0], pair[1]) for pair in value[1]])
-        if kind == EVENT_MESSAGES and len(value) == 3 and isinstance(value[2], list):
+        if kind == EVENT_MESSAGES and len(value) == 3 and (
+            isinstance(value[2], list) or columnar_kind(value[2]) is not None
+        ):
             return Messages(value[1], value[2])
     raise ValueError(f"payload {value!r:.200} is not an event record")
 
@@ -436,11 +471,11 @@ class EventReader:
                 f"{self.name} is not a pytimely event log: its header is {header!r:.200}", self.name
             )
         version = header.get("version")
-        if version != FORMAT_VERSION:
+        if version not in READ_VERSIONS:
             raise EventLogVersionError(
                 f"event log {self.name} has format version {version!r}; this pytimely reads "
-                f"version {FORMAT_VERSION} only. Read it with the pytimely release that wrote it, "
-                "or re-capture the stream",
+                f"versions {', '.join(map(str, READ_VERSIONS))}. Read it with the pytimely release that "
+                "wrote it, or re-capture the stream",
                 self.name,
                 version,
             )
@@ -478,6 +513,11 @@ class EventReader:
             offset, payload = taken
             try:
                 return decode_event(payload)
+            except ColumnarUnavailable as error:
+                raise EventLogError(
+                    f"event log {self.name}: the event at byte offset {offset} cannot be read here: {error}",
+                    self.name,
+                ) from error
             except Exception as error:  # noqa: BLE001 - any decoding failure is damage
                 raise self._corrupt(offset, f"cannot be decoded as an event: {error}") from error
         except EventLogError as error:
@@ -531,6 +571,7 @@ __all__ = [
     "EventWriter",
     "FORMAT_VERSION",
     "MAGIC",
+    "READ_VERSIONS",
     "decode_event",
     "encode_event",
     "read_events",

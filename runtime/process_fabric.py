@@ -38,7 +38,7 @@ from typing import Any
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.fabric import MailboxPuller, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
-from runtime.wire import EncodingError, decode_batch, decode_value, encode_batch, frame
+from runtime.wire import EncodingError, copy_decoded, decode_batch, decode_value, encode_batch, frame, frame_head
 from scopes.channels import Message, Pusher
 
 HEARTBEAT_PERIOD = 0.25
@@ -75,7 +75,7 @@ class ProcessFabric:
         """Messages that arrived from each other process (each counted by that connection's reader)."""
         self.beats: dict[int, tuple[float, float, int, int]] = {}
         """For each other process: (received at, waiting for, sent, arrived) from its last heartbeat."""
-        self.byes: dict[int, bytes] = {}
+        self.byes: dict[int, bytes | memoryview] = {}
         """The payload of each process's ``bye`` frame."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -110,7 +110,7 @@ class ProcessFabric:
 
     # ------------------------------------------------------------------ receiving
 
-    def on_frame(self, process: int, header: list[Any], payload: bytes) -> None:
+    def on_frame(self, process: int, header: list[Any], payload: bytes | memoryview) -> None:
         """Handle one frame from ``process`` (on its reader thread)."""
         kind = header[0]
         if kind == DATA:
@@ -121,7 +121,7 @@ class ProcessFabric:
             base = self.base
             for i, receiver in enumerate(receivers):
                 local = receiver - base
-                self.mailbox(channel, local).append((time_, batch if i == last else list(batch)))
+                self.mailbox(channel, local).append((time_, batch if i == last else copy_decoded(path, batch)))
                 self.signals[local].activate(address)
         elif kind == BEAT:
             _, waiting_for, sent, arrived = header
@@ -292,7 +292,7 @@ class ProcessCommunicator:
         self._out_bytes: dict[int, int] = {}
         self._last_batch: list[Any] | None = None
         self._last_time: Any = None
-        self._last_encoded: tuple[int, bytes] = (0, b"")
+        self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
@@ -356,13 +356,12 @@ class ProcessCommunicator:
         out = self._out[process]
         if not out:
             return
-        frames = [
-            frame([DATA, channel, address, receivers, time, path], payload)
-            for channel, address, receivers, time, path, payload, _ in out
-        ]
+        pieces: list[bytes | memoryview] = []  # heads and payloads joined once: a columnar payload is copied once here
+        for channel, address, receivers, time_, path, payload, _ in out:
+            pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
         out.clear()
         self._out_bytes[process] = 0
-        self.fabric.mesh.send(process, b"".join(frames))
+        self.fabric.mesh.send(process, b"".join(pieces))
 
     def flush(self) -> None:
         """Send every buffered message."""
@@ -426,7 +425,7 @@ class ProcessCommunicator:
         return self.fabric.pending_messages(self._local)
 
 
-def decode_results(payload: bytes) -> list[Any]:
+def decode_results(payload: bytes | memoryview) -> list[Any]:
     """The worker results carried by a ``bye`` frame."""
     results = decode_value(payload)
     if results.__class__ is not list:

@@ -182,7 +182,7 @@ class Mesh:
         index: int,
         endpoints: list[Endpoint],
         token: str,
-        on_frame: Callable[[int, list[Any], bytes], None],
+        on_frame: Callable[[int, list[Any], bytes | memoryview], None],
         on_lost: Callable[[PeerLost], None],
         listener: socket.socket | None = None,
     ) -> None:

@@ -25,6 +25,20 @@ Batches
     batch takes the general path above.
     :func:`encode_batch` returns the path taken; the frame header carries it.
 
+Columnar batches
+    A numpy array (exact ``numpy.ndarray``, any shape, any dtype but object,
+    structured dtypes included) and a ``pyarrow.RecordBatch`` or
+    ``pyarrow.Table`` travel as themselves, never as rows: a message whose
+    batch is one of them has a path of its own (:data:`BATCH_NDARRAY`,
+    :data:`BATCH_ARROW`, :data:`BATCH_ARROW_TABLE`) and its payload is the
+    array's memory, or Arrow's IPC stream (see :mod:`runtime.arraycodec`).
+    Inside other values they are the extension types 5 (numpy), 6 (record
+    batch) and 7 (table).  Encoding and decoding copy memory; nothing is done
+    per row.  pyarrow is imported only to decode an Arrow batch; a process
+    without it that receives one raises :class:`WireError` saying so.  An
+    array of dtype object is refused (:class:`EncodingError`): its items would
+    need pickling.
+
 Frames
     A frame is ``[u32 body length][u32 header length][header][payload]``, big
     endian.  The header is a msgpack array (general path); the payload is raw
@@ -35,6 +49,7 @@ Frames
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -43,10 +58,23 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime.arraycodec import (
+    ARROW_BATCH,
+    ARROW_TABLE,
+    NDARRAY,
+    ColumnarDecodeError,
+    ColumnarEncodeError,
+    arrow_ipc,
+    columnar_kind,
+    decode_arrow,
+    decode_ndarray,
+    encode_arrow,
+    ndarray_parts,
+)
 from runtime.errors import TimelyRuntimeError
 from scopes.timestamp import Product
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """Bumped whenever the wire format changes; peers with another version are refused."""
 
 MAX_FRAME = 1 << 30
@@ -56,6 +84,9 @@ _EXT_TUPLE = 1
 _EXT_PRODUCT = 2
 _EXT_CODEC = 3
 _EXT_BIGINT = 4
+_EXT_NDARRAY = 5
+_EXT_ARROW_BATCH = 6
+_EXT_ARROW_TABLE = 7
 
 BATCH_FAST = 0
 """Batch path: scalars and tuples of scalars, tuples packed as arrays."""
@@ -63,6 +94,18 @@ BATCH_GENERAL = 1
 """Batch path: any encodable value, tuples and products as extension types."""
 BATCH_COLUMNS = 2
 """Batch path: tuples of one width whose columns hold scalars, sent column by column."""
+BATCH_NDARRAY = 3
+"""Batch path: a numpy array, its memory as it is (:func:`runtime.arraycodec.encode_ndarray`)."""
+BATCH_ARROW = 4
+"""Batch path: a ``pyarrow.RecordBatch`` in Arrow's IPC stream format."""
+BATCH_ARROW_TABLE = 5
+"""Batch path: a ``pyarrow.Table`` in Arrow's IPC stream format."""
+
+_COLUMNAR_PATHS = {NDARRAY: BATCH_NDARRAY, ARROW_BATCH: BATCH_ARROW, ARROW_TABLE: BATCH_ARROW_TABLE}
+_COLUMNAR_EXT = {NDARRAY: _EXT_NDARRAY, ARROW_BATCH: _EXT_ARROW_BATCH, ARROW_TABLE: _EXT_ARROW_TABLE}
+
+LARGE_FRAME = 1 << 16
+"""Frames of at least this many bytes are gathered into a buffer of their own (see :class:`FrameReader`)."""
 
 COLUMNS_MIN = 16
 """Batches of fewer tuples than this are not worth transposing."""
@@ -122,7 +165,7 @@ def register_codec(
     """
     if not isinstance(cls, type):
         raise TypeError(f"register_codec needs a class, got {cls!r}")
-    if cls in _SCALARS or cls in (list, tuple, dict, Product):
+    if cls in _SCALARS or cls in (list, tuple, dict, Product) or _is_columnar_type(cls):
         raise ValueError(f"{type_name(cls)} travels natively and cannot have a codec")
     if not callable(encode) or not callable(decode):
         raise TypeError("register_codec needs callable encode and decode functions")
@@ -136,6 +179,12 @@ def register_codec(
     codec = Codec(cls, codec_name, encode, decode)
     _codecs_by_type[cls] = codec
     _codecs_by_name[codec_name] = codec
+
+
+def _is_columnar_type(cls: type) -> bool:
+    """Whether ``cls`` is ``numpy.ndarray``, ``pyarrow.RecordBatch`` or ``pyarrow.Table`` (imports nothing)."""
+    name = type_name(cls)
+    return name in ("numpy.ndarray", "pyarrow.lib.RecordBatch", "pyarrow.lib.Table")
 
 
 def unregister_codec(cls: type) -> None:
@@ -169,7 +218,20 @@ def _default(value: Any) -> msgpack.ExtType:
     codec = _codecs_by_type.get(cls)
     if codec is not None:
         return msgpack.ExtType(_EXT_CODEC, _pack_general([codec.name, codec.encode(value)]))
+    kind = columnar_kind(value)
+    if kind is not None:
+        return msgpack.ExtType(_COLUMNAR_EXT[kind], _encode_columnar(kind, value))
     raise _unencodable(value)
+
+
+def _encode_columnar(kind: str, value: Any) -> bytes:
+    try:
+        if kind == NDARRAY:
+            prefix, data = ndarray_parts(value)
+            return b"".join((prefix, data))
+        return encode_arrow(value)
+    except ColumnarEncodeError as error:
+        raise EncodingError(str(error), type_name(value.__class__)) from None
 
 
 def _pack_general(value: Any) -> bytes:
@@ -184,6 +246,12 @@ def _ext_hook(code: int, data: bytes) -> Any:
         return Product(outer, inner)
     if code == _EXT_BIGINT:
         return int.from_bytes(data, "big", signed=True)
+    if code == _EXT_NDARRAY:
+        return _decode_columnar(BATCH_NDARRAY, data)
+    if code == _EXT_ARROW_BATCH:
+        return _decode_columnar(BATCH_ARROW, data)
+    if code == _EXT_ARROW_TABLE:
+        return _decode_columnar(BATCH_ARROW_TABLE, data)
     if code == _EXT_CODEC:
         name, encoded = _unpack_general(data)
         codec = _codecs_by_name.get(name)
@@ -196,7 +264,7 @@ def _ext_hook(code: int, data: bytes) -> Any:
     raise WireError(f"received an unknown msgpack extension type {code}")
 
 
-def _unpack_general(data: bytes | memoryview) -> Any:
+def _unpack_general(data: bytes | bytearray | memoryview) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
 
 
@@ -212,7 +280,7 @@ def encode_value(value: Any) -> bytes:
         ) from error
 
 
-def decode_value(data: bytes | memoryview) -> Any:
+def decode_value(data: bytes | bytearray | memoryview) -> Any:
     """Rebuild a value encoded by :func:`encode_value`; raise :class:`WireError` on malformed bytes."""
     try:
         return _unpack_general(data)
@@ -280,7 +348,7 @@ def _encode_columns(batch: list[Any]) -> bytes | None:
         return None
 
 
-def _decode_columns(data: bytes | memoryview) -> list[Any]:
+def _decode_columns(data: bytes | bytearray | memoryview) -> list[Any]:
     count, *encoded = msgpack.unpackb(data, raw=False)
     columns: list[list[Any]] = []
     for column in encoded:
@@ -294,8 +362,41 @@ def _decode_columns(data: bytes | memoryview) -> list[Any]:
     return list(zip(*columns, strict=True))
 
 
-def encode_batch(batch: list[Any]) -> tuple[int, bytes]:
-    """Encode a list of records once; return ``(path, bytes)`` for :func:`decode_batch`."""
+def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
+    try:
+        if path == BATCH_NDARRAY:
+            return decode_ndarray(data)
+        return decode_arrow(ARROW_BATCH if path == BATCH_ARROW else ARROW_TABLE, data)
+    except ColumnarDecodeError as error:
+        raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
+
+
+def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
+    """Encode a batch once; return ``(path, bytes)`` for :func:`decode_batch`.
+
+    A batch is a list of records, or a columnar batch (a numpy array, an Arrow
+    record batch or table), which is encoded as its memory, not row by row.
+    """
+    if batch.__class__ is not list:
+        kind = columnar_kind(batch)
+        if kind is None:
+            numpy = sys.modules.get("numpy")
+            if numpy is not None and isinstance(batch, numpy.ndarray):
+                raise EncodingError(
+                    f"a batch of type {type_name(batch.__class__)} (a subclass of numpy.ndarray) cannot be sent to "
+                    f"another process: only exact numpy arrays travel, and its extra state (a mask, say) would be "
+                    f"lost; send numpy.asarray(batch) (or, for a masked array, batch.filled() or its data and "
+                    f"mask as two fields)",
+                    type_name(batch.__class__),
+                )
+            raise EncodingError(
+                f"a batch must be a list, a numpy array, or a pyarrow RecordBatch or Table; got "
+                f"{type_name(batch.__class__)}",
+                type_name(batch.__class__),
+            )
+        if kind == NDARRAY:
+            return BATCH_NDARRAY, _encode_columnar(kind, batch)
+        return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
     if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
         columns = _encode_columns(batch)
         if columns is not None:
@@ -308,8 +409,10 @@ def encode_batch(batch: list[Any]) -> tuple[int, bytes]:
     return BATCH_GENERAL, encode_value(batch)
 
 
-def decode_batch(path: int, data: bytes | memoryview) -> list[Any]:
-    """Rebuild a batch encoded by :func:`encode_batch`."""
+def decode_batch(path: int, data: bytes | bytearray | memoryview) -> Any:
+    """Rebuild a batch encoded by :func:`encode_batch` (a list, or the columnar batch that was sent)."""
+    if path in (BATCH_NDARRAY, BATCH_ARROW, BATCH_ARROW_TABLE):
+        return _decode_columnar(path, data)
     if path == BATCH_COLUMNS:
         try:
             return _decode_columns(data)
@@ -330,22 +433,67 @@ def decode_batch(path: int, data: bytes | memoryview) -> list[Any]:
     raise WireError(f"unknown batch encoding {path!r}")
 
 
-def frame(header: list[Any], payload: bytes = b"") -> bytes:
-    """One frame: the length prefix, the encoded ``header``, then ``payload``."""
+def copy_decoded(path: int, batch: Any) -> Any:
+    """Another receiver's own copy of a batch :func:`decode_batch` returned for ``path``.
+
+    A list is copied (receivers may change their batch in place), a numpy
+    array too (its memory), and an Arrow batch, which is immutable, is shared.
+    """
+    if path in (BATCH_ARROW, BATCH_ARROW_TABLE):
+        return batch
+    if path == BATCH_NDARRAY:
+        return batch.copy()
+    return list(batch)
+
+
+def frame_head(header: list[Any], payload_length: int) -> bytes:
+    """The start of a frame whose payload (of ``payload_length`` bytes) follows: its length prefix and header.
+
+    ``frame_head(h, len(p)) + p == frame(h, p)``; joining many heads and
+    payloads at once copies each payload once.
+    """
     encoded = encode_value(header)
-    return _PREFIX.pack(len(encoded) + len(payload), len(encoded)) + encoded + payload
+    return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
+
+
+def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
+    """One frame: the length prefix, the encoded ``header``, then ``payload``."""
+    return b"".join((frame_head(header, len(payload)), payload))
 
 
 class FrameReader:
-    """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``."""
+    """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
+
+    A frame of at least :data:`LARGE_FRAME` bytes is copied once into a buffer
+    of its own (gathered straight into it when it spans several :meth:`feed`
+    calls), and its payload is handed out as a writable ``memoryview`` of that
+    buffer: a numpy array decoded from it shares that memory instead of being
+    copied again.  Smaller frames' payloads are ``bytes``.
+    """
 
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         """Accept frames whose body is at most ``max_frame`` bytes."""
         self._buffer = bytearray()
         self._max = max_frame
+        self._large: bytearray | None = None
+        self._large_filled = 0
+        self._large_head = 0
 
-    def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes]]:
+    def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes | memoryview]]:
         """Add received bytes; yield every frame now complete as ``(header, payload)``."""
+        if self._large is not None:
+            data = memoryview(data)
+            large = self._large
+            take = min(len(data), len(large) - self._large_filled)
+            large[self._large_filled : self._large_filled + take] = data[:take]
+            self._large_filled += take
+            if self._large_filled < len(large):
+                return
+            self._large = None
+            yield self._split(memoryview(large), self._large_head)
+            data = data[take:]
+            if not data:
+                return
         buffer = self._buffer
         buffer += data
         start = 0
@@ -358,18 +506,34 @@ class FrameReader:
                     raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
                 end = start + 8 + body
                 if end > size:
+                    if body >= LARGE_FRAME:
+                        large = bytearray(body)
+                        have = size - start - 8
+                        large[:have] = view[start + 8 : size]
+                        self._large, self._large_filled, self._large_head = large, have, head
+                        start = size
                     break
-                header = decode_value(view[start + 8 : start + 8 + head])
-                if header.__class__ is not list or not header:
-                    raise WireError("a frame header must be a non-empty array")
-                yield header, bytes(view[start + 8 + head : end])
+                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME)
                 start = end
         finally:
             view.release()
             if start:
                 del buffer[:start]
 
+    @staticmethod
+    def _split(
+        body: memoryview, head: int, copy: bool = False, large: bool = False
+    ) -> tuple[list[Any], bytes | memoryview]:
+        """``(header, payload)`` of a frame body: the payload copied (``bytes``, or for a large frame a
+        writable buffer that a decoded array can share) or, when ``body`` is the frame's own buffer, a view."""
+        header = decode_value(body[:head])
+        if header.__class__ is not list or not header:
+            raise WireError("a frame header must be a non-empty array")
+        if not copy:
+            return header, body[head:]
+        return header, memoryview(bytearray(body[head:])) if large else bytes(body[head:])
+
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buffer)
+        return len(self._buffer) + (self._large_filled + 8 if self._large is not None else 0)

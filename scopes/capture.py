@@ -4,7 +4,9 @@ A captured stream is described completely by two kinds of :data:`Event`:
 
 * :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
   stream, exactly as the capturing operator saw them at its input.
-* :class:`Messages` ``(time, data)``: a batch of records that arrived at ``time``.
+* :class:`Messages` ``(time, data)``: a batch that arrived at ``time``: a list of
+  records, or a columnar batch (a numpy array, an Arrow record batch or table),
+  recorded and replayed as itself, never as rows.
 
 By contract every recorded stream *starts* holding one capability at the
 minimum time: :func:`capture_into` removes that initial capability from what it
@@ -29,6 +31,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from scopes.antichain import Antichain
+from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.errors import ScopeError
@@ -50,10 +53,10 @@ class Progress(NamedTuple):
 
 
 class Messages(NamedTuple):
-    """A batch of records ``data`` that the captured stream carried at ``time``."""
+    """A batch ``data`` that the captured stream carried at ``time``: a list of records or a columnar batch."""
 
     time: Any
-    data: list[Any]
+    data: Any
 
 
 Event = Progress | Messages
@@ -154,6 +157,16 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
     operator.set_logic(logic)
 
 
+def _rows(batch: Any) -> Any:
+    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine)."""
+    if batch.__class__ is list:
+        return batch
+    to_pylist = getattr(batch, "to_pylist", None)  # Arrow
+    if to_pylist is not None:
+        return to_pylist()
+    return batch.tolist()  # numpy
+
+
 class CaptureRecorder:
     """An in-memory, thread-safe record of a captured stream's events.
 
@@ -191,9 +204,18 @@ class CaptureRecorder:
             return list(self._events)
 
     def messages(self) -> list[tuple[Any, Any]]:
-        """Every recorded record with its time, as ``(time, record)`` pairs, in recorded order."""
-        return [(event.time, record) for event in self.events() if isinstance(event, Messages)
-                for record in event.data]
+        """Every recorded record with its time, as ``(time, record)`` pairs, in recorded order.
+
+        The rows of a columnar batch are listed as Python values: a numpy
+        array's by ``tolist()`` (a structured array's rows as tuples), an
+        Arrow batch's by ``to_pylist()`` (dicts by column name).  Use
+        :meth:`batches` to get the batches themselves.
+        """
+        return [(time, record) for time, batch in self.batches() for record in _rows(batch)]
+
+    def batches(self) -> list[tuple[Any, Any]]:
+        """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""
+        return [(event.time, event.data) for event in self.events() if isinstance(event, Messages)]
 
     def __len__(self) -> int:
         return len(self._events)
@@ -324,7 +346,7 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
         if not held:
             state.close()
 
-    def apply_messages(state: _ReplayedStream, time: Any, data: list[Any]) -> None:
+    def apply_messages(state: _ReplayedStream, time: Any, data: Any) -> None:
         check_time(state, time)
         for held_time in state.held:
             if less_equal(held_time, time):
@@ -335,8 +357,8 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
                 f"has a message at time {time!r} while holding capabilities only for "
                 f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
             )
-        if data:
-            send(time, list(data))
+        if batch_len(data):
+            send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
 
     def logic() -> None:
         nonlocal started

@@ -88,7 +88,8 @@ def test_strongly_and_weakly_connected_components_equal_networkx(spark: Any) -> 
     frame = spark.createDataFrame(pa.table({"package": [e[0] for e in edges], "dependency": [e[1] for e in edges]}))
     events: list[dict[str, Any]] = []
     result = run_dataflow(
-        frame, pipeline.components_dataflow, pipeline.OUTPUT_SCHEMA, workers=2, on_progress=events.append
+        frame, pipeline.components_dataflow, pipeline.OUTPUT_SCHEMA, workers=2, on_progress=events.append,
+        columnar=True,
     )
     table = result.toArrow()
     cycles, _, packages = pipeline.summarize(table, 5)

@@ -31,7 +31,7 @@ edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=5000))
 frame = spark.createDataFrame(pa.table({{"package": [e[0] for e in edges], "dependency": [e[1] for e in edges]}}))
 pids = []
 result = run_dataflow(frame, pipeline.components_dataflow, pipeline.OUTPUT_SCHEMA, workers=2, slot_wait=60,
-                      on_progress=lambda e: e["event"] == "joined" and pids.append(e["address"]))
+                      columnar=True, on_progress=lambda e: e["event"] == "joined" and pids.append(e["address"]))
 table = result.toArrow()
 print(json.dumps({{"rows": table.to_pylist(), "edges": edges, "joined": pids}}))
 spark.stop()

@@ -1,10 +1,14 @@
-"""Arrow on both ends of a Spark dataflow: output records to record batches, and a wire codec.
+"""Arrow on both ends of a Spark dataflow: output records or batches to record batches of the schema.
 
 Output contract
     The stream that ``build`` returns may carry, in any mix:
 
-    * ``pyarrow.RecordBatch`` or ``pyarrow.Table`` records, whose columns must
-      be exactly the schema's (by name; any order) with exactly its types;
+    * columnar batches (messages that are ``pyarrow.RecordBatch`` or
+      ``pyarrow.Table``, or records that are), whose columns must be exactly
+      the schema's (by name; any order) with exactly its types; a batch whose
+      schema is the output schema is passed to Spark as it is;
+    * numpy structured arrays (as messages or records), converted to Arrow
+      column by column;
     * rows: ``tuple`` or ``list`` in the schema's column order, or ``dict`` by
       column name.
 
@@ -22,7 +26,6 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
-from runtime.wire import register_codec
 
 ROWS_PER_BATCH = 65_536
 """The largest record batch made from rows."""
@@ -34,6 +37,8 @@ def _mismatch(message: str, column: str | None, expected: str, found: str) -> Sc
 
 def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
     """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error."""
+    if batch.schema.equals(schema):
+        return [batch] if isinstance(batch, pa.RecordBatch) else batch.to_batches()
     have = {field.name: field for field in batch.schema}
     for field in schema:
         found = have.get(field.name)
@@ -132,12 +137,52 @@ def _column_error(field: pa.Field, values: list[Any], first_row: int, error: Exc
     )
 
 
+def numpy_to_arrow(array: Any, schema: pa.Schema) -> pa.RecordBatch:
+    """A numpy structured array as a record batch, one Arrow column per field (no per-row work)."""
+    names = array.dtype.names
+    if array.ndim != 1 or not names:
+        raise _mismatch(
+            f"the dataflow produced a numpy array of dtype {array.dtype} and shape {array.shape}; only a 1-D "
+            f"structured array (one field per column of the output schema: {', '.join(schema.names)}) or an "
+            f"Arrow batch becomes output rows",
+            None,
+            "structured array or Arrow batch",
+            f"numpy array of dtype {array.dtype}",
+        )
+    columns = []
+    for name in names:
+        try:
+            columns.append(pa.array(array[name]))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+            raise _mismatch(
+                f"field '{name}' of a numpy output array (dtype {array.dtype[name]}) has no Arrow equivalent: "
+                f"{error}",
+                name,
+                "an Arrow type",
+                str(array.dtype[name]),
+            ) from None
+    return pa.RecordBatch.from_arrays(columns, names=list(names))
+
+
+def output_records(messages: Iterable[Any]) -> Iterator[Any]:
+    """The records of an output stream's messages: a list's records, and a columnar batch as one record."""
+    for message in messages:
+        if message.__class__ is list:
+            yield from message
+        else:
+            yield message
+
+
 def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Turn the output records of a dataflow into record batches of ``schema``."""
     rows: list[Any] = []
     seen = 0
     for record in records:
-        if isinstance(record, pa.RecordBatch | pa.Table):
+        columnar = isinstance(record, pa.RecordBatch | pa.Table)
+        if not columnar and type(record).__name__ == "ndarray" and type(record).__module__ == "numpy":
+            record = numpy_to_arrow(record, schema)
+            columnar = True
+        if columnar:
             if rows:
                 yield _rows_to_batch(rows, schema, seen - len(rows))
                 rows = []
@@ -147,7 +192,7 @@ def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.
             raise _mismatch(
                 f"output record {seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "
                 f"carry tuples or lists in schema order, dicts by column name, or Arrow record batches "
-                f"with columns {schema.names}",
+                f"(or numpy structured arrays) with columns {schema.names}",
                 None,
                 "row or record batch",
                 type(record).__name__,
@@ -161,23 +206,9 @@ def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.
         yield _rows_to_batch(rows, schema, seen - len(rows))
 
 
-def batch_to_bytes(batch: pa.RecordBatch) -> bytes:
-    """``batch`` in Arrow's IPC stream format."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return bytes(sink.getvalue())
-
-
-def batch_from_bytes(data: bytes) -> pa.RecordBatch:
-    """The record batch :func:`batch_to_bytes` wrote."""
-    reader = pa.ipc.open_stream(pa.py_buffer(data))
-    batches = list(reader)
-    if len(batches) != 1:
-        raise ValueError(f"expected one Arrow record batch, got {len(batches)}")
-    return batches[0]
-
-
 def register_arrow_codec() -> None:
-    """Let ``pyarrow.RecordBatch`` records travel between processes (Arrow IPC, never pickle)."""
-    register_codec(pa.RecordBatch, batch_to_bytes, batch_from_bytes, name="pyarrow.RecordBatch")
+    """Nothing to do any more: the wire carries Arrow record batches and tables natively (Arrow IPC).
+
+    Kept so that code written for earlier versions, which had to register a
+    codec for ``pyarrow.RecordBatch`` in every process, keeps working.
+    """

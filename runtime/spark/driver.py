@@ -85,6 +85,7 @@ def run_dataflow(
     on_attempt: Callable[[int, str | None], None] | None = None,
     name: str = "pytimely",
     log: str | None = None,
+    columnar: bool = False,
 ) -> Any:
     """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
 
@@ -94,13 +95,18 @@ def run_dataflow(
     driver makes for each attempt.
 
     Contract of ``build(scope, batches) -> Stream``: it is called once in every
-    task with the dataflow's root scope and a stream whose records are the
-    task's ``pyarrow.RecordBatch`` es, at time 0 (one record per batch, so
-    nothing is converted per row unless your operators do it; batches can be
-    exchanged between tasks, they travel in Arrow's IPC format).  It returns
-    the output stream, whose records are Arrow record batches or tables with
-    the schema's columns, or rows (tuples/lists in schema order, dicts by
-    name); see :mod:`runtime.spark.arrow`.  Inside ``build`` and its operators,
+    task with the dataflow's root scope and a stream of the task's
+    ``pyarrow.RecordBatch`` es, at time 0.  With ``columnar=True`` each Arrow
+    batch is one message of that stream, a columnar batch for the batch
+    operators (``map_batch``, ``exchange_batch`` by column, ...); otherwise
+    each is one *record* (of a list batch) for record-wise operators.  Nothing
+    is converted per row unless your operators do it; Arrow batches travel
+    between tasks in Arrow's IPC format.  ``build`` returns the output stream,
+    whose messages may be Arrow record batches or tables with the schema's
+    columns (handed to Spark as they are when their schema is the output
+    schema, otherwise their columns are reordered), numpy structured arrays,
+    or lists of rows (tuples/lists in schema order, dicts by name, or Arrow
+    batches as records); see :mod:`runtime.spark.arrow`.  Inside ``build`` and its operators,
     :func:`runtime.spark.current_task` gives the task's index, the number of
     peers, the attempt and a ``report(event, **fields)`` that reaches
     ``on_progress`` on the driver.  ``build`` must be picklable by Spark
@@ -165,6 +171,7 @@ def run_dataflow(
                 progress.address if progress is not None else None,
                 name,
                 log,
+                columnar,
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
             try:

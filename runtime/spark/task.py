@@ -5,8 +5,11 @@ tasks of the barrier stage through ``BarrierTaskContext.allGather`` (which
 returns every task's message in partition order, so task ``i`` is process
 ``i``), (3) joins the TCP mesh with the job's token
 (:func:`runtime.cluster.run_process`), (4) feeds its partition's Arrow record
-batches into the dataflow's input, one record per batch, runs the dataflow to
-completion, and (5) yields the output as record batches of the schema.
+batches into the dataflow's input (``columnar``: each batch is one message,
+a columnar batch; otherwise each batch is one record of a list batch), runs
+the dataflow to completion, and (5) yields the output as record batches of
+the schema: the output stream's Arrow batches as they are, its rows gathered
+into columns.
 
 The dataflow runs inside the task's own Python worker process, in its
 thread: the task starts no process, so nothing can outlive it.  When Spark
@@ -34,7 +37,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.cluster import run_process
 from runtime.errors import DataflowStuck, WorkerFailed
-from runtime.spark.arrow import register_arrow_codec, to_record_batches
+from runtime.spark.arrow import output_records, to_record_batches
 from runtime.spark.errors import FATAL_MARKER, SparkError
 from runtime.spark.progress import ProgressReporter
 from runtime.tcp import Endpoint, parse_endpoint
@@ -60,6 +63,7 @@ class TaskPlan:
     progress: str | None
     name: str
     log: str | None = None
+    columnar: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,6 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     global _current
     from pyspark import BarrierTaskContext
 
-    register_arrow_codec()
     context = BarrierTaskContext.get()
     index = context.partitionId()
     listener, address = _listen(plan.bind_host, _advertised_host(context, index))
@@ -155,7 +158,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
                 if logging_on:
                     _stop_logging()
         produced = results[0]
-        output = list(to_record_batches(produced, plan.schema))
+        output = list(to_record_batches(output_records(produced), plan.schema))
         rows = sum(batch.num_rows for batch in output)
         reporter.report("finished", rows=rows, seconds=time.monotonic() - started)
     except BaseException as error:
@@ -188,7 +191,11 @@ def _stop_logging() -> None:
 
 
 def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], info: TaskInfo) -> list[Any]:
-    """Build the dataflow on this task's worker, feed the partition, and collect the output records."""
+    """Build the dataflow on this task's worker, feed the partition, and collect the output messages.
+
+    The output is kept as the messages that arrived (lists of records, or
+    columnar batches), never iterated here.
+    """
     produced: list[Any] = []
 
     def dataflow(scope: ScopeBuilder) -> Any:
@@ -199,14 +206,15 @@ def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], in
                 f"{FATAL_MARKER} build(scope, batches) must return the output Stream of the dataflow, "
                 f"got {type(output).__name__}"
             )
-        probe = output.inspect_batch(lambda _time, batch: produced.extend(batch), name="SparkOutput").probe()
+        probe = output.inspect_batch(lambda _time, batch: produced.append(batch), name="SparkOutput").probe()
         return handle, probe
 
     handle, probe = worker.dataflow(dataflow, name=plan.name)
     rows = 0
     count = 0
+    send = handle.send_batch if plan.columnar else handle.send
     for batch in batches:
-        handle.send(batch)
+        send(batch)
         rows += batch.num_rows
         count += 1
         worker.step()
@@ -214,5 +222,5 @@ def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], in
     handle.close()
     worker.step_while(lambda: not probe.done())
     with contextlib.suppress(Exception):
-        info.report("output", records=len(produced))
+        info.report("output", messages=len(produced), rows=sum(map(len, produced)))
     return produced

@@ -1,0 +1,298 @@
+"""Columnar batches as bytes: numpy arrays and Arrow batches, copied as memory, never pickled.
+
+The wire (:mod:`runtime.wire`) and event logs (:mod:`runtime.eventlog`) both
+carry columnar batches through this module, as the payloads of msgpack
+extension types (and, on the wire, as whole message payloads).
+
+numpy arrays
+    ``[u32 header length][header][data]``: the header is a msgpack array
+    ``[dtype, shape]``; ``data`` is the array's bytes in C order (one copy of
+    its memory, whatever its shape).  ``dtype`` is the dtype's string
+    (``"<i8"``, ``"<U5"``, ``"|S3"``, ``"<M8[ns]"``, ...), or for a structured
+    dtype ``["struct", names, dtypes, offsets, itemsize, titles]`` and for a sub-array
+    field ``["sub", dtype, shape]``.  Arrays whose dtype holds Python objects
+    (``dtype=object``, anywhere in a structured dtype) are refused: their items
+    would have to be pickled.  Only exact ``numpy.ndarray`` travels (not
+    subclasses such as masked arrays, whose extra state would be lost).
+
+Arrow batches
+    ``pyarrow.RecordBatch`` and ``pyarrow.Table`` in Arrow's IPC *stream*
+    format (schema, then the batches).  A received record batch or table is
+    rebuilt without copying its buffers.  pyarrow is imported only when an
+    Arrow batch is decoded (an Arrow batch can only be encoded by a process
+    that has pyarrow); decoding one without pyarrow installed raises
+    :class:`ColumnarUnavailable` saying what to install.
+
+Decoded numpy arrays are writable and own (or share only with the received
+frame) their memory, like an array received in the same process.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from typing import Any
+
+import msgpack  # type: ignore[import-untyped]
+
+from runtime.errors import TimelyRuntimeError
+
+_LENGTH = struct.Struct("!I")
+
+NDARRAY = "numpy.ndarray"
+"""Kind name of a numpy array."""
+ARROW_BATCH = "pyarrow.RecordBatch"
+"""Kind name of an Arrow record batch."""
+ARROW_TABLE = "pyarrow.Table"
+"""Kind name of an Arrow table."""
+
+
+class ColumnarEncodeError(TimelyRuntimeError, TypeError):
+    """A columnar batch cannot be turned into bytes (an object dtype, say); the message says what to do."""
+
+
+class ColumnarDecodeError(TimelyRuntimeError, ValueError):
+    """Bytes do not hold the columnar batch they claim to (damaged), or pyarrow is missing to read one."""
+
+
+class ColumnarUnavailable(ColumnarDecodeError):
+    """An Arrow batch arrived in a process without pyarrow: nothing is damaged, a library is missing."""
+
+
+# ---------------------------------------------------------------------- which kind
+
+
+def columnar_kind(value: Any) -> str | None:
+    """:data:`NDARRAY`, :data:`ARROW_BATCH` or :data:`ARROW_TABLE` for a columnar batch, else ``None``.
+
+    Imports nothing: a value can only be a numpy array or an Arrow batch if its
+    library is already imported.
+    """
+    cls = value.__class__
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and cls is numpy.ndarray:
+        return NDARRAY
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is not None:
+        if cls is pyarrow.RecordBatch:
+            return ARROW_BATCH
+        if cls is pyarrow.Table:
+            return ARROW_TABLE
+    return None
+
+
+# ---------------------------------------------------------------------- numpy
+
+
+def _object_dtype_error(dtype: Any) -> ColumnarEncodeError:
+    return ColumnarEncodeError(
+        f"a numpy array of dtype {dtype} holds Python objects, which pytimely never pickles, so it cannot "
+        f"be sent to another process or written to an event log. Convert it to a fixed-width dtype first "
+        f"(strings: array.astype(str) gives numpy's 'U' dtype; bytes: array.astype(bytes)), or send a list "
+        f"of records instead"
+    )
+
+
+def _dtype_spec(dtype: Any) -> Any:
+    """A msgpack-able description of ``dtype`` (see the module docstring)."""
+    if dtype.fields is not None and dtype.names is not None:
+        names = list(dtype.names)
+        formats = []
+        offsets = []
+        titles = []
+        for name in names:
+            field = dtype.fields[name]
+            formats.append(_dtype_spec(field[0]))
+            offsets.append(int(field[1]))
+            titles.append(field[2] if len(field) > 2 else None)
+        return ["struct", names, formats, offsets, int(dtype.itemsize), titles]
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return ["sub", _dtype_spec(base), list(shape)]
+    return str(dtype.str)
+
+
+def _dtype_from_spec(spec: Any) -> Any:
+    import numpy
+
+    if spec.__class__ is str:
+        return numpy.dtype(spec)
+    if spec.__class__ is list and spec and spec[0] == "struct" and len(spec) == 6:
+        _, names, formats, offsets, itemsize, titles = spec
+        return numpy.dtype(
+            {
+                "names": list(names),
+                "formats": [_dtype_from_spec(item) for item in formats],
+                "offsets": list(offsets),
+                "itemsize": int(itemsize),
+                "titles": list(titles),
+            }
+        )
+    if spec.__class__ is list and spec and spec[0] == "sub" and len(spec) == 3:
+        return numpy.dtype((_dtype_from_spec(spec[1]), tuple(spec[2])))
+    raise ColumnarDecodeError(f"not a numpy dtype description: {spec!r:.100}")
+
+
+def ndarray_parts(array: Any) -> tuple[bytes, Any]:
+    """``(prefix, data)``: the length-prefixed header and the array's memory (a buffer, C order).
+
+    Their concatenation is the encoding; callers that assemble frames can
+    join them with the rest in one copy.
+    """
+    dtype = array.dtype
+    if dtype.hasobject:
+        raise _object_dtype_error(dtype)
+    try:
+        header = msgpack.packb([_dtype_spec(dtype), list(array.shape)], use_bin_type=True)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise ColumnarEncodeError(
+            f"the dtype {dtype} of a numpy array cannot be described on the wire ({error}); field titles "
+            f"must be strings"
+        ) from None
+    if array.flags.c_contiguous:
+        try:
+            data: Any = memoryview(array).cast("B")
+        except (TypeError, ValueError):  # dtypes the buffer protocol cannot describe (datetime64, ...)
+            data = array.tobytes()
+    else:
+        data = array.tobytes()
+    return _LENGTH.pack(len(header)) + header, data
+
+
+def encode_ndarray(array: Any) -> bytes:
+    """The bytes of ``array`` (see the module docstring); raise :class:`ColumnarEncodeError` for object dtypes."""
+    prefix, data = ndarray_parts(array)
+    return b"".join((prefix, data))
+
+
+def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
+    """The array :func:`encode_ndarray` encoded in ``data``; :class:`ColumnarDecodeError` if damaged.
+
+    When ``data`` is writable (a ``bytearray``), the array shares its memory;
+    otherwise the array is a copy.
+    """
+    import numpy
+
+    view = memoryview(data)
+    try:
+        if len(view) < 4:
+            raise ColumnarDecodeError(f"a numpy array needs at least 4 bytes, got {len(view)}")
+        (head,) = _LENGTH.unpack_from(view)
+        if 4 + head > len(view):
+            raise ColumnarDecodeError(f"the array header claims {head} bytes, but only {len(view) - 4} follow")
+        header = msgpack.unpackb(view[4 : 4 + head], raw=False)
+        if header.__class__ is not list or len(header) != 2 or header[1].__class__ is not list:
+            raise ColumnarDecodeError(f"not a numpy array header: {header!r:.100}")
+        spec, shape_list = header
+        dtype = _dtype_from_spec(spec)
+        if dtype.hasobject:
+            raise ColumnarDecodeError(f"received a numpy array of dtype {dtype}, which would need unpickling")
+        shape = tuple(shape_list)
+        if any(extent.__class__ is not int or extent < 0 for extent in shape):
+            raise ColumnarDecodeError(f"not an array shape: {shape_list!r:.100}")
+        count = 1
+        for extent in shape:
+            count *= extent
+        size = count * dtype.itemsize
+        body = view[4 + head :]
+        if len(body) != size:
+            raise ColumnarDecodeError(
+                f"an array of dtype {dtype} and shape {shape} needs {size} bytes of data, got {len(body)}"
+            )
+        if size == 0:
+            return numpy.zeros(shape, dtype)
+        array = numpy.frombuffer(body, dtype=dtype, count=count).reshape(shape)
+        return array.copy() if body.readonly else array
+    except ColumnarDecodeError:
+        raise
+    except Exception as error:  # msgpack and numpy raise several unrelated types on malformed input
+        raise ColumnarDecodeError(f"malformed numpy array: {type(error).__name__}: {error}") from error
+
+
+# ---------------------------------------------------------------------- Arrow
+
+
+def _pyarrow(what: str) -> Any:
+    try:
+        import pyarrow  # type: ignore[import-untyped]
+    except ImportError:
+        raise ColumnarUnavailable(
+            f"received {what} (Arrow IPC), but pyarrow is not installed in this process; install it in "
+            f"every process of the computation (pip install pyarrow, or pip install 'pytimely[spark]')"
+        ) from None
+    return pyarrow
+
+
+def arrow_ipc(value: Any) -> memoryview:
+    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format, as a view of Arrow's buffer."""
+    import pyarrow
+
+    sink = pyarrow.BufferOutputStream()
+    with pyarrow.ipc.new_stream(sink, value.schema) as writer:
+        if value.__class__ is pyarrow.Table:
+            writer.write_table(value)
+        else:
+            writer.write_batch(value)
+    return memoryview(sink.getvalue())
+
+
+def encode_arrow(value: Any) -> bytes:
+    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format."""
+    return bytes(arrow_ipc(value))
+
+
+def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
+    """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``."""
+    what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
+    pyarrow = _pyarrow(what)
+    try:
+        reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data))
+        table = reader.read_all()
+    except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
+        raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error
+    if kind == ARROW_TABLE:
+        return table
+    batches = table.to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    if not batches:
+        return pyarrow.RecordBatch.from_pylist([], schema=table.schema)
+    raise ColumnarDecodeError(f"{what} arrived as {len(batches)} batches in its IPC stream, not one")
+
+
+def encode_columnar(value: Any) -> tuple[str, bytes]:
+    """``(kind, bytes)`` of a columnar batch (see :func:`columnar_kind`); ``TypeError`` if it is not one."""
+    kind = columnar_kind(value)
+    if kind == NDARRAY:
+        return kind, encode_ndarray(value)
+    if kind is not None:
+        return kind, encode_arrow(value)
+    raise TypeError(f"{value.__class__.__qualname__} is not a columnar batch")
+
+
+def decode_columnar(kind: str, data: bytes | bytearray | memoryview) -> Any:
+    """The batch :func:`encode_columnar` made."""
+    if kind == NDARRAY:
+        return decode_ndarray(data)
+    if kind in (ARROW_BATCH, ARROW_TABLE):
+        return decode_arrow(kind, data)
+    raise ColumnarDecodeError(f"unknown columnar kind {kind!r}")
+
+
+__all__ = [
+    "ARROW_BATCH",
+    "ARROW_TABLE",
+    "NDARRAY",
+    "ColumnarDecodeError",
+    "ColumnarEncodeError",
+    "ColumnarUnavailable",
+    "arrow_ipc",
+    "columnar_kind",
+    "decode_arrow",
+    "decode_columnar",
+    "decode_ndarray",
+    "encode_arrow",
+    "encode_columnar",
+    "encode_ndarray",
+    "ndarray_parts",
+]
