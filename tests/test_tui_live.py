@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from textual.widgets import Static
@@ -177,32 +178,60 @@ def test_cli_refuses_bad_arguments() -> None:
     assert_clean_error(run_cli("--listen", "127.0.0.1:0", "--", "/no/such/program"), "cannot start")
 
 
+RATE = 100_000
+SECONDS = 3.0
+
+
 def test_live_keeps_up_with_100000_events_per_second() -> None:
+    """The issue asks for at most 1 s behind at 100,000 events/s; the lag is measured two ways.
+
+    * ``app.lag``: how far behind the viewer says it is (the header shows it);
+    * the true lag: now minus the newest event time on screen (the flood stamps
+      each chunk with ``time.monotonic()`` as it leaves, the viewer's clock too),
+      which also counts what waits in the kernel's socket buffers.
+
+    The flood's achieved rate is checked as well: a viewer that does not read
+    fast enough would make the sender wait and hide its lag.  Measured on a
+    2-core machine shared with other jobs: both lags stay under 0.2 s; the bound
+    is 1 s, the issue's own, and the rate must reach 95 % of 100,000/s.
+    """
+
     async def run() -> None:
         listener = LiveListener("127.0.0.1", 0)
         app = TimelyApp(listener=listener)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("2")  # the operator table redraws too while the events pour in
             sender = subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "tui_flood.py"), str(listener.port), "100000", "3"],
+                [sys.executable, str(ROOT / "tests" / "tui_flood.py"), str(listener.port), str(RATE), str(SECONDS)],
                 stdout=subprocess.PIPE, text=True,
             )
-            lags = []
+            reported: list[float] = []
+            true_lags: list[float] = []
+            flood_started = time.monotonic()
             try:
                 while sender.poll() is None:
                     await pilot.pause(0.1)
-                    lags.append(app.lag)
+                    reported.append(app.lag)
+                    newest = app.state.model.last_t
+                    if newest is not None and newest >= flood_started:
+                        true_lags.append(time.monotonic() - newest)
                 assert sender.returncode == 0
-                sent = int(sender.stdout.read()) if sender.stdout else 0
+                sent_text, elapsed_text = (sender.stdout.read() if sender.stdout else "0 1").split()
             finally:
                 sender.kill()
                 sender.wait()
+            sent, elapsed = int(sent_text), float(elapsed_text)
             structure = 40  # the synthetic dataflow's construction events
-            assert sent >= 250_000
-            # The issue asks for less than 1 s behind; measured 0.2 s at most on a quiet 2-core machine.
-            # The bound here is 2 s so that the test holds on a machine shared with other jobs.
-            assert max(lags) < 2.0, lags
             await wait_until(pilot, lambda: app.state.model.events >= sent + structure, 2.0, "the last events")
+            measured = (
+                f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
+                f"true max {max(true_lags, default=-1):.3f} s"
+            )
+            print(measured)
+            assert sent / elapsed >= 0.95 * RATE and elapsed < SECONDS + 0.5, measured
+            assert len(true_lags) >= 10, measured
+            assert max(reported) < 1.0 and max(true_lags) < 1.0, measured
+            assert app.state.model.events == sent + structure and app.state.model.dropped == 0
             assert app.errors == []
 
     asyncio.run(run())

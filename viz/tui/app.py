@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Input, OptionList, Static, Tabbed
 from textual.widgets.option_list import Option
 from textual.widgets.tree import TreeNode
 
+from runtime.instrument import RecordingError
 from viz.model import Address, Loc, View
 from viz.tui.adapter import (
     KIND_TITLES,
@@ -40,6 +41,7 @@ from viz.tui.adapter import (
     unfinished_dataflows,
     walk,
 )
+from viz.tui.ingest import apply_raw
 from viz.tui.sources import LiveListener, Replay
 
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
@@ -233,6 +235,7 @@ class TimelyApp(App[int]):
         self._last_arrival = clock()
         self._auto_opened = False
         self.lag = 0.0
+        self.ingested = 0
         self.errors: list[str] = []
         self.last_diagram: str | None = None
         self._diagrams = 0
@@ -311,26 +314,31 @@ class TimelyApp(App[int]):
     # ------------------------------------------------------------------ live ingest
 
     def _ingest(self) -> None:
+        """Fold what the listener queued into the live state, within a time budget per tick."""
         listener = self.listener
         state = self.live_state
         assert listener is not None and state is not None
         started = time.perf_counter()
         budget = self.ingest_interval * 0.8
         took = 0
-        apply = state.apply
+        self.lag = listener.lag  # the age of the oldest data not on screen yet, before catching up
         while time.perf_counter() - started < budget:
-            batch = listener.take(5000)
-            if not batch:
+            batches = listener.take(20_000)
+            if not batches:
                 break
-            for event in batch:
-                apply(event)
-            took += len(batch)
+            for connection, raws in batches:
+                try:
+                    apply_raw(state, raws)
+                except (RecordingError, ValueError, TypeError, IndexError, KeyError) as error:
+                    # A malformed event ends what this connection can tell; the others go on.
+                    connection.error = connection.error or f"not a pytimely event stream ({error})"
+                took += len(raws)
         now = self.clock()
         if took:
             self._last_arrival = now
             self._auto_opened = False
             self._dirty = True
-        self.lag = listener.lag
+        self.ingested += took
         self._rate_samples.append((now, listener.received))
         self._check_idle(now)
 
