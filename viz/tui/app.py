@@ -13,7 +13,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
@@ -24,6 +24,7 @@ from textual.widgets.option_list import Option
 from textual.widgets.tree import TreeNode
 
 from runtime.instrument import RecordingError
+from viz.errors import RenderError
 from viz.model import Address, Loc, View
 from viz.tui.adapter import (
     KIND_TITLES,
@@ -38,9 +39,11 @@ from viz.tui.adapter import (
     place_for_operator,
     stuck_places,
     tree_label,
+    unfinished,
     unfinished_dataflows,
     walk,
 )
+from viz.tui.graph import Layout, draw, layout, signature
 from viz.tui.ingest import apply_raw
 from viz.tui.sources import LiveListener, Replay
 
@@ -62,7 +65,7 @@ HELP = """\
 [b]pytimely viewer[/b] - keys (or the mouse: tabs, rows, headers, slider)
 
 [b]Panes[/b]
-  1 2 3 4      scope tree, operator table, channels, stuck view
+  1 2 3 4 5    scope tree, operator table, channels, stuck view, graph
   tab          move between widgets; arrows move the cursor
   enter        tree: fold or unfold a scope
   x            open the stuck view at the operator under the cursor
@@ -83,6 +86,11 @@ the pointstamps that keep its earliest time possible: capabilities held by
 operators, messages in flight on channels, input handles not advanced or
 never closed. In live mode it opens by itself when every worker has been idle
 for a while with work unfinished.
+
+The graph (5) is laid out by Graphviz's dot (it needs the graphviz package of
+your system): scopes are frames, operators boxes with each input's (i0) and
+output's (o0) frontier; yellow boxes still have work. Arrows or the mouse
+scroll a graph larger than the screen.
 """
 
 
@@ -166,6 +174,8 @@ class TimelyApp(App[int]):
     #stuck-places { height: 1fr; max-height: 12; border: none; }
     #stuck-scroll { height: 2fr; border-top: solid $primary; }
     #stuck-text { padding: 0 1; }
+    #graph-scroll { height: 1fr; }
+    #graph-canvas { width: auto; height: auto; }
     Tree, DataTable { height: 1fr; }
     """
 
@@ -176,6 +186,7 @@ class TimelyApp(App[int]):
         Binding("2", "pane('operators')", "Operators", show=False),
         Binding("3", "pane('channels')", "Channels", show=False),
         Binding("4", "pane('stuck')", "Stuck", show=False),
+        Binding("5", "pane('graph')", "Graph"),
         Binding("x", "explain", "Explain"),
         Binding("w", "worker", "Worker"),
         Binding("slash", "filter", "Filter"),
@@ -240,6 +251,9 @@ class TimelyApp(App[int]):
         self.last_diagram: str | None = None
         self._diagrams = 0
         self.auto_stuck_opened = 0
+        self._graph_key: tuple[Any, ...] | None = None
+        self._graph_plan: Layout | None = None
+        self._graph_error: str | None = None
 
     # ------------------------------------------------------------------ state access
 
@@ -282,6 +296,10 @@ class TimelyApp(App[int]):
                 yield OptionList(id="stuck-places")
                 with VerticalScroll(id="stuck-scroll"):
                     yield Static(id="stuck-text")
+            with TabPane("5 Graph", id="graph"), Vertical():
+                yield Static(id="graph-caption", classes="caption")
+                with ScrollableContainer(id="graph-scroll", can_focus=True):
+                    yield Static(id="graph-canvas")
         if self.replay is not None:
             yield TimeSlider(id="slider")
         yield Footer()
@@ -461,7 +479,7 @@ class TimelyApp(App[int]):
         self.query_one(TabbedContent).active = pane
         self._dirty = True
         self.refresh_panes()
-        focus = {"tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table"}
+        focus = {"tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table", "graph": "#graph-scroll"}
         self.query_one(focus.get(pane, "#stuck-places")).focus()
 
     @on(TabbedContent.TabActivated)
@@ -599,7 +617,7 @@ class TimelyApp(App[int]):
     def _refresh_tick(self) -> None:
         if self.listener is not None:
             self._refresh_status()
-        if self._dirty:
+        if self._dirty or self._graph_resized():
             self.refresh_panes()
 
     def refresh_panes(self) -> None:
@@ -616,6 +634,8 @@ class TimelyApp(App[int]):
                 self._refresh_channels(view)
             elif pane == "stuck":
                 self._refresh_stuck(view)
+            elif pane == "graph":
+                self._refresh_graph(view)
             self._dirty = False
         except Exception as error:  # noqa: BLE001 - a live viewer must not die on one bad frame
             message = f"display error: {type(error).__name__}: {error}"
@@ -757,6 +777,51 @@ class TimelyApp(App[int]):
             f"{len(rows)} channels · records/s over the last {20 * bucket:.3g} s of program time "
             f"({bucket:.3g} s per bar)"
         )
+
+    def _refresh_graph(self, view: View) -> None:
+        """Draw the graph with ``dot -Tplain``'s layout (redone only when the structure or the size changes)."""
+        model = self.state.model
+        caption = self.query_one("#graph-caption", Static)
+        canvas = self.query_one("#graph-canvas", Static)
+        if not model.scopes:
+            caption.update("no dataflow yet")
+            canvas.update("")
+            return
+        scroll = self.query_one("#graph-scroll", ScrollableContainer)
+        width, height = scroll.size
+        if not width or not height:  # not laid out yet: draw once it is
+            self.call_after_refresh(self._redraw)
+            return
+        key = (signature(model), width, height)
+        if key != self._graph_key:
+            self._graph_key = key
+            try:
+                self._graph_plan = layout(model, width, height)
+                self._graph_error = None
+            except RenderError as error:
+                self._graph_plan, self._graph_error = None, str(error)
+        if self._graph_plan is None:
+            caption.update("the graph cannot be drawn")
+            canvas.update(Text(self._graph_error or "", style="bold red"))
+            return
+        busy = {info.address for info in walk(model) if len(info.address) > 1 and unfinished(model, view, info)}
+        drawing = draw(self._graph_plan, model, view, width, height, busy)
+        canvas.update(drawing.to_text())
+        more = " · arrows or the mouse scroll" if drawing.width > width or drawing.height > height else ""
+        caption.update(
+            f"{len(self._graph_plan.nodes)} boxes laid out by Graphviz (dot -Tplain) · i/o: input/output frontiers · "
+            f"yellow: work left{more}"
+        )
+
+    def _redraw(self) -> None:
+        self._dirty = True
+        self.refresh_panes()
+
+    def _graph_resized(self) -> bool:
+        """Whether the graph pane shows a drawing made for another size than it has now."""
+        if self.query_one(TabbedContent).active != "graph" or self._graph_key is None:
+            return False
+        return tuple(self.query_one("#graph-scroll", ScrollableContainer).size) != self._graph_key[1:]
 
     def _current_place(self) -> StuckPlace | None:
         for place in self._places:
