@@ -12,7 +12,7 @@ from tui_helpers import replay_app, synthetic_events
 
 from viz.errors import RenderError
 from viz.tui.adapter import TuiState
-from viz.tui.graph import INSTALL_HINT, draw, dot_source, layout, parse_plain
+from viz.tui.graph import INSTALL_HINT, dot_source, draw, layout, parse_plain
 
 
 def canvas_lines(app: object) -> list[str]:

@@ -302,7 +302,7 @@ class TimelyApp(App[int]):
                     yield Static(id="graph-canvas")
         if self.replay is not None:
             yield TimeSlider(id="slider")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Set up the tables and the timers."""
@@ -479,7 +479,9 @@ class TimelyApp(App[int]):
         self.query_one(TabbedContent).active = pane
         self._dirty = True
         self.refresh_panes()
-        focus = {"tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table", "graph": "#graph-scroll"}
+        focus = {
+            "tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table", "graph": "#graph-scroll"
+        }
         self.query_one(focus.get(pane, "#stuck-places")).focus()
 
     @on(TabbedContent.TabActivated)

@@ -372,10 +372,8 @@ def draw(
                 canvas.put(x, y, "─" if horizontal else ("│" if abs(x1 - x0) * 2 <= abs(y1 - y0) else "·"), "grey62")
         if len(samples) >= 2:
             (x0, y0), (x1, y1) = samples[max(0, len(samples) - 5)], samples[-1]
-            if abs(x1 - x0) >= abs(y1 - y0):
-                arrow = "▶" if x1 >= x0 else "◀"
-            else:
-                arrow = "▼" if y1 > y0 else "▲"
+            across = abs(x1 - x0) >= abs(y1 - y0)
+            arrow = ("▶" if x1 >= x0 else "◀") if across else ("▼" if y1 > y0 else "▲")
             canvas.put(x1, y1, arrow, "bold grey70")
 
     busy = busy or set()
