@@ -39,7 +39,18 @@ named after it, with the fields that follow ``t`` in the order listed:
 ``K_POINTSTAMPS`` :class:`PointstampsChanged`
     ``scope``, ``changes``: ``(location, time, diff)`` folded into the scope's
     tracker on this worker (capabilities at sources, messages at targets;
-    every worker's tracker counts every worker's pointstamps).
+    every worker's tracker counts every worker's pointstamps, so these are
+    what this worker *knows*, global counts).
+``K_LOCAL_POINTSTAMPS`` :class:`LocalPointstampsChanged`
+    ``scope``, ``changes``: the ``(location, time, diff)`` changes this worker
+    *originated* (its own progress batch, as it broadcasts it, and its own
+    share of the initial capabilities).  Every change is originated by exactly
+    one worker, so summing these over the workers gives the global counts, and
+    one worker's sum gives the capabilities that worker holds.  Changes at a
+    nested scope's boundary locations (``node == 0``) stand for messages the
+    worker consumed at the scope's input (``Source(0, i)``, diff < 0) or
+    produced at its output (``Target(0, o)``); the parent counts them at the
+    scope's input and at the targets of the scope's output.
 ``K_FRONTIERS`` :class:`FrontiersChanged`
     ``scope``, ``changes``: ``(location, time, diff)`` changes to the frontier
     the tracker implies at each location (+1: the time joined the frontier).
@@ -72,16 +83,17 @@ Batching
 Each worker's :class:`Instrument` appends plain tuples to its own deque (an
 atomic operation, no lock).  One background thread per process drains the
 deques every few milliseconds, encodes, and hands the batch to the sinks.  A
-TCP sink keeps a bounded queue of encoded chunks and a sender thread: when the
-viewer is slow or gone, chunks are dropped and counted, never waited for.
+TCP sink keeps a bounded buffer of encoded chunks and a sender thread: chunks
+wait there for the viewer's first connection (so a viewer started after the
+program sees everything from the start, up to the bound); when the buffer is
+full, because the viewer is slow, late or gone, chunks are dropped and
+counted, never waited for.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
-import queue
 import socket
 import threading
 import time
@@ -112,6 +124,7 @@ K_DATAFLOW_DONE = 9
 K_SHUTDOWN = 10
 K_DROPPED = 11
 K_MARK = 12
+K_LOCAL_POINTSTAMPS = 13
 
 _EXT_PRODUCT = 1
 _EXT_REPR = 2
@@ -124,6 +137,7 @@ __all__ = [
     "FrontiersChanged",
     "InputChanged",
     "Instrument",
+    "LocalPointstampsChanged",
     "LocationsDefined",
     "Mark",
     "Messages",
@@ -177,6 +191,7 @@ class ChannelCreated(Event):
     source: tuple[int, int]
     target: tuple[int, int]
     contract: str
+    copies: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +223,14 @@ class Messages(Event):
 @dataclass(frozen=True, slots=True)
 class PointstampsChanged(Event):
     """Pointstamp count changes folded into a scope's tracker."""
+
+    scope: tuple[int, ...]
+    changes: tuple[tuple[int, Any, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPointstampsChanged(Event):
+    """Pointstamp count changes this worker originated in a scope (its own progress batch)."""
 
     scope: tuple[int, ...]
     changes: tuple[tuple[int, Any, int], ...]
@@ -271,6 +294,7 @@ _CLASSES: dict[int, type[Event]] = {
     K_SHUTDOWN: WorkerShutdown,
     K_DROPPED: EventsDropped,
     K_MARK: Mark,
+    K_LOCAL_POINTSTAMPS: LocalPointstampsChanged,
 }
 
 
@@ -411,10 +435,15 @@ class Instrument:
         )
 
     def channel_created(
-        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str
+        self,
+        scope: tuple[int, ...],
+        source: tuple[int, int],
+        target: tuple[int, int],
+        contract: str,
+        copies: int = 1,
     ) -> None:
-        """Log an edge and its contract."""
-        self._emit(K_CHANNEL, tuple(scope), tuple(source), tuple(target), contract)
+        """Log an edge, its contract and its copies per record."""
+        self._emit(K_CHANNEL, tuple(scope), tuple(source), tuple(target), contract, copies)
 
     def locations(self, scope: tuple[int, ...], table: Sequence[tuple[int, int, bool]]) -> None:
         """Log a scope's dense location numbering."""
@@ -443,6 +472,12 @@ class Instrument:
         batch = tuple(changes)
         if batch:
             self._emit(K_POINTSTAMPS, scope, batch)
+
+    def local_pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Log the pointstamp changes this worker originated in a scope (its own batch)."""
+        batch = tuple(changes)
+        if batch:
+            self._emit(K_LOCAL_POINTSTAMPS, scope, batch)
 
     def frontiers(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
         """Log frontier changes computed by a scope's tracker."""
@@ -520,23 +555,37 @@ class FileSink(Sink):
 
 
 class TcpSink(Sink):
-    """Streams a recording to a viewer; never blocks the writer: drops and counts instead.
+    """Streams a recording to a viewer; never blocks the writer: buffers, then drops and counts.
 
     A sender thread connects (retrying every ``retry`` seconds), sends the
-    header, then the encoded chunks from a bounded queue.  Chunks that find the
-    queue full, or no connection, are dropped and counted in :attr:`dropped`;
-    once a connection can take data again, an ``EventsDropped`` event says how
-    many were lost.
+    header, then the encoded chunks from a bounded buffer, oldest first.  Until
+    a viewer connects, chunks wait in that buffer, so a viewer started after
+    the program still sees the dataflows being created.  The buffer holds at
+    most ``capacity`` chunks and ``max_events`` events: past either bound
+    (the viewer is slow, late, or gone), new chunks are dropped and counted in
+    :attr:`dropped`; once a connection can take data again, an
+    ``EventsDropped`` event says how many were lost.  What is still buffered
+    when the sink closes without a viewer counts as dropped too.
     """
 
     def __init__(
-        self, host: str, port: int, process: int = 0, capacity: int = 256, retry: float = 0.5
+        self,
+        host: str,
+        port: int,
+        process: int = 0,
+        capacity: int = 256,
+        retry: float = 0.5,
+        max_events: int = 200_000,
     ) -> None:
-        """Stream to ``host:port``, buffering at most ``capacity`` chunks."""
+        """Stream to ``host:port``, buffering at most ``capacity`` chunks and ``max_events`` events."""
         self.host = host
         self.port = port
         self._process = process
-        self._queue: queue.Queue[tuple[bytes, int] | None] = queue.Queue(capacity)
+        self._capacity = capacity
+        self._max_events = max_events
+        self._chunks: deque[tuple[bytes, int]] = deque()
+        self._buffered = 0
+        self._lock = threading.Condition()
         self._retry = retry
         self.dropped = 0
         self._reported = 0
@@ -545,15 +594,21 @@ class TcpSink(Sink):
         self._thread = threading.Thread(target=self._send_loop, name="timely-log-tcp", daemon=True)
         self._thread.start()
 
+    @property
+    def buffered(self) -> int:
+        """Events waiting in the buffer for the viewer."""
+        return self._buffered
+
     def write(self, events: list[tuple[Any, ...]], encoded: bytes) -> None:
-        """Queue the chunk, or drop it if the viewer is not keeping up."""
-        if not self.connected:
-            self.dropped += len(events)
-            return
-        try:
-            self._queue.put_nowait((encoded, len(events)))
-        except queue.Full:
-            self.dropped += len(events)
+        """Buffer the chunk, or drop it if the buffer is full."""
+        count = len(events)
+        with self._lock:
+            if len(self._chunks) >= self._capacity or self._buffered + count > self._max_events:
+                self.dropped += count
+                return
+            self._chunks.append((encoded, count))
+            self._buffered += count
+            self._lock.notify()
 
     def _connect(self) -> socket.socket | None:
         try:
@@ -563,6 +618,19 @@ class TcpSink(Sink):
         sock.settimeout(5.0)
         return sock
 
+    def _next_chunk(self) -> tuple[bytes, int, int] | None:
+        """The oldest buffered chunk and the drops not yet reported; ``None`` once closing and empty."""
+        with self._lock:
+            while not self._chunks:
+                if self._closing.is_set():
+                    return None
+                self._lock.wait(0.1)
+            chunk, count = self._chunks.popleft()
+            self._buffered -= count
+            lost = self.dropped - self._reported
+            self._reported = self.dropped
+            return chunk, count, lost
+
     def _send_loop(self) -> None:
         sock: socket.socket | None = None
         while True:
@@ -570,7 +638,7 @@ class TcpSink(Sink):
                 sock = self._connect()
                 if sock is None:
                     if self._closing.wait(self._retry):
-                        return
+                        break
                     continue
                 try:
                     sock.sendall(_header(self._process))
@@ -579,34 +647,35 @@ class TcpSink(Sink):
                     sock = None
                     continue
                 self.connected = True
-            try:
-                item = self._queue.get(timeout=0.1)
-            except queue.Empty:
-                if self._closing.is_set():
-                    break
-                continue
+            item = self._next_chunk()
             if item is None:
                 break
-            chunk, count = item
+            chunk, count, lost = item
             try:
-                if self.dropped > self._reported:
-                    lost = self.dropped - self._reported
+                if lost:
                     sock.sendall(_pack([K_DROPPED, -1, 0, time.monotonic(), lost]))
-                    self._reported = self.dropped
+                    lost = 0
                 sock.sendall(chunk)
             except OSError:
-                self.dropped += count
+                with self._lock:
+                    self.dropped += count
+                    self._reported -= lost  # a report that did not go out is made again
                 self.connected = False
                 sock.close()
                 sock = None
         if sock is not None:
             sock.close()
+        self.connected = False
+        with self._lock:  # never sent: no viewer came
+            self.dropped += self._buffered
+            self._chunks.clear()
+            self._buffered = 0
 
     def close(self) -> None:
-        """Send what is queued (bounded wait), then disconnect."""
+        """Send what is buffered if a viewer is connected (bounded wait), then disconnect."""
         self._closing.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(None, timeout=1.0)
+        with self._lock:
+            self._lock.notify()
         self._thread.join(timeout=5.0)
 
 

@@ -44,6 +44,12 @@ class Dataflow:
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
 
+    def _repr_svg_(self) -> str:
+        """Jupyter display: the diagram ``viz.render(self)`` draws (viz is imported only here, when asked)."""
+        import viz  # runtime never imports viz otherwise: viz sits above runtime
+
+        return viz.render(self).svg()
+
 
 class Worker:
     """One worker: builds dataflows and runs them a step at a time.

@@ -37,9 +37,17 @@ class ProgressObserver(Protocol):
         ...
 
     def channel_created(
-        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str
+        self,
+        scope: tuple[int, ...],
+        source: tuple[int, int],
+        target: tuple[int, int],
+        contract: str,
+        copies: int = 1,
     ) -> None:
-        """An edge ``(node, port) -> (node, port)`` inside ``scope``; node 0 is the scope's boundary."""
+        """An edge ``(node, port) -> (node, port)`` inside ``scope``; node 0 is the scope's boundary.
+
+        ``copies``: records arriving (over all workers) per record sent, the number of workers for a broadcast.
+        """
         ...
 
     def locations(self, scope: tuple[int, ...], table: Sequence[tuple[int, int, bool]]) -> None:
@@ -61,6 +69,10 @@ class ProgressObserver(Protocol):
 
     def pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
         """Pointstamp count changes ``(location, time, diff)`` folded into ``scope``'s tracker."""
+        ...
+
+    def local_pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """The changes ``(location, time, diff)`` this worker originated in ``scope``: its own progress batch."""
         ...
 
     def frontiers(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:

@@ -299,6 +299,11 @@ class Subgraph(Scope):
         self._index_locations(tracker)
         if self.observer is not None:
             self._log_structure(tracker)
+            # each worker's own share of the leaf children's initial capabilities
+            self.observer.local_pointstamps(self.address, [
+                (tracker.index_of(source), time, diff // self._peers)
+                for source, time, diff in initial if self.children[source.node].local  # type: ignore[union-attr]
+            ])
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
@@ -326,7 +331,10 @@ class Subgraph(Scope):
                     _reach(summaries), None,
                 )
         for (source, target), contract in zip(self.edges, self.edge_contracts, strict=True):
-            observer.channel_created(self.address, (source.node, source.port), (target.node, target.port), contract)
+            observer.channel_created(
+                self.address, (source.node, source.port), (target.node, target.port), contract,
+                self._copies.get((source, target), 1),
+            )
         observer.locations(
             self.address, [(loc.node, loc.port, isinstance(loc, Source)) for loc in tracker.locations()]
         )
@@ -544,6 +552,8 @@ class Subgraph(Scope):
         compacted = compact(batch) if self._progress_pushers else batch
         if not compacted:
             return
+        if self.observer is not None:
+            self.observer.local_pointstamps(self.address, compacted)
         for pusher in self._progress_pushers:
             pusher.push(None, compacted)
         self._final.extend(compacted)

@@ -176,8 +176,12 @@ def test_an_input_never_closed_is_explained_as_exactly_that() -> None:
         assert view.frontier(loc) == [0]
         blockers = explain(model, loc, 0, view)
         inputs = [b for b in blockers if b.kind == "input"]
-        assert len(inputs) == 1 and inputs[0].input_name == "sensor readings"
-        assert "input 'sensor readings' was never advanced past time 0 and never closed" in inputs[0].description
+        # each worker's handle holds the frontier back, whichever worker's frontier is explained
+        assert [b.worker for b in inputs] == [0, 1]
+        for found, holder in zip(inputs, (0, 1), strict=True):
+            assert found.input_name == "sensor readings" and found.count == 1
+            assert "input 'sensor readings' was never advanced past time 0 and never closed" in found.description
+            assert f"(worker {holder}, operator address" in found.description
         assert not [b for b in blockers if b.kind == "capability"]
     # after the run, nothing is stuck any more
     final = Model.from_events(events)
@@ -205,7 +209,8 @@ def test_a_capability_held_forever_is_named_with_its_operator() -> None:
     (watch,) = model.find("Watch")
     for worker in (0, 1, None):
         blockers = explain(model, model.input_loc(watch.address, 0), 0, model.view(worker))
-        assert [b.kind for b in blockers] == ["capability"]
-        assert "operator 'Forever'" in blockers[0].description
-        assert "holds 2 capability(ies) for time 0 at output 0" in blockers[0].description
-        assert blockers[0].path[0] == model.output_loc(model.find("Forever")[0].address, 0)
+        assert [(b.kind, b.worker) for b in blockers] == [("capability", 0), ("capability", 1)]
+        for found, holder in zip(blockers, (0, 1), strict=True):
+            assert "operator 'Forever'" in found.description
+            assert f"holds 1 capability(ies) for time 0 at output 0 on worker {holder}" in found.description
+            assert found.path[0] == model.output_loc(model.find("Forever")[0].address, 0)

@@ -5,10 +5,12 @@
   recorded, per worker or for all workers.
 * :func:`viz.explain.explain` says what holds a frontier back.
 * :func:`render` draws a diagram (:class:`viz.dot.Diagram`: DOT, SVG, PNG, and
-  SVG display in Jupyter).  ``python -m viz dot LOG -o out.svg`` does the same
-  from a recording.
-
-The terminal UI (``python -m viz tui``) is still to come.
+  SVG display in Jupyter) of a recording, or of the running program: give it
+  the worker inside ``main(worker)``, or one of ``worker.dataflows``
+  (:mod:`viz.live` reads their live state; no logging needed).  A dataflow
+  displays itself in Jupyter the same way (``Dataflow._repr_svg_``).
+  ``python -m viz dot LOG -o out.svg`` draws from a recording file.
+* ``python -m viz tui`` is the terminal UI on the same model.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from runtime.instrument import Event, Recorder
+from runtime.worker import Dataflow, Worker
+from scopes.subgraph import Subgraph
 from viz.dot import Diagram, to_graph
 from viz.errors import RenderError, SelectionError, VizError
 from viz.explain import Blocker, explain
+from viz.live import snapshot
 from viz.model import Loc, Model
 
 __all__ = [
@@ -31,25 +36,37 @@ __all__ = [
     "VizError",
     "explain",
     "render",
+    "snapshot",
 ]
 
 
 def render(
-    source: Model | Recorder | Iterable[Event],
+    source: Worker | Dataflow | Subgraph | Model | Recorder | Iterable[Event],
     *,
     worker: int | None = None,
     at: float | None = None,
     depth: int | None = None,
     stuck: tuple[Loc, Any] | None = None,
 ) -> Diagram:
-    """Draw the dataflows of ``source``: a model, a :class:`~runtime.instrument.Recorder`, or events.
+    """Draw the dataflows of ``source``, live or recorded.
 
-    ``worker`` picks one worker's view (default: all workers combined), ``at``
-    a moment (seconds from the first event; recordings only), ``depth``
-    collapses scopes nested deeper than that, and ``stuck=(location, time)``
-    marks a location and what holds it back.
+    Live: a :class:`~runtime.worker.Worker` (its running dataflows, from inside
+    ``main(worker)``), or a :class:`~runtime.worker.Dataflow` (one of
+    ``worker.dataflows``; it can be drawn after it completed), as this worker's
+    trackers see them now (see :mod:`viz.live` for what is shown).  Recorded:
+    a :class:`~viz.model.Model`, a :class:`~runtime.instrument.Recorder`, or events.
+
+    ``worker`` picks one worker's view of a recording (default: all workers
+    combined), ``at`` a moment (seconds from the first event; recordings
+    only), ``depth`` collapses scopes nested deeper than that, and
+    ``stuck=(location, time)`` marks a location and what holds it back.
+    The result displays itself in Jupyter as SVG.
     """
-    if isinstance(source, Model):
+    if isinstance(source, Worker | Dataflow | Subgraph):
+        if at is not None:
+            raise SelectionError("'at' picks a moment of a recording; a live dataflow is drawn as it is now")
+        model = snapshot(source)
+    elif isinstance(source, Model):
         if at is not None:
             raise SelectionError("'at' needs events or a Recorder, not a Model already built")
         model = source

@@ -4,8 +4,10 @@
   scope's inputs and outputs are drawn as boundary nodes inside its cluster.
 * Operators are boxes with a row of input ports above and output ports below;
   every port shows its current frontier (``{}``: nothing more can arrive).
-* Edges show their channel contract, the records that crossed them, and the
-  records in flight.
+* Edges show their channel contract, the records that crossed them (also the
+  edges into, out of and around nested scopes, see
+  :meth:`~viz.model.Model.edge_records`), and the records in flight (see
+  :meth:`~viz.model.Model.in_flight`).
 * Operators that hold capabilities are filled orange and list them; a stuck
   location is outlined red, with a note listing what holds it back, and the
   operators holding it back are filled red.
@@ -24,7 +26,7 @@ import graphviz  # type: ignore[import-untyped]
 
 from viz.errors import RenderError
 from viz.explain import Blocker, explain
-from viz.model import Address, Loc, Model, ScopeInfo, View
+from viz.model import Address, Edge, Loc, Model, ScopeInfo, View
 
 HOLD_COLOR = "#ffd59a"
 BLOCK_COLOR = "#f6a6a6"
@@ -121,7 +123,7 @@ class _Renderer:
                 else:
                     self.operator(cluster, child.address)
             for edge in scope.edges:
-                self.edge(cluster, scope, edge.source, edge.target, edge.contract)
+                self.edge(cluster, edge)
 
     def _stuck_attrs(self, loc: Loc) -> dict[str, str]:
         if self.stuck is not None and self.stuck[0] == loc:
@@ -187,18 +189,16 @@ class _Renderer:
             return _boundary(address, not is_source, port)
         return f"{_id(address)}:{'o' if is_source else 'i'}{port}"
 
-    def edge(
-        self, graph: graphviz.Digraph, scope: ScopeInfo, source: tuple[int, int], target: tuple[int, int], contract: str
-    ) -> None:
-        address = scope.address
+    def edge(self, graph: graphviz.Digraph, edge: Edge) -> None:
+        address, source, target, contract = edge.scope, edge.source, edge.target, edge.contract
         tail = self._end(address, source[0], source[1], True)
         head = self._end(address, target[0], target[1], False)
         parts = [] if contract == "Pipeline" else [contract]
+        records = self.model.edge_records(edge, self.view)
+        if records:
+            parts.append(f"{records} rec")
         if target[0] != 0:
-            received = self.view.received.get((address + (target[0],), target[1]))
-            if received:
-                parts.append(f"{received[1]} rec")
-            flight = sum(self.view.positive((address, target[0], target[1], False)).values())
+            flight = sum(self.model.in_flight(edge, self.view).values())
             if flight:
                 parts.append(f"{flight} in flight")
         attrs = {"label": " ".join(parts)} if parts else {}

@@ -11,6 +11,13 @@ a reason:
 * an input handle not advanced past the time, or never closed (``kind == "input"``).
 
 Each :class:`Blocker` carries the path from its location to the stuck one.
+
+When the recording has per-worker pointstamps (local mode, see
+:mod:`viz.model`), capabilities and inputs are looked up on every worker and
+each blocker names the worker that holds it (:attr:`Blocker.worker`), whatever
+worker's frontier is being explained: worker 0's frontier can be held back by
+a capability on worker 1.  Messages in flight are counted over all workers
+(``worker`` is ``None``).  Without local events, the view's own counts are used.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ class Blocker:
     description: str
     input_name: str | None = None
     closed: bool = False
+    worker: int | None = None
+    """The worker holding the capability or input (``None``: counted over all workers)."""
 
     def __str__(self) -> str:
         return self.description
@@ -70,6 +79,7 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
     """
     if view is None:
         view = model.view()
+    holders = _holders(model, view)
     origin_scope = loc[0]
     # each entry: (location, scope the bound is expressed in, bound)
     start = (loc, origin_scope, time)
@@ -82,11 +92,12 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
         scope = here[0]
         if not _reachable(model, view, here, bound_scope, bound):
             continue
-        for stamp, count in view.positive(here).items():
-            if count > 0 and less_equal(model.project(stamp, scope, bound_scope), bound):
-                blocker = _blocker(model, view, here, stamp, count, _path(parents, entry))
-                if blocker is not None:
-                    found.append(blocker)
+        for worker, counts in holders[here[3]]:
+            for stamp, count in counts.positive(here).items():
+                if count > 0 and less_equal(model.project(stamp, scope, bound_scope), bound):
+                    blocker = _blocker(model, counts, here, stamp, count, _path(parents, entry), worker)
+                    if blocker is not None:
+                        found.append(blocker)
         for prev in _predecessors(model, here):
             prev_scope = prev[0]
             if len(prev_scope) < len(bound_scope):  # leaving the scope the bound lives in
@@ -98,8 +109,17 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
             if key not in parents:
                 parents[key] = entry
                 work.append(key)
-    found.sort(key=lambda b: (b.kind != "input", len(b.path), repr(b.time)))
+    found.sort(key=lambda b: (b.kind != "input", len(b.path), repr(b.time), -1 if b.worker is None else b.worker))
     return found
+
+
+def _holders(model: Model, view: View) -> dict[bool, list[tuple[int | None, View]]]:
+    """Where to count pointstamps: for sources (capabilities) and targets (messages)."""
+    if not view.local_mode:
+        return {True: [(None, view)], False: [(None, view)]}
+    per_worker: list[tuple[int | None, View]] = [(w, v) for w, v in sorted(model.workers.items())]
+    everyone = model.view() if len(model.workers) > 1 else view
+    return {True: per_worker, False: [(None, everyone)]}
 
 
 def _reachable(model: Model, view: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
@@ -118,7 +138,9 @@ def _path(parents: dict[Any, Any], entry: Any) -> list[Loc]:
     return path
 
 
-def _blocker(model: Model, view: View, loc: Loc, stamp: Any, count: int, path: list[Loc]) -> Blocker | None:
+def _blocker(
+    model: Model, view: View, loc: Loc, stamp: Any, count: int, path: list[Loc], worker: int | None
+) -> Blocker | None:
     scope, node, port, is_source = loc
     if node == 0:
         return None  # reflections of the parent's frontier; the walk continues outside
@@ -130,6 +152,7 @@ def _blocker(model: Model, view: View, loc: Loc, stamp: Any, count: int, path: l
         if op is not None and op.is_scope:
             return None  # the scope's summary of inner pointstamps; the walk finds those
         state = view.inputs.get(address)
+        where = f"worker {worker}, " if worker is not None else ""
         if state is not None:
             if state.closed:
                 what = f"input '{state.name}' was closed, but its capability for time {stamp!r} is still counted"
@@ -141,12 +164,14 @@ def _blocker(model: Model, view: View, loc: Loc, stamp: Any, count: int, path: l
                 what = f"input '{state.name}' has not advanced past time {stamp!r} and was never closed"
             return Blocker(
                 "input", loc, stamp, count, path,
-                f"{what} (operator address {address}); path: {route}", state.name, state.closed,
+                f"{what} ({where}operator address {address}); path: {route}", state.name, state.closed, worker,
             )
+        holder = f" on worker {worker}" if worker is not None else ""
         return Blocker(
             "capability", loc, stamp, count, path,
             f"operator '{name}' (address {address}) holds {count} capability(ies) for time {stamp!r} "
-            f"at output {port}; path: {route}",
+            f"at output {port}{holder}; path: {route}",
+            worker=worker,
         )
     channels = [e for e in model.scopes[scope].edges if e.target == (node, port)] if scope in model.scopes else []
     via = ", ".join(f"{model.describe((scope, e.source[0], e.source[1], True))} [{e.contract}]" for e in channels)

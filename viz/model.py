@@ -11,6 +11,19 @@ moment).  It keeps
   each channel, records received and sent, scheduling time, input handles;
 * a combined view of all workers (:meth:`Model.view` with ``worker=None``).
 
+Pointstamps come in two kinds of events.  ``LocalPointstampsChanged`` carries
+the changes a worker *originated* (its own progress batches): once the model
+has seen one, it is in *local mode*, and each worker's :attr:`View.pointstamps`
+holds that worker's own counts: the capabilities its operators hold, and for
+messages, the records it sent minus those it received (so a worker's count at
+a target can be negative; only the sum over the workers, the combined view, is
+the number in flight).  Changes at a nested scope's boundary are moved to the
+parent, where the parent's tracker counts them.  ``PointstampsChanged`` carries
+what each worker's tracker counts (every worker's pointstamps, as far as that
+worker has heard): it is kept in :attr:`View.tracked`, and it is what
+:attr:`View.pointstamps` shows for recordings without local events (older
+recordings, and live snapshots, see :mod:`viz.live`).
+
 A location is a :data:`Loc`: ``(scope address, node, port, is_source)``, the
 tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
 """
@@ -28,6 +41,7 @@ from runtime.instrument import (
     EventsDropped,
     FrontiersChanged,
     InputChanged,
+    LocalPointstampsChanged,
     LocationsDefined,
     Messages,
     OperatorCreated,
@@ -72,6 +86,8 @@ class Edge:
     source: tuple[int, int]
     target: tuple[int, int]
     contract: str
+    copies: int = 1
+    """Records arriving (over all workers) per record sent: the number of workers for a broadcast."""
 
 
 @dataclass
@@ -113,7 +129,14 @@ class View:
 
     def __init__(self) -> None:
         """An empty state."""
-        self.pointstamps: dict[Loc, dict[Any, int]] = {}
+        self.tracked: dict[Loc, dict[Any, int]] = {}
+        """What this worker's tracker counts: every worker's pointstamps, as far as it has heard."""
+        self.own: dict[Loc, dict[Any, int]] = {}
+        """The pointstamp changes this worker originated, summed (local mode)."""
+        self.local_mode = False
+        """Whether :attr:`pointstamps` is :attr:`own` (the recording has local events) or :attr:`tracked`."""
+        self.combined = False
+        """Whether this view combines all workers (see :meth:`Model.view`)."""
         self.frontier_counts: dict[Loc, dict[Any, int]] = {}
         self.received: dict[tuple[Address, int], list[int]] = {}
         """``(operator, input) -> [messages, records]``."""
@@ -126,6 +149,11 @@ class View:
         self.shut_down = False
         self.events = 0
         self.last_t: float | None = None
+
+    @property
+    def pointstamps(self) -> dict[Loc, dict[Any, int]]:
+        """Pointstamp counts per location and time: :attr:`own` in local mode, else :attr:`tracked`."""
+        return self.own if self.local_mode else self.tracked
 
     def frontier(self, loc: Loc) -> list[Any]:
         """The frontier at ``loc``: the times that may still arrive there (sorted)."""
@@ -167,6 +195,8 @@ class Model:
         self.last_t: float | None = None
         self.dropped = 0
         self.events = 0
+        self.local_mode = False
+        """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
 
     # ------------------------------------------------------------------ building
@@ -196,6 +226,7 @@ class Model:
         view = self.workers.get(worker)
         if view is None:
             view = self.workers[worker] = View()
+            view.local_mode = self.local_mode
         return view
 
     def apply(self, event: Event) -> None:
@@ -213,8 +244,14 @@ class Model:
         view.last_t = event.t
         if isinstance(event, FrontiersChanged):
             self._changes(view.frontier_counts, event.scope, event.changes)
+        elif isinstance(event, LocalPointstampsChanged):
+            if not self.local_mode:
+                self.local_mode = True
+                for each in self.workers.values():
+                    each.local_mode = True
+            self._own_changes(view, event.scope, event.changes)
         elif isinstance(event, PointstampsChanged):
-            self._changes(view.pointstamps, event.scope, event.changes)
+            self._changes(view.tracked, event.scope, event.changes)
         elif isinstance(event, Messages):
             self._messages(view, event)
         elif isinstance(event, Scheduled):
@@ -236,7 +273,9 @@ class Model:
             key = (event.scope, event.source, event.target)
             if key not in self._edge_keys:
                 self._edge_keys.add(key)
-                self._scope(event.scope).edges.append(Edge(event.scope, event.source, event.target, event.contract))
+                self._scope(event.scope).edges.append(
+                    Edge(event.scope, event.source, event.target, event.contract, event.copies)
+                )
         elif isinstance(event, LocationsDefined):
             self._scope(event.scope).locations = event.table
         elif isinstance(event, DataflowCompleted):
@@ -271,6 +310,33 @@ class Model:
                 counts = table[key] = {}
             _add(counts, time, diff)
 
+    def _own_changes(self, view: View, scope: Address, changes: Iterable[tuple[int, Any, int]]) -> None:
+        locations = self._scope(scope).locations
+        for loc, time, diff in changes:
+            if loc < len(locations):
+                node, port, is_source = locations[loc]
+                self._own_change(view, scope, node, port, bool(is_source), time, diff, 0)
+            else:  # numbering not seen (a truncated recording): keep the raw index
+                _add(view.own.setdefault((scope, -1, loc, False), {}), time, diff)
+
+    def _own_change(
+        self, view: View, scope: Address, node: int, port: int, is_source: bool, time: Any, diff: int, hops: int
+    ) -> None:
+        """Count one originated change where the trackers count it: boundary changes move to the parent."""
+        if node != 0 or len(scope) <= 1 or hops > 64:
+            _add(view.own.setdefault((scope, node, port, is_source), {}), time, diff)
+            return
+        parent = scope[:-1]
+        outer = self.project(time, scope, parent)
+        if is_source:  # records this worker consumed at the scope's input
+            _add(view.own.setdefault((parent, scope[-1], port, False), {}), outer, diff)
+            return
+        # records this worker produced at the scope's output: they wait at its targets in the parent
+        for edge in self._scope(parent).edges:
+            if edge.source == (scope[-1], port):
+                node_t, port_t = edge.target
+                self._own_change(view, parent, node_t, port_t, False, outer, diff * edge.copies, hops + 1)
+
     @staticmethod
     def _messages(view: View, event: Messages) -> None:
         for port, entries in enumerate(event.consumed):
@@ -291,11 +357,13 @@ class Model:
     def view(self, worker: int | None = None) -> View:
         """The state seen by ``worker``, or by all workers combined (``None``).
 
-        Each worker's tracker counts every worker's pointstamps, so the combined
-        view keeps, per location and time, the largest count any worker still
-        holds, and the frontier is the meet of the workers' frontiers (the
-        earliest times any worker may still see).  Message and scheduling counts
-        add up; an input is closed once every worker closed its handle.
+        In local mode the combined pointstamps are the sum of what each worker
+        originated: the global counts.  Each worker's tracker counts every
+        worker's pointstamps, so for :attr:`View.tracked` the combined view
+        keeps, per location and time, the largest count any worker still holds.
+        The frontier is the meet of the workers' frontiers (the earliest times
+        any worker may still see).  Message and scheduling counts add up; an
+        input is closed once every worker closed its handle.
         """
         if worker is not None:
             view = self.workers.get(worker)
@@ -306,12 +374,18 @@ class Model:
         if len(views) == 1:
             return views[0]
         combined = View()
+        combined.local_mode = self.local_mode
+        combined.combined = True
         for view in views:
-            for loc, counts in view.pointstamps.items():
-                target = combined.pointstamps.setdefault(loc, {})
+            for loc, counts in view.tracked.items():
+                target = combined.tracked.setdefault(loc, {})
                 for time, count in counts.items():
                     if count > target.get(time, 0):
                         target[time] = count
+            for loc, counts in view.own.items():
+                target = combined.own.setdefault(loc, {})
+                for time, count in counts.items():
+                    _add(target, time, count)
             for loc, counts in view.frontier_counts.items():
                 target = combined.frontier_counts.setdefault(loc, {})
                 for time, count in counts.items():
@@ -376,9 +450,57 @@ class Model:
         return held
 
     def in_flight(self, edge: Edge, view: View) -> dict[Any, int]:
-        """Messages in flight towards the edge's target, per time (records)."""
+        """Messages in flight towards the edge's target, per time (records).
+
+        Records in flight belong to the channel, not to one worker: in local
+        mode, one worker's view of a multi-worker run has none to show (its
+        own counts are the records it sent there minus those it received); ask
+        the combined view (``view(None)``).
+        """
+        if view.local_mode and not view.combined and len(self.workers) > 1:
+            return {}
         node, port = edge.target
         return view.positive((edge.scope, node, port, False))
+
+    def edge_records(self, edge: Edge, view: View) -> int:
+        """Records that crossed ``edge`` (as ``view`` counts them), also for edges at scope boundaries.
+
+        An edge into a leaf operator counts the records its input received; an
+        edge from a leaf operator into a scope (its input, or the enclosing
+        scope's output) counts the records the leaf sent on that output, times
+        the edge's copies; an edge between two scope boundaries (from a scope's
+        input, or from a nested scope's output) counts what crossed the edges
+        feeding that boundary, on the other side of it.
+        """
+        return self._edge_records(edge, view, 0)
+
+    def _leaf(self, scope: Address, node: int) -> bool:
+        if node == 0:
+            return False
+        info = self.operators.get(scope + (node,))
+        return info is not None and not info.is_scope
+
+    def _edge_records(self, edge: Edge, view: View, hops: int) -> int:
+        scope = edge.scope
+        (s_node, s_port), (t_node, t_port) = edge.source, edge.target
+        if self._leaf(scope, t_node):
+            entry = view.received.get((scope + (t_node,), t_port))
+            return entry[1] if entry else 0
+        if self._leaf(scope, s_node):
+            entry = view.sent.get((scope + (s_node,), s_port))
+            return entry[1] * edge.copies if entry else 0
+        if hops > 64:
+            return 0
+        if s_node == 0:  # from this scope's input: what arrived at that input outside
+            if len(scope) <= 1 or scope[:-1] not in self.scopes:
+                return 0
+            feeding = [e for e in self.scopes[scope[:-1]].edges if e.target == (scope[-1], s_port)]
+        else:  # from a nested scope's output: what reached that output inside
+            inner = scope + (s_node,)
+            if inner not in self.scopes:
+                return 0
+            feeding = [e for e in self.scopes[inner].edges if e.target == (0, s_port)]
+        return sum(self._edge_records(e, view, hops + 1) for e in feeding) * edge.copies
 
     def find(self, name: str) -> list[OperatorInfo]:
         """Operators (and scopes) whose name is ``name``, by address."""

@@ -1,0 +1,118 @@
+"""``viz.render`` on a running program: a worker inside ``main``, or a dataflow handle, mid-run and at the end."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from test_viz_dot import cluster_tree
+from test_viz_recorded import countdown, scope_tree
+
+import viz
+from runtime import execute
+from scopes.builder import ScopeBuilder
+from scopes.timestamp import Product
+from viz.errors import SelectionError
+from viz.explain import explain
+from viz.live import snapshot
+
+
+def run_and_draw(workers: int) -> dict[int, dict[str, Any]]:
+    """Run countdown; each worker draws itself mid-run (frontiers not empty) and its dataflow at the end."""
+    drawn: dict[int, dict[str, Any]] = {}
+
+    def main(worker: Any) -> None:
+        probes: list[Any] = []
+
+        def build(scope: ScopeBuilder) -> Any:
+            handle, numbers = scope.new_input("numbers")
+            return handle, countdown(scope, numbers, probes).probe(name="TopProbe")
+
+        handle, top = worker.dataflow(build, name="countdown")
+        (dataflow,) = worker.dataflows
+        handle.send_batch(list(range(worker.index, 40, workers)))
+        handle.advance_to(1)
+        for _ in range(3):
+            worker.step()
+        mine = drawn.setdefault(worker.index, {})
+        mine["model"] = snapshot(worker)
+        mine["mid"] = viz.render(worker)
+        mine["mid_svg"] = mine["mid"].svg()
+        mine["top"] = sorted(top.frontier)
+        mine["inner"] = sorted(probes[0].frontier)
+        handle.close()
+        while worker.step():
+            pass
+        mine["end"] = viz.render(dataflow)
+        mine["end_model"] = snapshot(dataflow)
+        mine["end_svg"] = dataflow._repr_svg_()
+        mine["gone"] = viz.render(worker).source
+
+    execute(main, workers=workers, stall_timeout=5)
+    return drawn
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_render_draws_the_running_dataflow_with_its_live_frontiers(workers: int) -> None:
+    for index, mine in run_and_draw(workers).items():
+        model = mine["model"]
+        assert set(model.workers) == {index}
+        view = model.view()
+        (top,) = model.find("TopProbe")
+        (inner,) = model.find("InnerProbe")
+        # the frontiers in the diagram are what the probes saw at that moment, and not yet empty
+        assert view.frontier(model.input_loc(top.address, 0)) == mine["top"] == [0]
+        assert view.frontier(model.input_loc(inner.address, 0)) == mine["inner"]
+        assert mine["inner"] and isinstance(mine["inner"][0], Product)
+        source = mine["mid"].source
+        assert cluster_tree(source) == scope_tree(model)
+        assert "countdown : integer" in source and "(completed)" not in source
+        assert re.search(r"in 0 \{0\}", source)
+        assert mine["mid_svg"].lstrip().startswith(("<?xml", "<svg", "<!--"))
+        # what holds the top probe back: the input handle, advanced to 1 but still open, and records in the loops
+        blockers = explain(model, model.input_loc(top.address, 0), 0)
+        assert blockers and blockers[0].kind in ("input", "messages", "capability")
+        # at the end: the dataflow handle still draws, completed, with every frontier empty
+        end_model = mine["end_model"]
+        assert all(not end_model.view().frontier(loc) for loc in end_model.view().frontier_counts)
+        end = mine["end"].source
+        assert "countdown : integer  (completed)" in end
+        assert not re.search(r"(in|out) \d+ \{[^}]", end)
+        assert "in 0 {}" in end
+        assert "<svg" in mine["end_svg"]
+        # the worker has no running dataflow left: an empty diagram, not an error
+        assert "cluster" not in mine["gone"]
+
+
+def test_a_live_input_not_closed_is_named_by_the_explainer() -> None:
+    found: list[Any] = []
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, numbers = scope.new_input("sensor readings")
+            return handle, numbers.map(lambda n: n, name="Same").probe(name="Seen")
+
+        handle, probe = worker.dataflow(build, name="waiting")
+        handle.send(1)
+        for _ in range(5):
+            worker.step()
+        model = snapshot(worker)
+        (seen,) = model.find("Seen")
+        found.extend(explain(model, model.input_loc(seen.address, 0), 0))
+
+    execute(main, workers=1, stall_timeout=5)
+    assert [b.kind for b in found] == ["input"]
+    assert "input 'sensor readings' was never advanced past time 0 and never closed" in found[0].description
+
+
+def test_render_refuses_what_it_cannot_draw() -> None:
+    with pytest.raises(SelectionError, match="cannot draw int"):
+        snapshot(42)  # type: ignore[arg-type]
+
+    def main(worker: Any) -> None:
+        worker.dataflow(lambda scope: scope.new_input("x")[0], name="d")
+        with pytest.raises(SelectionError, match="'at' picks a moment of a recording"):
+            viz.render(worker, at=1.0)
+
+    execute(main, workers=1, stall_timeout=5)
