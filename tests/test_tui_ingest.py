@@ -15,7 +15,19 @@ import pytest
 from test_viz_recorded import record_countdown
 from tui_helpers import synthetic_events
 
-from runtime.instrument import K_DROPPED, Event, TcpSink, _ext_hook, _header, _pack
+from runtime.instrument import (
+    K_DROPPED,
+    K_FRONTIERS,
+    K_LOCAL_POINTSTAMPS,
+    K_MESSAGES,
+    K_POINTSTAMPS,
+    K_SCHEDULE,
+    Event,
+    TcpSink,
+    _ext_hook,
+    _header,
+    _pack,
+)
 from viz.tui.adapter import TuiState
 from viz.tui.ingest import apply_raw
 from viz.tui.sources import LiveListener
@@ -42,14 +54,15 @@ def snapshot(state: TuiState) -> dict[str, Any]:
 
     workers = {
         worker: (
-            nonzero(view.pointstamps), nonzero(view.frontier_counts), view.received, view.sent,
+            nonzero(view.tracked), nonzero(view.own), view.local_mode, nonzero(view.frontier_counts),
+            view.received, view.sent,
             {a: (s[0], round(s[1], 9)) for a, s in view.scheduled.items()},
             {a: vars(i) for a, i in view.inputs.items()}, view.completed, view.shut_down, view.events, view.last_t,
         )
         for worker, view in model.workers.items()
     }
     return {
-        "workers": workers, "events": model.events, "first": model.first_t, "last": model.last_t,
+        "workers": workers, "local_mode": model.local_mode, "events": model.events, "first": model.first_t, "last": model.last_t,
         "dropped": model.dropped, "operators": model.operators, "edges": {a: s.edges for a, s in model.scopes.items()},
         "rates": state.rates.counts, "frontier_changes": state.frontier_changes,
     }
@@ -66,6 +79,7 @@ def test_bulk_ingest_equals_one_by_one_on_a_real_recording(chunk: int) -> None:
     events, _ = record_countdown()
     raws = wire(events)
     assert len(raws) == len(events) > 500
+    assert {K_POINTSTAMPS, K_LOCAL_POINTSTAMPS, K_FRONTIERS, K_MESSAGES, K_SCHEDULE} <= {raw[0] for raw in raws}
     state = TuiState(0.001)
     for start in range(0, len(raws), chunk):
         apply_raw(state, raws[start : start + chunk])

@@ -222,7 +222,10 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
                 sender.wait()
             sent, elapsed = int(sent_text), float(elapsed_text)
             structure = 40  # the synthetic dataflow's construction events
-            await wait_until(pilot, lambda: app.state.model.events >= sent + structure, 2.0, "the last events")
+            await wait_until(
+                pilot, lambda: app.state.model.events >= sent + structure, 2.0,
+                f"the last events ({app.state.model.events} of {sent} + {structure}, {listener.queued} queued)",
+            )
             measured = (
                 f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
                 f"true max {max(true_lags, default=-1):.3f} s"

@@ -256,7 +256,8 @@ class ChannelRow:
     target: str
     contract: str
     records: int
-    in_flight: int
+    in_flight: int | None
+    """Records in flight; ``None`` where one worker's view cannot tell (they belong to the channel)."""
     spark: str
 
 
@@ -280,14 +281,16 @@ def channel_rows(state: TuiState, view: View, width: int = 20, end: float | None
     """A row per channel: records carried, records in flight, and a records-per-second sparkline."""
     model = state.model
     end = model.last_t if end is None else end
+    # per-worker counts of records in flight are not the channel's (see Model.in_flight)
+    per_worker_only = view.local_mode and not view.combined and len(model.workers) > 1
     rows = []
     for address, scope in sorted(model.scopes.items()):
         for edge in scope.edges:
             key = _rate_key(edge)
-            address_, port, is_output = key
-            table = view.sent if is_output else view.received
-            records = table.get((address_, port), [0, 0])[1]
-            flight = sum(model.in_flight(edge, view).values())
+            records = model.edge_records(edge, view)
+            flight: int | None = sum(model.in_flight(edge, view).values())
+            if not flight and per_worker_only:
+                flight = None
             series = state.rates.series(key, end, width) if end is not None else [0.0] * width
             rows.append(
                 ChannelRow(

@@ -758,6 +758,8 @@ class TimelyApp(App[int]):
                 table.move_cursor(row=table.get_row_index(keep))
         arrow = "↓" if self.sort_reverse else "↑"
         caption = f"{len(rows)} of {total} operators · sorted by {self.sort_column} {arrow} (s, r, click a header)"
+        if self.worker is not None and self.worker in self.state.model.workers:
+            caption = f"worker {self.worker} (its own capabilities, records and runs; w: next) · {caption}"
         if self.filter_text:
             caption = f"filter '{self.filter_text}' · {caption}"
         self.query_one("#op-caption", Static).update(caption)
@@ -772,12 +774,14 @@ class TimelyApp(App[int]):
         for row in rows:
             table.add_row(
                 row.source, row.target, row.contract, f"{row.records:,}",
-                f"{row.in_flight:,}" if row.in_flight else "", Text(row.spark, style="cyan"), row.scope, key=row.key
+                "n/a" if row.in_flight is None else f"{row.in_flight:,}" if row.in_flight else "",
+                Text(row.spark, style="cyan"), row.scope, key=row.key,
             )
         bucket = self.state.rates.bucket
+        note = " · in flight n/a: records in flight belong to the channel, see all workers (w)"
         self.query_one("#channel-caption", Static).update(
             f"{len(rows)} channels · records/s over the last {20 * bucket:.3g} s of program time "
-            f"({bucket:.3g} s per bar)"
+            f"({bucket:.3g} s per bar){note if any(row.in_flight is None for row in rows) else ''}"
         )
 
     def _refresh_graph(self, view: View) -> None:

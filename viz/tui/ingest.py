@@ -6,8 +6,8 @@ dataclass and applying it alone costs about 5 µs, half of a core at that rate.
 (``(kind, worker, seq, t, *fields)``) and coalesces the frequent kinds within
 a batch before touching the model:
 
-* pointstamp and frontier changes of one worker and scope are summed into one
-  change set (counts only add up, so the order inside a batch does not matter,
+* pointstamp changes (tracked and originated) and frontier changes of one
+  worker and scope are summed into one change set (counts only add up, so the order inside a batch does not matter,
   and changes that cancel out disappear);
 * the records an operator consumed and produced are concatenated per port into
   one ``Messages`` event per worker and operator;
@@ -30,10 +30,12 @@ from typing import Any
 
 from runtime.instrument import (
     K_FRONTIERS,
+    K_LOCAL_POINTSTAMPS,
     K_MESSAGES,
     K_POINTSTAMPS,
     K_SCHEDULE,
     FrontiersChanged,
+    LocalPointstampsChanged,
     Messages,
     PointstampsChanged,
     decode,
@@ -63,8 +65,16 @@ def apply_raw(state: TuiState, raws: Sequence[Raw]) -> None:
         _apply_run(state, raws[start:] if start else raws)
 
 
-HOT = frozenset((K_SCHEDULE, K_MESSAGES, K_POINTSTAMPS, K_FRONTIERS))
+HOT = frozenset((K_SCHEDULE, K_MESSAGES, K_POINTSTAMPS, K_LOCAL_POINTSTAMPS, K_FRONTIERS))
 """The kinds a running program sends all the time, which :func:`apply_raw` coalesces."""
+
+
+MERGED: dict[int, type[PointstampsChanged | LocalPointstampsChanged | FrontiersChanged]] = {
+    K_POINTSTAMPS: PointstampsChanged,
+    K_LOCAL_POINTSTAMPS: LocalPointstampsChanged,
+    K_FRONTIERS: FrontiersChanged,
+}
+"""The kinds whose changes are summed per worker and scope, and the event that carries the sum."""
 
 
 def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
@@ -86,8 +96,9 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
             else:
                 entry[0] += 1
                 entry[1] += duration
-    pointstamps: dict[tuple[int, Address], dict[tuple[int, Any], int]] = {}
-    frontiers: dict[tuple[int, Address], dict[tuple[int, Any], int]] = {}
+    changes_of: dict[int, dict[tuple[int, Address], dict[tuple[int, Any], int]]] = {
+        K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}
+    }
     messages: dict[tuple[int, Address], tuple[list[list[Any]], list[list[Any]]]] = {}
     rates = state.rates.counts
     frontier_events = 0
@@ -110,7 +121,7 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
                         buckets[slot] = buckets.get(slot, 0) + times * sum(count for _, count in entries)
         else:
             scope, changes = key[2]
-            tables = pointstamps if kind == K_POINTSTAMPS else frontiers
+            tables = changes_of[kind]
             table = tables.get((worker, scope))
             if table is None:
                 table = tables[(worker, scope)] = {}
@@ -133,14 +144,11 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
     events_before, first_before, last_before = model.events, model.first_t, model.last_t
     view_events = {worker: model.workers[worker].events for worker in per_worker}
 
-    for (worker, scope), table in pointstamps.items():
-        changes = tuple((loc, time, diff) for (loc, time), diff in table.items() if diff)
-        if changes:
-            model.apply(PointstampsChanged(worker, 0, 0.0, scope, changes))
-    for (worker, scope), table in frontiers.items():
-        changes = tuple((loc, time, diff) for (loc, time), diff in table.items() if diff)
-        if changes:
-            model.apply(FrontiersChanged(worker, 0, 0.0, scope, changes))
+    for kind, cls in MERGED.items():
+        for (worker, scope), table in changes_of[kind].items():
+            changes = tuple((loc, time, diff) for (loc, time), diff in table.items() if diff)
+            if changes:
+                model.apply(cls(worker, 0, 0.0, scope, changes))
     for (worker, address), (consumed, produced) in messages.items():
         model.apply(Messages(worker, 0, 0.0, address, tuple(map(tuple, consumed)), tuple(map(tuple, produced))))
     for (worker, address), (count, seconds) in scheduled.items():
