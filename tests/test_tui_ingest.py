@@ -62,7 +62,8 @@ def snapshot(state: TuiState) -> dict[str, Any]:
         for worker, view in model.workers.items()
     }
     return {
-        "workers": workers, "local_mode": model.local_mode, "events": model.events, "first": model.first_t, "last": model.last_t,
+        "workers": workers, "local_mode": model.local_mode, "events": model.events,
+        "first": model.first_t, "last": model.last_t,
         "dropped": model.dropped, "operators": model.operators, "edges": {a: s.edges for a, s in model.scopes.items()},
         "rates": state.rates.counts, "frontier_changes": state.frontier_changes,
     }

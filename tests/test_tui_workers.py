@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.widgets import DataTable, Static
 from test_viz_workers import before_marks, record_held_on_worker_one
+from textual.widgets import DataTable, Static
 
 from viz.tui.app import TimelyApp
 from viz.tui.sources import Replay
