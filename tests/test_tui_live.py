@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import msgpack  # type: ignore[import-untyped]
 from textual.widgets import Static
 from tui_helpers import ROOT, wait_until, write_recording
 
@@ -235,6 +236,48 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
             assert len(true_lags) >= 10, measured
             assert max(reported) < 1.0 and max(true_lags) < 1.0, measured
             assert app.state.model.events == sent + structure and app.state.model.dropped == 0
+            assert app.errors == []
+
+    asyncio.run(run())
+
+
+def test_header_shows_dropped_events_and_lag_and_a_bad_stream_is_shown_not_fatal() -> None:
+    """A sink's drop report reaches the header; a newer format or garbage on a connection is shown, not fatal."""
+    from viz_synthetic import running
+
+    from runtime.instrument import K_DROPPED, _header, _pack
+
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener, refresh_interval=0.05)
+        async with app.run_test(size=(80, 24)) as pilot:
+            script = running(workers=2)
+            good = socket.create_connection(("127.0.0.1", listener.port))
+            good.sendall(_header(0) + b"".join(_pack(raw) for raw in script.raw))
+            good.sendall(_pack((K_DROPPED, -1, 0, time.monotonic(), 7)))
+            await wait_until(pilot, lambda: app.state.model.dropped == 7, 10, "the drop report")
+            await pilot.pause(0.2)
+            header = str(app.query_one("#status", Static).render())
+            assert header.startswith("LIVE 127.0.0.1:") and "2 workers" in header
+            assert "events/s" in header and "behind 0.0 s" in header and "dropped 7" in header
+            assert len(header) <= 80, header  # it all fits at 80 columns
+
+            newer = socket.create_connection(("127.0.0.1", listener.port))
+            newer.sendall(msgpack.packb({"format": "pytimely-events", "version": 99, "process": 1}))
+            garbage = socket.create_connection(("127.0.0.1", listener.port))
+            garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            await wait_until(
+                pilot, lambda: sum(1 for c in listener.connections if c.dropped_early) == 2, 10, "the bad streams"
+            )
+            await pilot.pause(0.2)
+            status = str(app.query_one("#status2", Static).render())
+            assert "1 connection(s) open" in status and "2 dropped" in status, status
+            reasons = sorted(c.error or "" for c in listener.connections if c.error)
+            assert any("version 99 is newer" in r for r in reasons), reasons
+            assert any("no header" in r or "not a pytimely" in r for r in reasons), reasons
+            assert app.state.model.dropped == 7 and len(app.state.model.workers) == 2  # the good one goes on
+            for sock in (good, newer, garbage):
+                sock.close()
             assert app.errors == []
 
     asyncio.run(run())

@@ -219,6 +219,22 @@ class OperatorRow:
         return value.lower() if isinstance(value, str) else value
 
 
+def records_through(model: Model, view: View, info: OperatorInfo) -> tuple[int, int]:
+    """Records in and out of an operator; for a scope, what crossed the edges at its boundary.
+
+    A nested scope's own message reports count the records of every worker on
+    each worker, so a scope's counts come from :meth:`Model.edge_records`
+    instead: the edges into it in its parent, and the edges to its outputs inside.
+    """
+    if not info.is_scope or len(info.address) < 2:
+        return view.records_in(info.address), view.records_out(info.address)
+    parent, inner = model.scopes.get(info.address[:-1]), model.scopes.get(info.address)
+    index = info.address[-1]
+    records_in = sum(model.edge_records(e, view) for e in parent.edges if e.target[0] == index) if parent else 0
+    records_out = sum(model.edge_records(e, view) for e in inner.edges if e.target[0] == 0) if inner else 0
+    return records_in, records_out
+
+
 def operator_rows(model: Model, view: View) -> list[OperatorRow]:
     """A row for every operator and scope (not the dataflows themselves)."""
     rows = []
@@ -226,6 +242,7 @@ def operator_rows(model: Model, view: View) -> list[OperatorRow]:
         if len(info.address) < 2:
             continue
         sched = view.scheduled.get(info.address, [0, 0.0])
+        records_in, records_out = records_through(model, view, info)
         rows.append(
             OperatorRow(
                 info.address,
@@ -233,8 +250,8 @@ def operator_rows(model: Model, view: View) -> list[OperatorRow]:
                 scope_path(model, info.address),
                 frontier_summary(port_frontiers(model, view, info, True)),
                 capabilities_text(model, view, info.address),
-                view.records_in(info.address),
-                view.records_out(info.address),
+                records_in,
+                records_out,
                 int(sched[0]),
                 float(sched[1]),
                 unfinished(model, view, info),

@@ -247,6 +247,7 @@ class TimelyApp(App[int]):
         self._auto_opened = False
         self.lag = 0.0
         self.ingested = 0
+        self._reported_drops: set[int] = set()
         self.errors: list[str] = []
         self.last_diagram: str | None = None
         self._diagrams = 0
@@ -357,6 +358,14 @@ class TimelyApp(App[int]):
             self._auto_opened = False
             self._dirty = True
         self.ingested += took
+        for connection in listener.connections:
+            if connection.dropped_early and id(connection) not in self._reported_drops:
+                self._reported_drops.add(id(connection))
+                self.notify(
+                    f"the connection from {connection.peer} dropped before its workers shut down"
+                    f" ({connection.error or 'closed'}); the last state it sent stays on screen",
+                    title="connection dropped", severity="warning", timeout=10,
+                )
         self._rate_samples.append((now, listener.received))
         self._check_idle(now)
 
@@ -653,7 +662,7 @@ class TimelyApp(App[int]):
             replay = self.replay
             mode = "playing" if self.playing else "paused"
             first = (
-                f"REPLAY · {workers} worker(s) · event {replay.position:,}/{len(replay):,} · "
+                f"REPLAY · {workers} worker{'s' if workers != 1 else ''} · event {replay.position:,}/{len(replay):,} · "
                 f"t = {replay.now:.3f} / {replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
             )
             slider = self.query("#slider")
@@ -665,15 +674,18 @@ class TimelyApp(App[int]):
             listener = self.listener
             assert listener is not None
             first = (
-                f"LIVE {listener.address} · {workers} worker(s) · {self.events_per_second():,.0f} events/s · "
-                f"behind {self.lag:.1f} s"
+                f"LIVE {listener.address} · {workers} worker{'s' if workers != 1 else ''} · "
+                f"{self.events_per_second():,.0f} events/s · behind {self.lag:.1f} s"
             )
-        second = [f"showing {shown}", f"dropped {model.dropped:,}", f"{model.events:,} events"]
+        # the header's first line carries what the issue asks for at 80 columns; details follow on the second
+        first += f" · dropped {model.dropped:,}"
+        second = [f"showing {shown}"]
+        if self.listener is not None:
+            second.append(self._connection_text())
         pending = unfinished_dataflows(model)
         if model.scopes:
             second.append(f"unfinished: {', '.join(pending)}" if pending else "all dataflows done")
-        if self.listener is not None:
-            second.append(self._connection_text())
+        second.append(f"{model.events:,} events")
         if self.program is not None:
             second.append(self.program.describe())
         if self.last_diagram:
@@ -682,7 +694,7 @@ class TimelyApp(App[int]):
             status, status2 = self.query_one("#status", Static), self.query_one("#status2", Static)
         except NoMatches:  # a timer or a listener thread fired while the screen is not mounted (start, exit)
             return
-        status.update(first)
+        status.update(Text(first, style="bold" if model.dropped else ""))
         status2.update(" · ".join(second))
 
     def _connection_text(self) -> str:
