@@ -663,7 +663,7 @@ class TimelyApp(App[int]):
             mode = "playing" if self.playing else "paused"
             first = (
                 f"REPLAY · {workers} worker{'s' if workers != 1 else ''} · event {replay.position:,}/{len(replay):,} · "
-                f"t = {replay.now:.3f} / {replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
+                f"{replay.now:.3f}/{replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
             )
             slider = self.query("#slider")
             if slider:

@@ -107,17 +107,24 @@ def _nodes_and_clusters(model: Model, box_width: int) -> tuple[dict[str, Node], 
         label = f"{info.name} · {info.scope_timestamp}" if len(address) > 1 else f"dataflow {info.name}"
         cluster = Cluster(address, label)
         if len(address) > 1:
+            # a boundary port shows the frontier its parent tracks there: room for one time of the parent's type
+            parent = model.scopes.get(address[:-1])
+            nesting = (parent.info.scope_timestamp or "").count("Product") if parent else 0
+            width = max(box_width // 2 + 1, 9 + 5 * nesting)
             for kind, count in (("in", info.inputs), ("out", info.outputs)):
                 for port in range(count):
                     name = f"{_id(address)}_{kind}{port}"
-                    nodes[name] = Node(name, address, kind, port, box_width // 2 + 1, 1)
+                    nodes[name] = Node(name, address, kind, port, width, 1)
                     cluster.nodes.append(name)
         for _, child in sorted(scope.children.items()):
             if child.is_scope and child.address in model.scopes:
                 cluster.children.append(scope_cluster(child.address))
             else:
                 name = _id(child.address)
-                nodes[name] = Node(name, child.address, "operator", 0, box_width, 2 + child.inputs + child.outputs)
+                # room for one time of the scope's type: "(0, 0)" per Product level, plus "│i0 {" and "}│"
+                nesting = (info.scope_timestamp or "").count("Product")
+                width = max(box_width, 10 + 5 * nesting)
+                nodes[name] = Node(name, child.address, "operator", 0, width, 2 + child.inputs + child.outputs)
                 cluster.nodes.append(name)
         return cluster
 
