@@ -79,9 +79,13 @@ def test_graph_pane_draws_boxes_edges_clusters_and_frontiers(size: tuple[int, in
             assert re.search("─+▶", drawing)  # edges with arrowheads
             # dot's left-to-right order survives the scaling
             assert column_of(lines, "numbers")[1] < column_of(lines, "Step")[1] < column_of(lines, "Probe")[1]
-            # the drawing fills the pane it was laid out for, or the pane scrolls
+            # the drawing fills the pane it was laid out for, or the pane scrolls (keys or the mouse)
             scroll = app.query_one("#graph-scroll")
             assert len(lines) >= scroll.size.height - 1
+            if max(map(len, lines)) > scroll.size.width:
+                assert scroll.has_focus
+                await pilot.press("right", "right", "right")
+                assert scroll.scroll_x > 0
             assert app.errors == []
 
     asyncio.run(run())

@@ -284,3 +284,58 @@ def test_header_shows_dropped_events_and_lag_and_a_bad_stream_is_shown_not_fatal
             assert app.errors == []
 
     asyncio.run(run())
+
+
+FINISHING_PROGRAM = textwrap.dedent(
+    """
+    from runtime import execute
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input("numbers")
+            return handle, stream.map(lambda n: n * 2, name="Double").probe(name="Seen")
+        handle, probe = worker.dataflow(build, name="small")
+        handle.send_batch([1, 2, 3])
+        handle.close()
+        while worker.step():
+            pass
+
+    execute(main, workers=2)
+    """
+)
+
+
+def test_the_viewer_starts_the_program_after_double_dash_and_keeps_its_final_state(tmp_path: Path) -> None:
+    """``python -m viz tui -- python prog.py``: the program logs to the viewer, ends, and its final state stays."""
+    import argparse
+
+    from viz.tui.cli import _build
+
+    script = tmp_path / "small_program.py"
+    script.write_text(FINISHING_PROGRAM)
+    args = argparse.Namespace(
+        replay=None, listen=None, idle=3.0, diagram_dir=str(tmp_path), program=[sys.executable, str(script)]
+    )
+    app, program = _build(args)
+    assert program is not None
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            try:
+                await wait_until(pilot, lambda: program.process.poll() is not None, 60, "the program to end")
+                assert program.process.returncode == 0, Path(program.output).read_text()
+                await wait_until(
+                    pilot, lambda: "all dataflows done" in str(app.query_one("#status2", Static).render()), 10,
+                    "the final state",
+                )
+                await pilot.pause(0.3)
+                status = str(app.query_one("#status2", Static).render())
+                assert "program ended" in status and "program exited with status 0" in status, status
+                names = {info.name for info in walk(app.state.model)}
+                assert {"small", "numbers", "Double", "Seen"} <= names
+                assert app.state.model.dropped == 0
+                assert app.errors == []
+            finally:
+                program.stop()
+
+    asyncio.run(run())
