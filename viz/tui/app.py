@@ -837,9 +837,14 @@ class TimelyApp(App[int]):
 
     def _graph_resized(self) -> bool:
         """Whether the graph pane shows a drawing made for another size than it has now."""
-        if self.query_one(TabbedContent).active != "graph" or self._graph_key is None:
+        if self._graph_key is None:
             return False
-        return tuple(self.query_one("#graph-scroll", ScrollableContainer).size) != self._graph_key[1:]
+        try:
+            if self.query_one(TabbedContent).active != "graph":
+                return False
+            return tuple(self.query_one("#graph-scroll", ScrollableContainer).size) != self._graph_key[1:]
+        except NoMatches:  # a timer fired while the screen is not mounted (start, exit)
+            return False
 
     def _current_place(self) -> StuckPlace | None:
         for place in self._places:
