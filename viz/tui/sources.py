@@ -203,8 +203,6 @@ class LiveListener:
         self._queue: deque[tuple[float, Connection, list[Raw]]] = deque()
         self._queued = 0
         self.capacity = capacity
-        self.last_taken: float | None = None
-        """When the newest batch taken so far arrived."""
         self.connections: list[Connection] = []
         self.received = 0
         self._stop = threading.Event()
@@ -315,10 +313,9 @@ class LiveListener:
         queue = self._queue
         with self._lock:
             while queue and count < limit:
-                arrived, connection, batch = queue.popleft()
+                _, connection, batch = queue.popleft()
                 taken.append((connection, batch))
                 count += len(batch)
-                self.last_taken = arrived
             self._queued -= count
         return taken
 
