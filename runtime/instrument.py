@@ -50,7 +50,9 @@ named after it, with the fields that follow ``t`` in the order listed:
     nested scope's boundary locations (``node == 0``) stand for messages the
     worker consumed at the scope's input (``Source(0, i)``, diff < 0) or
     produced at its output (``Target(0, o)``); the parent counts them at the
-    scope's input and at the targets of the scope's output.
+    scope's input and at the targets of the scope's output.  Only logged
+    when there are several workers: alone, a worker's tracker counts exactly
+    the changes it originated, and ``K_POINTSTAMPS`` says it all.
 ``K_FRONTIERS`` :class:`FrontiersChanged`
     ``scope``, ``changes``: ``(location, time, diff)`` changes to the frontier
     the tracker implies at each location (+1: the time joined the frontier).

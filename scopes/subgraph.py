@@ -299,6 +299,7 @@ class Subgraph(Scope):
         self._index_locations(tracker)
         if self.observer is not None:
             self._log_structure(tracker)
+        if self.observer is not None and self._peers > 1:
             # each worker's own share of the leaf children's initial capabilities
             self.observer.local_pointstamps(self.address, [
                 (tracker.index_of(source), time, diff // self._peers)
@@ -552,7 +553,7 @@ class Subgraph(Scope):
         compacted = compact(batch) if self._progress_pushers else batch
         if not compacted:
             return
-        if self.observer is not None:
+        if self.observer is not None and self._progress_pushers:
             self.observer.local_pointstamps(self.address, compacted)
         for pusher in self._progress_pushers:
             pusher.push(None, compacted)

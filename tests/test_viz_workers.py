@@ -153,3 +153,28 @@ def test_own_changes_of_a_run_with_data_in_nested_loops_cancel_out_at_the_end() 
             for time, count in view.own.get((edge.scope, node, port, False), {}).items():
                 total[time] = total.get(time, 0) + count
         assert half.in_flight(edge, combined_half) == {t: c for t, c in total.items() if c > 0}
+
+
+def test_a_single_worker_logs_no_local_events_its_tracker_counts_are_its_own() -> None:
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, numbers = scope.new_input("numbers")
+            return handle, countdown(scope, numbers, []).probe(name="Watch")
+
+        handle, probe = worker.dataflow(build, name="alone")
+        handle.send_batch([3, 6, 9])
+        for _ in range(3):
+            worker.step()
+        worker.logger.mark("mid")
+
+    with Recorder() as recording:
+        execute(main, workers=1, stall_timeout=5)
+    events = recording.events
+    assert not any(isinstance(e, LocalPointstampsChanged) for e in events)
+    model = Model.from_events(before_marks(events))
+    assert not model.local_mode
+    (numbers,) = model.find("numbers")
+    assert model.capabilities(numbers.address, model.view(0)) == {0: {0: 1}}
+    (watch,) = model.find("Watch")
+    blockers = explain(model, model.input_loc(watch.address, 0), 0)
+    assert [b.kind for b in blockers if b.kind == "input"] == ["input"]

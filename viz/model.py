@@ -21,8 +21,9 @@ the number in flight).  Changes at a nested scope's boundary are moved to the
 parent, where the parent's tracker counts them.  ``PointstampsChanged`` carries
 what each worker's tracker counts (every worker's pointstamps, as far as that
 worker has heard): it is kept in :attr:`View.tracked`, and it is what
-:attr:`View.pointstamps` shows for recordings without local events (older
-recordings, and live snapshots, see :mod:`viz.live`).
+:attr:`View.pointstamps` shows for recordings without local events (runs of a
+single worker, whose tracker counts only its own changes; older recordings;
+and live snapshots, see :mod:`viz.live`).
 
 A location is a :data:`Loc`: ``(scope address, node, port, is_source)``, the
 tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
@@ -244,14 +245,14 @@ class Model:
         view.last_t = event.t
         if isinstance(event, FrontiersChanged):
             self._changes(view.frontier_counts, event.scope, event.changes)
+        elif isinstance(event, PointstampsChanged):
+            self._changes(view.tracked, event.scope, event.changes)
         elif isinstance(event, LocalPointstampsChanged):
             if not self.local_mode:
                 self.local_mode = True
                 for each in self.workers.values():
                     each.local_mode = True
             self._own_changes(view, event.scope, event.changes)
-        elif isinstance(event, PointstampsChanged):
-            self._changes(view.tracked, event.scope, event.changes)
         elif isinstance(event, Messages):
             self._messages(view, event)
         elif isinstance(event, Scheduled):
