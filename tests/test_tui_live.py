@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -186,84 +187,51 @@ RATE = 100_000
 SECONDS = 3.0
 
 
-def cpu_share(seconds: float = 0.3) -> float:
-    """The share of one core this process gets right now: CPU time of a busy loop over its wall time."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    while time.perf_counter() - wall < seconds:
-        sum(range(1000))
-    return (time.process_time() - cpu) / (time.perf_counter() - wall)
-
-
 def test_live_keeps_up_with_100000_events_per_second() -> None:
     """The issue asks for at most 1 s behind at 100,000 events/s; the lag is measured two ways.
 
-    * ``app.lag``: how far behind the viewer says it is (the header shows it);
-    * the true lag: now minus the newest event time on screen (the flood stamps
+    ``tests/tui_load.py`` runs the viewer in a process of its own (as a real
+    viewer runs) against ``tests/tui_flood.py`` and reports:
+
+    * ``reported``: how far behind the viewer says it is (the header shows it);
+    * ``true_lags``: now minus the newest event time on screen (the flood stamps
       each chunk with ``time.monotonic()`` as it leaves, the viewer's clock too),
       which also counts what waits in the kernel's socket buffers.
 
     The flood's achieved rate is checked as well: a viewer that does not read
     fast enough would make the sender wait and hide its lag.  On a 2-core
-    machine shared with other jobs both lags stay under 0.3 s, and the viewer
-    spends about 1 s of CPU on the 300,000 events.
+    machine shared with other jobs both lags stay under 0.4 s, and the viewer
+    spends about 1.3 s of CPU on the 300,000 events.
 
-    The bound is the issue's 1 s when this process gets most of a core.  A
-    machine so overloaded that it does not (seven test suites on two cores)
-    cannot give any viewer the CPU it needs, so there the bound grows with the
-    shortfall, measured by a busy loop before and after the flood; the CPU the
-    viewer spends is bounded whatever the load (at most 2 s for the 3 s flood:
-    100,000 events/s on two thirds of a core).
+    The bound is the issue's 1 s when the viewer gets most of a core.  A machine
+    so overloaded that it does not (seven test suites on two cores) cannot give
+    any viewer the CPU it needs, so there the bound grows with the shortfall,
+    measured by a busy loop before and after the flood; the CPU the viewer
+    spends is bounded whatever the load (at most 2.2 s for the 3 s flood:
+    100,000 events/s on three quarters of a core).
     """
-
-    async def run() -> None:
-        listener = LiveListener("127.0.0.1", 0)
-        app = TimelyApp(listener=listener)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("2")  # the operator table redraws too while the events pour in
-            share_before = cpu_share()
-            cpu_started = time.process_time()
-            sender = subprocess.Popen(
-                [sys.executable, str(ROOT / "tests" / "tui_flood.py"), str(listener.port), str(RATE), str(SECONDS)],
-                stdout=subprocess.PIPE, text=True,
-            )
-            reported: list[float] = []
-            true_lags: list[float] = []
-            flood_started = time.monotonic()
-            try:
-                while sender.poll() is None:
-                    await pilot.pause(0.1)
-                    reported.append(app.lag)
-                    newest = app.state.model.last_t
-                    if newest is not None and newest >= flood_started:
-                        true_lags.append(time.monotonic() - newest)
-                assert sender.returncode == 0
-                sent_text, elapsed_text = (sender.stdout.read() if sender.stdout else "0 1").split()
-            finally:
-                sender.kill()
-                sender.wait()
-            sent, elapsed = int(sent_text), float(elapsed_text)
-            structure = 40  # the synthetic dataflow's construction events
-            await wait_until(
-                pilot, lambda: app.state.model.events >= sent + structure, 10.0,
-                f"the last events ({app.state.model.events} of {sent} + {structure}, {listener.queued} queued)",
-            )
-            viewer_cpu = time.process_time() - cpu_started
-            share = (share_before + cpu_share()) / 2
-            bound = 1.0 if share >= 0.7 else 0.7 / max(share, 0.1)
-            measured = (
-                f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
-                f"true max {max(true_lags, default=-1):.3f} s ({len(true_lags)} samples); viewer CPU "
-                f"{viewer_cpu:.2f} s; share of a core available {share:.2f}, so the bound is {bound:.2f} s"
-            )
-            print(measured)
-            assert sent / elapsed >= 0.95 * RATE and elapsed < SECONDS + 0.5, measured
-            assert len(true_lags) >= 5, measured
-            assert max(reported) < bound and max(true_lags) < bound, measured
-            assert viewer_cpu < 2.0, measured
-            assert app.state.model.events == sent + structure and app.state.model.dropped == 0
-            assert app.errors == []
-
-    asyncio.run(run())
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "tui_load.py"), str(RATE), str(SECONDS)],
+        capture_output=True, text=True, timeout=90, cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    sent, elapsed, share = result["sent"], result["elapsed"], result["share"]
+    reported, true_lags, viewer_cpu = result["reported"], result["true_lags"], result["viewer_cpu"]
+    bound = 1.0 if share >= 0.7 else 0.7 / max(share, 0.1)
+    measured = (
+        f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
+        f"true max {max(true_lags, default=-1):.3f} s ({len(true_lags)} samples); viewer CPU "
+        f"{viewer_cpu:.2f} s; share of a core available {share:.2f}, so the bound is {bound:.2f} s"
+    )
+    print(measured)
+    assert result["sender_status"] == 0, measured
+    assert sent / elapsed >= 0.95 * RATE and elapsed < SECONDS + 0.5, measured
+    assert len(true_lags) >= 5, measured
+    assert max(reported) < bound and max(true_lags) < bound, measured
+    assert viewer_cpu < 2.2, measured
+    assert result["applied"] == sent and result["dropped"] == 0, measured
+    assert result["errors"] == []
 
 
 def test_header_shows_dropped_events_and_lag_and_a_bad_stream_is_shown_not_fatal() -> None:
