@@ -1,6 +1,6 @@
 """Draw ``docs/tui.png``: the viewer replaying the scc example on 2 workers, mid-run.
 
-``python docs/tui_screenshot.py [--pane tree|operators|channels|stuck]`` records
+``python docs/tui_screenshot.py [--pane tree|operators|channels|stuck|graph]`` records
 the scc example (3,000 Debian dependency edges, 2 workers), opens the viewer on
 the recording at its 40th frontier change, exports the screen as SVG with
 Textual, and converts it to PNG with ``rsvg-convert`` (Debian's ``librsvg2-bin``).
@@ -26,7 +26,7 @@ from viz.tui.app import TimelyApp  # noqa: E402
 from viz.tui.sources import Replay  # noqa: E402
 
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
-KEYS = {"tree": "1", "operators": "2", "channels": "3", "stuck": "4"}
+KEYS = {"tree": "1", "operators": "2", "channels": "3", "stuck": "4", "graph": "5"}
 
 
 async def screenshot(replay: Replay, pane: str, changes: int, size: tuple[int, int]) -> str:

@@ -46,3 +46,11 @@ def test_replay_midway(snap_compare: Any) -> None:
 
 def test_help(snap_compare: Any) -> None:
     assert snap_compare(replay_app(), press=["question_mark"], terminal_size=(100, 30))
+
+
+def test_graph_at_80x24(snap_compare: Any) -> None:
+    assert snap_compare(replay_app(), press=["5"], terminal_size=(80, 24))
+
+
+def test_graph_at_200x60(snap_compare: Any) -> None:
+    assert snap_compare(replay_app(), press=["5"], terminal_size=(200, 60))

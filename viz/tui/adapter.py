@@ -219,6 +219,22 @@ class OperatorRow:
         return value.lower() if isinstance(value, str) else value
 
 
+def records_through(model: Model, view: View, info: OperatorInfo) -> tuple[int, int]:
+    """Records in and out of an operator; for a scope, what crossed the edges at its boundary.
+
+    A nested scope's own message reports count the records of every worker on
+    each worker, so a scope's counts come from :meth:`Model.edge_records`
+    instead: the edges into it in its parent, and the edges to its outputs inside.
+    """
+    if not info.is_scope or len(info.address) < 2:
+        return view.records_in(info.address), view.records_out(info.address)
+    parent, inner = model.scopes.get(info.address[:-1]), model.scopes.get(info.address)
+    index = info.address[-1]
+    records_in = sum(model.edge_records(e, view) for e in parent.edges if e.target[0] == index) if parent else 0
+    records_out = sum(model.edge_records(e, view) for e in inner.edges if e.target[0] == 0) if inner else 0
+    return records_in, records_out
+
+
 def operator_rows(model: Model, view: View) -> list[OperatorRow]:
     """A row for every operator and scope (not the dataflows themselves)."""
     rows = []
@@ -226,6 +242,7 @@ def operator_rows(model: Model, view: View) -> list[OperatorRow]:
         if len(info.address) < 2:
             continue
         sched = view.scheduled.get(info.address, [0, 0.0])
+        records_in, records_out = records_through(model, view, info)
         rows.append(
             OperatorRow(
                 info.address,
@@ -233,8 +250,8 @@ def operator_rows(model: Model, view: View) -> list[OperatorRow]:
                 scope_path(model, info.address),
                 frontier_summary(port_frontiers(model, view, info, True)),
                 capabilities_text(model, view, info.address),
-                view.records_in(info.address),
-                view.records_out(info.address),
+                records_in,
+                records_out,
                 int(sched[0]),
                 float(sched[1]),
                 unfinished(model, view, info),
@@ -256,7 +273,8 @@ class ChannelRow:
     target: str
     contract: str
     records: int
-    in_flight: int
+    in_flight: int | None
+    """Records in flight; ``None`` where one worker's view cannot tell (they belong to the channel)."""
     spark: str
 
 
@@ -280,14 +298,16 @@ def channel_rows(state: TuiState, view: View, width: int = 20, end: float | None
     """A row per channel: records carried, records in flight, and a records-per-second sparkline."""
     model = state.model
     end = model.last_t if end is None else end
+    # per-worker counts of records in flight are not the channel's (see Model.in_flight)
+    per_worker_only = view.local_mode and not view.combined and len(model.workers) > 1
     rows = []
     for address, scope in sorted(model.scopes.items()):
         for edge in scope.edges:
             key = _rate_key(edge)
-            address_, port, is_output = key
-            table = view.sent if is_output else view.received
-            records = table.get((address_, port), [0, 0])[1]
-            flight = sum(model.in_flight(edge, view).values())
+            records = model.edge_records(edge, view)
+            flight: int | None = sum(model.in_flight(edge, view).values())
+            if not flight and per_worker_only:
+                flight = None
             series = state.rates.series(key, end, width) if end is not None else [0.0] * width
             rows.append(
                 ChannelRow(

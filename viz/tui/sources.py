@@ -5,10 +5,13 @@ over them (forwards by applying events, backwards from the nearest checkpoint).
 
 :class:`LiveListener` listens on ``HOST:PORT`` for programs started with
 ``--log tcp://HOST:PORT`` (or ``PYTIMELY_LOG``), accepts any number of
-connections (one per process of a cluster), decodes events on a background
+connections (one per process of a cluster), unpacks events on a background
 thread per connection, and queues them in batches stamped with their arrival
-time; the app drains the queue on its own schedule, so a slow screen never
-slows the program (its sink drops events instead, and says how many).
+time (raw wire arrays: decoding them into dataclasses would cost more than
+the rest of the work); the app drains the queue on its own schedule and folds
+the batches in with :func:`viz.tui.ingest.apply_raw`.  A slow screen never
+slows the program: the queue is bounded, and beyond it the program's sink
+drops events instead, and says how many.
 """
 
 from __future__ import annotations
@@ -24,9 +27,19 @@ from dataclasses import dataclass, field
 
 import msgpack  # type: ignore[import-untyped]
 
-from runtime.instrument import FORMAT, VERSION, Event, FrontiersChanged, RecordingError, decode, read_events
+from runtime.instrument import (
+    _EXT_PRODUCT,
+    FORMAT,
+    K_SHUTDOWN,
+    VERSION,
+    Event,
+    FrontiersChanged,
+    RecordingError,
+    read_events,
+)
 from viz.errors import VizError
 from viz.tui.adapter import TuiState
+from viz.tui.ingest import Raw
 
 
 class TuiError(VizError):
@@ -140,6 +153,25 @@ class Connection:
     error: str | None = None
     workers: set[int] = field(default_factory=set)
     shut_down: set[int] = field(default_factory=set)
+    skew: float | None = None
+    """The smallest ``arrival - event time`` seen: the program's clock against ours, plus the quickest trip."""
+
+    def sent_at(self, event_time: object, arrived: float) -> float:
+        """When data whose newest event has ``event_time`` left the program, on our clock.
+
+        The program stamps events with its own monotonic clock.  The smallest
+        difference between arrival and event time seen on this connection
+        maps its clock onto ours (on one host both clocks are the same; across
+        hosts the offset is learned).  Data that waited in the network or in
+        the kernel because the listener read too slowly then counts as lag
+        too, not only the time it waits in the listener's queue.
+        """
+        if event_time.__class__ is not float:
+            return arrived
+        skew = arrived - event_time
+        if self.skew is None or skew < self.skew:
+            self.skew = skew
+        return min(arrived, event_time + self.skew)
 
     @property
     def dropped_early(self) -> bool:
@@ -150,8 +182,15 @@ class Connection:
 class LiveListener:
     """A TCP listener that accepts program connections and queues their decoded events."""
 
-    def __init__(self, host: str, port: int, clock: Callable[[], float] = time.monotonic) -> None:
-        """Bind ``host:port`` now (raising :class:`TuiError` if it is taken); accept once :meth:`start` runs."""
+    def __init__(
+        self, host: str, port: int, clock: Callable[[], float] = time.monotonic, capacity: int = 1_000_000
+    ) -> None:
+        """Bind ``host:port`` now (raising :class:`TuiError` if it is taken); accept once :meth:`start` runs.
+
+        At most about ``capacity`` events wait in the queue; beyond that the
+        listener stops reading until the screen catches up, and the program's
+        sink drops events (it never waits for the viewer).
+        """
         self.host = host
         self.clock = clock
         try:
@@ -161,7 +200,9 @@ class LiveListener:
             raise TuiError(f"cannot listen on {host}:{port}: {reason}; choose another port") from None
         self.port = self._server.getsockname()[1]
         self._server.settimeout(0.2)
-        self._queue: deque[tuple[float, list[Event]]] = deque()
+        self._queue: deque[tuple[float, Connection, list[Raw]]] = deque()
+        self._queued = 0
+        self.capacity = capacity
         self.connections: list[Connection] = []
         self.received = 0
         self._stop = threading.Event()
@@ -199,16 +240,18 @@ class LiveListener:
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
         from runtime.instrument import _ext_hook
 
-        times: dict[tuple[int, bytes], object] = {}
+        times: dict[bytes, object] = {}
+        known = times.get
 
         def cached_ext_hook(code: int, data: bytes) -> object:
             # The same times recur in almost every event: decode each one once per connection.
-            key = (code, data)
-            value = times.get(key)
+            if code != _EXT_PRODUCT:
+                return _ext_hook(code, data)
+            value = known(data)
             if value is None:
                 value = _ext_hook(code, data)
                 if len(times) < 100_000:
-                    times[key] = value
+                    times[data] = value
             return value
 
         unpacker = msgpack.Unpacker(ext_hook=cached_ext_hook, use_list=False, raw=False, strict_map_key=False)
@@ -216,32 +259,35 @@ class LiveListener:
         header_seen = False
         try:
             while not self._stop.is_set():
+                if self._queued > self.capacity:
+                    # The screen is far behind: stop reading, so the program's sink drops (and counts) instead.
+                    time.sleep(0.01)
+                    continue
                 try:
-                    data = sock.recv(1 << 16)
+                    data = sock.recv(1 << 18)
                 except TimeoutError:
                     continue
                 if not data:
                     break
                 unpacker.feed(data)
-                batch: list[Event] = []
-                for raw in unpacker:
-                    if not header_seen:
-                        self._check_header(raw)
-                        connection.process = raw.get("process")
-                        header_seen = True
-                        continue
-                    event = decode(raw)
-                    batch.append(event)
-                    if event.worker >= 0:
-                        connection.workers.add(event.worker)
-                    if event.__class__.__name__ == "WorkerShutdown":
-                        connection.shut_down.add(event.worker)
-                if batch:
-                    connection.events += len(batch)
+                batch = list(unpacker)
+                if batch and not header_seen:
+                    self._check_header(batch[0])
+                    connection.process = batch[0].get("process")
+                    header_seen = True
+                    del batch[0]
+                if not batch:
+                    continue
+                connection.workers.update({raw[1] for raw in batch if raw[1] >= 0})
+                connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
+                connection.events += len(batch)
+                stamp = connection.sent_at(batch[-1][3], self.clock())
+                with self._lock:
                     self.received += len(batch)
-                    self._queue.append((self.clock(), batch))
-        except (RecordingError, ValueError, msgpack.UnpackException) as error:
-            connection.error = str(error)
+                    self._queued += len(batch)
+                    self._queue.append((stamp, connection, batch))
+        except (RecordingError, ValueError, TypeError, IndexError, msgpack.UnpackException) as error:
+            connection.error = f"not a pytimely event stream ({error})" if header_seen else str(error)
         except OSError as error:
             connection.error = f"connection lost ({error.strerror or error})"
         finally:
@@ -256,17 +302,26 @@ class LiveListener:
         if not isinstance(version, int) or version > VERSION:
             raise RecordingError(f"event format version {version!r} is newer than this viewer's ({VERSION})")
 
-    def take(self, limit: int = 20_000) -> list[Event]:
-        """Take queued batches, whole, until about ``limit`` events (at least one batch if any)."""
-        taken: list[Event] = []
+    def take(self, limit: int = 20_000) -> list[tuple[Connection, list[Raw]]]:
+        """Take queued batches, whole, until about ``limit`` events (at least one batch if any).
+
+        Each batch comes with the connection it arrived on; events are raw wire
+        arrays (``(kind, worker, seq, t, *fields)``), for :func:`viz.tui.ingest.apply_raw`.
+        """
+        taken: list[tuple[Connection, list[Raw]]] = []
+        count = 0
         queue = self._queue
-        while queue and len(taken) < limit:
-            taken.extend(queue.popleft()[1])
+        with self._lock:
+            while queue and count < limit:
+                _, connection, batch = queue.popleft()
+                taken.append((connection, batch))
+                count += len(batch)
+            self._queued -= count
         return taken
 
     @property
     def lag(self) -> float:
-        """How long the oldest batch still queued has waited: how far behind the screen is (0 when none)."""
+        """How long ago the oldest batch still queued left its program: how far behind the screen is (0 if none)."""
         queue = self._queue
         try:
             return max(self.clock() - queue[0][0], 0.0)
@@ -276,7 +331,7 @@ class LiveListener:
     @property
     def queued(self) -> int:
         """Events received but not yet taken."""
-        return sum(len(batch) for _, batch in list(self._queue))
+        return self._queued
 
     def close(self) -> None:
         """Stop accepting and reading; close every socket (bounded wait)."""
