@@ -104,8 +104,9 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
     if bytewax_missing:
         missing["bytewax"] = bytewax_missing
     else:
-        variants.append(("bytewax", "bytewax 0.21.1 (`run_main`, batch_size 1,000, `count_final` by epoch)",
-                         pipeline.bytewax_pipeline))
+        variants.append(("bytewax", "bytewax 0.21.1, `count_final` keyed by epoch", pipeline.bytewax_pipeline))
+        variants.append(("bytewax_combined", "bytewax 0.21.1, per-batch combiner, then `reduce_final` by epoch",
+                         pipeline.bytewax_combined))
     variants.append(("record", "pytimely record-wise `map`/`filter`/`exchange`/`count`", pipeline.record))
     columnar_missing = pipeline.missing_columnar()
     columnar = [("map_batch", "pytimely `map_batch` with list functions", pipeline.map_batch_lists),
@@ -127,7 +128,9 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
     labels = {key: label for key, label, _ in variants + columnar}
     labels.setdefault("bytewax", "bytewax 0.21.1")
     rows: list[Row] = []
-    for key in ("loop", "builtins", "bytewax", "record", "map_batch", "numpy"):
+    for key in ("loop", "builtins", "bytewax", "bytewax_combined", "record", "map_batch", "numpy"):
+        if key == "bytewax_combined" and "bytewax" in missing:
+            continue
         if key in missing:
             goal = "" if key == "bytewax" else f"≥ {PIPELINE_GOALS[key]:g}× the loop"
             rows.append(missing_row(labels[key], missing[key], goal))
@@ -141,9 +144,10 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             row.comparison = f"{sample.speedup_over(loop):.2f}× the loop"
         rows.append(row)
     if "bytewax" in samples:
-        vs = timed_row("pytimely record-wise against bytewax", samples["record"])
+        fastest = min(("bytewax", "bytewax_combined"), key=lambda key: samples[key].median)
+        vs = timed_row("pytimely record-wise against bytewax (its faster configuration)", samples["record"])
         vs.median = _rate(cfg, samples["record"])
-        rows.append(judge_speedup(vs, samples["record"], samples["bytewax"], "bytewax", PIPELINE_BYTEWAX_GOAL))
+        rows.append(judge_speedup(vs, samples["record"], samples[fastest], "bytewax", PIPELINE_BYTEWAX_GOAL))
     else:
         rows.append(missing_row("pytimely record-wise against bytewax", missing["bytewax"],
                                 f"≥ {PIPELINE_BYTEWAX_GOAL:g}× bytewax"))
@@ -162,12 +166,15 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
          "bytewax's configuration is its fairest for this job: `run_main` (one worker, like pytimely's one "
          "worker) with the default `epoch_interval` (bytewax's epochs only pace snapshots for recovery, and "
          "none is configured, so the longest interval costs least); `TestingSource(..., batch_size=1000)` "
-         "(1 record per batch is about 15× slower, 100,000 no faster than 1,000); `op.map` and `op.filter` "
-         "with the same two functions; and, since bytewax has no user-visible epochs and exchanges only "
-         "keyed streams, `op.count_final` keyed by the epoch number derived from each value, which is "
-         "bytewax's exchange and count in one step. That costs bytewax one more Python call per record (the "
-         "key) than pytimely's `count` (which takes `len` of each batch). bytewax's time includes building "
-         "its dataflow inside `run_main` (about half a millisecond)."],
+         "(measured on the bench machine: 1 record per batch is about 17× slower, and 100,000 no faster "
+         "than 1,000); `op.map` and `op.filter` "
+         "with the same two functions. bytewax has no user-visible epochs and exchanges only keyed streams, so "
+         "the per-epoch count is keyed by the epoch number derived from each value, in two ways: "
+         "`op.count_final` (bytewax's keyed exchange and count in one step, with Python calls per record for "
+         "the key and the count), and a per-batch combiner (`op.flat_map_batch` counting each batch's records "
+         "per epoch, like pytimely's `count` taking `len` of a batch) followed by `key_on` and `reduce_final` "
+         "on the few resulting pairs. The ≥ 3× goal is judged against the faster of the two. bytewax's time "
+         "includes building its dataflow inside `run_main` (about half a millisecond)."],
     )
 
 
