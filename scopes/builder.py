@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from scopes import capture as _capture
 from scopes.antichain import Antichain
+from scopes.batches import is_columnar
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
@@ -307,8 +308,19 @@ class InputHandle:
             self._flush()
 
     def send_batch(self, records: Iterable[Any]) -> None:
-        """Send several records at the current time."""
+        """Send several records at the current time.
+
+        A columnar batch (a NumPy array, or an Arrow record batch or table; see
+        :mod:`scopes.batches`) is sent whole as one message, after the records
+        buffered so far, and is not copied: do not change it afterwards.  Any
+        other iterable is added record by record to the buffer.
+        """
         self._check_open("send")
+        if records.__class__ is not list and is_columnar(records):
+            self._flush()
+            self._output.send(self._time, records)  # type: ignore[arg-type]
+            self._activate()
+            return
         self._buffer.extend(records)
         if self._buffer:
             self._activate()

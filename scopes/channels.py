@@ -5,8 +5,13 @@ the data plane's vocabulary: a :class:`Pusher` accepts messages, a
 :class:`Puller` yields them, and an :class:`Allocator` (supplied by the runtime)
 creates channels between workers.  Channel contracts say how records are
 distributed: :data:`Pipeline` keeps them on the worker that produced them,
-:class:`Exchange` routes each record by key, :data:`Broadcast` sends each record
-to every worker.
+:class:`Exchange` routes each record by key, :class:`ExchangeBatch` routes the
+rows of columnar batches by a key column or a vectorised key function, and
+:data:`Broadcast` sends each record to every worker.
+
+A batch may be a list or a columnar batch (see :mod:`scopes.batches`); the
+channels never iterate a columnar batch: fan-outs copy NumPy arrays with
+``ndarray.copy()`` and share (immutable) Arrow batches.
 """
 
 from __future__ import annotations
@@ -16,7 +21,21 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Protocol
 
-from scopes.hashing import MASK64, stable_hash
+import numpy as np
+
+from scopes.batches import (
+    BatchError,
+    KeyColumnError,
+    batch_kind,
+    column_names,
+    concat_batches,
+    copy_batch,
+    describe_value,
+    is_arrow,
+    take,
+)
+from scopes.errors import BuildError, UserFunctionError
+from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
 
 Message = tuple[Any, list[Any]]
 """A batch of records sharing one timestamp: ``(time, records)``."""
@@ -127,7 +146,10 @@ class Tee:
         elif count:
             last = count - 1
             for i, pusher in enumerate(pushers):
-                pusher.push(time, batch if i == last else list(batch))
+                if i == last:
+                    pusher.push(time, batch)
+                else:
+                    pusher.push(time, list(batch) if batch.__class__ is list else copy_batch(batch))
 
     def flush(self) -> None:
         """Send whatever the buffering pushers hold."""
@@ -203,6 +225,182 @@ class ExchangePusher:
                         pusher.push(time, part)
 
 
+BatchKey = str | Callable[[Any], Any]
+"""A columnar exchange key: a column (field) name, or a function ``batch -> keys`` (one key per row)."""
+
+
+class BatchKeys:
+    """Computes the routing hashes of a batch's rows for :class:`ExchangeBatch`, checking the key as it goes.
+
+    ``where`` names the exchange operator (and its scope path) in error messages.
+    """
+
+    __slots__ = ("key", "where")
+
+    def __init__(self, key: BatchKey, where: str) -> None:
+        """Route by ``key`` (a column name or a vectorised key function) for the operator ``where``."""
+        self.key = key
+        self.where = where
+
+    def check_kind(self, batch: Any, time: Any) -> str:
+        """The batch's kind, or :class:`~scopes.batches.BatchError` if the exchange cannot route it."""
+        kind = batch_kind(batch)
+        if kind == "list":
+            if isinstance(self.key, str):
+                raise BatchError(
+                    f"{self.where}: cannot route a list batch at time {time!r} by column {self.key!r}: lists have "
+                    "no named columns; send a structured NumPy array or an Arrow batch, or give exchange_batch a "
+                    "key function (batch -> keys), or use exchange(key) for records"
+                )
+            return kind
+        if kind == "ndarray":
+            if batch.ndim < 1:
+                raise BatchError(
+                    f"{self.where}: cannot route a 0-dimensional NumPy array at time {time!r}; a batch has rows"
+                )
+            return kind
+        if is_arrow(batch):
+            if isinstance(self.key, str) and self.key not in batch.schema.names:
+                self._missing(batch, time)
+            return kind
+        raise BatchError(
+            f"{self.where}: cannot route a batch of type {type(batch).__qualname__} at time {time!r}: "
+            "exchange_batch knows lists, NumPy arrays and Arrow record batches and tables; convert the batch "
+            "to one of these"
+        )
+
+    def _missing(self, batch: Any, time: Any) -> None:
+        available = column_names(batch)
+        raise KeyColumnError(
+            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; its columns are "
+            f"{list(available)}; pass one of these to exchange_batch, or a key function",
+            str(self.key),
+            available,
+        )
+
+    def hashes(self, batch: Any, time: Any) -> np.ndarray:
+        """The stable hash of each row's key, as a ``uint64`` array with one entry per row."""
+        kind = self.check_kind(batch, time)
+        key = self.key
+        if isinstance(key, str):
+            if kind == "ndarray":
+                names = batch.dtype.names
+                if names is None or key not in names:
+                    self._missing(batch, time)
+                return stable_hash_array(batch[key])
+            return stable_hash_arrow(batch.column(key))
+        keys = key(batch)
+        rows = len(batch)
+        try:
+            count = len(keys)
+        except TypeError:
+            raise UserFunctionError(
+                f"{self.where}: the key function returned {describe_value(keys)} for a {kind} batch of {rows} "
+                f"rows at time {time!r}; it must return one key per row (a NumPy array or a sequence)"
+            ) from None
+        if count != rows:
+            raise UserFunctionError(
+                f"{self.where}: the key function returned {count} keys for a {kind} batch of {rows} rows at "
+                f"time {time!r}; it must return exactly one key per row"
+            )
+        if is_arrow(keys):  # an Arrow array of keys
+            return stable_hash_arrow(keys)
+        return stable_hash_array(keys)
+
+
+SCAN_PEERS = 8
+"""Up to this many workers, the columnar exchange finds each destination's rows with one comparison pass
+per destination; beyond it, with one stable sort of the destinations."""
+
+
+class ExchangeBatchPusher:
+    """Routes the rows of each batch to worker ``stable_hash(key) % peers``, buffering until :meth:`flush`.
+
+    The rows are never iterated in Python: the keys are hashed with
+    :func:`~scopes.hashing.stable_hash_array` (or
+    :func:`~scopes.hashing.stable_hash_arrow`), the destinations computed with
+    one NumPy operation, and each destination's rows taken with one
+    :func:`~scopes.batches.take` per batch.  The parts are gathered per
+    ``(destination, time)`` for the whole invocation of the producing operator
+    and concatenated at :meth:`flush` into one batch per destination and time,
+    for the reasons :class:`ExchangePusher` gives.  A list batch is routed the
+    same way, with its key function returning one key per record.
+    """
+
+    __slots__ = ("_keys", "_pushers", "_peers", "_divisor", "_buffers")
+
+    def __init__(self, keys: BatchKeys, pushers: Sequence[Pusher]) -> None:
+        """Route by ``keys`` among ``pushers`` (one per worker)."""
+        self._keys = keys
+        self._pushers = list(pushers)
+        self._peers = len(pushers)
+        self._divisor = np.uint64(self._peers)
+        self._buffers: dict[Any, list[list[Any]]] = {}
+
+    def push(self, time: Any, batch: Any) -> None:
+        """Split the batch by destination and add each part to its buffer for ``time``."""
+        rows = len(batch)
+        if not rows:
+            return
+        destinations = self._keys.hashes(batch, time) % self._divisor
+        parts = self._buffers.get(time)
+        if parts is None:
+            parts = self._buffers[time] = [[] for _ in range(self._peers)]
+        first = int(destinations[0])
+        if (destinations == first).all():
+            parts[first].append(batch)
+            return
+        if self._peers <= SCAN_PEERS:  # one pass per destination beats a sort
+            for index in range(self._peers):
+                rows_here = np.flatnonzero(destinations == index)
+                if len(rows_here):
+                    parts[index].append(take(batch, rows_here))
+            return
+        order = np.argsort(destinations, kind="stable")
+        bounds = np.searchsorted(destinations[order], np.arange(self._peers + 1, dtype=np.uint64)).tolist()
+        for index in range(self._peers):
+            start, end = bounds[index], bounds[index + 1]
+            if start < end:
+                parts[index].append(take(batch, order[start:end]))
+
+    def flush(self) -> None:
+        """Send one batch per destination and time with everything buffered."""
+        buffers = self._buffers
+        if buffers:
+            self._buffers = {}
+            pushers = self._pushers
+            for time, parts in buffers.items():
+                for pusher, part in zip(pushers, parts, strict=True):
+                    if part:
+                        pusher.push(time, concat_batches(part))
+
+
+class CheckBatchPusher:
+    """The columnar exchange on a single worker: every row stays, but the batch kind and key column are checked.
+
+    Checking on one worker too means a misused key fails the same way whatever
+    the number of workers.  The key function is not called: its result is not
+    needed to route anything.
+    """
+
+    __slots__ = ("_keys", "_queue")
+
+    def __init__(self, keys: BatchKeys, queue: LocalQueue) -> None:
+        """Check batches with ``keys`` before queueing them on ``queue``."""
+        self._keys = keys
+        self._queue = queue
+
+    def push(self, time: Any, batch: Any) -> None:
+        """Check the batch, then queue it."""
+        keys = self._keys
+        kind = keys.check_kind(batch, time)
+        if kind == "ndarray" and isinstance(keys.key, str):
+            names = batch.dtype.names
+            if names is None or keys.key not in names:
+                keys._missing(batch, time)
+        self._queue.push(time, batch)
+
+
 class BroadcastPusher:
     """Sends every record to every worker."""
 
@@ -216,7 +414,10 @@ class BroadcastPusher:
         """Push a copy of the batch to each worker."""
         last = len(self._pushers) - 1
         for i, pusher in enumerate(self._pushers):
-            pusher.push(time, batch if i == last else list(batch))
+            if i == last:
+                pusher.push(time, batch)
+            else:
+                pusher.push(time, list(batch) if batch.__class__ is list else copy_batch(batch))
 
 
 class ChannelContract(ABC):
@@ -273,6 +474,39 @@ class Exchange(ChannelContract):
             return queue, queue
         pushers, puller = allocator.allocate(channel, address)
         return ExchangePusher(self.key, pushers), puller
+
+
+class ExchangeBatch(ChannelContract):
+    """Route the rows of columnar (or list) batches by a key column or a vectorised key function.
+
+    Each row goes to worker ``stable_hash(key) % peers``, exactly where
+    :class:`Exchange` sends a record with the same key; each destination receives
+    one batch per time and invocation of the producing operator (see
+    :class:`ExchangeBatchPusher`).  ``key`` is a column (structured-array field)
+    name, or a function ``batch -> keys`` returning a NumPy array (or, for a list
+    batch, any sequence) with one key per row.  ``where`` names the operator in
+    error messages.
+    """
+
+    name = "ExchangeBatch"
+
+    def __init__(self, key: BatchKey, where: str = "ExchangeBatch") -> None:
+        """Route by ``key``; rows with equal keys meet on the same worker."""
+        if not isinstance(key, str) and not callable(key):
+            raise BuildError(
+                f"{where}: the key must be a column name (str) or a function batch -> keys, got {key!r}"
+            )
+        self.key = key
+        self.keys = BatchKeys(key, where)
+
+    def connect(
+        self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator
+    ) -> tuple[Pusher, Puller]:
+        if allocator.peers == 1:
+            queue = LocalQueue(activate)
+            return CheckBatchPusher(self.keys, queue), queue
+        pushers, puller = allocator.allocate(channel, address)
+        return ExchangeBatchPusher(self.keys, pushers), puller
 
 
 class _Broadcast(ChannelContract):

@@ -28,10 +28,34 @@ True``), which is what routing by key needs.  CRC-32 was chosen over
 (155 ns against 706 ns per key, measured) and routing needs spread, not
 cryptographic strength.
 
+NumPy scalars (``numpy.int64(3)``, ``numpy.str_("a")``, ...) hash as the equal
+Python value, so records taken out of an array route like the array's rows.
+
 Any other key type raises :class:`KeyHashError`: its hash could differ between
 processes (objects hash by identity by default), so records with equal keys
 could meet on different workers.  Return one of the supported types from the
 key function instead.
+
+Columnar batches are routed with :func:`stable_hash_array`, which hashes a
+whole NumPy array of keys at once and is element-wise equal to
+:func:`stable_hash`:
+
+* integers (any width, signed or not) and booleans: the values reinterpreted
+  as unsigned 64-bit integers, which is ``k & (2**64 - 1)``, in one NumPy
+  operation;
+* floats: integral values below ``2**63`` in magnitude as the equal integer,
+  in one NumPy operation; the others (fractions, infinities, NaN, huge
+  values) one Python call per *distinct* value;
+* strings, bytes and object arrays (for example an Arrow string column
+  converted to NumPy, or keys of mixed types): the distinct values are found
+  with a ``dict`` (C speed, no Python call per row; measured four times faster
+  than ``numpy.unique`` on strings) and :func:`stable_hash` is called once per
+  distinct value, so a batch with many repeated keys costs one Python call per
+  distinct key.  An object array holding an unhashable or unsupported value
+  raises :class:`KeyHashError`.
+
+:func:`stable_hash_arrow` does the same for an Arrow array, dictionary-encoding
+string columns in Arrow itself and hashing nulls as ``None``.
 """
 
 from __future__ import annotations
@@ -39,6 +63,8 @@ from __future__ import annotations
 import struct
 import zlib
 from typing import Any
+
+import numpy as np
 
 from scopes.errors import ScopeError
 
@@ -49,6 +75,8 @@ _NONE_HASH = 0x5F3759DF
 _TUPLE_SEED = 0xCBF29CE484222325  # FNV-1a offset basis
 _TUPLE_PRIME = 0x100000001B3  # FNV-1a prime
 _pack_double = struct.Struct("<d").pack
+_SCALAR_KINDS = frozenset("biufUS")
+_TWO_63 = float(2**63)
 
 
 class KeyHashError(ScopeError, TypeError):
@@ -86,6 +114,8 @@ def stable_hash(key: Any) -> int:
         return int(key) & MASK64
     if isinstance(key, str):
         return zlib.crc32(str(key).encode("utf-8", "surrogatepass"))
+    if isinstance(key, np.generic) and key.dtype.kind in _SCALAR_KINDS:  # a NumPy scalar: its Python value
+        return stable_hash(key.item())
     raise KeyHashError(
         f"cannot route by a key of type {cls.__qualname__} ({key!r}): its hash is not stable "
         "across processes, so equal keys could reach different workers; make the key "
@@ -98,3 +128,116 @@ def route(key: Any, peers: int) -> int:
     if key.__class__ is int:
         return (key & MASK64) % peers
     return stable_hash(key) % peers
+
+
+def stable_hash_array(keys: Any) -> np.ndarray:
+    """:func:`stable_hash` of every element of a 1-D NumPy array, as a ``uint64`` array, vectorised.
+
+    Supported dtypes: booleans, signed and unsigned integers, floats, unicode
+    (``U``) and bytes (``S``) strings, and object arrays whose elements
+    :func:`stable_hash` accepts.  A list or other sequence is converted to an
+    object array first, element by element (a sequence of tuples stays a
+    sequence of tuple keys).  Raises :class:`KeyHashError` for other dtypes
+    (dates, structured records, complex numbers) and for arrays that are not
+    1-D.
+    """
+    if not isinstance(keys, np.ndarray):
+        keys = _object_array(keys)
+    if keys.ndim != 1:
+        raise KeyHashError(
+            f"cannot route by an array of keys of shape {keys.shape}: keys must be a 1-D array with one "
+            "key per row; combine several key columns into one (for example a string or an integer)"
+        )
+    kind = keys.dtype.kind
+    if kind == "i":
+        return keys.astype(np.int64, copy=False).view(np.uint64)
+    if kind == "u" or kind == "b":
+        return keys.astype(np.uint64, copy=False)
+    if kind == "f":
+        return _hash_floats(keys)
+    if kind in "USO":
+        return _hash_by_distinct(keys)
+    raise KeyHashError(
+        f"cannot route by keys of dtype {keys.dtype}: only booleans, integers, floats, strings, bytes and "
+        "object arrays of int, str, bytes, bool, float, None or tuples of these hash stably; convert the key "
+        "column to one of these"
+    )
+
+
+def _object_array(keys: Any) -> np.ndarray:
+    """A 1-D object array with the elements of ``keys`` as they are (tuples are not unpacked into a 2-D array)."""
+    try:
+        items = list(keys)
+    except TypeError as error:
+        raise KeyHashError(
+            f"cannot route by keys {keys!r}: expected a NumPy array or a sequence with one key per row"
+        ) from error
+    return np.fromiter(items, dtype=object, count=len(items))
+
+
+def _hash_floats(keys: np.ndarray) -> np.ndarray:
+    """Integral floats below ``2**63`` in magnitude hash as the equal int; the rest value by value."""
+    values = keys.astype(np.float64, copy=False)
+    with np.errstate(invalid="ignore"):
+        integral = (np.floor(values) == values) & (np.abs(values) < _TWO_63)
+    hashes = np.where(integral, values, 0.0).astype(np.int64).view(np.uint64)
+    if integral.all():
+        return hashes
+    rest = ~integral
+    hashes = hashes.copy()
+    hashes[rest] = _hash_by_distinct(values[rest])
+    return hashes
+
+
+def _hash_by_distinct(keys: np.ndarray) -> np.ndarray:
+    """One :func:`stable_hash` call per distinct element, mapped back to every row at C speed."""
+    values = keys.tolist()
+    try:
+        table = {key: stable_hash(key) for key in dict.fromkeys(values)}
+    except TypeError as error:
+        if isinstance(error, KeyHashError):
+            raise
+        raise KeyHashError(
+            f"cannot route by keys of dtype {keys.dtype}: an element is unhashable ({error}); keys must be int, "
+            "str, bytes, bool, float, None or tuples of these"
+        ) from error
+    return np.fromiter(map(table.__getitem__, values), dtype=np.uint64, count=len(values))
+
+
+def stable_hash_arrow(values: Any) -> np.ndarray:
+    """:func:`stable_hash` of every element of an Arrow array or chunked array (nulls hash as ``None``).
+
+    String and binary columns are dictionary-encoded in Arrow, so only the
+    distinct values are hashed in Python; numeric columns go through
+    :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    kind = values.type
+    if pa.types.is_dictionary(kind):
+        encoded = values
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or (
+        pa.types.is_large_binary(kind)
+    ):
+        encoded = pc.dictionary_encode(values)
+    else:
+        encoded = None
+    if encoded is not None:
+        distinct = stable_hash_array(_object_array(encoded.dictionary.to_pylist()))
+        indices = encoded.indices
+        if indices.null_count:
+            hashes = np.full(len(indices), _NONE_HASH, dtype=np.uint64)
+            valid = indices.is_valid().to_numpy(zero_copy_only=False)
+            hashes[valid] = distinct[indices.drop_null().to_numpy()]
+            return hashes
+        result: np.ndarray = distinct[indices.to_numpy()]
+        return result
+    if values.null_count:
+        hashes = np.full(len(values), _NONE_HASH, dtype=np.uint64)
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        hashes[valid] = stable_hash_array(values.drop_null().to_numpy(zero_copy_only=False))
+        return hashes
+    return stable_hash_array(values.to_numpy(zero_copy_only=False))

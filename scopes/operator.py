@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from scopes.antichain import MutableAntichain
+from scopes.batches import is_columnar
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
@@ -80,7 +81,7 @@ class OutputPort:
 
     def send(self, time: Any, batch: list[Any]) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
-        if batch:
+        if len(batch):  # not `if batch:`, which a NumPy array refuses
             produced = self.produced
             produced[time] = produced.get(time, 0) + len(batch)
             self.tee.push(time, batch)
@@ -375,10 +376,14 @@ class Session:
         handle._buffer.append(record)
 
     def give_batch(self, records: Sequence[Any]) -> None:
-        """Send several records."""
+        """Send several records; a columnar batch (see :mod:`scopes.batches`) is sent whole, as one message."""
         if not self._token[0]:
             self._recheck()
         handle = self._handle
+        if records.__class__ is not list and is_columnar(records):
+            handle.flush()
+            handle._port.send(self.time, records)  # type: ignore[arg-type]
+            return
         if handle._buffer_time != self.time:
             handle._switch(self.time)
         handle._buffer.extend(records)

@@ -1,7 +1,10 @@
 """Per-time aggregation: one value per time, emitted once the time is complete.
 
-``count`` and ``accumulate`` fold the batches of each time as they arrive and
-send the result when the input frontier has passed the time.
+``count``, ``accumulate`` and ``accumulate_batch`` fold the batches of each
+time as they arrive and send the result when the input frontier has passed the
+time.  ``count`` works on every kind of batch (it adds ``len(batch)``, a
+columnar batch's row count); ``accumulate_batch`` hands the user's fold whole
+batches, so it suits columnar ones.
 """
 
 from __future__ import annotations
@@ -32,8 +35,19 @@ def accumulate(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], na
     )
 
 
+def accumulate_batch(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> Stream:
+    """Fold the batches of each time, ``acc = fold(acc, batch)`` once per batch, from a deep copy of ``initial``.
+
+    The batch is passed as it is (a list, NumPy array or Arrow batch), so the fold
+    can use vectorised operations; the result per time is emitted once the time is
+    complete, as one record.
+    """
+    check_function(fold, ("accumulator", "batch"), "the fold function", describe_operator(name, stream.scope.path))
+    return per_time(stream, name, lambda: copy.deepcopy(initial), fold)
+
+
 def count(stream: Stream, name: str) -> Stream:
-    """Emit the number of records at each time, once the time is complete."""
+    """Emit the number of records (rows, for columnar batches) at each time, once the time is complete."""
     return per_time(stream, name, int, lambda total, batch: total + len(batch))
 
 

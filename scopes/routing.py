@@ -1,6 +1,8 @@
 """Routing operators: where records go and at which time.
 
-``exchange`` and ``broadcast`` move records between workers, ``concat`` merges
+``exchange`` and ``broadcast`` move records between workers (``exchange_batch``
+moves the rows of columnar batches, by a key column or a vectorised key
+function, without iterating them), ``concat`` merges
 streams, ``partition`` and ``branch`` split one, and ``delay`` moves records to
 later times.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from scopes.channels import Broadcast, Exchange, Pipeline
+from scopes.channels import BatchKey, Broadcast, Exchange, ExchangeBatch, Pipeline
 from scopes.errors import BuildError, CapabilityError
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
@@ -25,6 +27,18 @@ def exchange(stream: Stream, key: Callable[[Any], Hashable], name: str) -> Strea
     """Move each record to the worker its ``key(record)`` selects."""
     check_function(key, ("record",), "the exchange key", describe_operator(name, stream.scope.path))
     return pipe(stream, name, identity, Exchange(key))
+
+
+def exchange_batch(stream: Stream, key: BatchKey, name: str) -> Stream:
+    """Move each row of each batch to the worker its key selects (see :class:`~scopes.channels.ExchangeBatch`).
+
+    ``key`` is a column (field) name, or a function ``batch -> keys`` returning one
+    key per row.  A row goes where :func:`exchange` sends a record with the same key.
+    """
+    where = describe_operator(name, stream.scope.path)
+    if not isinstance(key, str):
+        check_function(key, ("batch",), "the exchange_batch key function", where)
+    return pipe(stream, name, identity, ExchangeBatch(key, where))
 
 
 def broadcast(stream: Stream, name: str) -> Stream:

@@ -4,17 +4,22 @@ Every method builds an operator in the stream's scope and returns the stream(s)
 it produces.  ``Stream`` is a facade: the operators live in one module per
 family, and the methods delegate to them.
 
-* :mod:`scopes.per_record`: ``map``, ``flat_map``, ``filter``, ``inspect`` (fused).
-* :mod:`scopes.routing`: ``exchange``, ``broadcast``, ``concat``, ``partition``,
-  ``branch``, ``delay``.
-* :mod:`scopes.per_time`: ``count``, ``accumulate``.
+* :mod:`scopes.per_record`: ``map``, ``flat_map``, ``filter``, ``inspect`` (fused),
+  ``inspect_batch``.
+* :mod:`scopes.per_batch`: ``map_batch`` (one call per batch; columnar batches).
+* :mod:`scopes.routing`: ``exchange``, ``exchange_batch``, ``broadcast``, ``concat``,
+  ``partition``, ``branch``, ``delay``.
+* :mod:`scopes.per_time`: ``count``, ``accumulate``, ``accumulate_batch``.
 * :mod:`scopes.generic_operators`: ``unary``, ``binary`` and their ``_frontier`` and
   ``_notify`` variants, and :func:`~scopes.generic_operators.generic`.
 * :mod:`scopes.probes`: ``probe``, ``probe_with``, ``sink``.
 * :mod:`scopes.nesting`: ``enter``, ``leave``.
 
 Data moves as ``(time, batch)`` messages: the per-record operators call the
-user's function once per record and do nothing else per record.
+user's function once per record and do nothing else per record; the per-batch
+operators call it once per batch.  A batch is a list, a NumPy array or an Arrow
+record batch or table (:mod:`scopes.batches`); the per-record operators expect
+lists, the per-batch ones take any kind.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from scopes import capture as _capture
 from scopes import generic_operators as _generic
-from scopes import nesting, per_record, per_time, probes, routing
+from scopes import nesting, per_batch, per_record, per_time, probes, routing
 from scopes.channels import ChannelContract, Tee
 from scopes.generic_operators import BinaryConstructor, UnaryConstructor, generic
 from scopes.location import Source
@@ -72,16 +77,41 @@ class Stream:
         return per_record.inspect(self, function, name)
 
     def inspect_batch(
-        self, function: Callable[[Any, list[Any]], None], name: str = "InspectBatch"
+        self, function: Callable[[Any, Any], None], name: str = "InspectBatch"
     ) -> Stream:
-        """Call ``function(time, batch)`` on each message and pass it on unchanged."""
+        """Call ``function(time, batch)`` on each message and pass it on unchanged.
+
+        ``batch`` is the message's batch itself: a list, or a columnar batch as it is.
+        """
         return per_record.inspect_batch(self, function, name)
+
+    # ------------------------------------------------------------------ per-batch operators
+
+    def map_batch(self, function: Callable[[Any], Any], name: str = "MapBatch") -> Stream:
+        """Replace each batch ``b`` by ``function(b)``, one call per message (see :mod:`scopes.per_batch`).
+
+        ``function`` gets the batch (a list, NumPy array or Arrow batch) and must
+        return a batch of any kind; empty results are not sent.
+        """
+        return per_batch.map_batch(self, function, name)
 
     # ------------------------------------------------------------------ routing
 
     def exchange(self, key: Callable[[Any], Hashable], name: str = "Exchange") -> Stream:
         """Move each record to the worker selected by ``key(record)`` (see :class:`~scopes.channels.Exchange`)."""
         return routing.exchange(self, key, name)
+
+    def exchange_batch(self, key: str | Callable[[Any], Any], name: str = "ExchangeBatch") -> Stream:
+        """Move each row of each batch to the worker selected by its key, without iterating the batch.
+
+        ``key`` is a column (structured-array field) name, or a vectorised function
+        ``batch -> keys`` returning one key per row (a NumPy array; for a list batch
+        any sequence).  A row goes to worker ``stable_hash(key) % peers``, exactly where
+        :meth:`exchange` sends a record with the same key; each worker receives one
+        batch per time and invocation of the upstream operator (see
+        :class:`~scopes.channels.ExchangeBatch`).
+        """
+        return routing.exchange_batch(self, key, name)
 
     def broadcast(self, name: str = "Broadcast") -> Stream:
         """Send every record to every worker."""
@@ -116,8 +146,18 @@ class Stream:
         """
         return per_time.accumulate(self, initial, fold, name)
 
+    def accumulate_batch(
+        self, initial: Any, fold: Callable[[Any, Any], Any], name: str = "AccumulateBatch"
+    ) -> Stream:
+        """Fold the batches of each time, ``acc = fold(acc, batch)`` once per batch, from a deep copy of ``initial``.
+
+        The fold gets each batch as it is (list, NumPy array or Arrow batch).
+        Emits one record per time, once the time is complete.
+        """
+        return per_time.accumulate_batch(self, initial, fold, name)
+
     def count(self, name: str = "Count") -> Stream:
-        """Emit the number of records at each time, once the time is complete."""
+        """Emit the number of records (rows of columnar batches) at each time, once the time is complete."""
         return per_time.count(self, name)
 
     # ------------------------------------------------------------------ probes and sinks
