@@ -147,7 +147,7 @@ def map_batch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     return _run_pytimely(
         epochs, per_epoch,
         lambda s: (
-            s.map_batch(lambda batch: [x * 3 + 1 for x in batch])  # type: ignore[attr-defined]
+            s.map_batch(lambda batch: [x * 3 + 1 for x in batch])
             .map_batch(lambda batch: [y for y in batch if y % 2 == 0])
             .exchange_batch(lambda batch: batch)
             .count()
@@ -164,7 +164,7 @@ def numpy_batches(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     return _run_pytimely(
         epochs, per_epoch,
         lambda s: (
-            s.map_batch(lambda a: a * 3 + 1)  # type: ignore[attr-defined]
+            s.map_batch(lambda a: a * 3 + 1)
             .map_batch(lambda a: a[a % 2 == 0])
             .exchange_batch(lambda a: a)
             .count()

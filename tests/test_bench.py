@@ -130,3 +130,37 @@ def test_quick_run_renders_the_cheap_sections(tmp_path: Path) -> None:
     assert "handwritten loop (baseline)" in text and "≥ 0.5× the loop" in text
     assert "pytimely, 2 processes × 1 worker" in text
     assert "goals met" in text
+
+
+def _graph_result(agree: bool = True) -> dict[str, object]:
+    names = {"read": 1.0, "networkx build": 2.0, "intern": 0.5}
+    for kind, (nx_alone, columnar) in {"wcc": (1.0, 0.5), "scc": (2.0, 3.5)}.items():
+        names[f"networkx {kind}"] = nx_alone
+        names[f"networkx {kind} + build"] = nx_alone + 2.0
+        names[f"columnar {kind}"] = columnar
+        names[f"columnar {kind} + intern"] = columnar + 0.5
+    rows = {name: {"seconds": [value * 0.9, value, value * 1.1]} for name, value in names.items()}
+    return {"rows": rows, "agree": {"columnar wcc": agree, "columnar scc": True}, "graph": {"edges": 3}}
+
+
+def test_graph_rows_judge_columnar_against_networkx_with_build() -> None:
+    import run
+
+    rows, with_read = run.graph_rows(_graph_result())
+    by_variant = {row.variant: row for row in rows}
+    wcc = by_variant["WCC: pytimely columnar, 1 worker, interning included"]
+    assert wcc.comparison == "0.33× the time of networkx incl. build"  # 1.0 / 3.0
+    assert wcc.result == stats.PASS
+    scc = by_variant["SCC: pytimely columnar, 1 worker, interning included"]
+    assert scc.comparison == "1.00× the time of networkx incl. build"  # 4.0 / 4.0: at the goal
+    assert scc.result == stats.PASS
+    assert by_variant["SCC: pytimely columnar, 1 worker, algorithm alone"].comparison == (
+        "1.75× the time of networkx alone")
+    assert with_read is not None and with_read.median == pytest.approx(2.0)  # read 1.0 + wcc with intern 1.0
+
+
+def test_graph_rows_refuse_components_that_disagree() -> None:
+    import run
+
+    with pytest.raises(run.WrongAnswer, match="columnar wcc"):
+        run.graph_rows(_graph_result(agree=False))
