@@ -1,0 +1,246 @@
+"""Weakly and strongly connected components of the Debian graph: pytimely columnar beside networkx.
+
+:func:`measure` times, side by side in one run, every variant below on
+``examples/data/debian-bookworm-depends.tsv.gz`` (274,855 edges, 63,597 packages),
+``repeat`` times each, interleaved (one repetition of every variant, then the
+next), so that drift in machine speed affects them alike:
+
+``read``
+    gunzip and split the file into names (the same for every variant; not in any total).
+``networkx build``
+    ``nx.DiGraph()`` and ``add_edges_from`` over the ``(str, str)`` pairs.
+``networkx wcc`` / ``networkx scc``
+    ``weakly_connected_components`` / ``strongly_connected_components`` on that graph.
+``networkx wcc + build`` / ``networkx scc + build``
+    the sum of the two, per repetition: what a networkx user pays after reading.
+``intern``
+    ``np.unique(..., return_inverse=True)`` over the names (pytimely's "build").
+``columnar wcc`` / ``columnar scc``
+    ``examples/connected_components_columnar.py`` / ``examples/scc_columnar.py``
+    on 1 worker (``execute(..., workers=1)``, start and shutdown included).
+``columnar wcc + intern`` / ``columnar scc + intern``
+    the sum, per repetition: the figure to set beside ``networkx ... + build``.
+``record-wise wcc`` / ``record-wise scc`` (unless ``record_wise=False``)
+    for reference: ``examples/connected_components.py`` (its label propagation,
+    on the interned ids as ``int`` tuples) and ``examples/scc.py`` (on the name
+    pairs), 1 worker.
+
+The result is plain data (JSON-serialisable)::
+
+    {
+      "graph": {"path": str, "edges": int, "nodes": int},
+      "repeat": int,
+      "rows": {name: {"seconds": [float, ...],   # one per repetition, in order
+                      "median": float, "min": float, "max": float,
+                      "spread": float}},        # (max - min) / median
+      "ratios": {name: float},                  # median / median, see RATIOS
+      "agree": {name: bool},                    # each variant's components equal networkx's
+      "goal": {"wcc": bool, "scc": bool},       # columnar + intern <= networkx + build (medians)
+    }
+
+``rows`` keys are the names above.  ``ratios`` holds, for ``wcc`` and ``scc``:
+``"columnar {kind} + intern / networkx {kind} + build"`` (the issue's goal: at
+most 1), ``"columnar {kind} / networkx {kind}"`` (algorithm alone), and with
+the record-wise variants ``"record-wise {kind} / networkx {kind} + build"``.
+
+Run ``python benchmarks/graphs.py`` for a table (``--repeat``, ``--no-record-wise``,
+``--limit-edges``, ``--json``).  Timings on a shared machine are noisy: read
+the ratios, which come from one interleaved run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import importlib.util
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from time import perf_counter
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
+    sys.path.insert(0, str(ROOT))
+
+from runtime.execute import execute  # noqa: E402
+
+DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
+KINDS = ("wcc", "scc")
+
+
+def _example(name: str) -> ModuleType:
+    """Import ``examples/NAME.py`` as ``example_NAME`` (as the tests do)."""
+    module_name = f"example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summary(seconds: list[float]) -> dict[str, Any]:
+    median = statistics.median(seconds)
+    return {
+        "seconds": seconds,
+        "median": median,
+        "min": min(seconds),
+        "max": max(seconds),
+        "spread": (max(seconds) - min(seconds)) / median if median else 0.0,
+    }
+
+
+def measure(
+    repeat: int = 5, path: Path | str = DEFAULT_INPUT, limit: int | None = None, record_wise: bool = True
+) -> dict[str, Any]:
+    """Time every variant ``repeat`` times, interleaved; return the plain data the module docstring describes."""
+    if repeat < 1:
+        raise ValueError(f"measure needs repeat >= 1, got {repeat}")
+    nx = importlib.import_module("networkx")
+    wcc = _example("connected_components_columnar")
+    scc = _example("scc_columnar")
+    records = {"wcc": _example("connected_components"), "scc": _example("scc")} if record_wise else {}
+    algorithms = {"wcc": nx.weakly_connected_components, "scc": nx.strongly_connected_components}
+
+    times: dict[str, list[float]] = {}
+    agree: dict[str, bool] = {}
+
+    def timed(name: str, function: Callable[[], Any], plus: str | None = None) -> Any:
+        gc.collect()
+        start = perf_counter()
+        result = function()
+        seconds = perf_counter() - start
+        times.setdefault(name, []).append(seconds)
+        if plus is not None:
+            times.setdefault(f"{name} + {plus.split()[-1]}", []).append(seconds + times[plus][-1])
+        return result
+
+    def run_kind(kind: str, first: bool, graph: Any, digraph: Any, edges: Any, pairs: Any) -> None:
+        expected = timed(f"networkx {kind}", lambda: list(algorithms[kind](digraph)), "networkx build")
+        found = timed(f"columnar {kind}", lambda: _columnar(kind, graph, wcc, scc), "intern")
+        expected_ids = wcc.as_ids(expected, graph) if first else set()
+        if first:
+            agree[f"columnar {kind}"] = wcc.components_of(found) == expected_ids
+        if kind in records:
+            example = records[kind]
+            found = timed(f"record-wise {kind}", lambda: _record_wise(kind, example, graph, edges, pairs))
+            if first:
+                agree[f"record-wise {kind}"] = _record_wise_agrees(kind, found, expected_ids, graph, wcc)
+
+    def run_once(first: bool) -> Any:
+        flat = timed("read", lambda: wcc.read_names(Path(path), limit))
+        graph = timed("intern", lambda: wcc.intern(flat))
+        pairs = graph.name_pairs()
+        edges = list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
+        digraph = timed("networkx build", lambda: _networkx_graph(nx, pairs))
+        for kind in KINDS:
+            run_kind(kind, first, graph, digraph, edges, pairs)
+        return graph
+
+    graph = run_once(True)
+    for _ in range(repeat - 1):
+        run_once(False)
+
+    rows = {name: _summary(seconds) for name, seconds in times.items()}
+    medians = {name: row["median"] for name, row in rows.items()}
+    ratios: dict[str, float] = {}
+    for kind in KINDS:
+        ratios[f"columnar {kind} + intern / networkx {kind} + build"] = (
+            medians[f"columnar {kind} + intern"] / medians[f"networkx {kind} + build"]
+        )
+        ratios[f"columnar {kind} / networkx {kind}"] = medians[f"columnar {kind}"] / medians[f"networkx {kind}"]
+        if kind in records:
+            ratios[f"record-wise {kind} / networkx {kind} + build"] = (
+                medians[f"record-wise {kind}"] / medians[f"networkx {kind} + build"]
+            )
+    return {
+        "graph": {"path": str(path), "edges": len(graph.src), "nodes": graph.nodes},
+        "repeat": repeat,
+        "rows": rows,
+        "ratios": ratios,
+        "agree": agree,
+        "goal": {kind: ratios[f"columnar {kind} + intern / networkx {kind} + build"] <= 1.0 for kind in KINDS},
+    }
+
+
+def _networkx_graph(nx: ModuleType, pairs: list[tuple[str, str]]) -> Any:
+    graph = nx.DiGraph()
+    graph.add_edges_from(pairs)
+    return graph
+
+
+def _columnar(kind: str, graph: Any, wcc: ModuleType, scc: ModuleType) -> Any:
+    """The component label of every node, by the columnar example on 1 worker."""
+    if kind == "wcc":
+        return wcc.combine(execute(partial(wcc.wcc_worker, graph=graph), workers=1), graph.nodes)
+    return scc.combine(execute(partial(scc.scc_worker, graph=graph), workers=1), graph.nodes)[0]
+
+
+def _record_wise(kind: str, example: ModuleType, graph: Any, edges: list[tuple[int, int]], pairs: Any) -> Any:
+    """``examples/connected_components.py`` on the interned ids, or ``examples/scc.py`` on the names; 1 worker."""
+    if kind == "wcc":
+        return example.run(graph.nodes, edges)
+    return example.run_scc(lambda index, peers: pairs[index::peers], 1)[0]
+
+
+def _record_wise_agrees(kind: str, found: Any, expected: set[frozenset[int]], graph: Any, wcc: ModuleType) -> bool:
+    if kind == "wcc":
+        labels = np.array([found[node] for node in range(graph.nodes)])
+        return bool(wcc.components_of(labels) == expected)
+    ids = {name.decode(): number for number, name in enumerate(graph.names.tolist())}
+    cycles = {frozenset(ids[name] for name in component) for component in found}
+    return cycles == {component for component in expected if len(component) > 1}
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result of :func:`measure` as a Markdown table, with its ratios."""
+    graph = result["graph"]
+    lines = [
+        f"Debian graph: {graph['edges']:,} edges, {graph['nodes']:,} nodes; "
+        f"median of {result['repeat']} repetitions, 1 worker",
+        "",
+        "| variant | median s | min s | max s | spread | agrees with networkx |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, row in result["rows"].items():
+        agrees = result["agree"].get(name, "")
+        lines.append(
+            f"| {name} | {row['median']:.3f} | {row['min']:.3f} | {row['max']:.3f} | "
+            f"{row['spread']:.0%} | {agrees} |"
+        )
+    lines += ["", "| ratio | value |", "| --- | ---: |"]
+    lines += [f"| {name} | {value:.2f} |" for name, value in result["ratios"].items()]
+    goal = result["goal"]
+    lines += ["", "goal (columnar + intern <= networkx + build): "
+              + ", ".join(f"{kind} {'met' if met else 'MISSED'}" for kind, met in goal.items())]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point: print the table (or the JSON); exit status 1 if a variant disagrees with networkx."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of every variant (default 5)")
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'")
+    parser.add_argument("--limit-edges", type=int, default=None, help="read only the first K lines")
+    parser.add_argument("--no-record-wise", action="store_true", help="skip the record-wise examples")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    result = measure(args.repeat, args.input, args.limit_edges, not args.no_record_wise)
+    print(json.dumps(result, indent=2) if args.json else table(result))
+    return 0 if all(result["agree"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""The columnar WCC and SCC examples (NumPy batches) against networkx: random graphs and the Debian graph."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime import execute
+
+ROOT = Path(__file__).resolve().parent.parent
+DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
+
+
+def load(name: str) -> ModuleType:
+    """Import ``examples/NAME.py`` as ``example_NAME`` (the name the other example tests use)."""
+    module_name = f"example_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+wcc = load("connected_components_columnar")
+scc = load("scc_columnar")
+
+
+def interned(edges: list[tuple[int, int]]) -> Any:
+    """The graph of ``edges`` through the examples' own reading path: names, then ``np.unique``."""
+    flat = np.array([str(node).encode() for edge in edges for node in edge], dtype=np.bytes_)
+    return wcc.intern(flat)
+
+
+def expected(graph: Any, components: Any) -> set[frozenset[int]]:
+    """networkx's components (``components(DiGraph)``) as sets of the graph's ids."""
+    digraph = nx.DiGraph()
+    digraph.add_edges_from(graph.name_pairs())
+    return wcc.as_ids(components(digraph), graph)  # type: ignore[no-any-return]
+
+
+def weak(graph: Any, workers: int) -> set[frozenset[int]]:
+    labels = wcc.combine(execute(partial(wcc.wcc_worker, graph=graph), workers=workers), graph.nodes)
+    assert (labels >= 0).all(), "a node got no label"
+    return wcc.components_of(labels)  # type: ignore[no-any-return]
+
+
+def strong(graph: Any, workers: int) -> set[frozenset[int]]:
+    labels, _ = scc.combine(execute(partial(scc.scc_worker, graph=graph), workers=workers), graph.nodes)
+    assert (labels >= 0).all(), "a node was not reported"
+    return wcc.components_of(labels)  # type: ignore[no-any-return]
+
+
+graphs = st.integers(1, 25).flatmap(
+    lambda nodes: st.lists(st.tuples(st.integers(0, nodes - 1), st.integers(0, nodes - 1)), min_size=1, max_size=60)
+)
+
+
+# ---------------------------------------------------------------------- small random graphs
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs, st.sampled_from([1, 2]))
+def test_weakly_connected_components_equal_networkx(edges: list[tuple[int, int]], workers: int) -> None:
+    graph = interned(edges)
+    assert weak(graph, workers) == expected(graph, nx.weakly_connected_components)
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs, st.sampled_from([1, 2]))
+def test_strongly_connected_components_equal_networkx(edges: list[tuple[int, int]], workers: int) -> None:
+    graph = interned(edges)
+    assert strong(graph, workers) == expected(graph, nx.strongly_connected_components)
+
+
+def test_a_cycle_with_a_tail_and_a_self_loop() -> None:
+    edges = [(0, 1), (1, 2), (2, 0), (2, 3), (3, 3), (4, 3), (5, 6)]
+    graph = interned(edges)
+    ids = {int(name): number for number, name in enumerate(graph.names.tolist())}
+    cycle = frozenset(ids[v] for v in (0, 1, 2))
+    singles = {frozenset([ids[v]]) for v in (3, 4, 5, 6)}
+    for workers in (1, 2, 3):
+        assert strong(graph, workers) == {cycle} | singles
+        assert weak(graph, workers) == {cycle | {ids[3], ids[4]}, frozenset([ids[5], ids[6]])}
+
+
+def test_reading_skips_lines_without_a_tab_and_extra_fields(tmp_path: Path) -> None:
+    path = tmp_path / "edges.tsv"
+    path.write_bytes(b"a\tb\nlonely\nb\tc\textra\nc\ta\n")
+    graph = wcc.intern(wcc.read_names(path, None))
+    assert graph.names.tolist() == [b"a", b"b", b"c"]
+    assert list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)) == [(0, 1), (1, 2), (2, 0)]
+    limited = wcc.intern(wcc.read_names(path, 2))
+    assert limited.names.tolist() == [b"a", b"b"]
+
+
+# ---------------------------------------------------------------------- the Debian graph
+
+
+@pytest.fixture(scope="module")
+def debian() -> tuple[Any, set[frozenset[int]], set[frozenset[int]]]:
+    """The interned Debian graph and networkx's weakly and strongly connected components of it."""
+    graph = wcc.load_graph(DEBIAN)
+    digraph = nx.DiGraph()
+    digraph.add_edges_from(graph.name_pairs())
+    return (
+        graph,
+        wcc.as_ids(nx.weakly_connected_components(digraph), graph),
+        wcc.as_ids(nx.strongly_connected_components(digraph), graph),
+    )
+
+
+def test_debian_on_one_worker(debian: tuple[Any, set[frozenset[int]], set[frozenset[int]]]) -> None:
+    graph, weakly, strongly = debian
+    assert len(weakly) == 203
+    assert weak(graph, 1) == weakly
+    assert strong(graph, 1) == strongly
+    assert sum(len(c) > 1 for c in strongly) == 55
+
+
+def test_debian_on_two_processes(debian: tuple[Any, set[frozenset[int]], set[frozenset[int]]]) -> None:
+    graph, weakly, strongly = debian
+    run = partial(execute, processes=2, workers=1, stall_timeout=60)
+    weak_labels = wcc.combine(run(partial(wcc.file_worker, path=str(DEBIAN), limit=None)), graph.nodes)
+    assert wcc.components_of(weak_labels) == weakly
+    strong_labels, rounds = scc.combine(run(partial(scc.file_worker, path=str(DEBIAN), limit=None)), graph.nodes)
+    assert wcc.components_of(strong_labels) == strongly
+    assert rounds == [274_855, 2_827, 178, 168]
+
+
+# ---------------------------------------------------------------------- the benchmark's data structure
+
+
+def test_benchmark_measures_every_variant_side_by_side() -> None:
+    graphs_benchmark = load_benchmark()
+    result = graphs_benchmark.measure(repeat=2, limit=3000)
+    assert result["graph"]["edges"] == 3000 and result["repeat"] == 2
+    assert result["agree"] == {
+        "columnar wcc": True, "record-wise wcc": True, "columnar scc": True, "record-wise scc": True
+    }
+    for row in result["rows"].values():
+        assert len(row["seconds"]) == 2 and row["min"] <= row["median"] <= row["max"]
+    for kind in ("wcc", "scc"):
+        build = result["rows"][f"networkx {kind} + build"]["seconds"]
+        rows = result["rows"]
+        parts = zip(rows["networkx build"]["seconds"], rows[f"networkx {kind}"]["seconds"], strict=True)
+        assert build == [a + b for a, b in parts]
+        assert f"columnar {kind} + intern / networkx {kind} + build" in result["ratios"]
+    assert "| columnar scc + intern |" in graphs_benchmark.table(result)
+
+
+def load_benchmark() -> ModuleType:
+    """Import ``benchmarks/graphs.py``."""
+    spec = importlib.util.spec_from_file_location("benchmark_graphs", ROOT / "benchmarks" / "graphs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------------- the command lines
+
+
+@pytest.mark.parametrize("name", ["connected_components_columnar", "scc_columnar"])
+def test_command_line_checks_against_networkx(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    example = load(name)
+    assert example.main(["--check", "--limit-edges", "3000", "-w", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "read " in out and "intern " in out and "compute " in out and "networkx build + " in out
+    assert ": OK" in out
+    assert example.main(["--check", "--limit-edges", "0"]) == 0, "an empty graph has no components"
+    with pytest.raises(SystemExit) as exit_info:
+        example.main(["--limit-edges", "-1"])
+    assert exit_info.value.code == 2
+    assert "--limit-edges must not be negative" in capsys.readouterr().err
