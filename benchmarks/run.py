@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib
 import pstats
 import sys
 import time
@@ -186,7 +187,7 @@ PROCESS_LATENCY_GOAL = 300e-6
 def two_process_latency() -> tuple[Callable[[int], float], str]:
     """The 2-process measurement: ``benchmarks/latency_processes.py`` (the progress work) when present, else ours."""
     try:
-        import latency_processes  # type: ignore[import-not-found]  # written on branch wip-progress
+        latency_processes = importlib.import_module("latency_processes")  # written on branch wip-progress
     except ImportError:
         return latency.pytimely_two_processes, ("`benchmarks/latency.py` (`benchmarks/latency_processes.py` "
                                                 "was not available)")
@@ -250,10 +251,9 @@ GRAPH = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
 def _graphs_module() -> Any | None:
     try:
-        import graphs  # type: ignore[import-not-found]  # benchmarks/graphs.py, written on branch wip-algos
+        return importlib.import_module("graphs")  # benchmarks/graphs.py, written on branch wip-algos
     except ImportError:
         return None
-    return graphs
 
 
 def spark_samples(repeat: int, log: Log) -> tuple[Sample, int, int]:
