@@ -115,18 +115,20 @@ def test_expected_counts_match_the_loop() -> None:
         assert pipeline.loop(3, per_epoch)[1] == pipeline.expected_counts(3, per_epoch)
 
 
-def test_quick_run_renders_the_cheap_sections(tmp_path: Path) -> None:
+def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     output = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--repeat", "1",
-         "--sections", "pipeline,latency,instrument", "--output", str(output)],
+         "--sections", "pipeline,latency,graphs,wordcount,shape,instrument", "--output", str(output)],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
     assert "> **Quick mode**" in text
-    for heading in ("## 1. Record pipeline", "## 2. Epoch latency", "## 3. Instrumentation overhead"):
+    for heading in ("## 1. Record pipeline", "## 2. Epoch latency", "## 3. Connected components",
+                    "## 4. Wordcount with exchange", "## 5. Shape", "## 6. Instrumentation overhead"):
         assert heading in text
+    assert "skipped in --quick" in text  # PySpark is not run by the smoke test
     assert "handwritten loop (baseline)" in text and "≥ 0.5× the loop" in text
     assert "pytimely, 2 processes × 1 worker" in text
     assert "goals met" in text
