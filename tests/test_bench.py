@@ -166,3 +166,15 @@ def test_graph_rows_refuse_components_that_disagree() -> None:
 
     with pytest.raises(run.WrongAnswer, match="columnar wcc"):
         run.graph_rows(_graph_result(agree=False))
+
+
+def test_peak_memory_is_the_childs_own_not_its_parents() -> None:
+    ballast = bytearray(200 * 1024 * 1024)  # the parent is at least 200 MB resident when it forks the child
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import scaling; "
+         "print(scaling.peak_memory_mb())", str(ROOT / "benchmarks")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    del ballast
+    assert 5 < float(done.stdout.strip()) < 150
