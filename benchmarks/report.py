@@ -195,6 +195,11 @@ def render(
                   "representative."]
     lines += ["", "## Machine", ""]
     lines += [f"- **{key}**: {value}" for key, value in machine]
+    noisy = noisy_rows(sections)
+    if noisy:
+        lines += ["", f"> **Noisy run**: in {len(noisy)} measurements the repetitions span more than "
+                  f"{NOISY_SPREAD:.0%} of the median: {'; '.join(noisy)}. Another program was probably "
+                  "competing for the CPU, so a PASS/MISS near its threshold may change on a quiet machine."]
     counts = tally(sections)
     lines += ["", "## Summary", "",
               f"{counts[PASS]} goals met, {counts[MISS]} missed, {counts[NOT_MEASURED]} not measured.", ""]
@@ -212,6 +217,17 @@ def render(
     if trailer:
         text += "\n" + trailer.rstrip() + "\n"
     return text
+
+
+NOISY_SPREAD = 0.25
+"""A measurement whose repetitions span more than this fraction of their median makes the run noisy."""
+
+
+def noisy_rows(sections: Sequence[Section]) -> list[str]:
+    """``variant (spread%)`` of every measured row whose repetitions span more than :data:`NOISY_SPREAD`."""
+    return [f"{row.variant} ({row.sample.relative_spread:.0%})" for section in sections for row in section.rows
+            if row.sample is not None and len(row.sample.values) > 1
+            and row.sample.relative_spread > NOISY_SPREAD]
 
 
 SEPARATE = "(measured separately"

@@ -103,6 +103,14 @@ def test_report_summarises_every_goal_and_says_what_was_not_measured() -> None:
     assert "| Workload | fast |" in summary and "| Workload | columnar |" in summary
     assert "| Workload | loop |" not in summary  # no goal, not in the summary
     assert "not measured: no map_batch" in text and "a note" in text
+    assert "Noisy run" in text and "fast (100%)" in text  # (3 - 1) / median 2
+
+
+def test_a_steady_run_is_not_called_noisy() -> None:
+    steady = report.Row("steady", "1 s", sample=stats.Sample.of([1.0, 1.05, 1.1]))
+    assert report.noisy_rows([report.Section("W", rows=[steady])]) == []
+    shaky = report.Row("shaky", "1 s", sample=stats.Sample.of([1.0, 1.5, 2.0]))
+    assert report.noisy_rows([report.Section("W", rows=[shaky])]) == ["shaky (67%)"]
 
 
 def test_sections_measured_separately_survive_a_rewrite() -> None:
