@@ -206,6 +206,13 @@ def concat_arrays(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def sort_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Indices that sort ``keys`` (integers in ``0 .. bound - 1``): a radix sort when they fit 16 bits."""
+    if bound <= 1 << 16:
+        return np.argsort(keys.astype(np.uint16), kind="stable")  # NumPy radix-sorts 16-bit keys
+    return np.argsort(keys)
+
+
 def rows(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """The indices ``starts[i] .. stops[i] - 1`` of every row ``i``, concatenated (a CSR gather)."""
     lengths = stops - starts
@@ -258,7 +265,7 @@ def propagate(
         outputs = generic(
             inner,
             name,
-            [(edges.enter(inner), contract), (offers, ExchangeBatch("node", f"{name} offers"))],
+            [(edges.enter(inner), contract), (offers, ExchangeBatch("node"))],
             3,
             _propagation(name, nodes, inner.index, inner.peers, labelled_edges),
             notify=True,
@@ -304,12 +311,14 @@ def _propagation(
             dst = concat_arrays([part["dst"] for part in state.parts], np.dtype(np.int32))
             state.parts = []
             local = src // peers
-            order = np.argsort(local, kind="stable")
+            order = sort_order(local, owned)
             state.targets = dst[order]
             state.indptr = np.zeros(owned + 1, np.int64)
             np.cumsum(np.bincount(local, minlength=owned), out=state.indptr[1:])
             state.labels = np.full(owned, NO_LABEL, np.int32)
-            unique = np.unique(dst)
+            seen = np.zeros(nodes, np.bool_)  # the distinct targets, without sorting them
+            seen[dst] = True
+            unique = np.flatnonzero(seen).astype(np.int32)
             offers = np.empty(len(unique), OFFER)
             offers["node"] = unique
             offers["label"] = unique
@@ -402,7 +411,7 @@ def weak_labels(edges: Stream, nodes: int) -> Stream:
     ``edges`` carries :data:`EDGE` arrays anywhere; the result is on each node's owner.
     """
     undirected = edges.map_batch(both_ways, name="BothWays")
-    _, labels = propagate(undirected, nodes, "WeakLabels", ExchangeBatch("src", "WeakLabels edges"), False)
+    _, labels = propagate(undirected, nodes, "WeakLabels", ExchangeBatch("src"), False)
     return labels
 
 

@@ -4,7 +4,8 @@ The same computation as ``examples/wordcount.py``, on the same text and with the
 same flags and output, but each operator handles a whole batch per call:
 
 * each worker sends its share of an epoch's lines as one NumPy array of strings
-  (``send_batch`` of an array is one message);
+  (dtype ``str``, which the wire between processes carries as raw memory;
+  ``send_batch`` of an array is one message);
 * ``map_batch`` splits all the lines of a batch into one array of words;
 * ``exchange_batch`` routes the words by their own value: the word's stable hash
   is computed once per distinct word per batch, and each worker receives one
@@ -39,8 +40,8 @@ from scopes import Notificator, OperatorInput, OperatorOutput, Pipeline, ScopeBu
 
 
 def split_lines(lines: np.ndarray) -> np.ndarray:
-    """All the words of a batch of lines, as one object array of ``str`` (one call per batch)."""
-    return np.array(" ".join(lines.tolist()).split(), dtype=object)
+    """All the words of a batch of lines, as one NumPy ``str`` array (one call per batch)."""
+    return np.array(" ".join(lines.tolist()).split(), dtype=str)
 
 
 def count_words(words: Stream) -> Stream:
@@ -80,7 +81,7 @@ def worker_main(worker: Worker, text: list[list[str]], lockstep: bool = True) ->
     for epoch, lines in enumerate(text):
         mine = lines[worker.index :: worker.peers]
         if mine:
-            handle.send_batch(np.array(mine, dtype=object))
+            handle.send_batch(np.array(mine, dtype=str))
         handle.advance_to(epoch + 1)
         if lockstep:
             worker.step_while(lambda: probe.less_than(handle.time))

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from scopes import capture as _capture
 from scopes.antichain import Antichain
-from scopes.batches import is_columnar
+from scopes.batches import BatchError, is_batch, is_columnar
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
@@ -317,6 +317,11 @@ class InputHandle:
         """
         self._check_open("send")
         if records.__class__ is not list and is_columnar(records):
+            if not is_batch(records):
+                raise BatchError(
+                    f"input '{self.name}': cannot send a 0-dimensional NumPy array as a batch at time "
+                    f"{self._time!r}; a batch has rows: send a 1-D or structured array, or use send(record)"
+                )
             self._flush()
             self._output.send(self._time, records)  # type: ignore[arg-type]
             self._activate()

@@ -32,6 +32,7 @@ from scopes.batches import (
     copy_batch,
     describe_value,
     is_arrow,
+    is_columnar,
     take,
 )
 from scopes.errors import BuildError, UserFunctionError
@@ -185,7 +186,7 @@ class ExchangePusher:
     activate their operator, whose next invocation flushes them.
     """
 
-    __slots__ = ("_key", "_pushers", "_peers", "_buffers")
+    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar")
 
     def __init__(self, key: Callable[[Any], Hashable], pushers: Sequence[Pusher]) -> None:
         """Route by ``key`` among ``pushers`` (one per worker)."""
@@ -193,9 +194,22 @@ class ExchangePusher:
         self._pushers = list(pushers)
         self._peers = len(pushers)
         self._buffers: dict[Any, list[list[Any]]] = {}
+        self._columnar: ExchangeBatchPusher | None = None
 
     def push(self, time: Any, batch: list[Any]) -> None:
-        """Add each record of the batch to its destination's buffer for ``time``."""
+        """Add each record of the batch to its destination's buffer for ``time``.
+
+        A columnar batch stays columnar: ``key`` is called on each of its rows (a
+        NumPy array's elements, an Arrow batch's rows as dicts) and the rows are
+        partitioned as :class:`ExchangeBatchPusher` does.
+        """
+        if batch.__class__ is not list and is_columnar(batch):
+            columnar = self._columnar
+            if columnar is None:
+                keys = BatchKeys(row_keys(self._key), "the Exchange channel (a record-wise key on a columnar batch)")
+                columnar = self._columnar = ExchangeBatchPusher(keys, self._pushers)
+            columnar.push(time, batch)
+            return
         peers = self._peers
         key = self._key
         parts = self._buffers.get(time)
@@ -215,6 +229,8 @@ class ExchangePusher:
 
     def flush(self) -> None:
         """Send one message per destination and time with everything buffered."""
+        if self._columnar is not None:
+            self._columnar.flush()
         buffers = self._buffers
         if buffers:
             self._buffers = {}
@@ -223,6 +239,16 @@ class ExchangePusher:
                 for pusher, part in zip(pushers, parts, strict=True):
                     if part:
                         pusher.push(time, part)
+
+
+def row_keys(key: Callable[[Any], Hashable]) -> Callable[[Any], list[Any]]:
+    """A batch key function calling the record-wise ``key`` once per row of a columnar batch."""
+
+    def keys(batch: Any) -> list[Any]:
+        rows = batch.to_pylist() if is_arrow(batch) else batch
+        return [key(row) for row in rows]
+
+    return keys
 
 
 BatchKey = str | Callable[[Any], Any]
@@ -271,9 +297,15 @@ class BatchKeys:
 
     def _missing(self, batch: Any, time: Any) -> None:
         available = column_names(batch)
+        if available:
+            has = f"its columns are {list(available)}; pass one of these to exchange_batch, or a key function"
+        else:
+            has = (
+                f"it is a {batch_kind(batch)} of dtype {batch.dtype} without named columns; route it with a key "
+                "function (batch -> keys, for example lambda batch: batch), or send structured arrays"
+            )
         raise KeyColumnError(
-            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; its columns are "
-            f"{list(available)}; pass one of these to exchange_batch, or a key function",
+            f"{self.where}: the batch at time {time!r} has no key column {self.key!r}; {has}",
             str(self.key),
             available,
         )
@@ -364,15 +396,46 @@ class ExchangeBatchPusher:
                 parts[index].append(take(batch, order[start:end]))
 
     def flush(self) -> None:
-        """Send one batch per destination and time with everything buffered."""
+        """Send one batch per destination and time with everything buffered.
+
+        Parts of different kinds, NumPy dtypes or Arrow schemas (a stream may
+        change them from batch to batch) are not merged: each run of alike
+        parts becomes one batch, so no value is ever converted.
+        """
         buffers = self._buffers
         if buffers:
             self._buffers = {}
             pushers = self._pushers
             for time, parts in buffers.items():
                 for pusher, part in zip(pushers, parts, strict=True):
-                    if part:
-                        pusher.push(time, concat_batches(part))
+                    if len(part) == 1:
+                        pusher.push(time, part[0])
+                    elif part:
+                        for run in alike_runs(part):
+                            pusher.push(time, concat_batches(run))
+
+
+def _shape(batch: Any) -> Any:
+    """What must agree for two batches to be concatenated without converting a value."""
+    if batch.__class__ is list:
+        return list
+    if isinstance(batch, np.ndarray):
+        return (np.ndarray, batch.dtype, batch.shape[1:])
+    return (batch.__class__, batch.schema)
+
+
+def alike_runs(parts: list[Any]) -> list[list[Any]]:
+    """Split ``parts`` into maximal runs of consecutive batches of the same kind, dtype (or schema) and row shape."""
+    runs: list[list[Any]] = []
+    previous: Any = None
+    for part in parts:
+        shape = _shape(part)
+        if runs and shape == previous:
+            runs[-1].append(part)
+        else:
+            runs.append([part])
+            previous = shape
+    return runs
 
 
 class CheckBatchPusher:
@@ -490,23 +553,30 @@ class ExchangeBatch(ChannelContract):
 
     name = "ExchangeBatch"
 
-    def __init__(self, key: BatchKey, where: str = "ExchangeBatch") -> None:
-        """Route by ``key``; rows with equal keys meet on the same worker."""
+    def __init__(self, key: BatchKey, where: str | None = None) -> None:
+        """Route by ``key``; rows with equal keys meet on the same worker.
+
+        ``where`` (for example ``"operator 'ByWord' in scope 'main'"``) is set by
+        ``Stream.exchange_batch``; a contract given directly to a generic operator
+        names the receiving operator by its address instead.
+        """
         if not isinstance(key, str) and not callable(key):
             raise BuildError(
-                f"{where}: the key must be a column name (str) or a function batch -> keys, got {key!r}"
+                f"{where or 'ExchangeBatch'}: the key must be a column name (str) or a function batch -> keys, "
+                f"got {key!r}"
             )
         self.key = key
-        self.keys = BatchKeys(key, where)
+        self.where = where
 
     def connect(
         self, allocator: Allocator, channel: int, address: tuple[int, ...], activate: Activator
     ) -> tuple[Pusher, Puller]:
+        keys = BatchKeys(self.key, self.where or f"the ExchangeBatch channel into the operator at address {address}")
         if allocator.peers == 1:
             queue = LocalQueue(activate)
-            return CheckBatchPusher(self.keys, queue), queue
+            return CheckBatchPusher(keys, queue), queue
         pushers, puller = allocator.allocate(channel, address)
-        return ExchangeBatchPusher(self.keys, pushers), puller
+        return ExchangeBatchPusher(keys, pushers), puller
 
 
 class _Broadcast(ChannelContract):

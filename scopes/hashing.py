@@ -139,10 +139,14 @@ def stable_hash_array(keys: Any) -> np.ndarray:
     object array first, element by element (a sequence of tuples stays a
     sequence of tuple keys).  Raises :class:`KeyHashError` for other dtypes
     (dates, structured records, complex numbers) and for arrays that are not
-    1-D.
+    1-D.  Other array-likes (objects with ``__array__``, such as a pandas
+    Series) are converted with ``numpy.asarray``.
     """
     if not isinstance(keys, np.ndarray):
-        keys = _object_array(keys)
+        if hasattr(keys, "__array__") and not isinstance(keys, (list, tuple)):
+            keys = np.asarray(keys)  # an array-like (a pandas Series, ...): its own dtype, without a Python loop
+        else:
+            keys = _object_array(keys)
     if keys.ndim != 1:
         raise KeyHashError(
             f"cannot route by an array of keys of shape {keys.shape}: keys must be a 1-D array with one "

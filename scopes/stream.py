@@ -98,7 +98,12 @@ class Stream:
     # ------------------------------------------------------------------ routing
 
     def exchange(self, key: Callable[[Any], Hashable], name: str = "Exchange") -> Stream:
-        """Move each record to the worker selected by ``key(record)`` (see :class:`~scopes.channels.Exchange`)."""
+        """Move each record to the worker selected by ``key(record)`` (see :class:`~scopes.channels.Exchange`).
+
+        A columnar batch stays columnar: ``key`` is called once per row and the rows
+        are partitioned with NumPy; :meth:`exchange_batch` does the same with a key
+        column or a vectorised key function, without a Python call per row.
+        """
         return routing.exchange(self, key, name)
 
     def exchange_batch(self, key: str | Callable[[Any], Any], name: str = "ExchangeBatch") -> Stream:

@@ -308,7 +308,7 @@ def test_missing_key_column_names_column_available_columns_operator_and_scope() 
             assert isinstance(root, KeyColumnError), root
             message = str(root)
             assert "'wrod'" in message and "['word', 'n']" in message
-            assert "operator 'ByWord'" in message and "'dataflow'" in message or "scope" in message
+            assert "operator 'ByWord' in scope 'dataflow 0'" in message and "at time 0" in message
             assert root.available == ("word", "n")
 
 
@@ -490,3 +490,141 @@ def test_columnar_wordcount_matches_record_wise_on_two_workers() -> None:
     text = records.random_text(3, 40, 7)
     assert columnar.run(text, workers=2) == records.reference(text)
     assert partial(columnar.run, text, workers=1)() == records.reference(text)
+
+
+def test_exchange_batch_never_merges_batches_of_different_kinds_or_dtypes() -> None:
+    batches = [np.arange(4, dtype=np.int64), np.arange(4, dtype=np.float64), [0, 1, 2, 3], np.arange(4, 8)]
+
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch(lambda batch: batch).inspect_batch(
+            lambda t, b: seen.append((type(b).__name__, getattr(b, "dtype", None), list(b)))
+        )
+
+    outputs = run(build, lambda w, e: batches if w == 0 else [], workers=2)
+    for worker, seen in enumerate(outputs):
+        # the runs stay apart: int64, float64, list, then int64 again; nothing was converted
+        assert [(kind, str(dtype)) for kind, dtype, _ in seen] == [
+            ("ndarray", "int64"), ("ndarray", "float64"), ("list", "None"), ("ndarray", "int64")
+        ]
+        assert [values for _, _, values in seen] == [[worker, worker + 2]] * 3 + [[4 + worker, 6 + worker]]
+        assert all(route(value, 2) == worker for _, _, values in seen for value in values)
+
+
+def test_columnar_wordcount_script_prints_what_the_record_wise_one_prints() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    flags = ["-w", "2", "--epochs", "3", "--lines", "30", "--seed", "5"]
+    outputs = [
+        subprocess.run(
+            [sys.executable, str(examples / script), *flags], capture_output=True, text=True, timeout=60, check=True
+        ).stdout
+        for script in ("wordcount.py", "wordcount_columnar.py")
+    ]
+    assert outputs[0] == outputs[1]
+    assert outputs[1].rstrip().endswith("matches reference: True")
+
+
+def test_send_batch_refuses_a_zero_dimensional_array() -> None:
+    def main(worker: Any) -> None:
+        def dataflow(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input("Numbers")
+            return handle, stream.probe()
+
+        handle, _ = worker.dataflow(dataflow)
+        handle.send_batch(np.array(3))
+
+    with pytest.raises(WorkerFailed) as excinfo:
+        execute(main, stall_timeout=STALL)
+    root = root_cause(excinfo.value)
+    assert isinstance(root, BatchError) and "input 'Numbers'" in str(root) and "0-dimensional" in str(root)
+
+
+def test_key_functions_may_return_array_likes() -> None:
+    class Keys:
+        def __init__(self, values: np.ndarray) -> None:
+            self.values = values
+
+        def __len__(self) -> int:
+            return len(self.values)
+
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            return self.values
+
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch(lambda batch: Keys(batch + 1)).inspect_batch(lambda t, b: seen.extend(b.tolist()))
+
+    outputs = run(build, lambda w, e: [np.arange(20)], workers=2)
+    for worker, seen in enumerate(outputs):
+        assert seen and all(route(value + 1, 2) == worker for value in seen)
+
+
+def test_a_column_key_on_a_plain_array_says_to_use_a_key_function() -> None:
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange_batch("word", name="Plain")
+
+    for workers in (1, 2):
+        _, root = failure(build, lambda w, e: [np.arange(3)], workers=workers)
+        assert isinstance(root, KeyColumnError) and root.available == ()
+        assert "operator 'Plain'" in str(root) and "without named columns" in str(root) and "key function" in str(root)
+
+
+def test_exchange_batch_contract_in_a_generic_operator() -> None:
+    from scopes.channels import ExchangeBatch
+
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        def constructor(capability: Any, info: Any) -> Any:
+            capability.drop()
+
+            def logic(input: Any, output: Any) -> None:
+                for ref, batch in input:
+                    seen.append((info.worker_index, batch["k"].tolist()))
+                    output.session(ref).give_batch(batch)
+
+            return logic
+
+        return stream.unary(ExchangeBatch("k"), "Keyed", constructor)
+
+    keyed = np.zeros(30, dtype=[("k", "i8"), ("v", "f8")])
+    keyed["k"] = np.arange(30)
+    outputs = run(build, lambda w, e: [keyed], workers=3)
+    total = 0
+    for worker, seen in enumerate(outputs):
+        for index, keys in seen:
+            assert index == worker and all(route(k, 3) == worker for k in keys)
+            total += len(keys)
+    assert total == 90
+
+    def missing(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.unary(ExchangeBatch("nope"), "Keyed", lambda cap, info: lambda i, o: None)
+
+    _, root = failure(missing, lambda w, e: [keyed])
+    assert isinstance(root, KeyColumnError) and "ExchangeBatch channel into the operator at address" in str(root)
+
+
+def test_record_wise_exchange_of_columnar_batches_keeps_them_columnar() -> None:
+    def build(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange(lambda row: int(row) // 3).inspect_batch(lambda t, b: seen.append(b))
+
+    outputs = run(build, lambda w, e: [np.arange(30)], workers=2)
+    rows = 0
+    for worker, seen in enumerate(outputs):
+        for batch in seen:
+            assert isinstance(batch, np.ndarray)
+            assert all(route(value // 3, 2) == worker for value in batch.tolist())
+            rows += len(batch)
+    assert rows == 60
+
+    table = pa.table({"word": ["a", "b", "c", "d"], "n": [1, 2, 3, 4]})
+
+    def arrow(stream: Stream, seen: list[Any]) -> Stream:
+        return stream.exchange(lambda row: row["word"]).inspect_batch(lambda t, b: seen.append(b))
+
+    outputs = run(arrow, lambda w, e: [table], workers=2)
+    for worker, seen in enumerate(outputs):
+        for batch in seen:
+            assert isinstance(batch, pa.Table)
+            assert all(route(word, 2) == worker for word in batch.column("word").to_pylist())
+    assert sum(batch.num_rows for seen in outputs for batch in seen) == 8

@@ -1,7 +1,12 @@
-"""The columnar WCC and SCC examples (NumPy batches) against networkx: random graphs and the Debian graph."""
+"""The columnar WCC and SCC examples (NumPy batches) against networkx: random graphs and the Debian graph.
+
+The two-process test sends NumPy arrays between processes, so it needs the wire
+encoding of arrays (branch wip-colio); the rest runs on colcore's columnar API alone.
+"""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from functools import partial
@@ -9,7 +14,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -17,6 +21,7 @@ from hypothesis import strategies as st
 
 from runtime import execute
 
+nx: Any = importlib.import_module("networkx")
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
@@ -48,19 +53,21 @@ def expected(graph: Any, components: Any) -> set[frozenset[int]]:
     """networkx's components (``components(DiGraph)``) as sets of the graph's ids."""
     digraph = nx.DiGraph()
     digraph.add_edges_from(graph.name_pairs())
-    return wcc.as_ids(components(digraph), graph)  # type: ignore[no-any-return]
+    return wcc.as_ids(components(digraph), graph)
 
 
 def weak(graph: Any, workers: int) -> set[frozenset[int]]:
     labels = wcc.combine(execute(partial(wcc.wcc_worker, graph=graph), workers=workers), graph.nodes)
     assert (labels >= 0).all(), "a node got no label"
-    return wcc.components_of(labels)  # type: ignore[no-any-return]
+    return wcc.components_of(labels)
 
 
 def strong(graph: Any, workers: int) -> set[frozenset[int]]:
-    labels, _ = scc.combine(execute(partial(scc.scc_worker, graph=graph), workers=workers), graph.nodes)
-    assert (labels >= 0).all(), "a node was not reported"
-    return wcc.components_of(labels)  # type: ignore[no-any-return]
+    outputs = execute(partial(scc.scc_worker, graph=graph), workers=workers)
+    reported = [node for nodes, _, _ in outputs for node in nodes]
+    assert len(reported) == len(set(reported)), "a node was reported twice"
+    labels, _ = scc.combine(outputs, graph.nodes)
+    return wcc.components_of(labels)
 
 
 graphs = st.integers(1, 25).flatmap(
@@ -104,6 +111,20 @@ def test_reading_skips_lines_without_a_tab_and_extra_fields(tmp_path: Path) -> N
     assert list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True)) == [(0, 1), (1, 2), (2, 0)]
     limited = wcc.intern(wcc.read_names(path, 2))
     assert limited.names.tolist() == [b"a", b"b"]
+
+
+@pytest.mark.parametrize("bound", [1, 300, 1 << 16, (1 << 16) + 1, 1 << 20])
+def test_sort_order_sorts_keys_below_any_bound(bound: int) -> None:
+    keys = np.random.default_rng(bound).integers(0, bound, 5000).astype(np.int32)
+    order = wcc.sort_order(keys, bound)
+    assert sorted(order.tolist()) == list(range(len(keys)))
+    assert (np.diff(keys[order]) >= 0).all()
+
+
+def test_rows_gathers_csr_ranges() -> None:
+    starts, stops = np.array([0, 5, 5, 2]), np.array([2, 5, 8, 3])
+    assert wcc.rows(starts, stops).tolist() == [0, 1, 5, 6, 7, 2]
+    assert wcc.rows(starts[:0], stops[:0]).tolist() == []
 
 
 # ---------------------------------------------------------------------- the Debian graph
