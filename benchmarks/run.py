@@ -35,9 +35,9 @@ for _path in (str(ROOT), str(HERE)):
     if _path not in sys.path:  # run as `python benchmarks/run.py` without installing
         sys.path.insert(0, _path)
 
-import latency  # noqa: E402
-import pipeline  # noqa: E402
-from report import (  # noqa: E402
+import epoch_latency as latency  # noqa: E402
+import record_pipeline as pipeline  # noqa: E402
+from bench_report import (  # noqa: E402
     Row,
     Section,
     judge_speedup,
@@ -49,7 +49,7 @@ from report import (  # noqa: E402
     tally,
     timed_row,
 )
-from stats import NOT_MEASURED, Sample, format_seconds, ratio, verdict  # noqa: E402
+from bench_stats import NOT_MEASURED, Sample, format_seconds, ratio, verdict  # noqa: E402
 
 Log = Callable[[str], None]
 
@@ -189,7 +189,7 @@ def two_process_latency() -> tuple[Callable[[int], float], str]:
     try:
         latency_processes = importlib.import_module("latency_processes")  # written on branch wip-progress
     except ImportError:
-        return latency.pytimely_two_processes, ("`benchmarks/latency.py` (`benchmarks/latency_processes.py` "
+        return latency.pytimely_two_processes, ("`benchmarks/epoch_latency.py` (`benchmarks/latency_processes.py` "
                                                 "was not available)")
 
     def measure(epochs: int) -> float:

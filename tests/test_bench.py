@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -14,9 +16,20 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import pipeline  # noqa: E402
-import report  # noqa: E402
-import stats  # noqa: E402
+import bench_report as report  # noqa: E402
+import bench_stats as stats  # noqa: E402
+import record_pipeline as pipeline  # noqa: E402
+
+
+def _run_module() -> Any:
+    """``benchmarks/run.py`` loaded under a name no other test module uses."""
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 positive = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False, allow_infinity=False)
 
@@ -154,7 +167,7 @@ def _graph_result(agree: bool = True) -> dict[str, object]:
 
 
 def test_graph_rows_judge_columnar_against_networkx_with_build() -> None:
-    import run
+    run = _run_module()
 
     rows, with_read = run.graph_rows(_graph_result())
     by_variant = {row.variant: row for row in rows}
@@ -170,7 +183,7 @@ def test_graph_rows_judge_columnar_against_networkx_with_build() -> None:
 
 
 def test_graph_rows_refuse_components_that_disagree() -> None:
-    import run
+    run = _run_module()
 
     with pytest.raises(run.WrongAnswer, match="columnar wcc"):
         run.graph_rows(_graph_result(agree=False))

@@ -2,7 +2,7 @@
 
 A :class:`Section` holds :class:`Row` s; a row is one measured variant with its
 median, spread, comparison with a baseline, goal and verdict (all already
-formatted, computed with :mod:`stats`).  :func:`render` writes the whole report:
+formatted, computed with :mod:`bench_stats`).  :func:`render` writes the whole report:
 the machine, one summary table of every row that has a goal, then each section.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stats import MISS, NOT_MEASURED, PASS, Sample, format_seconds, format_spread, ratio, verdict
+from bench_stats import MISS, NOT_MEASURED, PASS, Sample, format_seconds, format_spread, ratio, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 
