@@ -1,716 +1,600 @@
-"""pytimely benchmark harness.
+"""pytimely benchmark suite: every workload side by side with its baselines, in one run.
 
-Measures, in one run and side by side:
-
-1. **Record pipeline** - ``map``, ``filter``, ``exchange`` and a per-epoch ``count``
-   over many integers on one worker, against the same logic written as a plain
-   Python loop.  Reports records/s for both and their ratio (goal: pytimely
-   reaches at least 0.5x the loop).
-2. **Epoch latency** - an input, a ``map`` and a probe, advanced one epoch at a
-   time.  Reports microseconds per epoch (goal: under 30 us on one worker).
-
-Each measurement is the best of several repetitions (``time.perf_counter``),
-each in a fresh ``execute()``.  Goals are reported as PASS/MISS; nothing here
-asserts on timings.  When a goal is missed (or with ``--profile``), the
-benchmark is run once more under cProfile and the top functions are listed.
+Sections (issue 12's table): 1. record pipeline, 2. epoch latency,
+3. connected components on the Debian graph, 4. wordcount on 1 and 2 processes,
+5. shape scaling, 6. instrumentation overhead.  Every measurement is repeated
+(``--repeat``, default 5) with the variants interleaved; the report gives the
+median, the spread (min–max), ratios of medians, the goal and PASS/MISS.
 
 Usage::
 
-    python benchmarks/run.py --output BENCHMARKS.md   # full size (make bench)
-    python benchmarks/run.py --quick                  # small sizes, smoke test
-    python benchmarks/run.py --profile                # profile every benchmark
+    python benchmarks/run.py --output BENCHMARKS.md     # full size (make bench), about 10 minutes
+    python benchmarks/run.py --quick                    # small sizes, no Spark: a smoke test
+    python benchmarks/run.py --quick --sections pipeline,latency
+
+The exit status is 1 only if a variant computed a wrong answer (a bug, not a slow run).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
-import datetime
-import gc
-import os
-import platform
+import importlib
 import pstats
-import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # allow `python benchmarks/run.py` without installing
-    sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (str(ROOT), str(HERE)):
+    if _path not in sys.path:  # run as `python benchmarks/run.py` without installing
+        sys.path.insert(0, _path)
 
-from runtime.execute import execute  # noqa: E402
-from runtime.worker import Worker  # noqa: E402
+import epoch_latency as latency  # noqa: E402
+import record_pipeline as pipeline  # noqa: E402
+from bench_report import (  # noqa: E402
+    Row,
+    Section,
+    judge_speedup,
+    judge_time_ratio,
+    kept_sections,
+    machine_info,
+    missing_row,
+    render,
+    tally,
+    timed_row,
+)
+from bench_stats import NOT_MEASURED, Sample, format_seconds, ratio, verdict  # noqa: E402
 
-# ---------------------------------------------------------------------------- configuration
-
-PIPELINE_GOAL_RATIO = 0.5  # pytimely records/s >= 0.5 x handwritten loop records/s
-LATENCY_GOAL_US = 30.0  # microseconds per epoch, 1 worker
-RUST_LATENCY_US = 2.0  # Rust timely, for reference only
-PROFILE_TOP = 12
+Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class Sizes:
-    """Problem sizes for one run of the harness."""
+class Config:
+    """Sizes and repetitions of one run."""
 
-    label: str
+    quick: bool
+    repeat: int
     epochs: int
-    records_per_epoch: int
+    per_epoch: int
     latency_epochs: int
+    process_latency_epochs: int
+    shapes: tuple[int, ...]
 
     @property
     def records(self) -> int:
-        return self.epochs * self.records_per_epoch
+        """Records in the record pipeline."""
+        return self.epochs * self.per_epoch
 
 
-FULL = Sizes("full", epochs=20, records_per_epoch=100_000, latency_epochs=10_000)
-QUICK = Sizes("quick", epochs=4, records_per_epoch=20_000, latency_epochs=1_000)
+def config(quick: bool, repeat: int) -> Config:
+    """The full sizes of issue 12, or small ones for ``--quick``."""
+    if quick:
+        return Config(True, repeat, 4, 20_000, 1_000, 300, (1_000,))
+    return Config(False, repeat, 20, 100_000, 10_000, 10_000, (10_000, 100_000))
 
 
-# ---------------------------------------------------------------------------- the record logic
-
-def times_three_plus_one(x: int) -> int:
-    """The map of the record pipeline."""
-    return x * 3 + 1
+class WrongAnswer(Exception):
+    """A variant computed something other than the right answer: a bug, not a slow run."""
 
 
-def is_even(x: int) -> bool:
-    """The filter of the record pipeline."""
-    return x % 2 == 0
+# ---------------------------------------------------------------------------- 1. record pipeline
+
+PIPELINE_GOALS = {"record": 0.5, "map_batch": 1.0, "numpy": 5.0}
+PIPELINE_BYTEWAX_GOAL = 3.0
 
 
-def identity(x: int) -> int:
-    """The exchange key of the record pipeline."""
-    return x
+def _rate(cfg: Config, sample: Sample) -> str:
+    return f"{format_seconds(sample.median)} ({cfg.records / sample.median / 1e6:.2f} M records/s)"
 
 
-def plus_one(x: int) -> int:
-    """The map of the latency dataflow."""
-    return x + 1
-
-
-def make_batches(sizes: Sizes) -> list[list[int]]:
-    """The input: ``epochs`` lists of consecutive integers."""
-    n = sizes.records_per_epoch
-    return [list(range(epoch * n, (epoch + 1) * n)) for epoch in range(sizes.epochs)]
-
-
-# ---------------------------------------------------------------------------- timed runs
-
-@dataclass
-class Timing:
-    """The repetitions of one measured variant (seconds), plus what the runs produced."""
-
-    seconds: list[float] = field(default_factory=list)
-    counts: dict[int, int] = field(default_factory=dict)
-    steps: int = 0
-
-    @property
-    def best(self) -> float:
-        return min(self.seconds)
-
-    @property
-    def spread(self) -> float:
-        """How much slower the slowest repetition was than the best (0.1 = 10%)."""
-        return max(self.seconds) / min(self.seconds) - 1
-
-
-NOISY_SPREAD = 0.15  # warn when repetitions of one measurement differ by more than this
-
-
-class _Profiling:
-    """Switches an optional profiler on and off around a timed region."""
-
-    def __init__(self, profiler: cProfile.Profile | None) -> None:
-        self.profiler = profiler
-
-    def __enter__(self) -> None:
-        if self.profiler is not None:
-            self.profiler.enable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.profiler is not None:
-            self.profiler.disable()
-
-
-def _single_worker(main: Callable[[Worker], Any]) -> Any:
-    gc.collect()
-    return execute(main, workers=1)[0]
-
-
-def pipeline_pytimely(
-    batches: list[list[int]], profiler: cProfile.Profile | None = None
-) -> tuple[float, dict[int, int]]:
-    """Run the record pipeline as a dataflow; return (seconds, count per epoch)."""
-
-    def main(worker: Worker) -> tuple[float, dict[int, int]]:
-        counts: dict[int, int] = {}
-
-        def record(time: Any, batch: list[int]) -> None:
-            for count in batch:
-                counts[time] = counts.get(time, 0) + count
-
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input("Records")
-            probe = (
-                stream.map(times_three_plus_one)
-                .filter(is_even)
-                .exchange(identity)
-                .count()
-                .inspect_batch(record)
-                .probe()
-            )
-            return handle, probe
-
-        handle, probe = worker.dataflow(build, name="record pipeline")
-        with _Profiling(profiler):
-            start = time.perf_counter()
-            for epoch, batch in enumerate(batches):
-                handle.send_batch(batch)
-                handle.advance_to(epoch + 1)
-                while probe.less_than(epoch + 1):
-                    worker.step()
-            elapsed = time.perf_counter() - start
-        return elapsed, counts
-
-    result: tuple[float, dict[int, int]] = _single_worker(main)
-    return result
-
-
-def pipeline_loop(batches: list[list[int]]) -> tuple[float, dict[int, int]]:
-    """The same logic as a handwritten loop; return (seconds, count per epoch)."""
-    counts: dict[int, int] = {}
-    gc.collect()
-    start = time.perf_counter()
-    for epoch, batch in enumerate(batches):
-        count = 0
-        for x in batch:
-            y = x * 3 + 1
-            if y % 2 == 0:
-                count += 1
-        if count:
-            counts[epoch] = count
-    elapsed = time.perf_counter() - start
-    return elapsed, counts
-
-
-def pipeline_functions(batches: list[list[int]]) -> tuple[float, dict[int, int]]:
-    """Reference: the dataflow's own functions through builtin map/filter, no engine at all."""
-    counts: dict[int, int] = {}
-    gc.collect()
-    start = time.perf_counter()
-    for epoch, batch in enumerate(batches):
-        count = len(list(filter(is_even, map(times_three_plus_one, batch))))
-        if count:
-            counts[epoch] = count
-    elapsed = time.perf_counter() - start
-    return elapsed, counts
-
-
-def latency_pytimely(epochs: int, profiler: cProfile.Profile | None = None) -> tuple[float, int]:
-    """Advance input -> map -> probe one epoch at a time; return (seconds, worker steps)."""
-
-    def main(worker: Worker) -> tuple[float, int]:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input("Ticks")
-            return handle, stream.map(plus_one).probe()
-
-        handle, probe = worker.dataflow(build, name="epoch latency")
-        steps = 0
-        with _Profiling(profiler):
-            start = time.perf_counter()
-            for epoch in range(epochs):
-                handle.send(epoch)
-                handle.advance_to(epoch + 1)
-                while probe.less_than(epoch + 1):
-                    worker.step()
-                    steps += 1
-            elapsed = time.perf_counter() - start
-        return elapsed, steps
-
-    result: tuple[float, int] = _single_worker(main)
-    return result
-
-
-# ---------------------------------------------------------------------------- results
-
-@dataclass
-class PipelineResult:
-    sizes: Sizes
-    pytimely: Timing
-    loop: Timing
-    functions: Timing
-
-    @property
-    def records(self) -> int:
-        return self.sizes.records
-
-    def rate(self, timing: Timing) -> float:
-        return self.records / timing.best
-
-    @property
-    def ratio(self) -> float:
-        return self.rate(self.pytimely) / self.rate(self.loop)
-
-    @property
-    def passed(self) -> bool:
-        return self.ratio >= PIPELINE_GOAL_RATIO
-
-    @property
-    def counts_match(self) -> bool:
-        return self.pytimely.counts == self.loop.counts == self.functions.counts
-
-
-@dataclass
-class LatencyResult:
-    sizes: Sizes
-    pytimely: Timing
-
-    @property
-    def epochs(self) -> int:
-        return self.sizes.latency_epochs
-
-    @property
-    def micros(self) -> float:
-        return self.pytimely.best / self.epochs * 1e6
-
-    @property
-    def passed(self) -> bool:
-        return self.micros < LATENCY_GOAL_US
-
-
-def run_pipeline(sizes: Sizes, repeat: int, log: Callable[[str], None]) -> PipelineResult:
-    batches = make_batches(sizes)
-    result = PipelineResult(sizes, Timing(), Timing(), Timing())
-    Runner = Callable[[list[list[int]]], tuple[float, dict[int, int]]]
-    variants: list[tuple[str, Timing, Runner]] = [
-        ("pytimely", result.pytimely, pipeline_pytimely),
-        ("loop", result.loop, pipeline_loop),
-        ("functions", result.functions, pipeline_functions),
+def section_pipeline(cfg: Config, log: Log) -> Section:
+    """Workload 1: map, filter, exchange, count per epoch on one worker, against the loop and bytewax."""
+    expected = pipeline.expected_counts(cfg.epochs, cfg.per_epoch)
+    variants: list[tuple[str, str, pipeline.Runner]] = [
+        ("loop", "handwritten loop (baseline)", pipeline.loop),
+        ("builtins", "same functions through builtin `map`/`filter`, no engine (reference)", pipeline.builtins),
     ]
-    for rep in range(repeat):  # interleave the variants so drift affects all alike
-        for label, timing, run in variants:
-            seconds, counts = run(batches)
-            timing.seconds.append(seconds)
-            timing.counts = counts
-            log(f"  pipeline rep {rep + 1}/{repeat} {label:9s} {seconds * 1e3:9.1f} ms "
-                f"({sizes.records / seconds / 1e6:.2f} M records/s)")
-    return result
-
-
-def run_latency(sizes: Sizes, repeat: int, log: Callable[[str], None]) -> LatencyResult:
-    result = LatencyResult(sizes, Timing())
-    for rep in range(repeat):
-        seconds, steps = latency_pytimely(sizes.latency_epochs)
-        result.pytimely.seconds.append(seconds)
-        result.pytimely.steps = steps
-        log(f"  latency  rep {rep + 1}/{repeat} {seconds * 1e3:9.1f} ms "
-            f"({seconds / sizes.latency_epochs * 1e6:.1f} us/epoch)")
-    return result
-
-
-# ---------------------------------------------------------------------------- profiling
-
-@dataclass
-class ProfileRow:
-    location: str
-    calls: str
-    tottime: float
-    cumtime: float
-
-
-@dataclass
-class ProfileSummary:
-    benchmark: str
-    reason: str
-    total: float
-    by_tottime: list[ProfileRow]
-    by_cumtime: list[ProfileRow]
-
-
-def _location(file: str, line: int, function: str) -> str:
-    if file == "~":  # builtins: pstats names them like "<built-in method builtins.len>"
-        return function
-    path = Path(file)
-    try:
-        shown = str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        shown = path.name
-    return f"{shown}:{line}({function})"
-
-
-def summarize_profile(profiler: cProfile.Profile, benchmark: str, reason: str) -> ProfileSummary:
-    stats = pstats.Stats(profiler)
-    rows: list[ProfileRow] = []
-    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]]
-    raw = stats.stats  # type: ignore[attr-defined]
-    for (file, line, function), (primitive, calls, tottime, cumtime, _) in raw.items():
-        if "_lsprof.Profiler" in function:
-            continue
-        shown_calls = str(calls) if calls == primitive else f"{calls}/{primitive}"
-        rows.append(ProfileRow(_location(file, line, function), shown_calls, tottime, cumtime))
-    total = stats.total_tt  # type: ignore[attr-defined]
-    by_tottime = sorted(rows, key=lambda row: row.tottime, reverse=True)[:PROFILE_TOP]
-    by_cumtime = sorted(rows, key=lambda row: row.cumtime, reverse=True)[:PROFILE_TOP]
-    return ProfileSummary(benchmark, reason, total, by_tottime, by_cumtime)
-
-
-def profile_pipeline(sizes: Sizes, reason: str) -> ProfileSummary:
-    profiler = cProfile.Profile()
-    pipeline_pytimely(make_batches(sizes), profiler)
-    return summarize_profile(profiler, "Record pipeline (pytimely)", reason)
-
-
-def profile_latency(sizes: Sizes, reason: str) -> ProfileSummary:
-    profiler = cProfile.Profile()
-    latency_pytimely(sizes.latency_epochs, profiler)
-    return summarize_profile(profiler, "Epoch latency (pytimely)", reason)
-
-
-# ---------------------------------------------------------------------------- machine info
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _git(*args: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip()
-
-
-def machine_info() -> list[tuple[str, str]]:
-    try:
-        usable = str(len(os.sched_getaffinity(0)))
-    except AttributeError:
-        usable = "n/a"
-    commit = _git("rev-parse", "--short", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", "scopes", "runtime")
-    if commit is None:
-        revision = "unknown (not a git checkout)"
+    missing: dict[str, str] = {}
+    bytewax_missing = pipeline.missing_bytewax()
+    if bytewax_missing:
+        missing["bytewax"] = bytewax_missing
     else:
-        revision = commit + (" + uncommitted engine changes" if dirty else "")
-    return [
-        ("Python", f"{platform.python_implementation()} {platform.python_version()} "
-                   f"({sys.executable})"),
-        ("Platform", platform.platform()),
-        ("CPU", _cpu_model()),
-        ("CPU count", f"{os.cpu_count()} (usable by this process: {usable})"),
-        ("pytimely revision", revision),
-        ("Load average (1/5/15 min) before the run", _load_average()),
-        ("Date", datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")),
-    ]
-
-
-def _load_average() -> str:
-    try:
-        loads = os.getloadavg()
-    except (AttributeError, OSError):
-        return "n/a"
-    return " / ".join(f"{load:.2f}" for load in loads) + (
-        " (the machine was busy recently; timings may be noisier)"
-        if loads[0] > 0.5 else ""
+        variants.append(("bytewax", "bytewax 0.21.1, `count_final` keyed by epoch", pipeline.bytewax_pipeline))
+        variants.append(("bytewax_combined", "bytewax 0.21.1, per-batch combiner, then `reduce_final` by epoch",
+                         pipeline.bytewax_combined))
+    variants.append(("record", "pytimely record-wise `map`/`filter`/`exchange`/`count`", pipeline.record))
+    columnar_missing = pipeline.missing_columnar()
+    columnar = [("map_batch", "pytimely `map_batch` with list functions", pipeline.map_batch_lists),
+                ("numpy", "pytimely with NumPy batches (`map_batch`, `exchange_batch`)", pipeline.numpy_batches)]
+    if columnar_missing:
+        missing.update({key: columnar_missing for key, _, _ in columnar})
+    else:
+        variants += columnar
+    seconds: dict[str, list[float]] = {key: [] for key, _, _ in variants}
+    for rep in range(cfg.repeat):  # interleaved, so that drift in machine speed affects all alike
+        for key, _, run in variants:
+            elapsed, counts = run(cfg.epochs, cfg.per_epoch)
+            if counts != expected:
+                raise WrongAnswer(f"record pipeline: {key} counted {counts}, expected {expected}")
+            seconds[key].append(elapsed)
+            log(f"  pipeline rep {rep + 1}/{cfg.repeat} {key:9} {elapsed * 1e3:8.1f} ms")
+    samples = {key: Sample.of(values) for key, values in seconds.items()}
+    loop = samples["loop"]
+    labels = {key: label for key, label, _ in variants + columnar}
+    labels.setdefault("bytewax", "bytewax 0.21.1")
+    rows: list[Row] = []
+    for key in ("loop", "builtins", "bytewax", "bytewax_combined", "record", "map_batch", "numpy"):
+        if key == "bytewax_combined" and "bytewax" in missing:
+            continue
+        if key in missing:
+            goal = "" if key == "bytewax" else f"≥ {PIPELINE_GOALS[key]:g}× the loop"
+            rows.append(missing_row(labels[key], missing[key], goal))
+            continue
+        sample = samples[key]
+        row = timed_row(labels[key], sample)
+        row.median = _rate(cfg, sample)
+        if key in PIPELINE_GOALS:
+            judge_speedup(row, sample, loop, "the loop", PIPELINE_GOALS[key])
+        elif key != "loop":
+            row.comparison = f"{sample.speedup_over(loop):.2f}× the loop"
+        rows.append(row)
+    if "bytewax" in samples:
+        fastest = min(("bytewax", "bytewax_combined"), key=lambda key: samples[key].median)
+        vs = timed_row("pytimely record-wise against bytewax (its faster configuration)", samples["record"])
+        vs.median = _rate(cfg, samples["record"])
+        rows.append(judge_speedup(vs, samples["record"], samples[fastest], "bytewax", PIPELINE_BYTEWAX_GOAL))
+    else:
+        rows.append(missing_row("pytimely record-wise against bytewax", missing["bytewax"],
+                                f"≥ {PIPELINE_BYTEWAX_GOAL:g}× bytewax"))
+    engine = samples["record"].median - samples["builtins"].median
+    return Section(
+        f"Record pipeline, 1 worker ({cfg.records:,} ints)",
+        [f"{cfg.epochs} epochs of {cfg.per_epoch:,} consecutive integers, built before timing. Each "
+         "variant computes, per epoch, how many `x * 3 + 1` are even: pytimely as `map` → `filter` → "
+         "`exchange` → `count` → probe, sending one batch per epoch and stepping until the probe passes it. "
+         "Ratios are speed-ups (loop time / variant time): above 1 is faster than the loop. Every variant's "
+         "per-epoch counts are checked against the right answer."],
+        rows,
+        [f"Engine overhead of the record-wise pipeline over the bare function calls (pytimely record-wise − "
+         f"builtin `map`/`filter`, medians): {format_seconds(engine)}, "
+         f"{engine / cfg.records * 1e9:.0f} ns per record.",
+         "bytewax's configuration is its fairest for this job: `run_main` (one worker, like pytimely's one "
+         "worker) with the default `epoch_interval` (bytewax's epochs only pace snapshots for recovery, and "
+         "none is configured, so the longest interval costs least); `TestingSource(..., batch_size=1000)` "
+         "(measured on the bench machine: 1 record per batch is about 17× slower, and 100,000 no faster "
+         "than 1,000); `op.map` and `op.filter` "
+         "with the same two functions. bytewax has no user-visible epochs and exchanges only keyed streams, so "
+         "the per-epoch count is keyed by the epoch number derived from each value, in two ways: "
+         "`op.count_final` (bytewax's keyed exchange and count in one step, with Python calls per record for "
+         "the key and the count), and a per-batch combiner (`op.flat_map_batch` counting each batch's records "
+         "per epoch, like pytimely's `count` taking `len` of a batch) followed by `key_on` and `reduce_final` "
+         "on the few resulting pairs. The ≥ 3× goal is judged against the faster of the two. bytewax's time "
+         "includes building its dataflow inside `run_main` (about half a millisecond)."],
     )
 
 
-# ---------------------------------------------------------------------------- report
+# ---------------------------------------------------------------------------- 2. epoch latency
 
-def _rate(value: float) -> str:
-    return f"{value / 1e6:.2f} M records/s"
-
-
-def _reps(timing: Timing, scale: float, unit: str) -> str:
-    return ", ".join(f"{seconds * scale:.1f}" for seconds in timing.seconds) + f" {unit}"
+PROCESS_LATENCY_GOAL = 300e-6
 
 
-def _verdict(passed: bool) -> str:
-    return "**PASS**" if passed else "**MISS**"
+def two_process_latency() -> tuple[Callable[[int], float], str]:
+    """The 2-process measurement: ``benchmarks/latency_processes.py`` (the progress work) when present, else ours."""
+    try:
+        latency_processes = importlib.import_module("latency_processes")  # written on branch wip-progress
+    except ImportError:
+        return latency.pytimely_two_processes, ("`benchmarks/epoch_latency.py` (`benchmarks/latency_processes.py` "
+                                                "was not available)")
+
+    def measure(epochs: int) -> float:
+        micros, _ = latency_processes.measure(epochs, 1, 2)
+        return float(micros) / 1e6
+
+    return measure, "`benchmarks/latency_processes.py` (`measure(epochs, workers=1, processes=2)`)"
 
 
-def render(
-    sizes: Sizes,
-    repeat: int,
-    pipeline: PipelineResult,
-    latency: LatencyResult,
-    profiles: list[ProfileSummary],
-    machine: list[tuple[str, str]],
-) -> str:
-    p, lat = pipeline, latency
-    lines: list[str] = []
-    add = lines.append
-    add("# pytimely benchmarks")
-    add("")
-    command = "python benchmarks/run.py" + (" --quick" if sizes is QUICK else "")
-    add(f"Generated by `{command}` ({sizes.label} size; best of {repeat} repetitions, "
-        "each in a fresh `execute(main, workers=1)`). See `benchmarks/README.md` for what "
-        "is measured. Timings vary from run to run by several percent; nothing asserts on them.")
-    if sizes is QUICK:
-        add("")
-        add("> **Quick mode**: sizes are reduced for smoke testing; the numbers below are not "
-            "representative. Run without `--quick` for the real measurement.")
-    add("")
-    add("## Machine")
-    add("")
-    for key, value in machine:
-        add(f"- **{key}**: {value}")
-    add("")
-    add("## Summary")
-    add("")
-    add("| Benchmark | pytimely | Baseline | Ratio | Goal | Result |")
-    add("|---|---|---|---|---|---|")
-    add(f"| Record pipeline, 1 worker ({p.records:,} records, {sizes.epochs} epochs x "
-        f"{sizes.records_per_epoch:,}) | {_rate(p.rate(p.pytimely))} | "
-        f"{_rate(p.rate(p.loop))} (handwritten loop) | {p.ratio:.3f}x the loop | "
-        f">= {PIPELINE_GOAL_RATIO}x the loop | {_verdict(p.passed)} |")
-    add(f"| Epoch latency, 1 worker ({lat.epochs:,} epochs) | {lat.micros:.1f} us/epoch | "
-        f"{LATENCY_GOAL_US:.0f} us (goal); ~{RUST_LATENCY_US:.0f} us (Rust timely, reference) | "
-        f"{lat.micros / LATENCY_GOAL_US:.2f}x the goal; {lat.micros / RUST_LATENCY_US:.0f}x Rust | "
-        f"< {LATENCY_GOAL_US:.0f} us/epoch | {_verdict(lat.passed)} |")
-    add("")
-    noisy = _noise_warning(p, lat)
-    if noisy:
-        add(f"> **Noisy run**: {noisy}")
-        add("")
-    check = "identical" if p.counts_match else "**DIFFERENT (bug!)**"
-    add(f"Correctness check: per-epoch counts of pytimely, the loop and the function reference "
-        f"are {check} ({len(p.loop.counts)} epochs, {sum(p.loop.counts.values()):,} records "
-        f"counted by the loop; pytimely counted {sum(p.pytimely.counts.values()):,}).")
-    add("")
-    add("## 1. Record pipeline")
-    add("")
-    add(f"Input: {sizes.epochs} epochs of {sizes.records_per_epoch:,} consecutive integers "
-        "(built before timing). pytimely: `send_batch` per epoch -> `map(x*3+1)` -> "
-        "`filter(x % 2 == 0)` -> `exchange(identity)` -> `count()` -> probe, stepping the "
-        "worker until the probe passes each epoch. Loop: `for x in batch: y = x*3+1; "
-        "if y % 2 == 0: count += 1` per epoch.")
-    add("")
-    add("| Variant | Best time | Records/s | Ratio to loop | All repetitions |")
-    add("|---|---|---|---|---|")
-    for label, timing in (
-        ("pytimely dataflow", p.pytimely),
-        ("handwritten loop (baseline)", p.loop),
-        ("reference: same map/filter functions via builtin `map`/`filter`, no engine", p.functions),
-    ):
-        add(f"| {label} | {timing.best * 1e3:.1f} ms | {_rate(p.rate(timing))} | "
-            f"{p.rate(timing) / p.rate(p.loop):.2f}x | {_reps(timing, 1e3, 'ms')} |")
-    add("")
-    add("The reference row is not a goal: it applies the dataflow's own per-record Python "
-        "functions with no engine around them, so it shows how much of pytimely's time is "
-        "the unavoidable cost of calling user functions per record, and how much is the engine "
-        f"(here {p.pytimely.best * 1e3:.1f} ms - {p.functions.best * 1e3:.1f} ms = "
-        f"{(p.pytimely.best - p.functions.best) * 1e3:.1f} ms of engine overhead, "
-        f"{(p.pytimely.best - p.functions.best) / p.records * 1e9:.0f} ns per record).")
-    add("")
-    add("## 2. Epoch latency")
-    add("")
-    add(f"One input, `map(x + 1)` and a probe. For each of {lat.epochs:,} epochs: `send` one "
-        "record, `advance_to(epoch + 1)`, then `worker.step()` until `probe.less_than(epoch + 1)` "
-        "is false.")
-    add("")
-    add("| Measurement | Value |")
-    add("|---|---|")
-    add(f"| Best total time | {lat.pytimely.best * 1e3:.1f} ms |")
-    add(f"| Per epoch (best) | {lat.micros:.1f} us |")
-    add(f"| All repetitions, per epoch | {_reps(lat.pytimely, 1e6 / lat.epochs, 'us')} |")
-    add(f"| Worker steps per epoch | {lat.pytimely.steps / lat.epochs:.2f} |")
-    add(f"| Goal | < {LATENCY_GOAL_US:.0f} us ({_verdict(lat.passed)}, "
-        f"{lat.micros / LATENCY_GOAL_US:.2f}x the goal) |")
-    add(f"| Rust timely (reference) | ~{RUST_LATENCY_US:.0f} us "
-        f"({lat.micros / RUST_LATENCY_US:.0f}x) |")
-    add("")
-    if profiles:
-        add("## Profiles")
-        add("")
-        add("Each profile is a separate, untimed run of the benchmark under `cProfile` (which "
-            "inflates every Python call, so read the proportions rather than the absolute "
-            "numbers). Times in seconds; `calls` shows `total/primitive` for recursive "
-            "functions. *tottime* is time spent in the function itself, *cumtime* includes "
-            "what it calls.")
-        add("")
-        for summary in profiles:
-            add(f"### {summary.benchmark}")
-            add("")
-            add(f"Profiled because {summary.reason}. Total profiled time: {summary.total:.3f} s.")
-            add("")
-            tables = (("By tottime", summary.by_tottime), ("By cumtime", summary.by_cumtime))
-            for title, rows in tables:
-                add(f"{title} (top {len(rows)}):")
-                add("")
-                add("| Function (file:line(function)) | Calls | tottime | cumtime |")
-                add("|---|---:|---:|---:|")
-                for row in rows:
-                    add(f"| `{row.location}` | {row.calls} | {row.tottime:.3f} | "
-                        f"{row.cumtime:.3f} |")
-                add("")
-    return "\n".join(lines).rstrip() + "\n"
+def section_latency(cfg: Config, log: Log) -> Section:
+    """Workload 2: input -> map -> probe, one epoch at a time: pytimely against bytewax, and on 2 processes."""
+    variants: list[tuple[str, Callable[[int], float], int]] = [
+        ("pytimely", latency.pytimely_one_worker, cfg.latency_epochs)]
+    bytewax_missing = pipeline.missing_bytewax()
+    if not bytewax_missing:
+        variants.append(("bytewax", latency.bytewax_epoch_interval_zero, cfg.latency_epochs))
+    two_processes, measured_by = two_process_latency()
+    variants.append(("processes", two_processes, cfg.process_latency_epochs))
+    values: dict[str, list[float]] = {key: [] for key, _, _ in variants}
+    for rep in range(cfg.repeat):
+        for key, run, epochs in variants:
+            values[key].append(run(epochs))
+            log(f"  latency rep {rep + 1}/{cfg.repeat} {key:9} {values[key][-1] * 1e6:8.1f} µs/epoch")
+    samples = {key: Sample.of(v) for key, v in values.items()}
+    one = timed_row("pytimely, 1 worker", samples["pytimely"])
+    rows = [one]
+    notes = []
+    if bytewax_missing:
+        one.comparison, one.goal, one.result = bytewax_missing, "≤ 1× the time of bytewax", NOT_MEASURED
+    else:
+        rows.append(timed_row("bytewax 0.21.1, `epoch_interval=0` (baseline)", samples["bytewax"]))
+        judge_time_ratio(one, samples["pytimely"], samples["bytewax"], "bytewax", 1.0)
+        start = latency.bytewax_start_cost()
+        notes.append(f"bytewax's figure is `run_main`'s whole time over {cfg.latency_epochs:,} records (one "
+                     "record per input batch, and `epoch_interval=timedelta(0)` closes an epoch after each), "
+                     f"so it includes building and starting the dataflow: {format_seconds(start)} for one "
+                     f"record, {start / (cfg.latency_epochs * samples['bytewax'].median):.1%} of the total.")
+    two = timed_row("pytimely, 2 processes × 1 worker", samples["processes"])
+    two.goal = f"< {PROCESS_LATENCY_GOAL * 1e6:.0f} µs"
+    two.result = verdict(samples["processes"].median, PROCESS_LATENCY_GOAL, at_least=False)
+    two.comparison = f"{ratio(samples['processes'].median, PROCESS_LATENCY_GOAL):.2f}× the goal"
+    rows.append(two)
+    notes.append(f"2 processes: {cfg.process_latency_epochs:,} epochs after a warm-up epoch; every worker "
+                 "sends one record per epoch and steps until its probe passes the epoch; the figure is the "
+                 "span from the earliest start to the latest end over the epochs (process start-up excluded). "
+                 f"Measured by {measured_by}.")
+    return Section(
+        f"Epoch latency, input → map → probe ({cfg.latency_epochs:,} epochs)",
+        ["Per epoch: `send` one record, `advance_to(epoch + 1)`, then `worker.step()` until "
+         "`probe.less_than(epoch + 1)` is false. Figures are seconds per epoch."],
+        rows, notes)
 
 
-def _noise_warning(pipeline: PipelineResult, latency: LatencyResult) -> str:
-    timings = [
-        ("pytimely pipeline", pipeline.pytimely),
-        ("handwritten loop", pipeline.loop),
-        ("function reference", pipeline.functions),
-        ("epoch latency", latency.pytimely),
-    ]
-    noisy = [f"{label} {timing.spread:.0%}" for label, timing in timings
-             if len(timing.seconds) > 1 and timing.spread > NOISY_SPREAD]
-    if not noisy:
-        return ""
-    return ("the slowest repetition was this much slower than the best: " + ", ".join(noisy)
-            + ". Another program was probably competing for the CPU, so a PASS/MISS near "
-            "its threshold may flip between runs. Rerun on a quiet machine (or use --repeat 5).")
+# ---------------------------------------------------------------------------- 3. connected components
+
+SPARK_SPEEDUP_GOAL = 50.0
+GRAPH = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
 
-def print_profile(summary: ProfileSummary) -> None:
-    print(f"\nProfile: {summary.benchmark} ({summary.reason}); total {summary.total:.3f} s")
-    print(f"  {'tottime':>8} {'cumtime':>8} {'calls':>12}  function (top by tottime)")
-    for row in summary.by_tottime:
-        print(f"  {row.tottime:8.3f} {row.cumtime:8.3f} {row.calls:>12}  {row.location}")
+def _graphs_module() -> Any | None:
+    try:
+        return importlib.import_module("graphs")  # benchmarks/graphs.py, written on branch wip-algos
+    except ImportError:
+        return None
 
 
-# ---------------------------------------------------------------------------- scaling
+def spark_samples(repeat: int, log: Log) -> tuple[Sample, int, int]:
+    """PySpark label propagation on ``local[2]``: (read + propagate seconds, iterations, components)."""
+    import spark_wcc
 
-SHAPE_SIZES = {"quick": [1_000], "full": [1_000, 10_000, 100_000]}
-COLLATZ_LIMIT = {"quick": 1_000, "full": 3_000}
-SHAPE_GOAL_SECONDS, SHAPE_GOAL_MB = 10.0, 500.0  # at 10,000 ports
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    spark = spark_wcc.start_spark("local[2]")
+    try:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        values = []
+        iterations = components = 0
+        for rep in range(repeat):
+            read, propagate, iterations, found = spark_wcc.label_propagation(spark, GRAPH, 2)
+            components = len(found)
+            values.append(read + propagate)
+            log(f"  spark rep {rep + 1}/{repeat} {read + propagate:6.1f} s ({iterations} iterations)")
+    finally:
+        spark.stop()
+    return Sample.of(values), iterations, components
 
 
-def run_scaling(sizes: Sizes, log: Callable[[str], None]) -> list[str]:
-    """Sections 3 and 4 of the report: shape scaling and the Collatz loop (see ``scaling.py``)."""
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from scaling import collatz_once, shape_in_child
+def _seconds(result: dict[str, Any], name: str) -> list[float]:
+    return [float(value) for value in result["rows"][name]["seconds"]]
 
-    lines = ["## 3. Shape scaling", "",
-             "Timely's `shape_scaling` shapes: one operator with N inputs and N outputs "
-             "(one to one), and one region with N streams entering and leaving. Each in a "
-             "fresh interpreter; peak RSS includes the interpreter. Goal: 10,000 ports in "
-             f"under {SHAPE_GOAL_SECONDS:.0f} s and {SHAPE_GOAL_MB:.0f} MB.", "",
-             "| Shape | N | Seconds | Peak MB |", "|---|---:|---:|---:|"]
-    for shape in ("operator", "region"):
-        for count in SHAPE_SIZES[sizes.label]:
-            result = shape_in_child(shape, count)
-            if result is None:
-                log(f"  {shape:8} N={count:>7,}: failed or timed out")
-                lines.append(f"| {shape} | {count:,} | failed or timed out | |")
+
+def graph_rows(result: dict[str, Any]) -> tuple[list[Row], Sample | None]:
+    """Rows for networkx and pytimely columnar from ``graphs.measure``'s result; and columnar WCC incl. reading."""
+    disagree = [name for name, same in result.get("agree", {}).items() if not same]
+    if disagree:
+        raise WrongAnswer(f"connected components: {', '.join(disagree)} disagree with networkx")
+    rows: list[Row] = []
+    for kind in ("wcc", "scc"):
+        upper = kind.upper()
+        nx_total = Sample.of(_seconds(result, f"networkx {kind} + build"))
+        nx_alone = Sample.of(_seconds(result, f"networkx {kind}"))
+        columnar_total = Sample.of(_seconds(result, f"columnar {kind} + intern"))
+        columnar_alone = Sample.of(_seconds(result, f"columnar {kind}"))
+        rows.append(timed_row(f"{upper}: networkx, graph build included (baseline)", nx_total))
+        rows.append(timed_row(f"{upper}: networkx, algorithm alone", nx_alone))
+        rows.append(judge_time_ratio(timed_row(f"{upper}: pytimely columnar, 1 worker, interning included",
+                                               columnar_total), columnar_total, nx_total,
+                                     "networkx incl. build", 1.0))
+        alone = timed_row(f"{upper}: pytimely columnar, 1 worker, algorithm alone", columnar_alone)
+        alone.comparison = f"{ratio(columnar_alone.median, nx_alone.median):.2f}× the time of networkx alone"
+        rows.append(alone)
+    read = _seconds(result, "read")
+    wcc = _seconds(result, "columnar wcc + intern")
+    if len(read) == len(wcc):
+        with_read = Sample.of([a + b for a, b in zip(read, wcc, strict=True)])
+    else:
+        median_read = Sample.of(read).median  # read once, not per repetition
+        with_read = Sample.of([median_read + seconds for seconds in wcc])
+    return rows, with_read
+
+
+def section_graphs(cfg: Config, log: Log) -> Section:
+    """Workload 3: WCC and SCC on the Debian graph: networkx, pytimely columnar, PySpark."""
+    rows: list[Row] = []
+    notes: list[str] = []
+    graphs = _graphs_module()
+    columnar_wcc: Sample | None = None
+    if graphs is None:
+        reason = ("not measured: `benchmarks/graphs.py` (networkx and pytimely columnar WCC/SCC, "
+                  "branch wip-algos) is not in this revision")
+        for kind in ("WCC", "SCC"):
+            rows.append(missing_row(f"{kind}: pytimely columnar, 1 worker", reason,
+                                    "≤ 1× the time of networkx incl. build"))
+    else:
+        log("  networkx and pytimely columnar (benchmarks/graphs.py) ...")
+        result = graphs.measure(repeat=cfg.repeat, record_wise=False, limit=20_000 if cfg.quick else None)
+        rows, columnar_wcc = graph_rows(result)
+        graph = result.get("graph", {})
+        notes.append(f"`benchmarks/graphs.py`: {graph.get('edges', 0):,} edges, {graph.get('nodes', 0):,} "
+                     "packages. Reading the file (gunzip and split) is common to every variant and not in these "
+                     "figures; networkx builds a `DiGraph`, pytimely interns the names with `np.unique`; the "
+                     "columnar times include `execute` start and shutdown. Every variant's components are "
+                     "checked against networkx's.")
+    if cfg.quick:
+        rows.append(missing_row("WCC: PySpark label propagation, `local[2]`",
+                                "skipped in --quick (Spark takes minutes)", f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+    else:
+        try:
+            spark, iterations, components = spark_samples(cfg.repeat, log)
+        except ImportError as error:
+            rows.append(missing_row("WCC: PySpark label propagation, `local[2]`",
+                                    f"not measured: {error} (`make bench` installs pyspark)",
+                                    f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+        else:
+            rows.append(timed_row("WCC: PySpark label propagation, `local[2]` (baseline)", spark))
+            notes.append(f"PySpark: {iterations} iterations, {components:,} components; its time covers reading "
+                         "the edges and propagating labels, not starting the session (`benchmarks/spark_wcc.py`, "
+                         "one session for all repetitions). Against it, pytimely's columnar WCC counts reading "
+                         "the file too (read + intern + WCC).")
+            if columnar_wcc is None:
+                rows.append(missing_row("WCC: pytimely columnar against PySpark",
+                                        "the columnar WCC is not available (see above)",
+                                        f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+            else:
+                vs = timed_row("WCC: pytimely columnar, reading included, against PySpark", columnar_wcc)
+                rows.append(judge_speedup(vs, columnar_wcc, spark, "PySpark", SPARK_SPEEDUP_GOAL))
+    return Section("Connected components, Debian graph",
+                   [f"`{GRAPH.relative_to(ROOT)}`: package dependencies as directed edges."], rows, notes)
+
+
+# ---------------------------------------------------------------------------- 4. wordcount on processes
+
+WORDCOUNT_GOAL = 1.6
+
+
+def section_wordcount(cfg: Config, log: Log) -> Section:
+    """Workload 4: wordcount with exchange on 1 process and on 2 processes of 1 worker."""
+    import cluster
+
+    epochs, lines = (4, 2_000) if cfg.quick else (10, 12_000)
+    expected = 8 * epochs * lines
+    rows: list[Row] = []
+    variants: list[tuple[str, bool, bool]] = [("record-wise", False, False),
+                                              ("record-wise with a local combiner", True, False)]
+    columnar_missing = pipeline.missing_columnar() or cluster.columnar_wire_missing()
+    if not columnar_missing:
+        variants.append(("columnar (NumPy arrays of words)", False, True))
+    for label, combine, columnar in variants:
+        times: dict[int, list[float]] = {1: [], 2: []}
+        for rep in range(cfg.repeat):
+            for processes in (1, 2):
+                seconds, _, words, _ = cluster.measure(processes, epochs, lines, combine, columnar)
+                if words != expected:
+                    raise WrongAnswer(f"wordcount ({label}) on {processes} process(es) counted {words} words, "
+                                      f"expected {expected}")
+                times[processes].append(seconds)
+                log(f"  wordcount {label} rep {rep + 1}/{cfg.repeat} {processes} process(es) {seconds:.3f} s")
+        one, two = Sample.of(times[1]), Sample.of(times[2])
+        rows.append(timed_row(f"{label}, 1 process (baseline)", one))
+        rows.append(judge_speedup(timed_row(f"{label}, 2 processes × 1 worker", two), two, one,
+                                  "1 process", WORDCOUNT_GOAL))
+    if columnar_missing:
+        rows.append(missing_row("columnar (NumPy arrays of words), 2 processes × 1 worker", columnar_missing,
+                                f"≥ {WORDCOUNT_GOAL:g}× 1 process"))
+    return Section(
+        f"Wordcount with exchange, 1 process against 2 processes ({expected:,} words)",
+        [f"{epochs} epochs of {lines:,} lines of 8 words (`benchmarks/cluster.py`): split into `(word, 1)`, "
+         "exchange by word, count per epoch. The columnar variant sends each epoch's lines as one NumPy "
+         "array, splits them with one `map_batch` call, routes the words with `exchange_batch` and counts "
+         "each array with one `Counter`. Dataflow time from the warm-up epoch's end to the last worker "
+         "seeing the final epoch; process start-up excluded."],
+        rows)
+
+
+# ---------------------------------------------------------------------------- 5. shape scaling
+
+SHAPE_GOAL_SECONDS, SHAPE_GOAL_MB, SHAPE_GOAL_PORTS = 60.0, 2048.0, 100_000
+
+
+def section_shape(cfg: Config, log: Log) -> Section:
+    """Workload 5: an operator with N ports and N regions; seconds and peak memory, each in a fresh interpreter."""
+    import scaling
+
+    rows: list[Row] = []
+    failures: list[str] = []
+    for count in cfg.shapes:
+        for shape in ("operator", "region"):
+            seconds: list[float] = []
+            peaks: list[float] = []
+            for rep in range(cfg.repeat):
+                result = scaling.shape_in_child(shape, count)
+                if result is None:
+                    failures.append(f"{shape} N={count:,} repetition {rep + 1} failed or timed out")
+                    break
+                seconds.append(result["seconds"])
+                peaks.append(result["peak_mb"])
+                log(f"  shape {shape} N={count:,} rep {rep + 1}/{cfg.repeat} {result['seconds']:.2f} s "
+                    f"{result['peak_mb']:.0f} MB")
+            label = f"{shape} shape, N = {count:,}"
+            goal = f"< {SHAPE_GOAL_SECONDS:.0f} s and < {SHAPE_GOAL_MB / 1024:.0f} GB" \
+                if count == SHAPE_GOAL_PORTS else ""
+            if not seconds:
+                rows.append(missing_row(label, "failed or timed out (300 s)", goal))
                 continue
-            log(f"  {shape:8} N={count:>7,}: {result['seconds']:.2f} s, {result['peak_mb']:.0f} MB")
-            lines.append(f"| {shape} | {count:,} | {result['seconds']:.2f} | {result['peak_mb']:.0f} |")
-    limit = COLLATZ_LIMIT[sizes.label]
-    lines += ["", "## 4. Collatz loop with exchange", "",
-              f"Numbers 1..{limit:,} iterate the Collatz map in a loop, exchanged by value every "
-              "round. Worker threads share one interpreter (the GIL), so more workers do not "
-              "run faster; the point is that they are not much slower, because exchanged "
-              "records travel in batches (records per message) rather than one by one.", "",
-              "| Workers | Seconds | Records per message |", "|---:|---:|---:|"]
-    for workers in (1, 2, 3):
-        result = collatz_once(limit, workers)
-        log(f"  collatz workers={workers}: {result['seconds']:.2f} s, "
-            f"{result['per_message']:.1f} records/message")
-        lines.append(f"| {workers} | {result['seconds']:.2f} | {result['per_message']:.1f} |")
+            time_sample, peak = Sample.of(seconds), Sample.of(peaks)
+            row = timed_row(label, time_sample)
+            row.median += f", {peak.median:.0f} MB peak"
+            row.spread += f"; {peak.low:.0f}–{peak.high:.0f} MB"
+            if goal:
+                row.goal = goal
+                passed = time_sample.median < SHAPE_GOAL_SECONDS and peak.median < SHAPE_GOAL_MB
+                row.result = "PASS" if passed else "MISS"
+                row.comparison = (f"{time_sample.median / SHAPE_GOAL_SECONDS:.2f}× the time goal, "
+                                  f"{peak.median / SHAPE_GOAL_MB:.2f}× the memory goal")
+            rows.append(row)
+    return Section(
+        "Shape: N ports, N regions",
+        ["Timely's `shape_scaling` shapes (`benchmarks/scaling.py`): an input partitioned into N streams, then "
+         "one operator with N inputs and N outputs, or one region that every stream enters and leaves; build "
+         "and run two epochs, each repetition in a fresh interpreter. Peak resident memory is the child's own "
+         "`VmHWM` and includes the interpreter with NumPy (about 35 MB)."],
+        rows, failures)
+
+
+# ---------------------------------------------------------------------------- 6. instrumentation
+
+INSTRUMENT_GOAL = 1.30
+
+
+def section_instrument(cfg: Config, log: Log) -> Section:
+    """Workload 6: the record pipeline and epoch latency with logging off, to memory and to a file."""
+    import instrument
+
+    per_epoch = 5_000 if cfg.quick else 20_000
+    latency_epochs = 500 if cfg.quick else 2_000
+    measurements: list[tuple[str, Callable[[], float]]] = [
+        (f"record pipeline ({10 * per_epoch:,} records)", lambda: instrument.record_pipeline(10, per_epoch)),
+        (f"epoch latency ({latency_epochs:,} epochs, per epoch)", lambda: instrument.epoch_latency(latency_epochs)),
+    ]
+    rows: list[Row] = []
+    for name, measure in measurements:
+        values: dict[str, list[float]] = {"off": [], "memory": [], "file": []}
+        for rep in range(cfg.repeat):
+            for variant, runs in values.items():
+                with instrument.logging(variant):
+                    runs.append(measure())
+                log(f"  instrument {name} rep {rep + 1}/{cfg.repeat} {variant:6} {format_seconds(runs[-1])}")
+        off = Sample.of(values["off"])
+        row = timed_row(f"{name}: logging off", off)
+        row.comparison = f"repetitions span {off.relative_spread:.0%} of the median"
+        row.goal = "within noise of no hooks"
+        row.result = NOT_MEASURED
+        rows.append(row)
+        for variant in ("memory", "file"):
+            on = Sample.of(values[variant])
+            on_row = timed_row(f"{name}: logging to {variant}", on)
+            value = ratio(on.median, off.median)
+            on_row.comparison = f"{value:.2f}× logging off"
+            if name.startswith("record pipeline"):
+                on_row.goal = f"≤ {INSTRUMENT_GOAL:.2f}× logging off"
+                on_row.result = verdict(value, INSTRUMENT_GOAL, at_least=False)
+            rows.append(on_row)
+    return Section(
+        "Instrumentation overhead, 1 worker",
+        ["`benchmarks/instrument.py`: the record pipeline and the epoch latency with logging off (every hook "
+         "site is one `is not None` test), to memory (`Recorder`) and to a msgpack file."],
+        rows,
+        ["\"Off within noise of no hooks\" is not measured: there is no build of pytimely without its hook "
+         "sites to compare with. The off row shows the noise band of this run instead. The ≤ 30% goal applies "
+         "to the pipeline (issue 12); the latency rows show the ratio for information."])
+
+
+# ---------------------------------------------------------------------------- profiles
+
+def profile_lines(title: str, run: Callable[[], Any], top: int = 10) -> list[str]:
+    """A Markdown table of the ``top`` functions by own time while ``run()`` runs under cProfile."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        run()
+    finally:
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+    entries = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    lines = [f"Profile of {title} (cProfile, one untimed run; top {top} by own time):", "",
+             "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
+    for (file, line, function), (_, calls, tottime, cumtime, _) in entries:
+        where = function if file == "~" else f"{Path(file).name}:{line}({function})"
+        lines.append(f"| `{where}` | {calls} | {tottime:.3f} | {cumtime:.3f} |")
     return lines
+
+
+def add_profiles(sections: dict[str, Section], cfg: Config) -> None:
+    """Profile the record-wise pipeline and the 1-worker latency when they missed a goal."""
+    pipe = sections.get("pipeline")
+    if pipe is not None and any(row.result == "MISS" and "record-wise" in row.variant for row in pipe.rows):
+        pipe.extra += profile_lines("pytimely record-wise", lambda: pipeline.record(cfg.epochs, cfg.per_epoch))
+    lat = sections.get("latency")
+    if lat is not None and any(row.result == "MISS" and "1 worker" in row.variant for row in lat.rows):
+        lat.extra += profile_lines("pytimely, 1 worker", lambda: latency.pytimely_one_worker(cfg.latency_epochs))
 
 
 # ---------------------------------------------------------------------------- main
 
-def run_cluster_and_instrumentation(quick: bool, repeat: int) -> list[str]:
-    """Sections 5 and 6 of the report (see ``cluster.py`` and ``instrument.py``)."""
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    from cluster import cluster_wordcount_row
-    from instrument import compare
+SECTIONS: dict[str, Callable[[Config, Log], Section]] = {
+    "pipeline": section_pipeline,
+    "latency": section_latency,
+    "graphs": section_graphs,
+    "wordcount": section_wordcount,
+    "shape": section_shape,
+    "instrument": section_instrument,
+}
 
-    lines = ["## 5. Wordcount with exchange: 1 process against 2 processes x 1 worker", "",
-             "Goal: at least 1.6x faster on 2 processes on this 2-core machine.", "",
-             "| benchmark | 1 process | 2 processes | speed-up | goal |", "|---|---|---|---|---|"]
-    rows = [cluster_wordcount_row(quick, repeat, combine) for combine in (False, True)]
-    lines += [row for row, _ in rows]
-    lines += [""] + [note + "\n" for _, note in rows]
-    lines += ["## 6. Instrumentation overhead (1 worker, best of the repetitions)", "",
-              "| measurement | logging | time |", "|---|---|---|"]
-    for measurement, variant, seconds in compare(repeat):
-        shown = f"{seconds * 1e6:.1f} us" if seconds < 0.01 else f"{seconds:.3f} s"
-        lines.append(f"| {measurement} | {variant} | {shown} |")
-    return lines
+RUN_LAST = ("graphs",)
+"""Sections run after the others (reported in their place): PySpark's JVM outlives ``spark.stop()`` in this process."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    """Run the chosen sections, print a summary and write the report; 1 if an answer was wrong."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", "-o", type=Path, help="write the Markdown report to this file")
-    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke testing")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile every benchmark (by default only those that miss their goal)")
-    parser.add_argument("--repeat", type=int, default=3,
-                        help="repetitions per measurement (the best is reported)")
+    parser.add_argument("--quick", action="store_true", help="small sizes and no Spark, for smoke testing")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of: {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
-    sizes = QUICK if args.quick else FULL
+    chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    cfg = config(args.quick, args.repeat)
 
     def log(message: str) -> None:
         print(message, flush=True)
 
     machine = machine_info()  # before running, so the load average shows other activity
-    log(f"pytimely benchmarks ({sizes.label} size, best of {args.repeat})")
-    log(f"1. record pipeline: {sizes.records:,} records in {sizes.epochs} epochs")
-    pipeline = run_pipeline(sizes, args.repeat, log)
-    log(f"2. epoch latency: {sizes.latency_epochs:,} epochs")
-    latency = run_latency(sizes, args.repeat, log)
-
-    profiles: list[ProfileSummary] = []
-    if args.profile or not pipeline.passed:
-        reason = "--profile was given" if pipeline.passed else (
-            f"it missed its goal ({pipeline.ratio:.3f}x the loop, goal >= {PIPELINE_GOAL_RATIO}x)")
-        log("profiling the record pipeline ...")
-        profiles.append(profile_pipeline(sizes, reason))
-    if args.profile or not latency.passed:
-        reason = "--profile was given" if latency.passed else (
-            f"it missed its goal ({latency.micros:.1f} us/epoch, goal < {LATENCY_GOAL_US:.0f} us)")
-        log("profiling the epoch latency ...")
-        profiles.append(profile_latency(sizes, reason))
-
-    log("3. shape scaling and 4. Collatz loop with exchange")
-    scaling_lines = run_scaling(sizes, log)
-    report = render(sizes, args.repeat, pipeline, latency, profiles, machine)
-    report = report.rstrip() + "\n\n" + "\n".join(scaling_lines) + "\n"
-    log("5. wordcount with exchange on processes, and 6. instrumentation overhead")
-    report = report.rstrip() + "\n\n" + "\n".join(run_cluster_and_instrumentation(args.quick, args.repeat)) + "\n"
-    print()
-    print(f"record pipeline: pytimely {_rate(pipeline.rate(pipeline.pytimely))}, loop "
-          f"{_rate(pipeline.rate(pipeline.loop))}, ratio {pipeline.ratio:.3f}x "
-          f"(goal >= {PIPELINE_GOAL_RATIO}x): {'PASS' if pipeline.passed else 'MISS'}; "
-          f"counts {'match' if pipeline.counts_match else 'DIFFER'}")
-    print(f"epoch latency:   {latency.micros:.1f} us/epoch (goal < {LATENCY_GOAL_US:.0f} us): "
-          f"{'PASS' if latency.passed else 'MISS'}")
-    noisy = _noise_warning(pipeline, latency)
-    if noisy:
-        print(f"warning: noisy run: {noisy}")
-    for summary in profiles:
-        print_profile(summary)
-    if args.output is not None:
-        args.output.write_text(report)
-        print(f"\nwrote {args.output}")
-    if not pipeline.counts_match:
-        print("error: pytimely and the handwritten loop computed different counts", file=sys.stderr)
+    began = time.perf_counter()
+    done: dict[str, Section] = {}
+    try:
+        for name in sorted(chosen, key=RUN_LAST.__contains__):  # PySpark's JVM lives until we exit: run it last
+            log(f"{name} ...")
+            done[name] = SECTIONS[name](cfg, log)
+        add_profiles(done, cfg)
+    except WrongAnswer as error:
+        print(f"error: {error}", file=sys.stderr)
         return 1
+    elapsed = time.perf_counter() - began
+    machine.append(("Duration of the run", f"{elapsed / 60:.1f} min"))
+    command = "python benchmarks/run.py" + (" --quick" if args.quick else "") + (
+        f" --repeat {args.repeat}" if args.repeat != 5 else "") + (
+        f" --sections {','.join(chosen)}" if chosen != list(SECTIONS) else "")
+    trailer = ""
+    if args.output is not None and args.output.exists():
+        trailer = kept_sections(args.output.read_text())
+    text = render([done[name] for name in chosen], machine, command, args.repeat, args.quick, trailer)
+    counts = tally([done[name] for name in chosen])
+    print(f"\n{counts['PASS']} goals met, {counts['MISS']} missed, {counts[NOT_MEASURED]} not measured "
+          f"({elapsed:.0f} s)")
+    if args.output is not None:
+        args.output.write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
     return 0
 
 

@@ -1,0 +1,240 @@
+"""Workload 1: the record pipeline (map, filter, exchange, count per epoch) on one worker.
+
+Every variant computes the same thing from the same input, ``epochs`` epochs of
+``per_epoch`` consecutive integers: for each epoch, how many ``x * 3 + 1`` are
+even.  Each runner returns ``(seconds, {epoch: count})``; inputs are built
+before the timer starts, and building or tearing down a dataflow is not timed
+(except for bytewax, whose ``run_main`` builds and runs in one call: see
+:func:`bytewax_pipeline`).
+
+Variants:
+
+* ``loop``: a handwritten loop (the baseline of the goals);
+* ``builtins``: the same two functions the dataflow uses, through builtin ``map``/``filter``;
+* ``bytewax``: bytewax 0.21.1 doing the same (see :func:`bytewax_pipeline` for why
+  its configuration is the fairest one);
+* ``record``: pytimely record-wise ``map`` / ``filter`` / ``exchange`` / ``count``;
+* ``map_batch``: pytimely ``map_batch`` with list functions;
+* ``numpy``: pytimely with NumPy batches (``map_batch`` and ``exchange_batch``).
+
+The last two need the columnar API (``Stream.map_batch``); :func:`missing_columnar`
+says when it is absent.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime.execute import execute
+from runtime.worker import Worker
+from scopes import Stream
+
+Counts = dict[int, int]
+Runner = Callable[[int, int], tuple[float, Counts]]
+
+BYTEWAX_BATCH_SIZE = 1_000
+"""Records per ``TestingSource`` batch: the fastest of 1, 1,000 and 100,000 measured on the bench machine."""
+
+
+def times_three_plus_one(x: int) -> int:
+    """The map of the record pipeline."""
+    return x * 3 + 1
+
+
+def is_even(x: int) -> bool:
+    """The filter of the record pipeline."""
+    return x % 2 == 0
+
+
+def identity(x: int) -> int:
+    """The exchange key of the record pipeline."""
+    return x
+
+
+def make_batches(epochs: int, per_epoch: int) -> list[list[int]]:
+    """The input: ``epochs`` lists of consecutive integers."""
+    return [list(range(epoch * per_epoch, (epoch + 1) * per_epoch)) for epoch in range(epochs)]
+
+
+def expected_counts(epochs: int, per_epoch: int) -> Counts:
+    """The right answer, from arithmetic: ``3x + 1`` is even exactly when ``x`` is odd."""
+    return {epoch: (epoch + 1) * per_epoch // 2 - epoch * per_epoch // 2 for epoch in range(epochs)}
+
+
+def loop(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """The handwritten loop (the baseline)."""
+    batches = make_batches(epochs, per_epoch)
+    counts: Counts = {}
+    gc.collect()
+    start = time.perf_counter()
+    for epoch, batch in enumerate(batches):
+        count = 0
+        for x in batch:
+            y = x * 3 + 1
+            if y % 2 == 0:
+                count += 1
+        counts[epoch] = count
+    return time.perf_counter() - start, counts
+
+
+def builtins(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """The dataflow's own two functions through builtin ``map``/``filter``, no engine."""
+    batches = make_batches(epochs, per_epoch)
+    counts: Counts = {}
+    gc.collect()
+    start = time.perf_counter()
+    for epoch, batch in enumerate(batches):
+        counts[epoch] = len(list(filter(is_even, map(times_three_plus_one, batch))))
+    return time.perf_counter() - start, counts
+
+
+def _run_pytimely(
+    epochs: int,
+    per_epoch: int,
+    pipeline: Callable[[Stream], Stream],
+    batches: list[Any],
+) -> tuple[float, Counts]:
+    """Drive ``input -> pipeline -> inspect -> probe`` one epoch per batch; time only the epochs."""
+
+    def main(worker: Worker) -> tuple[float, Counts]:
+        counts: Counts = {}
+
+        def record(time: Any, batch: list[int]) -> None:
+            for count in batch:
+                counts[time] = counts.get(time, 0) + count
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input("Records")
+            return handle, pipeline(stream).inspect_batch(record).probe()
+
+        handle, probe = worker.dataflow(build, name="record pipeline")
+        start = time.perf_counter()
+        for epoch, batch in enumerate(batches):
+            handle.send_batch(batch)
+            handle.advance_to(epoch + 1)
+            while probe.less_than(epoch + 1):
+                worker.step()
+        return time.perf_counter() - start, counts
+
+    gc.collect()
+    result: tuple[float, Counts] = execute(main, workers=1)[0]
+    return result
+
+
+def record(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """pytimely, record-wise: ``map`` -> ``filter`` -> ``exchange`` -> ``count``."""
+    return _run_pytimely(
+        epochs, per_epoch,
+        lambda s: s.map(times_three_plus_one).filter(is_even).exchange(identity).count(),
+        make_batches(epochs, per_epoch),
+    )
+
+
+def missing_columnar() -> str | None:
+    """Why the columnar variants cannot run here, or ``None`` when they can."""
+    missing = [name for name in ("map_batch", "exchange_batch") if not hasattr(Stream, name)]
+    if missing:
+        return (f"not measured: this revision has no `Stream.{'`/`Stream.'.join(missing)}` "
+                "(the columnar core, branch wip-colcore, is not merged)")
+    return None
+
+
+def map_batch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """pytimely, one Python call per batch with list functions, then a record-wise exchange and count."""
+    return _run_pytimely(
+        epochs, per_epoch,
+        lambda s: (
+            s.map_batch(lambda batch: [x * 3 + 1 for x in batch])
+            .map_batch(lambda batch: [y for y in batch if y % 2 == 0])
+            .exchange_batch(lambda batch: batch)
+            .count()
+        ),
+        make_batches(epochs, per_epoch),
+    )
+
+
+def numpy_batches(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """pytimely with NumPy batches: vectorised map and filter, ``exchange_batch`` on the values, ``count``."""
+    import numpy as np
+
+    arrays = [np.arange(epoch * per_epoch, (epoch + 1) * per_epoch, dtype=np.int64) for epoch in range(epochs)]
+    return _run_pytimely(
+        epochs, per_epoch,
+        lambda s: (
+            s.map_batch(lambda a: a * 3 + 1)
+            .map_batch(lambda a: a[a % 2 == 0])
+            .exchange_batch(lambda a: a)
+            .count()
+        ),
+        arrays,
+    )
+
+
+def missing_bytewax() -> str | None:
+    """Why bytewax cannot run here, or ``None`` when it can."""
+    try:
+        import bytewax  # noqa: F401
+    except ImportError:
+        return "not measured: bytewax is not installed (`make bench` installs bytewax==0.21.1)"
+    return None
+
+
+def bytewax_pipeline(
+    epochs: int, per_epoch: int, combine: bool = False, batch_size: int = BYTEWAX_BATCH_SIZE
+) -> tuple[float, Counts]:
+    """bytewax 0.21.1 doing the same, in its fairest configuration.
+
+    * ``run_main`` (one worker thread, like pytimely's one worker) with the
+      default ``epoch_interval`` (10 s): bytewax's epochs exist for snapshots
+      and recovery (none here), so the longest interval costs the least.
+    * ``TestingSource(..., batch_size=1_000)``: the input hands the dataflow
+      batches of records; 1 record per batch is about 17x slower, and 100,000 (one
+      pytimely epoch) is no faster than 1,000.
+    * ``op.map`` and ``op.filter`` with the same two functions as pytimely.
+    * bytewax has no user-visible epochs and exchanges only keyed streams, so the
+      per-epoch count is keyed by the epoch number (derived from the value).
+      Without ``combine``: ``op.count_final`` (bytewax's keyed exchange and count
+      in one step; it calls Python per record for the key and the count).  With
+      ``combine``: ``op.flat_map_batch`` counts each batch's records per epoch
+      first (a combiner, like pytimely's ``count`` taking ``len`` of a batch), and
+      only those few pairs go through ``key_on`` and ``reduce_final``.
+    * ``run_main`` builds and runs in one call, so the time includes building
+      the dataflow (under a millisecond; pytimely's time excludes it).
+    """
+    from collections import Counter
+
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    items = [x for batch in make_batches(epochs, per_epoch) for x in batch]
+
+    def epoch_of(y: int) -> str:
+        return str((y - 1) // 3 // per_epoch)
+
+    def count_batch(batch: list[int]) -> list[tuple[str, int]]:
+        return list(Counter((y - 1) // 3 // per_epoch for y in batch).items())  # type: ignore[arg-type]
+
+    flow = Dataflow("record_pipeline")
+    stream = op.input("records", flow, TestingSource(items, batch_size=batch_size))
+    stream = op.filter("filter", op.map("map", stream, times_three_plus_one), is_even)
+    if combine:
+        pairs = op.key_on("key", op.flat_map_batch("combine", stream, count_batch), lambda pair: str(pair[0]))
+        counted = op.reduce_final("sum", op.map_value("count", pairs, lambda pair: pair[1]), lambda a, b: a + b)
+    else:
+        counted = op.count_final("count", stream, epoch_of)
+    out: list[tuple[str, int]] = []
+    op.output("out", counted, TestingSink(out))
+    gc.collect()
+    start = time.perf_counter()
+    run_main(flow)
+    seconds = time.perf_counter() - start
+    return seconds, {int(epoch): count for epoch, count in out}
+
+
+def bytewax_combined(epochs: int, per_epoch: int) -> tuple[float, Counts]:
+    """bytewax with a per-batch combiner before its keyed exchange (see :func:`bytewax_pipeline`)."""
+    return bytewax_pipeline(epochs, per_epoch, combine=True)
