@@ -1,37 +1,53 @@
 """The cost of instrumentation: the record pipeline and epoch latency with logging off and on.
 
 ``compare()`` returns rows ``(measurement, variant, seconds)``; ``python
-benchmarks/instrument.py`` prints them.  Variants: ``off`` (the default: every
-hook is one ``is not None`` test), ``memory`` (a :class:`runtime.instrument.Recorder`)
-and ``file`` (a msgpack file written by the background writer).  Each figure is
-the best of ``repeat`` runs on one worker.
+benchmarks/instrument.py`` prints them.  Variants: ``no hooks`` (a copy of
+``scopes`` and ``runtime`` without their hook sites, made by
+``benchmarks/no_hooks.py``), ``off`` (the default: every hook is one ``is not
+None`` test), ``memory`` (a :class:`runtime.instrument.Recorder`) and ``file``
+(a msgpack file written by the background writer).  Every run is one fresh
+Python process (:func:`run_in_subprocess`), so that ``no hooks`` and the
+others pay the same process overhead; the figures are medians of ``repeat``
+runs on one worker, the variants interleaved.
 """
 
 from __future__ import annotations
 
 import gc
+import json
+import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from statistics import median
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BENCHMARKS = Path(__file__).resolve().parent
+REPO = BENCHMARKS.parent
+if str(REPO) not in sys.path:  # appended, not prepended: a hook-free copy put first on the path must win
+    sys.path.append(str(REPO))
 
 from runtime.execute import execute  # noqa: E402
 from runtime.instrument import Recorder, configure_from, stop_logging  # noqa: E402
 
 
-def record_pipeline(epochs: int = 10, per_epoch: int = 20_000) -> float:
-    """Seconds to push ``epochs`` x ``per_epoch`` records through map, filter, exchange, count, probe."""
+def record_pipeline(epochs: int = 10, per_epoch: int = 20_000, collect: list[Any] | None = None) -> float:
+    """Seconds to push ``epochs`` x ``per_epoch`` records through map, filter, exchange, count, probe.
+
+    With ``collect``, the counts are appended to it (an extra inspect operator, for checking answers).
+    """
 
     def main(worker: Any) -> float:
         def build(scope: Any) -> Any:
             handle, stream = scope.new_input("Records")
-            probe = stream.map(lambda x: x * 3 + 1).filter(lambda y: y % 2 == 0).exchange(lambda x: x).count().probe()
-            return handle, probe
+            counts = stream.map(lambda x: x * 3 + 1).filter(lambda y: y % 2 == 0).exchange(lambda x: x).count()
+            if collect is not None:
+                counts = counts.inspect(collect.append)
+            return handle, counts.probe()
 
         handle, probe = worker.dataflow(build, name="record pipeline")
         start = time.perf_counter()
@@ -46,13 +62,19 @@ def record_pipeline(epochs: int = 10, per_epoch: int = 20_000) -> float:
     return float(execute(main, workers=1)[0])
 
 
-def epoch_latency(epochs: int = 2_000) -> float:
-    """Mean seconds per epoch of one record through map and probe."""
+def epoch_latency(epochs: int = 2_000, collect: list[Any] | None = None) -> float:
+    """Mean seconds per epoch of one record through map and probe.
+
+    With ``collect``, the mapped records are appended to it (an extra inspect operator, for checking answers).
+    """
 
     def main(worker: Any) -> float:
         def build(scope: Any) -> Any:
             handle, stream = scope.new_input("Ticks")
-            return handle, stream.map(lambda x: x + 1).probe()
+            mapped = stream.map(lambda x: x + 1)
+            if collect is not None:
+                mapped = mapped.inspect(collect.append)
+            return handle, mapped.probe()
 
         handle, probe = worker.dataflow(build, name="latency")
         start = time.perf_counter()
@@ -84,24 +106,102 @@ def logging(variant: str) -> Iterator[None]:
                 stop_logging()
 
 
-def compare(repeat: int = 3, variants: tuple[str, ...] = ("off", "memory", "file")) -> list[tuple[str, str, float]]:
-    """Best-of-``repeat`` seconds for each measurement and logging variant."""
-    rows = []
-    measurements: list[tuple[str, Callable[[], float]]] = [
-        ("record pipeline, 200k records", record_pipeline),
-        ("epoch latency (per epoch)", epoch_latency),
-    ]
-    for name, measure in measurements:
-        for variant in variants:
-            best = float("inf")
-            for _ in range(repeat):
-                with logging(variant):
-                    best = min(best, measure())
-            rows.append((name, variant, best))
-    return rows
+MEASUREMENTS: dict[str, Callable[..., float]] = {"record pipeline": record_pipeline, "epoch latency": epoch_latency}
+"""The measurements a subprocess can run, by name; each takes its size (records per epoch, or epochs)."""
+
+VARIANTS = ("no hooks", "off", "memory", "file")
+"""The variants, in the order they are interleaved."""
+
+LOGGING = {"no hooks": "off", "off": "off", "memory": "memory", "file": "file"}
+"""The logging each variant runs with (the hook-free copy runs with logging off)."""
+
+
+def _size_arguments(measurement: str, size: int) -> tuple[int, ...]:
+    """The positional arguments of a measurement of ``size``."""
+    return (10, size) if measurement == "record pipeline" else (size,)
+
+
+def child_main(measurement: str, size: int, logging_variant: str, collect: bool) -> dict[str, Any]:
+    """Run in the subprocess: one untimed warm-up at a tenth of the size, then the timed run.
+
+    Returns the seconds, where ``scopes`` and ``runtime`` were imported from, and (with ``collect``) the outputs.
+    """
+    import runtime
+    import scopes
+
+    measure = MEASUREMENTS[measurement]
+    measure(*_size_arguments(measurement, max(1, size // 10)))
+    outputs: list[Any] | None = [] if collect else None
+    with logging(logging_variant):
+        seconds = measure(*_size_arguments(measurement, size), collect=outputs)
+    return {"seconds": seconds, "scopes": scopes.__file__, "runtime": runtime.__file__,
+            "outputs": None if outputs is None else [repr(output) for output in outputs]}
+
+
+def run_in_subprocess(
+    measurement: str, size: int, logging_variant: str = "off", packages: Path = REPO,
+    collect: bool = False, timeout: float = 120,
+) -> dict[str, Any]:
+    """:func:`child_main` in a fresh Python whose ``PYTHONPATH`` puts ``packages`` (holding ``scopes`` and
+    ``runtime``) first; checks that the packages really came from there."""
+    code = (
+        "import json, sys, instrument\n"
+        f"print(json.dumps(instrument.child_main({measurement!r}, {size!r}, {logging_variant!r}, {collect!r})))\n"
+    )
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(packages), str(BENCHMARKS)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
+    # -P: no current directory on sys.path, so the repository cannot shadow the copy
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=environment, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {measurement} measurement ({logging_variant}, packages {packages}) failed "
+                           f"with exit code {done.returncode}:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    for package in ("scopes", "runtime"):
+        if not Path(result[package]).resolve().is_relative_to(packages.resolve()):
+            raise RuntimeError(f"the {measurement} measurement imported {package} from {result[package]}, "
+                               f"not from {packages}: the comparison would be meaningless")
+    return result
+
+
+@contextmanager
+def hook_free_packages() -> Iterator[tuple[Path, dict[str, int]]]:
+    """A temporary directory holding hook-free ``scopes`` and ``runtime``, and the sites removed per file."""
+    import no_hooks
+
+    with tempfile.TemporaryDirectory(prefix="pytimely-no-hooks-") as directory:
+        removed = no_hooks.make_hook_free(Path(directory))
+        yield Path(directory), removed
+
+
+def measure_variants(
+    sizes: dict[str, int], repeat: int, log: Callable[[str], None] = lambda message: None,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+    """Seconds per repetition for each measurement (by name, of the given size) and variant, interleaved.
+
+    Also returns the guard sites removed per file for the ``no hooks`` copy.
+    """
+    values = {name: {variant: [] for variant in VARIANTS} for name in sizes}
+    with hook_free_packages() as (copy, removed):
+        for name, size in sizes.items():
+            for rep in range(repeat):
+                for variant in VARIANTS:
+                    packages = copy if variant == "no hooks" else REPO
+                    seconds = float(run_in_subprocess(name, size, LOGGING[variant], packages)["seconds"])
+                    values[name][variant].append(seconds)
+                    log(f"  instrument {name} rep {rep + 1}/{repeat} {variant:8} {seconds:.6f} s")
+    return values, removed
+
+
+def compare(repeat: int = 3) -> list[tuple[str, str, float]]:
+    """Median-of-``repeat`` seconds for each measurement and variant (full size)."""
+    values, _ = measure_variants({"record pipeline": 20_000, "epoch latency": 2_000}, repeat)
+    return [(name, variant, median(runs)) for name, per_variant in values.items()
+            for variant, runs in per_variant.items()]
 
 
 if __name__ == "__main__":
     for measurement, variant, seconds in compare():
         shown = f"{seconds * 1e6:9.1f} µs" if seconds < 0.01 else f"{seconds:9.3f} s"
-        print(f"{measurement:32} {variant:7} {shown}")
+        print(f"{measurement:16} {variant:8} {shown}")
