@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from statistics import median
+from statistics import median, quantiles
 from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parent
@@ -192,6 +192,29 @@ def measure_variants(
                     values[name][variant].append(seconds)
                     log(f"  instrument {name} rep {rep + 1}/{repeat} {variant:8} {seconds:.6f} s")
     return values, removed
+
+
+NOISE_FLOOR = 0.05
+"""The smallest noise band: medians within 5% of each other are always within noise."""
+
+
+def relative_iqr(runs: list[float]) -> float:
+    """The interquartile range of ``runs`` over their median (0 for fewer than two runs)."""
+    if len(runs) < 2:
+        return 0.0
+    first, _, third = quantiles(runs, n=4, method="inclusive")
+    return (third - first) / median(runs)
+
+
+def within_noise(off: list[float], no_hooks: list[float]) -> tuple[float, float, bool]:
+    """The ratio of medians ``off / no hooks``, the noise band, and whether the ratio lies inside it.
+
+    The rule: ``|off / no hooks - 1| <= band``, where ``band`` is the larger of :data:`NOISE_FLOOR` and
+    each variant's interquartile range over its median (one outlying repetition does not widen it).
+    """
+    band = max(NOISE_FLOOR, relative_iqr(off), relative_iqr(no_hooks))
+    value = median(off) / median(no_hooks)
+    return value, band, abs(value - 1) <= band
 
 
 def compare(repeat: int = 3) -> list[tuple[str, str, float]]:
