@@ -479,7 +479,8 @@ def section_instrument(cfg: Config, log: Log) -> Section:
     for name, title in titles.items():
         bare = Sample.of(values[name]["no hooks"])
         bare_row = timed_row(f"{title}: no hooks", bare)
-        bare_row.comparison = f"interquartile range {instrument.relative_iqr(values[name]['no hooks']):.0%} of the median"
+        spread = instrument.relative_iqr(values[name]["no hooks"])
+        bare_row.comparison = f"interquartile range {spread:.0%} of the median"
         rows.append(bare_row)
         off = Sample.of(values[name]["off"])
         value, band, inside = instrument.within_noise(values[name]["off"], values[name]["no hooks"])
@@ -508,7 +509,8 @@ def section_instrument(cfg: Config, log: Log) -> Section:
         rows,
         [f"\"Within noise\": |off / no hooks − 1| of the medians is at most the noise band, the larger of "
          f"{instrument.NOISE_FLOOR:.0%} and each variant's interquartile range / median over its "
-         f"{cfg.repeat} repetitions (so one outlying repetition does not widen it). The ≤ 30% goal for logging on applies to the pipeline (issue 12); the "
+         f"{cfg.repeat} repetitions (so one outlying repetition does not widen it). The ≤ 30% goal for logging on "
+         "applies to the pipeline (issue 12); the "
          "latency rows show the ratio for information."])
 
 
