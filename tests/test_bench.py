@@ -152,6 +152,7 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     assert "skipped in --quick" in text  # PySpark is not run by the smoke test
     assert "handwritten loop (baseline)" in text and "≥ 0.5× the loop" in text
     assert "pytimely, 2 processes × 1 worker" in text
+    assert "record pipeline (50,000 records): no hooks" in text and "× no hooks (noise band ±" in text
     assert "goals met" in text
 
 
