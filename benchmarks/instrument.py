@@ -182,7 +182,7 @@ def measure_variants(
 
     Also returns the guard sites removed per file for the ``no hooks`` copy.
     """
-    values = {name: {variant: [] for variant in VARIANTS} for name in sizes}
+    values: dict[str, dict[str, list[float]]] = {name: {variant: [] for variant in VARIANTS} for name in sizes}
     with hook_free_packages() as (copy, removed):
         for name, size in sizes.items():
             for rep in range(repeat):
