@@ -6,9 +6,10 @@ benchmarks/instrument.py`` prints them.  Variants: ``no hooks`` (a copy of
 ``benchmarks/no_hooks.py``), ``off`` (the default: every hook is one ``is not
 None`` test), ``memory`` (a :class:`runtime.instrument.Recorder`) and ``file``
 (a msgpack file written by the background writer).  Every run is one fresh
-Python process (:func:`run_in_subprocess`), so that ``no hooks`` and the
-others pay the same process overhead; the figures are medians of ``repeat``
-runs on one worker, the variants interleaved.
+Python process (:func:`run_in_subprocess`, the best of three timed runs after
+a warm-up), so that ``no hooks`` and the others pay the same process overhead;
+the figures are medians of ``repeat`` such processes on one worker, the
+variants interleaved.
 """
 
 from __future__ import annotations
@@ -121,10 +122,15 @@ def _size_arguments(measurement: str, size: int) -> tuple[int, ...]:
     return (10, size) if measurement == "record pipeline" else (size,)
 
 
-def child_main(measurement: str, size: int, logging_variant: str, collect: bool) -> dict[str, Any]:
-    """Run in the subprocess: one untimed warm-up at a tenth of the size, then the timed run.
+INNER_RUNS = 3
+"""Timed runs in each subprocess; a repetition is their best, which filters out a passing load spike."""
 
-    Returns the seconds, where ``scopes`` and ``runtime`` were imported from, and (with ``collect``) the outputs.
+
+def child_main(measurement: str, size: int, logging_variant: str, collect: bool) -> dict[str, Any]:
+    """Run in the subprocess: one untimed warm-up at a tenth of the size, then :data:`INNER_RUNS` timed runs.
+
+    Returns the best seconds, where ``scopes`` and ``runtime`` were imported from, and (with ``collect``)
+    the outputs of the first timed run.
     """
     import runtime
     import scopes
@@ -132,9 +138,11 @@ def child_main(measurement: str, size: int, logging_variant: str, collect: bool)
     measure = MEASUREMENTS[measurement]
     measure(*_size_arguments(measurement, max(1, size // 10)))
     outputs: list[Any] | None = [] if collect else None
-    with logging(logging_variant):
-        seconds = measure(*_size_arguments(measurement, size), collect=outputs)
-    return {"seconds": seconds, "scopes": scopes.__file__, "runtime": runtime.__file__,
+    best = float("inf")
+    for run in range(INNER_RUNS):
+        with logging(logging_variant):
+            best = min(best, measure(*_size_arguments(measurement, size), collect=outputs if run == 0 else None))
+    return {"seconds": best, "scopes": scopes.__file__, "runtime": runtime.__file__,
             "outputs": None if outputs is None else [repr(output) for output in outputs]}
 
 

@@ -505,7 +505,8 @@ def section_instrument(cfg: Config, log: Log) -> Section:
          "site is one `is not None` test), to memory (`Recorder`) and to a msgpack file, and *no hooks*: the "
          "same with logging off on a copy of `scopes` and `runtime` whose hook sites `benchmarks/no_hooks.py` "
          f"removed with `ast` ({sum(removed.values())} sites: {sites}). Every run is a fresh Python process "
-         "(one untimed warm-up at a tenth of the size, then the timed run), the four variants interleaved."],
+         f"(one untimed warm-up at a tenth of the size, then the best of {instrument.INNER_RUNS} timed runs), "
+         "the four variants interleaved; medians over the processes."],
         rows,
         [f"\"Within noise\": |off / no hooks − 1| of the medians is at most the noise band, the larger of "
          f"{instrument.NOISE_FLOOR:.0%} and each variant's interquartile range / median over its "
