@@ -1,30 +1,40 @@
 """The flagship pipeline: Spark reads Debian's dependency graph, pytimely finds its cycles, Spark writes Parquet.
 
-Run ``python examples/pipeline.py`` (``make demo``).  Three stages, end to end:
+Run ``python examples/pipeline.py`` (``make demo``).  Columnar end to end, in
+four stages:
 
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
-   (``package<TAB>dependency``, 274,855 edges) into a DataFrame of ``N``
-   partitions (``N`` = the cluster's task slots, or ``--workers``).
-2. **pytimely computes, across the ``N`` Spark tasks**, with
+   (``package<TAB>dependency``, 274,855 edges).
+2. **Spark interns the names** (:func:`intern_names`): the distinct package
+   names get dense ``int`` ids in the names' order (a ``row_number`` over the
+   sorted names), and the edges are joined to them, giving ``(src, dst)`` ids
+   in ``N`` partitions (``N`` = the cluster's task slots, or ``--workers``).
+3. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
-   mesh, gang-scheduled in barrier mode, ``columnar=True``: each Arrow batch
-   Spark reads is one message, turned into edge records by one call per batch,
-   and the result leaves as Arrow batches that go to Spark as they are):
+   mesh, gang-scheduled in barrier mode, ``columnar=True``): each Arrow batch
+   Spark hands over is one message, turned into a NumPy edge array column by
+   column (:func:`edge_array`), and every batch after that is a NumPy array:
 
-   * the strongly connected components (the dependency cycles), with the loop
-     nested in a loop of ``examples/scc.py``;
-   * the weakly connected components: the label propagation of
-     ``examples/scc.py`` (the idea of ``examples/connected_components.py``, which
-     needs integer nodes) over the edges in both directions, nested in a loop;
+   * the strongly connected components (the dependency cycles) with
+     :func:`scc_columnar.scc_edges`, forward-backward colouring in a loop
+     nested in a loop;
+   * the weakly connected components with
+     :func:`connected_components_columnar.weak_labels`, label propagation over
+     the edges in both directions;
 
-   and joins both per package.
-3. **Spark writes Parquet**: one row per package with its SCC (the smallest
-   package of its cycle, itself when it is on none), the SCC's size, and its
-   WCC (the smallest package of its weakly connected component).
+   the SCC's members are counted per component (:func:`cycle_members`) and
+   joined per node with the WCC labels (:func:`join_components`), which emits
+   Arrow batches ``(id, scc, scc_size, wcc)`` built from the NumPy columns.
+4. **Spark joins the ids back to names** (:func:`name_components`) **and writes
+   Parquet**: one row per package with its SCC (the smallest package of its
+   cycle, itself when it is on none), the SCC's size, and its WCC (the
+   smallest package of its weakly connected component).  Since the ids follow
+   the names' order, the smallest id is the smallest name.
 
 A rich display shows the stage, the SCC rounds and records per second while it
 works; the summary lists every cycle with its size, the members of the
 largest, the largest weakly connected components, and the time of each stage.
+:func:`find_components` does stages 2 to 4 on any DataFrame of edges.
 
 ``--master`` takes any Spark master: ``local[*]`` (the default, embedded),
 ``local-cluster[2,1,1024]`` (two separate executor JVMs), or
@@ -475,14 +485,15 @@ def main(argv: list[str] | None = None) -> int:
 
             workers = args.workers or spark.sparkContext.defaultParallelism
             display.begin(f"Spark reads the edges ({workers} partitions)")
-            edges = spark.read.csv(str(args.input), sep="\t", schema=EDGE_SCHEMA).localCheckpoint(eager=True)
+            edges = spark.read.csv(str(args.input), sep="\t", schema=EDGE_SCHEMA)
+            edges = edges.repartition(workers).localCheckpoint(eager=True)  # the joins keep these partitions
             edge_count = edges.count()
             display.end()
 
             display.begin("Spark interns the names to int ids")
             ids, id_edges = intern_names(edges)
             ids = ids.localCheckpoint(eager=True)
-            id_edges = id_edges.repartition(workers).localCheckpoint(eager=True)
+            id_edges = id_edges.localCheckpoint(eager=True)
             nodes = ids.count()
             display.end()
 
