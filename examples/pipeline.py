@@ -1,30 +1,40 @@
 """The flagship pipeline: Spark reads Debian's dependency graph, pytimely finds its cycles, Spark writes Parquet.
 
-Run ``python examples/pipeline.py`` (``make demo``).  Three stages, end to end:
+Run ``python examples/pipeline.py`` (``make demo``).  Columnar end to end, in
+four stages:
 
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
-   (``package<TAB>dependency``, 274,855 edges) into a DataFrame of ``N``
-   partitions (``N`` = the cluster's task slots, or ``--workers``).
-2. **pytimely computes, across the ``N`` Spark tasks**, with
+   (``package<TAB>dependency``, 274,855 edges).
+2. **Spark interns the names** (:func:`intern_names`): the distinct package
+   names get dense ``int`` ids in the names' order (a ``row_number`` over the
+   sorted names), and the edges are joined to them, giving ``(src, dst)`` ids
+   in ``N`` partitions (``N`` = the cluster's task slots, or ``--workers``).
+3. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
-   mesh, gang-scheduled in barrier mode, ``columnar=True``: each Arrow batch
-   Spark reads is one message, turned into edge records by one call per batch,
-   and the result leaves as Arrow batches that go to Spark as they are):
+   mesh, gang-scheduled in barrier mode, ``columnar=True``): each Arrow batch
+   Spark hands over is one message, turned into a NumPy edge array column by
+   column (:func:`edge_array`), and every batch after that is a NumPy array:
 
-   * the strongly connected components (the dependency cycles), with the loop
-     nested in a loop of ``examples/scc.py``;
-   * the weakly connected components: the label propagation of
-     ``examples/scc.py`` (the idea of ``examples/connected_components.py``, which
-     needs integer nodes) over the edges in both directions, nested in a loop;
+   * the strongly connected components (the dependency cycles) with
+     :func:`scc_columnar.scc_edges`, forward-backward colouring in a loop
+     nested in a loop;
+   * the weakly connected components with
+     :func:`connected_components_columnar.weak_labels`, label propagation over
+     the edges in both directions;
 
-   and joins both per package.
-3. **Spark writes Parquet**: one row per package with its SCC (the smallest
-   package of its cycle, itself when it is on none), the SCC's size, and its
-   WCC (the smallest package of its weakly connected component).
+   the SCC's members are counted per component (:func:`cycle_members`) and
+   joined per node with the WCC labels (:func:`join_components`), which emits
+   Arrow batches ``(id, scc, scc_size, wcc)`` built from the NumPy columns.
+4. **Spark joins the ids back to names** (:func:`name_components`) **and writes
+   Parquet**: one row per package with its SCC (the smallest package of its
+   cycle, itself when it is on none), the SCC's size, and its WCC (the
+   smallest package of its weakly connected component).  Since the ids follow
+   the names' order, the smallest id is the smallest name.
 
 A rich display shows the stage, the SCC rounds and records per second while it
 works; the summary lists every cycle with its size, the members of the
 largest, the largest weakly connected components, and the time of each stage.
+:func:`find_components` does stages 2 to 4 on any DataFrame of edges.
 
 ``--master`` takes any Spark master: ``local[*]`` (the default, embedded),
 ``local-cluster[2,1,1024]`` (two separate executor JVMs), or
@@ -37,6 +47,7 @@ which ``--svg`` draws the dataflow diagram with its final frontiers; both need
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import subprocess
 import sys
@@ -53,16 +64,69 @@ for entry in (ROOT, EXAMPLES):
     if str(entry) not in sys.path:  # run from a checkout without installing pytimely
         sys.path.insert(0, str(entry))
 
+import connected_components_columnar  # noqa: E402
+import numpy as np  # noqa: E402
 import scc  # noqa: E402
+import scc_columnar  # noqa: E402
+from connected_components_columnar import EDGE, OFFER, concat_arrays, emit, owner, weak_labels  # noqa: E402
+from scc_columnar import REVERSED, scc_edges  # noqa: E402
 
 from runtime.spark import current_task, run_dataflow, spark_session  # noqa: E402
-from scopes import Exchange, Notificator, OperatorInput, OperatorOutput, ScopeBuilder, Stream  # noqa: E402
+from scopes import Notificator, OperatorInput, OperatorOutput, ScopeBuilder, Stream  # noqa: E402
+from scopes.channels import ExchangeBatch  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 EDGE_SCHEMA = "package string, dependency string"
 OUTPUT_SCHEMA = "package string, scc string, scc_size int, wcc string"
+"""The Parquet's columns: the package, its SCC and WCC named by their smallest package, and the SCC's size."""
+ID_OUTPUT_SCHEMA = "id int, scc int, scc_size int, wcc int"
+"""What the dataflow returns: :data:`OUTPUT_SCHEMA` with package ids for names."""
+MEMBER = np.dtype([("node", np.int32), ("scc", np.int32), ("scc_size", np.int32)])
+"""A node of a strongly connected component of 2+ nodes: ``(node, smallest node of the SCC, SCC size)``."""
 REPORT_PERIOD = 0.5
 """Seconds between two progress reports of a task."""
+
+
+# ---------------------------------------------------------------------- Spark: names to ids and back
+
+
+def intern_names(edges: Any) -> tuple[Any, Any]:
+    """Spark interns the package names: ``(ids, id_edges)``, both lazy DataFrames.
+
+    ``ids`` has a row ``(name, id)`` per package, the ids dense (``0 .. n - 1``)
+    and in the names' order, so that the smallest id of a component is its
+    smallest package: a ``row_number`` over the distinct names sorted (one
+    partition, which is cheap for Debian's 70,000 names; Spark compares strings
+    by their UTF-8 bytes, which is Python's order of code points).
+    ``id_edges`` are the edges as ``(src, dst)`` ints, joined to a broadcast of
+    ``ids``; edges with a missing end are dropped.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    edges = edges.where(F.col("package").isNotNull() & F.col("dependency").isNotNull())
+    names = edges.select(F.col("package").alias("name")).union(edges.select(F.col("dependency").alias("name")))
+    ids = names.distinct().select(
+        "name", (F.row_number().over(Window.orderBy("name")) - 1).cast("int").alias("id")
+    )
+    sources = F.broadcast(ids.select(F.col("name").alias("package"), F.col("id").alias("src")))
+    targets = F.broadcast(ids.select(F.col("name").alias("dependency"), F.col("id").alias("dst")))
+    return ids, edges.join(sources, "package").join(targets, "dependency").select("src", "dst")
+
+
+def name_components(rows: Any, ids: Any) -> Any:
+    """Spark joins the ids of the dataflow's rows (:data:`ID_OUTPUT_SCHEMA`) back to names (:data:`OUTPUT_SCHEMA`)."""
+    from pyspark.sql import functions as F
+
+    def named(id_column: str, name_column: str) -> Any:
+        return F.broadcast(ids.select(F.col("id").alias(id_column), F.col("name").alias(name_column)))
+
+    return (
+        rows.join(named("id", "package"), "id")
+        .join(named("scc", "scc_name"), "scc")
+        .join(named("wcc", "wcc_name"), "wcc")
+        .select("package", F.col("scc_name").alias("scc"), "scc_size", F.col("wcc_name").alias("wcc"))
+    )
 
 
 # ---------------------------------------------------------------------- the dataflow (runs in every task)
@@ -89,122 +153,134 @@ class _Reporter:
             task.report("counts", round=self.round, **self.counts)
 
 
-def _columns(batch: Any) -> tuple[list[str], list[str]]:
-    """The package and dependency columns of a message: one Arrow batch, or a list of them (the row path)."""
-    if batch.__class__ is list:
-        packages: list[str] = []
-        dependencies: list[str] = []
-        for record in batch:
-            packages += record.column(0).to_pylist()
-            dependencies += record.column(1).to_pylist()
-        return packages, dependencies
-    return batch.column(0).to_pylist(), batch.column(1).to_pylist()
+def edge_array(batch: Any) -> np.ndarray:
+    """An :data:`~connected_components_columnar.EDGE` array of an Arrow batch ``(src, dst)`` of ints.
 
-
-def edge_records(batch: Any) -> list[tuple[str, str]]:
-    """The ``(package, dependency)`` records of a message of Arrow batches (one call per batch)."""
-    packages, dependencies = _columns(batch)
-    return list(zip(packages, dependencies, strict=True))
-
-
-def both_ways(edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """A batch of edges, followed by the same edges reversed (one call per batch)."""
-    return edges + [(dependency, package) for package, dependency in edges]
-
-
-def weak_labels(edges: Stream) -> Stream:
-    """``(package, smallest package of its weakly connected component)`` for every package on an edge.
-
-    The label propagation of ``examples/scc.py`` over the edges in both
-    directions: every node is reached by its whole weakly connected component,
-    so its label is the component's smallest node.  ``scc.propagate`` runs in a
-    loop scope (it finishes per outer round), so this is a loop nested in a loop.
+    ``batch`` is one Arrow batch (``columnar=True``) or a list of them (the row
+    path); the columns go to NumPy without a Python call per row.
     """
-    undirected = edges.map_batch(both_ways, name="BothWays")
+    parts = batch if batch.__class__ is list else [batch]
+    src = concat_arrays([part.column(0).to_numpy() for part in parts], np.dtype(np.int32))
+    dst = concat_arrays([part.column(1).to_numpy() for part in parts], np.dtype(np.int32))
+    edges = np.empty(len(src), EDGE)
+    edges["src"] = src
+    edges["dst"] = dst
+    return edges
 
-    def body(loop: ScopeBuilder) -> Stream:
-        _, labels = scc.propagate(undirected.enter(loop), "WeakLabels")
-        return labels.leave()
 
-    return edges.scope.iterative(body, name="Weak")
+def _by_time(waiting: dict[Any, list[np.ndarray]], source: OperatorInput, notificator: Notificator) -> None:
+    """File ``source``'s batches by time, asking for one notification per new time."""
+    for ref, batch in source:
+        parts = waiting.get(ref.time)
+        if parts is None:
+            parts = waiting[ref.time] = []
+            notificator.notify_at(ref.retain())
+        parts.append(batch)  # type: ignore[arg-type]
 
 
-def join_components(scc_members: Stream, wcc_labels: Stream) -> Stream:
-    """``(package, scc, scc size, wcc)`` for every package, once both results are complete."""
-    cycles: dict[Any, dict[str, tuple[str, int]]] = {}
-    weak: dict[Any, dict[str, str]] = {}
+def cycle_members(inside: Stream) -> Stream:
+    """:data:`MEMBER` rows ``(node, scc, scc_size)`` for every node of a strongly connected component of 2+ nodes.
+
+    ``inside`` carries the :data:`~scc_columnar.REVERSED` edges inside the
+    components, labelled with the component's smallest node.  They are
+    exchanged by label, so each component's edges meet on one worker, which
+    counts its nodes (every node of a cycle leads an edge inside it).
+    """
+    waiting: dict[Any, list[np.ndarray]] = {}
+
+    def logic(input: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
+        _by_time(waiting, input, notificator)
+        for capability in notificator:
+            edges = concat_arrays(waiting.pop(capability.time, []), REVERSED)
+            nodes, first = np.unique(edges["src"], return_index=True)
+            labels = edges["label"][first]
+            _, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
+            members = np.empty(len(nodes), MEMBER)
+            members["node"] = nodes
+            members["scc"] = labels
+            members["scc_size"] = counts[inverse]
+            emit(output, capability, members)
+
+    return inside.unary_notify(ExchangeBatch("label"), "CycleMembers", logic)
+
+
+def join_components(members: Stream, weak: Stream, nodes: int) -> Stream:
+    """Arrow batches ``(id, scc, scc_size, wcc)``: a row per node with a WCC label, once both inputs are complete.
+
+    A node that is in no :data:`MEMBER` row is a component of its own
+    (``scc`` is itself, ``scc_size`` 1).  Both inputs are exchanged by node;
+    the rows leave built from NumPy columns.
+    """
+    import pyarrow as pa
+
+    scope = members.scope
+    peers, index = scope.peers, scope.index
+    owned = owner(index, peers, nodes)
+    cycles: dict[Any, list[np.ndarray]] = {}
+    labels: dict[Any, list[np.ndarray]] = {}
 
     def logic(
-        members: OperatorInput, labels: OperatorInput, output: OperatorOutput, notificator: Notificator
+        cycle_input: OperatorInput, label_input: OperatorInput, output: OperatorOutput, notificator: Notificator
     ) -> None:
-        for ref, batch in members:
-            table = cycles.get(ref.time)
-            if table is None:
-                table = cycles[ref.time] = {}
-                notificator.notify_at(ref.retain())
-            for node, label, size in batch:
-                table[node] = (label, size)
-        for ref, batch in labels:
-            known = weak.get(ref.time)
-            if known is None:
-                known = weak[ref.time] = {}
-                notificator.notify_at(ref.retain())
-            known.update(batch)
+        _by_time(cycles, cycle_input, notificator)
+        _by_time(labels, label_input, notificator)
         for capability in notificator:
-            batch = output_batch(cycles.pop(capability.time, {}), weak.pop(capability.time, {}))
+            found = concat_arrays(cycles.pop(capability.time, []), MEMBER)
+            weak_rows = concat_arrays(labels.pop(capability.time, []), OFFER)
+            scc_of = np.arange(owned, dtype=np.int32) * peers + index
+            size_of = np.ones(owned, np.int32)
+            scc_of[found["node"] // peers] = found["scc"]
+            size_of[found["node"] // peers] = found["scc_size"]
+            local = weak_rows["node"] // peers
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(weak_rows["node"]), pa.array(scc_of[local]), pa.array(size_of[local]),
+                 pa.array(weak_rows["label"])],
+                names=["id", "scc", "scc_size", "wcc"],
+            )
             if batch.num_rows:
                 output.session(capability).give_batch(batch)
 
-    return scc_members.binary_notify(wcc_labels, Exchange(_node), Exchange(_node), "JoinComponents", logic)
+    return members.binary_notify(weak, ExchangeBatch("node"), ExchangeBatch("node"), "JoinComponents", logic)
 
 
-def output_batch(cycles: dict[str, tuple[str, int]], weak: dict[str, str]) -> Any:
-    """One Arrow batch of the output schema: a row per package of ``weak``, built column by column."""
-    import pyarrow as pa
+def components_dataflow(scope: ScopeBuilder, batches: Stream, nodes: int) -> Stream:
+    """The pipeline's dataflow: Arrow batches of ``(src, dst)`` ids in, Arrow batches of a row per node out.
 
-    nodes = list(weak)
-    get = cycles.get
-    found = [get(node, (node, 1)) for node in nodes]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(nodes, pa.string()),
-            pa.array([label for label, _ in found], pa.string()),
-            pa.array([size for _, size in found], pa.int32()),
-            pa.array(list(weak.values()), pa.string()),
-        ],
-        names=["package", "scc", "scc_size", "wcc"],
-    )
-
-
-def _node(record: tuple[Any, ...]) -> Any:
-    return record[0]
-
-
-def components_dataflow(scope: ScopeBuilder, batches: Stream) -> Stream:
-    """The pipeline's dataflow: Arrow batches of edges in, Arrow batches of one row per package out.
-
-    ``batches`` carries one Arrow batch per message (``run_dataflow(columnar=True)``)
-    or lists of them (the row path); both work.
+    ``nodes`` bounds the ids (``0 .. nodes - 1``); pass it with
+    ``functools.partial`` to :func:`runtime.spark.run_dataflow`.  ``batches``
+    carries one Arrow batch per message (``columnar=True``) or lists of them
+    (the row path); both work.  Every batch inside is a NumPy array: the SCC of
+    :func:`scc_columnar.scc_edges` and the WCC of
+    :func:`connected_components_columnar.weak_labels`, joined per node.
     """
     reporter = _Reporter()
 
-    def count_round(time: Any, batch: list[Any]) -> None:
+    def count_round(time: Any, batch: list[int]) -> None:
         reporter.round = max(reporter.round, time.inner)
-        reporter.add("scc_edges", len(batch))
+        reporter.add("scc_edges", sum(batch))
 
-    edges = batches.map_batch(edge_records, name="ArrowToEdges")
+    edges = batches.map_batch(edge_array, name="ArrowToEdges")
     edges = edges.inspect_batch(lambda _time, batch: reporter.add("edges_read", len(batch)), name="CountEdges")
-
-    cycles = scc.group_components(scc.scc_edges(edges, count_round))
-    members = cycles.flat_map(
-        lambda component: [(node, component[0], len(component[1])) for node in component[1]], name="Members"
-    )
-
-    labels = weak_labels(edges).inspect_batch(
+    inside = scc_edges(edges.exchange_batch("src", name="BySource"), nodes, count_round)
+    weak = weak_labels(edges, nodes).inspect_batch(
         lambda _time, batch: reporter.add("wcc_labels", len(batch)), name="CountLabels"
     )
-    rows = join_components(members, labels)
+    rows = join_components(cycle_members(inside), weak, nodes)
     return rows.inspect_batch(lambda _time, batch: (reporter.add("rows", len(batch)), reporter.flush()), name="Done")
+
+
+def find_components(edges: Any, workers: int | None = None, **options: Any) -> Any:
+    """The whole computation on a DataFrame of ``(package, dependency)`` edges: a DataFrame of :data:`OUTPUT_SCHEMA`.
+
+    Spark interns the names, pytimely runs :func:`components_dataflow` on
+    ``workers`` tasks (``options`` go to :func:`runtime.spark.run_dataflow`),
+    and Spark names the result.
+    """
+    ids, id_edges = intern_names(edges)
+    ids = ids.localCheckpoint(eager=True)
+    build = functools.partial(components_dataflow, nodes=ids.count())
+    rows = run_dataflow(id_edges, build, ID_OUTPUT_SCHEMA, workers=workers, columnar=True, **options)
+    return name_components(rows, ids)
 
 
 # ---------------------------------------------------------------------- the driver: display
@@ -349,7 +425,7 @@ def write_diagram(log: str, svg: Path) -> str:
 
 def ship_by_value(cloudpickle: Any) -> None:
     """Make Spark ship this module and the examples it reuses by value: tasks cannot import them by name."""
-    for module in (sys.modules[__name__], scc):
+    for module in (sys.modules[__name__], scc, connected_components_columnar, scc_columnar):
         if module.__name__ != "__main__":
             cloudpickle.register_pickle_by_value(module)
 
@@ -410,15 +486,22 @@ def main(argv: list[str] | None = None) -> int:
             workers = args.workers or spark.sparkContext.defaultParallelism
             display.begin(f"Spark reads the edges ({workers} partitions)")
             edges = spark.read.csv(str(args.input), sep="\t", schema=EDGE_SCHEMA)
-            edges = edges.repartition(workers).localCheckpoint(eager=True)
+            edges = edges.repartition(workers).localCheckpoint(eager=True)  # the joins keep these partitions
             edge_count = edges.count()
             display.end()
 
+            display.begin("Spark interns the names to int ids")
+            ids, id_edges = intern_names(edges)
+            ids = ids.localCheckpoint(eager=True)
+            id_edges = id_edges.localCheckpoint(eager=True)
+            nodes = ids.count()
+            display.end()
+
             display.begin(f"pytimely: SCC + WCC on {workers} Spark task(s)")
-            result = run_dataflow(
-                edges,
-                components_dataflow,
-                OUTPUT_SCHEMA,
+            rows = run_dataflow(
+                id_edges,
+                functools.partial(components_dataflow, nodes=nodes),
+                ID_OUTPUT_SCHEMA,
                 workers=workers,
                 retries=args.retries,
                 on_progress=display.on_progress,
@@ -429,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             display.end()
 
-            display.begin("Spark writes Parquet")
+            display.begin("Spark joins the ids to names, writes Parquet")
+            result = name_components(rows, ids).localCheckpoint(eager=True)
             result.write.mode("overwrite").parquet(str(parquet))
             display.end()
 

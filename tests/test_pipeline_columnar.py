@@ -1,4 +1,4 @@
-"""The flagship pipeline's dataflow without Spark: Arrow batches as messages or as records give networkx's answer."""
+"""The flagship pipeline's dataflow without Spark: Arrow batches of int edges give networkx's components."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -15,45 +16,61 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 
 import pipeline  # noqa: E402
-import scc  # noqa: E402
+from connected_components_columnar import intern, read_names  # noqa: E402
 
 from runtime import execute  # noqa: E402
 
-EDGES = 6_000
-BATCH = 1_000
+EDGES = 20_000
+BATCH = 4_000
 
 
-def run_components(worker: Any, edges: list[tuple[str, str]], columnar: bool) -> list[Any]:
-    """Feed this worker's share of ``edges`` as Arrow batches; return the output messages' types and rows."""
+def run_components(worker: Any, src: np.ndarray, dst: np.ndarray, nodes: int, columnar: bool) -> list[Any]:
+    """Feed this worker's share of the edges as Arrow batches; return the output messages' types and rows."""
     produced: list[Any] = []
 
     def build(scope: Any) -> Any:
         handle, stream = scope.new_input()
-        output = pipeline.components_dataflow(scope, stream)
+        output = pipeline.components_dataflow(scope, stream, nodes)
         return handle, output.inspect_batch(lambda _time, batch: produced.append(batch)).probe()
 
     handle, probe = worker.dataflow(build)
-    mine = edges[worker.index :: worker.peers]
-    for start in range(0, len(mine), BATCH):
-        part = mine[start : start + BATCH]
-        batch = pa.record_batch({"package": [e[0] for e in part], "dependency": [e[1] for e in part]})
+    mine_src, mine_dst = src[worker.index :: worker.peers], dst[worker.index :: worker.peers]
+    for start in range(0, len(mine_src), BATCH):
+        batch = pa.record_batch({"src": mine_src[start : start + BATCH], "dst": mine_dst[start : start + BATCH]})
         (handle.send_batch if columnar else handle.send)(batch)
     handle.close()
     worker.step_while(lambda: not probe.done())
     return [(type(batch).__name__, batch.to_pylist()) for batch in produced]
 
 
-@pytest.mark.parametrize("columnar", [True, False])
-def test_the_components_dataflow_takes_arrow_batches_as_messages_or_records(columnar: bool) -> None:
-    edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=EDGES))
-    results = execute(functools.partial(run_components, edges=edges, columnar=columnar), workers=2, stall_timeout=30)
+@pytest.mark.parametrize(("columnar", "workers"), [(True, 2), (False, 2), (True, 3)])
+def test_the_components_dataflow_on_int_edges_equals_networkx(columnar: bool, workers: int) -> None:
+    graph = intern(read_names(pipeline.DEFAULT_INPUT, EDGES))
+    results = execute(
+        functools.partial(run_components, src=graph.src, dst=graph.dst, nodes=graph.nodes, columnar=columnar),
+        workers=workers,
+        stall_timeout=30,
+    )
     messages = [message for per_worker in results for message in per_worker]
     assert {kind for kind, _ in messages} == {"RecordBatch"}, "the output leaves as Arrow batches"
     rows = [row for _, batch in messages for row in batch]
-    graph = nx.DiGraph(edges)
-    assert len(rows) == graph.number_of_nodes()
-    components = {node: (min(c), len(c)) for c in nx.strongly_connected_components(graph) for node in c}
-    weak = {node: min(c) for c in nx.weakly_connected_components(graph) for node in c}
+    reference = nx.DiGraph(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
+    assert len(rows) == reference.number_of_nodes() == len({row["id"] for row in rows})
+    strong = {node: (min(c), len(c)) for c in nx.strongly_connected_components(reference) for node in c}
+    weak = {node: min(c) for c in nx.weakly_connected_components(reference) for node in c}
+    assert any(size > 1 for _, size in strong.values()), "the sample has cycles"
     for row in rows:
-        assert (row["scc"], row["scc_size"]) == components[row["package"]]
-        assert row["wcc"] == weak[row["package"]]
+        assert (row["scc"], row["scc_size"]) == strong[row["id"]]
+        assert row["wcc"] == weak[row["id"]]
+
+
+def test_ids_in_name_order_make_the_smallest_id_the_smallest_name() -> None:
+    graph = intern(read_names(pipeline.DEFAULT_INPUT, EDGES))
+    names = graph.names.tolist()
+    assert names == sorted(names), "the dataflow names a component by its smallest id: ids must follow the names"
+
+
+def test_an_arrow_batch_becomes_an_edge_array_column_by_column() -> None:
+    batch = pa.record_batch({"src": pa.array([3, 1], pa.int32()), "dst": pa.array([0, 2], pa.int32())})
+    edges = pipeline.edge_array([batch, batch])
+    assert edges.dtype == pipeline.EDGE and edges.tolist() == [(3, 0), (1, 2), (3, 0), (1, 2)]

@@ -83,14 +83,12 @@ COUNT_SCHEMA = "key string, count long, task int"
 EXPECTED = Counter(f"k{n % KEYS}" for n in range(ROWS))
 
 
-def test_strongly_and_weakly_connected_components_equal_networkx(spark: Any) -> None:
+def test_the_pipeline_interns_in_spark_computes_columnar_and_names_in_spark_like_networkx(spark: Any) -> None:
     edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=EDGES))
     frame = spark.createDataFrame(pa.table({"package": [e[0] for e in edges], "dependency": [e[1] for e in edges]}))
     events: list[dict[str, Any]] = []
-    result = run_dataflow(
-        frame, pipeline.components_dataflow, pipeline.OUTPUT_SCHEMA, workers=2, on_progress=events.append,
-        columnar=True,
-    )
+    result = pipeline.find_components(frame, workers=2, on_progress=events.append)
+    assert result.schema.simpleString() == f"struct<{pipeline.OUTPUT_SCHEMA.replace(' ', ':').replace(',:', ',')}>"
     table = result.toArrow()
     cycles, _, packages = pipeline.summarize(table, 5)
 

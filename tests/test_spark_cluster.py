@@ -21,7 +21,7 @@ sys.path.insert(0, {examples!r})
 import pyarrow as pa
 from pyspark import cloudpickle
 import pipeline, scc
-from runtime.spark import run_dataflow, spark_session
+from runtime.spark import spark_session
 pipeline.ship_by_value(cloudpickle)
 spark = spark_session("local-cluster[2,1,1024]", "pytimely local-cluster test",
                       {{"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
@@ -30,8 +30,8 @@ spark.sparkContext.setLogLevel("ERROR")
 edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=5000))
 frame = spark.createDataFrame(pa.table({{"package": [e[0] for e in edges], "dependency": [e[1] for e in edges]}}))
 pids = []
-result = run_dataflow(frame, pipeline.components_dataflow, pipeline.OUTPUT_SCHEMA, workers=2, slot_wait=60,
-                      columnar=True, on_progress=lambda e: e["event"] == "joined" and pids.append(e["address"]))
+result = pipeline.find_components(frame, workers=2, slot_wait=60,
+                                  on_progress=lambda e: e["event"] == "joined" and pids.append(e["address"]))
 table = result.toArrow()
 print(json.dumps({{"rows": table.to_pylist(), "edges": edges, "joined": pids}}))
 spark.stop()
