@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 import os
 import signal
@@ -14,10 +13,10 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from example_loader import load_example
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
@@ -28,56 +27,43 @@ from runtime.wire import FrameReader, frame
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load(name: str) -> ModuleType:
-    """Import ``examples/NAME.py`` as ``example_NAME`` (the name tests/test_examples.py uses)."""
-    module_name = f"example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 # ---------------------------------------------------------------------- every example, 2 x 2 against 1 x 1
 
 
 def test_examples_on_two_processes_of_two_workers_match_one_worker() -> None:
-    hello = load("hello")
+    hello = load_example("hello")
     assert hello.run(30, 4, workers=2, processes=2) == hello.run(30, 4) == hello.reference(30, 4)
     detailed = hello.run_detailed(30, 4, workers=2, processes=2)
     assert {index for index, _ in detailed} == {0, 1, 2, 3}
     assert all(index == hash(number) % 4 for index, (_, number, _) in detailed)
 
-    wordcount = load("wordcount")
+    wordcount = load_example("wordcount")
     text = wordcount.random_text(epochs=4, lines=20, seed=3)
     for lockstep in (True, False):
         assert wordcount.run(text, 2, lockstep, processes=2) == wordcount.run(text, 1, lockstep)
 
-    loopdemo = load("loopdemo")
+    loopdemo = load_example("loopdemo")
     numbers = [1, 6, 27, 97, 300, 871]
     assert loopdemo.run(numbers, 3, workers=2, processes=2) == loopdemo.run(numbers, 3)
 
-    pagerank = load("pagerank")
+    pagerank = load_example("pagerank")
     edges = pagerank.random_graph(30, 80, 2)
     two = pagerank.run(30, edges, 10, 0.85, workers=2, processes=2)
     assert pagerank.max_difference(two, pagerank.run(30, edges, 10, 0.85)) <= 1e-12
 
-    bfs = load("bfs")
+    bfs = load_example("bfs")
     graph = bfs.random_graph(50, 120, 1)
     assert bfs.run(graph, 0, workers=2, processes=2) == bfs.run(graph, 0)
 
-    components = load("connected_components")
+    components = load_example("connected_components")
     graph = components.random_graph(60, 50, 2)
     assert components.run(60, graph, workers=2, processes=2) == components.run(60, graph)
 
-    hashjoin = load("hashjoin")
+    hashjoin = load_example("hashjoin")
     left, right = hashjoin.random_inputs(epochs=3, per_epoch=15, keys=8, seed=1)
     assert hashjoin.run(left, right, 2, False, processes=2) == hashjoin.run(left, right, 1, False)
 
-    distinct = load("distinct")
+    distinct = load_example("distinct")
     data = distinct.random_records(epochs=3, per_epoch=60, values=20, seed=2)
     assert distinct.run(data, 2, True, processes=2) == distinct.run(data, 1, True)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from example_loader import load_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,21 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
 
-def load(name: str) -> ModuleType:
-    """Import ``examples/NAME.py`` as ``example_NAME`` (the name the other example tests use)."""
-    module_name = f"example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "examples" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wcc = load("connected_components_columnar")
-scc = load("scc_columnar")
+wcc = load_example("connected_components_columnar")
+scc = load_example("scc_columnar")
 
 
 def interned(edges: list[tuple[int, int]]) -> Any:
@@ -197,7 +185,7 @@ def load_benchmark() -> ModuleType:
 
 @pytest.mark.parametrize("name", ["connected_components_columnar", "scc_columnar"])
 def test_command_line_checks_against_networkx(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    example = load(name)
+    example = load_example(name)
     assert example.main(["--check", "--limit-edges", "3000", "-w", "2"]) == 0
     out = capsys.readouterr().out
     assert "read " in out and "intern " in out and "compute " in out and "networkx build + " in out

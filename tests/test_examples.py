@@ -6,16 +6,15 @@ run once as a script (``python examples/NAME.py -w 2``).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import networkx as nx
 import pytest
+from example_loader import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -32,27 +31,14 @@ NAMES = [
 WORKERS = [1, 2, 3]
 
 
-def load(name: str) -> ModuleType:
-    """Import ``examples/NAME.py`` as a module named ``example_NAME``."""
-    module_name = f"example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-hello = load("hello")
-wordcount = load("wordcount")
-loopdemo = load("loopdemo")
-pagerank = load("pagerank")
-bfs = load("bfs")
-connected_components = load("connected_components")
-hashjoin = load("hashjoin")
-distinct = load("distinct")
+hello = load_example("hello")
+wordcount = load_example("wordcount")
+loopdemo = load_example("loopdemo")
+pagerank = load_example("pagerank")
+bfs = load_example("bfs")
+connected_components = load_example("connected_components")
+hashjoin = load_example("hashjoin")
+distinct = load_example("distinct")
 
 
 # ---------------------------------------------------------------------- hello

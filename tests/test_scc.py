@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import networkx as nx  # noqa: E402
 import pytest
+from example_loader import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
 
 
-def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("scc_example", ROOT / "examples" / "scc.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-scc = _load_example()
+scc = load_example("scc")
 
 Edge = tuple[Any, Any]
 

@@ -10,15 +10,13 @@ that check for some seed.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from example_loader import load_example
 
 from runtime import DataflowStuck, WorkerFailed
 from runtime.simulation import simulate
@@ -28,22 +26,9 @@ from scopes.operator import InputPort
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def load(name: str) -> ModuleType:
-    """Import ``examples/NAME.py`` (shared with the other example tests)."""
-    module_name = f"example_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wordcount = load("wordcount")
-connected_components = load("connected_components")
-scc = load("scc")
+wordcount = load_example("wordcount")
+connected_components = load_example("connected_components")
+scc = load_example("scc")
 
 Violation = tuple[str, int, Any, list[Any]]
 
@@ -298,7 +283,6 @@ def test_counts_match_a_counter() -> None:
     outputs = simulate(wordcount_main(text, found, lockstep=True), 2, seed=3)
     totals = Counter(word for epoch in text for line in epoch for word in line.split())
     assert wordcount_result(outputs)[1]["b"] == totals["b"]
-
 
 
 def test_a_failing_worker_stops_the_simulation() -> None:
