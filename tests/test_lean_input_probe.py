@@ -17,6 +17,7 @@ import pytest
 
 from runtime.execute import execute
 from runtime.worker import Worker
+from scopes.channels import LocalQueue, Tee
 from scopes.errors import ScopeError, TimestampError
 from scopes.probes import ProbeHandle, ProbeOperator
 from scopes.timestamp import UINT64_MAX
@@ -172,3 +173,68 @@ def test_a_handle_reused_by_a_second_dataflow_stops_sharing_and_still_reports_bo
         worker.step_while(lambda: not handle.done())
 
     execute(main, workers=1)
+
+
+def test_pipeline_messages_go_from_the_output_to_the_queue_without_a_tee_call() -> None:
+    calls = _calls_by_function(EPOCHS)
+    # two pipeline edges, one message each: only LocalQueue.push remains
+    assert calls[("channels.py", "push")] == 2
+    assert calls.get(("channels.py", "_push_all"), 0) == 0
+
+
+def test_a_tee_with_one_receiver_pushes_straight_to_it_and_with_more_copies_to_all_but_the_last() -> None:
+    first, second = LocalQueue(), LocalQueue()
+    tee = Tee()
+    tee.push(0, [1])  # no receivers: dropped, no error
+    tee.add(first)
+    batch = [1, 2]
+    tee.push(1, batch)
+    message = first.pull()
+    assert message is not None and message[1] is batch
+    tee.add(second)  # a second receiver: the tee fans out again
+    batch = [3]
+    tee.push(2, batch)
+    one, two = first.pull(), second.pull()
+    assert one == (2, [3]) and two == (2, [3])
+    assert one is not None and two is not None
+    assert one[1] is not batch and two[1] is batch
+    assert first.pull() is None and second.pull() is None
+
+
+def test_a_single_stage_chain_and_a_fused_chain_give_the_same_records() -> None:
+    def main(worker: Worker) -> tuple[list[Any], list[Any]]:
+        single: list[Any] = []
+        fused: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            stream.map(lambda x: x * 2).inspect(single.append)
+            stream.map(lambda x: x * 2).filter(lambda x: x % 3 == 0).map(str).inspect(fused.append)
+            stream.map(lambda x: 1 / 0 if x < 0 else x)  # no receivers: still run (a fault shows)
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.send_batch(range(10))
+        handle.close()
+        worker.step_while(lambda: len(fused) < 4)
+        return single, fused
+
+    single, fused = execute(main, workers=1)[0]
+    assert single == [x * 2 for x in range(10)]
+    assert fused == [str(x * 2) for x in range(10) if x * 2 % 3 == 0]
+
+
+def test_a_single_stage_map_without_receivers_still_runs_its_function() -> None:
+    def main(worker: Worker) -> None:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            stream.map(lambda x: 1 // x, name="Invert")
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.send(0)
+        handle.close()
+        worker.step_while(lambda: True)
+
+    with pytest.raises(Exception, match="Invert"):
+        execute(main, workers=1)
