@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import chain
@@ -234,8 +235,22 @@ def _encode_columnar(kind: str, value: Any) -> bytes:
         raise EncodingError(str(error), type_name(value.__class__)) from None
 
 
+_packers = threading.local()
+_KEEP_PACKER_BELOW = 1 << 20  # a packer keeps its grown buffer: keep only those that packed something small
+
+
 def _pack_general(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True, strict_types=True, default=_default)
+    # Building a msgpack Packer costs several microseconds (more than packing a frame
+    # header), so each thread reuses its own; _default packs nested values re-entrantly,
+    # hence a small free list rather than one packer per thread.
+    free: list[msgpack.Packer] | None = getattr(_packers, "free", None)
+    if free is None:
+        free = _packers.free = []
+    packer = free.pop() if free else msgpack.Packer(use_bin_type=True, strict_types=True, default=_default)
+    packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
+    if len(packed) < _KEEP_PACKER_BELOW:
+        free.append(packer)
+    return packed
 
 
 def _ext_hook(code: int, data: bytes) -> Any:

@@ -119,12 +119,16 @@ class Tee:
     pushers all deliver at once.
     """
 
-    __slots__ = ("pushers", "_flushers")
+    __slots__ = ("pushers", "_flushers", "push")
 
     def __init__(self) -> None:
         """Start with no attached pushers."""
         self.pushers: list[Pusher] = []
         self._flushers: list[Callable[[], None]] = []
+        #: ``push(time, batch)``: send the batch to each receiver; all but the last get
+        #: their own copy.  With one receiver it *is* that receiver's ``push`` (no
+        #: extra call per message); attach receivers only with :meth:`add`.
+        self.push: Callable[[Any, Any], None] = self._push_all
 
     def add(self, pusher: Pusher) -> None:
         """Attach another receiver."""
@@ -132,13 +136,14 @@ class Tee:
         flush = getattr(pusher, "flush", None)
         if callable(flush):
             self._flushers.append(flush)
+        self.push = pusher.push if len(self.pushers) == 1 else self._push_all
 
     @property
     def buffering(self) -> bool:
         """Whether some attached pusher buffers and needs :meth:`flush`."""
         return bool(self._flushers)
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def _push_all(self, time: Any, batch: Any) -> None:
         """Send the batch to each receiver; all but the last get their own copy."""
         pushers = self.pushers
         count = len(pushers)

@@ -160,6 +160,13 @@ class Chain:
                     time, records = message
                     data: Iterable[Any] = records
                     last = len(stages) - 1
+                    if not last:  # one stage (the usual case): no enumerate/zip
+                        output = outputs[0]
+                        if output.tee.pushers:
+                            output.send(time, list(stages[0](data)))
+                        else:
+                            consume(stages[0](data))
+                        continue
                     for index, (apply, output) in enumerate(zip(stages, outputs)):  # noqa: B905
                         data = apply(data)
                         if output.tee.pushers:

@@ -28,6 +28,10 @@ class ProbeHandle:
     def __init__(self) -> None:
         """An empty handle; attach it with ``stream.probe_with(handle)`` or get one from ``stream.probe()``."""
         self._frontier: MutableAntichain[Any] = MutableAntichain()
+        # probes reporting here; while there is only one, it shares its input's frontier
+        # with the handle (one antichain update per frontier change instead of two)
+        self._attached = 0
+        self._sharing: ProbeOperator | None = None
 
     def less_than(self, time: Any) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
@@ -49,6 +53,25 @@ class ProbeHandle:
     def _update(self, updates: Updates) -> None:
         self._frontier.update_iter(updates)
 
+    def _attach(self, probe: ProbeOperator, frontier: MutableAntichain[Any], initial: Updates) -> bool:
+        """Count ``probe`` in; return whether it shares ``frontier`` (its input's) with the handle.
+
+        The first probe of a handle that has seen nothing shares; when a second
+        one attaches, the handle takes a copy of the shared counts and both probes
+        report their changes to it separately again.
+        """
+        self._attached += 1
+        if self._attached == 1 and not self._frontier.counts():
+            self._frontier = frontier
+            self._sharing = probe
+            return True
+        sharing, self._sharing = self._sharing, None
+        if sharing is not None:  # the sharing probe keeps the antichain; the handle takes a copy
+            sharing._shared = False
+            self._frontier = MutableAntichain(self._frontier.counts().items())
+        self._frontier.update_iter(initial)
+        return False
+
     def __repr__(self) -> str:
         return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
 
@@ -60,24 +83,29 @@ class ProbeOperator(Operator):
         """Create the operator; ``handle`` receives every frontier change."""
         super().__init__(*args)
         self.handle = handle
+        self._shared = False
 
     def set_external_summary(
         self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
     ) -> None:
         """Record the initial frontier in the operator and the handle."""
         super().set_external_summary(summaries, frontier)
-        self.handle._update(list(frontier[0]))
+        self._shared = self.handle._attach(self, self.input_ports[0]._frontier, list(frontier[0]))
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
-        """Apply frontier changes to the operator and the handle."""
-        super().push_external_progress(external)
-        if external[0]:
-            self.handle._update(external[0])
+        """Apply frontier changes to the operator and the handle (once, when they share the antichain)."""
+        updates = external[0]
+        if updates:
+            self.input_ports[0]._frontier.update_iter(updates)
+            if not self._shared:
+                self.handle._update(updates)
 
 
 def build_probe(stream: Stream, handle: ProbeHandle, name: str, passthrough: bool) -> Stream | None:
     """A probe on ``stream`` reporting to ``handle``; with ``passthrough``, also a copy of the stream."""
-    builder = OperatorBuilder(stream.scope, name, notify=True)
+    # no notify: the logic only drains messages, so frontier changes need not wake it
+    # (the operator still receives them in push_external_progress, for the handle)
+    builder = OperatorBuilder(stream.scope, name, notify=False)
     port = builder.new_input(stream, Pipeline)
     result: Stream | None = None
     output = None
