@@ -196,18 +196,24 @@ class Capability:
         """Whether the capability is still held (not dropped)."""
         return self._valid
 
-    def _check(self, action: str, time: Any = None) -> None:
+    def _check(self, verb: str, time: Any) -> None:
+        """Refuse to ``verb`` (downgrade, delay) a dropped capability, or to a time of the wrong type.
+
+        The messages are only formatted when something is wrong: this runs on
+        every downgrade, which is on the progress path.
+        """
         if not self._valid:
             raise CapabilityError(
-                f"operator '{self._output.operator}' output {self._output.port}: cannot {action} "
-                f"with the capability for time {self._time!r}: it was already dropped"
+                f"operator '{self._output.operator}' output {self._output.port}: cannot {verb} to time "
+                f"{time!r} with the capability for time {self._time!r}: it was already dropped"
             )
-        if time is not None:
-            _check_time(self._output, time, f"{action} from the capability for time {self._time!r}")
+        timestamp_type = self._output.timestamp_type
+        if timestamp_type is not None and not timestamp_type.contains(time):
+            _check_time(self._output, time, f"{verb} to time {time!r} from the capability for time {self._time!r}")
 
     def downgrade(self, time: Any) -> None:
         """Move the capability to a later ``time``; raises if ``time`` is earlier."""
-        self._check(f"downgrade to time {time!r}", time)
+        self._check("downgrade", time)
         if not less_equal(self._time, time):
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot downgrade "
@@ -231,7 +237,7 @@ class Capability:
 
     def delayed(self, time: Any) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
-        self._check(f"delay to time {time!r}", time)
+        self._check("delay", time)
         if not less_equal(self._time, time):
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot delay "
