@@ -477,11 +477,26 @@ def as_ids(components: Iterable[Iterable[str]], graph: Graph) -> set[frozenset[i
     return {frozenset(ids[name] for name in component) for component in components}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+@dataclass
+class GraphRun:
+    """A columnar graph example's run over the file: its options, graph, worker outputs and stage times."""
+
+    args: argparse.Namespace
+    graph: Graph
+    outputs: list[Any]
+    read: float
+    interned: float
+    compute: float
+
+
+def run_on_file(description: str, worker: Callable[..., Any], argv: list[str] | None) -> GraphRun:
+    """Parse the options of a columnar graph example, read and intern its file, and run ``worker`` on it.
+
+    The options are the cluster flags, ``--input``, ``--limit-edges`` and
+    ``--check``; ``worker(worker, path=..., limit=...)`` runs on every worker
+    and reuses the graph this process interned.
+    """
+    parser = argparse.ArgumentParser(description=description, add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'")
     parser.add_argument("--limit-edges", type=int, default=None, help="read only the first K lines")
@@ -499,8 +514,17 @@ def main(argv: list[str] | None = None) -> int:
     loaded(args.input, args.limit_edges, graph)  # the workers of this process reuse it
 
     start = perf_counter()
-    outputs = execute_from_args(partial(file_worker, path=str(args.input), limit=args.limit_edges), argv)
+    outputs = execute_from_args(partial(worker, path=str(args.input), limit=args.limit_edges), argv)
     compute = perf_counter() - start
+    return GraphRun(args, graph, outputs, read, interned, compute)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    run = run_on_file(__doc__.splitlines()[0], file_worker, argv)
+    args, graph, outputs, read, interned, compute = (
+        run.args, run.graph, run.outputs, run.read, run.interned, run.compute
+    )
     labels = combine(outputs, graph.nodes)
     found = components_of(labels)
     sizes = sorted((len(c) for c in found), reverse=True)

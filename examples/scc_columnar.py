@@ -35,10 +35,8 @@ Run ``python examples/scc_columnar.py --help`` for the options;
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Iterable
-from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -52,7 +50,6 @@ for entry in (ROOT, EXAMPLES):
         sys.path.insert(0, str(entry))
 
 from connected_components_columnar import (  # noqa: E402
-    DEFAULT_INPUT,
     LABELLED,
     NO_LABEL,
     OFFER,
@@ -61,16 +58,12 @@ from connected_components_columnar import (  # noqa: E402
     components_of,
     concat_arrays,
     emit,
-    intern,
     load_graph,
-    loaded,
     owner,
     propagate,
-    read_names,
+    run_on_file,
 )
 
-from runtime import execute_from_args  # noqa: E402
-from runtime.cluster import cluster_arguments  # noqa: E402
 from runtime.worker import Worker  # noqa: E402
 from scopes import (  # noqa: E402
     Broadcast,
@@ -280,28 +273,8 @@ def networkx_strong(pairs: list[tuple[str, str]]) -> list[set[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
-    parser.add_argument("--help", action="help", help="show this help message and exit")
-    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'")
-    parser.add_argument("--limit-edges", type=int, default=None, help="read only the first K lines")
-    parser.add_argument("--check", action="store_true", help="compare with networkx and time it")
-    args = parser.parse_args(argv)
-    if args.limit_edges is not None and args.limit_edges < 0:
-        parser.error("--limit-edges must not be negative")
-
-    start = perf_counter()
-    flat = read_names(args.input, args.limit_edges)
-    read = perf_counter() - start
-    start = perf_counter()
-    graph = intern(flat)
-    interned = perf_counter() - start
-    loaded(args.input, args.limit_edges, graph)  # the workers of this process reuse it
-
-    start = perf_counter()
-    outputs = execute_from_args(partial(file_worker, path=str(args.input), limit=args.limit_edges), argv)
-    compute = perf_counter() - start
+    run = run_on_file(__doc__.splitlines()[0], file_worker, argv)
+    args, graph, outputs, interned, compute = run.args, run.graph, run.outputs, run.interned, run.compute
     labels, rounds = combine(outputs, graph.nodes)
     found = components_of(labels)
     cycles = sorted((c for c in found if len(c) > 1), key=lambda c: (-len(c), min(c)))
@@ -313,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{', '.join(str(len(c)) for c in cycles[:10]) or 'none'}")
     for cycle in cycles[:3]:
         print(f"    {len(cycle)}: {', '.join(sorted(names[sorted(cycle)].astype(str).tolist()))}")
-    print(f"  read {read:.3f} s, intern {interned:.3f} s, compute {compute:.3f} s")
+    print(f"  read {run.read:.3f} s, intern {interned:.3f} s, compute {compute:.3f} s")
     if not args.check:
         return 0
     pairs = graph.name_pairs()
