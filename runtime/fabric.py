@@ -157,33 +157,35 @@ class MailboxPuller:
         return box.popleft() if box else None
 
 
-class ThreadCommunicator:
-    """The :class:`~runtime.communication.Communicator` of one worker on a :class:`ThreadFabric`."""
+class FabricCommunicator:
+    """What every communicator of a fabric's local workers shares.
 
-    def __init__(self, fabric: ThreadFabric, index: int) -> None:
-        """Communicate as worker ``index`` of ``fabric``."""
+    The fabric (threads of one process, or the local workers of a cluster
+    process) keeps one :class:`WorkerSignal` and one idle/finished slot per local
+    worker at index ``local``; the subclasses say how messages travel
+    (:meth:`allocate`, :meth:`flush`).
+    """
+
+    def __init__(self, fabric: Any, local: int, index: int) -> None:
+        """Communicate as local worker ``local`` of ``fabric``, worker ``index`` of the computation."""
         self.fabric = fabric
+        self._local = local
         self._index = index
-        self._signal = fabric.signals[index]
+        self._signal: WorkerSignal = fabric.signals[local]
 
     @property
     def index(self) -> int:
-        """This worker's index."""
+        """This worker's index among all workers."""
         return self._index
 
     @property
     def peers(self) -> int:
-        """The number of workers."""
-        return self.fabric.peers
+        """The number of workers in the computation."""
+        peers: int = self.fabric.peers
+        return peers
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
-        """One pusher per worker for ``channel``, and this worker's puller."""
-        fabric = self.fabric
-        pushers: list[Pusher] = [
-            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address)
-            for peer in range(fabric.peers)
-        ]
-        return pushers, MailboxPuller(fabric.mailbox(channel, self._index))
+    def flush(self) -> None:
+        """Send whatever is buffered (nothing, unless a subclass buffers)."""
 
     def take_activations(self) -> list[Address]:
         """Every address queued since the last call."""
@@ -195,11 +197,9 @@ class ThreadCommunicator:
             taken.append(pending.popleft())
         return taken
 
-    def flush(self) -> None:
-        """Nothing is buffered: pushes are delivered at once."""
-
     def park(self, timeout: float | None) -> None:
-        """Wait for an activation, ``timeout`` seconds, or a stop."""
+        """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop."""
+        self.flush()
         self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
 
     def stop(self, reason: Stop) -> None:
@@ -209,27 +209,50 @@ class ThreadCommunicator:
     @property
     def stop_reason(self) -> Stop | None:
         """Why the computation stopped, or ``None``."""
-        return self.fabric.stop_reason
+        reason: Stop | None = self.fabric.stop_reason
+        return reason
 
     def report_idle(self, idle: bool) -> None:
         """Record whether this worker's last step found nothing to do."""
         fabric = self.fabric
+        local = self._local
         if idle:
             now = time.monotonic()
-            fabric.last_idle[self._index] = now
-            if fabric.idle_since[self._index] is None:
-                fabric.idle_since[self._index] = now
+            fabric.last_idle[local] = now
+            if fabric.idle_since[local] is None:
+                fabric.idle_since[local] = now
         else:
-            fabric.idle_since[self._index] = None
+            fabric.idle_since[local] = None
 
     def finish(self) -> None:
         """This worker has returned."""
-        self.fabric.finished[self._index] = True
+        self.fabric.finished[self._local] = True
 
     def stalled_for(self) -> float:
         """Seconds every worker has been waiting with nothing pending."""
-        return self.fabric.stalled_for()
+        stalled: float = self.fabric.stalled_for()
+        return stalled
 
     def in_flight(self) -> list[str]:
         """Messages waiting in this worker's mailboxes."""
-        return self.fabric.pending_messages(self._index)
+        messages: list[str] = self.fabric.pending_messages(self._local)
+        return messages
+
+
+class ThreadCommunicator(FabricCommunicator):
+    """The :class:`~runtime.communication.Communicator` of one worker on a :class:`ThreadFabric`."""
+
+    fabric: ThreadFabric
+
+    def __init__(self, fabric: ThreadFabric, index: int) -> None:
+        """Communicate as worker ``index`` of ``fabric``."""
+        super().__init__(fabric, index, index)
+
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
+        """One pusher per worker for ``channel``, and this worker's puller."""
+        fabric = self.fabric
+        pushers: list[Pusher] = [
+            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address)
+            for peer in range(fabric.peers)
+        ]
+        return pushers, MailboxPuller(fabric.mailbox(channel, self._index))

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.fabric import MailboxPuller, MailboxPusher, WorkerSignal
+from runtime.fabric import FabricCommunicator, MailboxPuller, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
 from runtime.wire import EncodingError, copy_decoded, decode_batch, decode_value, encode_batch, frame, frame_head
 from scopes.channels import Message, Pusher
@@ -49,8 +49,6 @@ FLUSH_BYTES = 1 << 18
 """Buffered bytes for one destination process that trigger an early send."""
 
 DATA, BEAT, STOP, BYE = 0, 1, 2, 3
-
-_NONE: list[Address] = []
 
 
 class ProcessFabric:
@@ -279,15 +277,14 @@ class _RemotePusher:
         self._communicator.enqueue(self._process, self._receiver, self._channel, self._address, time, batch)
 
 
-class ProcessCommunicator:
+class ProcessCommunicator(FabricCommunicator):
     """The :class:`~runtime.communication.Communicator` of one worker of a :class:`ProcessFabric`."""
+
+    fabric: ProcessFabric
 
     def __init__(self, fabric: ProcessFabric, local: int) -> None:
         """Communicate as local worker ``local`` of ``fabric``."""
-        self.fabric = fabric
-        self._local = local
-        self._index = fabric.base + local
-        self._signal = fabric.signals[local]
+        super().__init__(fabric, local, fabric.base + local)
         self._out: dict[int, list[list[Any]]] = {}
         self._out_bytes: dict[int, int] = {}
         self._last_batch: list[Any] | None = None
@@ -295,16 +292,6 @@ class ProcessCommunicator:
         self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
-
-    @property
-    def index(self) -> int:
-        """This worker's global index."""
-        return self._index
-
-    @property
-    def peers(self) -> int:
-        """The number of workers in all processes."""
-        return self.fabric.peers
 
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
@@ -372,42 +359,6 @@ class ProcessCommunicator:
         self.buffered = False
         self._last_batch = None
 
-    def take_activations(self) -> list[Address]:
-        """Every address queued since the last call."""
-        pending = self._signal.pending
-        if not pending:
-            return _NONE
-        taken = []
-        while pending:
-            taken.append(pending.popleft())
-        return taken
-
-    def park(self, timeout: float | None) -> None:
-        """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop."""
-        self.flush()
-        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-
-    def stop(self, reason: Stop) -> None:
-        """Stop every worker of every process."""
-        self.fabric.stop(reason)
-
-    @property
-    def stop_reason(self) -> Stop | None:
-        """Why the computation stopped, or ``None``."""
-        return self.fabric.stop_reason
-
-    def report_idle(self, idle: bool) -> None:
-        """Record whether this worker's last step found nothing to do."""
-        fabric = self.fabric
-        local = self._local
-        if idle:
-            now = time.monotonic()
-            fabric.last_idle[local] = now
-            if fabric.idle_since[local] is None:
-                fabric.idle_since[local] = now
-        else:
-            fabric.idle_since[local] = None
-
     def finish(self) -> None:
         """This worker has returned: send what is buffered, and count it as waiting for ever."""
         try:
@@ -415,14 +366,6 @@ class ProcessCommunicator:
                 self.flush()
         finally:
             self.fabric.finished[self._local] = True
-
-    def stalled_for(self) -> float:
-        """Seconds every worker of the cluster has been waiting with nothing in flight."""
-        return self.fabric.stalled_for()
-
-    def in_flight(self) -> list[str]:
-        """Messages waiting in this worker's mailboxes."""
-        return self.fabric.pending_messages(self._local)
 
 
 def decode_results(payload: bytes | memoryview) -> list[Any]:
