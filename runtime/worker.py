@@ -109,7 +109,8 @@ class Worker:
         )
         root.observer = self.logger
         scope = ScopeBuilder(root, self._context)
-        result = build(scope)
+        with scope.open():
+            result = build(scope)
         scope.check_complete()
         root.get_internal_summary()
         root.set_external_summary([], [])

@@ -8,7 +8,8 @@ new top-level scope.  Nested scopes (:meth:`ScopeBuilder.iterative`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -16,14 +17,14 @@ from scopes import capture as _capture
 from scopes.antichain import Antichain
 from scopes.batches import BatchError, is_batch, is_columnar
 from scopes.channels import Allocator, Pipeline, Tee
-from scopes.errors import BuildError, ScopeError, TimestampError
+from scopes.errors import BuildError, ScopeBoundaryError, ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
 from scopes.location import Source
 from scopes.operator import Capability, Operator, OperatorInfo, OperatorOutput, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
 from scopes.probes import ProbeHandle, ProbeOperator
-from scopes.signatures import check_function, check_logic, describe_operator
+from scopes.signatures import check_function, check_logic, describe_operator, describe_stream
 from scopes.stream import Stream
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
@@ -60,6 +61,9 @@ class BuildContext:
         self.peers = allocator.peers
         self._next_channel = 0
         self.inputs: list[InputHandle] = []
+        # the scopes whose building function is running, outermost first; operators may
+        # be added only to the last one (the others wait for it, as in timely's borrows)
+        self.building: list[ScopeBuilder] = []
 
     def next_channel(self) -> int:
         """A fresh channel identifier (the same sequence on every worker)."""
@@ -124,6 +128,56 @@ class ScopeBuilder:
     def __repr__(self) -> str:
         return f"ScopeBuilder({self.name!r}, {self.timestamp_type!r}, address={self.address})"
 
+    @contextmanager
+    def open(self) -> Iterator[ScopeBuilder]:
+        """While the ``with`` block runs, this is the scope operators are built in."""
+        building = self.context.building
+        building.append(self)
+        try:
+            yield self
+        finally:
+            building.pop()
+
+    def check_building(self, operator: str, stream: Stream | None = None) -> None:
+        """Refuse to build ``operator`` here unless this is the scope being built now.
+
+        A stream of a nested scope whose body has returned must ``leave()`` first,
+        and a stream of an enclosing scope must ``enter()`` the nested scope; timely
+        enforces both with its types, and progress tracking relies on them.
+        ``stream`` is the stream the operator reads, named in the error; an
+        operator reading no stream (an input, a source, a nested scope) may also be
+        built in a scope enclosing the one being built.
+        """
+        building = self.context.building
+        if building and building[-1] is self:
+            return
+        if stream is None and self in building:
+            return  # a source in an enclosing scope: it reads no stream, and its output must enter
+        raise ScopeBoundaryError(self._boundary_message(operator, stream))
+
+    def _boundary_message(self, operator: str, stream: Stream | None) -> str:
+        building = self.context.building
+        here = " > ".join(repr(part) for part in self.path)
+        subject = f"scope {here}" if stream is None else describe_stream(stream)
+        if not building:
+            return (
+                f"{subject} is used by new operator '{operator}' after its dataflow was built; "
+                "build every operator inside the function given to worker.dataflow"
+            )
+        current = building[-1]
+        now = " > ".join(repr(part) for part in current.path)
+        if self in building:
+            return (
+                f"{subject} is used by new operator '{operator}' inside nested scope {now}, "
+                "without enter(): bring the stream into the nested scope with "
+                f"stream.enter(scope) and build '{operator}' there"
+            )
+        return (
+            f"{subject} is used by new operator '{operator}' in scope {now}, but its scope's "
+            "body has already returned, and the stream never left it: take it out with "
+            "stream.leave() (return stream.leave() from the body) and use the stream leave() returns"
+        )
+
     def new_stream(self, source: Source, tee: Tee, name: str) -> Stream:
         """The stream in this scope produced at ``source``, whose messages go through ``tee``."""
         return Stream(self, source, tee, name)
@@ -169,6 +223,7 @@ class ScopeBuilder:
         refinement: Refinement,
         body: Callable[[ScopeBuilder], R],
     ) -> R:
+        self.check_building(name)
         index = self.subgraph.reserve_child(name)
         parent_subgraph = self.subgraph
         child = Subgraph(
@@ -184,7 +239,8 @@ class ScopeBuilder:
         parent_subgraph.set_child(index, child)
         inner = ScopeBuilder(child, self.context, self, index)
         self.children.append(inner)
-        return body(inner)
+        with inner.open():
+            return body(inner)
 
     def scoped(
         self, name: str, body: Callable[[ScopeBuilder], R], inner: TimestampType = INTEGER
@@ -411,10 +467,12 @@ class LoopHandle:
         if self.connected:
             raise BuildError(f"loop variable '{self.name}' in scope '{self.scope.name}' is already connected")
         if stream.scope is not self.scope:
-            raise BuildError(
+            raise ScopeBoundaryError(
                 f"loop variable '{self.name}' belongs to scope '{self.scope.name}' but stream "
-                f"'{stream.name}' is in scope '{stream.scope.name}'"
+                f"'{stream.name}' is in scope '{stream.scope.name}'; move streams between scopes "
+                "with stream.enter(scope) and stream.leave()"
             )
+        self.scope.check_building(self.name, stream)
         port = self._builder.new_input(stream, Pipeline)
         operator = self._operator
         operator.connectivity = [[Antichain([self.summary])]]

@@ -144,7 +144,7 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
     """
     if not callable(getattr(pusher, "push", None)):
         raise TypeError(f"capture_into '{name}': {pusher!r} has no push(event) method")
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     operator = builder.build(None, operator_class=CaptureOperator, pusher=pusher)
     push = pusher.push

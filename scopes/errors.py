@@ -48,6 +48,16 @@ class BuildError(ScopeError):
     """A dataflow was wired incorrectly while it was being built."""
 
 
+class ScopeBoundaryError(BuildError):
+    """A stream or scope was used across a scope boundary without ``enter()``/``leave()``.
+
+    Raised when an operator would be built in a scope that is not the one being
+    built: a stream of a nested scope used after the scope's body returned (it
+    must leave first), or a stream of an enclosing scope used inside a nested
+    scope's body (it must enter first).
+    """
+
+
 class UserFunctionError(ScopeError, TypeError):
     """A user function returned something its operator cannot use (for example, a
     ``flat_map`` function returned a value that is not iterable)."""

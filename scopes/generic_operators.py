@@ -61,7 +61,7 @@ def generic(
     where = describe_operator(name, scope.path)
     constructor_parameters = ("capabilities", "info", "frontiers") if frontiers else ("capabilities", "info")
     check_function(constructor, constructor_parameters, "the constructor", where)
-    builder = OperatorBuilder(scope, name, notify=notify)
+    builder = OperatorBuilder(scope, name, notify=notify, reads=inputs[0][0] if inputs else None)
     for stream, contract in inputs:
         builder.new_input(stream, contract)
     streams = [builder.new_output()[1] for _ in range(outputs)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scopes.errors import BuildError
+from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.location import Source, Target
 
 if TYPE_CHECKING:
@@ -13,7 +13,23 @@ if TYPE_CHECKING:
 
 
 def enter(stream: Stream, scope: ScopeBuilder) -> Stream:
-    """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope."""
+    """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope.
+
+    ``scope`` must be the scope being built (its body is running).
+    """
+    building = scope.context.building
+    if not building or building[-1] is not scope:
+        now = " > ".join(repr(part) for part in building[-1].path) if building else "none"
+        raise ScopeBoundaryError(
+            f"cannot enter stream '{stream.name}' into scope "
+            f"{' > '.join(repr(part) for part in scope.path)}: a stream enters only the scope "
+            f"being built (whose body is running; now: {now}); call stream.enter(scope) "
+            "inside that scope's body"
+        )
+    return _enter(stream, scope)
+
+
+def _enter(stream: Stream, scope: ScopeBuilder) -> Stream:
     if scope is stream.scope:
         return stream
     parent = scope.parent
@@ -28,7 +44,7 @@ def enter(stream: Stream, scope: ScopeBuilder) -> Stream:
                 f"cannot enter stream '{stream.name}' from scope '{stream.scope.name}' into "
                 f"scope '{scope.name}', which is not nested inside it"
             )
-        return enter(enter(stream, parent), scope)
+        return _enter(_enter(stream, parent), scope)
     port, entrance, inner_tee = scope.subgraph.new_input()
     stream.scope.subgraph.connect(stream.source, Target(scope.index_in_parent, port))
     stream.tee.add(entrance)
@@ -43,6 +59,9 @@ def leave(stream: Stream) -> Stream:
         raise BuildError(
             f"stream '{stream.name}' is in top-level scope '{scope.name}'; there is no scope to leave to"
         )
+    building = scope.context.building
+    if not building or building[-1] is not parent:  # allowed inside the body, or on the stream it returned
+        scope.check_building(f"{stream.name}>leave", stream)
     port, exit_pusher, outer_tee = scope.subgraph.new_output()
     scope.subgraph.connect(stream.source, Target(0, port))
     stream.tee.add(exit_pusher)

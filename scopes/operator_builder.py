@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from scopes.channels import ChannelContract, Pipeline
-from scopes.errors import BuildError
+from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.location import Source, Target
 from scopes.operator import (
     Capability,
@@ -19,7 +19,7 @@ from scopes.operator import (
     OutputPort,
 )
 from scopes.reachability import SummarySpec, connectivity_from
-from scopes.signatures import describe_operator
+from scopes.signatures import describe_operator, describe_stream
 
 if TYPE_CHECKING:
     from scopes.builder import ScopeBuilder
@@ -29,8 +29,14 @@ if TYPE_CHECKING:
 class OperatorBuilder:
     """Builds one operator in a scope: add inputs and outputs, then :meth:`build` with its logic."""
 
-    def __init__(self, scope: ScopeBuilder, name: str, notify: bool = False) -> None:
-        """Reserve a place for operator ``name`` in ``scope``."""
+    def __init__(
+        self, scope: ScopeBuilder, name: str, notify: bool = False, reads: Stream | None = None
+    ) -> None:
+        """Reserve a place for operator ``name`` in ``scope``, refused unless ``scope`` is being built.
+
+        ``reads`` is the stream the operator is built on, named if it is refused.
+        """
+        scope.check_building(name, reads)
         self.scope = scope
         self.name = name
         self.notify = notify
@@ -59,10 +65,9 @@ class OperatorBuilder:
     def new_input(self, stream: Stream, contract: ChannelContract = Pipeline) -> InputPort:
         """Connect ``stream`` to a new input, distributing records by ``contract``."""
         if stream.scope is not self.scope:
-            raise BuildError(
-                f"operator '{self.name}' is in scope '{self.scope.name}' but its input stream "
-                f"'{stream.name}' is in scope '{stream.scope.name}'; move streams between scopes "
-                "with stream.enter(scope) and stream.leave()"
+            raise ScopeBoundaryError(
+                f"{self.where} reads {describe_stream(stream)}, which is in another scope; "
+                "move streams between scopes with stream.enter(scope) and stream.leave()"
             )
         if not isinstance(contract, ChannelContract):
             raise BuildError(

@@ -32,7 +32,7 @@ def map_batch(stream: Stream, function: Callable[[Any], Any], name: str) -> Stre
     """Replace each batch ``b`` by ``function(b)``, which must return a batch; empty results are dropped."""
     where = describe_operator(name, stream.scope.path)
     check_function(function, ("batch",), "the map_batch function", where)
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     output, result = builder.new_output()
     pull = port.pull

@@ -49,7 +49,7 @@ def pipe(
     contract: ChannelContract = Pipeline,
 ) -> Stream:
     """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time."""
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, contract)
     output, result = builder.new_output()
     pull = port.pull
@@ -72,6 +72,7 @@ def _check(stream: Stream, function: Any, parameters: tuple[str, ...], role: str
 def stage(stream: Stream, name: str, kind: str, apply: Stage) -> Stream:
     """Add a stateless per-record stage, fused with the stage that produced ``stream`` if possible."""
     chain = stream._chain
+    stream.scope.check_building(name, stream)
     if (
         chain is not None
         and chain.last is stream
@@ -115,7 +116,7 @@ def inspect(stream: Stream, function: Callable[[Any], None], name: str) -> Strea
 def inspect_batch(stream: Stream, function: Callable[[Any, list[Any]], None], name: str) -> Stream:
     """Call ``function(time, batch)`` on each message and pass it on unchanged."""
     _check(stream, function, ("time", "batch"), "the inspect_batch function", name)
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     output, result = builder.new_output()
 
@@ -142,7 +143,7 @@ class Chain:
 
     def __init__(self, stream: Stream, name: str, kind: str, apply: Stage) -> None:
         """Start a chain reading ``stream``, with one stage ``apply`` called ``name``."""
-        builder = OperatorBuilder(stream.scope, name)
+        builder = OperatorBuilder(stream.scope, name, reads=stream)
         port = builder.new_input(stream, Pipeline)
         self.builder = builder
         self.stages: list[Stage] = []

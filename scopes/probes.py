@@ -105,7 +105,7 @@ def build_probe(stream: Stream, handle: ProbeHandle, name: str, passthrough: boo
     """A probe on ``stream`` reporting to ``handle``; with ``passthrough``, also a copy of the stream."""
     # no notify: the logic only drains messages, so frontier changes need not wake it
     # (the operator still receives them in push_external_progress, for the handle)
-    builder = OperatorBuilder(stream.scope, name, notify=False)
+    builder = OperatorBuilder(stream.scope, name, notify=False, reads=stream)
     port = builder.new_input(stream, Pipeline)
     result: Stream | None = None
     output = None
@@ -145,7 +145,7 @@ def sink(
 ) -> None:
     """Consume ``stream`` with ``logic(input)``, run on new data and frontier changes."""
     check_function(logic, ("input",), "the sink logic", describe_operator(name, stream.scope.path))
-    builder = OperatorBuilder(stream.scope, name, notify=True)
+    builder = OperatorBuilder(stream.scope, name, notify=True, reads=stream)
     builder.new_input(stream, contract)
     operator = builder.build(None)
     inputs, _ = builder.handles(operator)

@@ -48,7 +48,7 @@ def broadcast(stream: Stream, name: str) -> Stream:
 
 def concat(stream: Stream, others: tuple[Stream, ...], name: str) -> Stream:
     """Merge ``stream`` with ``others`` into one stream."""
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     ports = [builder.new_input(each, Pipeline) for each in (stream, *others)]
     output, result = builder.new_output()
 
@@ -68,7 +68,7 @@ def partition(stream: Stream, parts: int, route: Callable[[Any], int], name: str
     if parts.__class__ is not int or parts < 1:
         raise BuildError(f"partition '{name}' needs a number of parts >= 1, got {parts!r}")
     check_function(route, ("record",), "the partition route", describe_operator(name, stream.scope.path))
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     outputs = [builder.new_output() for _ in range(parts)]
     ports = [output for output, _ in outputs]
@@ -97,7 +97,7 @@ def partition(stream: Stream, parts: int, route: Callable[[Any], int], name: str
 def branch(stream: Stream, predicate: Callable[[Any], bool], name: str) -> tuple[Stream, Stream]:
     """Split by ``predicate``: returns ``(records where false, records where true)``."""
     check_function(predicate, ("record",), "the branch predicate", describe_operator(name, stream.scope.path))
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     false_port, false_stream = builder.new_output()
     true_port, true_stream = builder.new_output()
@@ -123,7 +123,7 @@ def delay(stream: Stream, new_time: Callable[[Any, Any], Any], name: str) -> Str
     check_function(
         new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path)
     )
-    builder = OperatorBuilder(stream.scope, name)
+    builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     output, result = builder.new_output()
     timestamp_type = stream.scope.timestamp_type
