@@ -17,15 +17,15 @@ import socket
 import sys
 import threading
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from runtime import Worker, execute  # noqa: E402
-from runtime.eventlog import EventReader  # noqa: E402
+from runtime.eventlog import EventReader, LogFile  # noqa: E402
 from scopes import INTEGER, ScopeBuilder  # noqa: E402
-from scopes.capture import replay_into  # noqa: E402
 
 PRINT_LOCK = threading.Lock()
 
@@ -39,26 +39,33 @@ def listen(host: str, port: int) -> socket.socket:
     return listener
 
 
+def accept(listener: socket.socket | None, worker: Worker, args: argparse.Namespace) -> EventReader:
+    """Wait for the sender of one stream to connect to ``listener``; read its events."""
+    assert listener is not None, "replay opens only this worker's streams"
+    listener.settimeout(args.accept_timeout)
+    try:
+        connection, _ = listener.accept()
+    except TimeoutError as error:
+        raise ConnectionError(
+            f"worker {worker.index}: no sender connected to {listener.getsockname()} within "
+            f"{args.accept_timeout} s; run capture_send.py with -w {args.source_peers}"
+        ) from error
+    finally:
+        listener.close()
+    return EventReader(connection, INTEGER)
+
+
 def worker_main(worker: Worker, args: argparse.Namespace) -> list[Any]:
     """Replay this worker's share of the captured streams; return the records it replayed."""
-    mine = [s for s in range(args.source_peers) if s % worker.peers == worker.index]
-    readers: list[EventReader] = []
+    recordings: list[Any]
     if args.log_dir:
-        readers = [EventReader(Path(args.log_dir) / f"stream-{s}.log", INTEGER) for s in mine]
+        recordings = [LogFile(Path(args.log_dir) / f"stream-{s}.log", INTEGER) for s in range(args.source_peers)]
     else:
-        listeners = [listen(args.host, args.port + s) for s in mine]
-        for listener in listeners:
-            listener.settimeout(args.accept_timeout)
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError as error:
-                raise ConnectionError(
-                    f"worker {worker.index}: no sender connected to {listener.getsockname()} within "
-                    f"{args.accept_timeout} s; run capture_send.py with -w {args.source_peers}"
-                ) from error
-            finally:
-                listener.close()
-            readers.append(EventReader(connection, INTEGER))
+        # every worker lists every stream; only the worker replaying stream s opens it,
+        # accepting on the port it listens on (bound before any sender may connect)
+        mine = range(worker.index, args.source_peers, worker.peers)
+        listeners = {s: listen(args.host, args.port + s) for s in mine}
+        recordings = [partial(accept, listeners.get(s), worker, args) for s in range(args.source_peers)]
     replayed: list[Any] = []
 
     def show(record: Any) -> None:
@@ -68,7 +75,7 @@ def worker_main(worker: Worker, args: argparse.Namespace) -> list[Any]:
             sys.stdout.flush()
 
     def build(scope: ScopeBuilder) -> Any:
-        return replay_into(readers, scope).inspect(show).probe()
+        return scope.replay(recordings).inspect(show).probe()
 
     probe = worker.dataflow(build, name="capture_recv")
     worker.step_while(lambda: not probe.done())

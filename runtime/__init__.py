@@ -14,7 +14,7 @@ from runtime.errors import (
     WorkerAborted,
     WorkerFailed,
 )
-from runtime.eventlog import EventLogError, EventReader, EventWriter
+from runtime.eventlog import EventLogError, EventReader, EventWriter, LogFile
 from runtime.execute import execute, run_workers
 from runtime.instrument import Recorder
 from runtime.sequencer import Sequencer
@@ -26,6 +26,7 @@ __all__ = [
     "EventLogError",
     "EventReader",
     "EventWriter",
+    "LogFile",
     "Recorder",
     "Sequencer",
     "SynchronizationTimeout",

@@ -342,8 +342,9 @@ class EventReader:
         self._socket: socket.socket | None = None
         self._file: IO[bytes] | None = None
         self._owns = False
+        self.recording_id: str | None = None  # names a log file the same on every worker
         if isinstance(source, (str, os.PathLike)):
-            self.name = os.fspath(source)
+            self.name = self.recording_id = os.fspath(source)
             self._file = open(source, "rb")  # noqa: SIM115 - closed at the end of the log or by close()
             self._owns = True
         elif isinstance(source, socket.socket):
@@ -548,6 +549,32 @@ class EventReader:
         return f"EventReader({self.name!r}, offset={self._start})"
 
 
+class LogFile:
+    """A capture log file to replay, opened only by the worker that replays it.
+
+    ``scope.replay([LogFile(path, INTEGER) for path in paths])`` gives every worker
+    the same list; each worker opens (as an :class:`EventReader`) only the logs it
+    replays, and the paths are checked to be the same on every worker.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], timestamp: TimestampType | None = None) -> None:
+        """The log at ``path``; with ``timestamp``, a log of another timestamp type is refused."""
+        self.path = os.fspath(path)
+        self.timestamp = timestamp
+
+    @property
+    def recording_id(self) -> str:
+        """The path, which names this recording the same on every worker."""
+        return self.path
+
+    def __call__(self) -> EventReader:
+        """Open the log."""
+        return EventReader(self.path, self.timestamp)
+
+    def __repr__(self) -> str:
+        return f"LogFile({self.path!r})"
+
+
 def write_events(path: Any, events: list[Event], timestamp: TimestampType = INTEGER) -> None:
     """Write ``events`` as a complete log at ``path``."""
     with EventWriter(path, timestamp) as writer:
@@ -561,6 +588,7 @@ def read_events(path: Any, timestamp: TimestampType | None = None) -> list[Event
 
 
 __all__ = [
+    "LogFile",
     "EventEncodeError",
     "EventLogCorrupt",
     "EventLogError",

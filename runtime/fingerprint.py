@@ -26,7 +26,8 @@ def fingerprint(subgraph: Subgraph) -> Fingerprint:
         if isinstance(child, Subgraph):
             children.append([name, "scope", inputs, outputs, fingerprint(child)])
         else:
-            children.append([name, type(child).__name__, inputs, outputs])
+            kind = getattr(child, "kind", None)
+            children.append([name, kind if isinstance(kind, str) else type(child).__name__, inputs, outputs])
     edges = [[source.node, source.port, target.node, target.port] for source, target in subgraph.edges]
     return [subgraph.name, repr(subgraph.timestamp_type), children, edges]
 
@@ -34,7 +35,8 @@ def fingerprint(subgraph: Subgraph) -> Fingerprint:
 def _child(entry: list[Any]) -> str:
     name, kind, inputs, outputs = entry[:4]
     what = "nested scope" if kind == "scope" else "operator"
-    return f"{what} '{name}' ({inputs} input(s), {outputs} output(s))"
+    detail = f", {kind}" if kind.startswith("Replay") else ""
+    return f"{what} '{name}' ({inputs} input(s), {outputs} output(s){detail})"
 
 
 def _edge(names: list[str], edge: list[int]) -> str:

@@ -202,9 +202,13 @@ class ScopeBuilder:
         """A stream of ``records`` at the minimum time, emitted in batches."""
         return to_stream(records, self, name)
 
-    def replay(self, event_streams: Iterable[Any], name: str = "Replay") -> Stream:
-        """Replay recorded event streams (this worker's share); see :func:`scopes.capture.replay_into`."""
-        return _capture.replay_into(event_streams, self, name)
+    def replay(self, recordings: Iterable[Any], name: str = "Replay") -> Stream:
+        """Replay all ``recordings`` (the same list on every worker), each on one worker.
+
+        Worker ``i`` takes recordings ``i``, ``i + peers``, ...; see
+        :func:`scopes.capture.replay_into`.
+        """
+        return _capture.replay_into(recordings, self, name)
 
     def source(
         self,

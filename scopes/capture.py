@@ -80,7 +80,8 @@ class ReplayError(ScopeError):
     """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
 
     Attributes:
-        stream: the index of the offending stream among those given to :func:`replay_into`.
+        stream: the index of the offending stream among this worker's share of those given to
+            :func:`replay_into`.
     """
 
     def __init__(self, message: str, stream: int) -> None:
@@ -294,26 +295,51 @@ def _open(source: Any) -> Iterator[Event | None]:
     return iter(source)
 
 
-def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "Replay") -> Stream:
+class ReplayOperator(Operator):
+    """The operator replaying recordings; its :attr:`kind` says how many recordings it was given.
+
+    The kind enters the dataflow's fingerprint, so workers given different lists
+    of recordings are refused when the dataflow is built.
+    """
+
+    kind = "Replay"
+
+
+def recording_identity(recording: Any) -> str:
+    """What names ``recording`` the same on every worker: a log file's path, else its position only."""
+    identity = getattr(recording, "recording_id", None)
+    return identity if isinstance(identity, str) else "?"
+
+
+def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Replay") -> Stream:
     """Reproduce recorded streams in ``scope``; returns the replayed stream.
 
-    ``event_streams`` holds this worker's share of the recordings: any number of
-    iterables of :data:`Event` (or objects with a ``cursor()`` method returning
-    one, such as :class:`CaptureRecorder`).  An iterable yields ``None`` when no
-    event is available yet; it is asked again later.  The operator never blocks:
-    it takes the events that are available and asks to be scheduled again while
-    any stream is open.  A stream is finished when the capabilities it describes
-    are all released (or it ends); ending earlier is a :class:`ReplayError`.
+    ``recordings`` is the list of *all* recordings, the same on every worker:
+    worker ``i`` of ``P`` replays recordings ``i``, ``i + P``, ``i + 2P``, ... (so N
+    recordings may be replayed on any number of workers, each exactly once).  A
+    recording is an iterable of :data:`Event`, an object with a ``cursor()``
+    method returning one (such as :class:`CaptureRecorder`), or a function of no
+    arguments that opens one: only the worker that replays it calls it (for
+    example to accept a socket only that worker listens on).  The number of
+    recordings, and the path of each log file, are part of the dataflow, so
+    workers given different lists get :class:`~runtime.errors.DataflowMismatch`.
 
-    To replay N recordings on M workers, give worker ``i`` recordings ``i``,
-    ``i + M``, ``i + 2M``, ...
+    An iterable yields ``None`` when no event is available yet; it is asked again
+    later.  The operator never blocks: it takes the events that are available and
+    asks to be scheduled again while any stream is open.  A stream is finished
+    when the capabilities it describes are all released (or it ends); ending
+    earlier is a :class:`ReplayError`.
     """
+    everything = list(recordings)
+    mine = everything[scope.index :: scope.peers]
+    event_streams = [recording() if callable(recording) else recording for recording in mine]
     sources = [_open(source) for source in event_streams]
     timestamp_type = scope.timestamp_type
     minimum = timestamp_type.minimum()
     builder = OperatorBuilder(scope, name)
     output, stream = builder.new_output()
     info = builder.info
+    kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
     streams = [_ReplayedStream(index, events, minimum) for index, events in enumerate(sources)]
     internal = output.internal
     send = output.send
@@ -394,7 +420,7 @@ def replay_into(event_streams: Iterable[Any], scope: ScopeBuilder, name: str = "
         if waiting:
             info.activate()
 
-    builder.build(logic)
+    builder.build(logic, operator_class=ReplayOperator).kind = kind
     # This worker's initial capability is counted by the operator's summary; the
     # logic adjusts it to one per replayed stream on its first run.
     return stream
@@ -409,6 +435,7 @@ __all__ = [
     "Progress",
     "RecorderCursor",
     "ReplayError",
+    "ReplayOperator",
     "capture",
     "capture_into",
     "replay_into",

@@ -86,14 +86,13 @@ def capture_columnar(worker: Any, kind: str, directory: str | None = None, port:
 
 
 def replay_batches(worker: Any, sources: list[Any]) -> list[Any]:
-    """Replay this worker's share of ``sources`` (event iterables); return the ``(time, batch)`` pairs."""
+    """Replay ``sources`` (event iterables; this worker takes its share); return the ``(time, batch)`` pairs."""
     from scopes.capture import replay_into
 
-    mine = [source for index, source in enumerate(sources) if index % worker.peers == worker.index]
     got: list[Any] = []
 
     def build(scope: Any) -> Any:
-        return replay_into(mine, scope).inspect_batch(lambda time, batch: got.append((time, batch))).probe()
+        return replay_into(sources, scope).inspect_batch(lambda time, batch: got.append((time, batch))).probe()
 
     probe = worker.dataflow(build)
     worker.step_while(lambda: not probe.done())

@@ -55,11 +55,10 @@ def replay(recordings, workers: int, timestamp=INTEGER):
     """Replay ``recordings`` on ``workers`` workers (stream s on worker s % workers); return (time, record)s."""
 
     def main(worker):
-        mine = [rec for s, rec in enumerate(recordings) if s % worker.peers == worker.index]
         got = []
 
         def build(scope):
-            stream = replay_into(mine, scope)
+            stream = replay_into(recordings, scope)
             stream.inspect_batch(lambda t, batch: got.extend((t, r) for r in batch))
             return stream.probe()
 
@@ -134,8 +133,7 @@ def test_replayed_frontiers_pass_through_the_same_frontiers_as_the_captured_stre
             return handle, stream.probe()
 
         def build_replay(scope):
-            mine = [r for s, r in enumerate(recorders) if s % worker.peers == worker.index]
-            return replay_into(mine, scope).probe()
+            return replay_into(recorders, scope).probe()
 
         handle, captured = worker.dataflow(build_capture)
         replayed = worker.dataflow(build_replay)

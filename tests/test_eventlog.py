@@ -24,6 +24,7 @@ from runtime.eventlog import (
     EventLogVersionError,
     EventReader,
     EventWriter,
+    LogFile,
     frame,
     read_events,
     write_events,
@@ -292,11 +293,10 @@ def capture_to_files(tmp_path, workers: int, epochs: int = 3):
 
 def replay_files(paths, workers: int):
     def main(worker):
-        readers = [EventReader(p, INTEGER) for s, p in enumerate(paths) if s % worker.peers == worker.index]
         got = []
 
         def build(scope):
-            stream = replay_into(readers, scope)
+            stream = replay_into([LogFile(p, INTEGER) for p in paths], scope)
             stream.inspect_batch(lambda t, batch: got.extend((t, r) for r in batch))
             return stream.probe()
 
