@@ -145,7 +145,7 @@ def endpoints_for(config: ClusterConfig) -> list[Endpoint]:
 def execute_from_args(
     main: Callable[[Worker], R],
     argv: Sequence[str] | None = None,
-    stall_timeout: float | None = 30.0,
+    stall_timeout: float | None = None,
     connect_timeout: float = CONNECT_TIMEOUT,
 ) -> list[R]:
     """Run ``main`` as timely's command-line flags in ``argv`` say; return every worker's result in order.
@@ -397,7 +397,7 @@ def execute_processes(
     main: Callable[[Worker], R],
     processes: int,
     workers: int = 1,
-    stall_timeout: float | None = 30.0,
+    stall_timeout: float | None = None,
     connect_timeout: float = CONNECT_TIMEOUT,
 ) -> list[R]:
     """Run ``main`` in ``processes`` new processes of ``workers`` worker threads; return every result in order.

@@ -32,18 +32,20 @@ INTERRUPT_GRACE = 5.0
 
 
 def execute(
-    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = 30.0, processes: int = 1
+    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = None, processes: int = 1
 ) -> list[R]:
     """Run ``main(worker)`` on ``workers`` workers in this process; return their results in order.
 
     When ``main`` returns, the worker closes its inputs and runs its dataflows
     to completion.  If any worker raises, every worker is stopped and the first
     failure is re-raised as :class:`~runtime.errors.WorkerFailed`, naming the
-    worker (and, for an error in a user function, the operator and time).  If
-    no worker can make progress for ``stall_timeout`` seconds (every worker is
-    waiting for progress, in ``step_while``, a step loop or the final drain),
-    the failure's cause is a :class:`~runtime.errors.DataflowStuck` explaining
-    what holds the dataflows back.  Ctrl-C stops every worker, prints one line
+    worker (and, for an error in a user function, the operator and time).  A
+    stall that can never end (a worker waits in ``step_while`` for what only its
+    own open inputs hold back) fails within seconds with a
+    :class:`~runtime.errors.DataflowStuck` cause explaining what holds the
+    dataflows back; any other stall is explained once as a logged warning (see
+    :class:`~runtime.worker.Worker`), unless ``stall_timeout`` is set: then no
+    worker making progress for that many seconds is such a failure.  Ctrl-C stops every worker, prints one line
     and exits with status 130.
 
     With ``processes=P`` it runs ``P`` processes of ``workers`` threads each

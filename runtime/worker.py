@@ -6,6 +6,7 @@ A worker talks to the other workers only through its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -20,6 +21,14 @@ from scopes.subgraph import Subgraph
 from scopes.timestamp import INTEGER, TimestampType
 
 R = TypeVar("R")
+
+log = logging.getLogger("runtime.worker")
+
+STALL_WARNING = 30.0
+"""Seconds every worker must wait, with work unfinished, before a worker logs why (once)."""
+
+CERTAIN_STALL = 1.0
+"""Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``."""
 
 _NOTHING: list[ChangeBatch[Any]] = []
 
@@ -55,9 +64,18 @@ class Worker:
     """One worker: builds dataflows and runs them a step at a time.
 
     Every worker of a computation must build the same dataflows in the same order.
-    If ``stall_timeout`` is set, any step that finds nothing to do checks whether
-    every worker has been waiting that long, and raises
-    :class:`~runtime.errors.DataflowStuck` if so.
+
+    A step that finds nothing to do checks how long every worker has been waiting
+    with work unfinished (a stall):
+
+    * a stall that can never end raises :class:`~runtime.errors.DataflowStuck`
+      after :data:`CERTAIN_STALL` seconds: this worker waits in :meth:`step_while`,
+      so its ``main`` cannot act, and everything its dataflows wait for is held by
+      inputs that only this worker owns;
+    * any other stall (a streaming program waiting for outside data, a timer
+      loop) is explained once, as a warning through :mod:`logging`, after
+      :attr:`stall_warning` seconds, and the worker keeps running;
+    * with ``stall_timeout`` set, any stall that long raises ``DataflowStuck``.
     """
 
     def __init__(self, communicator: Communicator, stall_timeout: float | None = None) -> None:
@@ -70,6 +88,10 @@ class Worker:
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self.stall_timeout = stall_timeout
+        self.stall_warning: float | None = STALL_WARNING
+        """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
+        self._stall_warned = False
+        self._waiting = False  # main is inside step_while, so it cannot feed its inputs
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
 
@@ -200,10 +222,48 @@ class Worker:
         else:
             self._idle = True
             comm.report_idle(True)
-            if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
-                raise DataflowStuck(self.explain_stuck())
+            self._check_stall(comm.stalled_for())
         comm.flush()
         return bool(self._dataflows)
+
+    def _check_stall(self, stalled: float) -> None:
+        """Raise for a stall that is certain or longer than ``stall_timeout``; warn once for another."""
+        if not stalled:
+            return
+        timeout = self.stall_timeout
+        if timeout is not None and stalled > timeout:
+            raise DataflowStuck(self.explain_stuck())
+        if stalled > CERTAIN_STALL and self._waiting and self._stall_is_certain():
+            raise DataflowStuck(
+                f"{self.explain_stuck()}\nThis cannot change: worker {self.index} waits in step_while, "
+                "and only its own open inputs hold its dataflows back; advance or close them "
+                "before waiting for their results."
+            )
+        warning = self.stall_warning
+        if warning is not None and stalled > warning and not self._stall_warned:
+            self._stall_warned = True
+            log.warning(
+                "every worker has waited %.0f s with work unfinished; this is normal for a program "
+                "waiting for outside data, and pytimely keeps running (pass stall_timeout to execute "
+                "to make a stall an error). This warning is given once.\n%s",
+                stalled,
+                self.explain_stuck(),
+            )
+
+    def _stall_is_certain(self) -> bool:
+        """Whether every pointstamp left is a capability of an open input that only this worker holds."""
+        owned: dict[tuple[tuple[int, ...], Any], int] = {}
+        for handle in self._context.inputs:
+            operator = handle._output.owner
+            if not handle.closed and operator is not None:
+                key = (operator.address, handle.time)
+                owned[key] = owned.get(key, 0) + 1
+        if not owned or self._comm.in_flight():
+            return False
+        for dataflow in self._dataflows.values():
+            if dataflow.unverified or not _only_owned(dataflow.root, owned):
+                return False
+        return True
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
@@ -211,9 +271,18 @@ class Worker:
         raise WorkerAborted(f"worker {self.index} stopped because {reason.describe()}")
 
     def step_while(self, condition: Callable[[], bool]) -> None:
-        """Step (parking when idle) while ``condition()`` holds."""
-        while condition():
-            self.step_or_park(0.01)
+        """Step (parking when idle) while ``condition()`` holds.
+
+        If the wait can never end (every worker idle, and only this worker's own
+        open inputs hold its dataflows back), raises
+        :class:`~runtime.errors.DataflowStuck` after :data:`CERTAIN_STALL` seconds.
+        """
+        waiting, self._waiting = self._waiting, True
+        try:
+            while condition():
+                self.step_or_park(0.01)
+        finally:
+            self._waiting = waiting
 
     def close_inputs(self) -> None:
         """Close every input this worker created (done automatically when ``main`` returns)."""
@@ -261,6 +330,22 @@ class Worker:
 def _ordinal(index: int) -> str:
     suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
     return f"{index + 1}{suffix}"
+
+
+def _only_owned(subgraph: Subgraph, owned: dict[tuple[tuple[int, ...], Any], int]) -> bool:
+    """Whether every positive pointstamp in ``subgraph`` (and below) is in ``owned``, with no more count."""
+    from scopes.location import Source
+
+    tracker = subgraph.tracker
+    for location in tracker.locations():
+        for time_, count in tracker.pointstamps(location).items():
+            if count <= 0:
+                continue
+            if not isinstance(location, Source) or location.node == 0:
+                return False
+            if count > owned.get((subgraph.address + (location.node,), time_), 0):
+                return False
+    return all(_only_owned(child, owned) for child in subgraph.children[1:] if isinstance(child, Subgraph))
 
 
 def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:

@@ -420,7 +420,9 @@ def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Rep
         if waiting:
             info.activate()
 
-    builder.build(logic, operator_class=ReplayOperator).kind = kind
+    operator = builder.build(logic, operator_class=ReplayOperator)
+    assert isinstance(operator, ReplayOperator)
+    operator.kind = kind
     # This worker's initial capability is counted by the operator's summary; the
     # logic adjusts it to one per replayed stream on its first run.
     return stream

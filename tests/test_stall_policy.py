@@ -1,0 +1,119 @@
+"""A waiting stream is not a failure: only a stall that can never end raises.
+
+A streaming program keeps stepping while it waits for outside data, its input
+open and nothing in flight.  Before, it died with ``DataflowStuck`` after the
+default 30 s.  Now it keeps running and logs the explanation once as a warning;
+a wait that cannot end (the worker waits in ``step_while`` on what only its own
+open input holds back) still raises, within seconds; and ``stall_timeout`` still
+makes any stall an error for those who want one.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+import pytest
+
+from runtime import DataflowStuck, WorkerFailed, execute
+
+WAIT = 1.5
+"""How long the outside data takes to arrive: longer than the warning delay set below."""
+
+
+def streaming_main(outside: queue.Queue, stall_warning: float):
+    """The user's program: a worker loop that polls an outside queue and steps meanwhile."""
+
+    def main(worker):
+        worker.stall_warning = stall_warning
+
+        def build(scope):
+            handle, readings = scope.new_input("Readings")
+            seen: list[int] = []
+            readings.inspect(seen.append)
+            return handle, readings.probe(), seen
+
+        handle, probe, seen = worker.dataflow(build)
+        epoch = 0
+        while True:
+            try:
+                item = outside.get_nowait()
+            except queue.Empty:
+                worker.step()  # nothing from outside yet: keep the dataflow going
+                continue
+            if item is None:
+                break
+            if worker.index == 0:
+                handle.send(item)
+            epoch += 1
+            handle.advance_to(epoch)
+            worker.step_while(lambda: probe.less_than(handle.time))
+        return seen
+
+    return main
+
+
+def feed_later(outside: queue.Queue, items: list, delay: float) -> threading.Thread:
+    def feed() -> None:
+        time.sleep(delay)
+        for item in items:
+            outside.put(item)
+
+    thread = threading.Thread(target=feed, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_stream_waiting_for_outside_data_survives_and_warns_once(caplog):
+    outside: queue.Queue = queue.Queue()
+    feed_later(outside, [7, 8, None], WAIT)
+    with caplog.at_level(logging.WARNING, logger="runtime.worker"):
+        (seen,) = execute(streaming_main(outside, stall_warning=0.3))
+    assert seen == [7, 8]
+    warnings = [record for record in caplog.records if record.name == "runtime.worker"]
+    assert len(warnings) == 1, [record.getMessage() for record in warnings]
+    message = warnings[0].getMessage()
+    assert "input 'Readings' is still open at time 0" in message
+    assert "keeps running" in message and "stall_timeout" in message
+
+
+def test_two_streaming_workers_each_warn_once_and_finish():
+    outside: list[queue.Queue] = [queue.Queue(), queue.Queue()]
+    for box in outside:
+        feed_later(box, [1, None], WAIT)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("runtime.worker")
+    logger.addHandler(handler)
+    try:
+        results = execute(lambda worker: streaming_main(outside[worker.index], 0.3)(worker), workers=2)
+    finally:
+        logger.removeHandler(handler)
+    assert results == [[1], []]
+    assert len([r for r in records if r.levelno == logging.WARNING]) == 2  # one per worker
+
+
+def test_waiting_on_its_own_open_input_raises_quickly():
+    """The certain case: the worker waits for time 3 while its own input, open at 2, holds it."""
+
+    def main(worker):
+        def build(scope):
+            handle, prices = scope.new_input("Prices")
+            return handle, prices.probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send(5)
+        handle.advance_to(2)
+        worker.step_while(lambda: probe.less_than(3))  # forgot handle.advance_to(3)
+
+    started = time.monotonic()
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main)
+    assert time.monotonic() - started < 10
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert "input 'Prices' is still open at time 2" in str(cause)
+    assert "only its own open inputs" in str(cause)
