@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from scopes.batches import (
     is_columnar,
     take,
 )
-from scopes.errors import BuildError, UserFunctionError
+from scopes.errors import BuildError, OperatorFailed, UserFunctionError
 from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
 
 Message = tuple[Any, list[Any]]
@@ -163,6 +163,39 @@ class Tee:
             flush()
 
 
+class Receiver(NamedTuple):
+    """The operator an exchange channel delivers to: what a failing key function is blamed on."""
+
+    name: str
+    scope_path: tuple[str, ...]
+    address: tuple[int, ...]
+    worker: int
+
+    def key_failed(self, error: Exception, time: Any, key: Callable[[Any], Any], batch: Any) -> OperatorFailed:
+        """Describe ``error``, raised by ``key`` on some record of ``batch`` at ``time``, as :class:`OperatorFailed`.
+
+        Runs only after a failure: it finds the record by calling ``key`` again.
+        """
+        record = "one of the records"
+        for candidate in batch if batch.__class__ is list else ():
+            try:
+                key(candidate)
+            except Exception:  # noqa: BLE001 - looking for the record that fails, whatever it raises
+                record = f"record {candidate!r}"
+                break
+        scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
+        return OperatorFailed(
+            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed at time {time!r} "
+            f"on worker {self.worker}: its exchange key function raised {type(error).__name__}: {error} "
+            f"for {record}",
+            self.name,
+            self.address,
+            self.scope_path,
+            time,
+            self.worker,
+        )
+
+
 EXCHANGE_BUFFER = 4096
 """An exchange sends a destination's buffered records early once it holds this many at one time."""
 
@@ -191,10 +224,12 @@ class ExchangePusher:
     activate their operator, whose next invocation flushes them.
     """
 
-    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar")
+    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar", "receiver")
 
     def __init__(self, key: Callable[[Any], Hashable], pushers: Sequence[Pusher]) -> None:
         """Route by ``key`` among ``pushers`` (one per worker)."""
+        self.receiver: Receiver | None = None
+        """The operator receiving the records, named if ``key`` fails (set by the operator builder)."""
         self._key = key
         self._pushers = list(pushers)
         self._peers = len(pushers)
@@ -221,12 +256,17 @@ class ExchangePusher:
         if parts is None:
             parts = self._buffers[time] = [[] for _ in range(peers)]
         appends = [part.append for part in parts]
-        for record in batch:
-            k = key(record)
-            if k.__class__ is int:
-                appends[(k & MASK64) % peers](record)
-            else:
-                appends[stable_hash(k) % peers](record)
+        try:
+            for record in batch:
+                k = key(record)
+                if k.__class__ is int:
+                    appends[(k & MASK64) % peers](record)
+                else:
+                    appends[stable_hash(k) % peers](record)
+        except Exception as error:
+            if self.receiver is None:
+                raise
+            raise self.receiver.key_failed(error, time, key, batch) from error
         for index, part in enumerate(parts):
             if len(part) >= EXCHANGE_BUFFER:
                 parts[index] = []
@@ -469,6 +509,33 @@ class CheckBatchPusher:
         self._queue.push(time, batch)
 
 
+class KeyCheckPusher:
+    """The record-wise exchange on a single worker: every record stays, but its key is computed.
+
+    The key's value is not needed to route anything, but calling it means a key
+    that fails, fails the same way whatever the number of workers.
+    """
+
+    __slots__ = ("_key", "_queue", "receiver")
+
+    def __init__(self, key: Callable[[Any], Hashable], queue: LocalQueue) -> None:
+        """Call ``key`` on each record before queueing its batch on ``queue``."""
+        self._key = key
+        self._queue = queue
+        self.receiver: Receiver | None = None
+
+    def push(self, time: Any, batch: Any) -> None:
+        """Compute every record's key, then queue the batch."""
+        if batch.__class__ is list:
+            try:
+                deque(map(self._key, batch), maxlen=0)  # every key, at C speed
+            except Exception as error:
+                if self.receiver is None:
+                    raise
+                raise self.receiver.key_failed(error, time, self._key, batch) from error
+        self._queue.push(time, batch)
+
+
 class BroadcastPusher:
     """Sends every record to every worker."""
 
@@ -539,7 +606,7 @@ class Exchange(ChannelContract):
     ) -> tuple[Pusher, Puller]:
         if allocator.peers == 1:
             queue = LocalQueue(activate)
-            return queue, queue
+            return KeyCheckPusher(self.key, queue), queue
         pushers, puller = allocator.allocate(channel, address)
         return ExchangePusher(self.key, pushers), puller
 

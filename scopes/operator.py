@@ -492,14 +492,17 @@ class Notificator:
     complete are delivered in the same iteration, in their place in time order.
     """
 
-    __slots__ = ("_frontiers", "_pending", "_operator", "_requests")
+    __slots__ = ("_frontiers", "_pending", "_operator", "_requests", "_owner")
 
-    def __init__(self, frontiers: Sequence[MutableAntichain[Any]], operator: str) -> None:
-        """Watch the given input frontiers."""
+    def __init__(
+        self, frontiers: Sequence[MutableAntichain[Any]], operator: str, owner: Operator | None = None
+    ) -> None:
+        """Watch the given input frontiers; ``owner`` (the operator) learns the time being delivered."""
         self._frontiers = list(frontiers)
         self._pending: dict[Any, list[Capability]] = {}
         self._operator = operator
         self._requests = 0
+        self._owner = owner
 
     def notify_at(self, capability: Capability) -> None:
         """Request a notification at ``capability.time``; the notificator holds a copy of the capability."""
@@ -542,7 +545,12 @@ class Notificator:
             if held is None:
                 continue
             requests = self._requests
+            owner = self._owner
+            if owner is not None:  # a failure while handling it names this time
+                owner.current_time = time
             yield held[0]
+            if owner is not None:
+                owner.current_time = None
             for capability in held:
                 capability.drop()
             if self._requests != requests:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from scopes.channels import ChannelContract, Pipeline
+from scopes.channels import ChannelContract, ExchangePusher, KeyCheckPusher, Pipeline, Receiver
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.location import Source, Target
 from scopes.operator import (
@@ -78,6 +78,8 @@ class OperatorBuilder:
         context = self.scope.context
         channel = context.next_channel()
         pusher, puller = contract.connect(context.allocator, channel, self.address, self.activate)
+        if isinstance(pusher, (ExchangePusher, KeyCheckPusher)):  # a failing key names this operator
+            pusher.receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
         stream.tee.add(pusher)
         self.scope.subgraph.connect(
             stream.source, Target(self.index, port), contract.copies(context.peers), contract.name

@@ -137,8 +137,8 @@ def test_failure_in_every_per_record_function_is_an_operator_failure(family):
                 stream.flat_map(boom, name="Family").probe()
             elif family == "inspect":
                 stream.inspect(boom, name="Family").probe()
-            elif family == "exchange":  # the key runs where records are sent: in the map
-                stream.map(lambda record: record, name="Family").exchange(boom).probe()
+            elif family == "exchange":  # the key is blamed on the exchange, not on the map feeding it
+                stream.map(lambda record: record, name="Map").exchange(boom, name="Family").probe()
             elif family == "partition":
                 for part in stream.partition(2, boom, name="Family"):
                     part.probe()
@@ -159,7 +159,7 @@ def test_failure_in_every_per_record_function_is_an_operator_failure(family):
     assert operator_failed.operator == "Family" and operator_failed.time == 2
 
 
-def test_failure_in_a_notification_has_no_batch_time():
+def test_failure_in_a_notification_names_the_notified_time():
     def main(worker):
         def build(scope):
             handle, stream = scope.new_input()
@@ -180,8 +180,8 @@ def test_failure_in_a_notification_has_no_batch_time():
 
     _, operator_failed, root = run_to_failure(main)
     assert operator_failed is not None and isinstance(root, LookupError)
-    assert operator_failed.operator == "Notified" and operator_failed.time is None
-    assert "outside any batch" in str(operator_failed) and "no entry for time 3" in str(operator_failed)
+    assert operator_failed.operator == "Notified" and operator_failed.time == 3
+    assert "at time 3" in str(operator_failed) and "no entry for time 3" in str(operator_failed)
 
 
 def test_failure_in_source_logic_is_an_operator_failure():
