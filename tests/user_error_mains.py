@@ -50,7 +50,7 @@ def notification_fails(worker: Any) -> None:
     """An operator whose notification logic fails at time 5."""
 
     def logic(input: Any, output: Any, notificator: Any) -> None:
-        for ref, batch in input:
+        for ref, _batch in input:
             notificator.notify_at(ref.retain())
         for capability in notificator:
             output.session(capability).give(1 // (capability.time - 5))
