@@ -11,6 +11,8 @@ so the worker's other dataflows keep running.
 from __future__ import annotations
 
 import time
+import weakref
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from runtime.errors import TimelyRuntimeError
@@ -36,8 +38,9 @@ class Barrier:
     """A reusable barrier among all workers of a computation.
 
     Every worker must create its barriers in the same order as its other
-    dataflows (a barrier is a dataflow).  A worker that closes its barrier, or
-    returns from its main function, no longer holds the others back.
+    dataflows (a barrier is a dataflow).  A worker that closes its barrier,
+    drops its last reference to it, leaves its ``with Barrier(worker) as b:``
+    block, or returns from its main function, no longer holds the others back.
     """
 
     def __init__(self, worker: Worker, name: str = "Barrier") -> None:
@@ -51,6 +54,9 @@ class Barrier:
 
         self._input, self._probe = worker.dataflow(build, name=name)
         self._round = 0
+        # once nothing refers to the barrier, its input closes (as dropping one does in timely),
+        # so a temporary Barrier(worker).wait() does not hold the dataflow open for ever
+        self._finalizer = weakref.finalize(self, self._input.close)
 
     @property
     def rounds(self) -> int:
@@ -79,13 +85,26 @@ class Barrier:
                 raise SynchronizationTimeout(
                     f"barrier '{self.name}': worker {worker.index} waited {timeout} s at wait "
                     f"number {target}, but some worker has not reached it (the barrier frontier is "
-                    f"{list(probe.frontier)!r}); every worker must call wait() the same number of times",
+                    f"{list(probe.frontier())!r}); every worker must call wait() the same number of times",
                     worker.index,
                 )
 
     def close(self) -> None:
         """Stop taking part: other workers no longer wait for this one."""
-        self._input.close()
+        self._finalizer()
+
+    def __enter__(self) -> Barrier:
+        """``with Barrier(worker) as barrier:`` closes the barrier when the block ends."""
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the barrier."""
+        self.close()
 
     def __repr__(self) -> str:
         return f"Barrier({self.name!r}, worker={self._worker.index}, rounds={self._round})"

@@ -7,7 +7,8 @@ A sink hands every message and frontier change to a user function.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scopes.antichain import Antichain, MutableAntichain
@@ -46,9 +47,13 @@ class ProbeHandle:
         return self._frontier.is_empty()
 
     @property
-    def frontier(self) -> Antichain[Any]:
-        """The current frontier."""
-        return self._frontier.frontier()
+    def frontier(self) -> ProbeFrontier:
+        """The current frontier: call it, ``probe.frontier()``, as ``less_than`` and ``done``.
+
+        Reading it without the call (``list(probe.frontier)``, ``probe.frontier.elements``)
+        still works, and warns that it is deprecated.
+        """
+        return ProbeFrontier(self._frontier.frontier().elements)
 
     def _update(self, updates: Updates) -> None:
         self._frontier.update_iter(updates)
@@ -74,6 +79,33 @@ class ProbeHandle:
 
     def __repr__(self) -> str:
         return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
+
+
+class ProbeFrontier(Antichain[Any]):
+    """What ``probe.frontier`` gives: call it for the frontier; used as the frontier directly, it warns."""
+
+    __slots__ = ()
+
+    def __call__(self) -> Antichain[Any]:
+        """The probe's current frontier."""
+        return Antichain(self._elements)
+
+    def _deprecated(self) -> None:
+        warnings.warn(
+            "probe.frontier is a method, like probe.less_than() and probe.done(): call probe.frontier()",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+
+    @property
+    def elements(self) -> tuple[Any, ...]:
+        """The frontier's elements (deprecated: use ``probe.frontier().elements``)."""
+        self._deprecated()
+        return tuple(self._elements)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._deprecated()
+        return iter(tuple(self._elements))
 
 
 class ProbeOperator(Operator):

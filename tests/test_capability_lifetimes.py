@@ -307,7 +307,7 @@ def test_capability_downgraded_by_main_between_steps_moves_the_probe(workers):
             worker.step()
         held[0].downgrade(3)
         wait_for(worker, lambda: probe.less_than(3) is False, "the probe reaching time 3")
-        assert probe.frontier.elements == (3,)
+        assert probe.frontier().elements == (3,)
         held.pop().drop()
         wait_for(worker, probe.done, "the probe completing")
         return True

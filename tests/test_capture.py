@@ -141,7 +141,7 @@ def test_replayed_frontiers_pass_through_the_same_frontiers_as_the_captured_stre
 
         def observe():
             for history, probe in zip(seen, (captured, replayed), strict=True):
-                frontier = list(probe.frontier)
+                frontier = list(probe.frontier())
                 if not history or history[-1] != frontier:
                     history.append(frontier)
 

@@ -207,10 +207,10 @@ def _probe_frontiers(workers: int, epochs: int = 12) -> list[list[Any]]:
             while probe.less_than(epoch + 1):
                 worker.step()
                 assert not root._local, "a single worker's progress took the broadcast path"
-            frontiers.append(list(probe.frontier.elements))
+            frontiers.append(list(probe.frontier().elements))
         handle.close()
         worker.step_while(lambda: not probe.done())
-        frontiers.append(list(probe.frontier.elements))
+        frontiers.append(list(probe.frontier().elements))
         return frontiers, sorted(seen)
 
     return execute(main, workers=workers, stall_timeout=10)

@@ -96,7 +96,7 @@ def test_forgotten_leave_is_refused_in_the_program_as_written():
         handle.close()
         while worker.step():
             pass
-        return list(probe.frontier)
+        return list(probe.frontier())
 
     with pytest.raises(Exception) as excinfo:
         execute(main, workers=2)

@@ -45,7 +45,7 @@ INF = float("inf")
 
 
 def frontier(probe) -> list[Any]:
-    return sorted(probe.frontier.elements)
+    return sorted(probe.frontier().elements)
 
 
 def step_for(worker, seconds: float) -> None:

@@ -59,7 +59,7 @@ def run_shape(shape: Any, count: int, workers: int = 1) -> tuple[list[Any], floa
             handle.send_batch([epoch * 10 + k for k in range(3)] + [count - 1])
             handle.advance_to(epoch + 1)
             worker.step_while(lambda: probe.less_than(handle.time))
-            assert probe.frontier.elements == (epoch + 1,)
+            assert probe.frontier().elements == (epoch + 1,)
         handle.close()
         worker.step_while(lambda: not probe.done())
         assert probe.done()

@@ -39,8 +39,8 @@ def run_and_draw(workers: int) -> dict[int, dict[str, Any]]:
         mine["model"] = snapshot(worker)
         mine["mid"] = viz.render(worker)
         mine["mid_svg"] = mine["mid"].svg()
-        mine["top"] = sorted(top.frontier)
-        mine["inner"] = sorted(probes[0].frontier)
+        mine["top"] = sorted(top.frontier())
+        mine["inner"] = sorted(probes[0].frontier())
         handle.close()
         while worker.step():
             pass

@@ -62,10 +62,10 @@ def record_countdown(marks: bool = True) -> tuple[list[Event], dict[int, list[tu
             handle.advance_to(epoch + 1)
             while top.less_than(handle.time):
                 worker.step()
-                samples.append((log.seq, sorted(top.frontier), sorted(probes[0].frontier)))
+                samples.append((log.seq, sorted(top.frontier()), sorted(probes[0].frontier())))
         handle.close()
         while worker.step():
-            samples.append((log.seq, sorted(top.frontier), sorted(probes[0].frontier)))
+            samples.append((log.seq, sorted(top.frontier()), sorted(probes[0].frontier())))
 
     with Recorder() as recording:
         execute(main, workers=2, stall_timeout=5)

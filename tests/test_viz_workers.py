@@ -39,7 +39,7 @@ def record_held_on_worker_one() -> list[Event]:
         probe = worker.dataflow(build, name="held")
         for _ in range(100):
             worker.step()
-        assert sorted(probe.frontier) == [0]
+        assert sorted(probe.frontier()) == [0]
         worker.logger.mark("held")
         marked.wait()
         released.set()

@@ -21,7 +21,7 @@ def plain(time: Any) -> Any:
 
 def frontier(probe: Any) -> list[Any]:
     """A probe's frontier as sorted JSON values."""
-    return [plain(t) for t in sorted(probe.frontier)]
+    return [plain(t) for t in sorted(probe.frontier())]
 
 
 def countdown_main(worker: Worker) -> int:
