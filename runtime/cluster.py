@@ -479,6 +479,7 @@ def _spawn(
         "parent": os.getpid(),
         "path": [entry for entry in sys.path if entry],
         "cwd": os.getcwd(),
+        "argv": list(sys.argv),
     }
     child = _Child(index, endpoints[index], popen)
     child.reader = threading.Thread(
@@ -656,6 +657,7 @@ def child_main() -> None:
     for entry in reversed(job["path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)
+    sys.argv = [str(argument) for argument in job.get("argv", sys.argv)]  # as the parent was started
     result_fd = int(job["result_fd"])
     process = int(job["process"])
     code = 0

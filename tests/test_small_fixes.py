@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import runtime
 from runtime import execute
@@ -51,3 +55,31 @@ def test_probe_frontier_is_called_like_less_than_and_done():
     ((called, old_style, caught),) = execute(main)
     assert called == old_style == [4]
     assert len(caught) == 1 and "call probe.frontier()" in caught[0]
+
+
+ARGV_PROGRAM = '''
+import sys
+from runtime import execute_from_args
+
+def main(worker):
+    return sys.argv[1:3]
+
+if __name__ == "__main__":
+    print(execute_from_args(main))
+'''
+
+
+def test_processes_see_the_program_arguments_as_the_parent_does(tmp_path):
+    """A main reading its own arguments works the same on threads and on processes."""
+    program = tmp_path / "reads_its_arguments.py"
+    program.write_text(ARGV_PROGRAM)
+    for flags in (["-w", "2"], ["-n", "2", "-w", "1"]):
+        finished = subprocess.run(
+            [sys.executable, str(program), "--city", "Oslo", *flags],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        )
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stdout.strip() == "[['--city', 'Oslo'], ['--city', 'Oslo']]", (flags, finished.stdout)
