@@ -1,6 +1,6 @@
 """The flagship pipeline: Spark reads Debian's dependency graph, pytimely finds its cycles, Spark writes Parquet.
 
-Run ``python examples/pipeline.py`` (``make demo``).  Columnar end to end, in
+Run ``.venv/bin/python examples/pipeline.py`` (``make demo``).  Columnar end to end, in
 four stages:
 
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
@@ -420,7 +420,17 @@ def write_diagram(log: str, svg: Path) -> str:
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         return f"diagram: {' '.join(command[1:])} failed: {result.stderr.strip()[-300:]}"
-    return f"diagram: {svg} (logs: {', '.join(logs)}; replay with python -m viz tui --replay {' '.join(logs)})"
+    replay = f"{python_command()} -m viz tui --replay {' '.join(logs)}"
+    return f"diagram: {svg} (logs: {', '.join(logs)}; replay with {replay})"
+
+
+def python_command() -> str:
+    """How to run this Python from the project's directory: ``.venv/bin/python`` under ``make demo``."""
+    interpreter = Path(sys.executable)
+    try:
+        return str(interpreter.relative_to(ROOT))
+    except ValueError:
+        return str(interpreter)
 
 
 def ship_by_value(cloudpickle: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -83,3 +84,22 @@ def test_processes_see_the_program_arguments_as_the_parent_does(tmp_path):
         )
         assert finished.returncode == 0, finished.stderr
         assert finished.stdout.strip() == "[['--city', 'Oslo'], ['--city', 'Oslo']]", (flags, finished.stdout)
+
+
+def test_readme_commands_run_the_projects_python():
+    """A bare ``python`` (a system Python without the project's packages) appears in no README command."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    bare = re.findall(r"(?<![\w./-])python3? (?:examples|docs|benchmarks|-m )", readme)
+    assert bare == [], bare
+    assert ".venv/bin/python examples/hello.py" in readme or ".venv/bin/python examples/NAME.py" in readme
+
+
+def test_the_demo_replay_hint_names_the_projects_python(monkeypatch):
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "examples"))
+    try:
+        import pipeline
+    finally:
+        sys.path.remove(str(root / "examples"))
+    monkeypatch.setattr(sys, "executable", str(root / ".venv" / "bin" / "python"))
+    assert pipeline.python_command() == ".venv/bin/python"
