@@ -38,7 +38,18 @@ from typing import Any
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.fabric import FabricCommunicator, MailboxPuller, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
-from runtime.wire import EncodingError, copy_decoded, decode_batch, decode_value, encode_batch, frame, frame_head
+from runtime.wire import (
+    MAX_FRAME,
+    MAX_FRAME_SETTING,
+    EncodingError,
+    FrameTooLarge,
+    copy_decoded,
+    decode_batch,
+    decode_value,
+    encode_batch,
+    frame,
+    frame_head,
+)
 from scopes.channels import Message, Pusher
 
 HEARTBEAT_PERIOD = 0.25
@@ -332,12 +343,27 @@ class ProcessCommunicator(FabricCommunicator):
             self._last_batch = batch
             self._last_time = time
             self._last_encoded = (path, payload)
+        if len(payload) > MAX_FRAME - 65536:
+            self._check_frame(process, receiver, channel, address, time, path, payload)
         out.append([channel, address, [receiver], time, path, payload, batch])
         self.buffered = True
         size = self._out_bytes[process] + len(payload)
         self._out_bytes[process] = size
         if size > FLUSH_BYTES:
             self._send(process)
+
+    def _check_frame(
+        self, process: int, receiver: int, channel: int, address: Address, time: Any, path: int, payload: Any
+    ) -> None:
+        """Refuse a message too large for one frame, naming the limit, the receiver and the time."""
+        size = len(frame_head([DATA, channel, address, [receiver], time, path], len(payload))) - 8 + len(payload)
+        if size > MAX_FRAME:
+            raise FrameTooLarge(
+                f"a message of {size} bytes at time {time!r} for the operator at address {address} on worker "
+                f"{receiver} (process {process}) exceeds the frame limit of {MAX_FRAME} bytes "
+                f"(${MAX_FRAME_SETTING}); send it as smaller batches (records or rows), which travel as frames of "
+                "their own"
+            )
 
     def _send(self, process: int) -> None:
         out = self._out[process]

@@ -48,6 +48,7 @@ Frames
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import threading
@@ -78,8 +79,26 @@ from scopes.timestamp import Product
 PROTOCOL_VERSION = 2
 """Bumped whenever the wire format changes; peers with another version are refused."""
 
-MAX_FRAME = 1 << 30
-"""The largest frame accepted (1 GiB); a larger length prefix is a protocol violation."""
+MAX_FRAME_SETTING = "PYTIMELY_MAX_FRAME_BYTES"
+"""The environment variable that lowers (or raises) :data:`MAX_FRAME`, in bytes; the same in every process."""
+
+
+def _max_frame() -> int:
+    value = os.environ.get(MAX_FRAME_SETTING, "")
+    if not value:
+        return 1 << 30
+    try:
+        limit = int(value)
+    except ValueError:
+        raise TimelyRuntimeError(f"{MAX_FRAME_SETTING}={value!r} is not a number of bytes") from None
+    if limit < 1 << 16:
+        raise TimelyRuntimeError(f"{MAX_FRAME_SETTING}={value!r} is below the smallest limit, 65536 bytes")
+    return limit
+
+
+MAX_FRAME = _max_frame()
+"""The largest frame sent or accepted (1 GiB unless ``$PYTIMELY_MAX_FRAME_BYTES`` says otherwise);
+a larger length prefix is a protocol violation, and a larger message is refused by its sender."""
 
 _EXT_TUPLE = 1
 _EXT_PRODUCT = 2
@@ -119,6 +138,10 @@ _STR_ONLY = frozenset({str})
 
 class WireError(TimelyRuntimeError):
     """Bytes received from a peer do not follow the wire protocol."""
+
+
+class FrameTooLarge(TimelyRuntimeError):
+    """A message is larger than the frame limit (:data:`MAX_FRAME`), so no peer would accept it."""
 
 
 class EncodingError(TimelyRuntimeError, TypeError):

@@ -141,21 +141,22 @@ class ScopeBuilder:
     def check_building(self, operator: str, stream: Stream | None = None) -> None:
         """Refuse to build ``operator`` here unless this is the scope being built now.
 
-        A stream of a nested scope whose body has returned must ``leave()`` first,
-        and a stream of an enclosing scope must ``enter()`` the nested scope; timely
-        enforces both with its types, and progress tracking relies on them.
-        ``stream`` is the stream the operator reads, named in the error; an
-        operator reading no stream (an input, a source, a nested scope) may also be
-        built in a scope enclosing the one being built.
+        A stream of a nested scope whose body has returned must ``leave()`` first
+        (timely enforces this with its types; progress tracking relies on it).
+        Operators of a scope enclosing the one being built may still be built (they
+        stay in that scope: their streams must ``enter()`` to be used inside, which
+        :meth:`~scopes.operator_builder.OperatorBuilder.new_input` checks).
+        ``stream`` is the stream the operator reads, named in the error.
         """
         building = self.context.building
         if building and building[-1] is self:
             return
-        if stream is None and self in building:
-            return  # a source in an enclosing scope: it reads no stream, and its output must enter
-        raise ScopeBoundaryError(self._boundary_message(operator, stream))
+        if self in building:
+            return  # an operator of an enclosing scope, built from inside a nested body: it stays outside
+        raise ScopeBoundaryError(self.boundary_message(operator, stream))
 
-    def _boundary_message(self, operator: str, stream: Stream | None) -> str:
+    def boundary_message(self, operator: str, stream: Stream | None) -> str:
+        """Why ``operator``, reading ``stream`` of this scope, may not be built now."""
         building = self.context.building
         here = " > ".join(repr(part) for part in self.path)
         subject = f"scope {here}" if stream is None else describe_stream(stream)

@@ -60,8 +60,9 @@ def leave(stream: Stream) -> Stream:
             f"stream '{stream.name}' is in top-level scope '{scope.name}'; there is no scope to leave to"
         )
     building = scope.context.building
-    if not building or building[-1] is not parent:  # allowed inside the body, or on the stream it returned
-        scope.check_building(f"{stream.name}>leave", stream)
+    current = building[-1] if building else None
+    if current is not scope and current is not parent:  # inside the body, or on the stream it returned
+        raise ScopeBoundaryError(scope.boundary_message(f"{stream.name}>leave", stream))
     port, exit_pusher, outer_tee = scope.subgraph.new_output()
     scope.subgraph.connect(stream.source, Target(0, port))
     stream.tee.add(exit_pusher)

@@ -141,21 +141,30 @@ def test_loop_connected_after_the_body_is_refused():
     assert "'Step'" in message and "'Flow' > 'Loop'" in message
 
 
-def test_outer_stream_used_inside_a_nested_scope_without_enter_is_refused():
-    def build(scope):
-        _, numbers = scope.new_input("Numbers")
+def test_outer_operators_built_inside_a_body_stay_outside_and_must_enter():
+    """An operator on an outer stream, built inside a body, is an outer operator: entering it works."""
 
-        def body(inner):
-            doubled = numbers.map(lambda n: n * 2, name="Double")  # should be numbers.enter(inner)
-            return doubled.enter(inner).leave()
+    def main(worker):
+        def build(scope):
+            handle, numbers = scope.new_input("Numbers")
 
-        scope.iterative(body, name="Loop")
+            def body(inner):
+                doubled = numbers.map(lambda n: n * 2, name="Double")  # in the outer scope
+                return doubled.enter(inner).leave()
 
-    message = str(build_error(build))
-    assert "'Numbers'" in message  # the stream's operator
-    assert "scope 'Flow'" in message  # its scope path
-    assert "'Flow' > 'Loop'" in message  # the scope it was used in
-    assert "enter(" in message
+            result = scope.iterative(body, name="Loop")
+            seen: list[int] = []
+            result.inspect(seen.append)
+            return handle, seen
+
+        handle, seen = worker.dataflow(build, name="Flow")
+        handle.send(4)
+        handle.close()
+        while worker.step():
+            pass
+        return seen
+
+    assert execute(main) == [[8]]
 
 
 def test_stream_of_a_middle_scope_used_in_an_innermost_body_is_refused():
@@ -171,7 +180,7 @@ def test_stream_of_a_middle_scope_used_in_an_innermost_body_is_refused():
         scope.iterative(middle, name="Middle")
 
     message = str(build_error(build))
-    assert "'Numbers>enter'" in message and "'Flow' > 'Middle'" in message
+    assert "'Double'" in message and "scope 'Flow' > 'Middle')" in message
     assert "'Flow' > 'Middle' > 'Inner'" in message and "enter(" in message
 
 

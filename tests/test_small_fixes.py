@@ -9,8 +9,10 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
+
 import runtime
-from runtime import execute
+from runtime import WorkerFailed, execute
 
 
 def test_a_temporary_barrier_does_not_hold_the_program_open():
@@ -103,3 +105,19 @@ def test_the_demo_replay_hint_names_the_projects_python(monkeypatch):
         sys.path.remove(str(root / "examples"))
     monkeypatch.setattr(sys, "executable", str(root / ".venv" / "bin" / "python"))
     assert pipeline.python_command() == ".venv/bin/python"
+
+
+def test_a_record_over_the_frame_limit_is_an_error_naming_the_limit_and_the_operator(monkeypatch):
+    """With the limit lowered to 100 kB (as 1 GiB would be, without the memory), a 300 kB record
+    is refused by its sender, not reported as a lost connection."""
+    import user_error_mains
+
+    monkeypatch.setenv("PYTIMELY_MAX_FRAME_BYTES", "100000")
+    with pytest.raises(WorkerFailed) as failure:
+        execute(user_error_mains.big_record, workers=1, processes=2, stall_timeout=30)
+    message = str(failure.value)
+    assert "exceeds the frame limit of 100000 bytes" in message, message
+    assert "PYTIMELY_MAX_FRAME_BYTES" in message and "FrameTooLarge" in message, message
+    assert "operator 'Texts'" in message and "at time 0" in message, message  # the sender, and when
+    assert "the operator at address (0, 2)" in message, message  # the receiver, the exchange 'ToOne'
+    assert "connection closed" not in message and "lost" not in message, message

@@ -64,3 +64,22 @@ def notification_fails(worker: Any) -> None:
     handle.send(1)
     handle.advance_to(6)
     worker.step_while(lambda: probe.less_than(6))
+
+
+def to_worker_one(record: Any) -> int:
+    """Every record goes to worker 1."""
+    return 1
+
+
+def big_record(worker: Any) -> None:
+    """Worker 0 sends one 300 kB record to worker 1, in another process."""
+
+    def build(scope: Any) -> Any:
+        handle, texts = scope.new_input("Texts")
+        return handle, texts.exchange(to_worker_one, name="ToOne").probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        handle.send("x" * 300_000)
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
