@@ -7,6 +7,7 @@ A worker talks to the other workers only through its
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,7 +19,7 @@ from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Puller
 from scopes.subgraph import Subgraph
-from scopes.timestamp import INTEGER, TimestampType
+from scopes.timestamp import INTEGER, Product, TimestampType
 
 R = TypeVar("R")
 
@@ -26,6 +27,12 @@ log = logging.getLogger("runtime.worker")
 
 STALL_WARNING = 30.0
 """Seconds every worker must wait, with work unfinished, before a worker logs why (once)."""
+
+CIRCULATING_FIRST = 5.0
+"""Seconds after ``main`` returns before a loop still circulating is first reported."""
+
+CIRCULATING_EVERY = 30.0
+"""Seconds between later reports of loops still circulating."""
 
 CERTAIN_STALL = 1.0
 """Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``."""
@@ -290,10 +297,36 @@ class Worker:
             handle.close()
 
     def run_to_completion(self) -> None:
-        """Close inputs and step until every dataflow has completed."""
+        """Close inputs and step until every dataflow has completed.
+
+        A loop that keeps circulating (one that never converges runs for ever) is
+        reported through :mod:`logging` after :data:`CIRCULATING_FIRST` seconds, and
+        again every :data:`CIRCULATING_EVERY` seconds: its scope and iterations.
+        """
         self.close_inputs()
+        started = time.monotonic()
+        report = started + CIRCULATING_FIRST
         while self._dataflows:
             self.step_or_park(0.01)
+            if time.monotonic() >= report:
+                report = time.monotonic() + CIRCULATING_EVERY
+                loops = self.circulating()
+                if loops:
+                    log.warning(
+                        "worker %d: main returned %.0f s ago and loop(s) still circulate: %s; a loop that "
+                        "never converges runs for ever (bound it with IntegerSummary(step, limit) or "
+                        "stop feeding records back)",
+                        self.index,
+                        time.monotonic() - started,
+                        "; ".join(loops),
+                    )
+
+    def circulating(self) -> list[str]:
+        """The loop scopes with records or capabilities in them, each with its iterations."""
+        found: list[str] = []
+        for dataflow in self._dataflows.values():
+            _circulating(dataflow.root, (dataflow.name,), found)
+        return found
 
     def explain_stuck(self) -> str:
         """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
@@ -330,6 +363,34 @@ class Worker:
 def _ordinal(index: int) -> str:
     suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
     return f"{index + 1}{suffix}"
+
+
+def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) -> None:
+    """Describe, into ``found``, each loop scope in ``subgraph`` (or below) still holding times."""
+    for child in subgraph.children[1:]:
+        if not isinstance(child, Subgraph):
+            continue
+        inner = path + (child.name,)
+        tracker = child.tracker
+        times = [
+            time_
+            for location in tracker.locations()
+            for time_, count in tracker.pointstamps(location).items()
+            if count > 0 and isinstance(time_, Product)
+        ]
+        if times:
+            values = {time_.inner for time_ in times}
+            try:
+                iterations = sorted(values)
+            except TypeError:
+                iterations = sorted(values, key=repr)
+            shown = f"{iterations[0]!r}" if len(iterations) == 1 else f"{iterations[0]!r} to {iterations[-1]!r}"
+            earliest = min(times, key=lambda time_: (repr(time_.outer), repr(time_.inner)))
+            found.append(
+                f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} "
+                f"(for example time {earliest!r})"
+            )
+        _circulating(child, inner, found)
 
 
 def _only_owned(subgraph: Subgraph, owned: dict[tuple[tuple[int, ...], Any], int]) -> bool:
