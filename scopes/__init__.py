@@ -21,6 +21,7 @@ from scopes.errors import (
     CycleError,
     GraphError,
     ProgressError,
+    ScopeBoundaryError,
     ScopeError,
     SummaryError,
     TimestampError,
@@ -57,7 +58,7 @@ __all__ = [
     "GraphError", "InputHandle", "IntegerSummary", "IntegerType", "LoopHandle", "MutableAntichain",
     "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
     "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
-    "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
+    "ScopeBoundaryError", "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
     "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
     "to_stream",
 ]
