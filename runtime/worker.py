@@ -69,6 +69,7 @@ class Worker:
         self._next_dataflow = 0
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
+        self._several = communicator.peers > 1
         self.stall_timeout = stall_timeout
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
@@ -202,6 +203,8 @@ class Worker:
             if self.stall_timeout is not None and comm.stalled_for() > self.stall_timeout:
                 raise DataflowStuck(self.explain_stuck())
         comm.flush()
+        if self._several:
+            comm.end_step(bool(self._active))
         return bool(self._dataflows)
 
     def _stopped(self, reason: Stop) -> None:
