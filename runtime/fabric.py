@@ -1,13 +1,11 @@
 """The thread communicator: workers that share one process exchange messages through memory.
 
-Each ``(channel, receiving worker, sending worker)`` triple has a mailbox: a
-deque that the sender appends to and only the receiver pops from, so messages
-from one sender arrive in the order sent (FIFO per channel, sender and
-receiver, as :mod:`runtime.communication` requires); the receiver pulls the
-earliest time first across its senders (:class:`EarliestFirstPuller`).
-Pushing delivers at once, queues the channel's address as an activation of
-the receiver, and sets the receiver's event only if the receiver is parked.
-``flush`` has nothing to do.
+Each ``(channel, receiving worker)`` pair has a mailbox: a deque that any thread
+may append to and only the receiver pops from, so messages from one sender
+arrive in the order sent (FIFO per channel, sender and receiver, as
+:mod:`runtime.communication` requires).  Pushing delivers at once, queues the
+channel's address as an activation of the receiver, and sets the receiver's
+event only if the receiver is parked.  ``flush`` has nothing to do.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from scopes.channels import Message, Pusher
-from scopes.order import less_than
 
 _NONE: list[Address] = []
 
@@ -114,7 +111,7 @@ class ThreadFabric:
         """When each worker last reported an idle step."""
         self.finished: list[bool] = [False] * peers
         self._lock = threading.Lock()
-        self._mailboxes: dict[tuple[int, int, int], deque[Message]] = {}
+        self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
 
     def communicator(self, index: int) -> ThreadCommunicator:
         """The communicator of worker ``index``."""
@@ -124,9 +121,9 @@ class ThreadFabric:
         """The communicators of every worker, in order."""
         return [ThreadCommunicator(self, index) for index in range(self.peers)]
 
-    def mailbox(self, channel: int, receiver: int, sender: int) -> deque[Message]:
-        """The mailbox of ``receiver`` for what ``sender`` sends on ``channel`` (created on first use)."""
-        key = (channel, receiver, sender)
+    def mailbox(self, channel: int, receiver: int) -> deque[Message]:
+        """The mailbox of ``receiver`` for ``channel`` (created on first use by either side)."""
+        key = (channel, receiver)
         box = self._mailboxes.get(key)
         if box is None:
             with self._lock:
@@ -161,12 +158,9 @@ class ThreadFabric:
         """Non-empty mailboxes of ``receiver``, described."""
         with self._lock:
             boxes = [(key, len(box)) for key, box in self._mailboxes.items() if key[1] == receiver]
-        counts: dict[int, int] = {}
-        for (channel, _, _), count in boxes:
-            counts[channel] = counts.get(channel, 0) + count
         return [
             f"{count} message(s) on channel {channel} not yet read by worker {receiver}"
-            for channel, count in sorted(counts.items())
+            for (channel, _), count in sorted(boxes)
             if count
         ]
 
@@ -199,68 +193,6 @@ class MailboxPuller:
         """The oldest waiting message, or ``None``."""
         box = self._box
         return box.popleft() if box else None
-
-
-class EarliestFirstPuller:
-    """Pulls a worker's messages on one channel from one mailbox per sender, earliest time first.
-
-    Each pull round (the pulls of one operator invocation, until ``None``)
-    takes only the messages at the earliest time among the senders' oldest
-    messages; a message at a later time waits for the next round (the reader
-    is activated again for it), so that it can be processed together with the
-    other senders' messages at its time, which have often not arrived yet.  In
-    a loop with an exchange on worker threads, a worker otherwise processes
-    the next iteration's records from itself before its peer has sent its
-    share of them, and each iteration reaches the operators in ever more,
-    ever smaller messages.
-
-    Each sender's messages are pulled in the order pushed (FIFO per channel,
-    sender and receiver, as :mod:`runtime.communication` requires), and
-    messages without a time (progress batches) are pulled in order at once.
-    Waiting messages stay counted in the progress tracker, so no frontier
-    passes them; every round takes at least one message, so all are taken.
-    """
-
-    __slots__ = ("_boxes", "_signal", "_address", "_limit")
-
-    def __init__(self, boxes: list[deque[Message]], signal: WorkerSignal, address: Address) -> None:
-        """Pull from ``boxes`` (one per sender); ``signal`` and ``address`` re-activate the reader."""
-        self._boxes = boxes
-        self._signal = signal
-        self._address = address
-        self._limit: Any = _UNSET
-
-    def pull(self) -> Message | None:
-        """The next message of this round, or ``None`` (the round ends)."""
-        limit = self._limit
-        if limit is _UNSET:
-            limit = self._limit = self._earliest()
-            if limit is _UNSET:
-                return None
-        waiting = False
-        for box in self._boxes:
-            if box:
-                time = box[0][0]
-                if time == limit or time is None:
-                    return box.popleft()
-                waiting = True
-        self._limit = _UNSET
-        if waiting:
-            self._signal.activate(self._address)
-        return None
-
-    def _earliest(self) -> Any:
-        """The earliest time among the senders' oldest messages (``_UNSET`` if every box is empty)."""
-        earliest: Any = _UNSET
-        for box in self._boxes:
-            if box:
-                time = box[0][0]
-                if earliest is _UNSET or (time is not None and earliest is not None and less_than(time, earliest)):
-                    earliest = time
-        return earliest
-
-
-_UNSET: Any = object()
 
 
 class FabricCommunicator:
@@ -399,13 +331,11 @@ class ThreadCommunicator(FabricCommunicator):
         """Communicate as worker ``index`` of ``fabric``."""
         super().__init__(fabric, index, index)
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], EarliestFirstPuller]:
-        """One pusher per worker for ``channel``, and this worker's puller (see :class:`EarliestFirstPuller`)."""
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
+        """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
-        index = self._index
         pushers: list[Pusher] = [
-            MailboxPusher(fabric.mailbox(channel, peer, index), fabric.signals[peer], address)
+            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address)
             for peer in range(fabric.peers)
         ]
-        boxes = [fabric.mailbox(channel, index, sender) for sender in range(fabric.peers)]
-        return pushers, EarliestFirstPuller(boxes, self._signal, address)
+        return pushers, MailboxPuller(fabric.mailbox(channel, self._index))
