@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = [("str", 48_000), ("str", 1_000), ("str", 64), ("int", 48_000), ("int", 64), ("tuple", 48_000)]
+CASES = [("str", 48_000), ("str", 1_000), ("str", 128), ("int", 48_000), ("int", 128), ("tuple", 48_000)]
 """(kind of key, records per batch): the wordcount's batches are about 48,000 pairs per epoch and worker."""
 
 

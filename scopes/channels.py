@@ -167,7 +167,7 @@ class Tee:
 EXCHANGE_BUFFER = 4096
 """An exchange sends a destination's buffered records early once it holds this many at one time."""
 
-ROUTE_WHOLE_BATCH = 64
+ROUTE_WHOLE_BATCH = 128
 """Batches of at least this many records are routed by :class:`~scopes.destinations.KeyRouter` (keys hashed
 and records split with C-level loops); smaller ones record by record, which costs less for a handful."""
 
