@@ -150,6 +150,11 @@ class Communicator(Protocol):
         """Block until an activation is queued, ``timeout`` seconds pass, or the computation stops."""
         ...
 
+    def end_step(self, more_work: bool) -> None:
+        """After each step (with several workers).  With ``more_work`` (this worker would step again at once),
+        let a worker sharing this one's interpreter run first if it waits with work; else return at once."""
+        ...
+
     def stop(self, reason: Stop) -> None:
         """Stop every worker of the computation (any thread; the first reason wins)."""
         ...

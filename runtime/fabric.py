@@ -21,17 +21,27 @@ from scopes.channels import Message, Pusher
 
 _NONE: list[Address] = []
 
+HAND_OVER_AFTER = 0.0002
+"""A worker steps aside for a peer that waits with work only once it has run this many seconds since it last
+parked or stepped aside: short bursts (a step or two per epoch) keep going, long runs of steps alternate."""
+
+HAND_OVER_TIMEOUT = 0.001
+"""A worker that steps aside for a peer (:meth:`FabricCommunicator.end_step`) goes on after this many seconds
+at the latest, even if the peer has not ended its step (it may be busy in user code)."""
+
 
 class WorkerSignal:
     """Activations addressed to one worker from any thread, and the event that wakes it when parked."""
 
-    __slots__ = ("pending", "event", "parked")
+    __slots__ = ("pending", "event", "parked", "handing_over")
 
     def __init__(self) -> None:
         """An empty signal."""
         self.pending: deque[Address] = deque()
         self.event = threading.Event()
         self.parked = False
+        self.handing_over = False
+        """Whether the worker waits in :meth:`hand_over`: it has work of its own, pending here or not."""
 
     def activate(self, address: Address) -> None:
         """Queue ``address`` for the worker; wake it if it is parked."""
@@ -42,6 +52,34 @@ class WorkerSignal:
     def wake(self) -> None:
         """Wake the worker without activating anything."""
         self.event.set()
+
+    @property
+    def waiting_with_work(self) -> bool:
+        """Whether the worker is parked although activations wait for it, or steps aside for a peer.
+
+        Such a worker was woken, or has work of its own: it needs the GIL to
+        run.  A worker busy in user code between steps is not counted.
+        """
+        return self.handing_over or (self.parked and bool(self.pending))
+
+    def hand_over(self, timeout: float, stopped: Callable[[], bool]) -> None:
+        """Block (releasing the GIL) until woken, ``timeout`` seconds pass, or ``stopped()`` holds.
+
+        Unlike :meth:`park`, this waits even if activations are pending: the
+        worker steps aside so that a peer woken for work runs first.  An
+        activation, a peer that ends its step while this one waits with work
+        (see :meth:`FabricCommunicator.end_step`), or a stop wakes it.
+        """
+        self.event.clear()
+        self.parked = True
+        self.handing_over = True
+        try:
+            if stopped():
+                return
+            self.event.wait(timeout)
+        finally:
+            self.parked = False
+            self.handing_over = False
 
     def park(self, timeout: float | None, stopped: Callable[[], bool]) -> None:
         """Wait until an activation arrives, ``timeout`` seconds pass, or ``stopped()`` holds.
@@ -172,6 +210,9 @@ class FabricCommunicator:
         self._local = local
         self._index = index
         self._signal: WorkerSignal = fabric.signals[local]
+        self._others: list[WorkerSignal] = [signal for other, signal in enumerate(fabric.signals) if other != local]
+        self._running_since = 0.0
+        """When this worker last came back from parking or handing over (``time.perf_counter``)."""
 
     @property
     def index(self) -> int:
@@ -198,9 +239,51 @@ class FabricCommunicator:
         return taken
 
     def park(self, timeout: float | None) -> None:
-        """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop."""
+        """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop.
+
+        Peers of this fabric that wait with work (handing over, or woken) are
+        woken first, so that parking passes the GIL to them at once.
+        """
         self.flush()
-        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+        for signal in self._others:
+            if signal.waiting_with_work:
+                signal.event.set()
+        self._signal.park(timeout, self._stopped)
+        self._running_since = time.perf_counter()
+
+    def _stopped(self) -> bool:
+        return self.fabric.stop_reason is not None
+
+    def end_step(self, more_work: bool) -> None:
+        """After a step: if this worker has ``more_work`` and a peer of this fabric waits with work, let the peer
+        run a step before this worker goes on.
+
+        Workers that share a process share the GIL, so only one of them runs at
+        a time.  Without this, the worker holding the GIL keeps stepping (for up
+        to the interpreter's switch interval, 5 ms by default) while a peer it
+        woke with data waits: in a loop with an exchange, each worker then races
+        through iterations with its own records alone, and every iteration's
+        records reach the operators in ever smaller pieces.  Stepping aside
+        (blocking on this worker's event, which releases the GIL) lets the peer
+        run; the peer wakes this worker when it sends it data, parks or hands
+        over in turn.  The wait is bounded by :data:`HAND_OVER_TIMEOUT`.
+        """
+        if not more_work:
+            return  # the worker parks next (which wakes such peers) or returns to user code
+        others = self._others
+        for signal in others:
+            if signal.waiting_with_work:
+                break
+        else:
+            return
+        now = time.perf_counter()
+        if now - self._running_since < HAND_OVER_AFTER:
+            return
+        for signal in others:
+            if signal.waiting_with_work:
+                signal.event.set()
+        self._signal.hand_over(HAND_OVER_TIMEOUT, self._stopped)
+        self._running_since = time.perf_counter()
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker."""

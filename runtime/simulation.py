@@ -210,6 +210,9 @@ class SimulatedCommunicator:
             return
         self.network.baton.yield_(self._index)
 
+    def end_step(self, more_work: bool) -> None:
+        """Nothing to do: the simulation's scheduler already decides which worker runs each step."""
+
     def park(self, timeout: float | None) -> None:
         """Give the baton back; the scheduler decides when this worker runs again."""
         self._parked = True

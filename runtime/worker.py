@@ -94,6 +94,7 @@ class Worker:
         self._next_dataflow = 0
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
+        self._several = communicator.peers > 1
         self.stall_timeout = stall_timeout
         self.stall_warning: float | None = STALL_WARNING
         """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
@@ -231,6 +232,8 @@ class Worker:
             comm.report_idle(True)
             self._check_stall(comm.stalled_for())
         comm.flush()
+        if self._several:
+            comm.end_step(bool(self._active))
         return bool(self._dataflows)
 
     def _check_stall(self, stalled: float) -> None:

@@ -35,6 +35,7 @@ from scopes.batches import (
     is_columnar,
     take,
 )
+from scopes.destinations import KeyRouter
 from scopes.errors import BuildError, OperatorFailed, UserFunctionError
 from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
 
@@ -199,12 +200,18 @@ class Receiver(NamedTuple):
 EXCHANGE_BUFFER = 4096
 """An exchange sends a destination's buffered records early once it holds this many at one time."""
 
+ROUTE_WHOLE_BATCH = 128
+"""Batches of at least this many records are routed by :class:`~scopes.destinations.KeyRouter` (keys hashed
+and records split with C-level loops); smaller ones record by record, which costs less for a handful."""
+
 
 class ExchangePusher:
     """Routes each record to worker ``route(key(record), peers)``, buffering until :meth:`flush`.
 
     Routing uses :func:`scopes.hashing.stable_hash`, so every process sends a key
-    to the same worker.  Records are gathered per ``(destination, time)`` for the
+    to the same worker; a batch of :data:`ROUTE_WHOLE_BATCH` records or more is
+    routed as a whole by :class:`~scopes.destinations.KeyRouter` (the key function
+    is still called once per record), to the same workers.  Records are gathered per ``(destination, time)`` for the
     whole invocation of the producing operator and sent as one message each when
     the operator is done (:meth:`flush`), as timely's buffers do; otherwise a loop
     with an exchange inside splits its batches a little more at every iteration
@@ -224,7 +231,7 @@ class ExchangePusher:
     activate their operator, whose next invocation flushes them.
     """
 
-    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar", "receiver")
+    __slots__ = ("_key", "_pushers", "_peers", "_buffers", "_columnar", "_router", "receiver")
 
     def __init__(self, key: Callable[[Any], Hashable], pushers: Sequence[Pusher]) -> None:
         """Route by ``key`` among ``pushers`` (one per worker)."""
@@ -233,6 +240,7 @@ class ExchangePusher:
         self._key = key
         self._pushers = list(pushers)
         self._peers = len(pushers)
+        self._router = KeyRouter(self._peers)
         self._buffers: dict[Any, list[list[Any]]] = {}
         self._columnar: ExchangeBatchPusher | None = None
 
@@ -255,14 +263,23 @@ class ExchangePusher:
         parts = self._buffers.get(time)
         if parts is None:
             parts = self._buffers[time] = [[] for _ in range(peers)]
-        appends = [part.append for part in parts]
         try:
-            for record in batch:
-                k = key(record)
-                if k.__class__ is int:
-                    appends[(k & MASK64) % peers](record)
-                else:
-                    appends[stable_hash(k) % peers](record)
+            if batch.__class__ is not list or len(batch) < ROUTE_WHOLE_BATCH:
+                appends = [part.append for part in parts]
+                for record in batch:
+                    k = key(record)
+                    if k.__class__ is int:
+                        appends[(k & MASK64) % peers](record)
+                    else:
+                        appends[stable_hash(k) % peers](record)
+            else:
+                split = self._router.split(batch, list(map(key, batch)))
+                for index, chunk in enumerate(split):
+                    if chunk:
+                        if parts[index]:
+                            parts[index].extend(chunk)
+                        else:
+                            parts[index] = chunk
         except Exception as error:
             if self.receiver is None:
                 raise

@@ -1,0 +1,128 @@
+"""Worker threads of one process hand the GIL to a peer that waits with work, instead of running on alone."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from runtime import execute, fabric
+from runtime.fabric import ThreadFabric
+from scopes import ScopeBuilder, Stream
+
+
+def park_with_work(signal: fabric.WorkerSignal, timeout: float) -> threading.Thread:
+    """A thread that steps aside (as a worker handing over) with an activation pending, for ``timeout`` s."""
+    signal.pending.append((0,))
+    thread = threading.Thread(target=signal.hand_over, args=(timeout, lambda: False), daemon=True)
+    thread.start()
+    while not signal.parked:  # wait until it is really waiting
+        threading.Event().wait(0.001)
+    return thread
+
+
+def test_a_worker_with_more_work_steps_aside_for_a_peer_that_waits_with_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)
+    monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
+    shared = ThreadFabric(2)
+    first, second = shared.communicators()
+    peer = park_with_work(shared.signals[1], timeout=60.0)
+    handing = threading.Thread(target=first.end_step, args=(True,), daemon=True)
+    handing.start()
+    peer.join(10)  # end_step woke the waiting peer...
+    assert not peer.is_alive()
+    while not shared.signals[0].parked:  # ...and now waits itself, until the peer lets it go on
+        assert handing.is_alive()
+        threading.Event().wait(0.001)
+    shared.signals[1].pending.clear()
+    second.park(0.0)  # the peer parks: it wakes the worker that stepped aside for it
+    handing.join(10)
+    assert not handing.is_alive()
+
+
+def test_a_worker_without_more_work_or_without_a_waiting_peer_does_not_step_aside(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)
+    monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    first.end_step(True)  # nobody waits: returns at once (a wait would take a minute)
+    peer = park_with_work(shared.signals[1], timeout=60.0)
+    first.end_step(False)  # nothing more to do here: the next park hands over instead
+    assert peer.is_alive() and not shared.signals[1].event.is_set()
+    shared.signals[1].wake()
+    peer.join(10)
+
+
+def test_a_short_burst_of_work_keeps_going(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 60.0)
+    monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    first.park(0.0)  # the worker just came back from parking
+    peer = park_with_work(shared.signals[1], timeout=60.0)
+    first.end_step(True)  # it has run for less than HAND_OVER_AFTER: no hand-over
+    assert peer.is_alive()
+    shared.signals[1].wake()
+    peer.join(10)
+
+
+def test_a_stop_ends_a_hand_over() -> None:
+    shared = ThreadFabric(2)
+    signal = shared.signals[0]
+    signal.pending.append((0,))
+    waiter = threading.Thread(target=signal.hand_over, args=(60.0, lambda: shared.stop_reason is not None))
+    waiter.start()
+    while not signal.parked:
+        threading.Event().wait(0.001)
+    shared.stop(fabric.Stop("error", "test"))
+    waiter.join(10)
+    assert not waiter.is_alive()
+
+
+def collatz_steps(workers: int, limit: int) -> dict[int, int]:
+    """Run the Collatz loop with an exchange; return {number: steps to reach 1}, from every worker."""
+    found: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+
+            def body(inner: ScopeBuilder) -> Stream:
+                loop, feedback = inner.loop_variable(1)
+                running, finished = stream.enter(inner).concat(feedback).branch(lambda item: item[1] == 1)
+                (
+                    running.map(lambda item: (item[0], 3 * item[1] + 1 if item[1] % 2 else item[1] // 2, item[2] + 1))
+                    .exchange(lambda item: item[1])
+                    .connect_loop(loop)
+                )
+                return finished.leave()
+
+            def record(time: Any, batch: list[Any]) -> None:
+                with lock:
+                    for number, _, steps in batch:
+                        found[number] = steps
+
+            result = scope.iterative(body).inspect_batch(record)
+            return handle, result.probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch((n, n, 0) for n in range(1, limit + 1) if n % worker.peers == worker.index)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=workers)
+    return found
+
+
+def test_a_loop_with_an_exchange_on_threads_that_hand_over_gives_the_one_worker_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)  # hand over after every step that leaves work
+    expected = collatz_steps(1, 300)
+    assert len(expected) == 300 and expected[27] == 111
+    assert collatz_steps(2, 300) == expected
+    assert collatz_steps(3, 300) == expected
