@@ -12,6 +12,7 @@ import datetime
 import math
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -346,8 +347,20 @@ def render(
             lines += [""] + section.extra
     text = "\n".join(lines).rstrip() + "\n"
     if trailer:
-        text += "\n" + trailer.rstrip() + "\n"
+        text += "\n" + renumber(trailer, len(sections) + 1).rstrip() + "\n"
     return text
+
+
+def renumber(sections_text: str, first: int) -> str:
+    """``sections_text`` with its ``## N. Title`` headings numbered from ``first`` on, in order."""
+    number = first - 1
+
+    def next_heading(match: re.Match[str]) -> str:
+        nonlocal number
+        number += 1
+        return f"## {number}. "
+
+    return re.sub(r"^## \d+\. ", next_heading, sections_text, flags=re.MULTILINE)
 
 
 NOISY_SPREAD = 0.25

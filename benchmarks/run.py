@@ -1,14 +1,17 @@
 """pytimely benchmark suite: every workload side by side with its baselines, in one run.
 
-Sections (issue 12's table): 1. record pipeline, 2. epoch latency,
-3. connected components on the Debian graph, 4. wordcount on 1 and 2 processes,
-5. shape scaling, 6. instrumentation overhead.  Every measurement is repeated
+Sections (issues 12 and 18): record pipeline, epoch latency (1 worker, 2 threads,
+2 processes), start-up, a loop with exchange on threads, COST and scaling
+(wordcount and WCC on 1, 2 and 4 processes against the best single-threaded
+programs), growth of the WCC with the edges, connected components on the Debian
+graph, shape scaling, instrumentation overhead.  Every measurement is repeated
 (``--repeat``, default 5) with the variants interleaved; the report gives the
-median, the spread (min–max), ratios of medians, the goal and PASS/MISS.
+median, the spread (min–max), ratios of medians, the goal and PASS/MISS (with
+how much speed a missed goal needs), issue 18's goals first with the COST lines.
 
 Usage::
 
-    python benchmarks/run.py --output BENCHMARKS.md     # full size (make bench), about 10 minutes
+    python benchmarks/run.py --output BENCHMARKS.md     # full size (make bench), about 13 minutes
     python benchmarks/run.py --quick                    # small sizes, no Spark: a smoke test
     python benchmarks/run.py --quick --sections pipeline,latency
 

@@ -132,6 +132,13 @@ def test_sections_measured_separately_survive_a_rewrite() -> None:
     assert report.kept_sections(previous) == "## 7. Spark (measured separately; kept)\n\nkept text"
 
 
+def test_kept_sections_are_numbered_after_the_new_ones() -> None:
+    kept = "## 7. Spark (measured separately)\n\ntext\n\n## 9. Profile (measured separately)\n\nmore"
+    text = report.render([report.Section("A"), report.Section("B")], [], "run.py", 1, quick=False, trailer=kept)
+    assert "## 3. Spark (measured separately)" in text and "## 4. Profile (measured separately)" in text
+    assert "## 7." not in text
+
+
 def test_expected_counts_match_the_loop() -> None:
     for per_epoch in (1, 2, 7, 10):
         assert pipeline.loop(3, per_epoch)[1] == pipeline.expected_counts(3, per_epoch)
