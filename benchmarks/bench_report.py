@@ -248,7 +248,8 @@ class Quiet:
         """The machine lines that describe it."""
         others = "n/a" if math.isnan(self.others_cores) else f"{self.others_cores:.2f} cores on average"
         return [("1-minute load average at the start / end of the run", f"{self.load_start:.2f} / {self.load_end:.2f}"),
-                ("CPU used by other programs during the run (`/proc/stat` less this run's own)", others)]
+                ("CPU used by other programs during the run (`/proc/stat` less this run's own and its waited-for "
+                 "children's; PySpark's JVM counts as another program)", others)]
 
 
 NOISY_LOAD = 1.3

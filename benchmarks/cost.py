@@ -64,6 +64,8 @@ class Timing:
     without_reading: float
     check: int
     """Words counted (wordcount) or components found (WCC): must equal the baseline's."""
+    cpu: float = 0.0
+    """CPU seconds of the busiest process in the part timed without reading (its threads included)."""
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -132,8 +134,8 @@ def parse_edges(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
 WORDCOUNT_VARIANTS = ("record-wise", "combiner", "columnar")
 
 
-def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int]:
-    """Read this worker's share of every epoch file, count them; return (start, end, words counted here)."""
+def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float]:
+    """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s)."""
     epochs: list[Any] = []
     for path in paths:
         lines = read_share(path, worker.index, worker.peers).decode().splitlines()
@@ -141,13 +143,13 @@ def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[fl
     handle, probe, counted = cluster.wordcount_dataflow(worker, variant == "combiner", variant == "columnar")
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
     worker.step_while(lambda: probe.less_than(1))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for epoch, batch in enumerate(epochs, 1):
         if len(batch):
             handle.send_batch(batch)
         handle.advance_to(epoch + 1)
     worker.step_while(lambda: probe.less_than(len(epochs) + 1))
-    return start, time.perf_counter(), counted[0]
+    return start, time.perf_counter(), counted[0], time.process_time() - cpu
 
 
 def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
@@ -157,7 +159,7 @@ def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
     wall = time.perf_counter() - began
     # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes of one machine
     start, end = min(r[0] for r in results), max(r[1] for r in results)
-    return Timing(wall, end - start, sum(r[2] for r in results))
+    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
 
 
 def wordcount_loop(paths: list[str]) -> Timing:
@@ -183,14 +185,16 @@ def wordcount_loop(paths: list[str]) -> Timing:
 # ---------------------------------------------------------------------------- weakly connected components
 
 
-def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int]:
-    """Read this worker's share of the edges, label the weak components; return (start, end, roots owned here)."""
+def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int, float]:
+    """Read this worker's share of the edges, label the weak components; return (start, end, roots here, CPU s)."""
     src, dst = parse_edges(read_share(path, worker.index, worker.peers))
     return wcc_arrays_worker(worker, src, dst, nodes)
 
 
-def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int) -> tuple[float, float, int]:
-    """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots owned here).
+def wcc_arrays_worker(
+    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int
+) -> tuple[float, float, int, float]:
+    """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s).
 
     The time runs from the end of an empty warm-up epoch to the last label; a
     root is a node whose label is its own id, so the roots of all workers are
@@ -208,14 +212,14 @@ def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: i
     handle, probe = worker.dataflow(build, name="wcc cost")
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
     worker.step_while(lambda: probe.less_than(1))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if len(edges):
         handle.send_batch(edges)
     handle.close()
     worker.step_while(lambda: not probe.done())
-    end = time.perf_counter()
+    end, cpu = time.perf_counter(), time.process_time() - cpu
     labels = columnar_wcc.concat_arrays(found, columnar_wcc.OFFER)
-    return start, end, int(np.count_nonzero(labels["node"] == labels["label"]))
+    return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu
 
 
 def wcc(path: str, nodes: int, processes: int) -> Timing:
@@ -224,7 +228,7 @@ def wcc(path: str, nodes: int, processes: int) -> Timing:
     results = execute(partial(wcc_worker, path=path, nodes=nodes), workers=1, processes=processes)
     wall = time.perf_counter() - began
     start, end = min(r[0] for r in results), max(r[1] for r in results)
-    return Timing(wall, end - start, sum(r[2] for r in results))
+    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
 
 
 def scipy_components(src: np.ndarray, dst: np.ndarray, nodes: int, connection: str = "weak") -> tuple[int, Any]:

@@ -603,7 +603,11 @@ def section_cost(cfg: Config, log: Log) -> Section:
     scaling_lines = {reading: [f"| workload | single thread | {heading} |", "|---|---|" + "---|" * len(cfg.processes)]
                      for reading in ("without_reading", "with_reading")}
     cost_lines: list[str] = []
+    cpu_lines = [f"| workload | {heading} |", "|---|" + "---|" * len(cfg.processes)]
     for job in jobs:
+        cpu = {p: Sample.of([t.cpu for t in times[job.key][p]]).median for p in cfg.processes}
+        cpu_lines.append(f"| {job.label} | " + " | ".join(
+            f"{cpu[p]:.2f} s ({ratio(cpu[p], cpu[1]):.2f}×)" for p in cfg.processes) + " |")
         samples = {reading: {p: Sample.of([getattr(t, reading) for t in times[job.key][p]]) for p in cfg.processes}
                    for reading in ("without_reading", "with_reading")}
         plain = samples["without_reading"]
@@ -633,6 +637,11 @@ def section_cost(cfg: Config, log: Log) -> Section:
              "", "Reading included (the caller's wall time: pytimely's `execute` with process start-up, reading "
              "each worker's share, the dataflow and shutdown; the single thread reads the whole input):", ""
              ] + scaling_lines["with_reading"] + [
+             "", "CPU seconds of the busiest process in the part timed without reading (its receiving threads "
+             "included), medians, and their ratio to 1 process's in brackets. Work that splits evenly over P "
+             "processes shows 1/P here; a ratio near 1 means each process spends as much CPU as one process "
+             "spent on everything (routing, serialisation and transport added what the split saved):", ""
+             ] + cpu_lines + [
              "", "### COST: the fewest workers at which pytimely beats the best single-threaded program", ""
              ] + cost_lines
     return Section(
@@ -645,7 +654,8 @@ def section_cost(cfg: Config, log: Log) -> Section:
          "the WCC `examples/connected_components_columnar.py`'s; the time in the rows below is the dataflow's, "
          "from the end of an empty warm-up epoch (when every process has read its share and connected) to the "
          "last worker's end. Every answer is checked against the single-threaded program's (words counted; "
-         "components with an edge)."],
+         "components with an edge). 1 process runs in the calling process, as a user's would; 2 and 4 processes "
+         "are spawned by `execute(..., processes=P)`."],
         rows, notes, extra, headline=cost_lines)
 
 
@@ -693,7 +703,7 @@ def section_growth(cfg: Config, log: Log) -> Section:
         ours: list[float] = []
         theirs: list[float] = []
         for rep in range(repeat):
-            start, end, roots = execute_in_process(partial(cost.wcc_arrays_worker, src=src, dst=dst, nodes=nodes))
+            start, end, roots, _ = execute_in_process(partial(cost.wcc_arrays_worker, src=src, dst=dst, nodes=nodes))
             ours.append(end - start)
             began = time.perf_counter()
             count, _ = cost.scipy_components(src, dst, nodes)
