@@ -242,8 +242,15 @@ def section_latency(cfg: Config, log: Log) -> Section:
     """Workload 2: input -> map -> probe, one epoch at a time, on 1 worker, 2 threads and 2 processes; bytewax."""
     import latency_processes
 
+    detail: dict[tuple[int, int], list[tuple[float, float]]] = {}
+
     def pytimely(workers: int, processes: int) -> Callable[[int], float]:
-        return lambda epochs: latency_processes.measure(epochs, workers, processes)[0] / 1e6
+        def run(epochs: int) -> float:
+            micros, steps, cpu = latency_processes.measure(epochs, workers, processes)
+            detail.setdefault((workers, processes), []).append((steps, cpu))
+            return float(micros) / 1e6
+
+        return run
 
     variants: list[tuple[str, Callable[[int], float], int]] = [
         ("one", pytimely(1, 1), cfg.latency_epochs),
@@ -288,6 +295,15 @@ def section_latency(cfg: Config, log: Log) -> Section:
         row.comparison = f"{ratio(samples[key].median, one.median):.2f}× the time of 1 worker"
         rows.append(judge_at_most(row, samples[key].median, LATENCY_GOALS[key],
                                   f"{LATENCY_GOALS[key] * 1e6:.0f} µs"))
+    cpu_notes = []
+    for (workers, processes), label in (((1, 1), "1 worker"), ((2, 1), "2 threads"), ((1, 2), "2 processes")):
+        steps = Sample.of([step for step, _ in detail[(workers, processes)]]).median
+        cpu = Sample.of([micros for _, micros in detail[(workers, processes)]]).median
+        cpu_notes.append(f"{label}: {cpu:.1f} µs of CPU per epoch in the busiest process, {steps:.2f} steps "
+                         "per epoch by worker 0")
+    notes.append("Where the time goes (medians): " + "; ".join(cpu_notes) + ". A wall time far above the CPU "
+                 "time is waiting for the other worker's progress; more steps per epoch than 1 is stepping "
+                 "before that progress arrived.")
     notes.append("Every pytimely setting is measured by one function, `benchmarks/latency_processes.py`'s "
                  "`measure(epochs, workers, processes)`: every worker sends one record per epoch, advances its input "
                  "and steps (`step_or_park`) until its probe passes the epoch; 50 warm-up epochs are not timed; the "
