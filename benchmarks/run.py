@@ -11,7 +11,7 @@ how much speed a missed goal needs), issue 18's goals first with the COST lines.
 
 Usage::
 
-    python benchmarks/run.py --output BENCHMARKS.md     # full size (make bench), about 13 minutes
+    python benchmarks/run.py --output BENCHMARKS.md     # full size (make bench), about 14 minutes
     python benchmarks/run.py --quick                    # small sizes, no Spark: a smoke test
     python benchmarks/run.py --quick --sections pipeline,latency
 
