@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    print(f"pytimely from {Path(sys.modules['runtime'].__file__).parent.parent}")
+    print(f"pytimely from {Path(str(sys.modules['runtime'].__file__)).parent.parent}")
     for label, workers, processes in (("1 worker", 1, 1), ("2 threads", 2, 1), ("2 processes", 1, 2)):
         runs = [measure(args.epochs, workers, processes) for _ in range(args.repeat)]
         best = min(micros for micros, _, _ in runs)
