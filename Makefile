@@ -50,8 +50,8 @@ lint: $(SPARK)
 demo: $(SPARK) graphviz
 	$(PY) examples/pipeline.py --check --log pipeline.msgpack --svg dataflow.svg
 
-# The baselines of `make bench` (bytewax 0.21.1, networkx, PySpark) come from the `bench` extra,
-# not from the product's dependencies. About 10 minutes on 2 cores; `benchmarks/run.py --quick` is a smoke test.
+# The baselines of `make bench` (bytewax 0.21.1, networkx, scipy, igraph, PySpark) come from the `bench` extra,
+# not from the product's dependencies. About 14 minutes on 2 cores; `benchmarks/run.py --quick` is a smoke test.
 $(BENCH): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev,spark,bench]'
 	touch $@ $(SPARK) $(DEV) $(BASE)

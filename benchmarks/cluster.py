@@ -77,17 +77,17 @@ def split_words(lines: Any) -> Any:
     return np.array(" ".join(lines.tolist()).split())
 
 
-def wordcount_worker(
-    worker: Worker, epochs: int, lines: int, combine: bool = False, columnar: bool = False
-) -> tuple[float, float, int, float]:
-    """Count words of ``epochs`` epochs of ``lines`` lines; return (start, end, words counted here, CPU s).
+def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = False) -> tuple[Any, Any, list[int]]:
+    """Build the wordcount dataflow on ``worker``; return (input handle, probe, ``[words counted here]``).
 
     With ``combine``, each worker counts each batch locally before the exchange.
-    With ``columnar``, each epoch's lines are one NumPy array: ``map_batch`` splits
+    With ``columnar``, each batch of lines is one NumPy array: ``map_batch`` splits
     them into an array of words, ``exchange_batch`` routes the words by value, and
-    the count takes one ``Counter`` per array.
+    the count takes one ``Counter`` per array.  The count is kept per epoch with a
+    notificator and emitted as ``(word, count)`` pairs when the epoch completes.
     """
     counted = [0]
+    pending: dict[Any, Counter[str]] = {}
 
     def count(input: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
         for ref, batch in input:
@@ -105,8 +105,6 @@ def wordcount_worker(
             counted[0] += sum(counts.values())
             output.session(capability).give_batch(list(counts.items()))
 
-    pending: dict[Any, Counter[str]] = {}
-
     def build(scope: ScopeBuilder) -> Any:
         handle, text = scope.new_input("Lines")
         if columnar:
@@ -122,6 +120,18 @@ def wordcount_worker(
         return handle, probe
 
     handle, probe = worker.dataflow(build, name="wordcount")
+    return handle, probe, counted
+
+
+def wordcount_worker(
+    worker: Worker, epochs: int, lines: int, combine: bool = False, columnar: bool = False
+) -> tuple[float, float, int, float]:
+    """Count words of ``epochs`` epochs of ``lines`` lines; return (start, end, words counted here, CPU s).
+
+    The dataflow is :func:`wordcount_dataflow`'s; each worker generates its share
+    of the text (line ``i`` of an epoch belongs to worker ``i % peers``).
+    """
+    handle, probe, counted = wordcount_dataflow(worker, combine, columnar)
     mine: list[Any] = [
         [line(e * lines + i) for i in range(worker.index, lines, worker.peers)] for e in range(epochs + 1)
     ]

@@ -5,11 +5,8 @@ Each function returns the mean seconds per epoch over ``epochs`` epochs.
 * :func:`pytimely_one_worker`: for each epoch, ``send`` one record,
   ``advance_to(epoch + 1)``, then ``worker.step()`` until the probe passes it.
   Only the epochs are timed, not building the dataflow.
-* :func:`pytimely_two_processes`: the same on 2 processes of 1 worker each
-  (``execute(..., processes=2)``); every worker sends one record per epoch and
-  waits until its probe passes the epoch, which needs the other process's
-  progress.  The slowest worker's time counts; process start-up is not timed.
-  (Written here because ``benchmarks/latency_processes.py`` was not available.)
+* The multi-worker settings (2 threads, 2 processes) are measured by
+  ``benchmarks/latency_processes.py``'s ``measure``, as ``run.py`` does for every setting.
 * :func:`bytewax_epoch_interval_zero`: bytewax 0.21.1, ``TestingSource`` of
   ``epochs`` records (one per batch) -> ``op.map`` -> ``TestingSink``, run by
   ``run_main(flow, epoch_interval=timedelta(0))`` so that every record closes
@@ -60,16 +57,6 @@ def pytimely_one_worker(epochs: int) -> float:
     gc.collect()
     start, end = execute(lambda worker: latency_worker(worker, epochs), workers=1)[0]
     return (end - start) / epochs
-
-
-def pytimely_two_processes(epochs: int) -> float:
-    """Mean seconds per epoch on 2 processes x 1 worker (the slowest worker's span)."""
-    from functools import partial
-
-    gc.collect()
-    results = execute(partial(latency_worker, epochs=epochs), workers=1, processes=2)
-    # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes on one machine
-    return (max(end for _, end in results) - min(start for start, _ in results)) / epochs
 
 
 def bytewax_epoch_interval_zero(epochs: int) -> float:

@@ -20,6 +20,12 @@ next), so that drift in machine speed affects them alike:
     on 1 worker (``execute(..., workers=1)``, start and shutdown included).
 ``columnar wcc + intern`` / ``columnar scc + intern``
     the sum, per repetition: the figure to set beside ``networkx ... + build``.
+``scipy build`` / ``scipy wcc`` / ``scipy scc`` (when scipy is installed)
+    a ``csr_matrix`` of the interned ids, then ``scipy.sparse.csgraph.connected_components``
+    with ``connection="weak"`` / ``"strong"``; ``... + build`` adds the matrix.
+``igraph build`` / ``igraph wcc`` / ``igraph scc`` (when igraph is installed)
+    ``igraph.Graph(n, edges, directed=True)`` of the interned ids, then
+    ``connected_components(mode="weak")`` / ``"strong"``; ``... + build`` adds the graph.
 ``record-wise wcc`` / ``record-wise scc`` (unless ``record_wise=False``)
     for reference: ``examples/connected_components.py`` (its label propagation,
     on the interned ids as ``int`` tuples) and ``examples/scc.py`` (on the name
@@ -111,9 +117,11 @@ def measure(
     scc = _example("scc_columnar")
     records = {"wcc": _example("connected_components"), "scc": _example("scc")} if record_wise else {}
     algorithms = {"wcc": nx.weakly_connected_components, "scc": nx.strongly_connected_components}
+    others = _other_libraries()
 
     times: dict[str, list[float]] = {}
     agree: dict[str, bool] = {}
+    built: dict[str, Any] = {}
 
     def timed(name: str, function: Callable[[], Any], plus: str | None = None) -> Any:
         gc.collect()
@@ -131,6 +139,10 @@ def measure(
         expected_ids = wcc.as_ids(expected, graph) if first else set()
         if first:
             agree[f"columnar {kind}"] = wcc.components_of(found) == expected_ids
+        for library, (build_name, components) in others.items():
+            labels = timed(f"{library} {kind}", partial(components, built[library], kind), build_name)
+            if first:
+                agree[f"{library} {kind}"] = wcc.components_of(labels) == _with_singletons(expected_ids, graph.nodes)
         if kind in records:
             example = records[kind]
             found = timed(f"record-wise {kind}", lambda: _record_wise(kind, example, graph, edges, pairs))
@@ -143,6 +155,8 @@ def measure(
         pairs = graph.name_pairs()
         edges = list(zip(graph.src.tolist(), graph.dst.tolist(), strict=True))
         digraph = timed("networkx build", lambda: _networkx_graph(nx, pairs))
+        for library, (build_name, _) in others.items():
+            built[library] = timed(build_name, partial(_BUILDERS[library], graph))
         for kind in KINDS:
             run_kind(kind, first, graph, digraph, edges, pairs)
         return graph
@@ -171,6 +185,54 @@ def measure(
         "agree": agree,
         "goal": {kind: ratios[f"columnar {kind} + intern / networkx {kind} + build"] <= 1.0 for kind in KINDS},
     }
+
+
+def _scipy_matrix(graph: Any) -> Any:
+    from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+
+    return csr_matrix((np.ones(len(graph.src), np.int8), (graph.src, graph.dst)), shape=(graph.nodes, graph.nodes))
+
+
+def _scipy_components(matrix: Any, kind: str) -> np.ndarray:
+    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+
+    return connected_components(matrix, directed=True, connection="weak" if kind == "wcc" else "strong")[1]
+
+
+def _igraph_graph(graph: Any) -> Any:
+    igraph = importlib.import_module("igraph")
+    return igraph.Graph(n=graph.nodes, edges=np.column_stack([graph.src, graph.dst]), directed=True)
+
+
+def _igraph_components(built: Any, kind: str) -> np.ndarray:
+    return np.asarray(built.connected_components(mode="weak" if kind == "wcc" else "strong").membership)
+
+
+_BUILDERS: dict[str, Callable[[Any], Any]] = {"scipy": _scipy_matrix, "igraph": _igraph_graph}
+
+
+def _other_libraries() -> dict[str, tuple[str, Callable[[Any, str], np.ndarray]]]:
+    """The installed single-threaded libraries beside networkx: name -> (build row name, components function)."""
+    found: dict[str, tuple[str, Callable[[Any, str], np.ndarray]]] = {}
+    for library, components, module in (("scipy", _scipy_components, "scipy.sparse.csgraph"),
+                                         ("igraph", _igraph_components, "igraph")):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue
+        found[library] = (f"{library} build", components)
+    return found
+
+
+def missing_libraries() -> list[str]:
+    """The baselines beside networkx that are not installed (``make bench`` installs them)."""
+    return [library for library in ("scipy", "igraph") if library not in _other_libraries()]
+
+
+def _with_singletons(components: set[frozenset[int]], nodes: int) -> set[frozenset[int]]:
+    """``components`` plus a component of its own for every node in none of them (scipy and igraph label all)."""
+    covered = set().union(*components) if components else set()
+    return components | {frozenset([node]) for node in range(nodes) if node not in covered}
 
 
 def _networkx_graph(nx: ModuleType, pairs: list[tuple[str, str]]) -> Any:

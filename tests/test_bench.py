@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_report as report  # noqa: E402
 import bench_stats as stats  # noqa: E402
+import cost  # noqa: E402
 import record_pipeline as pipeline  # noqa: E402
 
 
@@ -131,6 +132,13 @@ def test_sections_measured_separately_survive_a_rewrite() -> None:
     assert report.kept_sections(previous) == "## 7. Spark (measured separately; kept)\n\nkept text"
 
 
+def test_kept_sections_are_numbered_after_the_new_ones() -> None:
+    kept = "## 7. Spark (measured separately)\n\ntext\n\n## 9. Profile (measured separately)\n\nmore"
+    text = report.render([report.Section("A"), report.Section("B")], [], "run.py", 1, quick=False, trailer=kept)
+    assert "## 3. Spark (measured separately)" in text and "## 4. Profile (measured separately)" in text
+    assert "## 7." not in text
+
+
 def test_expected_counts_match_the_loop() -> None:
     for per_epoch in (1, 2, 7, 10):
         assert pipeline.loop(3, per_epoch)[1] == pipeline.expected_counts(3, per_epoch)
@@ -139,21 +147,105 @@ def test_expected_counts_match_the_loop() -> None:
 def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     output = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--repeat", "1",
-         "--sections", "pipeline,latency,graphs,wordcount,shape,instrument", "--output", str(output)],
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--repeat", "1", "--output", str(output)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
     assert "> **Quick mode**" in text
-    for heading in ("## 1. Record pipeline", "## 2. Epoch latency", "## 3. Connected components",
-                    "## 4. Wordcount with exchange", "## 5. Shape", "## 6. Instrumentation overhead"):
+    for heading in ("## 1. Record pipeline", "## 2. Epoch latency", "## 3. Start-up of a 2-process `execute`",
+                    "## 4. A loop with exchange", "## 5. COST and scaling", "## 6. Growth",
+                    "## 7. Connected components", "## 8. Shape", "## 9. Instrumentation overhead"):
         assert heading in text
     assert "skipped in --quick" in text  # PySpark is not run by the smoke test
     assert "handwritten loop (baseline)" in text and "≥ 0.5× the loop" in text
-    assert "pytimely, 2 processes × 1 worker" in text
+    assert "bytewax with one list per epoch" in text  # bytewax's fastest configuration beside the record-wise one
+    assert "pytimely, 2 processes × 1 worker" in text and "pytimely, 2 threads in 1 process" in text
+    assert "`execute(idle, workers=1, processes=2)`" in text and "≤ 0.2 s" in text
+    assert "2 threads in 1 process" in text and "≤ 1.5× the time of 1 worker" in text
+    issue = text.split("### Issue 18")[1].split("### Other goals")[0]
+    for goal in ("≥ 1.3× 1 process", "≥ 1.6× 1 process", "≤ 30 µs", "≤ 60 µs", "≤ 0.2 s", "≥ 0.46× the loop"):
+        assert goal in issue
+    for job in ("wordcount, record-wise", "wordcount, columnar (NumPy arrays of words)", "WCC, columnar"):
+        for reading in ("without reading", "reading included"):
+            assert f"**COST of {job}, {reading}**: " in issue
+    assert "| workload | single thread | 1 process | 2 processes | 4 processes |" in text
+    assert "`os.cpu_count()` = " in text and "affinity" in text
+    assert "edges: pytimely columnar, 1 worker" in text and "ns per edge" in text
+    assert "scipy `connected_components(connection=\"strong\")`" in text and "igraph" in text
+    assert "1-minute load average at the start / end of the run" in text
+    assert "CPU used by other programs during the run" in text
     assert "record pipeline (50,000 records): no hooks" in text and "× no hooks (noise band ±" in text
     assert "goals met" in text
+
+
+@given(st.lists(st.text(alphabet="ab \t", max_size=12), max_size=30), st.integers(min_value=1, max_value=7))
+def test_shares_of_a_file_hold_every_line_once_in_order(lines: list[str], peers: int) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "lines.txt"
+        path.write_bytes("".join(line + "\n" for line in lines).encode())
+        shares = [cost.read_share(str(path), index, peers) for index in range(peers)]
+    assert all(share == b"" or share.endswith(b"\n") for share in shares)
+    assert b"".join(shares).decode().splitlines() == lines
+
+
+def test_edges_parse_from_their_text() -> None:
+    src, dst = cost.parse_edges(b"1\t2\n30\t4\n")
+    assert src.tolist() == [1, 30] and dst.tolist() == [2, 4]
+    src, dst = cost.parse_edges(b"")
+    assert len(src) == len(dst) == 0
+
+
+def test_cost_is_the_fewest_workers_that_beat_the_single_thread() -> None:
+    assert cost.cost({1: 3.0, 2: 1.5, 4: 0.9}, 1.0) == 4
+    assert cost.cost({1: 0.5, 2: 0.3}, 1.0) == 1
+    assert cost.cost({1: 3.0, 2: 2.0, 4: 1.0}, 1.0) is None  # equal is not faster
+    assert cost.cost_line({1: 3.0, 2: 1.5, 4: 0.8}, 1.0, "scipy") == "4 workers (1.25× scipy)"
+    assert cost.cost_line({1: 3.0, 2: 2.0, 4: 2.5}, 1.0, "scipy") == (
+        "never up to 4 workers (best: 2 workers, 0.50× scipy)")
+
+
+def test_components_with_edges_leave_out_isolated_nodes() -> None:
+    import numpy as np
+
+    src, dst = np.array([0, 2], np.int32), np.array([1, 3], np.int32)
+    count, _ = cost.scipy_components(src, dst, 6)
+    assert count == 4  # {0, 1}, {2, 3}, {4}, {5}
+    assert cost.components_with_edges(src, dst, 6, count) == 2
+
+
+def test_a_missed_goal_says_how_much_speed_it_needs() -> None:
+    assert report.miss_margin(1.0, 1.6, at_least=True) == "needs 1.60× the speed"
+    assert report.miss_margin(90e-6, 60e-6, at_least=False) == "needs 1.50× the speed"
+    assert report.miss_margin(2.0, 1.6, at_least=True) == ""
+    slow = stats.Sample.of([2.0])
+    row = report.judge_speedup(report.timed_row("2 processes", slow), slow, stats.Sample.of([2.4]), "1 process", 1.6)
+    assert row.result == stats.MISS
+    assert "**MISS**: needs 1.33× the speed" in "\n".join(report._table([row]))
+
+
+def test_a_loaded_machine_marks_the_run_noisy() -> None:
+    section = report.Section("W", rows=[report.Row("steady", "1 s", sample=stats.Sample.of([1.0, 1.0]))])
+    loaded = report.Quiet(load_start=0.2, load_end=2.5, others_cores=1.1)
+    quiet = report.Quiet(load_start=0.2, load_end=1.2, others_cores=0.0)
+    assert loaded.noisy and not quiet.noisy
+    text = report.render([section], [], "run.py", 1, quick=False, quiet=loaded)
+    assert "Noisy run" in text and "at the end 2.50" in text
+    assert "0.20 / 2.50" in text and "1.10 cores on average" in text
+    assert "Noisy run" not in report.render([section], [], "run.py", 1, quick=False, quiet=quiet)
+
+
+def test_issue_18_goals_are_listed_apart_with_the_cost_lines() -> None:
+    sample = stats.Sample.of([1.0])
+    mine = report.Row("2 processes", "1 s", goal="≥ 1.6× 1 process", result=stats.MISS, issue=18, sample=sample)
+    other = report.Row("shape", "1 s", goal="< 60 s", result=stats.PASS, sample=sample)
+    section = report.Section("W", rows=[mine, other], headline=["- **COST of W**: never up to 4 workers"])
+    text = report.render([section], [], "run.py", 1, quick=False)
+    issue, others = text.split("### Issue 18")[1].split("### Other goals")
+    assert "| W | 2 processes |" in issue and "**COST of W**" in issue and "| W | shape |" not in issue
+    assert "| W | shape |" in others.split("## 1.")[0]
 
 
 def _graph_result(agree: bool = True) -> dict[str, object]:

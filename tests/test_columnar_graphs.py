@@ -157,7 +157,8 @@ def test_benchmark_measures_every_variant_side_by_side() -> None:
     result = graphs_benchmark.measure(repeat=2, limit=3000)
     assert result["graph"]["edges"] == 3000 and result["repeat"] == 2
     assert result["agree"] == {
-        "columnar wcc": True, "record-wise wcc": True, "columnar scc": True, "record-wise scc": True
+        "columnar wcc": True, "record-wise wcc": True, "columnar scc": True, "record-wise scc": True,
+        "scipy wcc": True, "scipy scc": True, "igraph wcc": True, "igraph scc": True,
     }
     for row in result["rows"].values():
         assert len(row["seconds"]) == 2 and row["min"] <= row["median"] <= row["max"]
@@ -167,6 +168,9 @@ def test_benchmark_measures_every_variant_side_by_side() -> None:
         parts = zip(rows["networkx build"]["seconds"], rows[f"networkx {kind}"]["seconds"], strict=True)
         assert build == [a + b for a, b in parts]
         assert f"columnar {kind} + intern / networkx {kind} + build" in result["ratios"]
+        for library in ("scipy", "igraph"):  # the single-threaded libraries a user with a static graph picks
+            parts = zip(rows[f"{library} build"]["seconds"], rows[f"{library} {kind}"]["seconds"], strict=True)
+            assert rows[f"{library} {kind} + build"]["seconds"] == [a + b for a, b in parts]
     assert "| columnar scc + intern |" in graphs_benchmark.table(result)
 
 

@@ -1,0 +1,284 @@
+"""COST (McSherry, Isard and Murray): how many workers pytimely needs to beat one good thread.
+
+Two parallel jobs, each read from text files that :func:`write_wordcount_text`
+and :func:`write_edges` write once per run (fixed seeds):
+
+* **wordcount**: ``epochs`` files of ``lines`` lines of 8 words drawn from 5,000;
+  count each epoch's words.  pytimely runs ``benchmarks/cluster.py``'s dataflow
+  (record-wise, with a local combiner, or columnar) on P processes of 1 worker;
+  the single-threaded program is :func:`wordcount_loop` (one ``Counter`` over
+  each epoch's words, the fastest plain-Python form we measured).
+* **WCC**: random directed edges ``src<TAB>dst`` over ``edges // 2`` nodes; the
+  weakly connected components.  pytimely runs ``examples/connected_components_columnar.py``'s
+  dataflow on P processes; the single-threaded program is scipy's
+  ``connected_components(..., connection="weak")`` on a CSR matrix (:func:`scipy_wcc`).
+
+Every pytimely worker reads only its own byte range of each file
+(:func:`read_share`), so reading splits across processes as the work does.
+Each measurement gives two times: **with reading** (the caller's wall time
+of the whole job: for pytimely ``execute`` with process start-up, reading,
+the dataflow and shutdown) and **without reading** (pytimely: from the end of
+an empty warm-up epoch, when every process has read its share and connected,
+to the last worker's end; the baselines: the count or the CSR build and the
+algorithm on data already in memory).  :func:`cost_line` turns the times into
+the COST answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import cluster  # noqa: E402
+import connected_components_columnar as columnar_wcc  # type: ignore[import-not-found]  # noqa: E402
+
+from runtime import Worker, execute  # noqa: E402
+from scopes import ScopeBuilder  # noqa: E402
+
+WORDS_PER_LINE = 8
+VOCABULARY = 5_000
+SEED = 18
+"""The seed of every generated input (issue 18)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One run of a job: seconds with reading (wall), without reading, and a check value."""
+
+    with_reading: float
+    without_reading: float
+    check: int
+    """Words counted (wordcount) or components found (WCC): must equal the baseline's."""
+    cpu: float = 0.0
+    """CPU seconds of the busiest process in the part timed without reading (its threads included)."""
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def write_wordcount_text(directory: Path, epochs: int, lines: int, seed: int = SEED) -> list[str]:
+    """Write ``epochs`` files of ``lines`` lines of :data:`WORDS_PER_LINE` words; return their paths."""
+    rng = np.random.default_rng(seed)
+    vocabulary = np.array([f"word{number}" for number in range(VOCABULARY)], dtype=object)
+    paths = []
+    for epoch in range(epochs):
+        picks = vocabulary[rng.integers(0, VOCABULARY, (lines, WORDS_PER_LINE))].tolist()
+        path = directory / f"words{epoch:03d}.txt"
+        path.write_text("".join(" ".join(row) + "\n" for row in picks))
+        paths.append(str(path))
+    return paths
+
+
+def random_edges(edges: int, seed: int = SEED) -> tuple[np.ndarray, np.ndarray, int]:
+    """``edges`` random directed edges over ``edges // 2`` nodes (at least 2): ``(src, dst, nodes)``, ``int32``."""
+    nodes = max(2, edges // 2)
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, nodes, edges, dtype=np.int32)
+    dst = rng.integers(0, nodes, edges, dtype=np.int32)
+    return src, dst, nodes
+
+
+def write_edges(path: Path, edges: int, seed: int = SEED) -> int:
+    """Write :func:`random_edges` to ``path`` as ``src<TAB>dst`` lines; return the number of nodes."""
+    src, dst, nodes = random_edges(edges, seed)
+    path.write_text("".join(f"{a}\t{b}\n" for a, b in zip(src.tolist(), dst.tolist(), strict=True)))
+    return nodes
+
+
+def read_share(path: str, index: int, peers: int) -> bytes:
+    """The whole lines of ``path`` that start in byte range ``index`` of ``peers`` equal ranges.
+
+    Every line belongs to exactly one share: the one where its first byte lies.
+    """
+    size = os.path.getsize(path)
+    low, high = size * index // peers, size * (index + 1) // peers
+    with open(path, "rb") as file:
+        position = 0
+        if low > 0:
+            file.seek(low - 1)
+            file.readline()  # the rest of the line that started before this share
+            position = file.tell()
+        if position >= high:
+            return b""
+        chunk = file.read(high - position)
+        if chunk and not chunk.endswith(b"\n"):
+            chunk += file.readline()  # the line that starts in this share ends after it
+    return chunk
+
+
+def parse_edges(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` ``int32`` columns of ``src<TAB>dst`` lines."""
+    if not chunk.strip():
+        return np.empty(0, np.int32), np.empty(0, np.int32)
+    pairs = np.array(chunk.split(), dtype=np.bytes_).astype(np.int32).reshape(-1, 2)
+    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+
+
+# ---------------------------------------------------------------------------- wordcount
+
+WORDCOUNT_VARIANTS = ("record-wise", "combiner", "columnar")
+
+
+def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float]:
+    """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s)."""
+    epochs: list[Any] = []
+    for path in paths:
+        lines = read_share(path, worker.index, worker.peers).decode().splitlines()
+        epochs.append(np.array(lines, dtype=str) if variant == "columnar" else lines)
+    handle, probe, counted = cluster.wordcount_dataflow(worker, variant == "combiner", variant == "columnar")
+    handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
+    worker.step_while(lambda: probe.less_than(1))
+    start, cpu = time.perf_counter(), time.process_time()
+    for epoch, batch in enumerate(epochs, 1):
+        if len(batch):
+            handle.send_batch(batch)
+        handle.advance_to(epoch + 1)
+    worker.step_while(lambda: probe.less_than(len(epochs) + 1))
+    return start, time.perf_counter(), counted[0], time.process_time() - cpu
+
+
+def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
+    """pytimely's wordcount on ``processes`` processes of 1 worker."""
+    began = time.perf_counter()
+    results = execute(partial(wordcount_worker, paths=paths, variant=variant), workers=1, processes=processes)
+    wall = time.perf_counter() - began
+    # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes of one machine
+    start, end = min(r[0] for r in results), max(r[1] for r in results)
+    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
+
+
+def wordcount_loop(paths: list[str]) -> Timing:
+    """The single-threaded program: each epoch's text split on whitespace, counted by one ``Counter``.
+
+    With reading: read each file, then count.  Without: the texts already in
+    memory, counted the same way.  Faster than a Python loop over the words
+    (about 2×) or one ``Counter.update`` per line (about 1.4×), measured on the
+    bench machine.
+    """
+    began = time.perf_counter()
+    words = 0
+    for path in paths:
+        words += sum(Counter(Path(path).read_text().split()).values())
+    with_reading = time.perf_counter() - began
+    texts = [Path(path).read_text() for path in paths]
+    began = time.perf_counter()
+    for text in texts:
+        Counter(text.split())
+    return Timing(with_reading, time.perf_counter() - began, words)
+
+
+# ---------------------------------------------------------------------------- weakly connected components
+
+
+def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int, float]:
+    """Read this worker's share of the edges, label the weak components; return (start, end, roots here, CPU s)."""
+    src, dst = parse_edges(read_share(path, worker.index, worker.peers))
+    return wcc_arrays_worker(worker, src, dst, nodes)
+
+
+def wcc_arrays_worker(
+    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int
+) -> tuple[float, float, int, float]:
+    """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s).
+
+    The time runs from the end of an empty warm-up epoch to the last label; a
+    root is a node whose label is its own id, so the roots of all workers are
+    the components that have an edge.
+    """
+    edges = np.empty(len(src), columnar_wcc.EDGE)
+    edges["src"], edges["dst"] = src, dst
+    found: list[Any] = []
+
+    def build(scope: ScopeBuilder) -> Any:
+        handle, stream = scope.new_input("Edges")
+        labels = columnar_wcc.weak_labels(stream, nodes)
+        return handle, labels.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
+
+    handle, probe = worker.dataflow(build, name="wcc cost")
+    handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
+    worker.step_while(lambda: probe.less_than(1))
+    start, cpu = time.perf_counter(), time.process_time()
+    if len(edges):
+        handle.send_batch(edges)
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    end, cpu = time.perf_counter(), time.process_time() - cpu
+    labels = columnar_wcc.concat_arrays(found, columnar_wcc.OFFER)
+    return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu
+
+
+def wcc(path: str, nodes: int, processes: int) -> Timing:
+    """pytimely's columnar WCC on ``processes`` processes of 1 worker; the check is the components with an edge."""
+    began = time.perf_counter()
+    results = execute(partial(wcc_worker, path=path, nodes=nodes), workers=1, processes=processes)
+    wall = time.perf_counter() - began
+    start, end = min(r[0] for r in results), max(r[1] for r in results)
+    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
+
+
+def scipy_components(src: np.ndarray, dst: np.ndarray, nodes: int, connection: str = "weak") -> tuple[int, Any]:
+    """scipy's components of the directed graph (CSR build included): ``(count, labels)``."""
+    from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+
+    matrix = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(nodes, nodes))
+    count, labels = connected_components(matrix, directed=True, connection=connection)
+    return int(count), labels
+
+
+def components_with_edges(src: np.ndarray, dst: np.ndarray, nodes: int, count: int) -> int:
+    """``count`` (all weak components, isolated nodes included) less the nodes on no edge."""
+    touched = np.zeros(nodes, np.bool_)
+    touched[src] = True
+    touched[dst] = True
+    return count - int(nodes - np.count_nonzero(touched))
+
+
+def scipy_wcc(path: str, nodes: int) -> Timing:
+    """The single-threaded program: read, build a CSR matrix, ``connected_components`` (weak)."""
+    scipy_components(np.zeros(1, np.int32), np.zeros(1, np.int32), 1)  # import scipy before the timer
+    began = time.perf_counter()
+    src, dst = parse_edges(Path(path).read_bytes())
+    count, _ = scipy_components(src, dst, nodes)
+    with_reading = time.perf_counter() - began
+    began = time.perf_counter()
+    scipy_components(src, dst, nodes)
+    without_reading = time.perf_counter() - began
+    return Timing(with_reading, without_reading, components_with_edges(src, dst, nodes, count))
+
+
+# ---------------------------------------------------------------------------- the COST answer
+
+
+def cost(medians: Mapping[int, float], baseline: float) -> int | None:
+    """The fewest workers whose median time is below ``baseline``'s, or ``None`` if none is."""
+    for workers in sorted(medians):
+        if medians[workers] < baseline:
+            return workers
+    return None
+
+
+def cost_line(medians: Mapping[int, float], baseline: float, baseline_name: str) -> str:
+    """``"2 workers (1.3× faster than ...)"`` or ``"never up to 4 workers (best: 0.8× ...)"``."""
+    workers = cost(medians, baseline)
+    if workers is not None:
+        speedup = baseline / medians[workers]
+        return f"{workers} worker{'s' if workers > 1 else ''} ({speedup:.2f}× {baseline_name})"
+    best = min(medians, key=lambda w: medians[w])
+    return (f"never up to {max(medians)} workers (best: {best} worker{'s' if best > 1 else ''}, "
+            f"{baseline / medians[best]:.2f}× {baseline_name})")
