@@ -49,3 +49,14 @@ class DataflowMismatch(TimelyRuntimeError):
         super().__init__(message)
         self.dataflow = dataflow
         self.workers = workers
+
+
+class FileSourceError(TimelyRuntimeError):
+    """A file source could not read its files: a missing path, no files, a schema conflict or an unreadable file.
+
+    The message names the file (and, where the reader says, what in it is wrong).
+    """
+
+
+class FileSinkError(TimelyRuntimeError):
+    """A file sink could not write an epoch's file; nothing half-written is left where a reader would take it."""
