@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
@@ -60,8 +61,19 @@ class Worker:
     :class:`~runtime.errors.DataflowStuck` if so.
     """
 
-    def __init__(self, communicator: Communicator, stall_timeout: float | None = None) -> None:
-        """Create a worker that communicates through ``communicator``."""
+    def __init__(
+        self,
+        communicator: Communicator,
+        stall_timeout: float | None = None,
+        audit: ProcessLedger | bool | None = None,
+    ) -> None:
+        """Create a worker that communicates through ``communicator``.
+
+        ``audit``: check the progress ledger as the computation runs (see
+        :mod:`runtime.audit`); a :class:`~runtime.audit.ProcessLedger` shared by
+        this process's workers also checks every channel's balance.  ``None``
+        (the default) follows ``PYTIMELY_AUDIT``.
+        """
         self._comm = communicator
         self._context = BuildContext(communicator)
         self._dataflows: dict[int, Dataflow] = {}
@@ -72,6 +84,12 @@ class Worker:
         self.stall_timeout = stall_timeout
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
+        if audit is None:
+            audit = audit_requested()
+        if audit is True:
+            audit = ProcessLedger(1, communicator.peers)
+        self.auditor: Auditor | None = Auditor(communicator.index, communicator.peers, audit) if audit else None
+        """This worker's progress auditor; ``None`` unless the audit is on."""
 
     @property
     def index(self) -> int:
@@ -107,7 +125,7 @@ class Worker:
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
-        root.observer = self.logger
+        root.observer = combine(self.logger, self.auditor)
         scope = ScopeBuilder(root, self._context)
         result = build(scope)
         scope.check_complete()
@@ -196,6 +214,8 @@ class Worker:
                     self._active.discard(index)
                     if self.logger is not None:
                         self.logger.dataflow_completed(index, dataflow.name)
+                    if self.auditor is not None:
+                        self.auditor.dataflow_completed(index, dataflow.name)
         else:
             self._idle = True
             comm.report_idle(True)
