@@ -9,7 +9,7 @@ SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
 
-.PHONY: test demo bench lint graphviz clean
+.PHONY: test demo bench lint graphviz debian clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -28,18 +28,24 @@ $(SPARK): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $@ $(DEV) $(BASE)
 
-# Debian's graphviz provides the `dot` binary used by the renderer.
-graphviz:
-	@if ! command -v dot >/dev/null 2>&1; then \
+# Debian packages: graphviz provides the `dot` binary used by the renderer, prometheus the
+# server (and promtool) that the metrics tests scrape with. Installed with apt-get when missing and root.
+debian:
+	@missing=""; \
+	command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ]; then \
-	    echo "installing Debian's graphviz for the dot binary"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+	    echo "installing Debian's$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	  else \
-	    echo "warning: 'dot' is missing and we are not root; install Debian's graphviz"; \
+	    echo "warning: missing Debian package(s):$$missing; install them (we are not root)"; \
 	  fi; \
 	fi
 
-test: $(SPARK) graphviz
+graphviz: debian
+
+test: $(SPARK) debian
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(MAKE) lint
 
@@ -47,7 +53,7 @@ lint: $(SPARK)
 	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks
 	$(VENV)/bin/mypy
 
-demo: $(SPARK) graphviz
+demo: $(SPARK) debian
 	$(PY) examples/pipeline.py --check --log pipeline.msgpack --svg dataflow.svg
 
 # The baselines of `make bench` (bytewax 0.21.1, networkx, scipy, igraph, PySpark) come from the `bench` extra,

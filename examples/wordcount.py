@@ -10,7 +10,17 @@ running totals and emits ``(word, total so far)`` for each word seen in that
 epoch.  Notifications arrive in time order, so the totals are always those of a
 complete prefix of the input.
 
-Run it with ``python examples/wordcount.py -w 2``.
+Run it with ``.venv/bin/python examples/wordcount.py -w 2``.
+
+With ``--input DIR`` the lines come from a directory of Parquet (or
+``--format csv``/``jsonl``) files with a ``line`` column, read through
+:func:`runtime.files.read_files`: the ``k``-th file in path order is epoch
+``k``.  ``--write-sample DIR`` writes the random text there, one Parquet file
+per epoch, and ``--output DIR`` writes each epoch's ``(word, total)`` rows with
+:func:`runtime.files.write_files`, one Parquet file per epoch and worker::
+
+    .venv/bin/python examples/wordcount.py --write-sample /tmp/lines
+    .venv/bin/python examples/wordcount.py -w 2 --input /tmp/lines --output /tmp/totals
 """
 
 from __future__ import annotations
@@ -102,6 +112,49 @@ def worker_main(
     return produced
 
 
+def files_main(worker: Worker, source: str, format: str, output: str | None) -> list[tuple[int, str, int]]:
+    """Count the words of the ``line`` column of the files under ``source``; one epoch per file."""
+    from runtime.files import read_files, write_files
+
+    produced: list[tuple[int, str, int]] = []
+
+    def collect(time: Any, batch: list[tuple[str, int]]) -> None:
+        produced.extend((time, word, total) for word, total in batch)
+
+    def build(scope: ScopeBuilder) -> Any:
+        rows = read_files(scope, source, format=format, name="Lines")
+        pairs = rows.flat_map(lambda row: [(word, 1) for word in str(row["line"]).split()], name="Split")
+        totals = count_words(pairs).inspect_batch(collect, name="Collect")
+        if output is not None:
+            write_files(totals, output, columns=("word", "total"), name="Totals")
+        return totals.probe()
+
+    probe = worker.dataflow(build, name="wordcount")
+    worker.step_while(lambda: not probe.done())
+    return produced
+
+
+def write_sample(text: list[list[str]], directory: str) -> None:
+    """Write ``text`` as one Parquet file per epoch, ``lines-EEEE.parquet``, each with a ``line`` column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    for epoch, lines in enumerate(text):
+        pq.write_table(pa.table({"line": pa.array(lines, pa.string())}), Path(directory) / f"lines-{epoch:04d}.parquet")
+
+
+def read_text(directory: str, format: str) -> list[list[str]]:
+    """The ``line`` column of every file under ``directory``, one epoch per file in path order."""
+    import pyarrow.dataset as ds
+
+    from runtime.files import FORMATS
+
+    dataset = ds.dataset(directory, format=FORMATS[format])
+    fragments = sorted(dataset.get_fragments(), key=lambda fragment: fragment.path)
+    return [[str(line) for line in fragment.to_table(columns=["line"])["line"].to_pylist()] for fragment in fragments]
+
+
 def run(text: list[list[str]], workers: int = 1, lockstep: bool = True, processes: int = 1) -> Totals:
     """Count the words of ``text`` (a list of epochs, each a list of lines) on ``workers`` workers.
 
@@ -147,10 +200,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-lockstep", action="store_true", help="send every epoch without waiting"
     )
+    parser.add_argument("--input", metavar="DIR", help="read lines from the files under DIR (a 'line' column)")
+    parser.add_argument("--format", default="parquet", choices=("parquet", "csv", "jsonl"), help="format of --input")
+    parser.add_argument("--output", metavar="DIR", help="write each epoch's (word, total) rows under DIR as Parquet")
+    parser.add_argument("--write-sample", metavar="DIR", help="write the random text under DIR and exit")
     args = parser.parse_args(argv)
 
-    text = random_text(args.epochs, args.lines, args.seed)
-    result = combine(execute_from_args(partial(worker_main, text=text, lockstep=not args.no_lockstep), argv))
+    if args.write_sample:
+        write_sample(random_text(args.epochs, args.lines, args.seed), args.write_sample)
+        print(f"wrote {args.epochs} Parquet file(s) of {args.lines} lines under {args.write_sample}")
+        return 0
+    if args.input:
+        text = read_text(args.input, args.format)
+        job = partial(files_main, source=args.input, format=args.format, output=args.output)
+    else:
+        text = random_text(args.epochs, args.lines, args.seed)
+        job = partial(worker_main, text=text, lockstep=not args.no_lockstep)
+    result = combine(execute_from_args(job, argv))
     for epoch in sorted(result):
         top = sorted(result[epoch].items(), key=lambda item: (-item[1], item[0]))[:4]
         shown = ", ".join(f"{word}={total}" for word, total in top)

@@ -52,6 +52,7 @@ from runtime.communication import Stop
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import INTERRUPT_GRACE, run_workers
 from runtime.instrument import configure_from, logging_active, stop_logging
+from runtime.metrics import METRICS_VARIABLE, parse_address, serve_from_environment
 from runtime.process_fabric import ProcessFabric, decode_results
 from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost, read_hostfile
 from runtime.wire import EncodingError, FrameReader, decode_value, encode_value, frame
@@ -88,6 +89,7 @@ class ClusterConfig:
     hostfile: str | None = None
     token: str | None = None
     log: str | None = None
+    metrics: str | None = None
 
 
 def cluster_arguments() -> argparse.ArgumentParser:
@@ -106,13 +108,21 @@ def cluster_arguments() -> argparse.ArgumentParser:
         default=None,
         help=f"instrumentation events to FILE (one file per process) or tcp://HOST:PORT (default: ${LOG_VARIABLE})",
     )
+    group.add_argument(
+        "--metrics",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"serve Prometheus /metrics at HOST:PORT, process P at PORT+P (default: ${METRICS_VARIABLE})",
+    )
     return parser
 
 
 def parse_cluster_args(argv: Sequence[str] | None = None) -> tuple[ClusterConfig, list[str]]:
     """Parse the cluster flags in ``argv`` (default ``sys.argv[1:]``); return them and the other arguments."""
     args, rest = cluster_arguments().parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    config = ClusterConfig(args.workers, args.processes, args.process, args.hostfile, args.token, args.log)
+    config = ClusterConfig(
+        args.workers, args.processes, args.process, args.hostfile, args.token, args.log, args.metrics
+    )
     if config.workers < 1:
         raise ConfigurationError(f"-w/--workers must be at least 1, got {config.workers}")
     if config.processes < 1:
@@ -168,13 +178,19 @@ def execute_from_args(
     config, _ = parse_cluster_args(argv)
     if config.log is not None:  # every process of the cluster reads it, from the flag or from here
         os.environ[LOG_VARIABLE] = config.log
+    if config.metrics is not None:
+        parse_address(config.metrics)  # a malformed address fails here, before any process starts
+        os.environ[METRICS_VARIABLE] = config.metrics
     if config.processes == 1:
         from runtime.execute import execute
 
         configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE))
+        metrics = serve_from_environment()
         try:
             return execute(main, workers=config.workers, stall_timeout=stall_timeout)
         finally:
+            if metrics is not None:
+                metrics.close()
             if configured is not None:
                 stop_logging()
     if config.process is None:
@@ -215,11 +231,14 @@ def run_process(
     """
     processes = len(endpoints)
     configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)
+    metrics = serve_from_environment(process)
     try:
         return _run_process(
             main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric
         )
     finally:
+        if metrics is not None:
+            metrics.close()
         if configured is not None:
             stop_logging()
 

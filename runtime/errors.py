@@ -49,3 +49,23 @@ class DataflowMismatch(TimelyRuntimeError):
         super().__init__(message)
         self.dataflow = dataflow
         self.workers = workers
+
+
+class FileSourceError(TimelyRuntimeError):
+    """A file source could not read its files: a missing path, no files, a schema conflict or an unreadable file.
+
+    The message names the file (and, where the reader says, what in it is wrong).
+    """
+
+
+class FileSinkError(TimelyRuntimeError):
+    """A file sink could not write an epoch's file; nothing half-written is left where a reader would take it."""
+
+
+class AuditViolation(TimelyRuntimeError):
+    """The progress audit (``PYTIMELY_AUDIT=1`` or ``execute(..., audit=True)``) found the ledger inconsistent.
+
+    The message names the check that failed, the operator (name, scope path and
+    address), the port or channel, the worker and the time.  This is a bug in
+    pytimely or in an operator that bypasses its capabilities: please report it.
+    """

@@ -8,12 +8,14 @@ or Ctrl-C is pressed, and turns failures into :class:`~runtime.errors.WorkerFail
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from runtime.audit import ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
@@ -32,7 +34,11 @@ INTERRUPT_GRACE = 5.0
 
 
 def execute(
-    main: Callable[[Worker], R], workers: int = 1, stall_timeout: float | None = None, processes: int = 1
+    main: Callable[[Worker], R],
+    workers: int = 1,
+    stall_timeout: float | None = None,
+    processes: int = 1,
+    audit: bool | None = None,
 ) -> list[R]:
     """Run ``main(worker)`` on ``workers`` workers in this process; return their results in order.
 
@@ -51,17 +57,33 @@ def execute(
     With ``processes=P`` it runs ``P`` processes of ``workers`` threads each
     instead (see :func:`runtime.cluster.execute_processes`): ``main`` must then
     be importable and its arguments and results wire-encodable.
+
+    ``audit=True`` checks the progress ledger as the computation runs and
+    raises :class:`~runtime.errors.AuditViolation` at the first inconsistency
+    (see :mod:`runtime.audit`); ``None`` follows ``PYTIMELY_AUDIT``.
     """
     if processes != 1:
         from runtime.cluster import execute_processes
 
-        return execute_processes(main, processes, workers, stall_timeout)
+        if audit is None:
+            return execute_processes(main, processes, workers, stall_timeout)
+        from runtime.audit import AUDIT_VARIABLE
+
+        previous = os.environ.get(AUDIT_VARIABLE)
+        os.environ[AUDIT_VARIABLE] = "1" if audit else "0"  # the new processes read it
+        try:
+            return execute_processes(main, processes, workers, stall_timeout)
+        finally:
+            if previous is None:
+                os.environ.pop(AUDIT_VARIABLE, None)
+            else:
+                os.environ[AUDIT_VARIABLE] = previous
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
     if stall_timeout is not None and not stall_timeout > 0:
         raise ConfigurationError(f"execute needs stall_timeout > 0 or None, got {stall_timeout!r}")
     fabric = ThreadFabric(workers)
-    return run_workers(main, fabric.communicators(), stall_timeout)
+    return run_workers(main, fabric.communicators(), stall_timeout, audit=audit)
 
 
 def run_workers(
@@ -69,14 +91,20 @@ def run_workers(
     communicators: Sequence[Communicator],
     stall_timeout: float | None,
     threaded: bool | None = None,
+    audit: bool | None = None,
 ) -> list[R]:
     """Run ``main`` on one worker per communicator; return the results in communicator order.
 
     With ``threaded`` unset, a single communicator runs in the calling thread
     and several run in one thread each.  On Ctrl-C every worker is stopped, one
     line is printed to stderr and :class:`SystemExit` ``(130)`` is raised.
+    ``audit`` (``None``: as ``PYTIMELY_AUDIT`` says) gives the workers one
+    shared :class:`~runtime.audit.ProcessLedger`.
     """
     count = len(communicators)
+    if audit is None:
+        audit = audit_requested()
+    ledger = ProcessLedger(count, communicators[0].peers) if audit and communicators else None
     results: list[R | None] = [None] * count
     failures: list[tuple[int, BaseException]] = []
     lock = threading.Lock()
@@ -88,7 +116,7 @@ def run_workers(
 
     def run(slot: int) -> None:
         try:
-            result, error = run_worker(main, communicators[slot], stall_timeout)
+            result, error = run_worker(main, communicators[slot], stall_timeout, ledger if audit else False)
             results[slot] = result
             if error is not None:
                 with lock:
@@ -131,7 +159,10 @@ def run_workers(
 
 
 def run_worker(
-    main: Callable[[Worker], R], communicator: Communicator, stall_timeout: float | None
+    main: Callable[[Worker], R],
+    communicator: Communicator,
+    stall_timeout: float | None,
+    audit: ProcessLedger | bool | None = None,
 ) -> tuple[R | None, BaseException | None]:
     """Run ``main`` and then the dataflows to completion on a new worker; return ``(result, error)``.
 
@@ -140,7 +171,7 @@ def run_worker(
     another's failure returns ``(None, None)``.  The communicator is always
     told that this worker has finished.
     """
-    worker = Worker(communicator, stall_timeout)
+    worker = Worker(communicator, stall_timeout, audit)
     try:
         result = main(worker)
         worker.run_to_completion()

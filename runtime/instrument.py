@@ -723,6 +723,19 @@ class Pipeline:
             for sink in self.sinks:
                 sink.write(batch, encoded)
 
+    def attach(self, sink: Sink) -> None:
+        """Ship events to ``sink`` too, from the next batch on."""
+        with self._lock:
+            self.sinks.append(sink)
+
+    def detach(self, sink: Sink) -> bool:
+        """Ship what is logged so far to ``sink``, then stop; return whether other sinks remain."""
+        self.flush()
+        with self._lock:
+            if sink in self.sinks:
+                self.sinks.remove(sink)
+            return bool(self.sinks)
+
     @property
     def dropped(self) -> int:
         """Events dropped by the sinks so far."""
@@ -772,6 +785,28 @@ def stop_logging() -> None:
 
 
 atexit.register(stop_logging)
+
+
+def add_sink(sink: Sink) -> Pipeline:
+    """Send events to ``sink`` too: through the active pipeline, or a new one installed for it; returns it."""
+    global _active
+    with _active_lock:
+        if _active is None:
+            _active = Pipeline([sink])
+        else:
+            _active.attach(sink)
+        return _active
+
+
+def remove_sink(pipeline: Pipeline, sink: Sink) -> None:
+    """Stop sending events to ``sink``; a pipeline left without sinks is stopped and uninstalled."""
+    global _active
+    if pipeline.detach(sink):
+        return
+    with _active_lock:
+        if _active is pipeline:
+            _active = None
+    pipeline.close()
 
 
 def log_path(path: str, process: int, processes: int) -> Path:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
@@ -85,8 +86,19 @@ class Worker:
     * with ``stall_timeout`` set, any stall that long raises ``DataflowStuck``.
     """
 
-    def __init__(self, communicator: Communicator, stall_timeout: float | None = None) -> None:
-        """Create a worker that communicates through ``communicator``."""
+    def __init__(
+        self,
+        communicator: Communicator,
+        stall_timeout: float | None = None,
+        audit: ProcessLedger | bool | None = None,
+    ) -> None:
+        """Create a worker that communicates through ``communicator``.
+
+        ``audit``: check the progress ledger as the computation runs (see
+        :mod:`runtime.audit`); a :class:`~runtime.audit.ProcessLedger` shared by
+        this process's workers also checks every channel's balance.  ``None``
+        (the default) follows ``PYTIMELY_AUDIT``.
+        """
         self._comm = communicator
         self._context = BuildContext(communicator)
         self._dataflows: dict[int, Dataflow] = {}
@@ -102,6 +114,12 @@ class Worker:
         self._waiting = False  # main is inside step_while, so it cannot feed its inputs
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
+        if audit is None:
+            audit = audit_requested()
+        if audit is True:
+            audit = ProcessLedger(1, communicator.peers)
+        self.auditor: Auditor | None = Auditor(communicator.index, communicator.peers, audit) if audit else None
+        """This worker's progress auditor; ``None`` unless the audit is on."""
 
     @property
     def index(self) -> int:
@@ -137,7 +155,7 @@ class Worker:
             self._context.next_channel(),
             lambda: self._active.add(index),
         )
-        root.observer = self.logger
+        root.observer = combine(self.logger, self.auditor)
         scope = ScopeBuilder(root, self._context)
         with scope.open():
             result = build(scope)
@@ -227,6 +245,8 @@ class Worker:
                     self._active.discard(index)
                     if self.logger is not None:
                         self.logger.dataflow_completed(index, dataflow.name)
+                    if self.auditor is not None:
+                        self.auditor.dataflow_completed(index, dataflow.name)
         else:
             self._idle = True
             comm.report_idle(True)

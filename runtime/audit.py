@@ -1,0 +1,316 @@
+"""The progress audit: check the progress ledger while the computation runs (a debug mode).
+
+Turn it on with ``execute(..., audit=True)`` or ``PYTIMELY_AUDIT=1``.  Each
+worker then gets an :class:`Auditor`, which receives the same hook calls as
+the instrumentation (:class:`scopes.hooks.ProgressObserver`) and checks, as
+they happen:
+
+1. **Safety.** A message consumed at an operator input bears a time the
+   input's frontier has not passed: some frontier element is ``<=`` it.  The
+   frontier promises that no earlier time will arrive; a message behind it
+   means the ledger let the frontier advance while the message was in flight.
+2. **Frontiers never go backwards.** At every location, each time that joins
+   the frontier is ``>=`` some time of the frontier before, and a location
+   whose frontier became empty stays empty.
+3. **No capability count goes negative**, in any worker's view of the ledger
+   (capabilities are created and dropped by the worker that holds them, so no
+   interleaving of progress batches can make them negative).  With a single
+   worker every count, messages included, is checked.
+4. **Nothing is left over.** When a dataflow completes, every count of the
+   worker's ledger is zero; and when every worker of a single-process run has
+   completed it, for each operator input in every scope, the records consumed
+   equal the records produced on the channels that feed it (times copies, for
+   a broadcast), time by time: nothing was counted in flight that never
+   arrived, and nothing arrived that was not counted.  Channels into and out
+   of nested scopes are left out: a scope reports what crosses its boundary
+   as its own ledger knows it, over every worker.
+
+The first violation raises :class:`~runtime.errors.AuditViolation` in the
+worker, naming the check, the operator (name, scope path and address), the
+port or channel, the worker and the time.  The audit costs what logging costs
+and more; it is for tests and debugging, not production.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from runtime.errors import AuditViolation
+from scopes.order import less_equal
+
+AUDIT_VARIABLE = "PYTIMELY_AUDIT"
+"""The environment variable that turns the audit on for every worker (``1``)."""
+
+
+def audit_requested() -> bool:
+    """Whether ``PYTIMELY_AUDIT`` asks for the audit."""
+    return os.environ.get(AUDIT_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class ProcessLedger:
+    """Records produced and consumed by every worker of this process, per scope, port and time.
+
+    Shared by the auditors of one process's workers.  The channel balance (check
+    4) is judged only when the process holds every worker of the computation.
+    """
+
+    def __init__(self, local_workers: int, peers: int) -> None:
+        """A ledger for ``local_workers`` workers of a computation of ``peers`` workers."""
+        self.local_workers = local_workers
+        self.peers = peers
+        self._lock = threading.Lock()
+        self._produced: Counter[tuple[tuple[int, ...], int, int, Any]] = Counter()
+        self._consumed: Counter[tuple[tuple[int, ...], int, int, Any]] = Counter()
+        self._channels: dict[tuple[int, ...], list[tuple[tuple[int, int], tuple[int, int], str, int]]] = {}
+        self._completed: Counter[int] = Counter()
+        self._scopes: set[tuple[int, ...]] = set()
+
+    def scope(self, address: tuple[int, ...]) -> None:
+        """Remember that ``address`` is a nested scope: channels to or from it are not balanced here."""
+        with self._lock:
+            self._scopes.add(address)
+
+    def channel(self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str,
+                copies: int) -> None:
+        """Remember an edge of ``scope`` (once: every worker builds the same dataflow)."""
+        with self._lock:
+            edges = self._channels.setdefault(scope, [])
+            if (source, target, contract, copies) not in edges:
+                edges.append((source, target, contract, copies))
+
+    def count(self, address: tuple[int, ...], consumed: Sequence[Iterable[tuple[Any, int]]],
+              produced: Sequence[Iterable[tuple[Any, int]]]) -> None:
+        """Add one scheduling's records received and sent by the operator at ``address``."""
+        scope, node = address[:-1], address[-1]
+        with self._lock:
+            for port, counts in enumerate(consumed):
+                for time, records in counts:
+                    self._consumed[(scope, node, port, time)] += records
+            for port, counts in enumerate(produced):
+                for time, records in counts:
+                    self._produced[(scope, node, port, time)] += records
+
+    def completed(self, dataflow: int, describe: Any) -> None:
+        """One worker completed ``dataflow``; after the last one, check every channel's balance."""
+        with self._lock:
+            self._completed[dataflow] += 1
+            if self._completed[dataflow] < self.local_workers or self.local_workers != self.peers:
+                return
+            expected: Counter[tuple[tuple[int, ...], int, int, Any]] = Counter()
+            feeding: dict[tuple[tuple[int, ...], int, int], list[str]] = {}
+            for scope, edges in self._channels.items():
+                if scope[0] != dataflow:
+                    continue
+                for source, target, contract, copies in edges:
+                    if source[0] == 0 or target[0] == 0:
+                        continue  # a scope boundary: its records are counted in the parent scope
+                    if scope + (source[0],) in self._scopes or scope + (target[0],) in self._scopes:
+                        continue  # a nested scope counts its boundary over every worker
+                    feeding.setdefault((scope, target[0], target[1]), []).append(
+                        f"{describe(scope + (source[0],))} output {source[1]} ({contract})"
+                    )
+                    for (s, node, port, time), records in self._produced.items():
+                        if s == scope and node == source[0] and port == source[1]:
+                            expected[(scope, target[0], target[1], time)] += records * copies
+            for key in set(expected) | {k for k in self._consumed if k[0][0] == dataflow}:
+                scope, node, port, time = key
+                if (scope, node, port) not in feeding:
+                    continue
+                if expected[key] != self._consumed[key]:
+                    raise AuditViolation(
+                        f"channel balance: {describe(scope + (node,))} input {port} consumed "
+                        f"{self._consumed[key]} record(s) at time {time!r}, but the channels feeding it "
+                        f"({'; '.join(feeding[(scope, node, port)])}) produced {expected[key]} for it, over all "
+                        f"{self.peers} worker(s)"
+                    )
+
+
+class Auditor:
+    """One worker's audit: receives the observer hooks and raises at the first violation."""
+
+    def __init__(self, worker: int, peers: int, ledger: ProcessLedger | None = None) -> None:
+        """Audit worker ``worker`` of ``peers``; ``ledger`` is shared with this process's other workers."""
+        self.worker = worker
+        self.peers = peers
+        self.ledger = ledger
+        self._names: dict[tuple[int, ...], str] = {}
+        self._scopes: set[tuple[int, ...]] = set()
+        self._tables: dict[tuple[int, ...], tuple[tuple[int, int, bool], ...]] = {}
+        self._targets: dict[tuple[tuple[int, ...], int, int], int] = {}
+        self._frontiers: dict[tuple[tuple[int, ...], int], Counter[Any]] = {}
+        self._ever: set[tuple[tuple[int, ...], int]] = set()
+        self._counts: dict[tuple[int, ...], Counter[tuple[int, Any]]] = {}
+
+    # ------------------------------------------------------------------ naming
+
+    def describe(self, address: tuple[int, ...]) -> str:
+        """``operator 'Name' (scope 'a/b', address (0, 2))``."""
+        path = "/".join(self._names.get(address[:depth], str(address[depth - 1])) for depth in range(1, len(address)))
+        return f"operator {self._names.get(address, '?')!r} (scope {path!r}, address {address})"
+
+    def _location(self, scope: tuple[int, ...], location: int) -> str:
+        table = self._tables.get(scope, ())
+        if location >= len(table):
+            return f"location {location} of scope {scope}"
+        node, port, is_source = table[location]
+        if node == 0:
+            return f"{'input' if is_source else 'output'} {port} of scope {self.describe(scope)}"
+        return f"{'output' if is_source else 'input'} {port} of {self.describe(scope + (node,))}"
+
+    def _fail(self, check: str, detail: str) -> None:
+        raise AuditViolation(f"progress audit, {check}, on worker {self.worker}: {detail}")
+
+    # ------------------------------------------------------------------ the hooks
+
+    def operator_created(self, address: tuple[int, ...], name: str, inputs: int, outputs: int,
+                         reach: Sequence[Sequence[int]], scope_timestamp: str | None) -> None:
+        """Remember the operator's name, and whether it is a scope."""
+        self._names[address] = name
+        if scope_timestamp is not None:
+            self._scopes.add(address)
+            if self.ledger is not None:
+                self.ledger.scope(address)
+
+    def channel_created(self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int],
+                        contract: str, copies: int = 1) -> None:
+        """Give the edge to the process ledger."""
+        if self.ledger is not None:
+            self.ledger.channel(scope, source, target, contract, copies)
+
+    def locations(self, scope: tuple[int, ...], table: Sequence[tuple[int, int, bool]]) -> None:
+        """Remember the scope's location numbering."""
+        self._tables[scope] = tuple(table)
+        for location, (node, port, is_source) in enumerate(table):
+            if not is_source:
+                self._targets[(scope, node, port)] = location
+
+    def scheduled(self, address: tuple[int, ...], start: float, duration: float) -> None:
+        """Nothing to check."""
+
+    def messages(self, address: tuple[int, ...], consumed: Sequence[Iterable[tuple[Any, int]]],
+                 produced: Sequence[Iterable[tuple[Any, int]]]) -> None:
+        """Check 1: every time consumed is at or beyond the input's frontier; count records for check 4.
+
+        A nested scope reports what crossed its boundary as its own tracker
+        knows it, over every worker; the checks cover operators.
+        """
+        if address in self._scopes:
+            return
+        consumed = [list(port) for port in consumed]
+        produced = [list(port) for port in produced]
+        scope, node = address[:-1], address[-1]
+        for port, counts in enumerate(consumed):
+            location = self._targets.get((scope, node, port))
+            if location is None:
+                continue
+            frontier = [time for time, count in self._frontiers.get((scope, location), Counter()).items() if count > 0]
+            for time, records in counts:
+                if not any(less_equal(element, time) for element in frontier):
+                    self._fail(
+                        "safety",
+                        f"{self.describe(address)} consumed {records} record(s) at time {time!r} on input {port}, "
+                        f"but the frontier there had already passed it ({sorted(frontier, key=repr)}): the ledger let "
+                        "the frontier advance while these records were in flight",
+                    )
+        if self.ledger is not None:
+            self.ledger.count(address, consumed, produced)
+
+    def pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Check 3: fold the changes into this worker's ledger; no capability count (any count, alone) below 0."""
+        counts = self._counts.setdefault(scope, Counter())
+        table = self._tables.get(scope, ())
+        for location, time, diff in changes:
+            key = (location, time)
+            counts[key] += diff
+            value = counts[key]
+            if value == 0:
+                del counts[key]
+            elif value < 0:
+                capability = location < len(table) and table[location][2] and table[location][0] != 0
+                if capability or self.peers == 1:
+                    kind = "capabilities" if capability else "messages in flight"
+                    self._fail(
+                        "negative count",
+                        f"the count of {kind} at time {time!r} at {self._location(scope, location)} fell to {value}",
+                    )
+
+    def local_pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Nothing to check: every worker's view is checked in :meth:`pointstamps`."""
+
+    def frontiers(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:
+        """Check 2: each location's frontier only advances."""
+        before: dict[int, list[Any]] = {}
+        for location, time, diff in changes:
+            key = (scope, location)
+            frontier = self._frontiers.setdefault(key, Counter())
+            if location not in before:
+                before[location] = [t for t, count in frontier.items() if count > 0]
+            frontier[time] += diff
+            if frontier[time] == 0:
+                del frontier[time]
+        for location, old in before.items():
+            key = (scope, location)
+            new = [t for t, count in self._frontiers[key].items() if count > 0]
+            if not old and key in self._ever and new:
+                self._fail(
+                    "frontier went backwards",
+                    f"the frontier at {self._location(scope, location)} was empty (complete) and became "
+                    f"{sorted(new, key=repr)}",
+                )
+            for time in new:
+                if old and time not in old and not any(less_equal(element, time) for element in old):
+                    self._fail(
+                        "frontier went backwards",
+                        f"time {time!r} joined the frontier at {self._location(scope, location)}, which was "
+                        f"{sorted(old, key=repr)}: no earlier frontier time is <= it",
+                    )
+            if new:
+                self._ever.add(key)
+
+    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any) -> None:
+        """Nothing to check."""
+
+    def dataflow_completed(self, index: int, name: str) -> None:
+        """Check 4: this worker's ledger of the dataflow is empty; then the process-wide channel balance."""
+        for scope, counts in self._counts.items():
+            if scope[0] != index or not counts:
+                continue
+            (location, time), value = next(iter(counts.items()))
+            self._fail(
+                "count left over",
+                f"dataflow {name!r} completed with a count of {value} at time {time!r} at "
+                f"{self._location(scope, location)} ({len(counts)} nonzero count(s) in all)",
+            )
+        if self.ledger is not None:
+            self.ledger.completed(index, self.describe)
+
+
+class TeeObserver:
+    """Hands every hook call to each of several observers, in order (instrumentation and audit together)."""
+
+    def __init__(self, *observers: Any) -> None:
+        """Forward to ``observers``."""
+        self._observers = observers
+
+    def __getattr__(self, name: str) -> Any:
+        methods = [getattr(observer, name) for observer in self._observers if hasattr(observer, name)]
+
+        def forward(*args: Any, **kwargs: Any) -> None:
+            for method in methods:
+                method(*args, **kwargs)
+
+        return forward
+
+
+def combine(*observers: Any) -> Any:
+    """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`."""
+    present = [observer for observer in observers if observer is not None]
+    if not present:
+        return None
+    if len(present) == 1:
+        return present[0]
+    return TeeObserver(*present)

@@ -1,0 +1,359 @@
+"""Test helpers: run a dataflow over given inputs and check what comes out.
+
+A test states its inputs as records per epoch, builds the dataflow with an
+ordinary ``build(scope, streams)`` function, and gets back every output record
+grouped by time, together with the final frontier of each output::
+
+    from runtime.testing import run_dataflow, assert_outputs, assert_agree
+
+    def lengths(scope, words):
+        return words.exchange(lambda w: w).map(len)
+
+    result = run_dataflow(lengths, [["a", "bb"], ["ccc"]], workers=2)
+    assert_outputs(result, {0: [1, 2], 1: [3]})
+    assert_agree(lengths, [["a", "bb"], ["ccc"]])  # 1, 2 and 4 workers, and 2 processes
+
+Each worker sends its share of each epoch's records (worker ``i`` takes
+records ``i, i + peers, ...``), so exchanges and per-worker state are
+exercised the way a real run exercises them.  Outputs are compared as
+multisets per time: the order in which workers emit records is not part of the
+answer.  Columnar batches (NumPy arrays, Arrow batches) are turned into
+records with ``tolist()`` / ``to_pylist()``.
+
+With ``processes=P`` the run starts ``P`` real processes, so ``build`` must be a
+function defined at the top level of an importable module and the inputs must
+be wire-encodable, exactly as for :func:`runtime.execute` with processes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.errors import ConfigurationError
+from runtime.execute import execute
+from runtime.worker import Worker
+from scopes.builder import ScopeBuilder
+from scopes.stream import Stream
+
+DEFAULT_OUTPUT = "output"
+"""The name under which a build function's single returned stream is collected."""
+
+DEFAULT_CONFIGURATIONS: tuple[tuple[int, int], ...] = ((1, 1), (2, 1), (4, 1), (1, 2))
+"""``(workers, processes)`` pairs that :func:`assert_agree` compares: 1, 2 and 4 threads, and 2 processes."""
+
+Epochs = Sequence[Sequence[Any]] | Mapping[Any, Sequence[Any]]
+"""Records per epoch: a sequence whose ``i``-th item holds the records at time ``i``, or a mapping time -> records."""
+
+Build = Callable[[ScopeBuilder, Any], Any]
+"""``build(scope, streams)``: ``streams`` is one stream, or a dict of them for named inputs; returns the output(s)."""
+
+
+@dataclass(frozen=True)
+class DataflowRun:
+    """What one run produced: records per output and time, and each output's final frontier.
+
+    ``outputs[name][time]`` lists the records every worker emitted at ``time``,
+    sorted when the records can be sorted.  ``frontiers[name]`` is the output's
+    frontier when the run ended: empty after the inputs were closed, or the
+    time after the last epoch when they were left open.
+    """
+
+    outputs: dict[str, dict[Any, list[Any]]]
+    frontiers: dict[str, list[Any]]
+    workers: int
+    processes: int
+    times: list[Any] = field(default_factory=list)
+
+    def output(self, name: str = DEFAULT_OUTPUT) -> dict[Any, list[Any]]:
+        """The records of output ``name`` by time; a clear error names the outputs there are."""
+        try:
+            return self.outputs[name]
+        except KeyError:
+            raise KeyError(f"no output named {name!r}; this run collected {sorted(self.outputs)}") from None
+
+    def records(self, name: str = DEFAULT_OUTPUT) -> list[Any]:
+        """Every record of output ``name``, all times together, sorted when possible."""
+        return _sorted([record for batch in self.output(name).values() for record in batch])
+
+    def describe(self) -> str:
+        """Which configuration produced this run, for messages: ``"2 workers x 1 process"``."""
+        return f"{self.workers} worker(s) x {self.processes} process(es)"
+
+
+def run_dataflow(
+    build: Build,
+    inputs: Epochs | Mapping[str, Epochs],
+    *,
+    workers: int = 1,
+    processes: int = 1,
+    close: bool = True,
+    stall_timeout: float | None = 30.0,
+) -> DataflowRun:
+    """Run ``build`` over ``inputs`` on ``workers`` threads in each of ``processes`` processes.
+
+    ``inputs`` is one input's records per epoch (``build`` then receives one
+    stream), or a mapping from input names to records per epoch (``build``
+    receives a dict of streams by name).  ``build`` returns the stream to
+    collect, or a dict of streams by name.  With ``close=False`` the inputs
+    are advanced past the last epoch but left open, as a streaming source
+    would leave them, and the run ends once every epoch is complete.
+    """
+    spec = _input_spec(inputs)
+    if processes != 1:
+        from runtime.cluster import describe_main
+        from runtime.wire import EncodingError, encode_value
+
+        try:
+            described = describe_main(build)
+        except ConfigurationError as error:
+            raise ConfigurationError(
+                f"run_dataflow(processes={processes}) imports the build function by name in each process, so it "
+                f"must be defined at the top level of a module; got {build!r}"
+            ) from error
+        try:
+            encode_value(spec)
+        except EncodingError as error:
+            raise ConfigurationError(
+                f"run_dataflow(processes={processes}) sends the inputs to each process in the wire encoding: {error}"
+            ) from None
+        main: Callable[[Worker], Any] = functools.partial(_run_loaded, described, spec, close)
+    else:
+        main = functools.partial(_run_worker, build, spec, close)
+    results = execute(main, workers=workers, processes=processes, stall_timeout=stall_timeout)
+    return _gather(results, spec, workers, processes)
+
+
+def assert_outputs(
+    run: DataflowRun,
+    expected: Mapping[Any, Iterable[Any]],
+    name: str = DEFAULT_OUTPUT,
+) -> None:
+    """Assert that output ``name`` holds exactly ``expected`` (time -> records), as multisets per time.
+
+    Times absent from ``expected`` must have produced nothing.  The message
+    lists, for each time that differs, the records missing and the records
+    not expected.
+    """
+    actual = run.output(name)
+    problems = _differences(actual, {time: list(records) for time, records in expected.items()})
+    if problems:
+        heading = f"output {name!r} on {run.describe()} differs from the expectation:"
+        raise AssertionError("\n".join([heading, *problems]))
+
+
+def assert_agree(
+    build: Build,
+    inputs: Epochs | Mapping[str, Epochs],
+    configurations: Sequence[tuple[int, int]] = DEFAULT_CONFIGURATIONS,
+    *,
+    close: bool = True,
+) -> list[DataflowRun]:
+    """Run ``build`` over ``inputs`` in every ``(workers, processes)`` configuration; assert they agree.
+
+    Every output must hold the same records at the same times, and end at the
+    same frontier, as in the first configuration.  Returns the runs, first one
+    first.  Configurations with more than one process need ``build`` to be a
+    top-level function (see :func:`run_dataflow`).
+    """
+    if not configurations:
+        raise ConfigurationError("assert_agree needs at least one (workers, processes) configuration")
+    runs = [run_dataflow(build, inputs, workers=w, processes=p, close=close) for w, p in configurations]
+    reference = runs[0]
+    for run in runs[1:]:
+        if sorted(run.outputs) != sorted(reference.outputs):
+            raise AssertionError(
+                f"{run.describe()} produced outputs {sorted(run.outputs)}, "
+                f"{reference.describe()} produced {sorted(reference.outputs)}"
+            )
+        for name in reference.outputs:
+            problems = _differences(run.outputs[name], reference.outputs[name])
+            if problems:
+                raise AssertionError(
+                    f"output {name!r} on {run.describe()} differs from {reference.describe()} "
+                    f"(missing = only on {reference.describe()}, unexpected = only on {run.describe()}):\n"
+                    + "\n".join(problems)
+                )
+            if _sorted(run.frontiers[name]) != _sorted(reference.frontiers[name]):
+                raise AssertionError(
+                    f"output {name!r} ended at frontier {run.frontiers[name]} on {run.describe()} "
+                    f"but at {reference.frontiers[name]} on {reference.describe()}"
+                )
+    return runs
+
+
+# ---------------------------------------------------------------------- inputs
+
+
+def _input_spec(inputs: Any) -> dict[str, Any]:
+    """Normalise ``inputs`` into a wire-encodable dict: ``{"single": bool, "epochs": {name: [[time, records]]}}``."""
+    if isinstance(inputs, Mapping) and inputs and all(isinstance(key, str) for key in inputs):
+        named = {name: _epochs(name, epochs) for name, epochs in inputs.items()}
+        return {"single": False, "epochs": named}
+    return {"single": True, "epochs": {"input": _epochs("input", inputs)}}
+
+
+def _epochs(name: str, epochs: Any) -> list[list[Any]]:
+    if isinstance(epochs, Mapping):
+        pairs = list(epochs.items())
+    elif isinstance(epochs, Sequence) and not isinstance(epochs, str | bytes):
+        pairs = list(enumerate(epochs))
+    else:
+        raise ConfigurationError(
+            f"input {name!r}: records per epoch must be a list of lists (time = position) or a dict time -> records, "
+            f"got {type(epochs).__name__}"
+        )
+    result: list[list[Any]] = []
+    previous: Any = None
+    for time, records in pairs:
+        if isinstance(records, str | bytes) or not isinstance(records, Iterable):
+            raise ConfigurationError(
+                f"input {name!r} at time {time!r}: the records of an epoch must be a list, got {type(records).__name__}"
+            )
+        if previous is not None and not previous < time:
+            raise ConfigurationError(
+                f"input {name!r}: epochs must be given in increasing time order, but {time!r} follows {previous!r}"
+            )
+        previous = time
+        result.append([time, list(records)])
+    return result
+
+
+# ---------------------------------------------------------------------- one worker's run
+
+
+class _Collector:
+    """Appends what one output emits as ``(name, time, records)`` triples."""
+
+    def __init__(self, name: str, into: list[list[Any]]) -> None:
+        self.name = name
+        self.into = into
+
+    def __call__(self, time: Any, batch: Any) -> None:
+        self.into.append([self.name, time, _as_records(batch)])
+
+
+def _run_loaded(described: dict[str, Any], spec: dict[str, Any], close: bool, worker: Worker) -> dict[str, Any]:
+    """The process entry point: import the build function by name, then run as :func:`_run_worker`."""
+    from runtime.cluster import load_main
+
+    build: Any = load_main(described)
+    return _run_worker(build, spec, close, worker)
+
+
+def _run_worker(build: Build, spec: dict[str, Any], close: bool, worker: Worker) -> dict[str, Any]:
+    """Feed this worker's share of every epoch, run to the end, return what it collected and the frontiers."""
+    collected: list[list[Any]] = []
+    handles: dict[str, Any] = {}
+    probes: dict[str, Any] = {}
+
+    def dataflow(scope: ScopeBuilder) -> None:
+        streams: dict[str, Stream] = {}
+        for name in spec["epochs"]:
+            handle, stream = scope.new_input(name)
+            handles[name], streams[name] = handle, stream
+        result = build(scope, streams["input"] if spec["single"] else streams)
+        outputs = {DEFAULT_OUTPUT: result} if isinstance(result, Stream) else result
+        if not isinstance(outputs, Mapping) or not all(isinstance(s, Stream) for s in outputs.values()):
+            raise ConfigurationError(
+                f"the build function must return a stream or a dict of streams by name, got {type(result).__name__}"
+            )
+        for name, stream in outputs.items():
+            probes[name] = stream.inspect_batch(_Collector(name, collected), name=f"Collect {name}").probe(
+                name=f"Probe {name}"
+            )
+
+    worker.dataflow(dataflow)
+    index, peers = worker.index, worker.peers
+    times = _sorted(list({time for pairs in spec["epochs"].values() for time, _ in pairs}))
+    for time in times:
+        for name, pairs in spec["epochs"].items():
+            handle = handles[name]
+            handle.advance_to(time)
+            for at, records in pairs:
+                if at == time:
+                    handle.send_batch(records[index::peers])
+    if close:
+        for handle in handles.values():
+            handle.close()
+        worker.step_while(lambda: not all(probe.done() for probe in probes.values()))
+    else:
+        end = (times[-1] + 1) if times else 1
+        for handle in handles.values():
+            handle.advance_to(end)
+        worker.step_while(lambda: any(probe.less_than(end) for probe in probes.values()))
+    frontiers = {name: list(probe.frontier()) for name, probe in probes.items()}
+    return {"collected": collected, "frontiers": frontiers}
+
+
+def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, processes: int) -> DataflowRun:
+    outputs: dict[str, dict[Any, list[Any]]] = {}
+    for result in results:
+        for name in result["frontiers"]:
+            outputs.setdefault(name, {})
+        for name, time, records in result["collected"]:
+            outputs.setdefault(name, {}).setdefault(time, []).extend(records)
+    for by_time in outputs.values():
+        for time in [time for time, records in by_time.items() if not records]:
+            del by_time[time]
+        for time in by_time:
+            by_time[time] = _sorted(by_time[time])
+    times = _sorted(list({time for pairs in spec["epochs"].values() for time, _ in pairs}))
+    return DataflowRun(outputs, dict(results[0]["frontiers"]) if results else {}, workers, processes, times)
+
+
+# ---------------------------------------------------------------------- comparing
+
+
+def _as_records(batch: Any) -> list[Any]:
+    if isinstance(batch, list):
+        return list(batch)
+    to_pylist = getattr(batch, "to_pylist", None)
+    if to_pylist is not None:
+        return list(to_pylist())
+    tolist = getattr(batch, "tolist", None)
+    if tolist is not None:
+        records = tolist()
+        return [tuple(record) if isinstance(record, list) else record for record in records]
+    return list(batch)
+
+
+def _sorted(records: list[Any]) -> list[Any]:
+    try:
+        return sorted(records)
+    except TypeError:
+        return sorted(records, key=repr)
+
+
+def _differences(actual: Mapping[Any, list[Any]], expected: Mapping[Any, list[Any]]) -> list[str]:
+    problems: list[str] = []
+    for time in _sorted(list(set(actual) | set(expected))):
+        have, want = Counter(map(_hashable, actual.get(time, []))), Counter(map(_hashable, expected.get(time, [])))
+        if have == want:
+            continue
+        missing = _sorted(list((want - have).elements()))
+        unexpected = _sorted(list((have - want).elements()))
+        parts = []
+        if missing:
+            parts.append(f"missing {_preview(missing)}")
+        if unexpected:
+            parts.append(f"unexpected {_preview(unexpected)}")
+        problems.append(f"  at time {time!r}: " + "; ".join(parts))
+    return problems
+
+
+def _hashable(record: Any) -> Any:
+    if isinstance(record, list):
+        return tuple(_hashable(item) for item in record)
+    if isinstance(record, dict):
+        return tuple(sorted((key, _hashable(value)) for key, value in record.items()))
+    return record
+
+
+def _preview(records: list[Any], limit: int = 10) -> str:
+    shown = ", ".join(repr(record) for record in records[:limit])
+    more = f", ... ({len(records) - limit} more)" if len(records) > limit else ""
+    return f"[{shown}{more}] ({len(records)} record(s))"

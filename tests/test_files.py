@@ -1,0 +1,281 @@
+"""runtime.files: directories of Parquet, CSV and JSON Lines in, one file per epoch and worker out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from runtime import execute
+from runtime.errors import FileSinkError, FileSourceError, WorkerFailed
+from runtime.files import read_files, write_files
+
+
+def make_parquet(directory: Path, files: int = 3, rows: int = 10, row_group_size: int = 4) -> list[dict]:
+    directory.mkdir(parents=True, exist_ok=True)
+    everything = []
+    for index in range(files):
+        rows_here = [{"file": index, "n": index * 100 + i, "word": f"w{i % 3}"} for i in range(rows)]
+        target = directory / f"part-{index:02d}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows_here), target, row_group_size=row_group_size)
+        everything.extend(rows_here)
+    return everything
+
+
+def collect(path, workers=1, **options):
+    """Run a file source on ``workers`` threads; return [(worker, time, record), ...] and per-time completion order."""
+
+    def main(worker):
+        seen = []
+        completed = []
+
+        def build(scope):
+            stream = read_files(scope, path, **options)
+            stream.inspect_batch(lambda time, batch: seen.extend((worker.index, time, r) for r in _rows(batch)))
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        worker.step_while(lambda: not probe.done())
+        return seen, completed
+
+    results = execute(main, workers=workers)
+    return [item for seen, _ in results for item in seen]
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """The file error in ``error``'s chain of causes (operator errors are chained under WorkerFailed)."""
+    while not isinstance(error, FileSourceError | FileSinkError) and error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def _rows(batch):
+    return batch.to_pylist() if hasattr(batch, "to_pylist") else batch
+
+
+def test_each_file_is_an_epoch_and_every_row_is_read_once(tmp_path):
+    everything = make_parquet(tmp_path / "in")
+    seen = collect(tmp_path / "in", workers=3)
+    assert sorted(r["n"] for _, _, r in seen) == sorted(r["n"] for r in everything)
+    assert all(time == record["file"] for _, time, record in seen)
+    # row groups of one file are shared among workers, not read by one
+    workers_of_file_0 = {w for w, _, r in seen if r["file"] == 0}
+    assert len(workers_of_file_0) > 1
+
+
+def test_rows_per_epoch_numbers_rows_across_files_in_path_order(tmp_path):
+    make_parquet(tmp_path / "in", files=3, rows=10)
+    seen = collect(tmp_path / "in", workers=2, rows_per_epoch=7)
+    order = sorted((r["file"], r["n"]) for _, _, r in seen)
+    by_row = {n: row for row, (_, n) in enumerate(order)}
+    assert all(time == by_row[r["n"]] // 7 for _, time, r in seen)
+    assert max(time for _, time, _ in seen) == 29 // 7
+
+
+def test_time_column_gives_each_row_its_time(tmp_path):
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"t": [3, 1, 3, 2], "v": ["a", "b", "c", "d"]}), tmp_path / "in" / "a.parquet")
+    pq.write_table(pa.table({"t": [1, 0], "v": ["e", "f"]}), tmp_path / "in" / "b.parquet")
+    seen = collect(tmp_path / "in", workers=2, time_column="t", columnar=True)
+    assert sorted((time, r["v"]) for _, time, r in seen) == [(0, "f"), (1, "b"), (1, "e"), (2, "d"), (3, "a"), (3, "c")]
+
+
+def test_columnar_mode_sends_arrow_record_batches(tmp_path):
+    make_parquet(tmp_path / "in", files=1)
+
+    def main(worker):
+        kinds = []
+
+        def build(scope):
+            stream = read_files(scope, tmp_path / "in", columnar=True)
+            stream.inspect_batch(lambda time, batch: kinds.append(type(batch)))
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        worker.step_while(lambda: not probe.done())
+        return kinds
+
+    assert set(execute(main)[0]) == {pa.RecordBatch}
+
+
+def test_csv_and_json_lines(tmp_path):
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "a.csv").write_text("x,y\n1,a\n2,b\n")
+    (tmp_path / "csv" / "b.csv").write_text("x,y\n3,c\n")
+    assert sorted((t, r["x"], r["y"]) for _, t, r in collect(tmp_path / "csv", workers=2, format="csv")) == [
+        (0, 1, "a"), (0, 2, "b"), (1, 3, "c")
+    ]
+    (tmp_path / "jsonl").mkdir()
+    (tmp_path / "jsonl" / "a.jsonl").write_text('{"x": 1}\n{"x": 2}\n{"x": 3}\n')
+    seen = collect(tmp_path / "jsonl", format="jsonl", rows_per_epoch=2)
+    assert sorted((t, r["x"]) for _, t, r in seen) == [(0, 1), (0, 2), (1, 3)]
+
+
+def test_epochs_complete_while_later_files_are_still_being_read(tmp_path):
+    make_parquet(tmp_path / "in", files=4, rows=50, row_group_size=5)
+    completions = []
+
+    def main(worker):
+        def build(scope):
+            stream = read_files(scope, tmp_path / "in", batch_rows=5)
+            stream.inspect_batch(lambda time, batch: completions.append(("data", time)))
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        reported = set()
+        while not probe.done():
+            worker.step()
+            for epoch in range(4):
+                if epoch not in reported and not probe.less_equal(epoch):
+                    reported.add(epoch)
+                    completions.append(("complete", epoch))
+
+    execute(main)
+    assert completions.index(("complete", 0)) < completions.index(("data", 3))
+
+
+def test_a_missing_path_names_the_path(tmp_path):
+    with pytest.raises(WorkerFailed) as failure:
+        collect(tmp_path / "nope")
+    assert isinstance(root_cause(failure.value), FileSourceError)
+    assert "no such file or directory" in str(root_cause(failure.value)) and "nope" in str(root_cause(failure.value))
+
+
+def test_an_empty_directory_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(WorkerFailed, match="holds no parquet files"):
+        collect(tmp_path / "empty")
+
+
+def test_a_schema_conflict_names_the_file(tmp_path):
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "in" / "a.parquet")
+    pq.write_table(pa.table({"x": ["one"]}), tmp_path / "in" / "b.parquet")
+    with pytest.raises(WorkerFailed) as failure:
+        collect(tmp_path / "in")
+    message = str(root_cause(failure.value))
+    assert isinstance(root_cause(failure.value), FileSourceError)
+    assert "b.parquet" in message and "column 'x' of type string" in message and "a.parquet" in message
+
+
+def test_an_unreadable_file_names_the_file(tmp_path):
+    make_parquet(tmp_path / "in", files=2)
+    (tmp_path / "in" / "part-01.parquet").write_bytes(b"PAR1 this is not parquet at all PAR1")
+    with pytest.raises(WorkerFailed) as failure:
+        collect(tmp_path / "in")
+    assert isinstance(root_cause(failure.value), FileSourceError)
+    assert "part-01.parquet" in str(root_cause(failure.value))
+
+
+def test_bad_options_are_refused_when_the_dataflow_is_built(tmp_path):
+    make_parquet(tmp_path / "in", files=1)
+    with pytest.raises(WorkerFailed, match="give rows_per_epoch or time_column, not both"):
+        collect(tmp_path / "in", rows_per_epoch=3, time_column="n")
+    with pytest.raises(WorkerFailed, match="time_column 'missing' is not a column"):
+        collect(tmp_path / "in", time_column="missing")
+    with pytest.raises(WorkerFailed, match="times must be integers"):
+        collect(tmp_path / "in", time_column="word")
+    with pytest.raises(WorkerFailed, match="unknown file format 'xml'"):
+        collect(tmp_path / "in", format="xml")
+
+
+# ---------------------------------------------------------------------- sink
+
+
+def run_sink(out, epochs, workers=2, **options):
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            write_files(stream, out, **options)
+            return handle, stream.probe()
+
+        handle, probe = worker.dataflow(build)
+        for time, records in enumerate(epochs):
+            handle.advance_to(time)
+            handle.send_batch(records[worker.index :: worker.peers])
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=workers)
+
+
+def test_the_sink_writes_one_file_per_epoch_and_worker_that_reads_back(tmp_path):
+    epochs = [[{"k": i, "v": f"x{i}"} for i in range(5)], [], [{"k": 9, "v": "y"}]]
+    run_sink(tmp_path / "out", epochs)
+    files = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert files == ["epoch=0/part-00000.parquet", "epoch=0/part-00001.parquet", "epoch=2/part-00000.parquet"]
+    table = ds.dataset(tmp_path / "out", partitioning="hive").to_table()
+    assert sorted(zip(table["epoch"].to_pylist(), table["k"].to_pylist(), strict=True)) == [
+        (0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (2, 9)
+    ]
+
+
+def test_the_sink_writes_tuples_with_named_columns_as_csv_and_json_lines(tmp_path):
+    run_sink(tmp_path / "csv", [[(1, "a"), (2, "b")]], workers=1, format="csv", columns=["n", "s"])
+    assert (tmp_path / "csv" / "epoch=0" / "part-00000.csv").read_text().splitlines() == ['"n","s"', '1,"a"', '2,"b"']
+    run_sink(tmp_path / "json", [[(1, "a")]], workers=1, format="jsonl", columns=["n", "s"])
+    assert (tmp_path / "json" / "epoch=0" / "part-00000.jsonl").read_text() == '{"n": 1, "s": "a"}\n'
+
+
+def test_a_file_source_feeds_a_file_sink_end_to_end(tmp_path):
+    everything = make_parquet(tmp_path / "in", files=3)
+
+    def main(worker):
+        def build(scope):
+            stream = read_files(scope, tmp_path / "in", columnar=True)
+            write_files(stream, tmp_path / "out")
+            return stream.probe()
+
+        probe = worker.dataflow(build)
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=2)
+    table = ds.dataset(tmp_path / "out", partitioning="hive").to_table()
+    assert sorted(table["n"].to_pylist()) == sorted(r["n"] for r in everything)
+    assert all(e == f for e, f in zip(table["epoch"].to_pylist(), table["file"].to_pylist(), strict=True))
+
+
+def test_tuples_without_columns_are_refused_naming_the_time(tmp_path):
+    with pytest.raises(WorkerFailed) as failure:
+        run_sink(tmp_path / "out", [[(1, 2)]], workers=1)
+    assert isinstance(root_cause(failure.value), FileSinkError)
+    assert "at time 0" in str(root_cause(failure.value)) and "columns=[...]" in str(root_cause(failure.value))
+
+
+def test_a_crash_while_writing_leaves_no_file_a_reader_would_take(tmp_path, monkeypatch):
+    import pyarrow.parquet as parquet
+
+    real = parquet.write_table
+
+    def crash_half_way(table, where, **kwargs):
+        real(table.slice(0, 1), where, **kwargs)  # part of the data is on disk ...
+        raise OSError("disk full")  # ... when the write fails
+
+    monkeypatch.setattr(parquet, "write_table", crash_half_way)
+    with pytest.raises(WorkerFailed) as failure:
+        run_sink(tmp_path / "out", [[{"k": 1}, {"k": 2}]], workers=1)
+    assert isinstance(root_cause(failure.value), FileSinkError)
+    message = str(root_cause(failure.value))
+    assert "epoch=0/part-00000.parquet" in message and "disk full" in message
+    leftovers = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert leftovers == []
+    assert not os.listdir(tmp_path / "out" / "epoch=0")
+
+
+def test_the_wordcount_example_goes_from_parquet_files_to_per_epoch_parquet_results(tmp_path, capsys):
+    from example_loader import load_example
+
+    wordcount = load_example("wordcount")
+    assert wordcount.main(["--write-sample", str(tmp_path / "lines"), "--epochs", "3", "--lines", "20"]) == 0
+    assert wordcount.main(["-w", "2", "--input", str(tmp_path / "lines"), "--output", str(tmp_path / "totals")]) == 0
+    assert "matches reference: True" in capsys.readouterr().out
+    table = ds.dataset(tmp_path / "totals", partitioning="hive").to_table()
+    expected = wordcount.reference(wordcount.random_text(3, 20, 1))
+    got: dict[int, dict[str, int]] = {}
+    for row in table.to_pylist():
+        got.setdefault(row["epoch"], {})[row["word"]] = row["total"]
+    assert got == expected

@@ -1,0 +1,294 @@
+"""Prometheus metrics: served per process, scraped by a real Prometheus server, with alerting rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from runtime import execute
+from runtime.errors import ConfigurationError
+from runtime.metrics import parse_address, report_stall, serve_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+def value(samples, name, **labels) -> float:
+    matches = [v for found, v in samples.get(name, []) if all(found.get(k) == str(w) for k, w in labels.items())]
+    assert len(matches) == 1, f"{name} {labels}: {matches} in {samples.get(name)}"
+    return matches[0]
+
+
+def free_ports(count: int) -> int:
+    """A port P such that P .. P+count-1 are free on the loopback interface."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        try:
+            sockets = [socket.create_server(("127.0.0.1", base + i)) for i in range(count)]
+        except OSError:
+            continue
+        for s in sockets:
+            s.close()
+        return base
+    raise RuntimeError("no run of free ports")
+
+
+def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
+    server = serve_metrics("127.0.0.1:0")
+    try:
+
+        def main(worker):
+            def build(scope):
+                handle, numbers = scope.new_input("numbers")
+
+                def body(inner):
+                    return numbers.enter(inner).map(lambda x: x + 1, name="Inc").leave()
+
+                result = scope.iterative(body, name="Loop")
+                return handle, result.probe()
+
+            handle, probe = worker.dataflow(build, name="flow")
+            for epoch in range(3):
+                handle.send_batch(list(range(10)))
+                handle.advance_to(epoch + 1)
+                worker.step_while(lambda: probe.less_than(handle.time))
+
+        execute(main, workers=2)
+        time.sleep(0.1)  # the events reach the endpoint from the writer thread
+        samples = scrape(server.url)
+    finally:
+        server.close()
+    total_in = sum(
+        v for labels, v in samples["pytimely_operator_records_in_total"] if labels["operator"] == "Inc"
+    )
+    assert total_in == 60
+    labels = next(found for found, _ in samples["pytimely_operator_records_in_total"] if found["operator"] == "Inc")
+    assert labels["scope"] == "flow/Loop"
+    assert value(samples, "pytimely_operator_records_out_total", operator="numbers", worker=0) == 30
+    assert value(samples, "pytimely_operator_batches_out_total", operator="numbers", worker=0) == 3
+    # after the run every frontier is done: +Inf, and nothing lags
+    frontiers = [v for found, v in samples["pytimely_frontier"] if found["operator"] == "Probe"]
+    assert frontiers == [float("inf"), float("inf")]
+    assert all(v == 0 for _, v in samples["pytimely_frontier_seconds_since_advance"])
+    assert all(v == 0 for _, v in samples["pytimely_capabilities"])
+    assert value(samples, "pytimely_instrumentation_events_dropped_total") == 0
+
+
+def test_a_frontier_held_back_by_an_open_input_shows_its_time_and_growing_lag():
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    try:
+
+        def main(worker):
+            def build(scope):
+                handle, stream = scope.new_input("events")
+                return handle, stream.map(lambda x: x, name="Work").probe()
+
+            handle, probe = worker.dataflow(build, name="stream")
+            handle.send(1)
+            handle.advance_to(5)
+            worker.step_while(lambda: probe.less_than(5))
+            time.sleep(1.2)  # the input stays open at 5: the frontier stays at 5
+            worker.step()
+            time.sleep(0.1)
+            seen["samples"] = scrape(server.url)
+
+        execute(main)
+    finally:
+        server.close()
+    samples = seen["samples"]
+    assert value(samples, "pytimely_frontier", operator="Probe", kind="input") == 5
+    assert value(samples, "pytimely_frontier_seconds_since_advance", operator="Probe") >= 1.0
+    assert value(samples, "pytimely_capabilities", worker=0, dataflow=0) >= 1
+
+
+def test_a_reported_stall_is_served_with_its_cause():
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        report_stall(3, "input 'edges' was never closed on worker 3\nmore detail")
+        samples = scrape(server.url)
+        assert value(samples, "pytimely_stalled", worker=3) == 1
+        assert value(samples, "pytimely_stall_info", worker=3) == 1
+        labels = next(found for found, _ in samples["pytimely_stall_info"])
+        assert labels["cause"] == "input 'edges' was never closed on worker 3"
+        report_stall(3, None)
+        assert value(scrape(server.url), "pytimely_stalled", worker=3) == 0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("spec", ["nohost", "127.0.0.1:", ":9000", "127.0.0.1:99999", "127.0.0.1:http"])
+def test_a_malformed_address_is_refused(spec):
+    with pytest.raises(ConfigurationError, match="expected HOST:PORT"):
+        parse_address(spec)
+
+
+def test_a_port_in_use_is_refused_with_the_address():
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        with pytest.raises(ConfigurationError, match=f"cannot listen on 127.0.0.1:{port}"):
+            serve_metrics(f"127.0.0.1:{port}")
+
+
+def test_each_process_of_a_cluster_serves_at_port_plus_its_index(tmp_path):
+    base = free_ports(2)
+    program = tmp_path / "two.py"
+    program.write_text(
+        textwrap.dedent(
+            f"""
+            import json, sys, time, urllib.request
+            sys.path.insert(0, {str(ROOT)!r})
+            from runtime import execute_from_args
+
+            def main(worker):
+                def build(scope):
+                    handle, stream = scope.new_input("numbers")
+                    return handle, stream.exchange(lambda x: x).probe()
+                handle, probe = worker.dataflow(build)
+                handle.send_batch(list(range(100)))
+                handle.advance_to(1)
+                worker.step_while(lambda: probe.less_than(1))
+                texts = []
+                if worker.index == 0:
+                    time.sleep(0.2)
+                    for port in ({base}, {base + 1}):
+                        url = f"http://127.0.0.1:{{port}}/metrics"
+                        texts.append(urllib.request.urlopen(url, timeout=10).read().decode())
+                return texts
+
+            if __name__ == "__main__":
+                texts = execute_from_args(main)[0]
+                print(json.dumps(texts))
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(program), "-n", "2", "--metrics", f"127.0.0.1:{base}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout.strip().splitlines()[-1])
+    assert 'worker="0"' in first and 'worker="1"' not in first
+    assert 'worker="1"' in second and 'worker="0"' not in second
+
+
+def test_the_alerting_rules_are_valid():
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool comes with Debian's prometheus package; `make test` installs it"
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(ROOT / "docs" / "prometheus-rules.yml")], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 3 rules found" in checked.stdout
+
+
+def test_a_real_prometheus_scrapes_a_running_dataflow_and_answers_a_frontier_lag_query(tmp_path):
+    binary = shutil.which("prometheus")
+    assert binary, "Debian's prometheus package provides the server; `make test` installs it"
+    server = serve_metrics("127.0.0.1:0")
+    web = free_ports(1)
+    (tmp_path / "prometheus.yml").write_text(
+        textwrap.dedent(
+            f"""
+            global:
+              scrape_interval: 1s
+              evaluation_interval: 1s
+            rule_files: [{str(ROOT / "docs" / "prometheus-rules.yml")!r}]
+            scrape_configs:
+              - job_name: pytimely
+                static_configs:
+                  - targets: ["127.0.0.1:{server.port}"]
+            """
+        )
+    )
+    prometheus = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{web}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    api = f"http://127.0.0.1:{web}/api/v1"
+    stop = threading.Event()
+
+    def query(expression: str) -> list[dict]:
+        url = f"{api}/query?query={urllib.parse.quote(expression)}"
+        answer = json.loads(urllib.request.urlopen(url, timeout=5).read())
+        assert answer["status"] == "success", answer
+        return answer["data"]["result"]
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input("events")
+            return handle, stream.map(lambda x: x * 2, name="Double").probe()
+
+        handle, probe = worker.dataflow(build, name="live")
+        epoch = 0
+        while not stop.is_set():  # a streaming job: an epoch every 50 ms until the test has its answer
+            handle.send_batch(list(range(10)))
+            epoch += 1
+            handle.advance_to(epoch)
+            worker.step_while(lambda: probe.less_than(handle.time))
+            time.sleep(0.05)
+
+    job = threading.Thread(target=execute, args=(main,), kwargs={"workers": 2}, daemon=True)
+    job.start()
+    try:
+        deadline = time.monotonic() + 60
+        lag: list[dict] = []
+        rate: list[dict] = []
+        while time.monotonic() < deadline and not (lag and rate):
+            time.sleep(0.5)
+            try:
+                lag = query('pytimely_frontier_seconds_since_advance{operator="Probe"}')
+                rate = query('sum(rate(pytimely_operator_records_in_total{operator="Double"}[5s]))')
+            except OSError:
+                continue  # Prometheus is still starting
+            rate = [r for r in rate if float(r["value"][1]) > 0]
+        assert lag, "Prometheus never stored a frontier-lag series: " + prometheus.stderr.read1(4096).decode()
+        assert {r["metric"]["worker"] for r in lag} == {"0", "1"}
+        assert all(r["metric"]["scope"] == "live" and r["metric"]["job"] == "pytimely" for r in lag)
+        assert all(float(r["value"][1]) < 5 for r in lag)  # the frontier keeps advancing
+        assert rate, "the records rate never showed up"
+        rules = json.loads(urllib.request.urlopen(f"{api}/rules", timeout=5).read())
+        names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
+        assert names == {"PytimelyFrontierStuck", "PytimelyStalled", "PytimelyInstrumentationDropping"}
+    finally:
+        stop.set()
+        job.join(timeout=30)
+        prometheus.terminate()
+        try:
+            prometheus.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            prometheus.kill()
+            prometheus.wait()
+        server.close()

@@ -1,0 +1,125 @@
+"""runtime.testing: run a build function over records per epoch, on threads and processes, and compare."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.errors import ConfigurationError, WorkerFailed
+from runtime.testing import assert_agree, assert_outputs, run_dataflow
+
+
+def lengths(scope, words):
+    """Top level, so that runs on processes can import it by name."""
+    return words.exchange(lambda w: w).map(len)
+
+
+def counts_without_exchange(scope, words):
+    """A per-worker count: its answer depends on the number of workers (the bug assert_agree must catch)."""
+    return words.count()
+
+
+def counts_with_exchange(scope, words):
+    return words.exchange(lambda w: 0).count()
+
+
+def join_named(scope, streams):
+    left = streams["left"].map(lambda r: ("left", r))
+    right = streams["right"].map(lambda r: ("right", r))
+    return {"both": left.concat(right), "left_only": left}
+
+
+def test_outputs_are_grouped_by_time_across_workers():
+    result = run_dataflow(lengths, [["a", "bb", "dd"], ["ccc"]], workers=2)
+    assert result.output() == {0: [1, 2, 2], 1: [3]}
+    assert result.frontiers == {"output": []}
+    assert result.records() == [1, 2, 2, 3]
+    assert_outputs(result, {0: [2, 1, 2], 1: [3]})
+
+
+def test_epochs_given_as_a_mapping_of_times():
+    result = run_dataflow(lengths, {3: ["a"], 7: ["bbbb"]}, workers=2)
+    assert result.output() == {3: [1], 7: [4]}
+    assert result.times == [3, 7]
+
+
+def test_named_inputs_and_several_outputs():
+    result = run_dataflow(join_named, {"left": [[1], [2]], "right": [[10]]}, workers=2)
+    assert result.output("both") == {0: [("left", 1), ("right", 10)], 1: [("left", 2)]}
+    assert result.output("left_only") == {0: [("left", 1)], 1: [("left", 2)]}
+    with pytest.raises(KeyError, match="collected \\['both', 'left_only'\\]"):
+        result.output("nope")
+
+
+def test_inputs_left_open_end_at_the_time_after_the_last_epoch():
+    result = run_dataflow(lengths, [["a"], ["bb"], []], close=False, workers=2)
+    assert result.output() == {0: [1], 1: [2]}
+    assert result.frontiers == {"output": [3]}
+
+
+def test_columnar_batches_come_back_as_records():
+    def build(scope, numbers):
+        return numbers.map_batch(lambda batch: np.asarray(batch, dtype=np.int64) * 2)
+
+    result = run_dataflow(build, [[1, 2, 3]])
+    assert result.output() == {0: [2, 4, 6]}
+
+
+def test_assert_outputs_names_time_missing_and_unexpected_records():
+    result = run_dataflow(lengths, [["a", "bb"], ["ccc"]])
+    with pytest.raises(AssertionError) as failure:
+        assert_outputs(result, {0: [1, 5], 1: [3], 2: [9]})
+    message = str(failure.value)
+    assert "output 'output' on 1 worker(s) x 1 process(es)" in message
+    assert "at time 0: missing [5] (1 record(s)); unexpected [2] (1 record(s))" in message
+    assert "at time 2: missing [9]" in message
+    assert "at time 1" not in message
+
+
+def test_assert_agree_passes_on_threads_and_processes():
+    runs = assert_agree(counts_with_exchange, [["a", "b", "c"], ["d"]])
+    assert [(run.workers, run.processes) for run in runs] == [(1, 1), (2, 1), (4, 1), (1, 2)]
+    assert all(run.output() == {0: [3], 1: [1]} for run in runs)
+
+
+def test_assert_agree_catches_an_answer_that_depends_on_the_worker_count():
+    with pytest.raises(AssertionError) as failure:
+        assert_agree(counts_without_exchange, [["a", "b", "c", "d"]], configurations=[(1, 1), (2, 1)])
+    message = str(failure.value)
+    assert "on 2 worker(s) x 1 process(es) differs from 1 worker(s) x 1 process(es)" in message
+    assert "at time 0: missing [4]" in message and "unexpected [2, 2]" in message
+
+
+def test_assert_agree_compares_final_frontiers():
+    runs = assert_agree(lengths, [["a"], ["b"]], configurations=[(1, 1), (3, 1)], close=False)
+    assert [run.frontiers for run in runs] == [{"output": [2]}, {"output": [2]}]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({3: ["a"], 1: ["b"]}, "increasing time order, but 1 follows 3"),
+        ("abc", "must be a list of lists"),
+        ([["a"], "bc"], "at time 1: the records of an epoch must be a list, got str"),
+    ],
+)
+def test_malformed_inputs_are_refused_with_the_input_and_time(inputs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        run_dataflow(lengths, inputs)
+
+
+def test_a_build_function_that_returns_no_stream_is_refused():
+    with pytest.raises(WorkerFailed) as failure:
+        run_dataflow(lambda scope, words: 3, [["a"]])
+    assert isinstance(failure.value.__cause__, ConfigurationError)
+    assert "must return a stream or a dict of streams by name, got int" in str(failure.value.__cause__)
+
+
+def test_processes_need_a_top_level_build_function():
+    with pytest.raises(ConfigurationError, match="must be defined at the top level of a module"):
+        run_dataflow(lambda scope, words: words, [["a"]], processes=2)
+
+
+def test_processes_need_wire_encodable_inputs():
+    with pytest.raises(ConfigurationError, match="sends the inputs to each process in the wire encoding"):
+        run_dataflow(lengths, [[object()]], processes=2)
