@@ -16,6 +16,7 @@ from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
+from runtime.metrics import report_stall
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Puller
@@ -108,6 +109,7 @@ class Worker:
         self._idle = False
         self._several = communicator.peers > 1
         self.stall_timeout = stall_timeout
+        self._stall_reported = False  # the metrics endpoint (if any) shows this worker as stalled
         self.stall_warning: float | None = STALL_WARNING
         """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
         self._stall_warned = False
@@ -234,6 +236,9 @@ class Worker:
             if self._idle:
                 self._idle = False
                 comm.report_idle(False)
+                if self._stall_reported:
+                    self._stall_reported = False
+                    report_stall(self.index, None)
             active = sorted(self._active)
             self._active.clear()
             for index in active:
@@ -262,7 +267,9 @@ class Worker:
             return
         timeout = self.stall_timeout
         if timeout is not None and stalled > timeout:
-            raise DataflowStuck(self.explain_stuck())
+            explanation = self.explain_stuck()
+            report_stall(self.index, explanation)
+            raise DataflowStuck(explanation)
         if stalled > CERTAIN_STALL and self._waiting and self._stall_is_certain():
             raise DataflowStuck(
                 f"{self.explain_stuck()}\nThis cannot change: worker {self.index} waits in step_while, "
@@ -270,6 +277,9 @@ class Worker:
                 "before waiting for their results."
             )
         warning = self.stall_warning
+        if warning is not None and stalled > warning and not self._stall_reported:
+            self._stall_reported = True
+            report_stall(self.index, self.explain_stuck())
         if warning is not None and stalled > warning and not self._stall_warned:
             self._stall_warned = True
             log.warning(

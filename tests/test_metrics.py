@@ -292,3 +292,35 @@ def test_a_real_prometheus_scrapes_a_running_dataflow_and_answers_a_frontier_lag
             prometheus.kill()
             prometheus.wait()
         server.close()
+
+
+def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_moves_on():
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    try:
+
+        def main(worker):
+            worker.stall_warning = 0.3
+
+            def build(scope):
+                handle, stream = scope.new_input("outside")
+                return handle, stream.probe()
+
+            handle, probe = worker.dataflow(build, name="waiting")
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:  # a streaming program waiting for outside data
+                worker.step()
+                time.sleep(0.01)
+            seen["stalled"] = scrape(server.url)
+            handle.send(1)
+            handle.advance_to(1)
+            worker.step_while(lambda: probe.less_than(1))
+            seen["moving"] = scrape(server.url)
+
+        execute(main)
+    finally:
+        server.close()
+    assert value(seen["stalled"], "pytimely_stalled", worker=0) == 1
+    cause = next(labels["cause"] for labels, _ in seen["stalled"]["pytimely_stall_info"])
+    assert "worker 0" in cause or "dataflow" in cause
+    assert value(seen["moving"], "pytimely_stalled", worker=0) == 0
