@@ -149,9 +149,13 @@ class MetricsState:
             self._held[key] = self._held.get(key, 0) + diff
 
     def report_stall(self, worker: int, cause: str | None) -> None:
-        """Record that ``worker`` is stalled for ``cause`` (its first line is kept), or no longer (``None``)."""
+        """Record that ``worker`` is stalled for ``cause``, or no longer (``None``).
+
+        The cause kept is the explanation's first line that names something
+        (headings ending in ``:`` are skipped), cut at 300 characters.
+        """
         with self._lock:
-            self._stalls[worker] = None if cause is None else (cause.strip().splitlines() or ["stalled"])[0][:300]
+            self._stalls[worker] = None if cause is None else _one_line(cause)
 
     # ------------------------------------------------------------------ reading
 
@@ -221,6 +225,12 @@ class MetricsState:
         operator = self._operators.get((worker, address))
         labels = self._labels(worker, address, operator.name if operator is not None else f"node {node}")
         return {**labels, "port": str(port), "kind": "input"}
+
+
+def _one_line(explanation: str) -> str:
+    lines = [line.strip() for line in explanation.strip().splitlines() if line.strip()]
+    informative = [line for line in lines if not line.endswith(":")]
+    return ((informative or lines or ["stalled"])[0])[:300]
 
 
 def _gauge_value(counts: Counter[Any]) -> float:
