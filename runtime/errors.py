@@ -49,3 +49,12 @@ class DataflowMismatch(TimelyRuntimeError):
         super().__init__(message)
         self.dataflow = dataflow
         self.workers = workers
+
+
+class DecodeError(TimelyRuntimeError):
+    """Bytes from outside (a peer, a file) cannot be decoded: malformed, or past one of the decoder's limits.
+
+    Raised by :func:`runtime.codec.decode`, which bounds size, lengths and
+    nesting depth; the wire, capture logs and recordings wrap it in their own
+    errors (with the peer or file and the byte offset) where they know more.
+    """
