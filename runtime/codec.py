@@ -332,6 +332,31 @@ class Dialect:
         finally:
             state.depth = depth
 
+    def cached(self, limit: int = 100_000) -> Dialect:
+        """A copy of this dialect that decodes each distinct product once (up to ``limit`` of them).
+
+        For a stream in which the same times recur in almost every value (a
+        recording sent to the live viewer).  Only for dialects that read
+        arrays as tuples, so that the products shared are immutable.
+        """
+        if self.use_list:
+            raise ValueError(f"{self.name} reads arrays as lists: its products cannot be shared")
+        copy = Dialect(self.name, self.codes, use_list=False, max_size=self.max_size)
+        cache: dict[bytes, Any] = {}
+
+        def product(dialect: Dialect, data: bytes) -> Any:
+            value = cache.get(data)
+            if value is None:
+                value = _decode_product(dialect, data)
+                if len(cache) < limit:
+                    cache[data] = value
+            return value
+
+        for code, meaning in self.codes.items():
+            if meaning == EXT_PRODUCT:
+                copy._handlers[code] = product
+        return copy
+
     def nested(self, data: bytes | memoryview) -> Any:
         """Decode an extension's payload (called only from inside :meth:`ext_hook`, which counts the depth)."""
         return msgpack.unpackb(

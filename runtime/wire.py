@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -359,9 +359,15 @@ class FrameReader:
     copied again.  Smaller frames' payloads are ``bytes``.
     """
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
-        """Accept frames whose body is at most ``max_frame`` bytes."""
+    def __init__(self, max_frame: int = MAX_FRAME, plain: bool = False) -> None:
+        """Accept frames whose body is at most ``max_frame`` bytes.
+
+        With ``plain``, headers are decoded by :func:`decode_plain_value`: built-in
+        types only, no extension type, no registered codec (for a handshake,
+        before the peer has proved the token).
+        """
         self._buffer = bytearray()
+        self._decode_header = decode_plain_value if plain else decode_value
         self._max = max_frame
         self._large: bytearray | None = None
         self._large_filled = 0
@@ -378,7 +384,7 @@ class FrameReader:
             if self._large_filled < len(large):
                 return
             self._large = None
-            yield self._split(memoryview(large), self._large_head)
+            yield self._split(memoryview(large), self._large_head, decode=self._decode_header)
             data = data[take:]
             if not data:
                 return
@@ -401,7 +407,9 @@ class FrameReader:
                         self._large, self._large_filled, self._large_head = large, have, head
                         start = size
                     break
-                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME)
+                yield self._split(
+                    view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=self._decode_header
+                )
                 start = end
         finally:
             view.release()
@@ -410,11 +418,15 @@ class FrameReader:
 
     @staticmethod
     def _split(
-        body: memoryview, head: int, copy: bool = False, large: bool = False
+        body: memoryview,
+        head: int,
+        copy: bool = False,
+        large: bool = False,
+        decode: Callable[[memoryview], Any] = decode_value,
     ) -> tuple[list[Any], bytes | memoryview]:
         """``(header, payload)`` of a frame body: the payload copied (``bytes``, or for a large frame a
         writable buffer that a decoded array can share) or, when ``body`` is the frame's own buffer, a view."""
-        header = decode_value(body[:head])
+        header = decode(body[:head])
         if header.__class__ is not list or not header:
             raise WireError("a frame header must be a non-empty array")
         if not copy:
