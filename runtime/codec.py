@@ -297,6 +297,10 @@ def pack_recording(value: Any) -> bytes:
 # ---------------------------------------------------------------------- decoding
 
 
+ExtHook = Callable[[int, bytes], Any]
+"""msgpack's ``ext_hook``: ``(code, payload) -> value``."""
+
+
 class Dialect:
     """What one format may hold: which extension codes (and what they mean), arrays as lists or tuples, a size bound.
 
@@ -304,7 +308,7 @@ class Dialect:
     table it means (an identity, except for a format's old versions).
     """
 
-    __slots__ = ("name", "codes", "use_list", "max_size", "_handlers", "_state")
+    __slots__ = ("name", "codes", "use_list", "max_size", "_handlers", "_hooks")
 
     def __init__(self, name: str, codes: Mapping[int, int], *, use_list: bool = True, max_size: int = MAX_SIZE) -> None:
         """A dialect called ``name`` (it appears in errors) holding the extension ``codes``."""
@@ -312,25 +316,40 @@ class Dialect:
         self.codes = dict(codes)
         self.use_list = use_list
         self.max_size = max_size
-        self._handlers: dict[int, Callable[[Dialect, bytes], Any]] = {
+        self._handlers: dict[int, Callable[[Dialect, ExtHook, bytes], Any]] = {
             code: _HANDLERS[meaning] for code, meaning in self.codes.items()
         }
-        self._state = threading.local()
+        self._hooks = threading.local()
 
-    def ext_hook(self, code: int, data: bytes) -> Any:
-        """msgpack's ``ext_hook`` for this dialect: decode one extension value, counting the nesting depth."""
-        handler = self._handlers.get(code)
-        if handler is None:
-            raise DecodeError(f"extension type {code} is not part of {self.name}")
-        state = self._state
-        depth = getattr(state, "depth", 0)
-        if depth >= MAX_DEPTH:
-            raise DecodeError(f"extension values in {self.name} nest more than {MAX_DEPTH} deep")
-        state.depth = depth + 1
-        try:
-            return handler(self, data)
-        finally:
-            state.depth = depth
+    def ext_hook(self) -> ExtHook:
+        """This thread's msgpack ``ext_hook`` for the dialect: it decodes extension values, counting their depth.
+
+        One per thread (made on first use), so the depth it counts is that of
+        the value this thread is decoding.
+        """
+        hook: ExtHook | None = getattr(self._hooks, "hook", None)
+        if hook is None:
+            hook = self._hooks.hook = self._make_hook()
+        return hook
+
+    def _make_hook(self) -> ExtHook:
+        handlers = self._handlers
+        depth = 0
+
+        def hook(code: int, data: bytes) -> Any:
+            nonlocal depth
+            handler = handlers.get(code)
+            if handler is None:
+                raise DecodeError(f"extension type {code} is not part of {self.name}")
+            if depth >= MAX_DEPTH:
+                raise DecodeError(f"extension values in {self.name} nest more than {MAX_DEPTH} deep")
+            depth += 1
+            try:
+                return handler(self, hook, data)
+            finally:
+                depth -= 1
+
+        return hook
 
     def cached(self, limit: int = 100_000) -> Dialect:
         """A copy of this dialect that decodes each distinct product once (up to ``limit`` of them).
@@ -344,10 +363,10 @@ class Dialect:
         copy = Dialect(self.name, self.codes, use_list=False, max_size=self.max_size)
         cache: dict[bytes, Any] = {}
 
-        def product(dialect: Dialect, data: bytes) -> Any:
+        def product(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
             value = cache.get(data)
             if value is None:
-                value = _decode_product(dialect, data)
+                value = _decode_product(dialect, hook, data)
                 if len(cache) < limit:
                     cache[data] = value
             return value
@@ -357,19 +376,13 @@ class Dialect:
                 copy._handlers[code] = product
         return copy
 
-    def nested(self, data: bytes | memoryview) -> Any:
-        """Decode an extension's payload (called only from inside :meth:`ext_hook`, which counts the depth)."""
-        return msgpack.unpackb(
-            data, ext_hook=self.ext_hook, raw=False, strict_map_key=False, use_list=self.use_list
-        )
-
     def unpacker(self, max_buffer_size: int) -> msgpack.Unpacker:
-        """A streaming msgpack reader of this dialect, buffering at most ``max_buffer_size`` bytes.
+        """A streaming msgpack reader of this dialect for this thread, buffering at most ``max_buffer_size`` bytes.
 
         Its items raise msgpack's own exceptions: wrap them with :func:`decode_error`.
         """
         return msgpack.Unpacker(
-            ext_hook=self.ext_hook,
+            ext_hook=self.ext_hook(),
             raw=False,
             strict_map_key=False,
             use_list=self.use_list,
@@ -380,46 +393,58 @@ class Dialect:
         return f"Dialect({self.name!r})"
 
 
-def _items(dialect: Dialect, data: bytes, what: str) -> Any:
-    items = dialect.nested(data)
+_unpackb = msgpack.unpackb
+
+
+def _items(dialect: Dialect, hook: ExtHook, data: bytes, what: str) -> Any:
+    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
     if items.__class__ is not list and items.__class__ is not tuple:
         raise DecodeError(f"a {what} in {dialect.name} holds {type(items).__name__}, not an array")
     return items
 
 
-def _decode_product(dialect: Dialect, data: bytes) -> Product:
-    items = _items(dialect, data, "product")
-    if len(items) != 2:
-        raise DecodeError(f"a product in {dialect.name} holds {len(items)} items, not 2")
-    return Product(items[0], items[1])
+def _decode_product(dialect: Dialect, hook: ExtHook, data: bytes) -> Product:
+    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
+    if (items.__class__ is list or items.__class__ is tuple) and len(items) == 2:
+        return Product(items[0], items[1])
+    raise DecodeError(f"a product in {dialect.name} holds {_what(items)}, not [outer, inner]")
 
 
-def _decode_tuple(dialect: Dialect, data: bytes) -> tuple[Any, ...]:
-    return tuple(_items(dialect, data, "tuple"))
+def _decode_tuple(dialect: Dialect, hook: ExtHook, data: bytes) -> tuple[Any, ...]:
+    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
+    if items.__class__ is list or items.__class__ is tuple:
+        return tuple(items)
+    raise DecodeError(f"a tuple in {dialect.name} holds {_what(items)}, not an array")
 
 
-def _decode_set(dialect: Dialect, data: bytes) -> set[Any]:
-    return set(_items(dialect, data, "set"))
+def _what(value: Any) -> str:
+    if isinstance(value, list | tuple | dict):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return f"a {type(value).__name__}"
 
 
-def _decode_frozenset(dialect: Dialect, data: bytes) -> frozenset[Any]:
-    return frozenset(_items(dialect, data, "frozenset"))
+def _decode_set(dialect: Dialect, hook: ExtHook, data: bytes) -> set[Any]:
+    return set(_items(dialect, hook, data, "set"))
 
 
-def _decode_ndarray_ext(dialect: Dialect, data: bytes) -> Any:
+def _decode_frozenset(dialect: Dialect, hook: ExtHook, data: bytes) -> frozenset[Any]:
+    return frozenset(_items(dialect, hook, data, "frozenset"))
+
+
+def _decode_ndarray_ext(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
     return decode_ndarray(data)
 
 
-def _decode_arrow_batch(dialect: Dialect, data: bytes) -> Any:
+def _decode_arrow_batch(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
     return decode_arrow(ARROW_BATCH, data)
 
 
-def _decode_arrow_table(dialect: Dialect, data: bytes) -> Any:
+def _decode_arrow_table(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
     return decode_arrow(ARROW_TABLE, data)
 
 
-def _decode_codec(dialect: Dialect, data: bytes) -> Any:
-    items = _items(dialect, data, "codec value")
+def _decode_codec(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
+    items = _items(dialect, hook, data, "codec value")
     if len(items) != 2 or items[0].__class__ is not str:
         raise DecodeError(f"a codec value in {dialect.name} is not [name, encoded]")
     name, encoded = items
@@ -432,15 +457,15 @@ def _decode_codec(dialect: Dialect, data: bytes) -> Any:
     return codec.decode(encoded)
 
 
-def _decode_bigint(dialect: Dialect, data: bytes) -> int:
+def _decode_bigint(dialect: Dialect, hook: ExtHook, data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
 
-def _decode_repr(dialect: Dialect, data: bytes) -> str:
+def _decode_repr(dialect: Dialect, hook: ExtHook, data: bytes) -> str:
     return data.decode(errors="replace")
 
 
-_HANDLERS: dict[int, Callable[[Dialect, bytes], Any]] = {
+_HANDLERS: dict[int, Callable[[Dialect, ExtHook, bytes], Any]] = {
     EXT_PRODUCT: _decode_product,
     EXT_TUPLE: _decode_tuple,
     EXT_SET: _decode_set,
@@ -490,7 +515,7 @@ def decode(data: bytes | bytearray | memoryview, dialect: Dialect) -> Any:
         )
     try:
         return msgpack.unpackb(
-            data, ext_hook=dialect.ext_hook, raw=False, strict_map_key=False, use_list=dialect.use_list
+            data, ext_hook=dialect.ext_hook(), raw=False, strict_map_key=False, use_list=dialect.use_list
         )
     except (DecodeError, ColumnarUnavailable):
         raise
