@@ -248,8 +248,20 @@ def pack_wire(value: Any) -> bytes:
     free: list[msgpack.Packer] | None = getattr(_packers, "free", None)
     if free is None:
         free = _packers.free = []
+    # extension values this thread is inside: refuse what receivers would refuse
+    depth: int = getattr(_packers, "depth", 0)
+    if depth > MAX_DEPTH:
+        raise EncodingError(
+            f"a value nests extension values (tuples, products, codec values) more than {MAX_DEPTH} deep, "
+            f"which no receiver decodes; flatten it, or give its type a codec with a flatter encoding",
+            type_name(value.__class__),
+        )
     packer = free.pop() if free else msgpack.Packer(use_bin_type=True, strict_types=True, default=_wire_default)
-    packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
+    _packers.depth = depth + 1
+    try:
+        packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
+    finally:
+        _packers.depth = depth
     if len(packed) < _KEEP_PACKER_BELOW:
         free.append(packer)
     return packed

@@ -32,11 +32,13 @@ from runtime.wire import (
     BATCH_FAST,
     BATCH_GENERAL,
     BATCH_NDARRAY,
+    EncodingError,
     FrameReader,
     WireError,
     decode_batch,
     decode_plain_value,
     decode_value,
+    encode_value,
 )
 from runtime.wire import frame as wire_frame
 from scopes.capture import Messages, Progress
@@ -159,8 +161,13 @@ def test_nesting_is_allowed_up_to_the_limit_and_refused_past_it() -> None:
         deep = (deep,)
     assert decode_value(codec.pack_wire([deep])) == [deep]
     too_deep = (deep,)
+    with pytest.raises(EncodingError, match="more than 32 deep"):  # refused when sent, not only when received
+        encode_value([too_deep])
+    hostile = msgpack.packb([0])  # built by hand, as a peer could
+    for _ in range(codec.MAX_DEPTH + 1):
+        hostile = msgpack.packb([msgpack.ExtType(codec.EXT_TUPLE, hostile)])
     with pytest.raises(WireError, match="nest more than"):
-        decode_value(codec.pack_wire([too_deep]))
+        decode_value(hostile)
     with pytest.raises(DecodeError, match="nest more than"):
         codec.decode(codec.pack_capture([too_deep]), codec.CAPTURE)
 
