@@ -232,6 +232,16 @@ def _wire_default(value: Any) -> msgpack.ExtType:
     raise _unencodable(value)
 
 
+class _PackState:
+    """One thread's reusable packers and how many extension values it is packing inside."""
+
+    __slots__ = ("free", "depth")
+
+    def __init__(self) -> None:
+        self.free: list[msgpack.Packer] = []
+        self.depth = 0
+
+
 _packers = threading.local()
 _KEEP_PACKER_BELOW = 1 << 20  # a packer keeps its grown buffer: keep only those that packed something small
 
@@ -240,28 +250,29 @@ def pack_wire(value: Any) -> bytes:
     """``value`` in the wire dialect: exact built-in types, timestamps, columnar batches and codec values.
 
     Raises :class:`EncodingError` (or msgpack's ``TypeError``/``ValueError``/``OverflowError``,
-    which :func:`runtime.wire.encode_value` turns into one) for anything else.
+    which :func:`runtime.wire.encode_value` turns into one) for anything else, and for a value
+    whose extension values nest deeper than receivers decode (:data:`MAX_DEPTH`).
     """
     # Building a msgpack Packer costs several microseconds (more than packing a frame
     # header), so each thread reuses its own; _wire_default packs nested values
     # re-entrantly, hence a small free list rather than one packer per thread.
-    free: list[msgpack.Packer] | None = getattr(_packers, "free", None)
-    if free is None:
-        free = _packers.free = []
-    # extension values this thread is inside: refuse what receivers would refuse
-    depth: int = getattr(_packers, "depth", 0)
+    state: _PackState | None = getattr(_packers, "state", None)
+    if state is None:
+        state = _packers.state = _PackState()
+    depth = state.depth
     if depth > MAX_DEPTH:
         raise EncodingError(
             f"a value nests extension values (tuples, products, codec values) more than {MAX_DEPTH} deep, "
             f"which no receiver decodes; flatten it, or give its type a codec with a flatter encoding",
             type_name(value.__class__),
         )
+    free = state.free
     packer = free.pop() if free else msgpack.Packer(use_bin_type=True, strict_types=True, default=_wire_default)
-    _packers.depth = depth + 1
+    state.depth = depth + 1
     try:
         packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
     finally:
-        _packers.depth = depth
+        state.depth = depth
     if len(packed) < _KEEP_PACKER_BELOW:
         free.append(packer)
     return packed
