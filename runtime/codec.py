@@ -430,20 +430,23 @@ def _decode_product(dialect: Dialect, hook: ExtHook, data: bytes) -> Product:
     items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
     if (items.__class__ is list or items.__class__ is tuple) and len(items) == 2:
         return Product(items[0], items[1])
-    raise DecodeError(f"a product in {dialect.name} holds {_what(items)}, not [outer, inner]")
+    raise DecodeError(f"a product in {dialect.name} holds {describe(items)}, not [outer, inner]")
 
 
 def _decode_tuple(dialect: Dialect, hook: ExtHook, data: bytes) -> tuple[Any, ...]:
     items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
     if items.__class__ is list or items.__class__ is tuple:
         return tuple(items)
-    raise DecodeError(f"a tuple in {dialect.name} holds {_what(items)}, not an array")
+    raise DecodeError(f"a tuple in {dialect.name} holds {describe(items)}, not an array")
 
 
-def _what(value: Any) -> str:
-    if isinstance(value, list | tuple | dict):
+def describe(value: Any) -> str:
+    """A short description of a decoded value for an error message (never a deep, unbounded ``repr``)."""
+    if isinstance(value, list | tuple | dict | set | frozenset):
         return f"a {type(value).__name__} of {len(value)} items"
-    return f"a {type(value).__name__}"
+    if isinstance(value, int | float | bool | None):
+        return repr(value)
+    return f"a {type(value).__name__} ({value!r:.60})"
 
 
 def _decode_set(dialect: Dialect, hook: ExtHook, data: bytes) -> set[Any]:
@@ -607,6 +610,7 @@ __all__ = [
     "decode_error",
     "decode_ndarray",
     "decode_plain",
+    "describe",
     "pack_capture",
     "pack_recording",
     "pack_wire",

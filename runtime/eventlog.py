@@ -144,14 +144,7 @@ def decode_event(payload: bytes) -> Event:
             isinstance(value[2], list) or columnar_kind(value[2]) is not None
         ):
             return Messages(value[1], value[2])
-    raise DecodeError(f"payload {_describe(value)} is not an event record")
-
-
-def _describe(value: Any) -> str:
-    """A short description of a decoded value for an error message (never a deep ``repr``)."""
-    if isinstance(value, list | tuple | dict | set | frozenset):
-        return f"a {type(value).__name__} of {len(value)} items"
-    return f"{value!r:.100}"
+    raise DecodeError(f"payload {codec.describe(value)} is not an event record")
 
 
 def header_frame(timestamp: TimestampType) -> bytes:
@@ -404,7 +397,7 @@ class EventReader:
                 + (
                     f"declares the format {header.get('format')!r:.80}"
                     if isinstance(header, dict)
-                    else f"is {_describe(header)}"
+                    else f"is {codec.describe(header)}"
                 ),
                 self.name,
             )
@@ -457,7 +450,7 @@ class EventReader:
         assert self._times is not None
         return self._corrupt(
             offset,
-            f"holds {_describe(value)} ({type(value).__name__}) where the log declares "
+            f"holds {codec.describe(value)} where the log declares "
             f"{self._times.name} timestamps (and integer counts)",
         )
 

@@ -503,9 +503,10 @@ class RecordingStream:
             if raw.__class__ is not tuple or len(raw) < 4 or raw[0] not in _CLASSES:
                 if self.version == 1:
                     raise RecordingError(
-                        f"{self.where}: corrupted after {self.events} events: {_describe(raw)} is not a pytimely event"
+                        f"{self.where}: corrupted after {self.events} events: "
+                        f"{codec.describe(raw)} is not a pytimely event"
                     )
-                raise self._corrupt(offset, f"holds {_describe(raw)}, not a pytimely event")
+                raise self._corrupt(offset, f"holds {codec.describe(raw)}, not a pytimely event")
 
     def _corrupt(self, offset: int, problem: str) -> RecordingCorrupt:
         return RecordingCorrupt(
@@ -545,13 +546,6 @@ class RecordingStream:
                 "was killed, or had not closed its log)"
             )
         return None
-
-
-def _describe(value: Any) -> str:
-    """A short description of a decoded value for an error message (never a deep ``repr``)."""
-    if isinstance(value, list | tuple | dict):
-        return f"a {type(value).__name__} of {len(value)} items"
-    return f"{value!r:.60}"
 
 
 def iter_stream(stream: BinaryIO, where: str) -> Iterator[Event]:
