@@ -342,3 +342,36 @@ def test_every_truncation_and_byte_change_of_a_wire_frame_ends_in_a_value_or_wir
                     decode_batch(header[-1], payload)
             except WireError:
                 pass
+
+
+# ---------------------------------------------------------------------- the live viewer's listener
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_live_viewer_refuses_the_attack_on_one_connection_and_keeps_listening(version: int) -> None:
+    import socket
+    import time
+
+    from viz.tui.sources import LiveListener
+
+    attack = nested_extensions(1, 200)
+    stream = _v1_header() + attack if version == 1 else encode_header(0) + frame(attack)
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    try:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
+            sock.sendall(stream)
+            deadline = time.monotonic() + 10
+            while not (listener.connections and not listener.connections[0].open) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        connection = listener.connections[0]
+        assert not connection.open and connection.error is not None
+        assert "nest more than" in connection.error or "damaged" in connection.error, connection.error
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as good:
+            good.sendall(encode_header(0) + encode_events([(12, 0, 1, 1.0, "still here")]))
+            deadline = time.monotonic() + 10
+            while listener.received < 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        assert listener.received == 1
+    finally:
+        listener.close()
