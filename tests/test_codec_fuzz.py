@@ -354,7 +354,7 @@ def test_the_live_viewer_refuses_the_attack_on_one_connection_and_keeps_listenin
 
     from viz.tui.sources import LiveListener
 
-    attack = nested_extensions(1, 200)
+    attack = nested_extensions(1, 400)  # main's listener thread segfaulted on this (exit 139)
     stream = _v1_header() + attack if version == 1 else encode_header(0) + frame(attack)
     listener = LiveListener("127.0.0.1", 0)
     listener.start()
