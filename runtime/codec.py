@@ -297,10 +297,28 @@ def _capture_default(value: Any) -> Any:
     )
 
 
+_file_depth = threading.local()
+
+
+def _pack_bounded(value: Any, default: Callable[[Any], Any]) -> bytes:
+    """``msgpack.packb`` with ``default``, refusing values nested deeper than any reader decodes."""
+    depth: int = getattr(_file_depth, "depth", 0)
+    if depth > MAX_DEPTH:
+        raise EncodingError(
+            f"a value nests tuples or products more than {MAX_DEPTH} deep, which no reader decodes; flatten it",
+            type_name(value.__class__),
+        )
+    _file_depth.depth = depth + 1
+    try:
+        packed: bytes = msgpack.packb(value, default=default, strict_types=True, use_bin_type=True)
+    finally:
+        _file_depth.depth = depth
+    return packed
+
+
 def pack_capture(value: Any) -> bytes:
     """``value`` in the capture-log dialect; ``TypeError`` (or ``OverflowError``) if it cannot be."""
-    packed: bytes = msgpack.packb(value, default=_capture_default, strict_types=True, use_bin_type=True)
-    return packed
+    return _pack_bounded(value, _capture_default)
 
 
 def _recording_default(value: Any) -> Any:
@@ -313,8 +331,7 @@ def _recording_default(value: Any) -> Any:
 
 def pack_recording(value: Any) -> bytes:
     """``value`` in the recording dialect: tuples as arrays, products, and anything else as its ``repr``."""
-    packed: bytes = msgpack.packb(value, default=_recording_default, strict_types=True, use_bin_type=True)
-    return packed
+    return _pack_bounded(value, _recording_default)
 
 
 # ---------------------------------------------------------------------- decoding
