@@ -160,27 +160,38 @@ def ndarray_parts(array: Any) -> tuple[bytes, Any]:
 
 
 def encode_ndarray(array: Any) -> bytes:
-    """The bytes of ``array`` (see the module docstring); raise :class:`ColumnarEncodeError` for object dtypes."""
+    """The bytes of ``array`` (see the module docstring); raise :class:`ColumnarEncodeError` for object dtypes.
+
+    :func:`runtime.codec.decode_ndarray` reads them back."""
     prefix, data = ndarray_parts(array)
     return b"".join((prefix, data))
 
 
-def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
-    """The array :func:`encode_ndarray` encoded in ``data``; :class:`ColumnarDecodeError` if damaged.
+def split_ndarray(data: bytes | bytearray | memoryview) -> tuple[memoryview, memoryview]:
+    """``(header, body)`` of an encoded array: the msgpack header's bytes and the array's memory.
 
-    When ``data`` is writable (a ``bytearray``), the array shares its memory;
-    otherwise the array is a copy.
+    The header is decoded by :func:`runtime.codec.decode_ndarray` (with the
+    project's bounded decoder), which then calls :func:`ndarray_from`.
+    """
+    view = memoryview(data)
+    if len(view) < 4:
+        raise ColumnarDecodeError(f"a numpy array needs at least 4 bytes, got {len(view)}")
+    (head,) = _LENGTH.unpack_from(view)
+    if 4 + head > len(view):
+        raise ColumnarDecodeError(f"the array header claims {head} bytes, but only {len(view) - 4} follow")
+    return view[4 : 4 + head], view[4 + head :]
+
+
+def ndarray_from(header: Any, body: memoryview) -> Any:
+    """The array described by a decoded ``header`` (``[dtype, shape]``) whose memory is ``body``.
+
+    When ``body`` is writable (a view of a ``bytearray``), the array shares its
+    memory; otherwise the array is a copy.  Raises :class:`ColumnarDecodeError`
+    if the header does not describe an array of exactly ``len(body)`` bytes.
     """
     import numpy
 
-    view = memoryview(data)
     try:
-        if len(view) < 4:
-            raise ColumnarDecodeError(f"a numpy array needs at least 4 bytes, got {len(view)}")
-        (head,) = _LENGTH.unpack_from(view)
-        if 4 + head > len(view):
-            raise ColumnarDecodeError(f"the array header claims {head} bytes, but only {len(view) - 4} follow")
-        header = msgpack.unpackb(view[4 : 4 + head], raw=False)
         if header.__class__ is not list or len(header) != 2 or header[1].__class__ is not list:
             raise ColumnarDecodeError(f"not a numpy array header: {header!r:.100}")
         spec, shape_list = header
@@ -194,7 +205,6 @@ def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
         for extent in shape:
             count *= extent
         size = count * dtype.itemsize
-        body = view[4 + head :]
         if len(body) != size:
             raise ColumnarDecodeError(
                 f"an array of dtype {dtype} and shape {shape} needs {size} bytes of data, got {len(body)}"
@@ -205,7 +215,7 @@ def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
         return array.copy() if body.readonly else array
     except ColumnarDecodeError:
         raise
-    except Exception as error:  # msgpack and numpy raise several unrelated types on malformed input
+    except Exception as error:  # numpy raises several unrelated types on a malformed description
         raise ColumnarDecodeError(f"malformed numpy array: {type(error).__name__}: {error}") from error
 
 
@@ -270,15 +280,6 @@ def encode_columnar(value: Any) -> tuple[str, bytes]:
     raise TypeError(f"{value.__class__.__qualname__} is not a columnar batch")
 
 
-def decode_columnar(kind: str, data: bytes | bytearray | memoryview) -> Any:
-    """The batch :func:`encode_columnar` made."""
-    if kind == NDARRAY:
-        return decode_ndarray(data)
-    if kind in (ARROW_BATCH, ARROW_TABLE):
-        return decode_arrow(kind, data)
-    raise ColumnarDecodeError(f"unknown columnar kind {kind!r}")
-
-
 __all__ = [
     "ARROW_BATCH",
     "ARROW_TABLE",
@@ -289,10 +290,10 @@ __all__ = [
     "arrow_ipc",
     "columnar_kind",
     "decode_arrow",
-    "decode_columnar",
-    "decode_ndarray",
     "encode_arrow",
     "encode_columnar",
     "encode_ndarray",
+    "ndarray_from",
     "ndarray_parts",
+    "split_ndarray",
 ]

@@ -51,6 +51,15 @@ class DataflowMismatch(TimelyRuntimeError):
         self.workers = workers
 
 
+class DecodeError(TimelyRuntimeError):
+    """Bytes from outside (a peer, a file) cannot be decoded: malformed, or past one of the decoder's limits.
+
+    Raised by :func:`runtime.codec.decode`, which bounds size, lengths and
+    nesting depth; the wire, capture logs and recordings wrap it in their own
+    errors (with the peer or file and the byte offset) where they know more.
+    """
+
+
 class FileSourceError(TimelyRuntimeError):
     """A file source could not read its files: a missing path, no files, a schema conflict or an unreadable file.
 

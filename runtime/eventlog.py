@@ -14,10 +14,13 @@ as themselves, as msgpack extension types holding the array's memory or Arrow's
 IPC stream (:mod:`runtime.arraycodec`), never as rows; they are read back as
 the same kind of batch.  Version 2 added them; logs of version 1 are still read.
 
-A frame is a 4-byte big-endian payload length, a 4-byte big-endian CRC-32 of
-the length bytes followed by the payload, and the msgpack payload.  A damaged or
-truncated log raises an :class:`EventLogCorrupt` naming the log and the byte
-offset of the damaged frame; nothing at or after the damage is returned.
+Frames are those of :mod:`runtime.framing` (length, CRC-32, payload), which
+recordings share; payloads are decoded by :mod:`runtime.codec`'s bounded
+decoder.  A damaged or truncated log raises an :class:`EventLogCorrupt`
+naming the log and the byte offset of the damaged frame; nothing at or after
+the damage is returned.  So does an event whose times are not of the
+timestamp type the header declares.  A recording, or any other file, is
+refused with :class:`EventLogFormatError` saying what it is.
 """
 
 from __future__ import annotations
@@ -25,27 +28,26 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import struct
-import zlib
 from collections.abc import Iterator
-from typing import IO, Any, cast
+from typing import IO, Any
 
-import msgpack  # type: ignore[import-untyped]
-
-from runtime.arraycodec import (
-    ARROW_BATCH,
-    ARROW_TABLE,
-    NDARRAY,
-    ColumnarUnavailable,
-    columnar_kind,
-    decode_columnar,
-    encode_columnar,
+from runtime import codec
+from runtime.arraycodec import ColumnarUnavailable, columnar_kind
+from runtime.codec import (
+    EXT_ARROW_BATCH,
+    EXT_ARROW_TABLE,
+    EXT_FROZENSET,
+    EXT_NDARRAY,
+    EXT_PRODUCT,
+    EXT_SET,
+    EXT_TUPLE,
 )
-from runtime.errors import TimelyRuntimeError
+from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.framing import CAPTURE_MAGIC, MAX_FRAME_BYTES, FrameBuffer, FrameDamage, frame, what_file
 from scopes.capture import Event, Messages, Progress
-from scopes.timestamp import INTEGER, Product, TimestampType
+from scopes.timestamp import INTEGER, ProductType, TimestampType
 
-MAGIC = b"\x89PTEV\r\n\x1a"
+MAGIC = CAPTURE_MAGIC
 """The first 8 bytes of every event log (binary, and sensitive to newline mangling)."""
 
 FORMAT_NAME = "pytimely-events"
@@ -57,33 +59,14 @@ FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 """The format versions this module reads (version 1 has no columnar batches)."""
 
-MAX_FRAME_BYTES = 1 << 30
-"""Frames declaring a larger payload are treated as damage."""
-
-EXT_PRODUCT = 1
-"""msgpack extension type of a :class:`~scopes.timestamp.Product`: payload ``[outer, inner]``."""
-EXT_TUPLE = 2
-"""msgpack extension type of a ``tuple``: payload an array of its items."""
-EXT_SET = 3
-"""msgpack extension type of a ``set``: payload an array of its items."""
-EXT_FROZENSET = 4
-"""msgpack extension type of a ``frozenset``: payload an array of its items."""
-EXT_NDARRAY = 5
-"""msgpack extension type of a numpy array: its dtype, shape and memory (see ``docs/capture-format.md``)."""
-EXT_ARROW_BATCH = 6
-"""msgpack extension type of a ``pyarrow.RecordBatch``: Arrow's IPC stream format."""
-EXT_ARROW_TABLE = 7
-"""msgpack extension type of a ``pyarrow.Table``: Arrow's IPC stream format."""
-
-_EXT_OF_KIND = {NDARRAY: EXT_NDARRAY, ARROW_BATCH: EXT_ARROW_BATCH, ARROW_TABLE: EXT_ARROW_TABLE}
-_KIND_OF_EXT = {code: kind for kind, code in _EXT_OF_KIND.items()}
+EXTENSION_CODES = (EXT_PRODUCT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_NDARRAY, EXT_ARROW_BATCH, EXT_ARROW_TABLE)
+"""The extension types of :mod:`runtime.codec` a log holds (the same codes in every version)."""
 
 EVENT_PROGRESS = 0
 """First element of a Progress record: ``[0, [[time, diff], ...]]``."""
 EVENT_MESSAGES = 1
 """First element of a Messages record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
 
-_FRAME_HEAD = struct.Struct(">II")
 _READ_CHUNK = 1 << 16
 
 
@@ -141,61 +124,18 @@ class EventEncodeError(EventLogError):
 # ---------------------------------------------------------------------- encoding
 
 
-def _pack_default(value: Any) -> Any:
-    if isinstance(value, Product):
-        return msgpack.ExtType(EXT_PRODUCT, _packb([value[0], value[1]]))
-    if type(value) is tuple:
-        return msgpack.ExtType(EXT_TUPLE, _packb(list(value)))
-    if isinstance(value, frozenset):
-        return msgpack.ExtType(EXT_FROZENSET, _packb(list(value)))
-    if isinstance(value, set):
-        return msgpack.ExtType(EXT_SET, _packb(list(value)))
-    if columnar_kind(value) is not None:
-        kind, data = encode_columnar(value)  # ColumnarEncodeError (a TypeError) for object dtypes
-        return msgpack.ExtType(_EXT_OF_KIND[kind], data)
-    raise TypeError(
-        f"cannot encode a {type(value).__module__}.{type(value).__qualname__} ({value!r:.80}): event logs hold "
-        "None, bool, int (64-bit), float, str, bytes, list, tuple, dict, set, frozenset, Product, numpy arrays "
-        "(of any dtype but object) and Arrow record batches and tables"
-    )
-
-
-def _packb(value: Any) -> bytes:
-    return cast(bytes, msgpack.packb(value, default=_pack_default, strict_types=True, use_bin_type=True))
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    kind = _KIND_OF_EXT.get(code)
-    if kind is not None:
-        return decode_columnar(kind, data)
-    items = _unpackb(data)
-    if code == EXT_PRODUCT:
-        return Product(items[0], items[1])
-    if code == EXT_TUPLE:
-        return tuple(items)
-    if code == EXT_SET:
-        return set(items)
-    if code == EXT_FROZENSET:
-        return frozenset(items)
-    raise ValueError(f"unknown msgpack extension type {code}")
-
-
-def _unpackb(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False, use_list=True)
-
-
 def encode_event(event: Event) -> bytes:
     """The msgpack payload of ``event`` (without framing)."""
     if isinstance(event, Progress):
-        return _packb([EVENT_PROGRESS, [[time, diff] for time, diff in event.updates]])
+        return codec.pack_capture([EVENT_PROGRESS, [[time, diff] for time, diff in event.updates]])
     if isinstance(event, Messages):
-        return _packb([EVENT_MESSAGES, event.time, event.data])
+        return codec.pack_capture([EVENT_MESSAGES, event.time, event.data])
     raise TypeError(f"{event!r} is not an event (Progress or Messages)")
 
 
 def decode_event(payload: bytes) -> Event:
-    """The event encoded in ``payload``; raises ``ValueError`` if it is not one."""
-    value = _unpackb(payload)
+    """The event encoded in ``payload``; raises :class:`~runtime.errors.DecodeError` if it is not one."""
+    value = codec.decode(payload, codec.CAPTURE)
     if isinstance(value, list) and value:
         kind = value[0]
         if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
@@ -204,19 +144,13 @@ def decode_event(payload: bytes) -> Event:
             isinstance(value[2], list) or columnar_kind(value[2]) is not None
         ):
             return Messages(value[1], value[2])
-    raise ValueError(f"payload {value!r:.200} is not an event record")
-
-
-def frame(payload: bytes) -> bytes:
-    """``payload`` with its length and checksum in front."""
-    length = struct.pack(">I", len(payload))
-    return length + struct.pack(">I", zlib.crc32(payload, zlib.crc32(length))) + payload
+    raise DecodeError(f"payload {codec.describe(value)} is not an event record")
 
 
 def header_frame(timestamp: TimestampType) -> bytes:
     """The magic bytes and header frame of a log of ``timestamp`` times."""
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "timestamp": timestamp.name}
-    return MAGIC + frame(_packb(header))
+    return MAGIC + frame(codec.pack_capture(header))
 
 
 # ---------------------------------------------------------------------- writing
@@ -345,7 +279,12 @@ class EventReader:
         self.recording_id: str | None = None  # names a log file the same on every worker
         if isinstance(source, (str, os.PathLike)):
             self.name = self.recording_id = os.fspath(source)
-            self._file = open(source, "rb")  # noqa: SIM115 - closed at the end of the log or by close()
+            try:
+                self._file = open(source, "rb")  # noqa: SIM115 - closed at the end of the log or by close()
+            except IsADirectoryError:
+                raise EventLogFormatError(
+                    f"{self.name} is a directory, not an event log; give the path of a log file", self.name
+                ) from None
             self._owns = True
         elif isinstance(source, socket.socket):
             self._socket = source
@@ -362,8 +301,8 @@ class EventReader:
             raise TypeError(f"EventReader needs a path, a binary file or a socket, got {source!r}")
         self.header: dict[str, Any] | None = None
         self._magic_ok = False
-        self._buffer = bytearray()
-        self._start = 0  # offset in the log of self._buffer[0]
+        self._frames = FrameBuffer()
+        self._times: TimestampType | None = None
         self._eof = False
         self._ended = False
         self._error: EventLogError | None = None
@@ -382,7 +321,7 @@ class EventReader:
             except OSError as error:
                 raise EventLogError(
                     f"event log {self.name}: the connection failed at byte offset "
-                    f"{self._start + len(self._buffer)}: {error}",
+                    f"{self._frames.start + len(self._frames)}: {error}",
                     self.name,
                 ) from error
         else:
@@ -391,32 +330,20 @@ class EventReader:
         if not data:
             self._eof = True
             return False
-        self._buffer += data
+        self._frames.feed(data)
         return True
 
     def _take_frame(self) -> tuple[int, bytes] | None:
         """The next complete frame ``(offset, payload)``, or ``None`` if not all of it is here yet."""
-        buffer = self._buffer
-        while len(buffer) < 8 and self._fill():
+        frames = self._frames
+        while len(frames) < frames.needed() and self._fill():
             pass
-        if len(buffer) < 8:
-            return None
-        length, checksum = _FRAME_HEAD.unpack_from(buffer)
-        offset = self._start
-        if length > MAX_FRAME_BYTES:
-            raise self._corrupt(
-                offset, f"declares a payload of {length} bytes, more than any record may have"
-            )
-        while len(buffer) < 8 + length and self._fill():
+        while len(frames) < frames.needed() and self._fill():  # the head told how long the payload is
             pass
-        if len(buffer) < 8 + length:
-            return None
-        payload = bytes(buffer[8 : 8 + length])
-        if zlib.crc32(payload, zlib.crc32(buffer[0:4])) != checksum:
-            raise self._corrupt(offset, "fails its CRC-32 check")
-        del buffer[: 8 + length]
-        self._start += 8 + length
-        return offset, payload
+        try:
+            return frames.take()
+        except FrameDamage as damage:
+            raise self._corrupt(damage.offset, damage.problem) from None
 
     def _corrupt(self, offset: int, problem: str) -> EventLogCorrupt:
         return EventLogCorrupt(
@@ -429,11 +356,11 @@ class EventReader:
 
     def _at_end(self) -> None:
         """At end of input: finish cleanly or report a truncation."""
-        if self._buffer or self.header is None:
-            where = self._start
+        if len(self._frames) or self.header is None:
+            where = self._frames.start
             what = "its header" if self.header is None else "the record"
             error = EventLogTruncated(
-                f"event log {self.name} is truncated: it ends {len(self._buffer)} bytes into "
+                f"event log {self.name} is truncated: it ends {len(self._frames)} bytes into "
                 f"{what} at byte offset {where}; nothing from that offset on was replayed. "
                 "The writer probably stopped before finishing the log",
                 self.name,
@@ -444,32 +371,36 @@ class EventReader:
         self.close()
 
     def _read_header(self) -> bool:
-        buffer = self._buffer
+        frames = self._frames
         if not self._magic_ok:
-            while len(buffer) < len(MAGIC) and self._fill():
+            while len(frames) < len(MAGIC) and self._fill():
                 pass
-            if len(buffer) < len(MAGIC):
+            if len(frames) < len(MAGIC):
+                if self._eof and len(frames) and what_file(bytes(frames.buffer)) is not None:
+                    self._refuse_other_kind(bytes(frames.buffer))
                 return False
-            if bytes(buffer[: len(MAGIC)]) != MAGIC:
-                raise EventLogFormatError(
-                    f"{self.name} is not a pytimely event log: it starts with {bytes(buffer[:8])!r}, "
-                    f"not the magic bytes {MAGIC!r}",
-                    self.name,
-                )
-            del buffer[: len(MAGIC)]
-            self._start += len(MAGIC)
+            prefix = bytes(frames.buffer[: len(MAGIC)])
+            if prefix != MAGIC:
+                self._refuse_other_kind(prefix)
+            frames.skip(len(MAGIC))
             self._magic_ok = True
         taken = self._take_frame()
         if taken is None:
             return False
         offset, payload = taken
         try:
-            header = _unpackb(payload)
-        except Exception as error:  # noqa: BLE001 - any decoding failure is damage
+            header = codec.decode(payload, codec.CAPTURE)
+        except DecodeError as error:
             raise self._corrupt(offset, f"(the header) cannot be decoded: {error}") from error
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
             raise EventLogFormatError(
-                f"{self.name} is not a pytimely event log: its header is {header!r:.200}", self.name
+                f"{self.name} is not a pytimely event log: its header "
+                + (
+                    f"declares the format {header.get('format')!r:.80}"
+                    if isinstance(header, dict)
+                    else f"is {codec.describe(header)}"
+                ),
+                self.name,
             )
         version = header.get("version")
         if version not in READ_VERSIONS:
@@ -488,7 +419,41 @@ class EventReader:
                 self.name,
             )
         self.header = header
+        self._times = expected if expected is not None else timestamp_type_named(header.get("timestamp"))
         return True
+
+    def _refuse_other_kind(self, prefix: bytes) -> None:
+        kind = what_file(prefix)
+        if kind is not None:
+            raise EventLogFormatError(
+                f"{self.name} is {kind}, not a pytimely event log (a capture log, written by EventWriter)",
+                self.name,
+            )
+        raise EventLogFormatError(
+            f"{self.name} is not a pytimely event log: it starts with {prefix!r}, not the magic bytes {MAGIC!r}",
+            self.name,
+        )
+
+    def _check_times(self, event: Event, offset: int) -> None:
+        """Refuse an event whose times are not of the log's declared timestamp type."""
+        times = self._times
+        if times is None:
+            return
+        if isinstance(event, Messages):
+            if not times.contains(event.time):
+                raise self._wrong_time(event.time, offset)
+        else:
+            for time, diff in event.updates:
+                if not times.contains(time) or diff.__class__ is not int:
+                    raise self._wrong_time(time if not times.contains(time) else diff, offset)
+
+    def _wrong_time(self, value: Any, offset: int) -> EventLogCorrupt:
+        assert self._times is not None
+        return self._corrupt(
+            offset,
+            f"holds {codec.describe(value)} where the log declares "
+            f"{self._times.name} timestamps (and integer counts)",
+        )
 
     # -- iteration -----------------------------------------------------------
 
@@ -513,14 +478,16 @@ class EventReader:
                 return None
             offset, payload = taken
             try:
-                return decode_event(payload)
+                event = decode_event(payload)
             except ColumnarUnavailable as error:
                 raise EventLogError(
                     f"event log {self.name}: the event at byte offset {offset} cannot be read here: {error}",
                     self.name,
                 ) from error
-            except Exception as error:  # noqa: BLE001 - any decoding failure is damage
+            except DecodeError as error:
                 raise self._corrupt(offset, f"cannot be decoded as an event: {error}") from error
+            self._check_times(event, offset)
+            return event
         except EventLogError as error:
             self._error = error
             self.close()
@@ -534,7 +501,7 @@ class EventReader:
     @property
     def offset(self) -> int:
         """The byte offset in the log of the next unread frame."""
-        return self._start
+        return self._frames.start
 
     def close(self) -> None:
         """Release the file or socket (if this reader opened or was given ownership of it)."""
@@ -546,7 +513,33 @@ class EventReader:
             self._owns = False
 
     def __repr__(self) -> str:
-        return f"EventReader({self.name!r}, offset={self._start})"
+        return f"EventReader({self.name!r}, offset={self._frames.start})"
+
+
+def timestamp_type_named(name: object) -> TimestampType | None:
+    """The built-in timestamp type called ``name`` (``integer``, ``Product[integer, integer]``, ...), else ``None``.
+
+    A log of a user-defined timestamp type has a name this does not know: its
+    times are then not checked against it.
+    """
+    if name == INTEGER.name:
+        return INTEGER
+    if not isinstance(name, str) or not name.startswith("Product[") or not name.endswith("]"):
+        return None
+    inside = name[len("Product[") : -1]
+    depth = 0
+    for index, char in enumerate(inside):  # split at the comma between the two halves, not inside a half
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            outer = timestamp_type_named(inside[:index].strip())
+            inner = timestamp_type_named(inside[index + 1 :].strip())
+            if outer is None or inner is None:
+                return None
+            return ProductType(outer, inner)
+    return None
 
 
 class LogFile:
@@ -599,6 +592,7 @@ __all__ = [
     "EventWriter",
     "FORMAT_VERSION",
     "MAGIC",
+    "MAX_FRAME_BYTES",
     "READ_VERSIONS",
     "decode_event",
     "encode_event",

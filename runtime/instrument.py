@@ -69,12 +69,22 @@ named after it, with the fields that follow ``t`` in the order listed:
 ``K_MARK`` :class:`Mark`
     ``label``: a note from the program (``logger.mark("...")``).
 
-Times are encoded as msgpack values; :class:`~scopes.timestamp.Product` as
-extension type 1 holding ``[outer, inner]``; other non-msgpack times as
-extension type 2 holding their ``repr``.
+Times are encoded as msgpack values by :mod:`runtime.codec` (the recording
+dialect): :class:`~scopes.timestamp.Product` as its extension type PRODUCT
+holding ``[outer, inner]``, other non-msgpack times as REPR holding their
+``repr``.
 
-Files start with a header map ``{"format": "pytimely-events", "version": 1,
-"process": P, ...}`` followed by the events.  A single process writes exactly
+Files (format version 2) start with the 8 magic bytes
+:data:`~runtime.framing.RECORDING_MAGIC`, then frames of
+:mod:`runtime.framing` (length, CRC-32, payload): first a header map
+``{"format": "pytimely-recording", "version": 2, "process": P, "pid": N}``,
+then one frame per batch of events (a msgpack array of event arrays), and
+last, when the program closes its log, an end map ``{"end": True}``.  A file
+without that end frame is reported as truncated (the program was killed, or
+is still writing); a damaged frame is refused naming the file and its byte
+offset.  Files of format version 1 (a bare msgpack stream: the header map
+``{"format": "pytimely-events", "version": 1, ...}`` then the events, with
+REPR as extension type 2) are still read.  A single process writes exactly
 the file named; process ``P`` of a multi-process cluster writes
 ``STEM.P.SUFFIX`` (``run.msgpack`` -> ``run.0.msgpack``, ``run.1.msgpack``);
 ``python -m viz`` merges several files.  A TCP sink sends the same bytes.
@@ -95,6 +105,7 @@ counted, never waited for.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import socket
 import threading
@@ -106,13 +117,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgpack  # type: ignore[import-untyped]
+from runtime import codec
+from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.framing import RECORDING_MAGIC, FrameBuffer, FrameDamage, frame, what_file
 
-from runtime.errors import TimelyRuntimeError
-from scopes.timestamp import Product
-
-FORMAT = "pytimely-events"
-VERSION = 1
+FORMAT = "pytimely-recording"
+"""The header's ``format`` field (format version 2 on)."""
+FORMAT_V1 = "pytimely-events"
+"""The header's ``format`` field in recordings of format version 1."""
+VERSION = 2
+"""The recording format version this module writes (version 1 is still read)."""
 
 K_OPERATOR = 1
 K_CHANNEL = 2
@@ -128,8 +142,8 @@ K_DROPPED = 11
 K_MARK = 12
 K_LOCAL_POINTSTAMPS = 13
 
-_EXT_PRODUCT = 1
-_EXT_REPR = 2
+_READ_CHUNK = 1 << 16
+_V1_MAX_BUFFER = 1 << 27  # version 1 is one msgpack stream: no value may need more than this at once
 
 __all__ = [
     "ChannelCreated",
@@ -146,19 +160,36 @@ __all__ = [
     "OperatorCreated",
     "PointstampsChanged",
     "Recorder",
+    "RecordingCorrupt",
     "RecordingError",
+    "RecordingStream",
     "Scheduled",
     "WorkerShutdown",
     "configure_from",
     "decode",
     "logger_for",
     "read_events",
+    "read_recording",
     "stop_logging",
 ]
 
 
 class RecordingError(TimelyRuntimeError):
     """A recording cannot be read: missing, not a recording, a newer version, or corrupted."""
+
+
+class RecordingCorrupt(RecordingError, DecodeError):
+    """A recording is damaged: a frame fails its checksum, or holds something that is not events.
+
+    Attributes:
+        where: the file (or stream) name.
+        offset: the byte offset of the damage from its start.
+    """
+
+    def __init__(self, message: str, where: str, offset: int) -> None:
+        super().__init__(message)
+        self.where = where
+        self.offset = offset
 
 
 # ---------------------------------------------------------------------- decoded events
@@ -319,72 +350,232 @@ def _freeze(value: Any) -> Any:
 # ---------------------------------------------------------------------- encoding
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, Product):
-        return msgpack.ExtType(_EXT_PRODUCT, _pack([value[0], value[1]]))
-    if isinstance(value, tuple):
-        return list(value)
-    return msgpack.ExtType(_EXT_REPR, repr(value).encode())
+def encode_header(process: int) -> bytes:
+    """The start of a recording written by ``process``: the magic bytes and the header frame."""
+    header = {"format": FORMAT, "version": VERSION, "process": process, "pid": os.getpid()}
+    return RECORDING_MAGIC + frame(codec.pack_recording(header))
 
 
-def _pack(value: Any) -> bytes:
-    return msgpack.packb(value, default=_default, strict_types=True, use_bin_type=True)
+def encode_events(events: Sequence[tuple[Any, ...]]) -> bytes:
+    """One frame holding raw events (``(kind, worker, seq, t, *fields)`` tuples)."""
+    return frame(codec.pack_recording(events))
 
 
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _EXT_PRODUCT:
-        outer, inner = msgpack.unpackb(data, ext_hook=_ext_hook, use_list=False, raw=False)
-        return Product(outer, inner)
-    if code == _EXT_REPR:
-        return data.decode(errors="replace")
-    return msgpack.ExtType(code, data)
+END_FRAME = frame(codec.pack_recording({"end": True}))
+"""The last frame of a recording whose program closed its log."""
 
 
-def _header(process: int) -> bytes:
-    return _pack({"format": FORMAT, "version": VERSION, "process": process, "pid": os.getpid()})
+# ---------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What :func:`read_recording` read: the events, and why the file looks cut short (``None`` if it does not)."""
+
+    events: list[Event]
+    truncated: str | None
+
+
+class RecordingStream:
+    """Decodes a recording as its bytes arrive (a file read in chunks, or a viewer's TCP connection).
+
+    :meth:`feed` returns the raw events (``(kind, worker, seq, t, *fields)``
+    tuples) now complete; :meth:`finish` says at the end whether the
+    recording was cut short.  Reads format version 2 (framed, checksummed)
+    and version 1 (a bare msgpack stream).  Anything else, a damaged frame or
+    a value past the decoder's limits raises :class:`RecordingError` (a
+    :class:`RecordingCorrupt` naming ``where`` and the byte offset); so does
+    every call after one that raised.
+    """
+
+    def __init__(self, where: str, cache_times: bool = False) -> None:
+        """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once."""
+        self.where = where
+        self.header: dict[Any, Any] | None = None
+        self.version: int | None = None
+        self.ended = False
+        self.events = 0
+        self._start = b""
+        self._fed = 0
+        self._frames = FrameBuffer(start=len(RECORDING_MAGIC))
+        self._unpacker: Any = None
+        self._cache_times = cache_times
+        self._dialect = codec.RECORDING.cached() if cache_times else codec.RECORDING
+        self._error: RecordingError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Add received bytes; return the events they complete, in order."""
+        if self._error is not None:
+            raise self._error
+        self._fed += len(data)
+        try:
+            if self.version is None:
+                data = self._detect(bytes(data))
+                if self.version is None:
+                    return []
+            if self.version == 1:
+                return self._feed_v1(data)
+            return self._feed_v2(data)
+        except RecordingError as error:
+            self._error = error
+            raise
+
+    def _detect(self, data: bytes) -> bytes:
+        """Tell the format version from the first bytes; return the bytes not yet consumed."""
+        start = self._start + data
+        if len(start) < len(RECORDING_MAGIC) and RECORDING_MAGIC.startswith(start):
+            self._start = start
+            return b""
+        self._start = b""
+        if start.startswith(RECORDING_MAGIC):
+            self.version = VERSION
+            return start[len(RECORDING_MAGIC) :]
+        if 0x81 <= start[0] <= 0x8F and (len(start) < 8 or start[1:8] == b"\xa6format"):
+            self.version = 1
+            dialect = codec.RECORDING_V1.cached() if self._cache_times else codec.RECORDING_V1
+            self._unpacker = dialect.unpacker(_V1_MAX_BUFFER)
+            return start
+        kind = what_file(start[:8])
+        if kind is not None:
+            raise RecordingError(f"{self.where}: this is {kind}, not a pytimely recording")
+        raise RecordingError(f"{self.where}: not a pytimely recording (it starts with {start[:8]!r})")
+
+    def _feed_v2(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+        frames = self._frames
+        frames.feed(data)
+        out: list[tuple[Any, ...]] = []
+        while True:
+            try:
+                taken = frames.take()
+            except FrameDamage as damage:
+                raise self._corrupt(damage.offset, damage.problem) from None
+            if taken is None:
+                return out
+            offset, payload = taken
+            if self.ended:
+                raise self._corrupt(offset, "follows the recording's end frame")
+            try:
+                value = codec.decode(payload, self._dialect)
+            except DecodeError as error:
+                raise self._corrupt(offset, f"cannot be decoded: {error}") from None
+            if self.header is None:
+                self._check_header(value, offset)
+            elif value.__class__ is tuple:
+                self._check_events(value, offset)
+                self.events += len(value)
+                out.extend(value)
+            elif value.__class__ is dict and value.get("end") is True:
+                self.ended = True
+            else:
+                raise self._corrupt(offset, f"holds a {type(value).__name__}, not events")
+
+    def _feed_v1(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+        unpacker = self._unpacker
+        out: list[Any] = []
+        try:
+            unpacker.feed(data)
+            out.extend(unpacker)
+        except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
+            problem = codec.decode_error(error, codec.RECORDING_V1)
+            done = self.events + len(out) - (1 if self.header is None and out else 0)
+            raise RecordingError(f"{self.where}: corrupted after {done} events ({problem})") from None
+        if self.header is None and out:
+            self._check_header(out.pop(0), 0)
+        self._check_events(out, unpacker.tell())
+        self.events += len(out)
+        return out
+
+    def _check_header(self, value: Any, offset: int) -> None:
+        if not isinstance(value, dict) or value.get("format") not in (FORMAT, FORMAT_V1):
+            raise RecordingError(f"{self.where}: not a pytimely recording (no '{FORMAT}' header)")
+        version = value.get("version")
+        if not isinstance(version, int) or version > VERSION:
+            raise RecordingError(
+                f"{self.where}: recording format version {version!r} is newer than this viewer's ({VERSION}); "
+                "upgrade pytimely to read it"
+            )
+        if version != self.version:
+            raise self._corrupt(offset, f"declares format version {version!r} in a file of version {self.version}")
+        self.header = value
+
+    def _check_events(self, events: Sequence[Any], offset: int) -> None:
+        for raw in events:
+            if raw.__class__ is not tuple or len(raw) < 4 or raw[0] not in _CLASSES:
+                if self.version == 1:
+                    raise RecordingError(
+                        f"{self.where}: corrupted after {self.events} events: "
+                        f"{codec.describe(raw)} is not a pytimely event"
+                    )
+                raise self._corrupt(offset, f"holds {codec.describe(raw)}, not a pytimely event")
+
+    def _corrupt(self, offset: int, problem: str) -> RecordingCorrupt:
+        return RecordingCorrupt(
+            f"{self.where} is damaged: the frame at byte offset {offset} {problem}; the events before it "
+            f"({self.events}) were read. Record the run again, or look at the undamaged part knowing it is incomplete",
+            self.where,
+            offset,
+        )
+
+    def finish(self) -> str | None:
+        """At the end of the input: why the recording looks cut short, or ``None`` if it is whole.
+
+        Raises :class:`RecordingError` if the input held no recording at all.
+        """
+        if self._error is not None:
+            raise self._error
+        if self.version is None:
+            if not self._start:
+                raise RecordingError(f"{self.where}: empty file, not a pytimely recording")
+            return f"{self.where} is truncated: it ends {len(self._start)} bytes into its magic bytes"
+        if self.header is None:
+            if self.version == 1:
+                raise RecordingError(f"{self.where}: not a pytimely recording (its header is cut short)")
+            return f"{self.where} is truncated: it ends in its header, at byte offset {self._frames.start}"
+        if self.version == 1:
+            if self._unpacker.tell() < self._fed:
+                return f"{self.where} is truncated: it ends in the middle of an event, after {self.events} events"
+            return None
+        if len(self._frames):
+            return (
+                f"{self.where} is truncated: it ends {len(self._frames)} bytes into the frame at byte offset "
+                f"{self._frames.start}, after {self.events} events"
+            )
+        if not self.ended:
+            return (
+                f"{self.where} is truncated: it has no end frame after its {self.events} events (the program "
+                "was killed, or had not closed its log)"
+            )
+        return None
 
 
 def iter_stream(stream: BinaryIO, where: str) -> Iterator[Event]:
-    """Decode events from a binary stream that starts with a header; raise :class:`RecordingError`."""
-    unpacker = msgpack.Unpacker(stream, ext_hook=_ext_hook, use_list=False, raw=False, strict_map_key=False)
-    try:
-        header = next(unpacker)
-    except StopIteration:
-        raise RecordingError(f"{where}: empty file, not a pytimely recording") from None
-    except (ValueError, msgpack.UnpackException) as error:
-        raise RecordingError(f"{where}: not a pytimely recording ({error})") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise RecordingError(f"{where}: not a pytimely recording (no '{FORMAT}' header)")
-    version = header.get("version")
-    if not isinstance(version, int) or version > VERSION:
-        raise RecordingError(
-            f"{where}: recording format version {version!r} is newer than this viewer's ({VERSION}); "
-            "upgrade pytimely to read it"
-        )
-    count = 0
+    """Decode events from a binary stream holding a recording; raise :class:`RecordingError`.
+
+    A recording cut short yields the events before the cut (see :func:`read_recording` to learn that it was).
+    """
+    decoder = RecordingStream(where)
     while True:
-        try:
-            raw = next(unpacker)
-        except StopIteration:
-            return
-        except (ValueError, msgpack.UnpackException) as error:
-            raise RecordingError(f"{where}: corrupted after {count} events ({error})") from None
-        if not isinstance(raw, tuple) or not raw:
-            raise RecordingError(f"{where}: corrupted after {count} events (found {raw!r:.60})")
-        try:
-            event = decode(raw)
-        except RecordingError as error:
-            raise RecordingError(f"{where}: corrupted after {count} events: {error}") from None
-        count += 1
-        yield event
+        data = stream.read(_READ_CHUNK)
+        if not data:
+            break
+        for raw in decoder.feed(data):
+            yield _decode_checked(raw, decoder)
+    decoder.finish()
 
 
-def read_events(path: str | os.PathLike[str]) -> list[Event]:
-    """Every event of a recording file, in file order.
+def _decode_checked(raw: tuple[Any, ...], decoder: RecordingStream) -> Event:
+    try:
+        return decode(raw)
+    except RecordingError as error:
+        raise RecordingError(f"{decoder.where}: corrupted after {decoder.events} events: {error}") from None
 
-    A file cut short in the middle of its last event (a program killed while
-    writing) yields the complete events before the cut.  Anything else that is
-    wrong raises :class:`RecordingError` with one line saying what.
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """Every event of a recording file, in file order, and whether (and why) it was cut short.
+
+    Raises :class:`RecordingError` with one line saying what is wrong for a
+    missing file, a directory, another kind of file, a newer version, or
+    damage (naming the byte offset in a file of format version 2).
     """
     where = str(path)
     try:
@@ -395,8 +586,25 @@ def read_events(path: str | os.PathLike[str]) -> list[Event]:
         raise RecordingError(f"{where}: is a directory, not a recording") from None
     except OSError as error:
         raise RecordingError(f"{where}: cannot open ({error.strerror})") from None
+    decoder = RecordingStream(where)
+    events: list[Event] = []
     with handle:
-        return list(iter_stream(handle, where))
+        while True:
+            data = handle.read(_READ_CHUNK)
+            if not data:
+                break
+            events.extend(_decode_checked(raw, decoder) for raw in decoder.feed(data))
+    return Recording(events, decoder.finish())
+
+
+def read_events(path: str | os.PathLike[str]) -> list[Event]:
+    """Every event of a recording file, in file order.
+
+    A file cut short (a program killed while writing) yields the complete
+    events before the cut; :func:`read_recording` also says whether it was.
+    Anything else that is wrong raises :class:`RecordingError` with one line saying what.
+    """
+    return read_recording(path).events
 
 
 # ---------------------------------------------------------------------- the per-worker logger
@@ -537,13 +745,13 @@ class MemorySink(Sink):
 
 
 class FileSink(Sink):
-    """Writes a msgpack recording to a file."""
+    """Writes a recording to a file (format version 2: framed, checksummed, closed by an end frame)."""
 
     def __init__(self, path: str | os.PathLike[str], process: int = 0) -> None:
         """Create (truncate) ``path`` and write the header."""
         self.path = Path(path)
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        self._file.write(_header(process))
+        self._file.write(encode_header(process))
         self._file.flush()
 
     def write(self, events: list[tuple[Any, ...]], encoded: bytes) -> None:
@@ -552,7 +760,8 @@ class FileSink(Sink):
         self._file.flush()
 
     def close(self) -> None:
-        """Close the file."""
+        """Write the end frame and close the file (a file without it reads as truncated)."""
+        self._file.write(END_FRAME)
         self._file.close()
 
 
@@ -643,7 +852,7 @@ class TcpSink(Sink):
                         break
                     continue
                 try:
-                    sock.sendall(_header(self._process))
+                    sock.sendall(encode_header(self._process))
                 except OSError:
                     sock.close()
                     sock = None
@@ -655,7 +864,7 @@ class TcpSink(Sink):
             chunk, count, lost = item
             try:
                 if lost:
-                    sock.sendall(_pack([K_DROPPED, -1, 0, time.monotonic(), lost]))
+                    sock.sendall(encode_events([(K_DROPPED, -1, 0, time.monotonic(), lost)]))
                     lost = 0
                 sock.sendall(chunk)
             except OSError:
@@ -666,6 +875,8 @@ class TcpSink(Sink):
                 sock.close()
                 sock = None
         if sock is not None:
+            with contextlib.suppress(OSError):  # the viewer may be gone already
+                sock.sendall(END_FRAME)
             sock.close()
         self.connected = False
         with self._lock:  # never sent: no viewer came
@@ -719,7 +930,7 @@ class Pipeline:
                     batch.append(pop())
             if not batch:
                 return
-            encoded = b"".join(_pack(event) for event in batch) if any(s.needs_bytes for s in self.sinks) else b""
+            encoded = encode_events(batch) if any(s.needs_bytes for s in self.sinks) else b""
             for sink in self.sinks:
                 sink.write(batch, encoded)
 
@@ -886,6 +1097,6 @@ class Recorder:
         if self._pipeline is not None:
             self._pipeline.flush()
         with open(path, "wb") as handle:
-            handle.write(_header(0))
-            for raw in self._sink.raw:
-                handle.write(_pack(raw))
+            handle.write(encode_header(0))
+            handle.write(encode_events(self._sink.raw))
+            handle.write(END_FRAME)

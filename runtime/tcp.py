@@ -164,7 +164,7 @@ class _Channel:
         body, _ = _PREFIX.unpack(prefix)
         if body > _HANDSHAKE_MAX_FRAME:
             raise WireError(f"a handshake frame of {body} bytes is too large")
-        frames = list(FrameReader(_HANDSHAKE_MAX_FRAME).feed(prefix + self._exactly(body, deadline)))
+        frames = list(FrameReader(_HANDSHAKE_MAX_FRAME, plain=True).feed(prefix + self._exactly(body, deadline)))
         return frames[0][0]
 
 

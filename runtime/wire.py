@@ -7,9 +7,11 @@ Values
     Built-in values travel as they are: ``int`` (any size), ``float``, ``str``,
     ``bytes``, ``bool``, ``None``, ``list``, ``tuple`` and ``dict`` (exact types,
     nested freely), and the timestamps of :mod:`scopes.timestamp` (integers and
-    :class:`~scopes.timestamp.Product`, nested to any depth).  Tuples come back
+    :class:`~scopes.timestamp.Product`).  Tuples come back
     as tuples and lists as lists: tuples, products, integers beyond 64 bits and
-    codec values are msgpack *extension types*.  Any other type (subclasses of
+    codec values are msgpack *extension types* of :mod:`runtime.codec`'s one
+    table, and every value received is decoded by its bounded decoder
+    (extension values nest at most :data:`runtime.codec.MAX_DEPTH` deep).  Any other type (subclasses of
     the built-ins included) needs a codec registered with :func:`register_codec`
     in every process; otherwise encoding raises :class:`EncodingError`, which
     names the type and says how to register one.
@@ -51,33 +53,41 @@ from __future__ import annotations
 import os
 import struct
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime import codec as _codec
 from runtime.arraycodec import (
     ARROW_BATCH,
     ARROW_TABLE,
     NDARRAY,
     ColumnarDecodeError,
     ColumnarEncodeError,
+    ColumnarUnavailable,
     arrow_ipc,
     columnar_kind,
     decode_arrow,
-    decode_ndarray,
-    encode_arrow,
     ndarray_parts,
 )
-from runtime.errors import TimelyRuntimeError
-from scopes.timestamp import Product
+from runtime.codec import (
+    Codec,
+    EncodingError,
+    decode_ndarray,
+    pack_wire,
+    register_codec,
+    type_name,
+    unregister_codec,
+)
+from runtime.errors import DecodeError, TimelyRuntimeError
 
-PROTOCOL_VERSION = 2
-"""Bumped whenever the wire format changes; peers with another version are refused."""
+PROTOCOL_VERSION = 3
+"""Bumped whenever the wire format changes; peers with another version are refused.
+
+Version 3: extension types of :mod:`runtime.codec`'s one table (tuples were 1 and products 2 before)."""
 
 MAX_FRAME_SETTING = "PYTIMELY_MAX_FRAME_BYTES"
 """The environment variable that lowers (or raises) :data:`MAX_FRAME`, in bytes; the same in every process."""
@@ -100,14 +110,6 @@ MAX_FRAME = _max_frame()
 """The largest frame sent or accepted (1 GiB unless ``$PYTIMELY_MAX_FRAME_BYTES`` says otherwise);
 a larger length prefix is a protocol violation, and a larger message is refused by its sender."""
 
-_EXT_TUPLE = 1
-_EXT_PRODUCT = 2
-_EXT_CODEC = 3
-_EXT_BIGINT = 4
-_EXT_NDARRAY = 5
-_EXT_ARROW_BATCH = 6
-_EXT_ARROW_TABLE = 7
-
 BATCH_FAST = 0
 """Batch path: scalars and tuples of scalars, tuples packed as arrays."""
 BATCH_GENERAL = 1
@@ -122,7 +124,6 @@ BATCH_ARROW_TABLE = 5
 """Batch path: a ``pyarrow.Table`` in Arrow's IPC stream format."""
 
 _COLUMNAR_PATHS = {NDARRAY: BATCH_NDARRAY, ARROW_BATCH: BATCH_ARROW, ARROW_TABLE: BATCH_ARROW_TABLE}
-_COLUMNAR_EXT = {NDARRAY: _EXT_NDARRAY, ARROW_BATCH: _EXT_ARROW_BATCH, ARROW_TABLE: _EXT_ARROW_TABLE}
 
 LARGE_FRAME = 1 << 16
 """Frames of at least this many bytes are gathered into a buffer of their own (see :class:`FrameReader`)."""
@@ -136,7 +137,7 @@ _TUPLE_ONLY = frozenset({tuple})
 _STR_ONLY = frozenset({str})
 
 
-class WireError(TimelyRuntimeError):
+class WireError(DecodeError):
     """Bytes received from a peer do not follow the wire protocol."""
 
 
@@ -144,108 +145,7 @@ class FrameTooLarge(TimelyRuntimeError):
     """A message is larger than the frame limit (:data:`MAX_FRAME`), so no peer would accept it."""
 
 
-class EncodingError(TimelyRuntimeError, TypeError):
-    """A value cannot be encoded for the wire (its type has no codec).
-
-    Attributes:
-        type_name: the qualified name of the type that could not be encoded.
-    """
-
-    def __init__(self, message: str, type_name: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
-
-
-@dataclass(frozen=True)
-class Codec:
-    """How values of one type travel: ``encode(value)`` gives an encodable value, ``decode`` inverts it."""
-
-    cls: type
-    name: str
-    encode: Callable[[Any], Any]
-    decode: Callable[[Any], Any]
-
-
-_codecs_by_type: dict[type, Codec] = {}
-_codecs_by_name: dict[str, Codec] = {}
-
-
-def type_name(cls: type) -> str:
-    """``module.QualifiedName`` of ``cls``."""
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def register_codec(
-    cls: type, encode: Callable[[Any], Any], decode: Callable[[Any], Any], name: str | None = None
-) -> None:
-    """Let values of exactly type ``cls`` travel between processes.
-
-    ``encode(value)`` must return something the wire carries (built-ins,
-    timestamps, or values of other registered types); ``decode`` receives that
-    and must rebuild the value.  Every process of the computation must register
-    the same codecs under the same ``name`` (default: ``module.QualifiedName``);
-    registering at import time of the module that defines ``main`` does that.
-    Registering ``cls`` again replaces its codec.
-    """
-    if not isinstance(cls, type):
-        raise TypeError(f"register_codec needs a class, got {cls!r}")
-    if cls in _SCALARS or cls in (list, tuple, dict, Product) or _is_columnar_type(cls):
-        raise ValueError(f"{type_name(cls)} travels natively and cannot have a codec")
-    if not callable(encode) or not callable(decode):
-        raise TypeError("register_codec needs callable encode and decode functions")
-    codec_name = name if name is not None else type_name(cls)
-    existing = _codecs_by_name.get(codec_name)
-    if existing is not None and existing.cls is not cls:
-        raise ValueError(f"codec name {codec_name!r} is already used by {type_name(existing.cls)}")
-    old = _codecs_by_type.pop(cls, None)
-    if old is not None:
-        _codecs_by_name.pop(old.name, None)
-    codec = Codec(cls, codec_name, encode, decode)
-    _codecs_by_type[cls] = codec
-    _codecs_by_name[codec_name] = codec
-
-
-def _is_columnar_type(cls: type) -> bool:
-    """Whether ``cls`` is ``numpy.ndarray``, ``pyarrow.RecordBatch`` or ``pyarrow.Table`` (imports nothing)."""
-    name = type_name(cls)
-    return name in ("numpy.ndarray", "pyarrow.lib.RecordBatch", "pyarrow.lib.Table")
-
-
-def unregister_codec(cls: type) -> None:
-    """Forget the codec of ``cls`` (if any)."""
-    codec = _codecs_by_type.pop(cls, None)
-    if codec is not None:
-        _codecs_by_name.pop(codec.name, None)
-
-
-def _unencodable(value: Any) -> EncodingError:
-    name = type_name(value.__class__)
-    return EncodingError(
-        f"cannot send a value of type {name} to another process: the wire carries int, float, str, "
-        f"bytes, bool, None, list, tuple, dict and timestamps (exact types) and types with a codec. "
-        f"Register one in every process, for example at import time of the module that defines "
-        f"main: runtime.register_codec({value.__class__.__qualname__}, encode=lambda v: ..., "
-        f"decode=lambda data: ...)",
-        name,
-    )
-
-
-def _default(value: Any) -> msgpack.ExtType:
-    cls = value.__class__
-    if cls is tuple:
-        return msgpack.ExtType(_EXT_TUPLE, _pack_general(list(value)))
-    if cls is Product:
-        return msgpack.ExtType(_EXT_PRODUCT, _pack_general([value[0], value[1]]))
-    if cls is int:
-        length = (value.bit_length() + 8) // 8
-        return msgpack.ExtType(_EXT_BIGINT, value.to_bytes(length, "big", signed=True))
-    codec = _codecs_by_type.get(cls)
-    if codec is not None:
-        return msgpack.ExtType(_EXT_CODEC, _pack_general([codec.name, codec.encode(value)]))
-    kind = columnar_kind(value)
-    if kind is not None:
-        return msgpack.ExtType(_COLUMNAR_EXT[kind], _encode_columnar(kind, value))
-    raise _unencodable(value)
+__all__ = ["Codec", "EncodingError", "register_codec", "unregister_codec"]  # re-exported from runtime.codec
 
 
 def _encode_columnar(kind: str, value: Any) -> bytes:
@@ -253,63 +153,15 @@ def _encode_columnar(kind: str, value: Any) -> bytes:
         if kind == NDARRAY:
             prefix, data = ndarray_parts(value)
             return b"".join((prefix, data))
-        return encode_arrow(value)
+        return bytes(arrow_ipc(value))
     except ColumnarEncodeError as error:
         raise EncodingError(str(error), type_name(value.__class__)) from None
-
-
-_packers = threading.local()
-_KEEP_PACKER_BELOW = 1 << 20  # a packer keeps its grown buffer: keep only those that packed something small
-
-
-def _pack_general(value: Any) -> bytes:
-    # Building a msgpack Packer costs several microseconds (more than packing a frame
-    # header), so each thread reuses its own; _default packs nested values re-entrantly,
-    # hence a small free list rather than one packer per thread.
-    free: list[msgpack.Packer] | None = getattr(_packers, "free", None)
-    if free is None:
-        free = _packers.free = []
-    packer = free.pop() if free else msgpack.Packer(use_bin_type=True, strict_types=True, default=_default)
-    packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
-    if len(packed) < _KEEP_PACKER_BELOW:
-        free.append(packer)
-    return packed
-
-
-def _ext_hook(code: int, data: bytes) -> Any:
-    if code == _EXT_TUPLE:
-        return tuple(_unpack_general(data))
-    if code == _EXT_PRODUCT:
-        outer, inner = _unpack_general(data)
-        return Product(outer, inner)
-    if code == _EXT_BIGINT:
-        return int.from_bytes(data, "big", signed=True)
-    if code == _EXT_NDARRAY:
-        return _decode_columnar(BATCH_NDARRAY, data)
-    if code == _EXT_ARROW_BATCH:
-        return _decode_columnar(BATCH_ARROW, data)
-    if code == _EXT_ARROW_TABLE:
-        return _decode_columnar(BATCH_ARROW_TABLE, data)
-    if code == _EXT_CODEC:
-        name, encoded = _unpack_general(data)
-        codec = _codecs_by_name.get(name)
-        if codec is None:
-            raise WireError(
-                f"received a value encoded by codec {name!r}, which is not registered in this "
-                f"process; register the same codecs in every process (runtime.register_codec)"
-            )
-        return codec.decode(encoded)
-    raise WireError(f"received an unknown msgpack extension type {code}")
-
-
-def _unpack_general(data: bytes | bytearray | memoryview) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
 
 
 def encode_value(value: Any) -> bytes:
     """Encode any wire-carried value (see the module docstring); raise :class:`EncodingError` if impossible."""
     try:
-        return _pack_general(value)
+        return pack_wire(value)
     except EncodingError:
         raise
     except (TypeError, ValueError, OverflowError) as error:
@@ -319,13 +171,28 @@ def encode_value(value: Any) -> bytes:
 
 
 def decode_value(data: bytes | bytearray | memoryview) -> Any:
-    """Rebuild a value encoded by :func:`encode_value`; raise :class:`WireError` on malformed bytes."""
+    """Rebuild a value encoded by :func:`encode_value`; raise :class:`WireError` on malformed bytes.
+
+    Decoded by :func:`runtime.codec.decode` (bounded in size, lengths and depth).
+    """
     try:
-        return _unpack_general(data)
-    except WireError:
-        raise
-    except Exception as error:  # msgpack raises several unrelated types on malformed input
-        raise WireError(f"malformed value on the wire: {type(error).__name__}: {error}") from error
+        return _codec.decode(data, _codec.WIRE)
+    except ColumnarUnavailable as error:
+        raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
+    except DecodeError as error:
+        raise WireError(f"malformed value on the wire: {error}") from error
+
+
+def decode_plain_value(data: bytes | bytearray | memoryview, max_size: int = _codec.PLAIN_MAX_SIZE) -> Any:
+    """A value of built-in types only, for bytes from a peer that has not authenticated; :class:`WireError` else.
+
+    No extension type is accepted (so no registered codec is ever called),
+    and nothing longer than ``max_size`` bytes.
+    """
+    try:
+        return _codec.decode_plain(data, max_size)
+    except DecodeError as error:
+        raise WireError(f"malformed handshake value: {error}") from error
 
 
 def _tuple_of_scalars(record: tuple[Any, ...]) -> bool:
@@ -387,12 +254,15 @@ def _encode_columns(batch: list[Any]) -> bytes | None:
 
 
 def _decode_columns(data: bytes | bytearray | memoryview) -> list[Any]:
-    count, *encoded = msgpack.unpackb(data, raw=False)
+    decoded = _codec.decode(data, _codec.WIRE_RECORDS)
+    if decoded.__class__ is not tuple or not decoded or decoded[0].__class__ is not int:
+        raise WireError("a columnar batch on the wire is not [count, column, ...]")
+    count, *encoded = decoded
     columns: list[list[Any]] = []
     for column in encoded:
         if column.__class__ is str:
             column = column.split("\0")
-        elif column.__class__ is not list:
+        elif column.__class__ is not tuple:
             raise WireError("a column on the wire is neither a string nor an array")
         if len(column) != count:
             raise WireError("a column on the wire has the wrong length")
@@ -405,7 +275,7 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
         if path == BATCH_NDARRAY:
             return decode_ndarray(data)
         return decode_arrow(ARROW_BATCH if path == BATCH_ARROW else ARROW_TABLE, data)
-    except ColumnarDecodeError as error:
+    except ColumnarDecodeError as error:  # ColumnarUnavailable included: said so, not called damage
         raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
 
 
@@ -460,9 +330,12 @@ def decode_batch(path: int, data: bytes | bytearray | memoryview) -> Any:
             raise WireError(f"malformed batch on the wire: {type(error).__name__}: {error}") from error
     if path == BATCH_FAST:
         try:
-            return list(msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=False))
-        except Exception as error:
-            raise WireError(f"malformed batch on the wire: {type(error).__name__}: {error}") from error
+            batch = _codec.decode(data, _codec.WIRE_RECORDS)
+        except DecodeError as error:
+            raise WireError(f"malformed batch on the wire: {error}") from error
+        if batch.__class__ is not tuple:
+            raise WireError(f"a batch on the wire decoded to {type_name(batch.__class__)}, not an array")
+        return list(batch)
     if path == BATCH_GENERAL:
         batch = decode_value(data)
         if batch.__class__ is not list:
@@ -509,9 +382,15 @@ class FrameReader:
     copied again.  Smaller frames' payloads are ``bytes``.
     """
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
-        """Accept frames whose body is at most ``max_frame`` bytes."""
+    def __init__(self, max_frame: int = MAX_FRAME, plain: bool = False) -> None:
+        """Accept frames whose body is at most ``max_frame`` bytes.
+
+        With ``plain``, headers are decoded by :func:`decode_plain_value`: built-in
+        types only, no extension type, no registered codec (for a handshake,
+        before the peer has proved the token).
+        """
         self._buffer = bytearray()
+        self._decode_header = decode_plain_value if plain else decode_value
         self._max = max_frame
         self._large: bytearray | None = None
         self._large_filled = 0
@@ -528,7 +407,7 @@ class FrameReader:
             if self._large_filled < len(large):
                 return
             self._large = None
-            yield self._split(memoryview(large), self._large_head)
+            yield self._split(memoryview(large), self._large_head, decode=self._decode_header)
             data = data[take:]
             if not data:
                 return
@@ -551,7 +430,9 @@ class FrameReader:
                         self._large, self._large_filled, self._large_head = large, have, head
                         start = size
                     break
-                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME)
+                yield self._split(
+                    view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=self._decode_header
+                )
                 start = end
         finally:
             view.release()
@@ -560,11 +441,15 @@ class FrameReader:
 
     @staticmethod
     def _split(
-        body: memoryview, head: int, copy: bool = False, large: bool = False
+        body: memoryview,
+        head: int,
+        copy: bool = False,
+        large: bool = False,
+        decode: Callable[[memoryview], Any] = decode_value,
     ) -> tuple[list[Any], bytes | memoryview]:
         """``(header, payload)`` of a frame body: the payload copied (``bytes``, or for a large frame a
         writable buffer that a decoded array can share) or, when ``body`` is the frame's own buffer, a view."""
-        header = decode_value(body[:head])
+        header = decode(body[:head])
         if header.__class__ is not list or not header:
             raise WireError("a frame header must be a non-empty array")
         if not copy:

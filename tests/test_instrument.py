@@ -10,7 +10,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from runtime import instrument
+from runtime import codec, instrument
 from runtime.errors import ConfigurationError
 from runtime.instrument import (
     FileSink,
@@ -176,4 +176,4 @@ def test_unknown_kinds_and_shapes_are_recording_errors() -> None:
         instrument.decode((42, 0, 1, 0.0))
     with pytest.raises(instrument.RecordingError, match="not a pytimely event"):
         instrument.decode((1, 0, 1, 0.0, "too few"))
-    assert msgpack.unpackb(instrument._pack((1, 2)), raw=False) == [1, 2]
+    assert msgpack.unpackb(codec.pack_recording((1, 2)), raw=False) == [1, 2]

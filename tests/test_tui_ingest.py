@@ -5,12 +5,10 @@ Also: a viewer that stops drawing never slows the program, its queue stays bound
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
 import pytest
 from test_viz_recorded import record_countdown
 from tui_helpers import synthetic_events
@@ -23,10 +21,10 @@ from runtime.instrument import (
     K_POINTSTAMPS,
     K_SCHEDULE,
     Event,
+    RecordingStream,
     TcpSink,
-    _ext_hook,
-    _header,
-    _pack,
+    encode_events,
+    encode_header,
 )
 from viz.tui.adapter import TuiState
 from viz.tui.ingest import apply_raw
@@ -38,11 +36,10 @@ def wire(events: list[Event]) -> list[tuple[Any, ...]]:
     from runtime.instrument import _CLASSES
 
     kinds = {cls: kind for kind, cls in _CLASSES.items()}
-    data = _header(0) + b"".join(
-        _pack((kinds[type(e)], *(getattr(e, f) for f in e.__dataclass_fields__))) for e in events
+    data = encode_header(0) + encode_events(
+        [(kinds[type(e)], *(getattr(e, f) for f in e.__dataclass_fields__)) for e in events]
     )
-    unpacker = msgpack.Unpacker(io.BytesIO(data), ext_hook=_ext_hook, use_list=False, raw=False)
-    return list(unpacker)[1:]
+    return RecordingStream("test").feed(data)
 
 
 def snapshot(state: TuiState) -> dict[str, Any]:
@@ -119,7 +116,7 @@ def test_a_viewer_that_stops_reading_never_slows_the_program(tmp_path: Path) -> 
             time.sleep(0.01)
         assert sink.connected
         events = [(6, 0, i, 1.0, (0, 2), ((5, i, 1),)) for i in range(1000)]
-        encoded = b"".join(_pack(e) for e in events)
+        encoded = encode_events(events)
         slowest = 0.0
         started = time.monotonic()
         while time.monotonic() - started < 2.0:

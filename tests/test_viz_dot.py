@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from recording_v1 import header as _header
+from recording_v1 import pack as _pack
 from viz_synthetic import ROOT, Script, finish, running
 
 import viz
-from runtime.instrument import K_CHANNEL, K_FRONTIERS, K_LOCATIONS, K_OPERATOR, Recorder, _header, _pack
+from runtime.instrument import K_CHANNEL, K_FRONTIERS, K_LOCATIONS, K_OPERATOR, Recorder
 from viz.dot import to_graph
 from viz.errors import RenderError
 from viz.model import Model

@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 
-from runtime.arraycodec import decode_ndarray, encode_ndarray
+from runtime.arraycodec import encode_ndarray
+from runtime.codec import decode_ndarray
 from runtime.wire import (
     BATCH_ARROW,
     BATCH_ARROW_TABLE,

@@ -7,7 +7,7 @@ import timeit
 
 import pytest
 
-from runtime import wire
+from runtime import codec
 from runtime.wire import EncodingError, decode_value, encode_value, frame, frame_head
 from scopes.timestamp import Product
 
@@ -29,11 +29,11 @@ def test_a_failed_encoding_leaves_no_half_packed_bytes_for_the_next_one() -> Non
 
 
 def test_a_large_value_does_not_keep_its_packer() -> None:
-    wire._packers.free = []
+    codec._packers.state = codec._PackState()
     encode_value([b"x" * (2 << 20)])
-    assert wire._packers.free == []  # its 2 MB buffer is not kept
+    assert codec._packers.state.free == []  # its 2 MB buffer is not kept
     encode_value([b"x"])
-    assert len(wire._packers.free) == 1
+    assert len(codec._packers.state.free) == 1
 
 
 def test_threads_encoding_at_once_get_their_own_packers() -> None:

@@ -25,9 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from recording_v1 import header as _header  # noqa: E402
+from recording_v1 import pack as _pack  # noqa: E402
 from viz_synthetic import running  # noqa: E402
 
-from runtime.instrument import K_MESSAGES, K_POINTSTAMPS, K_SCHEDULE, _header, _pack  # noqa: E402
+from runtime.instrument import K_MESSAGES, K_POINTSTAMPS, K_SCHEDULE  # noqa: E402
 from scopes.timestamp import Product  # noqa: E402
 
 PLACEHOLDER = 1234567.890625  # a time no event carries: marks where each event's time is encoded

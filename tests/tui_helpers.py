@@ -6,9 +6,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from recording_v1 import header as _header
+from recording_v1 import pack as _pack
 from viz_synthetic import finish, running
 
-from runtime.instrument import Event, _header, _pack
+from runtime.instrument import Event
 from viz.tui.app import TimelyApp
 from viz.tui.sources import Replay
 

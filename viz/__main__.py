@@ -15,7 +15,7 @@ import ast
 import sys
 from typing import Any
 
-from runtime.instrument import Event, RecordingError, read_events
+from runtime.instrument import Event, RecordingError, read_recording
 from viz.dot import Diagram, to_graph
 from viz.errors import SelectionError, VizError
 from viz.model import Loc, Model
@@ -83,7 +83,11 @@ def _parse_time(text: str) -> Any:
 def _dot(args: argparse.Namespace) -> int:
     events: list[Event] = []
     for path in args.logs:
-        events.extend(read_events(path))
+        recording = read_recording(path)
+        events.extend(recording.events)
+        if recording.truncated is not None:
+            print(f"python -m viz: warning: {recording.truncated}; the diagram shows the run as far as it was recorded",
+                  file=sys.stderr)
     if not events:
         raise SelectionError("the recording holds no events")
     model = Model.from_events(events, until=args.at)

@@ -665,6 +665,8 @@ class TimelyApp(App[int]):
                 f"REPLAY · {workers} worker{'s' if workers != 1 else ''} · event {replay.position:,}/{len(replay):,} · "
                 f"{replay.now:.3f}/{replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
             )
+            if replay.truncated:
+                first += " · TRUNCATED"
             slider = self.query("#slider")
             if slider:
                 widget = slider.first(TimeSlider)
@@ -682,6 +684,8 @@ class TimelyApp(App[int]):
         second = [f"showing {shown}"]
         if self.listener is not None:
             second.append(self._connection_text())
+        if self.replay is not None and self.replay.truncated:
+            second.extend(self.replay.truncated)
         pending = unfinished_dataflows(model)
         if model.scopes:
             second.append(f"unfinished: {', '.join(pending)}" if pending else "all dataflows done")

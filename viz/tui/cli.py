@@ -116,7 +116,8 @@ def _build(args: argparse.Namespace) -> tuple[Any, Program | None]:
     from viz.tui.app import TimelyApp
 
     if args.replay:
-        replay = Replay(load_recording(args.replay))
+        events, truncated = load_recording(args.replay)
+        replay = Replay(events, truncated=truncated)
         replay.seek(len(replay))
         return TimelyApp(replay=replay, diagram_dir=args.diagram_dir), None
     host, port = parse_listen(args.listen) if args.listen else ("127.0.0.1", 0)

@@ -25,17 +25,13 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import msgpack  # type: ignore[import-untyped]
-
 from runtime.instrument import (
-    _EXT_PRODUCT,
-    FORMAT,
     K_SHUTDOWN,
-    VERSION,
     Event,
     FrontiersChanged,
     RecordingError,
-    read_events,
+    RecordingStream,
+    read_recording,
 )
 from viz.errors import VizError
 from viz.tui.adapter import TuiState
@@ -49,26 +45,43 @@ class TuiError(VizError):
 # ---------------------------------------------------------------------- replay
 
 
-def load_recording(paths: Sequence[str | os.PathLike[str]]) -> list[Event]:
-    """Every event of the recording files (one per process), in time order; raise :class:`TuiError`."""
+def load_recording(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Event], list[str]]:
+    """Every event of the recording files (one per process), in time order, and why any file looks cut short.
+
+    Raises :class:`TuiError` for a file that cannot be read at all.
+    """
     events: list[Event] = []
+    truncated: list[str] = []
     for path in paths:
         try:
-            events.extend(read_events(path))
+            recording = read_recording(path)
         except RecordingError as error:
             raise TuiError(str(error)) from None
+        events.extend(recording.events)
+        if recording.truncated is not None:
+            truncated.append(recording.truncated)
     if not events:
         raise TuiError(f"{', '.join(map(str, paths))}: the recording holds no events")
     events.sort(key=lambda e: (e.t, e.worker, e.seq))
-    return events
+    return events, truncated
 
 
 class Replay:
     """A cursor over a recording: the state after the first :attr:`position` events."""
 
-    def __init__(self, events: list[Event], bucket: float | None = None, checkpoint_every: int = 2000) -> None:
-        """Replay ``events`` (sorted by time); rates in buckets of ``bucket`` seconds (default: 1/40 of the run)."""
+    def __init__(
+        self,
+        events: list[Event],
+        bucket: float | None = None,
+        checkpoint_every: int = 2000,
+        truncated: Sequence[str] = (),
+    ) -> None:
+        """Replay ``events`` (sorted by time); rates in buckets of ``bucket`` seconds (default: 1/40 of the run).
+
+        ``truncated`` says why the recording's files look cut short (the header shows it).
+        """
         self.events = events
+        self.truncated = list(truncated)
         self.start = events[0].t if events else 0.0
         self.end = events[-1].t if events else 0.0
         self.bucket = bucket if bucket is not None else max((self.end - self.start) / 40, 0.001)
@@ -238,25 +251,9 @@ class LiveListener:
             thread.start()
 
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
-        from runtime.instrument import _ext_hook
-
-        times: dict[bytes, object] = {}
-        known = times.get
-
-        def cached_ext_hook(code: int, data: bytes) -> object:
-            # The same times recur in almost every event: decode each one once per connection.
-            if code != _EXT_PRODUCT:
-                return _ext_hook(code, data)
-            value = known(data)
-            if value is None:
-                value = _ext_hook(code, data)
-                if len(times) < 100_000:
-                    times[data] = value
-            return value
-
-        unpacker = msgpack.Unpacker(ext_hook=cached_ext_hook, use_list=False, raw=False, strict_map_key=False)
+        # Decoded by the project's bounded decoder; each distinct time is decoded once per connection.
+        stream = RecordingStream(f"the connection from {connection.peer}", cache_times=True)
         sock.settimeout(0.2)
-        header_seen = False
         try:
             while not self._stop.is_set():
                 if self._queued > self.capacity:
@@ -269,16 +266,13 @@ class LiveListener:
                     continue
                 if not data:
                     break
-                unpacker.feed(data)
-                batch = list(unpacker)
-                if batch and not header_seen:
-                    self._check_header(batch[0])
-                    connection.process = batch[0].get("process")
-                    header_seen = True
-                    del batch[0]
+                batch = stream.feed(data)
+                if connection.process is None and stream.header is not None:
+                    process = stream.header.get("process")
+                    connection.process = process if process.__class__ is int else None
                 if not batch:
                     continue
-                connection.workers.update({raw[1] for raw in batch if raw[1] >= 0})
+                connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})
                 connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
                 connection.events += len(batch)
                 stamp = connection.sent_at(batch[-1][3], self.clock())
@@ -286,21 +280,13 @@ class LiveListener:
                     self.received += len(batch)
                     self._queued += len(batch)
                     self._queue.append((stamp, connection, batch))
-        except (RecordingError, ValueError, TypeError, IndexError, msgpack.UnpackException) as error:
-            connection.error = f"not a pytimely event stream ({error})" if header_seen else str(error)
+        except RecordingError as error:
+            connection.error = str(error) if stream.header is None else f"not a pytimely event stream ({error})"
         except OSError as error:
             connection.error = f"connection lost ({error.strerror or error})"
         finally:
             connection.open = False
             sock.close()
-
-    @staticmethod
-    def _check_header(raw: object) -> None:
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            raise RecordingError("not a pytimely event stream (no header)")
-        version = raw.get("version")
-        if not isinstance(version, int) or version > VERSION:
-            raise RecordingError(f"event format version {version!r} is newer than this viewer's ({VERSION})")
 
     def take(self, limit: int = 20_000) -> list[tuple[Connection, list[Raw]]]:
         """Take queued batches, whole, until about ``limit`` events (at least one batch if any).
