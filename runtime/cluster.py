@@ -69,7 +69,13 @@ TOKEN_VARIABLE = "PYTIMELY_TOKEN"
 LOG_VARIABLE = "PYTIMELY_LOG"
 """The environment variable that turns instrumentation on, as ``--log`` does (see :mod:`runtime.instrument`)."""
 LOST_GRACE = 10.0
-"""Seconds the other children get to stop by themselves after one died, before they are killed."""
+"""Seconds the other children get to stop by themselves after one failed and reported why, before they are killed."""
+SILENT_DEATH_GRACE = 2.0
+"""Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
+ANSWER_GRACE = 1.0
+"""Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
+SUSPENDED_LIMIT = 6.0
+"""Seconds a child may stay suspended (SIGSTOP, state ``T``) before the launcher treats it as lost."""
 
 _CHILD_CODE = "from runtime.cluster import child_main; child_main()"
 _PR_SET_PDEATHSIG = 1
@@ -391,6 +397,13 @@ class _Child:
     popen: subprocess.Popen[bytes]
     outcome: list[Any] | None = None
     reader: threading.Thread | None = None
+    ended_at: float | None = None
+    """When the launcher saw it exit (``time.monotonic``)."""
+    killed_by_launcher: bool = False
+    """Whether the launcher signalled it (so its end is a consequence, not a cause)."""
+    unanswering: str | None = None
+    """Why the launcher killed it as a process that stopped answering, if it did."""
+    suspended_since: float | None = None
 
 
 def execute_processes(
@@ -506,23 +519,88 @@ def _read_outcome(child: _Child, fd: int) -> None:
 
 
 def _wait(children: list[_Child]) -> None:
-    """Wait until every child exited; once one has failed, kill the rest after a grace period."""
-    died_at: float | None = None
+    """Wait until every child exited; after a fault, stop the rest promptly, noting which ended on their own.
+
+    A child that dies without reporting leaves the others :data:`SILENT_DEATH_GRACE`
+    seconds to stop by themselves; one that reported a failure leaves them
+    :data:`LOST_GRACE`.  A child that another reports as silent, or that stays
+    suspended for :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the
+    launcher kills it and remembers why, so that the error names it truthfully.
+    """
+    fault_at: float | None = None
+    grace = LOST_GRACE
+    next_look = 0.0
     while True:
-        running = [child for child in children if child.popen.poll() is None]
+        now = time.monotonic()
+        for child in children:
+            if child.ended_at is not None or child.popen.poll() is None:
+                continue
+            child.ended_at = now
+            outcome = _outcome(child)
+            if child.popen.returncode == 0 and outcome is not None:
+                continue
+            fault_at = now if fault_at is None else fault_at
+            if outcome is None and (not child.killed_by_launcher or child.unanswering is not None):
+                grace = min(grace, SILENT_DEATH_GRACE)
+            elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
+                _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
+        running = [child for child in children if child.ended_at is None]
         if not running:
             break
-        if died_at is None:
-            for child in children:
-                if child.popen.poll() is not None and child.popen.returncode != 0:
-                    died_at = time.monotonic()
-        elif time.monotonic() - died_at > LOST_GRACE:
+        if now >= next_look:
+            next_look = now + 0.25
+            for child in running:
+                _watch_suspension(child, now)
+        if fault_at is not None and now - fault_at > grace:
+            for child in running:
+                child.killed_by_launcher = True
             _terminate(running, 1.0)
             break
         time.sleep(0.02)
     for child in children:
         if child.reader is not None:
             child.reader.join(timeout=5.0)
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``R``, ``S``, ``T``, ...) on Linux, else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            return file.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _watch_suspension(child: _Child, now: float) -> None:
+    """Kill ``child`` as lost once it has been suspended (SIGSTOP) for :data:`SUSPENDED_LIMIT` seconds."""
+    if _process_state(child.popen.pid) not in ("T", "t"):
+        child.suspended_since = None
+        return
+    if child.suspended_since is None:
+        child.suspended_since = now
+    elif now - child.suspended_since >= SUSPENDED_LIMIT:
+        _kill_unanswering(child, f"it stayed suspended for {now - child.suspended_since:.1f} s")
+
+
+def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) -> None:
+    """Another child lost ``accused``: if it is still running after :data:`ANSWER_GRACE`, it stopped answering."""
+    if accused.__class__ is not int or not 0 <= accused < len(children):
+        return
+    child = children[accused]
+    try:
+        child.popen.wait(timeout=ANSWER_GRACE)
+    except subprocess.TimeoutExpired:
+        _kill_unanswering(child, accusation)
+
+
+def _kill_unanswering(child: _Child, why: str) -> None:
+    if _process_state(child.popen.pid) in ("T", "t"):
+        why += "; it was suspended (state T: SIGSTOP or a debugger)"
+    child.unanswering = why
+    child.killed_by_launcher = True
+    with contextlib.suppress(OSError):
+        child.popen.kill()
+    child.popen.wait()
 
 
 def _outcome(child: _Child) -> list[Any] | None:
@@ -546,18 +624,39 @@ def _terminate(children: list[_Child], grace: float) -> None:
             child.popen.wait()
 
 
-def _how_it_ended(popen: subprocess.Popen[bytes]) -> str:
-    code = popen.returncode
+def _how_it_ended(child: _Child) -> str:
+    """How ``child`` ended, in words: who stopped it and by which signal or status."""
+    code = child.popen.returncode
     if code is not None and code < 0:
         try:
-            return f"was killed by {signal.Signals(-code).name}"
+            how = f"killed by {signal.Signals(-code).name}"
         except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code} without reporting"
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exited with status {code} without reporting"
+    if child.unanswering is not None:
+        return f"stopped answering ({child.unanswering}); the launcher then killed it ({how})"
+    if child.killed_by_launcher:
+        return f"was stopped by the launcher after another process failed ({how})"
+    return f"was {how}" if code is not None and code < 0 else how
+
+
+def _lost(child: _Child) -> PeerLost:
+    return PeerLost(
+        f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child)}",
+        child.index,
+        str(child.endpoint),
+    )
 
 
 def _collect(children: list[_Child], workers: int) -> list[Any]:
-    """Every worker's result, or the error that best explains why there are none."""
+    """Every worker's result, or the error that best explains why there are none.
+
+    Causes come before consequences: a worker's failure, then a child's own
+    error, then a child that died by itself without reporting, then one that
+    stopped answering; children the launcher stopped after a fault are named
+    only if nothing else explains it.
+    """
     peers = len(children) * workers
     outcomes = [(child, _outcome(child)) for child in children]
     by_kind: dict[str, list[tuple[_Child, list[Any]]]] = {}
@@ -574,12 +673,11 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")
         raise error
     for child, outcome in outcomes:
-        if outcome is None:
-            raise PeerLost(
-                f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child.popen)}",
-                child.index,
-                str(child.endpoint),
-            )
+        if outcome is None and not child.killed_by_launcher:
+            raise _lost(child)
+    for child, _ in outcomes:
+        if child.unanswering is not None:
+            raise _lost(child)
     stuck = by_kind.get("stuck", [])
     if stuck:
         explanation = "\n".join(outcome[2] for _, outcome in stuck)
@@ -593,6 +691,9 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
     for kind in ("lost", "stopped", "interrupted"):
         for child, outcome in by_kind.get(kind, []):
             raise ClusterError(f"process {child.index} ({child.endpoint}): {outcome[1]}")
+    for child, outcome in outcomes:
+        if outcome is None:
+            raise _lost(child)
     results: list[Any] = []
     for _, outcome in outcomes:
         assert outcome is not None
@@ -637,7 +738,7 @@ def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[A
             return ["stopped", str(error)]
         return ["failed", error.worker, str(error), "".join(traceback.format_exception(error))]
     if isinstance(error, PeerLost):
-        return ["lost", str(error)]
+        return ["lost", str(error), error.process]
     if isinstance(error, ClusterStopped):
         reason = fabric.stop_reason if fabric is not None else None
         return ["interrupted" if reason is not None and reason.kind == "interrupted" else "stopped", str(error)]
