@@ -15,9 +15,10 @@ with a handshake before anything else is sent:
 
 The accepting side handshakes with every connection at once, each on its own
 thread and with its own deadline (:data:`HANDSHAKE_TIMEOUT` per step), and at
-most :data:`MAX_HANDSHAKES` at a time: a connection beyond that is closed at
-once and logged.  Idle, slow or hostile connections therefore only hold their
-own slot until their deadline and cannot keep the real peers out.  Handshake
+most :data:`MAX_HANDSHAKES` at a time: when a new connection arrives beyond
+that, the one that has been handshaking longest is closed at once and logged.
+A real peer finishes within a few round trips, while idle, slow or hostile
+connections are the ones left waiting, so they cannot keep the real peers out.  Handshake
 frames are small (at most :data:`HANDSHAKE_MAX_FRAME` bytes), are decoded as
 plain msgpack with strict length limits and no extension types, and must be a
 flat list of the expected fields with the expected types; anything else is
@@ -65,7 +66,7 @@ MAGIC = "pytimely"
 HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
 MAX_HANDSHAKES = 64
-"""Connections a process handshakes with at once; more are closed at once (and logged)."""
+"""Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
 HANDSHAKE_MAX_FRAME = 1024
 """The largest handshake frame accepted, in bytes (a real one is under 100)."""
 _NONCE_SIZE = 16
@@ -272,6 +273,7 @@ class Mesh:
         """How many connections were refused (wrong token, version, malformed, over the limit, ...)."""
         self._refused_lock = threading.Lock()
         self._sockets_lock = threading.Lock()
+        self._evicted: set[socket.socket] = set()
 
     def describe(self, process: int) -> str:
         """``process 2 (host:port)``."""
@@ -422,11 +424,7 @@ class Mesh:
                 except TimeoutError:
                     continue
                 if len(pending) >= MAX_HANDSHAKES:
-                    self._count_refusal(
-                        _describe(sock), f"{MAX_HANDSHAKES} other connections are still handshaking (the limit)"
-                    )
-                    sock.close()
-                    continue
+                    self._evict_oldest(pending, state)
                 thread = threading.Thread(
                     target=self._handshake_in_thread,
                     args=(sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT), state, errors),
@@ -464,11 +462,33 @@ class Mesh:
             with state:
                 errors.append(error)
         except (OSError, TimeoutError, WireError) as error:
-            self._count_refusal(who, str(error) or type(error).__name__)
+            if sock not in self._evicted:  # an evicted connection was logged when it was closed
+                self._count_refusal(who, str(error) or type(error).__name__)
         except Exception as error:  # noqa: BLE001 - hostile input must never end the accept loop
             self._count_refusal(who, f"{type(error).__name__}: {error}")
         if peer is None:
             sock.close()
+        with state:
+            self._evicted.discard(sock)
+
+    def _evict_oldest(self, pending: dict[socket.socket, threading.Thread], state: threading.Lock) -> None:
+        """Close the connection that has been handshaking longest, to make room for a new one.
+
+        A real peer completes its handshake within a few round trips, so only a
+        flood of new connections arriving faster than that could crowd it out;
+        an idle or stalling connection is what gets closed.
+        """
+        with state:
+            oldest = next((sock for sock in pending if sock not in self._sockets.values()), None)
+            if oldest is None:
+                return
+            self._evicted.add(oldest)
+        del pending[oldest]
+        self._count_refusal(
+            _describe(oldest), f"closed to make room: {MAX_HANDSHAKES} connections were handshaking (the limit)"
+        )
+        with contextlib.suppress(OSError):
+            oldest.shutdown(socket.SHUT_RDWR)
 
     def _count_refusal(self, who: str, reason: str) -> None:
         with self._refused_lock:
@@ -528,6 +548,8 @@ class Mesh:
             return None
         # the peer has proved the token: from here on it is one of the cluster's processes
         with state:
+            if sock in self._evicted:
+                return None
             if their_index not in expected or their_index in self._sockets:
                 self._refuse(channel, who, f"unexpected process index {their_index!r}")
                 return None
