@@ -52,6 +52,7 @@ from runtime.communication import Stop
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import INTERRUPT_GRACE, run_workers
 from runtime.instrument import configure_from, logging_active, stop_logging
+from runtime.main_guard import importing_main, refuse_unguarded_call, refuse_while_importing_main
 from runtime.process_fabric import ProcessFabric, decode_results
 from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost, read_hostfile
 from runtime.wire import EncodingError, FrameReader, decode_value, encode_value, frame
@@ -171,6 +172,7 @@ def execute_from_args(
     wire encoding; processes started separately must hash strings alike, so
     set ``PYTHONHASHSEED`` to the same value everywhere (the handshake checks).
     """
+    refuse_while_importing_main("execute_from_args(main)")
     config, _ = parse_cluster_args(argv)
     if config.log is not None:  # every process of the cluster reads it, from the flag or from here
         os.environ[LOG_VARIABLE] = config.log
@@ -427,7 +429,9 @@ def execute_processes(
         raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
+    refuse_while_importing_main(f"execute(..., processes={processes})")
     spec = describe_main(main)
+    refuse_unguarded_call(spec["module"], f"execute(..., processes={processes})")
     token = secrets.token_hex(16)
     seed = os.environ.get("PYTHONHASHSEED", "")
     if not seed.isdigit():
@@ -521,11 +525,12 @@ def _read_outcome(child: _Child, fd: int) -> None:
 def _wait(children: list[_Child]) -> None:
     """Wait until every child exited; after a fault, stop the rest promptly, noting which ended on their own.
 
-    A child that dies without reporting leaves the others :data:`SILENT_DEATH_GRACE`
-    seconds to stop by themselves; one that reported a failure leaves them
-    :data:`LOST_GRACE`.  A child that another reports as silent, or that stays
-    suspended for :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the
-    launcher kills it and remembers why, so that the error names it truthfully.
+    A child that dies without reporting, or reports an error of its own (it
+    could not run), leaves the others :data:`SILENT_DEATH_GRACE` seconds to
+    stop by themselves; one whose worker failed leaves them :data:`LOST_GRACE`.
+    A child that another reports as silent, or that stays suspended for
+    :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the launcher kills
+    it and remembers why, so that the error names it truthfully.
     """
     fault_at: float | None = None
     grace = LOST_GRACE
@@ -540,7 +545,8 @@ def _wait(children: list[_Child]) -> None:
             if child.popen.returncode == 0 and outcome is not None:
                 continue
             fault_at = now if fault_at is None else fault_at
-            if outcome is None and (not child.killed_by_launcher or child.unanswering is not None):
+            silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
+            if silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
                 grace = min(grace, SILENT_DEATH_GRACE)
             elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
                 _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
@@ -762,7 +768,8 @@ def child_main() -> None:
     code = 0
     holder: list[ProcessFabric] = []
     try:
-        main = load_main(job["main"])
+        with importing_main():
+            main = load_main(job["main"])
         endpoints = [Endpoint(host, port) for host, port in job["endpoints"]]
         listener = socket.socket(fileno=int(job["listener_fd"]))
 
