@@ -75,8 +75,8 @@ SILENT_DEATH_GRACE = 2.0
 """Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
 ANSWER_GRACE = 1.0
 """Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
-SUSPENDED_LIMIT = 6.0
-"""Seconds a child may stay suspended (SIGSTOP, state ``T``) before the launcher treats it as lost."""
+SUSPENDED_LIMIT = 3.0
+"""Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost."""
 
 _CHILD_CODE = "from runtime.cluster import child_main; child_main()"
 _PR_SET_PDEATHSIG = 1
@@ -406,6 +406,8 @@ class _Child:
     unanswering: str | None = None
     """Why the launcher killed it as a process that stopped answering, if it did."""
     suspended_since: float | None = None
+    """Since when the launcher has seen it suspended without a break (``time.monotonic``)."""
+    looked_at: float = 0.0
 
 
 def execute_processes(
@@ -579,13 +581,16 @@ def _process_state(pid: int) -> str | None:
 
 def _watch_suspension(child: _Child, now: float) -> None:
     """Kill ``child`` as lost once it has been suspended (SIGSTOP) for :data:`SUSPENDED_LIMIT` seconds."""
-    if _process_state(child.popen.pid) not in ("T", "t"):
+    watched = now - child.looked_at < 1.0  # else the launcher itself was suspended (Ctrl-Z) meanwhile
+    child.looked_at = now
+    if _process_state(child.popen.pid) != "T":
         child.suspended_since = None
         return
-    if child.suspended_since is None:
+    if child.suspended_since is None or not watched:
         child.suspended_since = now
     elif now - child.suspended_since >= SUSPENDED_LIMIT:
-        _kill_unanswering(child, f"it stayed suspended for {now - child.suspended_since:.1f} s")
+        seconds = now - child.suspended_since
+        _kill_unanswering(child, f"it was suspended (state T: SIGSTOP) for {seconds:.1f} s")
 
 
 def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) -> None:
@@ -600,8 +605,9 @@ def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) 
 
 
 def _kill_unanswering(child: _Child, why: str) -> None:
-    if _process_state(child.popen.pid) in ("T", "t"):
-        why += "; it was suspended (state T: SIGSTOP or a debugger)"
+    state = _process_state(child.popen.pid)
+    if state in ("T", "t") and "suspended" not in why:
+        why += "; it was suspended (state T: SIGSTOP)" if state == "T" else "; it was stopped by a debugger"
     child.unanswering = why
     child.killed_by_launcher = True
     with contextlib.suppress(OSError):

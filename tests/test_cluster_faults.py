@@ -120,9 +120,10 @@ def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(
 
 
 @pytest.mark.parametrize("after", [0.0, 4.0])
-def test_a_suspended_process_is_reported_as_no_longer_answering(tmp_path: Path, after: float) -> None:
-    seconds, out, err = run_with_fault(tmp_path, 1, after, signal.SIGSTOP)
-    assert out.startswith("PeerLost 1 process 1 (127.0.0.1:"), out + err
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_suspended_process_is_reported_as_no_longer_answering(tmp_path: Path, victim: int, after: float) -> None:
+    seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGSTOP)
+    assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "stopped answering" in out and "suspended" in out, out
     assert "the launcher then killed it (killed by SIGKILL)" in out, out
     assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"
