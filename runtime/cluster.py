@@ -52,6 +52,7 @@ from runtime.communication import Stop
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import INTERRUPT_GRACE, run_workers
 from runtime.instrument import configure_from, logging_active, stop_logging
+from runtime.main_guard import importing_main, refuse_unguarded_call, refuse_while_importing_main
 from runtime.metrics import METRICS_VARIABLE, parse_address, serve_from_environment
 from runtime.process_fabric import ProcessFabric, decode_results
 from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost, read_hostfile
@@ -70,7 +71,13 @@ TOKEN_VARIABLE = "PYTIMELY_TOKEN"
 LOG_VARIABLE = "PYTIMELY_LOG"
 """The environment variable that turns instrumentation on, as ``--log`` does (see :mod:`runtime.instrument`)."""
 LOST_GRACE = 10.0
-"""Seconds the other children get to stop by themselves after one died, before they are killed."""
+"""Seconds the other children get to stop by themselves after one failed and reported why, before they are killed."""
+SILENT_DEATH_GRACE = 2.0
+"""Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
+ANSWER_GRACE = 1.0
+"""Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
+SUSPENDED_LIMIT = 3.0
+"""Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost."""
 
 _CHILD_CODE = "from runtime.cluster import child_main; child_main()"
 _PR_SET_PDEATHSIG = 1
@@ -175,6 +182,7 @@ def execute_from_args(
     wire encoding; processes started separately must hash strings alike, so
     set ``PYTHONHASHSEED`` to the same value everywhere (the handshake checks).
     """
+    refuse_while_importing_main("execute_from_args(main)")
     config, _ = parse_cluster_args(argv)
     if config.log is not None:  # every process of the cluster reads it, from the flag or from here
         os.environ[LOG_VARIABLE] = config.log
@@ -410,6 +418,15 @@ class _Child:
     popen: subprocess.Popen[bytes]
     outcome: list[Any] | None = None
     reader: threading.Thread | None = None
+    ended_at: float | None = None
+    """When the launcher saw it exit (``time.monotonic``)."""
+    killed_by_launcher: bool = False
+    """Whether the launcher signalled it (so its end is a consequence, not a cause)."""
+    unanswering: str | None = None
+    """Why the launcher killed it as a process that stopped answering, if it did."""
+    suspended_since: float | None = None
+    """Since when the launcher has seen it suspended without a break (``time.monotonic``)."""
+    looked_at: float = 0.0
 
 
 def execute_processes(
@@ -433,7 +450,9 @@ def execute_processes(
         raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
+    refuse_while_importing_main(f"execute(..., processes={processes})")
     spec = describe_main(main)
+    refuse_unguarded_call(spec["module"], f"execute(..., processes={processes})")
     token = secrets.token_hex(16)
     seed = os.environ.get("PYTHONHASHSEED", "")
     if not seed.isdigit():
@@ -526,23 +545,94 @@ def _read_outcome(child: _Child, fd: int) -> None:
 
 
 def _wait(children: list[_Child]) -> None:
-    """Wait until every child exited; once one has failed, kill the rest after a grace period."""
-    died_at: float | None = None
+    """Wait until every child exited; after a fault, stop the rest promptly, noting which ended on their own.
+
+    A child that dies without reporting, or reports an error of its own (it
+    could not run), leaves the others :data:`SILENT_DEATH_GRACE` seconds to
+    stop by themselves; one whose worker failed leaves them :data:`LOST_GRACE`.
+    A child that another reports as silent, or that stays suspended for
+    :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the launcher kills
+    it and remembers why, so that the error names it truthfully.
+    """
+    fault_at: float | None = None
+    grace = LOST_GRACE
+    next_look = 0.0
     while True:
-        running = [child for child in children if child.popen.poll() is None]
+        now = time.monotonic()
+        for child in children:
+            if child.ended_at is not None or child.popen.poll() is None:
+                continue
+            child.ended_at = now
+            outcome = _outcome(child)
+            if child.popen.returncode == 0 and outcome is not None:
+                continue
+            fault_at = now if fault_at is None else fault_at
+            silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
+            if silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
+                grace = min(grace, SILENT_DEATH_GRACE)
+            elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
+                _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
+        running = [child for child in children if child.ended_at is None]
         if not running:
             break
-        if died_at is None:
-            for child in children:
-                if child.popen.poll() is not None and child.popen.returncode != 0:
-                    died_at = time.monotonic()
-        elif time.monotonic() - died_at > LOST_GRACE:
+        if now >= next_look:
+            next_look = now + 0.25
+            for child in running:
+                _watch_suspension(child, now)
+        if fault_at is not None and now - fault_at > grace:
+            for child in running:
+                child.killed_by_launcher = True
             _terminate(running, 1.0)
             break
         time.sleep(0.02)
     for child in children:
         if child.reader is not None:
             child.reader.join(timeout=5.0)
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``R``, ``S``, ``T``, ...) on Linux, else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            return file.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _watch_suspension(child: _Child, now: float) -> None:
+    """Kill ``child`` as lost once it has been suspended (SIGSTOP) for :data:`SUSPENDED_LIMIT` seconds."""
+    watched = now - child.looked_at < 1.0  # else the launcher itself was suspended (Ctrl-Z) meanwhile
+    child.looked_at = now
+    if _process_state(child.popen.pid) != "T":
+        child.suspended_since = None
+        return
+    if child.suspended_since is None or not watched:
+        child.suspended_since = now
+    elif now - child.suspended_since >= SUSPENDED_LIMIT:
+        seconds = now - child.suspended_since
+        _kill_unanswering(child, f"it was suspended (state T: SIGSTOP) for {seconds:.1f} s")
+
+
+def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) -> None:
+    """Another child lost ``accused``: if it is still running after :data:`ANSWER_GRACE`, it stopped answering."""
+    if accused.__class__ is not int or not 0 <= accused < len(children):
+        return
+    child = children[accused]
+    try:
+        child.popen.wait(timeout=ANSWER_GRACE)
+    except subprocess.TimeoutExpired:
+        _kill_unanswering(child, accusation)
+
+
+def _kill_unanswering(child: _Child, why: str) -> None:
+    state = _process_state(child.popen.pid)
+    if state in ("T", "t") and "suspended" not in why:
+        why += "; it was suspended (state T: SIGSTOP)" if state == "T" else "; it was stopped by a debugger"
+    child.unanswering = why
+    child.killed_by_launcher = True
+    with contextlib.suppress(OSError):
+        child.popen.kill()
+    child.popen.wait()
 
 
 def _outcome(child: _Child) -> list[Any] | None:
@@ -566,18 +656,39 @@ def _terminate(children: list[_Child], grace: float) -> None:
             child.popen.wait()
 
 
-def _how_it_ended(popen: subprocess.Popen[bytes]) -> str:
-    code = popen.returncode
+def _how_it_ended(child: _Child) -> str:
+    """How ``child`` ended, in words: who stopped it and by which signal or status."""
+    code = child.popen.returncode
     if code is not None and code < 0:
         try:
-            return f"was killed by {signal.Signals(-code).name}"
+            how = f"killed by {signal.Signals(-code).name}"
         except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with status {code} without reporting"
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exited with status {code} without reporting"
+    if child.unanswering is not None:
+        return f"stopped answering ({child.unanswering}); the launcher then killed it ({how})"
+    if child.killed_by_launcher:
+        return f"was stopped by the launcher after another process failed ({how})"
+    return f"was {how}" if code is not None and code < 0 else how
+
+
+def _lost(child: _Child) -> PeerLost:
+    return PeerLost(
+        f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child)}",
+        child.index,
+        str(child.endpoint),
+    )
 
 
 def _collect(children: list[_Child], workers: int) -> list[Any]:
-    """Every worker's result, or the error that best explains why there are none."""
+    """Every worker's result, or the error that best explains why there are none.
+
+    Causes come before consequences: a worker's failure, then a child's own
+    error, then a child that died by itself without reporting, then one that
+    stopped answering; children the launcher stopped after a fault are named
+    only if nothing else explains it.
+    """
     peers = len(children) * workers
     outcomes = [(child, _outcome(child)) for child in children]
     by_kind: dict[str, list[tuple[_Child, list[Any]]]] = {}
@@ -594,12 +705,11 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")
         raise error
     for child, outcome in outcomes:
-        if outcome is None:
-            raise PeerLost(
-                f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child.popen)}",
-                child.index,
-                str(child.endpoint),
-            )
+        if outcome is None and not child.killed_by_launcher:
+            raise _lost(child)
+    for child, _ in outcomes:
+        if child.unanswering is not None:
+            raise _lost(child)
     stuck = by_kind.get("stuck", [])
     if stuck:
         explanation = "\n".join(outcome[2] for _, outcome in stuck)
@@ -613,6 +723,9 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
     for kind in ("lost", "stopped", "interrupted"):
         for child, outcome in by_kind.get(kind, []):
             raise ClusterError(f"process {child.index} ({child.endpoint}): {outcome[1]}")
+    for child, outcome in outcomes:
+        if outcome is None:
+            raise _lost(child)
     results: list[Any] = []
     for _, outcome in outcomes:
         assert outcome is not None
@@ -657,7 +770,7 @@ def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[A
             return ["stopped", str(error)]
         return ["failed", error.worker, str(error), "".join(traceback.format_exception(error))]
     if isinstance(error, PeerLost):
-        return ["lost", str(error)]
+        return ["lost", str(error), error.process]
     if isinstance(error, ClusterStopped):
         reason = fabric.stop_reason if fabric is not None else None
         return ["interrupted" if reason is not None and reason.kind == "interrupted" else "stopped", str(error)]
@@ -682,7 +795,8 @@ def child_main() -> None:
     code = 0
     holder: list[ProcessFabric] = []
     try:
-        main = load_main(job["main"])
+        with importing_main():
+            main = load_main(job["main"])
         endpoints = [Endpoint(host, port) for host, port in job["endpoints"]]
         listener = socket.socket(fileno=int(job["listener_fd"]))
 

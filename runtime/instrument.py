@@ -117,9 +117,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgpack  # type: ignore[import-untyped]
+
 from runtime import codec
 from runtime.errors import DecodeError, TimelyRuntimeError
-from runtime.framing import RECORDING_MAGIC, FrameBuffer, FrameDamage, frame, what_file
+from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, frame, what_file
 
 FORMAT = "pytimely-recording"
 """The header's ``format`` field (format version 2 on)."""
@@ -163,6 +165,7 @@ __all__ = [
     "RecordingCorrupt",
     "RecordingError",
     "RecordingStream",
+    "RecordingTooLarge",
     "Scheduled",
     "WorkerShutdown",
     "configure_from",
@@ -190,6 +193,18 @@ class RecordingCorrupt(RecordingError, DecodeError):
         super().__init__(message)
         self.where = where
         self.offset = offset
+
+
+class RecordingTooLarge(RecordingError):
+    """A reader's bound on unfinished data was passed: one event (or frame) needs more bytes than it may hold.
+
+    Attributes:
+        limit: the bound, in bytes.
+    """
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 # ---------------------------------------------------------------------- decoded events
@@ -388,8 +403,14 @@ class RecordingStream:
     every call after one that raised.
     """
 
-    def __init__(self, where: str, cache_times: bool = False) -> None:
-        """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once."""
+    def __init__(self, where: str, cache_times: bool = False, max_pending: int | None = None) -> None:
+        """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once.
+
+        ``max_pending`` bounds the bytes held for one unfinished frame (or, in
+        version 1, one unfinished value): past it :meth:`feed` raises
+        :class:`RecordingTooLarge` instead of buffering more.
+        """
+        self.max_pending = max_pending
         self.where = where
         self.header: dict[Any, Any] | None = None
         self.version: int | None = None
@@ -397,7 +418,7 @@ class RecordingStream:
         self.events = 0
         self._start = b""
         self._fed = 0
-        self._frames = FrameBuffer(start=len(RECORDING_MAGIC))
+        self._frames = FrameBuffer(start=len(RECORDING_MAGIC), max_frame=max_pending or MAX_FRAME_BYTES)
         self._unpacker: Any = None
         self._cache_times = cache_times
         self._dialect = codec.RECORDING.cached() if cache_times else codec.RECORDING
@@ -433,7 +454,7 @@ class RecordingStream:
         if 0x81 <= start[0] <= 0x8F and (len(start) < 8 or start[1:8] == b"\xa6format"):
             self.version = 1
             dialect = codec.RECORDING_V1.cached() if self._cache_times else codec.RECORDING_V1
-            self._unpacker = dialect.unpacker(_V1_MAX_BUFFER)
+            self._unpacker = dialect.unpacker(min(_V1_MAX_BUFFER, self.max_pending or _V1_MAX_BUFFER))
             return start
         kind = what_file(start[:8])
         if kind is not None:
@@ -448,6 +469,8 @@ class RecordingStream:
             try:
                 taken = frames.take()
             except FrameDamage as damage:
+                if self.max_pending is not None and frames.needed() - HEAD.size > self.max_pending:
+                    raise self._too_large() from None
                 raise self._corrupt(damage.offset, damage.problem) from None
             if taken is None:
                 return out
@@ -475,6 +498,8 @@ class RecordingStream:
         try:
             unpacker.feed(data)
             out.extend(unpacker)
+        except msgpack.BufferFull:
+            raise self._too_large() from None
         except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
             problem = codec.decode_error(error, codec.RECORDING_V1)
             done = self.events + len(out) - (1 if self.header is None and out else 0)
@@ -484,6 +509,10 @@ class RecordingStream:
         self._check_events(out, unpacker.tell())
         self.events += len(out)
         return out
+
+    def _too_large(self) -> RecordingTooLarge:
+        limit = self.max_pending or _V1_MAX_BUFFER
+        return RecordingTooLarge(f"{self.where}: an event larger than the limit of {limit:,} bytes", limit)
 
     def _check_header(self, value: Any, offset: int) -> None:
         if not isinstance(value, dict) or value.get("format") not in (FORMAT, FORMAT_V1):

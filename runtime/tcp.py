@@ -13,6 +13,18 @@ with a handshake before anything else is sent:
    the other order, so neither answer can be replayed as the other);
 4. the accepting side checks it and sends ``welcome``.
 
+The accepting side handshakes with every connection at once, each on its own
+thread and with its own deadline (:data:`HANDSHAKE_TIMEOUT` per step), and at
+most :data:`MAX_HANDSHAKES` at a time: when a new connection arrives beyond
+that, the one that has been handshaking longest is closed at once and logged.
+A real peer finishes within a few round trips, while idle, slow or hostile
+connections are the ones left waiting, so they cannot keep the real peers out.  Handshake
+frames are small (at most :data:`HANDSHAKE_MAX_FRAME` bytes), are decoded as
+plain msgpack with strict length limits and no extension types, and must be a
+flat list of the expected fields with the expected types; anything else is
+refused with a log line naming the peer's address.  Nothing else from a peer
+is decoded (no registered codec runs) before it has proved the token.
+
 The token itself never crosses the network.  A peer with another protocol
 version or a wrong token gets ``refused`` with the reason and is disconnected;
 the accepting side logs it and keeps waiting for the real peer.  Both sides
@@ -41,6 +53,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack  # type: ignore[import-untyped]
+
 from runtime.errors import TimelyRuntimeError
 from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
 
@@ -51,7 +65,13 @@ log = logging.getLogger("runtime.tcp")
 MAGIC = "pytimely"
 HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
-_HANDSHAKE_MAX_FRAME = 1 << 16
+MAX_HANDSHAKES = 64
+"""Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
+HANDSHAKE_MAX_FRAME = 1024
+"""The largest handshake frame accepted, in bytes (a real one is under 100)."""
+_NONCE_SIZE = 16
+_PROOF_SIZE = 32
+_MAX_REASON = 512
 _RECV_SIZE = 1 << 20
 
 
@@ -132,6 +152,50 @@ def _describe(sock: socket.socket) -> str:
         return "an unknown address"
 
 
+def decode_handshake(head: bytes) -> list[Any]:
+    """One handshake message: a flat list of scalars, decoded as plain msgpack with strict limits.
+
+    No extension type is decoded (so no codec runs) and nothing nests; any
+    other input raises :class:`~runtime.wire.WireError`.
+    """
+    try:
+        message = msgpack.unpackb(
+            head,
+            raw=False,
+            strict_map_key=True,
+            max_str_len=_MAX_REASON,
+            max_bin_len=_PROOF_SIZE,
+            max_array_len=8,
+            max_map_len=0,
+            max_ext_len=0,
+        )
+    except (ValueError, TypeError, msgpack.UnpackException) as error:
+        raise WireError(f"a malformed handshake frame ({type(error).__name__}: {error})") from None
+    if message.__class__ is not list or not message or message[0].__class__ is not str:
+        raise WireError("a handshake frame must be a list that starts with the message's name")
+    for field in message:
+        if field.__class__ not in (str, bytes, int):
+            raise WireError(f"a handshake frame holds a {type(field).__name__}, not a plain field (str, bytes, int)")
+    return message
+
+
+def _fields(message: list[Any], name: str, *types: type) -> list[Any]:
+    """``message``'s fields after its name, checked to be ``name`` and ``types`` exactly; else :class:`WireError`."""
+    if message[0] != name or len(message) != len(types) + 1:
+        raise WireError(f"expected a {name} of {len(types)} field(s), got {message[0]!r} with {len(message) - 1}")
+    for position, (field, kind) in enumerate(zip(message[1:], types, strict=True), 1):
+        if field.__class__ is not kind:
+            raise WireError(f"field {position} of the {name} has type {type(field).__name__}, not {kind.__name__}")
+    return message[1:]
+
+
+def _refusal(message: list[Any]) -> str | None:
+    """The reason of a well-formed ``refused`` message, else None."""
+    if message[0] == "refused" and len(message) == 2 and message[1].__class__ is str:
+        return str(message[1])
+    return None
+
+
 class _Channel:
     """Blocking frame I/O on one socket, used during the handshake.
 
@@ -160,12 +224,13 @@ class _Channel:
         return bytes(chunks)
 
     def receive(self, deadline: float) -> list[Any]:
-        prefix = self._exactly(8, deadline)
-        body, _ = _PREFIX.unpack(prefix)
-        if body > _HANDSHAKE_MAX_FRAME:
-            raise WireError(f"a handshake frame of {body} bytes is too large")
-        frames = list(FrameReader(_HANDSHAKE_MAX_FRAME, plain=True).feed(prefix + self._exactly(body, deadline)))
-        return frames[0][0]
+        """The next handshake message (see :func:`decode_handshake`), read before ``deadline``."""
+        body, head = _PREFIX.unpack(self._exactly(8, deadline))
+        if body > HANDSHAKE_MAX_FRAME:
+            raise WireError(f"a handshake frame of {body} bytes is too large (the limit is {HANDSHAKE_MAX_FRAME})")
+        if head != body or body == 0:
+            raise WireError("a handshake frame must be a header alone")
+        return decode_handshake(self._exactly(body, deadline))
 
 
 class Mesh:
@@ -205,7 +270,10 @@ class Mesh:
         self.last_heard: dict[int, float] = {}
         """When a frame last arrived from each process (``time.monotonic``)."""
         self.refused = 0
-        """How many connections were refused (wrong token, version, ...)."""
+        """How many connections were refused (wrong token, version, malformed, over the limit, ...)."""
+        self._refused_lock = threading.Lock()
+        self._sockets_lock = threading.Lock()
+        self._evicted: set[socket.socket] = set()
 
     def describe(self, process: int) -> str:
         """``process 2 (host:port)``."""
@@ -278,24 +346,26 @@ class Mesh:
             except BaseException:
                 sock.close()
                 raise
-            self._sockets[peer] = sock
-            self._locks[peer] = threading.Lock()
+            with self._sockets_lock:
+                self._sockets[peer] = sock
+                self._locks[peer] = threading.Lock()
             return
 
     def _handshake_as_connector(self, peer: int, sock: socket.socket, deadline: float) -> None:
         channel = _Channel(sock)
-        nonce = os.urandom(16)
+        nonce = os.urandom(_NONCE_SIZE)
         channel.send(["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()])
         answer = channel.receive(deadline)
-        if answer[0] == "refused":
-            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {answer[1]}")
-        if answer[0] != "challenge" or len(answer) != 7:
-            raise WireError(f"unexpected handshake answer {answer[0]!r}")
-        _, version, their_index, processes, their_nonce, their_proof, fingerprint = answer
-        if version != PROTOCOL_VERSION:
+        reason = _refusal(answer)
+        if reason is not None:
+            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {reason}")
+        if answer[0] == "challenge" and len(answer) > 1 and answer[1] != PROTOCOL_VERSION:
             raise HandshakeError(
-                f"{self.describe(peer)} speaks protocol version {version}, this process {PROTOCOL_VERSION}"
+                f"{self.describe(peer)} speaks protocol version {answer[1]!r}, this process {PROTOCOL_VERSION}"
             )
+        _, their_index, processes, their_nonce, their_proof, fingerprint = _fields(
+            answer, "challenge", int, int, int, bytes, bytes, int
+        )
         if not hmac.compare_digest(_proof(self._token, "acceptor", nonce, their_nonce), their_proof):
             channel.send(["refused", "wrong token"])
             raise HandshakeError(
@@ -306,10 +376,10 @@ class Mesh:
         channel.send(["proof", _proof(self._token, "connector", their_nonce, nonce)])
         self._check_configuration(peer, their_index, processes, fingerprint)
         welcome = channel.receive(deadline)
-        if welcome[0] == "refused":
-            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {welcome[1]}")
-        if welcome[0] != "welcome":
-            raise WireError(f"unexpected handshake answer {welcome[0]!r}")
+        reason = _refusal(welcome)
+        if reason is not None:
+            raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {reason}")
+        _fields(welcome, "welcome")
 
     def _check_configuration(self, peer: int, their_index: Any, processes: Any, fingerprint: Any) -> None:
         if their_index != peer or processes != self.processes:
@@ -328,11 +398,19 @@ class Mesh:
     # ------------------------------------------------------------------ accepting
 
     def _accept_all(self, deadline: float, errors: list[BaseException]) -> None:
+        """Accept until every process ``j > index`` has joined: each connection handshakes on its own thread."""
         listener = self._listener
         assert listener is not None
         expected = set(range(self.index + 1, self.processes))
+        pending: dict[socket.socket, threading.Thread] = {}
+        state = self._sockets_lock
         try:
-            while expected - set(self._sockets):
+            while True:
+                with state:
+                    if errors or not expected - set(self._sockets):
+                        break
+                    for sock in [sock for sock, thread in pending.items() if not thread.is_alive()]:
+                        del pending[sock]
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     missing = ", ".join(self.describe(p) for p in sorted(expected - set(self._sockets)))
@@ -340,49 +418,110 @@ class Mesh:
                         f"process {self.index} was not reached by {missing} before the deadline; check "
                         f"that they are running with the same hostfile, process count and token"
                     )
-                listener.settimeout(min(remaining, 0.5))
+                listener.settimeout(min(remaining, 0.05))
                 try:
                     sock, _ = listener.accept()
                 except TimeoutError:
                     continue
-                try:
-                    peer = self._handshake_as_acceptor(
-                        sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
-                    )
-                except HandshakeError:
-                    sock.close()
-                    raise
-                except (OSError, TimeoutError, WireError, ValueError, IndexError) as error:
-                    self.refused += 1
-                    log.warning("process %d refused a connection from %s: %s", self.index, _describe(sock), error)
-                    sock.close()
-                    continue
-                if peer is None:
-                    sock.close()
-                    continue
-                self._sockets[peer] = sock
-                self._locks[peer] = threading.Lock()
+                if len(pending) >= MAX_HANDSHAKES:
+                    self._evict_oldest(pending, state)
+                thread = threading.Thread(
+                    target=self._handshake_in_thread,
+                    args=(sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT), state, errors),
+                    name="timely-handshake",
+                    daemon=True,
+                )
+                pending[sock] = thread
+                thread.start()
         except BaseException as error:  # noqa: BLE001 - handed to the connecting thread
-            errors.append(error)
+            with state:
+                errors.append(error)
+        finally:
+            with state:
+                leftovers = [sock for sock in pending if sock not in self._sockets.values()]
+            for sock in leftovers:  # unblocks their threads, which then end
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            for thread in pending.values():
+                thread.join(timeout=1.0)
+
+    def _handshake_in_thread(
+        self,
+        sock: socket.socket,
+        expected: set[int],
+        deadline: float,
+        state: threading.Lock,
+        errors: list[BaseException],
+    ) -> None:
+        """Handshake with one accepted connection; keep it if it is an expected peer, else close it."""
+        who = _describe(sock)
+        peer: int | None = None
+        try:
+            peer = self._handshake_as_acceptor(sock, who, expected, deadline, state)
+        except HandshakeError as error:  # the real peer, misconfigured: the cluster cannot form
+            with state:
+                errors.append(error)
+        except (OSError, TimeoutError, WireError) as error:
+            if sock not in self._evicted:  # an evicted connection was logged when it was closed
+                self._count_refusal(who, str(error) or type(error).__name__)
+        except Exception as error:  # noqa: BLE001 - hostile input must never end the accept loop
+            self._count_refusal(who, f"{type(error).__name__}: {error}")
+        if peer is None:
+            sock.close()
+        with state:
+            self._evicted.discard(sock)
+
+    def _evict_oldest(self, pending: dict[socket.socket, threading.Thread], state: threading.Lock) -> None:
+        """Close the connection that has been handshaking longest, to make room for a new one.
+
+        A real peer completes its handshake within a few round trips, so only a
+        flood of new connections arriving faster than that could crowd it out;
+        an idle or stalling connection is what gets closed.
+        """
+        with state:
+            oldest = next((sock for sock in pending if sock not in self._sockets.values()), None)
+            if oldest is None:
+                return
+            self._evicted.add(oldest)
+        del pending[oldest]
+        self._count_refusal(
+            _describe(oldest), f"closed to make room: {MAX_HANDSHAKES} connections were handshaking (the limit)"
+        )
+        with contextlib.suppress(OSError):
+            oldest.shutdown(socket.SHUT_RDWR)
+
+    def _count_refusal(self, who: str, reason: str) -> None:
+        with self._refused_lock:
+            self.refused += 1
+        log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
 
     def _refuse(self, channel: _Channel, who: str, reason: str) -> None:
-        self.refused += 1
-        log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
+        self._count_refusal(who, reason)
         with contextlib.suppress(OSError):
             channel.send(["refused", reason])
 
-    def _handshake_as_acceptor(self, sock: socket.socket, expected: set[int], deadline: float) -> int | None:
+    def _handshake_as_acceptor(
+        self, sock: socket.socket, who: str, expected: set[int], deadline: float, state: threading.Lock
+    ) -> int | None:
         channel = _Channel(sock)
-        who = _describe(sock)
         hello = channel.receive(deadline)
-        if hello[0] != "hello" or len(hello) != 7 or hello[1] != MAGIC:
+        if hello[0] != "hello" or len(hello) < 3 or hello[1] != MAGIC:
             self._refuse(channel, who, "not a pytimely handshake")
             return None
-        _, _, version, their_index, processes, their_nonce, fingerprint = hello
-        if version != PROTOCOL_VERSION:
-            self._refuse(channel, who, f"protocol version {version} (this process speaks {PROTOCOL_VERSION})")
+        if hello[2] != PROTOCOL_VERSION:
+            self._refuse(channel, who, f"protocol version {hello[2]!r} (this process speaks {PROTOCOL_VERSION})")
             return None
-        nonce = os.urandom(16)
+        try:
+            _, _, their_index, processes, their_nonce, fingerprint = _fields(
+                hello, "hello", str, int, int, int, bytes, int
+            )
+        except WireError as error:
+            self._refuse(channel, who, f"malformed hello: {error}")
+            return None
+        if len(their_nonce) != _NONCE_SIZE:
+            self._refuse(channel, who, f"malformed hello: a nonce of {len(their_nonce)} bytes, not {_NONCE_SIZE}")
+            return None
+        nonce = os.urandom(_NONCE_SIZE)
         channel.send(
             [
                 "challenge",
@@ -394,26 +533,36 @@ class Mesh:
                 hash_fingerprint(),
             ]
         )
-        proof = channel.receive(deadline)
-        if proof[0] == "refused":
-            self._refuse(channel, who, f"{proof[1]} (the peer could not verify this process's proof)")
-            return None
-        if proof[0] != "proof" or len(proof) != 2 or not isinstance(proof[1], bytes):
-            self._refuse(channel, who, "malformed handshake")
-            return None
-        if not hmac.compare_digest(_proof(self._token, "connector", nonce, their_nonce), proof[1]):
-            self._refuse(channel, who, "wrong token")
-            return None
-        if their_index not in expected or their_index in self._sockets:
-            self._refuse(channel, who, f"unexpected process index {their_index!r}")
+        answer = channel.receive(deadline)
+        reason = _refusal(answer)
+        if reason is not None:
+            self._count_refusal(who, f"{reason} (the peer could not verify this process's proof)")
             return None
         try:
-            self._check_configuration(their_index, their_index, processes, fingerprint)
-        except HandshakeError as error:
-            channel.send(["refused", str(error)])
-            raise
-        channel.send(["welcome"])
-        return int(their_index)
+            (proof,) = _fields(answer, "proof", bytes)
+        except WireError as error:
+            self._refuse(channel, who, f"malformed proof: {error}")
+            return None
+        if not hmac.compare_digest(_proof(self._token, "connector", nonce, their_nonce), proof):
+            self._refuse(channel, who, "wrong token")
+            return None
+        # the peer has proved the token: from here on it is one of the cluster's processes
+        with state:
+            if sock in self._evicted:
+                return None
+            if their_index not in expected or their_index in self._sockets:
+                self._refuse(channel, who, f"unexpected process index {their_index!r}")
+                return None
+            try:
+                self._check_configuration(their_index, their_index, processes, fingerprint)
+            except HandshakeError as error:
+                with contextlib.suppress(OSError):
+                    channel.send(["refused", str(error)])
+                raise
+            channel.send(["welcome"])
+            self._sockets[their_index] = sock
+            self._locks[their_index] = threading.Lock()
+        return their_index
 
     # ------------------------------------------------------------------ after the handshake
 

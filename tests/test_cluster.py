@@ -382,7 +382,8 @@ SCRIPT = textwrap.dedent(
                 return epoch
             time.sleep(0.01)
 
-    print("results", execute_from_args(main, stall_timeout=None), flush=True)
+    if __name__ == "__main__":
+        print("results", execute_from_args(main, stall_timeout=None), flush=True)
     """
 )
 

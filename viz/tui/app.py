@@ -705,8 +705,9 @@ class TimelyApp(App[int]):
         listener = self.listener
         assert listener is not None
         connections = list(listener.connections)
+        refused = f", refused {listener.refused} ({listener.last_refused})" if listener.refused else ""
         if not connections:
-            return f"waiting for a program on {listener.address}"
+            return f"waiting for a program on {listener.address}{refused}"
         open_ = sum(1 for c in connections if c.open)
         lost = [c for c in connections if c.dropped_early]
         parts = [f"{open_} connection(s) open"]
@@ -715,7 +716,7 @@ class TimelyApp(App[int]):
             parts.append(f"{len(lost)} dropped ({'; '.join(sorted(reasons))})")
         elif not open_:
             parts.append("program ended")
-        return ", ".join(parts)
+        return ", ".join(parts) + refused
 
     def _refresh_tree(self, view: View) -> None:
         tree = self.query_one("#scope-tree", Tree)

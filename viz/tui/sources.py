@@ -12,6 +12,12 @@ the rest of the work); the app drains the queue on its own schedule and folds
 the batches in with :func:`viz.tui.ingest.apply_raw`.  A slow screen never
 slows the program: the queue is bounded, and beyond it the program's sink
 drops events instead, and says how many.
+
+The listener holds at most :data:`MAX_CONNECTIONS` connections open and at
+most :data:`MAX_PENDING_BYTES` of one connection's unfinished event; a
+connection must send the stream's header within :data:`HEADER_TIMEOUT`
+seconds.  Connections beyond the limit are closed at once and counted
+(:attr:`LiveListener.refused`, shown in the viewer's header).
 """
 
 from __future__ import annotations
@@ -31,11 +37,20 @@ from runtime.instrument import (
     FrontiersChanged,
     RecordingError,
     RecordingStream,
+    RecordingTooLarge,
     read_recording,
 )
 from viz.errors import VizError
 from viz.tui.adapter import TuiState
 from viz.tui.ingest import Raw
+
+MAX_CONNECTIONS = 32
+"""Program connections the live viewer holds open at once (one per process); more are refused."""
+MAX_PENDING_BYTES = 4 << 20
+"""Bytes of one connection's incomplete event the viewer buffers; a larger event ends that connection."""
+HEADER_TIMEOUT = 10.0
+"""Seconds a new connection has to send the stream's header before the viewer closes it."""
+_KEPT_CLOSED = 256
 
 
 class TuiError(VizError):
@@ -218,6 +233,10 @@ class LiveListener:
         self.capacity = capacity
         self.connections: list[Connection] = []
         self.received = 0
+        self.refused = 0
+        """Connections closed at once because :data:`MAX_CONNECTIONS` were open."""
+        self.last_refused: str | None = None
+        """The address of the last connection refused, and why."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -243,6 +262,15 @@ class LiveListener:
                 return
             connection = Connection(f"{peer[0]}:{peer[1]}")
             with self._lock:
+                if sum(1 for c in self.connections if c.open) >= MAX_CONNECTIONS:
+                    self.refused += 1
+                    self.last_refused = f"{connection.peer}: {MAX_CONNECTIONS} connections already open"
+                    sock.close()
+                    continue
+                closed = [c for c in self.connections if not c.open]
+                if len(closed) > _KEPT_CLOSED:  # a flood of short connections must not grow the list forever
+                    forget = {id(c) for c in closed[: len(closed) - _KEPT_CLOSED]}
+                    self.connections = [c for c in self.connections if id(c) not in forget]
                 self.connections.append(connection)
             thread = threading.Thread(
                 target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True
@@ -251,11 +279,17 @@ class LiveListener:
             thread.start()
 
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
-        # Decoded by the project's bounded decoder; each distinct time is decoded once per connection.
-        stream = RecordingStream(f"the connection from {connection.peer}", cache_times=True)
+        # Decoded by the project's bounded decoder; each distinct time is decoded once per connection,
+        # and one unfinished event may hold at most MAX_PENDING_BYTES.
+        stream = RecordingStream(
+            f"the connection from {connection.peer}", cache_times=True, max_pending=MAX_PENDING_BYTES
+        )
         sock.settimeout(0.2)
+        header_deadline = time.monotonic() + HEADER_TIMEOUT
         try:
             while not self._stop.is_set():
+                if stream.header is None and time.monotonic() > header_deadline:
+                    raise RecordingError(f"not a pytimely event stream (no header within {HEADER_TIMEOUT:g} s)")
                 if self._queued > self.capacity:
                     # The screen is far behind: stop reading, so the program's sink drops (and counts) instead.
                     time.sleep(0.01)
@@ -280,6 +314,8 @@ class LiveListener:
                     self.received += len(batch)
                     self._queued += len(batch)
                     self._queue.append((stamp, connection, batch))
+        except RecordingTooLarge as error:
+            connection.error = f"an event larger than the limit of {error.limit:,} bytes"
         except RecordingError as error:
             connection.error = str(error) if stream.header is None else f"not a pytimely event stream ({error})"
         except OSError as error:

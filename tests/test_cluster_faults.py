@@ -1,0 +1,129 @@
+"""Faults named truthfully: a local cluster's process killed or suspended at any moment, start-up included.
+
+Each test runs ``execute(main, processes=2)`` in a script of its own (real
+processes), finds the two children the script starts, and kills or suspends
+one of them at a chosen moment.  The script must end within 10 s of the fault
+with a :class:`~runtime.tcp.PeerLost` that names the process it happened to,
+and says how.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from runtime import execute
+    from runtime.tcp import PeerLost
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            return handle, stream.exchange(lambda x: x).probe()
+        handle, probe = worker.dataflow(build)
+        epoch = 0
+        while True:
+            handle.send_batch(list(range(10)))
+            epoch += 1
+            handle.advance_to(epoch)
+            worker.step_while(lambda: probe.less_than(epoch))
+            time.sleep(0.01)
+
+    if __name__ == "__main__":
+        try:
+            execute(main, processes=2, stall_timeout=None)
+        except PeerLost as error:
+            print("PeerLost", error.process, error, flush=True)
+            sys.exit(3)
+    """
+)
+
+
+def start_time(pid: int) -> int:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def children_in_order(parent: int, seen: list[int]) -> list[int]:
+    """Add ``parent``'s new children to ``seen`` in the order they were started; return ``seen``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in seen:
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                found.append((start_time(int(entry)), int(entry)))
+        except (OSError, IndexError, ValueError):
+            continue
+    seen.extend(pid for _, pid in sorted(found))
+    return seen
+
+
+def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signals) -> tuple[float, str, str]:
+    """Start the script, send ``sig`` to child ``victim`` ``after`` seconds after it appeared.
+
+    Returns the seconds from the fault to the script's end, and its output and error output.
+    """
+    script = tmp_path / "faulty_cluster.py"
+    script.write_text(SCRIPT.format(root=str(ROOT)))
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        seen: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(children_in_order(parent.pid, seen)) <= victim:
+            assert time.monotonic() < deadline, "the cluster's processes did not start"
+            time.sleep(0.002)
+        time.sleep(after)
+        os.kill(seen[victim], sig)
+        faulted = time.monotonic()
+        out, err = parent.communicate(timeout=30)
+        return time.monotonic() - faulted, out, err
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.communicate()
+
+
+# start-up (still starting Python, importing, joining the mesh) and running
+MOMENTS = [0.0, 0.3, 0.8, 1.5, 4.0]
+
+
+@pytest.mark.parametrize("after", MOMENTS)
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(
+    tmp_path: Path, victim: int, after: float
+) -> None:
+    seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGKILL)
+    assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
+    assert "was killed by SIGKILL" in out and "launcher" not in out, out
+    assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"
+
+
+@pytest.mark.parametrize("after", [0.0, 4.0])
+@pytest.mark.parametrize("victim", [0, 1])
+def test_a_suspended_process_is_reported_as_no_longer_answering(tmp_path: Path, victim: int, after: float) -> None:
+    seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGSTOP)
+    assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
+    assert "stopped answering" in out and "suspended" in out, out
+    assert "the launcher then killed it (killed by SIGKILL)" in out, out
+    assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"

@@ -1,0 +1,123 @@
+"""The live viewer's listener bounds how many connections it holds and what it buffers for each."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import recording_v1
+from textual.widgets import Static
+from tui_helpers import wait_until
+
+from runtime.framing import HEAD
+from runtime.instrument import encode_header
+from viz.tui import sources
+from viz.tui.app import TimelyApp
+from viz.tui.sources import MAX_CONNECTIONS, MAX_PENDING_BYTES, LiveListener
+
+
+def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def rss() -> int:
+    """This process's resident memory in bytes."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_connections_beyond_the_limit_are_refused_and_counted() -> None:
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    held = [socket.create_connection(("127.0.0.1", listener.port)) for _ in range(MAX_CONNECTIONS + 3)]
+    try:
+        eventually(lambda: listener.refused == 3, 10, "three refusals")
+        assert sum(1 for c in listener.connections if c.open) == MAX_CONNECTIONS
+        assert listener.last_refused is not None and f"{MAX_CONNECTIONS} connections already open" in (
+            listener.last_refused
+        )
+    finally:
+        for sock in held:
+            sock.close()
+        listener.close()
+
+
+def test_a_connection_without_a_header_is_closed_after_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "HEADER_TIMEOUT", 0.5)
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    idle = socket.create_connection(("127.0.0.1", listener.port))
+    slow = socket.create_connection(("127.0.0.1", listener.port))
+    try:
+        slow.sendall(b"\x85")  # the first byte of a map that never ends
+        eventually(lambda: len(listener.connections) == 2 and not any(c.open for c in listener.connections), 10, "")
+        assert all("no header within 0.5 s" in (c.error or "") for c in listener.connections)
+    finally:
+        idle.close()
+        slow.close()
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "start",
+    [
+        # format 2: a frame that declares 100 MiB and never finishes
+        pytest.param(lambda: encode_header(0) + HEAD.pack(100 << 20, 0), id="format 2"),
+        # format 1: a bin of 100 MiB, never finished
+        pytest.param(lambda: recording_v1.header(0) + b"\xc6" + struct.pack("!I", 100 << 20), id="format 1"),
+    ],
+)
+def test_half_sent_events_are_bounded_per_connection(start: Callable[[], bytes]) -> None:
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    before = rss()
+    senders = []
+    chunk = b"\0" * (1 << 20)
+    try:
+        for _ in range(4):
+            sock = socket.create_connection(("127.0.0.1", listener.port))
+            sock.sendall(start())
+            sock.settimeout(0.5)
+            senders.append(sock)
+        for _ in range(24):
+            for sock in senders:
+                with contextlib.suppress(OSError):  # the viewer closed it: what this test wants
+                    sock.sendall(chunk)
+        eventually(lambda: not any(c.open for c in listener.connections), 10, "the connections to close")
+        assert [c.error for c in listener.connections] == [
+            f"an event larger than the limit of {MAX_PENDING_BYTES:,} bytes"
+        ] * 4
+        assert rss() - before < 48 << 20, f"the listener grew by {(rss() - before) >> 20} MiB"
+    finally:
+        for sock in senders:
+            sock.close()
+        listener.close()
+
+
+def test_the_header_says_when_the_viewer_refused_a_connection() -> None:
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener, refresh_interval=0.05)
+        held: list[socket.socket] = []
+        async with app.run_test(size=(160, 24)) as pilot:
+            held.extend(socket.create_connection(("127.0.0.1", listener.port)) for _ in range(MAX_CONNECTIONS + 1))
+            await wait_until(pilot, lambda: listener.refused == 1, 10, "the refusal")
+            await pilot.pause(0.2)
+            status = str(app.query_one("#status2", Static).render())
+            assert f"{MAX_CONNECTIONS} connection(s) open" in status, status
+            assert "refused 1 (127.0.0.1:" in status and "connections already open" in status, status
+            for sock in held:
+                sock.close()
+
+    asyncio.run(run())
