@@ -297,7 +297,7 @@ class TeeObserver:
         self._observers = observers
 
     def __getattr__(self, name: str) -> Any:
-        methods = [getattr(observer, name) for observer in self._observers if hasattr(observer, name)]
+        methods = [getattr(target, name) for target in self._observers if hasattr(target, name)]
 
         def forward(*args: Any, **kwargs: Any) -> None:
             for method in methods:
@@ -308,7 +308,7 @@ class TeeObserver:
 
 def combine(*observers: Any) -> Any:
     """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`."""
-    present = [observer for observer in observers if observer is not None]
+    present = [candidate for candidate in observers if candidate is not None]
     if not present:
         return None
     if len(present) == 1:
