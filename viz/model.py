@@ -51,6 +51,7 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.order import less_equal
+from viz.errors import SelectionError
 
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
@@ -199,6 +200,8 @@ class Model:
         self.local_mode = False
         """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
+        self._unsettled: dict[int, list[PointstampsChanged]] = {}
+        """Per worker: tracker batches whose frontier changes (the worker's next event) are not applied yet."""
 
     # ------------------------------------------------------------------ building
 
@@ -214,7 +217,17 @@ class Model:
             if limit is not None and event.t > limit:
                 break
             model.apply(event)
+        if limit is None or ordered[-1].t <= limit:
+            model.settle()
         return model
+
+    def settle(self) -> None:
+        """Fold in the tracker batches still waiting for their worker's next event (the recording ended)."""
+        for worker, batches in self._unsettled.items():
+            view = self._view(worker)
+            for batch in batches:
+                self._changes(view.tracked, batch.scope, batch.changes)
+        self._unsettled.clear()
 
     def _scope(self, address: Address) -> ScopeInfo:
         scope = self.scopes.get(address)
@@ -243,10 +256,17 @@ class Model:
         view = self._view(event.worker)
         view.events += 1
         view.last_t = event.t
+        if isinstance(event, PointstampsChanged):
+            # A tracker logs the pointstamps it folds in, then the frontier changes they cause: hold the
+            # batch until this worker's next event, so counts and frontiers never disagree in between.
+            self._unsettled.setdefault(event.worker, []).append(event)
+            return
+        unsettled = self._unsettled.pop(event.worker, None)
+        if unsettled is not None:
+            for batch in unsettled:
+                self._changes(view.tracked, batch.scope, batch.changes)
         if isinstance(event, FrontiersChanged):
             self._changes(view.frontier_counts, event.scope, event.changes)
-        elif isinstance(event, PointstampsChanged):
-            self._changes(view.tracked, event.scope, event.changes)
         elif isinstance(event, LocalPointstampsChanged):
             if not self.local_mode:
                 self.local_mode = True
@@ -502,6 +522,64 @@ class Model:
                 return 0
             feeding = [e for e in self.scopes[inner].edges if e.target == (0, s_port)]
         return sum(self._edge_records(e, view, hops + 1) for e in feeding) * edge.copies
+
+    def locate(self, operator: str | Address, kind: str = "in", port: int = 0) -> Loc:
+        """The location of an operator's input (``kind="in"``) or output (``"out"``) port, for :func:`viz.explain`.
+
+        ``operator`` is the operator's name (it must name exactly one
+        operator; several with one name are told apart by address), its
+        address (``(0, 3)``), or the text form the command line's ``--stuck``
+        takes: ``"Count"``, ``"0,3"``, ``"0,3:in:0"``, ``"Count:out:1"``.
+        Raises :class:`~viz.errors.SelectionError` when there is no such operator or port.
+        """
+        where = repr(operator)
+        if isinstance(operator, str):
+            head, _, rest = operator.partition(":")
+            if rest:
+                kind, _, port_text = rest.partition(":")
+                if kind not in ("in", "out") or (port_text and not port_text.isdigit()):
+                    raise SelectionError(f"location {where}: expected NAME or ADDRESS[:in|out:PORT], e.g. 0,3:in:0")
+                port = int(port_text or 0)
+            parts = head.replace("(", "").replace(")", "").split(",")
+            if head.strip() and all(part.strip().isdigit() for part in parts if part.strip()):
+                address: Address = tuple(int(part) for part in parts if part.strip())
+            else:
+                matches = self.find(head)
+                if len(matches) != 1:
+                    known = ", ".join(sorted({info.name for info in self.operators.values()})[:12])
+                    raise SelectionError(
+                        f"location {where}: {'no' if not matches else len(matches)} operator(s) named {head!r}"
+                        + (f" (at {', '.join(str(m.address) for m in matches)}); give the address"
+                           if matches else f"; operators: {known}")
+                    )
+                address = matches[0].address
+        else:
+            address = tuple(operator)
+        info = self.operators.get(address)
+        if info is None or len(address) < 2:
+            raise SelectionError(f"location {where}: no operator at address {address}")
+        if kind not in ("in", "out"):
+            raise SelectionError(f"location {where}: kind must be 'in' or 'out', not {kind!r}")
+        ports = info.inputs if kind == "in" else info.outputs
+        if not 0 <= port < ports:
+            raise SelectionError(f"location {where}: operator '{info.name}' has no {kind}put {port} ({ports} {kind}puts)")
+        return self.input_loc(address, port) if kind == "in" else self.output_loc(address, port)
+
+    def check_loc(self, loc: Any) -> None:
+        """Raise :class:`~viz.errors.SelectionError` unless ``loc`` is a :data:`Loc` of this model."""
+        hint = "; get one with model.locate('NAME'), model.locate('0,3:in:0') or model.input_loc(address, port)"
+        if not (
+            isinstance(loc, tuple) and len(loc) == 4 and isinstance(loc[0], tuple)
+            and all(isinstance(part, int) for part in loc[0])
+            and isinstance(loc[1], int) and isinstance(loc[2], int) and isinstance(loc[3], bool)
+        ):
+            raise SelectionError(f"not a location: {loc!r}; a location is (scope address, node, port, is_source){hint}")
+        scope, node, port, is_source = loc
+        info = self.scopes.get(scope)
+        if info is None:
+            raise SelectionError(f"location {loc!r}: the recording has no scope at address {scope}{hint}")
+        if info.locations and (node, port, is_source) not in {(n, p, bool(s)) for n, p, s in info.locations}:
+            raise SelectionError(f"location {loc!r}: scope {scope} has no such port{hint}")
 
     def find(self, name: str) -> list[OperatorInfo]:
         """Operators (and scopes) whose name is ``name``, by address."""

@@ -385,6 +385,7 @@ class TimelyApp(App[int]):
         if self._auto_opened or now - self._last_arrival < self.idle_after:
             return
         model = self.state.model
+        model.settle()  # quiet workers: their last tracker batches stand, no frontier change follows them
         if not model.workers or not unfinished_dataflows(model):
             return
         if all(view.shut_down for view in model.workers.values()):

@@ -94,6 +94,8 @@ class Replay:
             self.position += 1
             if self.position % every == 0 and self.position not in self._checkpoints:
                 self._checkpoints[self.position] = copy.deepcopy(state)
+        if self.position == len(events):
+            state.model.settle()  # the recording ended: no worker's next event will come
 
     def seek(self, position: int) -> None:
         """Show the state after ``position`` events (clamped to the recording)."""
