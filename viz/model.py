@@ -201,6 +201,10 @@ class Model:
         """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
         self._unsettled: dict[int, list[PointstampsChanged]] = {}
+        self._version = 0
+        self._names: dict[Loc, str] = {}
+        """:meth:`describe`'s answers, until the structure changes."""
+        self._combined: tuple[tuple[int, int], View] | None = None
         """Per worker: tracker batches whose frontier changes (the worker's next event) are not applied yet."""
 
     # ------------------------------------------------------------------ building
@@ -221,6 +225,10 @@ class Model:
             model.settle()
         return model
 
+    def unsettled(self, worker: int) -> bool:
+        """Whether a tracker batch of ``worker`` waits for that worker's next event (see :meth:`apply`)."""
+        return worker in self._unsettled
+
     def settle(self) -> None:
         """Fold in the tracker batches still waiting for their worker's next event (the recording ended)."""
         for worker, batches in self._unsettled.items():
@@ -228,10 +236,12 @@ class Model:
             for batch in batches:
                 self._changes(view.tracked, batch.scope, batch.changes)
         self._unsettled.clear()
+        self._version += 1
 
     def _scope(self, address: Address) -> ScopeInfo:
         scope = self.scopes.get(address)
         if scope is None:
+            self._names.clear()
             placeholder = OperatorInfo(address, f"scope {address}", 0, 0, (), "?")
             scope = self.scopes[address] = ScopeInfo(placeholder)
         return scope
@@ -245,6 +255,7 @@ class Model:
 
     def apply(self, event: Event) -> None:
         """Fold one event into the model."""
+        self._version += 1
         self.events += 1
         if self.first_t is None or event.t < self.first_t:
             self.first_t = event.t
@@ -305,6 +316,7 @@ class Model:
             view.shut_down = True
 
     def _operator(self, event: OperatorCreated) -> None:
+        self._names.clear()
         if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
             return
         info = OperatorInfo(
@@ -394,6 +406,14 @@ class Model:
         views = list(self.workers.values())
         if len(views) == 1:
             return views[0]
+        key = (self._version, self.events)
+        if self._combined is not None and self._combined[0] == key:
+            return self._combined[1]
+        combined = self._combine(views)
+        self._combined = (key, combined)
+        return combined
+
+    def _combine(self, views: list[View]) -> View:
         combined = View()
         combined.local_mode = self.local_mode
         combined.combined = True
@@ -587,6 +607,12 @@ class Model:
 
     def describe(self, loc: Loc) -> str:
         """A location for a person: operator name, address and port."""
+        name = self._names.get(loc)
+        if name is None:
+            name = self._names[loc] = self._describe(loc)
+        return name
+
+    def _describe(self, loc: Loc) -> str:
         scope, node, port, is_source = loc
         if node == 0:
             info = self.scopes[scope].info if scope in self.scopes else None
