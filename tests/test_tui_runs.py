@@ -1,0 +1,92 @@
+"""The live viewer keeps each program that connects as a run of its own (issue 17, item 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from pathlib import Path
+
+from test_tui_live import start_logged
+from textual.widgets import Footer, Static
+from tui_helpers import wait_until
+
+from viz.tui.adapter import walk
+from viz.tui.app import TimelyApp
+from viz.tui.sources import LiveListener
+
+PROGRAM = textwrap.dedent(
+    """
+    from runtime import execute
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input("{input}")
+            return handle, stream.map(lambda n: n * 2, name="{op}").probe(name="Seen")
+        handle, probe = worker.dataflow(build, name="{flow}")
+        handle.send_batch([1, 2, 3])
+        handle.close()
+        while worker.step():
+            pass
+
+    if __name__ == "__main__":
+        execute(main, workers={workers})
+    """
+)
+
+
+def test_two_programs_one_after_the_other_are_two_runs_and_the_viewer_switches(tmp_path: Path) -> None:
+    first = tmp_path / "first.py"
+    first.write_text(PROGRAM.format(input="numbers", op="Double", flow="first", workers=2))
+    second = tmp_path / "second.py"
+    second.write_text(PROGRAM.format(input="words", op="Triple", flow="second", workers=1))
+
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener, refresh_interval=0.05)
+        async with app.run_test(size=(120, 30)) as pilot:
+            for number, script in ((1, first), (2, second)):
+                program = start_logged([str(script)], listener.port)
+                try:
+                    assert program.wait(timeout=120) == 0, program.stdout.read() if program.stdout else ""
+                    await wait_until(
+                        pilot,
+                        lambda number=number: len(app.runs) == number
+                        and not any(c.open for c in listener.connections)
+                        and not listener.queued
+                        and app.state.model.workers
+                        and all(v.shut_down for v in app.state.model.workers.values()),
+                        30,
+                        f"program {number}'s events",
+                    )
+                finally:
+                    program.kill()
+                    program.wait()
+            await pilot.pause(0.2)
+            # the newest run is on screen, alone: nothing of the first program is grafted onto it
+            assert len(app.runs) == 2 and app.run_index == 1
+            names = {info.name for info in walk(app.state.model)}
+            assert {"second", "words", "Triple", "Seen"} <= names
+            assert not {"first", "numbers", "Double"} & names
+            assert sorted(app.state.model.workers) == [0]
+            header = str(app.query_one("#status", Static).render())
+            assert "run 2/2" in header and "1 worker" in header, header
+            shown = app.screen.active_bindings["right_square_bracket"]
+            assert shown.enabled and shown.binding.show and shown.binding.description == "Next run"
+            assert app.query_one(Footer).display
+
+            await pilot.press("left_square_bracket")
+            await pilot.pause(0.2)
+            assert app.run_index == 0
+            names = {info.name for info in walk(app.state.model)}
+            assert {"first", "numbers", "Double", "Seen"} <= names and not {"second", "Triple"} & names
+            assert sorted(app.state.model.workers) == [0, 1]
+            header = str(app.query_one("#status", Static).render())
+            assert "run 1/2" in header and "2 workers" in header, header
+            assert "1 newer" in str(app.query_one("#status2", Static).render())
+
+            await pilot.press("right_square_bracket")
+            await pilot.pause(0.2)
+            assert app.run_index == 1 and "run 2/2" in str(app.query_one("#status", Static).render())
+            assert app.errors == []
+
+    asyncio.run(run())
