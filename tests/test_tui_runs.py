@@ -90,3 +90,36 @@ def test_two_programs_one_after_the_other_are_two_runs_and_the_viewer_switches(t
             assert app.errors == []
 
     asyncio.run(run())
+
+
+def test_replay_start_shows_nothing_done_before_the_dataflow_starts() -> None:
+    """Issue 17, item 6: at the start of a recording nothing is done, and the header never says so."""
+    from tui_helpers import replay_app
+
+    from runtime.instrument import FrontiersChanged
+    from viz.tui.adapter import operator_rows, tree_label, unfinished_dataflows
+
+    async def run() -> None:
+        app = replay_app(at_end=False)
+        replay = app.replay
+        assert replay is not None
+        first_frontier = next(i for i, e in enumerate(replay.events) if isinstance(e, FrontiersChanged))
+        async with app.run_test(size=(120, 30)) as pilot:
+            for position in range(first_frontier + 1):
+                replay.seek(position)
+                app._replay_moved()
+                await pilot.pause()
+                model = app.state.model
+                status = str(app.query_one("#status2", Static).render())
+                assert "all dataflows done" not in status, (position, status)
+                if model.scopes:
+                    assert unfinished_dataflows(model), position
+                view = app.current_view()
+                assert all(row.busy for row in operator_rows(model, view)), position
+                for info in walk(model):
+                    assert tree_label(model, view, info)[1], (position, info.name)
+            await pilot.press("G")
+            await pilot.pause()
+            assert "all dataflows done" not in str(app.query_one("#status2", Static).render())  # stuck at the end
+
+    asyncio.run(run())

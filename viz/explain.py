@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from scopes.order import less_equal
-from viz.errors import SelectionError
 from viz.model import Loc, Model, View
 
 

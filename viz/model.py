@@ -148,6 +148,8 @@ class View:
         """``operator -> [times scheduled, seconds]``."""
         self.inputs: dict[Address, InputState] = {}
         self.completed: set[int] = set()
+        self.started: set[Address] = set()
+        """Scopes whose tracker has reported frontiers: before that, nothing in them is done."""
         self.shut_down = False
         self.events = 0
         self.last_t: float | None = None
@@ -242,7 +244,8 @@ class Model:
         scope = self.scopes.get(address)
         if scope is None:
             self._names.clear()
-            placeholder = OperatorInfo(address, f"scope {address}", 0, 0, (), "?")
+            name = f"dataflow {address[0]} (being built)" if len(address) == 1 else f"scope {address}"
+            placeholder = OperatorInfo(address, name, 0, 0, (), "?")
             scope = self.scopes[address] = ScopeInfo(placeholder)
         return scope
 
@@ -277,6 +280,7 @@ class Model:
             for batch in unsettled:
                 self._changes(view.tracked, batch.scope, batch.changes)
         if isinstance(event, FrontiersChanged):
+            view.started.add(event.scope)
             self._changes(view.frontier_counts, event.scope, event.changes)
         elif isinstance(event, LocalPointstampsChanged):
             if not self.local_mode:
@@ -455,6 +459,7 @@ class Model:
                         known.time = state.time
             combined.events += view.events
         combined.completed = set.intersection(*(v.completed for v in views)) if views else set()
+        combined.started = set.intersection(*(v.started for v in views)) if views else set()
         combined.shut_down = all(v.shut_down for v in views)
         for loc, counts in combined.frontier_counts.items():
             times = list(counts)
@@ -467,7 +472,9 @@ class Model:
     # ------------------------------------------------------------------ structure queries
 
     def dataflows(self) -> list[ScopeInfo]:
-        """The top-level scopes, by index."""
+        """The top-level scopes, by index (also those whose nested scopes are all that was built so far)."""
+        for address in list(self.scopes):
+            self._scope(address[:1])
         return [scope for address, scope in sorted(self.scopes.items()) if len(address) == 1]
 
     def input_loc(self, address: Address, port: int) -> Loc:
@@ -582,7 +589,9 @@ class Model:
             raise SelectionError(f"location {where}: kind must be 'in' or 'out', not {kind!r}")
         ports = info.inputs if kind == "in" else info.outputs
         if not 0 <= port < ports:
-            raise SelectionError(f"location {where}: operator '{info.name}' has no {kind}put {port} ({ports} {kind}puts)")
+            raise SelectionError(
+                f"location {where}: operator '{info.name}' has no {kind}put {port} ({ports} {kind}puts)"
+            )
         return self.input_loc(address, port) if kind == "in" else self.output_loc(address, port)
 
     def check_loc(self, loc: Any) -> None:

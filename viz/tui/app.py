@@ -88,8 +88,9 @@ HELP = """\
 The stuck view lists every port whose frontier is not empty. Pick one to see
 the pointstamps that keep its earliest time possible: capabilities held by
 operators, messages in flight on channels, input handles not advanced or
-never closed, and progress a worker or a scope has not heard yet. In live mode it opens by itself when every worker has been idle
-for a while with work unfinished.
+never closed, and progress a worker or a scope has not heard yet. In live
+mode it opens by itself when every worker has been idle for a while with
+work unfinished.
 
 The graph (5) is laid out by Graphviz's dot (it needs the graphviz package of
 your system): scopes are frames, operators boxes with each input's (i0) and
