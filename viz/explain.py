@@ -243,22 +243,24 @@ def _blocker(
         state = view.inputs.get(address)
         where = f"worker {worker}, " if worker is not None else ""
         if state is not None:
+            site = f" ({state.site})" if state.site else ""
             if state.closed:
-                what = f"input '{state.name}' was closed, but its capability for time {stamp!r} is still counted"
+                what = f"input '{state.name}'{site} was closed, but its capability for time {stamp!r} is still counted"
             elif not state.advanced:
                 what = (
-                    f"input '{state.name}' was never advanced past time {state.time!r} and never closed"
+                    f"input '{state.name}'{site} was never advanced past time {state.time!r} and never closed"
                 )
             else:
-                what = f"input '{state.name}' has not advanced past time {stamp!r} and was never closed"
+                what = f"input '{state.name}'{site} has not advanced past time {stamp!r} and was never closed"
             return Blocker(
                 "input", loc, stamp, count, path,
                 f"{what} ({where}operator address {address}); path: {route}", state.name, state.closed, worker,
             )
         holder = f" on worker {worker}" if worker is not None else ""
+        built = f"built at {op.site}, " if op is not None and op.site else ""
         return Blocker(
             "capability", loc, stamp, count, path,
-            f"operator '{name}' (address {address}) holds {count} capability(ies) for time {stamp!r} "
+            f"operator '{name}' ({built}address {address}) holds {count} capability(ies) for time {stamp!r} "
             f"at output {port}{holder}; path: {route}",
             worker=worker,
         )

@@ -68,6 +68,8 @@ class OperatorInfo:
     outputs: int
     reach: tuple[tuple[int, ...], ...]
     scope_timestamp: str | None = None
+    site: str | None = None
+    """Where the user's code built it (``file.py:LINE``), when the recording says."""
 
     @property
     def is_scope(self) -> bool:
@@ -116,6 +118,8 @@ class InputState:
     time: Any
     advanced: bool = False
     closed: bool = False
+    site: str | None = None
+    """Where the user's code created the handle (``file.py:LINE``), when the recording says."""
 
 
 def _add(counts: dict[Any, int], time: Any, diff: int) -> None:
@@ -299,6 +303,8 @@ class Model:
             if state is None:
                 state = view.inputs[event.address] = InputState(event.address, event.name, event.time)
             state.time = event.time
+            if event.site is not None:
+                state.site = event.site
             if event.action == "advanced":
                 state.advanced = True
             elif event.action == "closed":
@@ -324,7 +330,7 @@ class Model:
         if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
             return
         info = OperatorInfo(
-            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp
+            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp, event.site
         )
         self.operators[event.address] = info
         if info.is_scope:
@@ -451,7 +457,9 @@ class Model:
             for address, state in view.inputs.items():
                 known = combined.inputs.get(address)
                 if known is None:
-                    combined.inputs[address] = InputState(address, state.name, state.time, state.advanced, state.closed)
+                    combined.inputs[address] = InputState(
+                        address, state.name, state.time, state.advanced, state.closed, state.site
+                    )
                 else:
                     known.advanced = known.advanced or state.advanced
                     known.closed = known.closed and state.closed

@@ -376,7 +376,12 @@ def place_for_operator(places: list[StuckPlace], address: Address) -> StuckPlace
     return None
 
 
-KIND_TITLES = {"capability": "capability held", "messages": "messages in flight", "input": "input handle"}
+KIND_TITLES = {
+    "capability": "capability held",
+    "messages": "messages in flight",
+    "input": "input handle",
+    "progress": "progress not yet heard",
+}
 
 
 def short_loc(model: Model, loc: Loc) -> str:
