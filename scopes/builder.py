@@ -13,9 +13,9 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from scopes import capture as _capture
-from scopes.callsite import user_site
 from scopes.antichain import Antichain
 from scopes.batches import BatchError, is_batch, is_columnar
+from scopes.callsite import user_site
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
