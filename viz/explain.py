@@ -87,13 +87,15 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
     """The pointstamps that keep ``time`` (or earlier) possible at ``loc``, each with its path.
 
     ``view`` defaults to all workers combined.  The result is empty when the
-    frontier at ``loc`` has already passed ``time``.
+    frontier at ``loc`` has already passed ``time``.  ``loc`` must be a
+    location of ``model`` (see :meth:`Model.locate <viz.model.Model.locate>`);
+    anything else raises :class:`~viz.errors.SelectionError`.
     """
     model.check_loc(loc)
     if view is None:
         view = model.view()
     holders = _holders(model, view)
-    lagging = _lagging(model, view)
+    trackers = _trackers(model, view)
     origin_scope = loc[0]
     # each entry: (location, scope the bound is expressed in, bound)
     start = (loc, origin_scope, time)
@@ -112,7 +114,7 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
                     blocker = _blocker(model, counts, here, stamp, count, _path(parents, entry), worker)
                     if blocker is not None:
                         found.append(blocker)
-        for worker, tracker in lagging:
+        for worker, tracker in trackers:
             for stamp, count in tracker.tracked.get(here, {}).items():
                 if count <= 0 or not less_equal(model.project(stamp, scope, bound_scope), bound):
                     continue
@@ -148,7 +150,7 @@ def _holders(model: Model, view: View) -> dict[bool, list[tuple[int | None, View
     return {True: per_worker, False: [(None, everyone)]}
 
 
-def _lagging(model: Model, view: View) -> list[tuple[int, View]]:
+def _trackers(model: Model, view: View) -> list[tuple[int, View]]:
     """The workers whose trackers make the frontier of ``view``, each with its own view."""
     if view.combined:
         return sorted(model.workers.items()) if view.local_mode else []
