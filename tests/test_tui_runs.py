@@ -123,3 +123,37 @@ def test_replay_start_shows_nothing_done_before_the_dataflow_starts() -> None:
             assert "all dataflows done" not in str(app.query_one("#status2", Static).render())  # stuck at the end
 
     asyncio.run(run())
+
+
+def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
+    """A sink that lost its viewer connects again: same process id, same run; another program: a new run."""
+    import socket
+
+    from viz_synthetic import running
+
+    from runtime.instrument import _pack
+
+    def header(pid: int) -> bytes:
+        return _pack({"format": "pytimely-events", "version": 1, "process": 0, "pid": pid})
+
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener, refresh_interval=0.05)
+        raws = running(workers=1).raw
+        async with app.run_test(size=(100, 24)) as pilot:
+            for index, (pid, part) in enumerate(((111, raws[:10]), (111, raws[10:]), (222, raws))):
+                sock = socket.create_connection(("127.0.0.1", listener.port))
+                sock.sendall(header(pid) + b"".join(_pack(raw) for raw in part))
+                sock.close()
+                await wait_until(
+                    pilot,
+                    lambda index=index: sum(1 for c in listener.connections if c.events and not c.open) == index + 1
+                    and not listener.queued,
+                    10,
+                    f"connection {index + 1}",
+                )
+                await pilot.pause(0.2)
+            assert [len(r.connections) for r in app.runs] == [2, 1]
+            assert app.runs[0].state.model.events == len(raws) == app.runs[1].state.model.events
+
+    asyncio.run(run())

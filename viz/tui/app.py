@@ -168,9 +168,10 @@ class Run:
     """One program run seen live: its own model, and the connections (one per process) it came on.
 
     Connections that overlap in time belong to one run (the processes of one
-    program); a connection that arrives once every connection of the newest
-    run has closed, or that repeats a process index the newest run already
-    has, is a new program: a new run.  Runs never share a model, so a second
+    program), and so does a reconnection from a process of the newest run
+    (same process id); otherwise a connection that arrives once every
+    connection of the newest run has closed, or that repeats a process index
+    the newest run already has, is a new program: a new run.  Runs never share a model, so a second
     program's operators are never grafted onto the first's.
     """
 
@@ -305,7 +306,8 @@ class TimelyApp(App[int]):
                 return run
         current = self.runs[-1]
         others = [c for c in current.connections if c is not connection]
-        if others and (
+        reconnected = connection.pid is not None and connection.pid in {c.pid for c in others}
+        if others and not reconnected and (
             not any(c.open for c in others)
             or (connection.process is not None and connection.process in {c.process for c in others})
         ):

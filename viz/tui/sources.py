@@ -150,6 +150,8 @@ class Connection:
 
     peer: str
     process: int | None = None
+    pid: int | None = None
+    """The program process's id, from its header (a reconnection from the same process has the same)."""
     events: int = 0
     open: bool = True
     error: str | None = None
@@ -276,6 +278,7 @@ class LiveListener:
                 if batch and not header_seen:
                     self._check_header(batch[0])
                     connection.process = batch[0].get("process")
+                    connection.pid = batch[0].get("pid")
                     header_seen = True
                     del batch[0]
                 if not batch:
