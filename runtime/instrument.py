@@ -22,7 +22,9 @@ named after it, with the fields that follow ``t`` in the order listed:
     first), ``name``, ``inputs``, ``outputs`` (port counts), ``reach``
     (``reach[i]``: the outputs input ``i`` reaches inside the operator),
     ``scope_timestamp`` (the timestamp type's name when the operator is a
-    scope, else ``None``).  A dataflow is the scope at address ``(index,)``.
+    scope, else ``None``), and optionally ``site``: where the user's code
+    built the operator, ``file.py:LINE`` (absent when unknown).  A dataflow is
+    the scope at address ``(index,)``.
 ``K_CHANNEL`` :class:`ChannelCreated`
     ``scope`` (address), ``source`` and ``target`` as ``(node, port)`` pairs
     (node 0 is the scope's boundary: its sources are the scope's inputs, its
@@ -59,7 +61,8 @@ named after it, with the fields that follow ``t`` in the order listed:
 ``K_INPUT`` :class:`InputChanged`
     ``address`` (of the input operator), ``name`` (as the user named it),
     ``action`` (``created``, ``advanced``, ``closed``), ``time`` (the handle's
-    time after the action).
+    time after the action), and optionally ``site`` (``created`` only: where
+    the user's code created the handle, ``file.py:LINE``).
 ``K_DATAFLOW_DONE`` :class:`DataflowCompleted`
     ``index``, ``name``.
 ``K_SHUTDOWN`` :class:`WorkerShutdown`
@@ -229,6 +232,7 @@ class OperatorCreated(Event):
     outputs: int
     reach: tuple[tuple[int, ...], ...]
     scope_timestamp: str | None
+    site: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +304,7 @@ class InputChanged(Event):
     name: str
     action: str
     time: Any
+    site: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,11 +672,14 @@ class Instrument:
         outputs: int,
         reach: Sequence[Sequence[int]],
         scope_timestamp: str | None,
+        site: str | None = None,
     ) -> None:
-        """Log an operator or scope construction."""
-        self._emit(
-            K_OPERATOR, tuple(address), name, inputs, outputs, tuple(tuple(r) for r in reach), scope_timestamp
-        )
+        """Log an operator or scope construction (built at ``site`` in the user's code, when known)."""
+        reach_ = tuple(tuple(r) for r in reach)
+        if site is None:
+            self._emit(K_OPERATOR, tuple(address), name, inputs, outputs, reach_, scope_timestamp)
+        else:
+            self._emit(K_OPERATOR, tuple(address), name, inputs, outputs, reach_, scope_timestamp, site)
 
     def channel_created(
         self,
@@ -724,9 +732,14 @@ class Instrument:
         if batch:
             self._emit(K_FRONTIERS, scope, batch)
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any) -> None:
-        """Log an input handle being created, advanced or closed."""
-        self._emit(K_INPUT, tuple(address), name, action, time)
+    def input_event(
+        self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None
+    ) -> None:
+        """Log an input handle being created (at ``site``), advanced or closed."""
+        if site is None:
+            self._emit(K_INPUT, tuple(address), name, action, time)
+        else:
+            self._emit(K_INPUT, tuple(address), name, action, time, site)
 
     def dataflow_completed(self, index: int, name: str) -> None:
         """Log a dataflow finishing on this worker."""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from scopes import capture as _capture
 from scopes.antichain import Antichain
 from scopes.batches import BatchError, is_batch, is_columnar
+from scopes.callsite import user_site
 from scopes.channels import Allocator, Pipeline, Tee
 from scopes.errors import BuildError, ScopeBoundaryError, ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
@@ -196,7 +197,7 @@ class ScopeBuilder:
         self.context.inputs.append(handle)
         if self.subgraph.observer is not None:
             handle._observer, handle._address = self.subgraph.observer, builder.address
-            handle._observer.input_event(builder.address, name, "created", handle.time)
+            handle._observer.input_event(builder.address, name, "created", handle.time, user_site())
         return handle, stream
 
     def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:

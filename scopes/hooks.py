@@ -29,10 +29,12 @@ class ProgressObserver(Protocol):
         outputs: int,
         reach: Sequence[Sequence[int]],
         scope_timestamp: str | None,
+        site: str | None = None,
     ) -> None:
         """An operator (or a scope, when ``scope_timestamp`` names its timestamp type) was built.
 
-        ``reach[i]`` lists the outputs that input ``i`` can reach inside the operator.
+        ``reach[i]`` lists the outputs that input ``i`` can reach inside the operator; ``site``
+        is where the user's code built it (``file.py:LINE``), when known.
         """
         ...
 
@@ -79,6 +81,9 @@ class ProgressObserver(Protocol):
         """Frontier changes ``(location, time, diff)`` computed by ``scope``'s tracker."""
         ...
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any) -> None:
-        """An input handle was ``"created"``, ``"advanced"`` (to ``time``) or ``"closed"``."""
+    def input_event(
+        self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None
+    ) -> None:
+        """An input handle was ``"created"`` (at ``site`` in the user's code), ``"advanced"`` (to ``time``) or
+        ``"closed"``."""
         ...

@@ -23,6 +23,7 @@ from time import perf_counter
 from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
+from scopes.callsite import user_site
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
@@ -140,6 +141,8 @@ class Subgraph(Scope):
         self._activate_parent = activate_parent
         self.children: list[Scope | None] = [None]
         self.child_names: list[str] = ["scope boundary"]
+        self.child_sites: dict[int, str | None] = {}
+        """Where the user's code built each child (only recorded while an observer is attached)."""
         self.edges: list[tuple[Source, Target]] = []
         self._copies: dict[tuple[Source, Target], int] = {}
         self._num_inputs = 0
@@ -191,6 +194,8 @@ class Subgraph(Scope):
         self.children.append(None)
         self.child_names.append(name)
         self._incomplete.append(False)
+        if self.observer is not None:
+            self.child_sites[len(self.children) - 1] = user_site(2)
         return len(self.children) - 1
 
     def set_child(self, index: int, child: Scope) -> None:
@@ -331,7 +336,7 @@ class Subgraph(Scope):
                 summaries = child.get_internal_summary()[0]
                 observer.operator_created(
                     self.address + (index,), self.child_names[index], child.inputs, child.outputs,
-                    _reach(summaries), None,
+                    _reach(summaries), None, self.child_sites.get(index),
                 )
         for (source, target), contract in zip(self.edges, self.edge_contracts, strict=True):
             observer.channel_created(

@@ -61,6 +61,7 @@ def test_incremental_apply_matches_batch() -> None:
     live = Model()
     for event in events:
         live.apply(event)
+    live.settle()  # the last tracker batch waits for its worker's next event; the recording ended
     batch = Model.from_events(events)
     assert live.view(1).pointstamps == batch.view(1).pointstamps
     assert live.view(1).frontier_counts == batch.view(1).frontier_counts

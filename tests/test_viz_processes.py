@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -130,5 +131,9 @@ def test_two_processes_an_input_never_closed_is_explained_as_exactly_that(tmp_pa
         assert [b.worker for b in inputs] == [0, 1]
         for found in inputs:
             assert found.input_name == "sensor readings"
-            assert "input 'sensor readings' was never advanced past time 0 and never closed" in found.description
+            assert re.search(  # with the line of the user's code that created the input
+                r"input 'sensor readings' \(viz_process_mains\.py:\d+\) "
+                r"was never advanced past time 0 and never closed",
+                found.description,
+            ), found.description
         assert not [b for b in blockers if b.kind == "capability"]

@@ -180,7 +180,10 @@ def test_an_input_never_closed_is_explained_as_exactly_that() -> None:
         assert [b.worker for b in inputs] == [0, 1]
         for found, holder in zip(inputs, (0, 1), strict=True):
             assert found.input_name == "sensor readings" and found.count == 1
-            assert "input 'sensor readings' was never advanced past time 0 and never closed" in found.description
+            assert re.search(  # with the line of the user's code that created the input
+                r"input 'sensor readings' \(\w+\.py:\d+\) was never advanced past time 0 and never closed",
+                found.description,
+            ), found.description
             assert f"(worker {holder}, operator address" in found.description
         assert not [b for b in blockers if b.kind == "capability"]
     # after the run, nothing is stuck any more

@@ -41,28 +41,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _parse_location(model: Model, text: str) -> Loc:
-    head, _, rest = text.partition(":")
     try:
-        address = tuple(int(part) for part in head.replace("(", "").replace(")", "").split(",") if part.strip())
-    except ValueError:
-        matches = model.find(head)
-        if len(matches) != 1:
-            raise SelectionError(
-                f"--stuck {text!r}: {'no' if not matches else len(matches)} operator(s) named {head!r}; "
-                "give an address like 0,3"
-            ) from None
-        address = matches[0].address
-    if address not in model.operators:
-        raise SelectionError(f"--stuck {text!r}: no operator at address {address}")
-    kind, _, port_text = rest.partition(":")
-    kind = kind or "in"
-    if kind not in ("in", "out") or (port_text and not port_text.isdigit()):
-        raise SelectionError(f"--stuck {text!r}: expected ADDRESS[:in|out:PORT], e.g. 0,3:in:0")
-    port = int(port_text or 0)
-    info = model.operators[address]
-    if port >= (info.inputs if kind == "in" else info.outputs):
-        raise SelectionError(f"--stuck {text!r}: operator '{info.name}' has no {kind}put {port}")
-    return model.input_loc(address, port) if kind == "in" else model.output_loc(address, port)
+        return model.locate(text)
+    except SelectionError as error:
+        raise SelectionError(f"--stuck {error}") from None
 
 
 def _parse_time(text: str) -> Any:

@@ -8,7 +8,12 @@ a reason:
 
 * a capability held by an operator (``kind == "capability"``),
 * messages in flight on a channel (``kind == "messages"``),
-* an input handle not advanced past the time, or never closed (``kind == "input"``).
+* an input handle not advanced past the time, or never closed (``kind == "input"``),
+* progress not yet heard (``kind == "progress"``): a worker's tracker still
+  counts a pointstamp that its holder already retired, because the progress
+  update saying so is still on its way to that worker.  A frontier is each
+  worker's own tracker's view, so during a run it can lag behind the global
+  counts; this names that lag instead of finding nothing.
 
 Each :class:`Blocker` carries the path from its location to the stuck one.
 
@@ -18,6 +23,12 @@ each blocker names the worker that holds it (:attr:`Blocker.worker`), whatever
 worker's frontier is being explained: worker 0's frontier can be held back by
 a capability on worker 1.  Messages in flight are counted over all workers
 (``worker`` is ``None``).  Without local events, the view's own counts are used.
+
+``loc`` is a :data:`~viz.model.Loc` tuple; get one by operator name with
+:meth:`Model.locate <viz.model.Model.locate>` (``model.locate("Count")``,
+``model.locate("Count", "out", 0)``, or the command line's text form
+``model.locate("0,3:in:0")``).  Anything else raises
+:class:`~viz.errors.SelectionError`.
 """
 
 from __future__ import annotations
@@ -35,7 +46,7 @@ class Blocker:
     """One reason a frontier cannot pass a time."""
 
     kind: str
-    """``"capability"``, ``"messages"`` or ``"input"``."""
+    """``"capability"``, ``"messages"``, ``"input"`` or ``"progress"``."""
     location: Loc
     time: Any
     count: int
@@ -45,7 +56,8 @@ class Blocker:
     input_name: str | None = None
     closed: bool = False
     worker: int | None = None
-    """The worker holding the capability or input (``None``: counted over all workers)."""
+    """The worker holding the capability or input, or the worker that has not heard the progress yet
+    (``None``: counted over all workers)."""
 
     def __str__(self) -> str:
         return self.description
@@ -75,11 +87,15 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
     """The pointstamps that keep ``time`` (or earlier) possible at ``loc``, each with its path.
 
     ``view`` defaults to all workers combined.  The result is empty when the
-    frontier at ``loc`` has already passed ``time``.
+    frontier at ``loc`` has already passed ``time``.  ``loc`` must be a
+    location of ``model`` (see :meth:`Model.locate <viz.model.Model.locate>`);
+    anything else raises :class:`~viz.errors.SelectionError`.
     """
+    model.check_loc(loc)
     if view is None:
         view = model.view()
     holders = _holders(model, view)
+    trackers = _trackers(model, view)
     origin_scope = loc[0]
     # each entry: (location, scope the bound is expressed in, bound)
     start = (loc, origin_scope, time)
@@ -98,6 +114,16 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
                     blocker = _blocker(model, counts, here, stamp, count, _path(parents, entry), worker)
                     if blocker is not None:
                         found.append(blocker)
+        for worker, tracker in trackers:
+            for stamp, count in tracker.tracked.get(here, {}).items():
+                if count <= 0 or not less_equal(model.project(stamp, scope, bound_scope), bound):
+                    continue
+                if view.local_mode:
+                    retired = count - max(_global_count(model, holders, here, stamp), 0)
+                    if retired > 0 and here[1] != 0:
+                        found.append(_unheard(model, here, stamp, retired, _path(parents, entry), worker))
+                if here[3] and _across_boundary(model, tracker, here, bound_scope, bound):
+                    found.append(_boundary(model, here, stamp, _path(parents, entry), worker))
         for prev in _predecessors(model, here):
             prev_scope = prev[0]
             if len(prev_scope) < len(bound_scope):  # leaving the scope the bound lives in
@@ -109,7 +135,9 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
             if key not in parents:
                 parents[key] = entry
                 work.append(key)
-    found.sort(key=lambda b: (b.kind != "input", len(b.path), repr(b.time), -1 if b.worker is None else b.worker))
+    found.sort(key=lambda b: (
+        b.kind == "progress", b.kind != "input", len(b.path), repr(b.time), -1 if b.worker is None else b.worker
+    ))
     return found
 
 
@@ -120,6 +148,69 @@ def _holders(model: Model, view: View) -> dict[bool, list[tuple[int | None, View
     per_worker: list[tuple[int | None, View]] = [(w, v) for w, v in sorted(model.workers.items())]
     everyone = model.view() if len(model.workers) > 1 else view
     return {True: per_worker, False: [(None, everyone)]}
+
+
+def _trackers(model: Model, view: View) -> list[tuple[int, View]]:
+    """The workers whose trackers make the frontier of ``view``, each with its own view."""
+    if view.combined:
+        return sorted(model.workers.items()) if view.local_mode else []
+    return [(w, v) for w, v in model.workers.items() if v is view]
+
+
+def _across_boundary(model: Model, tracker: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
+    """Whether ``loc`` is a scope boundary whose other side, on this worker, already passed ``bound``.
+
+    A scope learns its input frontier from its parent, and its parent learns
+    the scope's capabilities from it, when the scope is next scheduled: until
+    then the two trackers disagree and the walk finds nothing on the far side.
+    """
+    scope, node, port, _ = loc
+    if node == 0:
+        if len(scope) <= 1:
+            return False
+        far: Loc = (scope[:-1], scope[-1], port, False)
+    else:
+        op = model.operators.get(scope + (node,))
+        if op is None or not op.is_scope:
+            return False
+        far = (scope + (node,), 0, port, False)
+    far_scope = far[0] if len(far[0]) < len(bound_scope) else bound_scope
+    far_bound = model.project(bound, bound_scope, far_scope) if far_scope != bound_scope else bound
+    return not _reachable(model, tracker, far, far_scope, far_bound)
+
+
+def _boundary(model: Model, loc: Loc, stamp: Any, path: list[Loc], worker: int) -> Blocker:
+    route = " -> ".join(model.describe(step) for step in path)
+    scope, node, port, _ = loc
+    if node == 0:
+        name = model.scopes[scope].info.name if scope in model.scopes else str(scope)
+        what = (f"scope '{name}' (address {scope}) has not yet heard that the frontier at its input {port} "
+                f"passed time {stamp!r}")
+    else:
+        name = model.operators[scope + (node,)].name
+        what = (f"scope '{name}' (address {scope + (node,)}) has not yet told its parent that its output {port} "
+                f"passed time {stamp!r}")
+    return Blocker(
+        "progress", loc, stamp, 1, path,
+        f"on worker {worker}, {what}; it will when it is next scheduled; path: {route}",
+        worker=worker,
+    )
+
+
+def _global_count(model: Model, holders: dict[bool, list[tuple[int | None, View]]], loc: Loc, stamp: Any) -> int:
+    """The pointstamp's count over all workers (the sum of what each originated)."""
+    return sum(counts.pointstamps.get(loc, {}).get(stamp, 0) for _, counts in holders[loc[3]])
+
+
+def _unheard(model: Model, loc: Loc, stamp: Any, count: int, path: list[Loc], worker: int) -> Blocker:
+    route = " -> ".join(model.describe(step) for step in path)
+    what = "capability(ies)" if loc[3] else "record(s) in flight"
+    return Blocker(
+        "progress", loc, stamp, count, path,
+        f"worker {worker} has not yet heard that {count} {what} for time {stamp!r} at "
+        f"{model.describe(loc)} were retired: the progress update is on its way to it; path: {route}",
+        worker=worker,
+    )
 
 
 def _reachable(model: Model, view: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
@@ -154,22 +245,24 @@ def _blocker(
         state = view.inputs.get(address)
         where = f"worker {worker}, " if worker is not None else ""
         if state is not None:
+            site = f" ({state.site})" if state.site else ""
             if state.closed:
-                what = f"input '{state.name}' was closed, but its capability for time {stamp!r} is still counted"
+                what = f"input '{state.name}'{site} was closed, but its capability for time {stamp!r} is still counted"
             elif not state.advanced:
                 what = (
-                    f"input '{state.name}' was never advanced past time {state.time!r} and never closed"
+                    f"input '{state.name}'{site} was never advanced past time {state.time!r} and never closed"
                 )
             else:
-                what = f"input '{state.name}' has not advanced past time {stamp!r} and was never closed"
+                what = f"input '{state.name}'{site} has not advanced past time {stamp!r} and was never closed"
             return Blocker(
                 "input", loc, stamp, count, path,
                 f"{what} ({where}operator address {address}); path: {route}", state.name, state.closed, worker,
             )
         holder = f" on worker {worker}" if worker is not None else ""
+        built = f"built at {op.site}, " if op is not None and op.site else ""
         return Blocker(
             "capability", loc, stamp, count, path,
-            f"operator '{name}' (address {address}) holds {count} capability(ies) for time {stamp!r} "
+            f"operator '{name}' ({built}address {address}) holds {count} capability(ies) for time {stamp!r} "
             f"at output {port}{holder}; path: {route}",
             worker=worker,
         )

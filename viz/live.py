@@ -105,6 +105,7 @@ def snapshot(source: Live) -> Model:
     model = Model()
     for event in out.events:
         model.apply(event)
+    model.settle()
     model._view(worker)  # the worker is known even with no running dataflows
     return model
 

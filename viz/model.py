@@ -51,6 +51,7 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.order import less_equal
+from viz.errors import SelectionError
 
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
@@ -67,6 +68,8 @@ class OperatorInfo:
     outputs: int
     reach: tuple[tuple[int, ...], ...]
     scope_timestamp: str | None = None
+    site: str | None = None
+    """Where the user's code built it (``file.py:LINE``), when the recording says."""
 
     @property
     def is_scope(self) -> bool:
@@ -115,6 +118,8 @@ class InputState:
     time: Any
     advanced: bool = False
     closed: bool = False
+    site: str | None = None
+    """Where the user's code created the handle (``file.py:LINE``), when the recording says."""
 
 
 def _add(counts: dict[Any, int], time: Any, diff: int) -> None:
@@ -147,6 +152,8 @@ class View:
         """``operator -> [times scheduled, seconds]``."""
         self.inputs: dict[Address, InputState] = {}
         self.completed: set[int] = set()
+        self.started: set[Address] = set()
+        """Scopes whose tracker has reported frontiers: before that, nothing in them is done."""
         self.shut_down = False
         self.events = 0
         self.last_t: float | None = None
@@ -199,6 +206,12 @@ class Model:
         self.local_mode = False
         """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
+        self._unsettled: dict[int, list[PointstampsChanged]] = {}
+        self._version = 0
+        self._names: dict[Loc, str] = {}
+        """:meth:`describe`'s answers, until the structure changes."""
+        self._combined: tuple[tuple[int, int], View] | None = None
+        """Per worker: tracker batches whose frontier changes (the worker's next event) are not applied yet."""
 
     # ------------------------------------------------------------------ building
 
@@ -214,12 +227,29 @@ class Model:
             if limit is not None and event.t > limit:
                 break
             model.apply(event)
+        if limit is None or ordered[-1].t <= limit:
+            model.settle()
         return model
+
+    def unsettled(self, worker: int) -> bool:
+        """Whether a tracker batch of ``worker`` waits for that worker's next event (see :meth:`apply`)."""
+        return worker in self._unsettled
+
+    def settle(self) -> None:
+        """Fold in the tracker batches still waiting for their worker's next event (the recording ended)."""
+        for worker, batches in self._unsettled.items():
+            view = self._view(worker)
+            for batch in batches:
+                self._changes(view.tracked, batch.scope, batch.changes)
+        self._unsettled.clear()
+        self._version += 1
 
     def _scope(self, address: Address) -> ScopeInfo:
         scope = self.scopes.get(address)
         if scope is None:
-            placeholder = OperatorInfo(address, f"scope {address}", 0, 0, (), "?")
+            self._names.clear()
+            name = f"dataflow {address[0]} (being built)" if len(address) == 1 else f"scope {address}"
+            placeholder = OperatorInfo(address, name, 0, 0, (), "?")
             scope = self.scopes[address] = ScopeInfo(placeholder)
         return scope
 
@@ -232,6 +262,7 @@ class Model:
 
     def apply(self, event: Event) -> None:
         """Fold one event into the model."""
+        self._version += 1
         self.events += 1
         if self.first_t is None or event.t < self.first_t:
             self.first_t = event.t
@@ -243,10 +274,18 @@ class Model:
         view = self._view(event.worker)
         view.events += 1
         view.last_t = event.t
+        if isinstance(event, PointstampsChanged):
+            # A tracker logs the pointstamps it folds in, then the frontier changes they cause: hold the
+            # batch until this worker's next event, so counts and frontiers never disagree in between.
+            self._unsettled.setdefault(event.worker, []).append(event)
+            return
+        unsettled = self._unsettled.pop(event.worker, None)
+        if unsettled is not None:
+            for batch in unsettled:
+                self._changes(view.tracked, batch.scope, batch.changes)
         if isinstance(event, FrontiersChanged):
+            view.started.add(event.scope)
             self._changes(view.frontier_counts, event.scope, event.changes)
-        elif isinstance(event, PointstampsChanged):
-            self._changes(view.tracked, event.scope, event.changes)
         elif isinstance(event, LocalPointstampsChanged):
             if not self.local_mode:
                 self.local_mode = True
@@ -264,6 +303,8 @@ class Model:
             if state is None:
                 state = view.inputs[event.address] = InputState(event.address, event.name, event.time)
             state.time = event.time
+            if event.site is not None:
+                state.site = event.site
             if event.action == "advanced":
                 state.advanced = True
             elif event.action == "closed":
@@ -285,10 +326,11 @@ class Model:
             view.shut_down = True
 
     def _operator(self, event: OperatorCreated) -> None:
+        self._names.clear()
         if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
             return
         info = OperatorInfo(
-            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp
+            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp, event.site
         )
         self.operators[event.address] = info
         if info.is_scope:
@@ -374,6 +416,14 @@ class Model:
         views = list(self.workers.values())
         if len(views) == 1:
             return views[0]
+        key = (self._version, self.events)
+        if self._combined is not None and self._combined[0] == key:
+            return self._combined[1]
+        combined = self._combine(views)
+        self._combined = (key, combined)
+        return combined
+
+    def _combine(self, views: list[View]) -> View:
         combined = View()
         combined.local_mode = self.local_mode
         combined.combined = True
@@ -407,7 +457,9 @@ class Model:
             for address, state in view.inputs.items():
                 known = combined.inputs.get(address)
                 if known is None:
-                    combined.inputs[address] = InputState(address, state.name, state.time, state.advanced, state.closed)
+                    combined.inputs[address] = InputState(
+                        address, state.name, state.time, state.advanced, state.closed, state.site
+                    )
                 else:
                     known.advanced = known.advanced or state.advanced
                     known.closed = known.closed and state.closed
@@ -415,6 +467,7 @@ class Model:
                         known.time = state.time
             combined.events += view.events
         combined.completed = set.intersection(*(v.completed for v in views)) if views else set()
+        combined.started = set.intersection(*(v.started for v in views)) if views else set()
         combined.shut_down = all(v.shut_down for v in views)
         for loc, counts in combined.frontier_counts.items():
             times = list(counts)
@@ -427,7 +480,9 @@ class Model:
     # ------------------------------------------------------------------ structure queries
 
     def dataflows(self) -> list[ScopeInfo]:
-        """The top-level scopes, by index."""
+        """The top-level scopes, by index (also those whose nested scopes are all that was built so far)."""
+        for address in list(self.scopes):
+            self._scope(address[:1])
         return [scope for address, scope in sorted(self.scopes.items()) if len(address) == 1]
 
     def input_loc(self, address: Address, port: int) -> Loc:
@@ -503,12 +558,78 @@ class Model:
             feeding = [e for e in self.scopes[inner].edges if e.target == (0, s_port)]
         return sum(self._edge_records(e, view, hops + 1) for e in feeding) * edge.copies
 
+    def locate(self, operator: str | Address, kind: str = "in", port: int = 0) -> Loc:
+        """The location of an operator's input (``kind="in"``) or output (``"out"``) port, for :func:`viz.explain`.
+
+        ``operator`` is the operator's name (it must name exactly one
+        operator; several with one name are told apart by address), its
+        address (``(0, 3)``), or the text form the command line's ``--stuck``
+        takes: ``"Count"``, ``"0,3"``, ``"0,3:in:0"``, ``"Count:out:1"``.
+        Raises :class:`~viz.errors.SelectionError` when there is no such operator or port.
+        """
+        where = repr(operator)
+        if isinstance(operator, str):
+            head, _, rest = operator.partition(":")
+            if rest:
+                kind, _, port_text = rest.partition(":")
+                if kind not in ("in", "out") or (port_text and not port_text.isdigit()):
+                    raise SelectionError(f"location {where}: expected NAME or ADDRESS[:in|out:PORT], e.g. 0,3:in:0")
+                port = int(port_text or 0)
+            parts = head.replace("(", "").replace(")", "").split(",")
+            if head.strip() and all(part.strip().isdigit() for part in parts if part.strip()):
+                address: Address = tuple(int(part) for part in parts if part.strip())
+            else:
+                matches = self.find(head)
+                if len(matches) != 1:
+                    known = ", ".join(sorted({info.name for info in self.operators.values()})[:12])
+                    raise SelectionError(
+                        f"location {where}: {'no' if not matches else len(matches)} operator(s) named {head!r}"
+                        + (f" (at {', '.join(str(m.address) for m in matches)}); give the address"
+                           if matches else f"; operators: {known}")
+                    )
+                address = matches[0].address
+        else:
+            address = tuple(operator)
+        info = self.operators.get(address)
+        if info is None or len(address) < 2:
+            raise SelectionError(f"location {where}: no operator at address {address}")
+        if kind not in ("in", "out"):
+            raise SelectionError(f"location {where}: kind must be 'in' or 'out', not {kind!r}")
+        ports = info.inputs if kind == "in" else info.outputs
+        if not 0 <= port < ports:
+            raise SelectionError(
+                f"location {where}: operator '{info.name}' has no {kind}put {port} ({ports} {kind}puts)"
+            )
+        return self.input_loc(address, port) if kind == "in" else self.output_loc(address, port)
+
+    def check_loc(self, loc: Any) -> None:
+        """Raise :class:`~viz.errors.SelectionError` unless ``loc`` is a :data:`Loc` of this model."""
+        hint = "; get one with model.locate('NAME'), model.locate('0,3:in:0') or model.input_loc(address, port)"
+        if not (
+            isinstance(loc, tuple) and len(loc) == 4 and isinstance(loc[0], tuple)
+            and all(isinstance(part, int) for part in loc[0])
+            and isinstance(loc[1], int) and isinstance(loc[2], int) and isinstance(loc[3], bool)
+        ):
+            raise SelectionError(f"not a location: {loc!r}; a location is (scope address, node, port, is_source){hint}")
+        scope, node, port, is_source = loc
+        info = self.scopes.get(scope)
+        if info is None:
+            raise SelectionError(f"location {loc!r}: the recording has no scope at address {scope}{hint}")
+        if info.locations and (node, port, is_source) not in {(n, p, bool(s)) for n, p, s in info.locations}:
+            raise SelectionError(f"location {loc!r}: scope {scope} has no such port{hint}")
+
     def find(self, name: str) -> list[OperatorInfo]:
         """Operators (and scopes) whose name is ``name``, by address."""
         return [info for address, info in sorted(self.operators.items()) if info.name == name]
 
     def describe(self, loc: Loc) -> str:
         """A location for a person: operator name, address and port."""
+        name = self._names.get(loc)
+        if name is None:
+            name = self._names[loc] = self._describe(loc)
+        return name
+
+    def _describe(self, loc: Loc) -> str:
         scope, node, port, is_source = loc
         if node == 0:
             info = self.scopes[scope].info if scope in self.scopes else None

@@ -113,7 +113,13 @@ def port_frontiers(model: Model, view: View, info: OperatorInfo, inputs: bool) -
 
 
 def unfinished(model: Model, view: View, info: OperatorInfo) -> bool:
-    """Whether some time may still arrive at one of the operator's ports (or inside the scope)."""
+    """Whether some time may still arrive at one of the operator's ports (or inside the scope).
+
+    Before the enclosing scope's tracker reported any frontier (the dataflow
+    is being built, or not yet started), nothing in it is finished.
+    """
+    if info.address[:-1] not in view.started and info.address[0] not in view.completed:
+        return True
     if any(port_frontiers(model, view, info, True)) or any(port_frontiers(model, view, info, False)):
         return True
     if info.is_scope and info.address in model.scopes:
@@ -370,7 +376,12 @@ def place_for_operator(places: list[StuckPlace], address: Address) -> StuckPlace
     return None
 
 
-KIND_TITLES = {"capability": "capability held", "messages": "messages in flight", "input": "input handle"}
+KIND_TITLES = {
+    "capability": "capability held",
+    "messages": "messages in flight",
+    "input": "input handle",
+    "progress": "progress not yet heard",
+}
 
 
 def short_loc(model: Model, loc: Loc) -> str:

@@ -45,7 +45,7 @@ from viz.tui.adapter import (
 )
 from viz.tui.graph import Layout, draw, layout, signature
 from viz.tui.ingest import apply_raw
-from viz.tui.sources import LiveListener, Replay
+from viz.tui.sources import Connection, LiveListener, Replay
 
 SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 SORT_COLUMNS = ("address", "name", "scope", "records_in", "records_out", "scheduled", "seconds")
@@ -81,11 +81,16 @@ HELP = """\
   p            play or pause;  + / -  faster / slower
   g / G        the start / the end (a recording opens at its end)
 
+[b]Live[/b]
+  ] / [        the next / previous program run (each program that connects
+               is a run of its own; the header shows which one is on screen)
+
 The stuck view lists every port whose frontier is not empty. Pick one to see
 the pointstamps that keep its earliest time possible: capabilities held by
 operators, messages in flight on channels, input handles not advanced or
-never closed. In live mode it opens by itself when every worker has been idle
-for a while with work unfinished.
+never closed, and progress a worker or a scope has not heard yet. In live
+mode it opens by itself when every worker has been idle for a while with
+work unfinished.
 
 The graph (5) is laid out by Graphviz's dot (it needs the graphviz package of
 your system): scopes are frames, operators boxes with each input's (i0) and
@@ -159,6 +164,24 @@ class TimeSlider(Widget):
             self._seek_at(event.x)
 
 
+class Run:
+    """One program run seen live: its own model, and the connections (one per process) it came on.
+
+    Connections that overlap in time belong to one run (the processes of one
+    program), and so does a reconnection from a process of the newest run
+    (same process id); otherwise a connection that arrives once every
+    connection of the newest run has closed, or that repeats a process index
+    the newest run already has, is a new program: a new run.  Runs never share a model, so a second
+    program's operators are never grafted onto the first's.
+    """
+
+    def __init__(self, number: int) -> None:
+        """Run ``number`` (from 1), empty."""
+        self.number = number
+        self.state = TuiState(0.25)
+        self.connections: list[Connection] = []
+
+
 class TimelyApp(App[int]):
     """The pytimely viewer: scope tree, operators, channels and the stuck view, live or replayed."""
 
@@ -189,6 +212,8 @@ class TimelyApp(App[int]):
         Binding("5", "pane('graph')", "Graph"),
         Binding("x", "explain", "Explain"),
         Binding("w", "worker", "Worker"),
+        Binding("right_square_bracket", "run(1)", "Next run"),
+        Binding("left_square_bracket", "run(-1)", "Prev run", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("s", "sort", "Sort", show=False),
         Binding("r", "reverse", "Reverse", show=False),
@@ -229,7 +254,11 @@ class TimelyApp(App[int]):
         self.ingest_interval = ingest_interval
         self.idle_after = idle_after
         self.diagram_dir = Path(diagram_dir)
-        self.live_state = TuiState(0.25) if listener is not None else None
+        self.runs: list[Run] = [Run(1)] if listener is not None else []
+        """Live: one entry per program run that connected, oldest first (see :class:`Run`)."""
+        self.run_index = 0
+        """The run on screen (live)."""
+        self._follow_newest = True
         self.worker: int | None = None
         self.filter_text = ""
         self.sort_column = "address"
@@ -263,8 +292,49 @@ class TimelyApp(App[int]):
         """The state on screen."""
         if self.replay is not None:
             return self.replay.state
-        assert self.live_state is not None
-        return self.live_state
+        return self.runs[self.run_index].state
+
+    @property
+    def live_state(self) -> TuiState | None:
+        """The state of the newest live run (``None`` for a replay)."""
+        return self.runs[-1].state if self.runs else None
+
+    def _run_for(self, connection: Connection) -> Run:
+        """The run a connection belongs to: a program's processes overlap; a later program starts a new run."""
+        for run in self.runs:
+            if connection in run.connections:
+                return run
+        current = self.runs[-1]
+        others = [c for c in current.connections if c is not connection]
+        reconnected = connection.pid is not None and connection.pid in {c.pid for c in others}
+        if others and not reconnected and (
+            not any(c.open for c in others)
+            or (connection.process is not None and connection.process in {c.process for c in others})
+        ):
+            current = Run(len(self.runs) + 1)
+            self.runs.append(current)
+            if self._follow_newest:
+                self._show_run(len(self.runs) - 1)
+            self.notify(f"run {current.number} connected ({connection.peer}); ']' and '[' switch runs", title="new run")
+        current.connections.append(connection)
+        return current
+
+    def _show_run(self, index: int) -> None:
+        self.run_index = index
+        self.worker = None
+        self.stuck_loc = None
+        self._graph_key = None
+        self._dirty = True
+
+    def action_run(self, direction: int) -> None:
+        """Show the next (``1``) or previous (``-1``) program run (live)."""
+        if len(self.runs) < 2:
+            self.notify("only one run so far: each program that connects becomes a run of its own")
+            return
+        index = max(0, min(len(self.runs) - 1, self.run_index + direction))
+        self._follow_newest = index == len(self.runs) - 1
+        self._show_run(index)
+        self.refresh_panes()
 
     def current_view(self) -> View:
         """The view of the selected worker (or all workers combined)."""
@@ -335,8 +405,7 @@ class TimelyApp(App[int]):
     def _ingest(self) -> None:
         """Fold what the listener queued into the live state, within a time budget per tick."""
         listener = self.listener
-        state = self.live_state
-        assert listener is not None and state is not None
+        assert listener is not None
         started = time.perf_counter()
         budget = self.ingest_interval * 0.8
         took = 0
@@ -346,8 +415,9 @@ class TimelyApp(App[int]):
             if not batches:
                 break
             for connection, raws in batches:
+                run = self._run_for(connection)
                 try:
-                    apply_raw(state, raws)
+                    apply_raw(run.state, raws)
                 except (RecordingError, ValueError, TypeError, IndexError, KeyError) as error:
                     # A malformed event ends what this connection can tell; the others go on.
                     connection.error = connection.error or f"not a pytimely event stream ({error})"
@@ -385,6 +455,7 @@ class TimelyApp(App[int]):
         if self._auto_opened or now - self._last_arrival < self.idle_after:
             return
         model = self.state.model
+        model.settle()  # quiet workers: their last tracker batches stand, no frontier change follows them
         if not model.workers or not unfinished_dataflows(model):
             return
         if all(view.shut_down for view in model.workers.values()):
@@ -475,6 +546,8 @@ class TimelyApp(App[int]):
         """Replay keys only in replay mode."""
         if action in ("play", "step", "frontier", "speed", "seek_end"):
             return self.replay is not None
+        if action == "run":
+            return self.listener is not None
         return True
 
     # ------------------------------------------------------------------ other actions
@@ -675,8 +748,9 @@ class TimelyApp(App[int]):
         else:
             listener = self.listener
             assert listener is not None
+            run = f"run {self.run_index + 1}/{len(self.runs)} · " if len(self.runs) > 1 else ""
             first = (
-                f"LIVE {listener.address} · {workers} worker{'s' if workers != 1 else ''} · "
+                f"LIVE {listener.address} · {run}{workers} worker{'s' if workers != 1 else ''} · "
                 f"{self.events_per_second():,.0f} events/s · behind {self.lag:.1f} s"
             )
         # the header's first line carries what the issue asks for at 80 columns; details follow on the second
@@ -704,10 +778,16 @@ class TimelyApp(App[int]):
     def _connection_text(self) -> str:
         listener = self.listener
         assert listener is not None
-        connections = list(listener.connections)
+        connections = list(self.runs[self.run_index].connections)
+        if self.run_index == len(self.runs) - 1:  # and those that failed before sending any event
+            assigned = {id(c) for run in self.runs for c in run.connections}
+            connections += [c for c in listener.connections if id(c) not in assigned]
         refused = f", refused {listener.refused} ({listener.last_refused})" if listener.refused else ""
         if not connections:
             return f"waiting for a program on {listener.address}{refused}"
+        newer = len(self.runs) - 1 - self.run_index
+        if newer:
+            return f"earlier run ({newer} newer; ']' shows it){refused}"
         open_ = sum(1 for c in connections if c.open)
         lost = [c for c in connections if c.dropped_early]
         parts = [f"{open_} connection(s) open"]

@@ -122,6 +122,8 @@ class Replay:
             self.position += 1
             if self.position % every == 0 and self.position not in self._checkpoints:
                 self._checkpoints[self.position] = copy.deepcopy(state)
+        if self.position == len(events):
+            state.model.settle()  # the recording ended: no worker's next event will come
 
     def seek(self, position: int) -> None:
         """Show the state after ``position`` events (clamped to the recording)."""
@@ -176,6 +178,8 @@ class Connection:
 
     peer: str
     process: int | None = None
+    pid: int | None = None
+    """The program process's id, from its header (a reconnection from the same process has the same)."""
     events: int = 0
     open: bool = True
     error: str | None = None
@@ -304,6 +308,8 @@ class LiveListener:
                 if connection.process is None and stream.header is not None:
                     process = stream.header.get("process")
                     connection.process = process if process.__class__ is int else None
+                    pid = stream.header.get("pid")
+                    connection.pid = pid if pid.__class__ is int else None
                 if not batch:
                     continue
                 connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})

@@ -1,0 +1,26 @@
+"""Where the user's code is: the first stack frame outside pytimely's own packages, as ``file.py:LINE``.
+
+Only called when instrumentation is on (its hook sites are guarded), so a
+program that does not log never walks its stack.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_OURS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package) + os.sep
+    for package in ("scopes", "runtime", "viz")
+)
+
+
+def user_site(skip: int = 1) -> str | None:
+    """``basename:line`` of the innermost caller outside ``scopes``, ``runtime`` and ``viz`` (``None``: none)."""
+    frame = sys._getframe(skip)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_OURS) and not filename.startswith("<frozen"):
+            return f"{os.path.basename(filename)}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
