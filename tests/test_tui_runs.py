@@ -131,10 +131,13 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
 
     from viz_synthetic import running
 
-    from runtime.instrument import _pack
+    from runtime import codec
+    from runtime.framing import RECORDING_MAGIC, frame
+    from runtime.instrument import FORMAT, VERSION, encode_events
 
     def header(pid: int) -> bytes:
-        return _pack({"format": "pytimely-events", "version": 1, "process": 0, "pid": pid})
+        fields = {"format": FORMAT, "version": VERSION, "process": 0, "pid": pid}
+        return RECORDING_MAGIC + frame(codec.pack_recording(fields))
 
     async def run() -> None:
         listener = LiveListener("127.0.0.1", 0)
@@ -143,7 +146,7 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
         async with app.run_test(size=(100, 24)) as pilot:
             for index, (pid, part) in enumerate(((111, raws[:10]), (111, raws[10:]), (222, raws))):
                 sock = socket.create_connection(("127.0.0.1", listener.port))
-                sock.sendall(header(pid) + b"".join(_pack(raw) for raw in part))
+                sock.sendall(header(pid) + encode_events(part))
                 sock.close()
                 await wait_until(
                     pilot,
