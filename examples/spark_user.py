@@ -102,13 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numbers", type=int, default=20_000, help="spark.range(1, N + 1) (default 20000)")
     parser.add_argument("--input", type=Path, default=None, help="a Parquet file with a bigint column id instead")
     parser.add_argument("--workers", type=int, default=None, help="Spark tasks = pytimely workers (default: slots)")
+    parser.add_argument("--ports", default=None, help="LOW-HIGH: the ports the tasks' mesh listens on (default: any)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
 
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the executors cannot import this file by name
-    spark = spark_session(args.master, "pytimely: your own DataFrame", {"spark.ui.showConsoleProgress": "false"})
+    settings = {"spark.ui.showConsoleProgress": "false", "spark.ui.enabled": "false"}
+    if args.ports:
+        settings["spark.pytimely.ports"] = args.ports  # or run_dataflow(..., ports=args.ports)
+    spark = spark_session(args.master, "pytimely: your own DataFrame", settings)
     spark.sparkContext.setLogLevel("ERROR")
     try:
         numbers = spark.read.parquet(str(args.input)) if args.input else spark.range(1, args.numbers + 1)
