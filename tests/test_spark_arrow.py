@@ -262,3 +262,33 @@ def test_the_mesh_listens_in_the_pinned_port_range_and_a_full_range_says_what_to
         with pytest.raises(TaskFailed, match=rf"no free port in {free}-{free}") as caught:
             _listen("127.0.0.1", "127.0.0.1", (free, free))
         assert RETRY_MARKER in str(caught.value)
+
+
+def test_tasks_learn_every_address_in_task_order_from_the_driver_and_a_wrong_token_is_dropped() -> None:
+    from runtime.spark.rendezvous import Rendezvous, RendezvousFailed, gather
+
+    rendezvous = Rendezvous("127.0.0.1", "secret", 3)
+    found: dict[int, list[str]] = {}
+    try:
+        intruder = socket.create_connection(("127.0.0.1", int(rendezvous.address.rpartition(":")[2])))
+        intruder.sendall(frame(["hello", "wrong", 0, "evil:1"]))
+        threads = [
+            threading.Thread(
+                target=lambda i=i: found.__setitem__(i, gather(rendezvous.address, "secret", i, f"h{i}:{i}", 3, 10.0))
+            )
+            for i in (2, 0, 1)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(15)
+        intruder.close()
+    finally:
+        rendezvous.close()
+    assert found == {i: ["h0:0", "h1:1", "h2:2"] for i in range(3)}
+    lonely = Rendezvous("127.0.0.1", "t", 2)
+    try:
+        with pytest.raises(RendezvousFailed, match=r"\[pytimely:retry\] task 0 could not learn its peers"):
+            gather(lonely.address, "t", 0, "h0:0", 2, 0.5)
+    finally:
+        lonely.close()

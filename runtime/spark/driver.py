@@ -40,6 +40,7 @@ from runtime.spark.failures import should_retry, summary, task_traceback
 from runtime.spark.materialize import detach
 from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import Event, ProgressServer
+from runtime.spark.rendezvous import Rendezvous
 from runtime.spark.task import Build, TaskPlan, run_task
 
 DEFAULT_RETRIES = 2
@@ -48,6 +49,8 @@ BIND_HOST_SETTING = "spark.pytimely.bindHost"
 """The session setting that gives the interface the tasks' mesh listens on (``bind_host``)."""
 PORTS_SETTING = "spark.pytimely.ports"
 """The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
+RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
+"""``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
 
 def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
@@ -84,6 +87,12 @@ def parse_ports(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
     if not 1 <= low <= high <= 65535:
         raise ConfigurationError(f"the mesh's port range {low}-{high} is not within 1-65535 with low <= high")
     return low, high
+
+
+def _rendezvous_mode(text: str) -> str:
+    if text not in ("driver", "barrier"):
+        raise ConfigurationError(f"{RENDEZVOUS_SETTING} must be 'driver' or 'barrier', got {text!r}")
+    return text
 
 
 def _wait_idle(spark: Any, seconds: float) -> None:
@@ -150,7 +159,10 @@ def run_dataflow(
     and the port range on which the tasks listen for each other; by default
     (and without the session settings ``spark.pytimely.bindHost`` /
     ``spark.pytimely.ports``) a task listens on loopback when its executor's
-    address is loopback, else on every interface, on a random port.
+    address is loopback, else on every interface, on a random port.  The
+    tasks learn each other's addresses from the driver, on a port of
+    ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
+    ``BarrierTaskContext.allGather`` instead, a second slower).
 
     Failures: see the module's docstring.  ``retries`` further attempts are
     made after a failed one that may succeed on another try; then
@@ -183,6 +195,9 @@ def run_dataflow(
     conf = spark.sparkContext.getConf()
     bind_host = bind_host if bind_host is not None else conf.get(BIND_HOST_SETTING, None)
     port_range = parse_ports(ports if ports is not None else conf.get(PORTS_SETTING, None))
+    through_driver = _rendezvous_mode(conf.get(RENDEZVOUS_SETTING, "driver")) == "driver"
+    driver_host = conf.get("spark.driver.host", "127.0.0.1")
+    rendezvous: Rendezvous | None = None
     check_session(spark)
     check_slots(spark, workers, slot_wait)
     progress: ProgressServer | None = None
@@ -196,8 +211,11 @@ def run_dataflow(
             if on_progress is not None:
                 if progress is not None:
                     progress.close()
-                host = spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
-                progress = ProgressServer(host, token, on_progress)
+                progress = ProgressServer(driver_host, token, on_progress)
+            if through_driver:
+                if rendezvous is not None:
+                    rendezvous.close()
+                rendezvous = Rendezvous(driver_host, token, workers)
             plan = TaskPlan(
                 build,
                 pa_schema,
@@ -212,6 +230,7 @@ def run_dataflow(
                 log,
                 columnar,
                 port_range,
+                rendezvous.address if rendezvous is not None else None,
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
             try:
@@ -252,4 +271,6 @@ def run_dataflow(
     finally:
         if progress is not None:
             progress.close()
+        if rendezvous is not None:
+            rendezvous.close()
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover

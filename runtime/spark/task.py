@@ -2,8 +2,9 @@
 
 A task (1) binds a listening socket (on ``bind_host``, in ``ports`` if the plan
 pins a range), (2) shares its ``host:port`` with the other tasks of the barrier
-stage through ``BarrierTaskContext.allGather`` (which returns every task's
-message in partition order, so task ``i`` is process ``i``), (3) joins the TCP
+stage through the driver's rendezvous (:mod:`runtime.spark.rendezvous`), or
+``BarrierTaskContext.allGather``; both return every task's address in
+partition order, so task ``i`` is process ``i``, (3) joins the TCP
 mesh with the job's token (:func:`runtime.cluster.run_process`), (4) feeds its
 partition's Arrow record batches into the dataflow's input (``columnar``: each
 batch is one message, a columnar batch; otherwise each batch's rows are one
@@ -49,6 +50,7 @@ from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.progress import ProgressReporter
+from runtime.spark.rendezvous import gather
 from runtime.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.worker import Worker
 from scopes import ScopeBuilder, Stream
@@ -82,6 +84,8 @@ class TaskPlan:
     log: str | None = None
     columnar: bool = False
     ports: tuple[int, int] | None = None
+    rendezvous: str | None = None
+    """The driver's :class:`~runtime.spark.rendezvous.Rendezvous` (``host:port``); ``None``: ``allGather``."""
 
 
 @dataclass(frozen=True)
@@ -244,15 +248,19 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     context = BarrierTaskContext.get()
     index = context.partitionId()
     reporter = ProgressReporter(plan.progress, plan.token, index, plan.attempt)
+    reporter.report("started")
     queue = OutputQueue()
     runner: threading.Thread | None = None
     try:
         listener, address = _listen(plan.bind_host, _advertised_host(context, index), plan.ports)
         with listener:
-            try:
-                addresses = context.allGather(address)
-            except Exception as error:  # noqa: BLE001 - a barrier sync failure: the gang did not form
-                raise TaskFailed(f"{RETRY_MARKER} task {index}: the barrier sync failed: {error}") from error
+            if plan.rendezvous is not None:
+                addresses = gather(plan.rendezvous, plan.token, index, address, plan.workers, plan.connect_timeout)
+            else:
+                try:
+                    addresses = context.allGather(address)
+                except Exception as error:  # noqa: BLE001 - a barrier sync failure: the gang did not form
+                    raise TaskFailed(f"{RETRY_MARKER} task {index}: the barrier sync failed: {error}") from error
             endpoints: list[Endpoint] = [parse_endpoint(text, f"task {i}") for i, text in enumerate(addresses)]
             info = TaskInfo(index, len(endpoints), plan.attempt, reporter)
             _current = info
@@ -354,6 +362,7 @@ def _drive(
     mismatch fails the worker and every process of the mesh stops naming it.
     Returns the number of output rows.
     """
+    info.report("meshed")
     batcher = OutputBatcher(plan.schema)
     produced = [0, 0]
 
