@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numbers", type=int, default=20_000, help="spark.range(1, N + 1) (default 20000)")
     parser.add_argument("--input", type=Path, default=None, help="a Parquet file with a bigint column id instead")
     parser.add_argument("--workers", type=int, default=None, help="Spark tasks = pytimely workers (default: slots)")
+    parser.add_argument("--slot-wait", type=float, default=60.0, help="seconds to wait for free slots (default 60)")
     parser.add_argument("--ports", default=None, help="LOW-HIGH: the ports the tasks' mesh listens on (default: any)")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -117,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         numbers = spark.read.parquet(str(args.input)) if args.input else spark.range(1, args.numbers + 1)
         start = time.perf_counter()
-        result = run_dataflow(numbers.select("id"), stopping_times, OUTPUT_SCHEMA, workers=args.workers)
+        result = run_dataflow(
+            numbers.select("id"), stopping_times, OUTPUT_SCHEMA, workers=args.workers, slot_wait=args.slot_wait
+        )
         elapsed = time.perf_counter() - start
         print(f"pytimely: {result.count():,} stopping times in {elapsed:.1f} s; the longest:")
         result.orderBy(result.steps.desc(), "id").show(3)

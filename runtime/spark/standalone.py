@@ -78,13 +78,13 @@ def _free_port() -> int:
 
 def _environment(directory: Path) -> dict[str, str]:
     home = spark_home()
+    inherited = {key: value for key, value in os.environ.items() if key != "SPARK_NO_DAEMONIZE"}
     return {
-        **os.environ,
+        **inherited,
         "SPARK_HOME": str(home),
         "SPARK_LOG_DIR": str(directory / "logs"),
         "SPARK_PID_DIR": str(directory / "pids"),
         "SPARK_LOCAL_IP": HOST,
-        "SPARK_NO_DAEMONIZE": "",
         "PYSPARK_PYTHON": sys.executable,
         "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
     }
@@ -160,20 +160,21 @@ def stop(directory: Path | None = None, timeout: float = 30.0) -> None:
     directory = Path(directory or default_directory())
     cluster = status(directory)
     instances = cluster.workers if cluster else 0
+    pids = []  # read first: spark-daemon.sh removes the pid files as it sends TERM
+    for pid_file in (directory / "pids").glob("*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.append(int(pid_file.read_text().strip()))
     for cls, instance in [(WORKER_CLASS, i) for i in range(1, instances + 1)] + [(MASTER_CLASS, 1)]:
         with contextlib.suppress(SparkSetupError, subprocess.TimeoutExpired):
             _daemon("stop", cls, instance, [], directory)
     deadline = time.monotonic() + timeout
-    for pid_file in (directory / "pids").glob("*.pid"):
-        try:
-            pid = int(pid_file.read_text().strip())
-        except (OSError, ValueError):
-            continue
+    for pid in pids:
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if _alive(pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+    for pid_file in (directory / "pids").glob("*.pid"):
         pid_file.unlink(missing_ok=True)
     (directory / STATE_FILE).unlink(missing_ok=True)
 
