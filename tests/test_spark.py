@@ -105,6 +105,27 @@ def test_the_pipeline_interns_in_spark_computes_columnar_and_names_in_spark_like
     kinds = {(event["event"], event["task"]) for event in events}
     assert {("joined", 0), ("joined", 1), ("finished", 0), ("finished", 1)} <= kinds
 
+    summary = pipeline.summarize_in_spark(result, 3, cycles_shown=4, members_shown=2)
+    sizes = sorted((len(c) for c in expected_cycles), reverse=True)
+    assert summary["packages"] == packages and summary["cycles"] == len(expected_cycles)
+    assert summary["in_cycles"] == sum(sizes) and [size for _, size, _ in summary["largest_cycles"]] == sizes[:4]
+    for label, size, members in summary["largest_cycles"]:
+        cycle = next(c for c in expected_cycles if min(c) == label)
+        assert len(cycle) == size and members == sorted(cycle)[:2]
+    weak = sorted((len(c) for c in nx.weakly_connected_components(graph)), reverse=True)
+    assert summary["wccs"] == len(weak) and [size for _, size in summary["largest_wccs"]] == weak[:3]
+
+
+def test_names_are_interned_by_every_task_to_dense_ids_in_the_names_order(spark: Any) -> None:
+    edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=3000))
+    frame = spark.createDataFrame(pa.table({"package": [e[0] for e in edges], "dependency": [e[1] for e in edges]}))
+    ids, id_edges = pipeline.intern_names(frame.repartition(3), partitions=3)
+    names = sorted({name for edge in edges for name in edge})
+    assert [(row["name"], row["id"]) for row in ids.orderBy("id").collect()] == [(n, i) for i, n in enumerate(names)]
+    assert sorted((row["src"], row["dst"]) for row in id_edges.collect()) == sorted(
+        (names.index(a), names.index(b)) for a, b in edges
+    )
+
 
 def test_output_comes_back_as_a_dataframe_of_the_schema_from_every_task(spark: Any) -> None:
     result = run_dataflow(keyed_rows(spark), count_by_key, COUNT_SCHEMA, workers=2)
