@@ -14,8 +14,8 @@ Retries
     error raised carries the failing task's Python traceback.  The result is
     materialized (``localCheckpoint``) inside the attempt, and an attempt
     either produces every task's output or nothing, so no partial or
-    duplicated rows can come back; it is then read back without Spark's
-    barrier mark (:mod:`runtime.spark.materialize`).
+    duplicated rows can come back; Spark's stale barrier mark on it is then
+    cleared (:mod:`runtime.spark.materialize`).
 
 Settings
     ``spark.pytimely.bindHost`` and ``spark.pytimely.ports`` (``LOW-HIGH``), in

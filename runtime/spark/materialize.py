@@ -1,18 +1,19 @@
-"""The output of a barrier stage as an ordinary DataFrame, read from the blocks the stage left.
+"""The output of a barrier stage as an ordinary DataFrame: its checkpoint without the barrier mark.
 
-Spark marks every RDD computed from a barrier stage as barrier, for good
-(``RDD.isBarrier`` is a lazy value, so it stays true even after the RDD is
-checkpointed): ``show``, ``take``, ``limit``, ``union`` or ``coalesce`` on
-such a DataFrame raise ``BarrierJobUnsupportedRDDChainException``, and any
-later stage would again need every slot at once.  :func:`detach` reads the
-stage's checkpointed partitions back through Spark's ``BlockRDD`` instead,
-which is not barrier: the returned DataFrame has the same rows and
-partitions, costs no copy, and behaves like any other.
+Spark marks every RDD computed from a barrier stage as barrier, and keeps the
+mark after the RDD is checkpointed: ``RDD.isBarrier_`` is a lazy value,
+computed (true) when the barrier job ran, although the checkpointed RDD no
+longer depends on the barrier RDD.  So ``show``, ``take``, ``limit``,
+``union`` or ``coalesce`` on such a DataFrame raise
+``BarrierJobUnsupportedRDDChainException``, and any later stage would again
+need every slot at once.  :func:`detach` clears that stale mark on the
+checkpointed RDD (through Java reflection, via Py4J), which is then what it
+is: an RDD read from the executors' blocks.  The DataFrame keeps its plan,
+rows and partitions; nothing is copied.
 
-``BlockRDD`` and ``SparkSession.internalCreateDataFrame`` are Spark's
-internal (``private[spark]``/``private[sql]``) JVM API, reached through
-Py4J.  If they are missing (another Spark version), :func:`detach` warns and
-returns the checkpointed DataFrame as it is.
+``isBarrier_`` is a private field of Spark's ``RDD`` classes; if it is missing
+(another Spark version), :func:`detach` warns and returns the DataFrame as it
+is.
 """
 
 from __future__ import annotations
@@ -20,38 +21,35 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-INTERNAL_ROW = "org.apache.spark.sql.catalyst.InternalRow"
+BARRIER_FIELD = "isBarrier_"
 
 
 def detach(checkpointed: Any) -> Any:
-    """``checkpointed`` (a DataFrame from ``localCheckpoint(eager=True)``) read back without the barrier mark.
-
-    The blocks belong to the checkpointed RDD: the returned DataFrame keeps a
-    reference to ``checkpointed`` (``_pytimely_blocks``) so that Spark's
-    cleaner does not drop them while it is in use.
-    """
-    from pyspark.sql import DataFrame
-
-    spark = checkpointed.sparkSession
+    """``checkpointed`` (a DataFrame from ``localCheckpoint(eager=True)``) with its RDD's stale barrier mark cleared."""
     try:
-        jvm = spark._jvm
-        internal = checkpointed._jdf.queryExecution().analyzed().rdd()
-        count = internal.getNumPartitions()
-        block_id = jvm.org.apache.spark.storage.BlockId
-        blocks = spark.sparkContext._gateway.new_array(block_id, count)
-        for partition in range(count):
-            blocks[partition] = jvm.org.apache.spark.storage.RDDBlockId(internal.id(), partition)
-        tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName(INTERNAL_ROW))
-        rdd = jvm.org.apache.spark.rdd.BlockRDD(spark._jsc.sc(), blocks, tag)
-        schema = spark._jsparkSession.parseDataType(checkpointed.schema.json())
-        frame = DataFrame(spark._jsparkSession.internalCreateDataFrame(rdd, schema, False), spark)
-    except Exception as error:  # noqa: BLE001 - Py4J errors of a Spark without these internals
+        rdd = checkpointed._jdf.queryExecution().analyzed().rdd()
+        if not rdd.isCheckpointed():
+            raise ValueError("the DataFrame's RDD is not checkpointed")
+        field = _declared_field(rdd.getClass(), BARRIER_FIELD)
+        field.setAccessible(True)
+        field.setBoolean(rdd, False)
+        if rdd.isBarrier():
+            raise ValueError("the RDD is still marked barrier")
+    except Exception as error:  # noqa: BLE001 - Py4J errors of a Spark without this field
         warnings.warn(
-            f"run_dataflow cannot read its output back without Spark's barrier mark ({type(error).__name__}: "
+            f"run_dataflow cannot clear Spark's barrier mark on its output ({type(error).__name__}: "
             f"{str(error)[:200]}); take(), limit(), union() and coalesce() on the result will fail: "
             "write it out (df.write.parquet) and read it back instead",
             stacklevel=3,
         )
-        return checkpointed
-    frame._pytimely_blocks = checkpointed  # type: ignore[attr-defined]
-    return frame
+    return checkpointed
+
+
+def _declared_field(cls: Any, name: str) -> Any:
+    """The Java field ``name`` declared by ``cls`` or the nearest superclass that declares it."""
+    while cls is not None:
+        for field in cls.getDeclaredFields():
+            if field.getName() == name:
+                return field
+        cls = cls.getSuperclass()
+    raise ValueError(f"no field {name} in the RDD's classes")
