@@ -9,7 +9,7 @@ SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
 
-.PHONY: test demo bench lint graphviz debian clean
+.PHONY: test demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -48,6 +48,17 @@ graphviz: debian
 test: $(SPARK) debian
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(MAKE) lint
+
+# A user's program on a real standalone cluster (a master and two workers on loopback, about a minute):
+# not part of `make test`.  spark-cluster / spark-cluster-stop start and stop one by hand.
+test-cluster: $(SPARK)
+	PYTIMELY_CLUSTER_TESTS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_spark_standalone.py
+
+spark-cluster: $(SPARK)
+	$(PY) -m runtime.spark.standalone start --workers 2 --cores 1
+
+spark-cluster-stop: $(SPARK)
+	$(PY) -m runtime.spark.standalone stop
 
 lint: $(SPARK)
 	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks

@@ -1,7 +1,10 @@
 """PySpark's own label propagation for the weakly connected components of the Debian graph (a baseline).
 
 Run ``python benchmarks/spark_wcc.py`` to compare with the pytimely stage of
-``examples/pipeline.py``.  Plain DataFrame operations, no pytimely: every
+``examples/pipeline.py``; ``python benchmarks/spark_wcc.py --flagship`` runs
+:func:`measure_flagship`: the flagship stage by stage at the Debian graph and
+at a 5 M-edge graph (:func:`synthetic_graph`), beside this label propagation
+and beside the same dataflow without Spark (:func:`dataflow_alone`).  Plain DataFrame operations, no pytimely: every
 package starts labelled with its own name; each iteration joins the labels
 with the edges in both directions, keeps each package's smallest label, and
 counts the packages whose label went down; it stops when none did.  Each
@@ -25,6 +28,8 @@ if str(ROOT) not in sys.path:
 from runtime.spark import spark_session  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
+SYNTHETIC_EDGES = 5_000_000
+SYNTHETIC_NODES = 1_000_000
 
 
 def label_propagation(spark: Any, path: Path, partitions: int) -> tuple[float, float, int, dict[str, int]]:
@@ -69,14 +74,213 @@ def start_spark(master: str) -> Any:
     return spark
 
 
+def synthetic_graph(path: Path, edges: int = SYNTHETIC_EDGES, nodes: int = SYNTHETIC_NODES, seed: int = 19) -> Path:
+    """Write (once) a random directed graph as ``package<TAB>dependency`` lines: ``edges`` edges on ``nodes`` names.
+
+    With 5 edges per node almost every node is on one giant SCC, as in the
+    5 M-edge run of issue 19.  Plain text, so that Spark splits it freely.
+    """
+    import numpy as np
+
+    if path.exists():
+        return path
+    random = np.random.default_rng(seed)
+    src = random.integers(0, nodes, edges)
+    dst = random.integers(0, nodes, edges)
+    names = np.char.add("pkg", np.arange(nodes).astype(str))
+    lines = np.char.add(np.char.add(names[src], "\t"), names[dst])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as out:
+        for start in range(0, edges, 500_000):
+            out.write("\n".join(lines[start : start + 500_000].tolist()) + "\n")
+    return path
+
+
+def dataflow_alone(path: Path, workers: int = 1) -> dict[str, float]:
+    """The flagship's dataflow (``pipeline.components_dataflow``) on ``path`` without Spark: seconds per stage.
+
+    ``read`` parses the file with pyarrow, ``intern`` gives the names ids in
+    their order (pyarrow's ``unique``, ``sort`` and ``index_in``), ``dataflow``
+    runs the dataflow on ``workers`` worker threads of this process
+    (:func:`runtime.execute`), start and finish included.
+    """
+    import functools
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import pipeline
+
+    from runtime import execute
+
+    start = time.perf_counter()
+    options = csv.ParseOptions(delimiter="\t")
+    table = csv.read_csv(
+        str(path), read_options=csv.ReadOptions(column_names=["package", "dependency"]), parse_options=options
+    )
+    read = time.perf_counter() - start
+    start = time.perf_counter()
+    names = pc.unique(pa.chunked_array(table.column(0).chunks + table.column(1).chunks))
+    names = pc.take(names, pc.sort_indices(names))
+    src = pc.index_in(table.column(0), value_set=names).cast(pa.int32())
+    dst = pc.index_in(table.column(1), value_set=names).cast(pa.int32())
+    edges = pa.table({"src": src, "dst": dst}).combine_chunks()
+    intern = time.perf_counter() - start
+    build = functools.partial(pipeline.components_dataflow, nodes=len(names))
+
+    def main(worker: Any) -> int:
+        rows = [0]
+
+        def dataflow(scope: Any) -> Any:
+            handle, stream = scope.new_input("Edges")
+            output = build(scope, stream).inspect_batch(lambda _t, batch: rows.__setitem__(0, rows[0] + len(batch)))
+            return handle, output.probe()
+
+        handle, probe = worker.dataflow(dataflow)
+        low, high = (len(edges) * part // worker.peers for part in (worker.index, worker.index + 1))
+        share = edges.slice(low, high - low)
+        for batch in share.to_batches(max_chunksize=65_536):
+            handle.send_batch(batch)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return rows[0]
+
+    start = time.perf_counter()
+    rows = sum(execute(main, workers=workers, stall_timeout=600.0))
+    dataflow = time.perf_counter() - start
+    return {"read": read, "intern": intern, "dataflow": dataflow, "nodes": float(len(names)), "rows": float(rows)}
+
+
+def flagship_stages(spark: Any, path: Path, workers: int) -> dict[str, float]:
+    """The flagship pipeline's stages on ``path`` in ``spark`` (seconds), its pytimely stage split in three.
+
+    ``tasks start`` runs from the job's submission to the last task joining
+    the mesh, ``dataflow`` from there to the last task finishing its
+    dataflow, ``hand-over`` from there to ``run_dataflow`` returning (Spark
+    taking the output, the checkpoint).  ``peak task RSS`` is the largest
+    peak resident memory of a task's Python worker, in bytes.
+    """
+    import functools
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    import pipeline
+    from pyspark import cloudpickle
+
+    from runtime.spark import run_dataflow
+
+    pipeline.ship_by_value(cloudpickle)
+    stages: dict[str, float] = {}
+    start = time.perf_counter()
+    edges = spark.read.csv(str(path), sep="\t", schema=pipeline.EDGE_SCHEMA)
+    edges = edges.repartition(workers).localCheckpoint(eager=True)
+    edge_count = edges.count()
+    stages["read"] = time.perf_counter() - start
+    start = time.perf_counter()
+    ids, id_edges = pipeline.intern_names(edges)
+    id_edges = id_edges.localCheckpoint(eager=True)
+    nodes = ids.count()
+    stages["intern"] = time.perf_counter() - start
+    events: list[tuple[float, dict[str, Any]]] = []
+    start = time.perf_counter()
+    rows = run_dataflow(
+        id_edges,
+        functools.partial(pipeline.components_dataflow, nodes=nodes),
+        pipeline.ID_OUTPUT_SCHEMA,
+        workers=workers,
+        columnar=True,
+        on_progress=lambda event: events.append((time.perf_counter(), event)),
+    )
+    end = time.perf_counter()
+    joined = max((at for at, event in events if event["event"] == "joined"), default=start)
+    finished = max((at for at, event in events if event["event"] == "finished"), default=end)
+    stages["pytimely"] = end - start
+    stages["tasks start"] = joined - start
+    stages["dataflow"] = finished - joined
+    stages["hand-over"] = end - finished
+    peaks = [event.get("peak_rss", 0) for _, event in events if event["event"] == "finished"]
+    stages["peak task RSS"] = float(max(peaks, default=0))
+    stages["workers"] = float(workers)
+    start = time.perf_counter()
+    result = pipeline.name_components(rows, ids).localCheckpoint(eager=True)
+    stages["name"] = time.perf_counter() - start
+    start = time.perf_counter()
+    pipeline.summarize_in_spark(result, 5)
+    stages["summary"] = time.perf_counter() - start
+    stages["edges"] = float(edge_count)
+    stages["nodes"] = float(nodes)
+    return stages
+
+
+def measure_flagship(
+    paths: list[Path] | None = None, master: str = "local[2]", baseline: bool = True
+) -> dict[str, Any]:
+    """The flagship stage by stage on each graph, beside the dataflow alone and PySpark label propagation.
+
+    ``paths`` defaults to the Debian graph and the 5 M-edge synthetic graph
+    (written once under ``output/``).  Returns ``{graph name: {"flagship":
+    stages, "alone": stages, "label propagation": seconds, "ratio": flagship
+    total / dataflow alone}}``; the flagship's total leaves out Spark's start.
+    For ``benchmarks/run.py`` and BENCHMARKS.md.
+    """
+    if paths is None:
+        paths = [DEFAULT_INPUT, synthetic_graph(ROOT / "output" / "synthetic-5m.tsv")]
+    spark = start_spark(master)
+    workers = int(spark.sparkContext.defaultParallelism)
+    spark.conf.set("spark.sql.shuffle.partitions", str(workers))
+    results: dict[str, Any] = {}
+    try:
+        for path in paths:
+            stages = flagship_stages(spark, path, workers)
+            alone = dataflow_alone(path)
+            total = sum(stages[name] for name in ("read", "intern", "pytimely", "name", "summary"))
+            row: dict[str, Any] = {"flagship": stages, "flagship total": total, "alone": alone}
+            row["ratio"] = total / (alone["read"] + alone["intern"] + alone["dataflow"])
+            if baseline:
+                read, propagate, iterations, _ = label_propagation(spark, path, workers)
+                row["label propagation"] = read + propagate
+                row["label propagation iterations"] = iterations
+            results[path.name] = row
+    finally:
+        spark.stop()
+    return results
+
+
+def print_flagship(results: dict[str, Any]) -> None:
+    """Print :func:`measure_flagship`'s result, one block per graph."""
+    for name, row in results.items():
+        stages = row["flagship"]
+        print(f"{name}: {stages['edges']:,.0f} edges, {stages['nodes']:,.0f} packages")
+        for stage in ("read", "intern", "pytimely", "tasks start", "dataflow", "hand-over", "name", "summary"):
+            print(f"  {stages[stage]:7.2f} s  flagship: {stage}")
+        print(f"  {row['flagship total']:7.2f} s  flagship total (without Spark's start)")
+        rss = stages["peak task RSS"]
+        per_edge = rss / (stages["edges"] / stages["workers"])
+        print(f"  peak task RSS {rss / 1e6:,.0f} MB, {per_edge:,.0f} bytes per edge of the task's share")
+        alone = row["alone"]
+        print(f"  {alone['read']:7.2f} s + {alone['intern']:.2f} s + {alone['dataflow']:.2f} s  without Spark "
+              f"(read, intern, dataflow on 1 worker)")
+        print(f"  flagship / without Spark: {row['ratio']:.2f}x")
+        if "label propagation" in row:
+            print(f"  {row['label propagation']:7.2f} s  PySpark label propagation "
+                  f"({row['label propagation iterations']} iterations)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--master", default="local[*]", help="any Spark master (default local[*])")
     parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
     parser.add_argument("--partitions", type=int, default=None, help="default: the cluster's slots")
+    parser.add_argument("--flagship", action="store_true", help="the flagship stage by stage (measure_flagship)")
+    parser.add_argument("--no-baseline", action="store_true", help="with --flagship: skip label propagation")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
+    if args.flagship:
+        paths = None if args.input == DEFAULT_INPUT else [args.input]
+        print_flagship(measure_flagship(paths, args.master, baseline=not args.no_baseline))
+        return 0
 
     start = time.perf_counter()
     spark = start_spark(args.master)

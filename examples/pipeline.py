@@ -6,9 +6,10 @@ four stages:
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
    (``package<TAB>dependency``, 274,855 edges).
 2. **Spark interns the names** (:func:`intern_names`): the distinct package
-   names get dense ``int`` ids in the names' order (a ``row_number`` over the
-   sorted names), and the edges are joined to them, giving ``(src, dst)`` ids
-   in ``N`` partitions (``N`` = the cluster's task slots, or ``--workers``).
+   names get dense ``int`` ids in the names' order (sorted by range in every
+   task, each partition's ids offset by the names before it), and the edges
+   are joined to them, giving ``(src, dst)`` ids in ``N`` partitions (``N`` =
+   the cluster's task slots, or ``--workers``).
 3. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
    mesh, gang-scheduled in barrier mode, ``columnar=True``): each Arrow batch
@@ -32,8 +33,10 @@ four stages:
    the names' order, the smallest id is the smallest name.
 
 A rich display shows the stage, the SCC rounds and records per second while it
-works; the summary lists every cycle with its size, the members of the
-largest, the largest weakly connected components, and the time of each stage.
+works; the summary, computed by Spark (:func:`summarize_in_spark`, nothing
+but a few rows reaches the driver), lists the largest cycles with their sizes
+and first members, the largest weakly connected components, and the time of
+each stage.
 :func:`find_components` does stages 2 to 4 on any DataFrame of edges.
 
 ``--master`` takes any Spark master: ``local[*]`` (the default, embedded),
@@ -90,25 +93,41 @@ REPORT_PERIOD = 0.5
 # ---------------------------------------------------------------------- Spark: names to ids and back
 
 
-def intern_names(edges: Any) -> tuple[Any, Any]:
-    """Spark interns the package names: ``(ids, id_edges)``, both lazy DataFrames.
+def intern_names(edges: Any, partitions: int | None = None) -> tuple[Any, Any]:
+    """Spark interns the package names: ``(ids, id_edges)``; ``ids`` is computed, ``id_edges`` lazy.
 
     ``ids`` has a row ``(name, id)`` per package, the ids dense (``0 .. n - 1``)
     and in the names' order, so that the smallest id of a component is its
-    smallest package: a ``row_number`` over the distinct names sorted (one
-    partition, which is cheap for Debian's 70,000 names; Spark compares strings
-    by their UTF-8 bytes, which is Python's order of code points).
-    ``id_edges`` are the edges as ``(src, dst)`` ints, joined to a broadcast of
-    ``ids``; edges with a missing end are dropped.
+    smallest package.  Every task does its share: the distinct names are range
+    partitioned and sorted within each partition (``partitions`` of them, by
+    default the edges' partitions), each row's position in its partition
+    comes from ``monotonically_increasing_id``, and a partition's offset is
+    the number of names in the partitions before it (one small count per
+    partition).  Spark compares strings by their UTF-8 bytes, which is
+    Python's order of code points.  ``id_edges`` are the edges as ``(src,
+    dst)`` ints, joined to a broadcast of ``ids``; edges with a missing end
+    are dropped.
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     edges = edges.where(F.col("package").isNotNull() & F.col("dependency").isNotNull())
     names = edges.select(F.col("package").alias("name")).union(edges.select(F.col("dependency").alias("name")))
-    ids = names.distinct().select(
-        "name", (F.row_number().over(Window.orderBy("name")) - 1).cast("int").alias("id")
+    parts = partitions or edges.rdd.getNumPartitions()
+    ranked = (
+        names.distinct()
+        .repartitionByRange(parts, "name")
+        .sortWithinPartitions("name")
+        .select("name", F.spark_partition_id().alias("part"), F.monotonically_increasing_id().alias("position"))
+        .localCheckpoint(eager=True)
     )
+    counts = dict(ranked.groupBy("part").count().collect())
+    offsets, total = [], 0
+    for part in range(max(counts, default=-1) + 1):
+        offsets.append(total)
+        total += counts.get(part, 0)
+    offset = F.element_at(F.array(*[F.lit(value) for value in offsets or [0]]), F.col("part") + 1)
+    local = F.col("position") - F.shiftleft(F.col("part").cast("long"), 33)  # the row's index in its partition
+    ids = ranked.select("name", (offset + local).cast("int").alias("id")).localCheckpoint(eager=True)
     sources = F.broadcast(ids.select(F.col("name").alias("package"), F.col("id").alias("src")))
     targets = F.broadcast(ids.select(F.col("name").alias("dependency"), F.col("id").alias("dst")))
     return ids, edges.join(sources, "package").join(targets, "dependency").select("src", "dst")
@@ -156,15 +175,14 @@ class _Reporter:
 def edge_array(batch: Any) -> np.ndarray:
     """An :data:`~connected_components_columnar.EDGE` array of an Arrow batch ``(src, dst)`` of ints.
 
-    ``batch`` is one Arrow batch (``columnar=True``) or a list of them (the row
-    path); the columns go to NumPy without a Python call per row.
+    ``batch`` is one Arrow batch (``columnar=True``), its columns go to NumPy
+    without a Python call per row; or a list of ``(src, dst)`` rows (row mode).
     """
-    parts = batch if batch.__class__ is list else [batch]
-    src = concat_arrays([part.column(0).to_numpy() for part in parts], np.dtype(np.int32))
-    dst = concat_arrays([part.column(1).to_numpy() for part in parts], np.dtype(np.int32))
-    edges = np.empty(len(src), EDGE)
-    edges["src"] = src
-    edges["dst"] = dst
+    if batch.__class__ is list:
+        return np.array(batch, dtype=EDGE) if batch else np.empty(0, EDGE)
+    edges = np.empty(batch.num_rows, EDGE)
+    edges["src"] = batch.column(0).to_numpy()
+    edges["dst"] = batch.column(1).to_numpy()
     return edges
 
 
@@ -248,8 +266,8 @@ def components_dataflow(scope: ScopeBuilder, batches: Stream, nodes: int) -> Str
 
     ``nodes`` bounds the ids (``0 .. nodes - 1``); pass it with
     ``functools.partial`` to :func:`runtime.spark.run_dataflow`.  ``batches``
-    carries one Arrow batch per message (``columnar=True``) or lists of them
-    (the row path); both work.  Every batch inside is a NumPy array: the SCC of
+    carries one Arrow batch per message (``columnar=True``) or lists of
+    ``(src, dst)`` rows (row mode); both work.  Every batch inside is a NumPy array: the SCC of
     :func:`scc_columnar.scc_edges` and the WCC of
     :func:`connected_components_columnar.weak_labels`, joined per node.
     """
@@ -387,6 +405,53 @@ def summarize(table: Any, top: int) -> tuple[list[tuple[str, list[str]]], list[t
     cycles = sorted(((label, sorted(nodes)) for label, nodes in members.items()), key=lambda c: (-len(c[1]), c[0]))
     largest = sorted(weak.items(), key=lambda item: (-item[1], item[0]))[:top]
     return cycles, largest, len(packages)
+
+
+SHOWN_MEMBERS = 8
+"""Members of a cycle that the summary names (the smallest ones)."""
+SHOWN_CYCLES = 20
+"""Cycles that the summary lists (the largest ones)."""
+
+
+def summarize_in_spark(
+    result: Any, top: int, cycles_shown: int = SHOWN_CYCLES, members_shown: int = SHOWN_MEMBERS
+) -> dict[str, Any]:
+    """The summary of :data:`OUTPUT_SCHEMA` rows, computed by Spark: only the listed rows reach the driver.
+
+    Returns ``packages``, ``cycles`` (the number of SCCs of 2+ packages),
+    ``in_cycles`` (packages on one), ``largest_cycles`` (``(label, size,
+    smallest members)``, largest first, at most ``cycles_shown``), ``wccs``
+    and ``largest_wccs`` (``(label, size)``, the ``top`` largest).
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    sizes = result.where(F.col("scc_size") > 1).groupBy("scc").agg(F.count("*").alias("size"))
+    totals = sizes.agg(F.count("*").alias("cycles"), F.sum("size").alias("in_cycles")).first()
+    listed = sizes.orderBy(F.desc("size"), "scc").limit(cycles_shown).collect()
+    labels = [row["scc"] for row in listed]
+    first = (
+        result.where(F.col("scc").isin(labels))
+        .withColumn("rank", F.row_number().over(Window.partitionBy("scc").orderBy("package")))
+        .where(F.col("rank") <= members_shown)
+        .select("scc", "package", "rank")
+        .collect()
+    )
+    members: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for row in first:
+        members[row["scc"]].append((row["rank"], row["package"]))
+    weak = result.groupBy("wcc").agg(F.count("*").alias("size"))
+    largest_weak = weak.orderBy(F.desc("size"), "wcc").limit(top).collect()
+    return {
+        "packages": result.count(),
+        "cycles": int(totals["cycles"] or 0),
+        "in_cycles": int(totals["in_cycles"] or 0),
+        "largest_cycles": [
+            (row["scc"], int(row["size"]), [name for _, name in sorted(members[row["scc"]])]) for row in listed
+        ],
+        "wccs": weak.count(),
+        "largest_wccs": [(row["wcc"], int(row["size"])) for row in largest_weak],
+    }
 
 
 def check_with_networkx(path: Path, cycles: list[tuple[str, list[str]]], table: Any) -> str:
@@ -527,34 +592,40 @@ def main(argv: list[str] | None = None) -> int:
             result.write.mode("overwrite").parquet(str(parquet))
             display.end()
 
-            display.begin("summary")
-            table = result.toArrow()
-            cycles, largest, packages = summarize(table, args.top)
+            display.begin("summary (Spark)")
+            summary = summarize_in_spark(result, args.top)
             display.end()
+            check = None
+            if args.check:
+                display.begin("check against networkx (collects the result)")
+                table = result.toArrow()
+                check = check_with_networkx(args.input, summarize(table, args.top)[0], table)
+                display.end()
         finally:
             ticker.set()
             thread.join()
             live.update(display.render())
     elapsed = time.perf_counter() - total_start
 
-    console.print(f"\n[bold]{edge_count:,} edges between {packages:,} packages[/bold]; Parquet: {parquet}")
-    console.print(f"[bold]{len(cycles)} dependency cycles[/bold] (strongly connected components of 2+ packages):")
-    for number, (_label, nodes) in enumerate(cycles, 1):
-        shown = ", ".join(nodes) if len(nodes) <= 8 else ", ".join(nodes[:8]) + ", …"
-        console.print(f"  {number:2}. size {len(nodes)}: {shown}", highlight=False)
-    if cycles:
-        console.print(f"  largest cycle ({len(cycles[0][1])} packages): {', '.join(cycles[0][1])}", highlight=False)
-    console.print(f"[bold]largest weakly connected components[/bold] (of {len(set(table.column('wcc').to_pylist()))}):")
-    for label, size in largest:
-        console.print(f"  {size:7,} packages, smallest: {label}", highlight=False)
+    console.print(f"\n[bold]{edge_count:,} edges between {summary['packages']:,} packages[/bold]; Parquet: {parquet}")
+    console.print(
+        f"[bold]{summary['cycles']:,} dependency cycles[/bold] (strongly connected components of 2+ packages, "
+        f"{summary['in_cycles']:,} packages in all); the largest:"
+    )
+    for number, (_label, size, nodes) in enumerate(summary["largest_cycles"], 1):
+        more = f", … ({size - len(nodes):,} more)" if size > len(nodes) else ""
+        console.print(f"  {number:2}. size {size:,}: {', '.join(nodes)}{more}", highlight=False)
+    console.print(f"[bold]largest weakly connected components[/bold] (of {summary['wccs']:,}):")
+    for label, size in summary["largest_wccs"]:
+        console.print(f"  {size:9,} packages, smallest: {label}", highlight=False)
     console.print("[bold]time per stage[/bold]:")
     for name, seconds in display.stages:
         console.print(f"  {seconds or 0.0:6.1f} s  {name}", highlight=False)
     console.print(f"  {elapsed:6.1f} s  total (Spark's start included)", highlight=False)
     if args.log and args.svg:
         console.print(write_diagram(str(args.output / args.log), args.output / args.svg), highlight=False)
-    if args.check:
-        console.print(check_with_networkx(args.input, cycles, table), highlight=False)
+    if check is not None:
+        console.print(check, highlight=False)
     spark.stop()
     return 0
 

@@ -251,12 +251,24 @@ def encode_arrow(value: Any) -> bytes:
     return bytes(arrow_ipc(value))
 
 
+def _aligned_reads(pyarrow: Any) -> Any:
+    """IPC read options that copy a buffer to aligned memory when it sits at an odd offset of a received frame.
+
+    Acero (``group_by``, ``join``, ``sort_by``) warns about, and some hardware
+    faults on, misaligned buffers; pyarrow before 16 has no such option.
+    """
+    try:
+        return pyarrow.ipc.IpcReadOptions(ensure_alignment=pyarrow.ipc.Alignment.DataTypeSpecific)
+    except (AttributeError, TypeError):
+        return None
+
+
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``."""
     what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
     pyarrow = _pyarrow(what)
     try:
-        reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data))
+        reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data), options=_aligned_reads(pyarrow))
         table = reader.read_all()
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
         raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error

@@ -138,3 +138,157 @@ def test_a_reporter_without_a_driver_reports_nothing_and_does_not_fail() -> None
     reporter.report("anything", value=object())
     reporter.close()
     assert threading.active_count() >= 1 and os.getpid() > 0
+
+
+# ---------------------------------------------------------------------- alignment, failures, output queue, ports
+
+
+def test_an_arrow_batch_received_at_an_odd_offset_is_aligned_and_acero_does_not_warn(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from runtime.arraycodec import ARROW_BATCH, decode_arrow, encode_arrow
+
+    keys = [f"k{n % 3}" for n in range(100)]
+    batch = pa.RecordBatch.from_pydict({"n": pa.array(range(100), pa.int64()), "key": keys})
+    received = memoryview(bytearray(b"x" + encode_arrow(batch)))[1:]  # as a frame's payload may sit
+    decoded = decode_arrow(ARROW_BATCH, received)
+    assert decoded.equals(batch) and decoded.column(0).buffers()[1].address % 8 == 0
+    grouped = pa.Table.from_batches([decoded]).group_by("key").aggregate([("n", "sum")])
+    assert sorted(grouped.column("n_sum").to_pylist()) == sorted(sum(range(k, 100, 3)) for k in range(3))
+    assert "poorly aligned" not in capfd.readouterr().err
+
+
+SPARK_FAILURE = (
+    "py4j.protocol.Py4JJavaError: An error occurred while calling o156.localCheckpoint.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: barrier task failed\n"
+    "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown from the Python "
+    "worker: Traceback (most recent call last):\n"
+    '  File "/x/pyspark/worker.py", line 3, in read_command\n'
+    "    command = serializer.loads(command)\n"
+    "ModuleNotFoundError: No module named 'my_dataflow'\n"
+    "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)\n"
+    "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+)
+
+
+def test_a_spark_failure_gives_the_tasks_traceback_and_its_exception_line() -> None:
+    from runtime.spark.failures import should_retry, summary, task_traceback
+
+    traceback = task_traceback(SPARK_FAILURE)
+    assert traceback is not None and traceback.startswith("Traceback (most recent call last):")
+    assert traceback.endswith("ModuleNotFoundError: No module named 'my_dataflow'") and "\tat " not in traceback
+    assert summary(SPARK_FAILURE) == "ModuleNotFoundError: No module named 'my_dataflow'"
+    assert not should_retry(SPARK_FAILURE)
+
+
+@pytest.mark.parametrize(
+    ("text", "retry"),
+    [
+        ("Traceback (most recent call last):\n  File x\nTaskFailed: [pytimely:retry] task 0: PeerLost: gone", True),
+        ("Traceback (most recent call last):\n  File x\nTaskFailed: [pytimely:no-retry] task 0: WorkerFailed", False),
+        ("org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", True),
+        ("ExecutorLostFailure (executor 1 exited caused by one of the running tasks)", True),
+        ("Traceback (most recent call last):\n  File x\n_pickle.UnpicklingError: invalid load key", False),
+    ],
+)
+def test_only_infrastructure_failures_are_retried(text: str, retry: bool) -> None:
+    from runtime.spark.failures import should_retry
+
+    assert should_retry(text) is retry
+
+
+def test_the_output_queue_holds_a_bounded_number_of_bytes_and_fails_a_waiting_put_when_cancelled() -> None:
+    from runtime.spark.task import OutputQueue, TaskFailed
+
+    batch = pa.RecordBatch.from_pydict({"n": pa.array(range(1000), pa.int64())})
+    queue = OutputQueue(limit=batch.nbytes)
+    queue.put(batch)
+    second = threading.Thread(target=queue.put, args=(batch,))
+    second.start()
+    second.join(0.3)
+    assert second.is_alive() and queue.held == batch.nbytes  # waits for room
+    assert queue.take() is batch
+    second.join(5)
+    assert not second.is_alive() and queue.held == batch.nbytes
+    failed: list[BaseException] = []
+
+    def put_and_record() -> None:
+        try:
+            queue.put(batch)
+        except TaskFailed as error:
+            failed.append(error)
+
+    third = threading.Thread(target=put_and_record)
+    third.start()
+    queue.cancel()
+    third.join(5)
+    assert failed and "stopped reading" in str(failed[0])
+    queue.close(ValueError("the dataflow failed"))
+    assert queue.take() is batch
+    with pytest.raises(ValueError, match="the dataflow failed"):
+        queue.take()
+
+
+def test_output_rows_become_batches_as_they_arrive_and_input_batches_become_tuples() -> None:
+    from runtime.spark.arrow import ROWS_PER_BATCH, OutputBatcher, input_rows
+
+    batcher = OutputBatcher(SCHEMA)
+    assert batcher.add([("a", 1)]) == []
+    full = batcher.add([("b", n) for n in range(ROWS_PER_BATCH)])
+    assert [batch.num_rows for batch in full] == [ROWS_PER_BATCH] and [b.num_rows for b in batcher.finish()] == [1]
+    table = pa.table({"package": ["t"], "size": pa.array([7], pa.int32())})
+    assert batcher.add([("c", 2)]) == []
+    ready = batcher.add(table)
+    assert [batch.num_rows for batch in ready] == [1, 1] and ready[1].column(0).to_pylist() == ["t"]
+    batch = pa.RecordBatch.from_pydict({"n": [1, 2], "s": ["x", None]})
+    assert input_rows(batch) == [(1, "x"), (2, None)]
+
+
+def test_the_mesh_listens_in_the_pinned_port_range_and_a_full_range_says_what_to_change() -> None:
+    from runtime.errors import ConfigurationError
+    from runtime.spark.driver import parse_ports
+    from runtime.spark.errors import RETRY_MARKER
+    from runtime.spark.task import TaskFailed, _listen
+
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        free = probe.getsockname()[1]
+    assert parse_ports(f"{free}-{free}") == (free, free) and parse_ports((1, 2)) == (1, 2) and parse_ports(None) is None
+    for bad in ("a-b", "9-3", "0-10", (70000, 70001)):
+        with pytest.raises(ConfigurationError):
+            parse_ports(bad)  # type: ignore[arg-type]
+    listener, address = _listen("127.0.0.1", "127.0.0.1", (free, free))
+    with listener:
+        assert address == f"127.0.0.1:{free}" and listener.getsockname() == ("127.0.0.1", free)
+        with pytest.raises(TaskFailed, match=rf"no free port in {free}-{free}") as caught:
+            _listen("127.0.0.1", "127.0.0.1", (free, free))
+        assert RETRY_MARKER in str(caught.value)
+
+
+def test_tasks_learn_every_address_in_task_order_from_the_driver_and_a_wrong_token_is_dropped() -> None:
+    from runtime.spark.rendezvous import Rendezvous, RendezvousFailed, gather
+
+    rendezvous = Rendezvous("127.0.0.1", "secret", 3)
+    found: dict[int, list[str]] = {}
+    try:
+        intruder = socket.create_connection(("127.0.0.1", int(rendezvous.address.rpartition(":")[2])))
+        intruder.sendall(frame(["hello", "wrong", 0, "evil:1"]))
+        threads = [
+            threading.Thread(
+                target=lambda i=i: found.__setitem__(i, gather(rendezvous.address, "secret", i, f"h{i}:{i}", 3, 10.0))
+            )
+            for i in (2, 0, 1)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(15)
+        intruder.close()
+    finally:
+        rendezvous.close()
+    assert found == {i: ["h0:0", "h1:1", "h2:2"] for i in range(3)}
+    lonely = Rendezvous("127.0.0.1", "t", 2)
+    try:
+        with pytest.raises(RendezvousFailed, match=r"\[pytimely:retry\] task 0 could not learn its peers"):
+            gather(lonely.address, "t", 0, "h0:0", 2, 0.5)
+    finally:
+        lonely.close()

@@ -173,37 +173,73 @@ def output_records(messages: Iterable[Any]) -> Iterator[Any]:
             yield message
 
 
-def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Turn the output records of a dataflow into record batches of ``schema``."""
-    rows: list[Any] = []
-    seen = 0
-    for record in records:
+class OutputBatcher:
+    """Turns a dataflow's output messages into record batches of ``schema`` as they arrive.
+
+    :meth:`add` takes one output message and returns the record batches that
+    are ready: a columnar message's at once, rows once :data:`ROWS_PER_BATCH`
+    of them are waiting; :meth:`finish` returns the rows still waiting.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        """Batches of ``schema``; nothing is waiting yet."""
+        self.schema = schema
+        self.rows: list[Any] = []
+        self.seen = 0
+
+    def add(self, message: Any) -> list[pa.RecordBatch]:
+        """The record batches that ``message`` (a list of records or a columnar batch) completes."""
+        ready: list[pa.RecordBatch] = []
+        for record in output_records([message]):
+            ready.extend(self.add_record(record))
+        return ready
+
+    def add_record(self, record: Any) -> list[pa.RecordBatch]:
+        """The record batches that one output record (a row or a columnar batch) completes."""
+        schema = self.schema
         columnar = isinstance(record, pa.RecordBatch | pa.Table)
         if not columnar and type(record).__name__ == "ndarray" and type(record).__module__ == "numpy":
             record = numpy_to_arrow(record, schema)
             columnar = True
         if columnar:
-            if rows:
-                yield _rows_to_batch(rows, schema, seen - len(rows))
-                rows = []
-            yield from conform_batch(record, schema)
-            continue
+            return [*self.finish(), *conform_batch(record, schema)]
         if not isinstance(record, tuple | list | dict):
             raise _mismatch(
-                f"output record {seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "
+                f"output record {self.seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "
                 f"carry tuples or lists in schema order, dicts by column name, or Arrow record batches "
                 f"(or numpy structured arrays) with columns {schema.names}",
                 None,
                 "row or record batch",
                 type(record).__name__,
             )
-        rows.append(record)
-        seen += 1
-        if len(rows) >= ROWS_PER_BATCH:
-            yield _rows_to_batch(rows, schema, seen - len(rows))
-            rows = []
-    if rows:
-        yield _rows_to_batch(rows, schema, seen - len(rows))
+        self.rows.append(record)
+        self.seen += 1
+        if len(self.rows) >= ROWS_PER_BATCH:
+            return self.finish()
+        return []
+
+    def finish(self) -> list[pa.RecordBatch]:
+        """The rows still waiting, as one record batch (none if no row waits)."""
+        if not self.rows:
+            return []
+        rows, self.rows = self.rows, []
+        return [_rows_to_batch(rows, self.schema, self.seen - len(rows))]
+
+
+def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Turn the output records of a dataflow into record batches of ``schema``."""
+    batcher = OutputBatcher(schema)
+    for record in records:
+        yield from batcher.add_record(record)
+    yield from batcher.finish()
+
+
+def input_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
+    """The rows of an input record batch as tuples in column order (one conversion per column, not per value)."""
+    columns = [column.to_pylist() for column in batch.columns]
+    if not columns:
+        return [() for _ in range(batch.num_rows)]
+    return list(zip(*columns, strict=True))
 
 
 def register_arrow_codec() -> None:

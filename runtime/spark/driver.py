@@ -7,9 +7,20 @@ Retries
     the driver does: it runs the job again, with a fresh token, up to
     ``retries`` more times.  Failures that another attempt would repeat (an
     exception in a user operator, a schema mismatch, a stuck dataflow) are not
-    retried.  The result is materialized (``localCheckpoint``) inside the
-    attempt, and an attempt either produces every task's output or nothing,
-    so no partial or duplicated rows can come back.
+    retried; nor are Python errors raised before a task's body ran (the user's
+    module not importable on an executor, ``build`` not unpicklable).  Only
+    infrastructure failures (a lost peer or executor, a killed Python worker,
+    a failed barrier sync) are retried (:mod:`runtime.spark.failures`).  The
+    error raised carries the failing task's Python traceback.  The result is
+    materialized (``localCheckpoint``) inside the attempt, and an attempt
+    either produces every task's output or nothing, so no partial or
+    duplicated rows can come back; Spark's stale barrier mark on it is then
+    cleared (:mod:`runtime.spark.materialize`).
+
+Settings
+    ``spark.pytimely.bindHost`` and ``spark.pytimely.ports`` (``LOW-HIGH``), in
+    the session's configuration, are the defaults of ``bind_host`` and
+    ``ports``: the interface and the port range the tasks' mesh listens on.
 """
 
 from __future__ import annotations
@@ -24,13 +35,22 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
-from runtime.spark.errors import FATAL_MARKER, DataflowFailed, SparkSetupError
+from runtime.spark.errors import DataflowFailed, SparkSetupError
+from runtime.spark.failures import should_retry, summary, task_traceback
+from runtime.spark.materialize import detach
 from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import Event, ProgressServer
+from runtime.spark.rendezvous import Rendezvous
 from runtime.spark.task import Build, TaskPlan, run_task
 
 DEFAULT_RETRIES = 2
 """Further attempts after a failed one (so three runs in all)."""
+BIND_HOST_SETTING = "spark.pytimely.bindHost"
+"""The session setting that gives the interface the tasks' mesh listens on (``bind_host``)."""
+PORTS_SETTING = "spark.pytimely.ports"
+"""The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
+RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
+"""``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
 
 def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
@@ -50,17 +70,29 @@ def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
     return schema, to_arrow_schema(schema)
 
 
-def _summary(error: BaseException) -> str:
-    """The most telling line of a Spark job failure (the Python error a task raised, if any)."""
-    text = str(error)
-    for marker in (FATAL_MARKER, "PeerLost", "ClusterStopped", "WorkerFailed", "TaskFailed"):
-        for line in text.splitlines():
-            if marker in line:
-                return line.strip()[:400]
-    for line in text.splitlines():
-        if "Error" in line or "error" in line or "exited" in line or "crashed" in line:
-            return line.strip()[:400]
-    return (text.splitlines() or [type(error).__name__])[0][:400]
+def parse_ports(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``(low, high)`` from ``"LOW-HIGH"`` or a pair (``None`` stays ``None``); a bad range is refused."""
+    if text is None:
+        return None
+    try:
+        if isinstance(text, str):
+            low_text, _, high_text = text.partition("-")
+            low, high = int(low_text), int(high_text or low_text)
+        else:
+            low, high = (int(value) for value in text)
+    except (TypeError, ValueError):
+        raise ConfigurationError(
+            f"the mesh's port range must be 'LOW-HIGH' or (low, high), e.g. '40000-40099', got {text!r}"
+        ) from None
+    if not 1 <= low <= high <= 65535:
+        raise ConfigurationError(f"the mesh's port range {low}-{high} is not within 1-65535 with low <= high")
+    return low, high
+
+
+def _rendezvous_mode(text: str) -> str:
+    if text not in ("driver", "barrier"):
+        raise ConfigurationError(f"{RENDEZVOUS_SETTING} must be 'driver' or 'barrier', got {text!r}")
+    return text
 
 
 def _wait_idle(spark: Any, seconds: float) -> None:
@@ -81,6 +113,7 @@ def run_dataflow(
     connect_timeout: float = 30.0,
     slot_wait: float = 10.0,
     bind_host: str | None = None,
+    ports: str | tuple[int, int] | None = None,
     on_progress: Callable[[Event], None] | None = None,
     on_attempt: Callable[[int, str | None], None] | None = None,
     name: str = "pytimely",
@@ -112,9 +145,24 @@ def run_dataflow(
     ``on_progress`` on the driver.  ``build`` must be picklable by Spark
     (cloudpickle): a module-level function, or a closure over picklable values.
 
+    With ``columnar=False`` (the default) each Arrow batch's rows enter as
+    one list batch of tuples, in the DataFrame's column order.
+
     ``schema`` is a ``StructType``, a DDL string or a ``pyarrow.Schema``.  The
     returned DataFrame is already computed (``localCheckpoint``), so writing
-    or collecting it never runs the dataflow again.
+    or collecting it never runs the dataflow again, and it is an ordinary
+    DataFrame: ``show``, ``take``, ``limit``, ``union``, ``coalesce`` and the
+    rest work on it.  The tasks stream their output to Spark as the dataflow
+    makes it (each holds at most ``OUTPUT_BUFFER_BYTES`` of it).
+
+    ``bind_host`` and ``ports`` (``"LOW-HIGH"`` or a pair) pin the interface
+    and the port range on which the tasks listen for each other; by default
+    (and without the session settings ``spark.pytimely.bindHost`` /
+    ``spark.pytimely.ports``) a task listens on loopback when its executor's
+    address is loopback, else on every interface, on a random port.  The
+    tasks learn each other's addresses from the driver, on a port of
+    ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
+    ``BarrierTaskContext.allGather`` instead, a second slower).
 
     Failures: see the module's docstring.  ``retries`` further attempts are
     made after a failed one that may succeed on another try; then
@@ -144,6 +192,12 @@ def run_dataflow(
     if not callable(build):
         raise ConfigurationError(f"run_dataflow needs build(scope, batches) -> Stream, got {build!r}")
     spark_schema, pa_schema = arrow_schema(schema)
+    conf = spark.sparkContext.getConf()
+    bind_host = bind_host if bind_host is not None else conf.get(BIND_HOST_SETTING, None)
+    port_range = parse_ports(ports if ports is not None else conf.get(PORTS_SETTING, None))
+    through_driver = _rendezvous_mode(conf.get(RENDEZVOUS_SETTING, "driver")) == "driver"
+    driver_host = conf.get("spark.driver.host", "127.0.0.1")
+    rendezvous: Rendezvous | None = None
     check_session(spark)
     check_slots(spark, workers, slot_wait)
     progress: ProgressServer | None = None
@@ -157,8 +211,11 @@ def run_dataflow(
             if on_progress is not None:
                 if progress is not None:
                     progress.close()
-                host = spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
-                progress = ProgressServer(host, token, on_progress)
+                progress = ProgressServer(driver_host, token, on_progress)
+            if through_driver:
+                if rendezvous is not None:
+                    rendezvous.close()
+                rendezvous = Rendezvous(driver_host, token, workers)
             plan = TaskPlan(
                 build,
                 pa_schema,
@@ -172,32 +229,39 @@ def run_dataflow(
                 name,
                 log,
                 columnar,
+                port_range,
+                rendezvous.address if rendezvous is not None else None,
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
             try:
-                return result.localCheckpoint(eager=True)
+                return detach(result.localCheckpoint(eager=True))
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                cause = _summary(error)
+                text = str(error)
+                cause = summary(text)
                 causes.append(cause)
-                if FATAL_MARKER in str(error):
+                traceback = task_traceback(text)
+                shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
+                if not should_retry(text):
                     raise DataflowFailed(
                         f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
-                        f"of {retries + 1}): {cause}",
+                        f"of {retries + 1}): {cause}{shown}",
                         attempt + 1,
                         causes,
                         False,
-                    ) from None
+                        traceback,
+                    ) from error
                 if attempt == retries:
                     listed = "\n".join(f"  attempt {i + 1}: {text}" for i, text in enumerate(causes))
                     raise DataflowFailed(
                         f"the dataflow failed {len(causes)} time(s), the retry budget (retries={retries}); "
-                        f"raise retries= or fix the cause:\n{listed}",
+                        f"raise retries= or fix the cause:\n{listed}{shown}",
                         attempt + 1,
                         causes,
                         True,
-                    ) from None
+                        traceback,
+                    ) from error
                 print(
                     f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({cause}); retrying",
                     file=sys.stderr,
@@ -207,4 +271,6 @@ def run_dataflow(
     finally:
         if progress is not None:
             progress.close()
+        if rendezvous is not None:
+            rendezvous.close()
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover

@@ -6,6 +6,8 @@ from runtime.errors import TimelyRuntimeError
 
 FATAL_MARKER = "[pytimely:no-retry]"
 """Put at the start of an error raised in a task that another attempt would raise again."""
+RETRY_MARKER = "[pytimely:retry]"
+"""Put at the start of an error raised in a task that another attempt may not meet (a lost peer, a socket)."""
 
 
 class SparkError(TimelyRuntimeError):
@@ -53,10 +55,15 @@ class DataflowFailed(SparkError):
         attempts: how many times the job ran.
         causes: one line per failed attempt.
         retryable: whether the last failure looked transient (a lost task) rather than deterministic.
+        task_traceback: the Python traceback the failing task raised, as Spark reported it (``None`` if
+            the task left none, e.g. its executor was lost).
     """
 
-    def __init__(self, message: str, attempts: int, causes: list[str], retryable: bool) -> None:
+    def __init__(
+        self, message: str, attempts: int, causes: list[str], retryable: bool, task_traceback: str | None = None
+    ) -> None:
         super().__init__(message)
         self.attempts = attempts
         self.causes = causes
         self.retryable = retryable
+        self.task_traceback = task_traceback

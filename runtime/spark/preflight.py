@@ -2,7 +2,8 @@
 
 :func:`spark_session` builds a session configured for pytimely (the running
 interpreter as ``PYSPARK_PYTHON``, a finite ``spark.barrier.sync.timeout``, one
-string-hash seed everywhere); :func:`check_session` and :func:`check_slots`
+string-hash seed everywhere, Python workers forked with pytimely already
+imported: :mod:`runtime.spark.daemon`); :func:`check_session` and :func:`check_slots`
 run before every job, so that a misconfigured cluster fails at once with what
 to change instead of after Spark's own timeouts.
 """
@@ -75,6 +76,7 @@ def session_settings(sync_timeout: int = BARRIER_SYNC_TIMEOUT) -> dict[str, str]
         "spark.executorEnv.PYTHONHASHSEED": HASH_SEED,
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.speculation": "false",
+        "spark.python.daemon.module": "runtime.spark.daemon",
     }
 
 

@@ -1,34 +1,44 @@
 """What each Spark task of a gang runs: one pytimely process of the cluster, fed by its partition.
 
-A task (1) binds a listening socket, (2) shares its ``host:port`` with the other
-tasks of the barrier stage through ``BarrierTaskContext.allGather`` (which
-returns every task's message in partition order, so task ``i`` is process
-``i``), (3) joins the TCP mesh with the job's token
-(:func:`runtime.cluster.run_process`), (4) feeds its partition's Arrow record
-batches into the dataflow's input (``columnar``: each batch is one message,
-a columnar batch; otherwise each batch is one record of a list batch), runs
-the dataflow to completion, and (5) yields the output as record batches of
-the schema: the output stream's Arrow batches as they are, its rows gathered
-into columns.
+A task (1) binds a listening socket (on ``bind_host``, in ``ports`` if the plan
+pins a range), (2) shares its ``host:port`` with the other tasks of the barrier
+stage through the driver's rendezvous (:mod:`runtime.spark.rendezvous`), or
+``BarrierTaskContext.allGather``; both return every task's address in
+partition order, so task ``i`` is process ``i``, (3) joins the TCP
+mesh with the job's token (:func:`runtime.cluster.run_process`), (4) feeds its
+partition's Arrow record batches into the dataflow's input (``columnar``: each
+batch is one message, a columnar batch; otherwise each batch's rows are one
+list batch of tuples), runs the dataflow to completion, and (5) streams the
+output to Spark as record batches of the schema while the dataflow runs: the
+output stream's Arrow batches as they are, its rows gathered into columns.
 
-The dataflow runs inside the task's own Python worker process, in its
-thread: the task starts no process, so nothing can outlive it.  When Spark
+The dataflow runs in a thread of the task's own Python worker process, while
+the task's generator hands each finished record batch to Spark: the output
+waits in a queue bounded in bytes (:data:`OUTPUT_BUFFER_BYTES`), never as a
+whole.  The task starts no process, so nothing can outlive it.  When Spark
 kills the task, or the process dies, its connections close and every other
 process of the mesh stops within seconds, naming it; the barrier stage then
 fails as a whole.
 
-An error that another attempt would raise again (a schema mismatch, an
-exception in a user operator, a stuck dataflow) is marked with
-:data:`~runtime.spark.errors.FATAL_MARKER`, so that the driver does not retry
-it; a lost peer or a killed task is left unmarked, and the driver retries.
+Every error leaving a task is marked for the driver: an error another attempt
+would raise again (a schema mismatch, an exception in a user operator, a
+stuck dataflow) with :data:`~runtime.spark.errors.FATAL_MARKER`, a lost peer,
+a socket error or a failed barrier sync with
+:data:`~runtime.spark.errors.RETRY_MARKER`.  Spark carries the task's Python
+traceback to the driver, which shows it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import random
+import resource
 import socket
+import threading
 import time
+import traceback
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +47,21 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.cluster import run_process
 from runtime.errors import DataflowStuck, WorkerFailed
-from runtime.spark.arrow import output_records, to_record_batches
-from runtime.spark.errors import FATAL_MARKER, SparkError
+from runtime.spark.arrow import OutputBatcher, input_rows
+from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.progress import ProgressReporter
-from runtime.tcp import Endpoint, parse_endpoint
+from runtime.spark.rendezvous import gather
+from runtime.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.worker import Worker
 from scopes import ScopeBuilder, Stream
+
+OUTPUT_BUFFER_BYTES = 64 << 20
+"""Output a task may hold before its dataflow waits for Spark to take some (at least one batch always fits)."""
+OUTPUT_WAIT = 0.5
+"""Seconds between two checks, while the dataflow waits for room, that Spark still reads the task's output."""
+
+REMOTE_FAILURE_DELAY = 1.0
+"""Seconds a task stopped by another task's failure waits before failing, so that Spark reports the cause."""
 
 Build = Callable[[ScopeBuilder, Stream], Stream]
 """``build(scope, batches) -> output``: the user's dataflow (see :func:`runtime.spark.run_dataflow`)."""
@@ -64,6 +83,9 @@ class TaskPlan:
     name: str
     log: str | None = None
     columnar: bool = False
+    ports: tuple[int, int] | None = None
+    rendezvous: str | None = None
+    """The driver's :class:`~runtime.spark.rendezvous.Rendezvous` (``host:port``); ``None``: ``allGather``."""
 
 
 @dataclass(frozen=True)
@@ -95,15 +117,29 @@ class TaskFailed(SparkError):
     """A task could not run its part of the dataflow (the message says whether a retry may help)."""
 
 
-def _listen(bind_host: str | None, advertised: str) -> tuple[socket.socket, str]:
-    """A listening socket, and the ``host:port`` the other tasks should connect to."""
+def _listen(bind_host: str | None, advertised: str, ports: tuple[int, int] | None) -> tuple[socket.socket, str]:
+    """A listening socket (in ``ports`` if given), and the ``host:port`` the other tasks should connect to."""
     host = bind_host
     if host is None:
         host = "127.0.0.1" if advertised in ("localhost", "127.0.0.1", "::1") else ""
-    listener = socket.create_server((host, 0), backlog=64)
-    port = listener.getsockname()[1]
     shown = advertised if not host or host in ("0.0.0.0", "::") else host
-    return listener, f"{shown}:{port}"
+    if ports is None:
+        listener = socket.create_server((host, 0), backlog=64)
+        return listener, f"{shown}:{listener.getsockname()[1]}"
+    low, high = ports
+    candidates = list(range(low, high + 1))
+    offset = random.randrange(len(candidates))  # tasks of one machine start at different ports
+    for port in candidates[offset:] + candidates[:offset]:
+        try:
+            listener = socket.create_server((host, port), backlog=64)
+        except OSError:
+            continue
+        return listener, f"{shown}:{port}"
+    raise TaskFailed(
+        f"{RETRY_MARKER} no free port in {low}-{high} on {host or 'all interfaces'} for the dataflow's mesh "
+        f"(spark.pytimely.ports / run_dataflow(ports=...)): widen the range to at least as many ports as tasks "
+        f"per machine"
+    )
 
 
 def _advertised_host(context: Any, index: int) -> str:
@@ -115,61 +151,187 @@ def _advertised_host(context: Any, index: int) -> str:
     return host if sep else str(address)
 
 
-def _is_fatal(error: BaseException) -> bool:
-    """Whether another attempt would fail the same way (a user or schema error, a stuck dataflow)."""
-    if isinstance(error, WorkerFailed):
-        return True
-    if isinstance(error, DataflowStuck):
-        return True
-    return FATAL_MARKER in str(error)
+def _is_retryable(error: BaseException) -> bool:
+    """Whether another attempt may succeed: the cluster lost a peer, a socket failed (not user code)."""
+    if isinstance(error, WorkerFailed | DataflowStuck | SparkError):
+        return False
+    return isinstance(error, ClusterError | OSError)
+
+
+def _marked(error: BaseException, index: int, attempt: int) -> BaseException:
+    """``error`` as the task should raise it: with the marker that tells the driver whether to retry.
+
+    The message carries the whole chain of tracebacks (the user's frames
+    included), because Spark shortens the traceback it sends to the driver.
+    """
+    text = str(error)
+    if (FATAL_MARKER in text or RETRY_MARKER in text) and error.__cause__ is None:
+        return error
+    marker = "" if FATAL_MARKER in text or RETRY_MARKER in text else (
+        RETRY_MARKER if _is_retryable(error) else FATAL_MARKER
+    )
+    chain = "".join(traceback.format_exception(error)).rstrip()
+    marked = TaskFailed(f"{marker} task {index} of attempt {attempt}: {type(error).__name__}: {error}\n\n{chain}")
+    marked.__cause__ = error
+    return marked
+
+
+def _failed_elsewhere(error: BaseException, index: int) -> bool:
+    """Whether ``error`` only reports that another task's worker failed (that task's error tells more)."""
+    return isinstance(error, WorkerFailed) and error.worker != index
+
+
+class OutputQueue:
+    """The record batches a task's dataflow made and Spark has not taken yet, bounded in bytes.
+
+    The dataflow's thread :meth:`put` s batches (waiting while more than
+    ``limit`` bytes are held, unless nothing is) and :meth:`close` s the queue
+    when it ends; the task's generator takes them with :meth:`take`.  When
+    Spark stops reading (:meth:`cancel`), a waiting :meth:`put` raises.
+    """
+
+    def __init__(self, limit: int = OUTPUT_BUFFER_BYTES) -> None:
+        """An empty queue holding at most ``limit`` bytes."""
+        self.limit = limit
+        self.batches: deque[pa.RecordBatch] = deque()
+        self.held = 0
+        self.done = False
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self.condition = threading.Condition()
+
+    def put(self, batch: pa.RecordBatch) -> None:
+        """Add ``batch``, first waiting for room while Spark reads."""
+        size = batch.nbytes
+        with self.condition:
+            while self.batches and self.held + size > self.limit and not self.cancelled:
+                self.condition.wait(OUTPUT_WAIT)
+            if self.cancelled:
+                raise TaskFailed(f"{RETRY_MARKER} Spark stopped reading the task's output")
+            self.batches.append(batch)
+            self.held += size
+            self.condition.notify_all()
+
+    def close(self, error: BaseException | None = None) -> None:
+        """No more batches: the dataflow finished, or failed with ``error``."""
+        with self.condition:
+            self.done = True
+            self.error = error
+            self.condition.notify_all()
+
+    def cancel(self) -> None:
+        """Spark reads no more: let a waiting :meth:`put` fail."""
+        with self.condition:
+            self.cancelled = True
+            self.condition.notify_all()
+
+    def take(self) -> pa.RecordBatch | None:
+        """The next batch, waiting for one; ``None`` once the dataflow finished; its error if it failed."""
+        with self.condition:
+            while not self.batches and not self.done:
+                self.condition.wait(OUTPUT_WAIT)
+            if self.batches:
+                batch = self.batches.popleft()
+                self.held -= batch.nbytes
+                self.condition.notify_all()
+                return batch
+            if self.error is not None:
+                raise self.error
+            return None
 
 
 def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The body of one barrier task: join the gang, run the dataflow, yield its output."""
+    """The body of one barrier task: join the gang, run the dataflow, stream its output to Spark."""
     global _current
     from pyspark import BarrierTaskContext
 
     context = BarrierTaskContext.get()
     index = context.partitionId()
-    listener, address = _listen(plan.bind_host, _advertised_host(context, index))
     reporter = ProgressReporter(plan.progress, plan.token, index, plan.attempt)
+    reporter.report("started")
+    queue = OutputQueue()
+    runner: threading.Thread | None = None
     try:
+        listener, address = _listen(plan.bind_host, _advertised_host(context, index), plan.ports)
         with listener:
-            addresses = context.allGather(address)
+            if plan.rendezvous is not None:
+                addresses = gather(plan.rendezvous, plan.token, index, address, plan.workers, plan.connect_timeout)
+            else:
+                try:
+                    addresses = context.allGather(address)
+                except Exception as error:  # noqa: BLE001 - a barrier sync failure: the gang did not form
+                    raise TaskFailed(f"{RETRY_MARKER} task {index}: the barrier sync failed: {error}") from error
             endpoints: list[Endpoint] = [parse_endpoint(text, f"task {i}") for i, text in enumerate(addresses)]
             info = TaskInfo(index, len(endpoints), plan.attempt, reporter)
             _current = info
             reporter.report("joined", peers=len(endpoints), address=address)
-            logging_on = _start_logging(plan.log, index, len(endpoints), reporter)
+            runner = threading.Thread(
+                target=_run_mesh,
+                args=(plan, batches, info, endpoints, listener, queue),
+                name=f"pytimely-spark-task-{index}",
+                daemon=True,
+            )
             started = time.monotonic()
-            try:
-                results = run_process(
-                    lambda worker: _drive(worker, plan, batches, info),
-                    index,
-                    endpoints,
-                    1,
-                    plan.token,
-                    plan.stall_timeout,
-                    plan.connect_timeout,
-                    listener=listener,
-                    gather=False,
-                )
-            finally:
-                if logging_on:
-                    _stop_logging()
-        produced = results[0]
-        output = list(to_record_batches(output_records(produced), plan.schema))
-        rows = sum(batch.num_rows for batch in output)
-        reporter.report("finished", rows=rows, seconds=time.monotonic() - started)
-    except BaseException as error:
-        reporter.report("failed", error=f"{type(error).__name__}: {error}"[:500])
-        if _is_fatal(error) and FATAL_MARKER not in str(error):
-            raise TaskFailed(f"{FATAL_MARKER} task {index} of attempt {plan.attempt}: {error}") from error
+            runner.start()
+            rows = 0
+            while (batch := queue.take()) is not None:
+                rows += batch.num_rows
+                yield batch
+        runner.join()
+        reporter.report(
+            "finished",
+            rows=rows,
+            seconds=time.monotonic() - started,
+            peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        )
+    except GeneratorExit:
+        queue.cancel()
         raise
+    except BaseException as error:
+        queue.cancel()
+        reporter.report("failed", error=f"{type(error).__name__}: {error}"[:500])
+        if _failed_elsewhere(error, index):
+            time.sleep(REMOTE_FAILURE_DELAY)  # let the failing task's own error reach Spark first
+        marked = _marked(error, index, plan.attempt)
+        if marked is error:
+            raise
+        raise marked from error
     finally:
+        if runner is not None:
+            runner.join(timeout=plan.stall_timeout)
         _current = None
         reporter.close()
-    yield from output
+
+
+def _run_mesh(
+    plan: TaskPlan,
+    batches: Iterator[pa.RecordBatch],
+    info: TaskInfo,
+    endpoints: list[Endpoint],
+    listener: socket.socket,
+    queue: OutputQueue,
+) -> None:
+    """The dataflow's thread: join the mesh, run the dataflow, close ``queue`` (with the error, if any)."""
+    logging_on = _start_logging(plan.log, info.index, len(endpoints), info.reporter)
+    try:
+        run_process(
+            lambda worker: _drive(worker, plan, batches, info, queue),
+            info.index,
+            endpoints,
+            1,
+            plan.token,
+            plan.stall_timeout,
+            plan.connect_timeout,
+            listener=listener,
+            gather=False,
+        )
+    except BaseException as error:  # noqa: BLE001 - handed to the task's generator, which raises it
+        queue.close(error)
+        return
+    finally:
+        if logging_on:
+            _stop_logging()
+    queue.close()
 
 
 def _start_logging(spec: str | None, index: int, peers: int, reporter: ProgressReporter) -> bool:
@@ -190,13 +352,25 @@ def _stop_logging() -> None:
         importlib.import_module("runtime.instrument").stop_logging()
 
 
-def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], info: TaskInfo) -> list[Any]:
-    """Build the dataflow on this task's worker, feed the partition, and collect the output messages.
+def _drive(
+    worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], info: TaskInfo, queue: OutputQueue
+) -> int:
+    """Build the dataflow on this task's worker, feed the partition, and hand the output to ``queue``.
 
-    The output is kept as the messages that arrived (lists of records, or
-    columnar batches), never iterated here.
+    Each output message becomes record batches of the schema in the worker,
+    as it arrives (:class:`~runtime.spark.arrow.OutputBatcher`), so a schema
+    mismatch fails the worker and every process of the mesh stops naming it.
+    Returns the number of output rows.
     """
-    produced: list[Any] = []
+    info.report("meshed")
+    batcher = OutputBatcher(plan.schema)
+    produced = [0, 0]
+
+    def hand_over(_time: Any, message: Any) -> None:
+        produced[0] += 1
+        for batch in batcher.add(message):
+            produced[1] += batch.num_rows
+            queue.put(batch)
 
     def dataflow(scope: ScopeBuilder) -> Any:
         handle, stream = scope.new_input("SparkPartition")
@@ -206,21 +380,26 @@ def _drive(worker: Worker, plan: TaskPlan, batches: Iterator[pa.RecordBatch], in
                 f"{FATAL_MARKER} build(scope, batches) must return the output Stream of the dataflow, "
                 f"got {type(output).__name__}"
             )
-        probe = output.inspect_batch(lambda _time, batch: produced.append(batch), name="SparkOutput").probe()
+        probe = output.inspect_batch(hand_over, name="SparkOutput").probe()
         return handle, probe
 
     handle, probe = worker.dataflow(dataflow, name=plan.name)
     rows = 0
     count = 0
-    send = handle.send_batch if plan.columnar else handle.send
     for batch in batches:
-        send(batch)
+        if plan.columnar:
+            handle.send_batch(batch)
+        else:
+            handle.send_batch(input_rows(batch))
         rows += batch.num_rows
         count += 1
         worker.step()
     info.report("input", batches=count, rows=rows)
     handle.close()
     worker.step_while(lambda: not probe.done())
+    for batch in batcher.finish():
+        produced[1] += batch.num_rows
+        queue.put(batch)
     with contextlib.suppress(Exception):
-        info.report("output", messages=len(produced), rows=sum(map(len, produced)))
-    return produced
+        info.report("output", messages=produced[0], rows=produced[1])
+    return produced[1]

@@ -1,0 +1,231 @@
+"""Start and stop a local Spark standalone cluster (a master and workers) on loopback, for trying a real cluster.
+
+pip's pyspark ships ``sbin/spark-daemon.sh`` but not ``start-master.sh`` or
+``start-worker.sh``, so this module starts the ``Master`` and ``Worker``
+classes with ``spark-daemon.sh`` itself::
+
+    python -m runtime.spark.standalone start --workers 2 --cores 1   # prints spark://127.0.0.1:PORT
+    python -m runtime.spark.standalone status
+    python -m runtime.spark.standalone stop
+
+Everything binds to ``127.0.0.1``; every executor runs this interpreter
+(``PYSPARK_PYTHON``), so it imports the same pytimely.  The daemons' pid files,
+logs and the cluster's ports live in ``--dir`` (default
+``$TMPDIR/pytimely-spark-$USER``).  ``start`` waits until every worker has
+registered with the master (up to ``--timeout`` seconds) and fails, showing
+the end of the logs, if they do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from runtime.spark.errors import SparkSetupError
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+HOST = "127.0.0.1"
+STATE_FILE = "cluster.json"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running local standalone cluster."""
+
+    master: str
+    """Its URL, ``spark://127.0.0.1:PORT``, for ``spark_session(master)`` or ``--master``."""
+    web_ui: str
+    """The master's web UI (``http://127.0.0.1:PORT``); ``/json/`` lists the workers."""
+    workers: int
+    cores: int
+    directory: str
+    """Where the pid files, the logs and ``cluster.json`` are."""
+
+
+def default_directory() -> Path:
+    """``$TMPDIR/pytimely-spark-$USER``."""
+    return Path(tempfile.gettempdir()) / f"pytimely-spark-{getpass.getuser()}"
+
+
+def spark_home() -> Path:
+    """The pyspark installation, which holds ``sbin/spark-daemon.sh`` and Spark's jars."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    if not (home / "sbin" / "spark-daemon.sh").exists():
+        raise SparkSetupError(f"{home} has no sbin/spark-daemon.sh: install pyspark with pip (pytimely[spark])")
+    return home
+
+
+def _free_port() -> int:
+    with socket.create_server((HOST, 0)) as probe:
+        return int(probe.getsockname()[1])
+
+
+def _environment(directory: Path) -> dict[str, str]:
+    home = spark_home()
+    inherited = {key: value for key, value in os.environ.items() if key != "SPARK_NO_DAEMONIZE"}
+    return {
+        **inherited,
+        "SPARK_HOME": str(home),
+        "SPARK_LOG_DIR": str(directory / "logs"),
+        "SPARK_PID_DIR": str(directory / "pids"),
+        "SPARK_LOCAL_IP": HOST,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
+    }
+
+
+def _daemon(action: str, cls: str, instance: int, args: list[str], directory: Path) -> None:
+    command = [str(spark_home() / "sbin" / "spark-daemon.sh"), action, cls, str(instance), *args]
+    done = subprocess.run(command, env=_environment(directory), capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise SparkSetupError(f"{' '.join(command)} failed ({done.returncode}): {(done.stderr or done.stdout)[-800:]}")
+
+
+def _registered(web_ui: str) -> int:
+    """Workers alive according to the master's JSON page (0 while the master is not up)."""
+    try:
+        with urllib.request.urlopen(f"{web_ui}/json/", timeout=2) as page:
+            state = json.load(page)
+    except (OSError, ValueError):
+        return 0
+    return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+
+
+def _logs(directory: Path) -> str:
+    tails = []
+    for log in sorted((directory / "logs").glob("*.out")):
+        tails.append(f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+    return "\n".join(tails)
+
+
+def start(
+    workers: int = 2, cores: int = 1, memory: str = "1g", directory: Path | None = None, timeout: float = 90.0
+) -> Cluster:
+    """Start a master and ``workers`` workers of ``cores`` cores on loopback; wait until all have registered."""
+    directory = Path(directory or default_directory())
+    if (directory / STATE_FILE).exists():
+        raise SparkSetupError(
+            f"a cluster started from {directory} may still run: stop it first (stop --dir {directory})"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    port, ui_port = _free_port(), _free_port()
+    cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", workers, cores, str(directory))
+    (directory / STATE_FILE).write_text(json.dumps(asdict(cluster)))
+    try:
+        master_args = ["--host", HOST, "--port", str(port), "--webui-port", str(ui_port)]
+        _daemon("start", MASTER_CLASS, 1, master_args, directory)
+        for instance in range(1, workers + 1):
+            args = ["--host", HOST, "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port())]
+            _daemon("start", WORKER_CLASS, instance, [*args, cluster.master], directory)
+        deadline = time.monotonic() + timeout
+        while _registered(cluster.web_ui) < workers:
+            if time.monotonic() > deadline:
+                raise SparkSetupError(
+                    f"the standalone cluster at {cluster.master} did not register {workers} worker(s) within "
+                    f"{timeout:.0f} s; the logs in {directory / 'logs'} end with:\n{_logs(directory)}"
+                )
+            time.sleep(0.5)
+    except BaseException:
+        stop(directory)
+        raise
+    return cluster
+
+
+def status(directory: Path | None = None) -> Cluster | None:
+    """The cluster started from ``directory``, or ``None``."""
+    state = Path(directory or default_directory()) / STATE_FILE
+    if not state.exists():
+        return None
+    return Cluster(**json.loads(state.read_text()))
+
+
+def stop(directory: Path | None = None, timeout: float = 30.0) -> None:
+    """Stop every daemon started from ``directory`` (killing any that outlive ``timeout`` seconds)."""
+    directory = Path(directory or default_directory())
+    cluster = status(directory)
+    instances = cluster.workers if cluster else 0
+    pids = []  # read first: spark-daemon.sh removes the pid files as it sends TERM
+    for pid_file in (directory / "pids").glob("*.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.append(int(pid_file.read_text().strip()))
+    for cls, instance in [(WORKER_CLASS, i) for i in range(1, instances + 1)] + [(MASTER_CLASS, 1)]:
+        with contextlib.suppress(SparkSetupError, subprocess.TimeoutExpired):
+            _daemon("stop", cls, instance, [], directory)
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    for pid_file in (directory / "pids").glob("*.pid"):
+        pid_file.unlink(missing_ok=True)
+    (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def running(workers: int = 2, cores: int = 1, memory: str = "1g", directory: Path | None = None) -> Iterator[Cluster]:
+    """A cluster for the duration of a ``with`` block, stopped at its end whatever happens."""
+    cluster = start(workers, cores, memory, directory)
+    try:
+        yield cluster
+    finally:
+        stop(Path(cluster.directory))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["start", "stop", "status"])
+    parser.add_argument("--workers", type=int, default=2, help="worker daemons (default 2)")
+    parser.add_argument("--cores", type=int, default=1, help="cores per worker = task slots (default 1)")
+    parser.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    parser.add_argument("--dir", type=Path, default=None, help=f"state directory (default {default_directory()})")
+    parser.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the workers (default 90)")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "start":
+            cluster = start(args.workers, args.cores, args.memory, args.dir, args.timeout)
+            print(cluster.master)
+            print(f"web UI {cluster.web_ui}; {cluster.workers} worker(s) x {cluster.cores} core(s); state in "
+                  f"{cluster.directory}", file=sys.stderr)
+        elif args.action == "stop":
+            stop(args.dir)
+        else:
+            found = status(args.dir)
+            print(found.master if found else "no cluster")
+            return 0 if found else 1
+    except SparkSetupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
