@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runtime.errors import AuditViolation
+from scopes.hooks import ProgressObserver
 from scopes.order import less_equal
 
 AUDIT_VARIABLE = "PYTIMELY_AUDIT"
@@ -167,7 +168,7 @@ class Auditor:
     # ------------------------------------------------------------------ the hooks
 
     def operator_created(self, address: tuple[int, ...], name: str, inputs: int, outputs: int,
-                         reach: Sequence[Sequence[int]], scope_timestamp: str | None) -> None:
+                         reach: Sequence[Sequence[int]], scope_timestamp: str | None, site: str | None = None) -> None:
         """Remember the operator's name, and whether it is a scope."""
         self._names[address] = name
         if scope_timestamp is not None:
@@ -271,7 +272,7 @@ class Auditor:
             if new:
                 self._ever.add(key)
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any) -> None:
+    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
         """Nothing to check."""
 
     def dataflow_completed(self, index: int, name: str) -> None:
@@ -314,3 +315,8 @@ def combine(*observers: Any) -> Any:
     if len(present) == 1:
         return present[0]
     return TeeObserver(*present)
+
+
+def as_observer(auditor: Auditor) -> ProgressObserver:
+    """``auditor`` as the hooks' interface (mypy checks here that :class:`Auditor` implements all of it)."""
+    return auditor
