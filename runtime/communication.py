@@ -43,7 +43,12 @@ Scheduling
     outgoing messages must be on their way when it returns.  ``park(timeout)``
     blocks the worker until an activation is queued for it, ``timeout``
     seconds pass (``None``: no limit), or the computation is stopped; it
-    returns at once if an activation is already queued.  Implementations wake
+    returns at once if an activation is already queued.  A communicator whose
+    receivers bound what they buffer may keep messages after ``flush``:
+    ``backlogged()`` then says so, and the worker keeps stepping (pulling what
+    arrives, parking when idle) until it is false, so that a slow receiver
+    slows its senders down instead of buffering without bound.  ``park`` must
+    then also return when room appears.  Implementations wake
     a worker only when it is parked (no event is set for a busy worker).
 
 Stopping
@@ -148,6 +153,10 @@ class Communicator(Protocol):
 
     def park(self, timeout: float | None) -> None:
         """Block until an activation is queued, ``timeout`` seconds pass, or the computation stops."""
+        ...
+
+    def backlogged(self) -> bool:
+        """After :meth:`flush`: whether messages still wait for room at their receivers."""
         ...
 
     def stop(self, reason: Stop) -> None:

@@ -187,6 +187,10 @@ class FabricCommunicator:
     def flush(self) -> None:
         """Send whatever is buffered (nothing, unless a subclass buffers)."""
 
+    def backlogged(self) -> bool:
+        """Whether sent messages wait for room at their receivers (never: memory delivers at once)."""
+        return False
+
     def take_activations(self) -> list[Address]:
         """Every address queued since the last call."""
         pending = self._signal.pending

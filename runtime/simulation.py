@@ -210,6 +210,10 @@ class SimulatedCommunicator:
             return
         self.network.baton.yield_(self._index)
 
+    def backlogged(self) -> bool:
+        """Whether sent messages wait for room (never: the simulated network takes everything)."""
+        return False
+
     def park(self, timeout: float | None) -> None:
         """Give the baton back; the scheduler decides when this worker runs again."""
         self._parked = True
