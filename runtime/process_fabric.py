@@ -17,7 +17,7 @@ receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
 processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
-of the window, and always before it parks.  A sender keeps what does not fit
+of the window; what it owes below that goes back at the next heartbeat.  A sender keeps what does not fit
 in its buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the
 worker then keeps stepping its dataflows (so that it keeps pulling what others
 send it, and returning their credit) until the buffer has gone.  Receiving is
@@ -142,6 +142,8 @@ class ProcessFabric:
         self._credit_lock = threading.Lock()
         self._late_credit = [0] * processes
         """Bytes that arrived for workers that had returned, to credit with the next heartbeat."""
+        self.credit_due = [False] * workers
+        """Set by the heartbeat for each local worker that owes credit: return it all at the next flush."""
         self.waiting_for_room = [False] * workers
         """Whether each local worker waits for credit (it is woken when credit arrives)."""
         self._communicators: list[ProcessCommunicator] = []
@@ -362,6 +364,10 @@ class ProcessFabric:
                 heard = mesh.last_heard.get(process, now)
                 if now - heard > SILENCE_LIMIT:
                     mesh.report_silence(process, now - heard)
+            for local, communicator in enumerate(self._communicators):  # leftover credit: once per beat
+                if communicator.owes_credit:
+                    self.credit_due[local] = True
+                    self.signals[local].wake()
             if self.on_tick is not None:
                 self.on_tick()
 
@@ -529,11 +535,21 @@ class ProcessCommunicator(FabricCommunicator):
         return not out
 
     def flush(self) -> None:
-        """Send every buffered message that fits its receiver's window, and the credit owed (a quarter window)."""
-        threshold = self._credit_threshold
-        for process, owed in enumerate(self._owed):
-            if owed >= threshold and not self._out.get(process):
-                self._send(process)
+        """Send every buffered message that fits its receiver's window, and the credit owed.
+
+        Credit goes back once a quarter of the window is owed to a process; what
+        remains below that goes back when a heartbeat asks (:attr:`ProcessFabric.credit_due`),
+        so that an idle worker sends no frame per step just to return a few bytes.
+        """
+        fabric = self.fabric
+        if fabric.credit_due[self._local]:
+            fabric.credit_due[self._local] = False
+            self._return_credit()
+        else:
+            threshold = self._credit_threshold
+            for process, owed in enumerate(self._owed):
+                if owed >= threshold and not self._out.get(process):
+                    self._send(process)
         if not self.buffered:
             return
         everything = True
@@ -556,10 +572,14 @@ class ProcessCommunicator(FabricCommunicator):
         return waiting
 
     def park(self, timeout: float | None) -> None:
-        """Send what fits and all the credit owed, then wait for an activation, credit, ``timeout`` s, or a stop."""
+        """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
         self.flush()
-        self._return_credit()
         self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+
+    @property
+    def owes_credit(self) -> bool:
+        """Whether this worker pulled bytes from another process that it has not credited yet."""
+        return any(self._owed)
 
     def finish(self) -> None:
         """This worker has returned: send what is buffered, and count it as waiting for ever."""
