@@ -515,7 +515,7 @@ class ProcessCommunicator(FabricCommunicator):
         """Send the buffered messages for ``process`` that fit its window (and owed credit); whether all went."""
         out = self._out.get(process)
         owed = self._owed[process]
-        pieces: list[bytes | memoryview] = []  # heads and payloads joined once: a columnar payload is copied once here
+        pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
         if owed:
             self._owed[process] = 0
             pieces.append(frame([CREDIT, owed]))
@@ -531,7 +531,7 @@ class ProcessCommunicator(FabricCommunicator):
                 pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
             self._out_bytes[process] -= sent
         if pieces:
-            self.fabric.mesh.send(process, b"".join(pieces))
+            self.fabric.mesh.send_pieces(process, pieces)
         return not out
 
     def flush(self) -> None:
@@ -599,7 +599,7 @@ class ProcessCommunicator(FabricCommunicator):
             out.clear()
             self._out_bytes[process] = 0
             if pieces:
-                self.fabric.mesh.send(process, b"".join(pieces))
+                self.fabric.mesh.send_pieces(process, pieces)
         self.buffered = False
         self._return_credit()
 
