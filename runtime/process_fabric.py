@@ -17,14 +17,15 @@ receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
 processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
-of the window; what it owes below that goes back at the next heartbeat.  A sender keeps what does not fit
-in its buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the
-worker then keeps stepping its dataflows (so that it keeps pulling what others
-send it, and returning their credit) until the buffer has gone.  Receiving is
+of the window; what it owes below that goes back at the next heartbeat.  A
+message is sent whenever the window is not full, so what is in flight stays
+below the window plus one message.  A sender keeps what does not fit in its
+buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the worker
+then keeps stepping its dataflows (so that it keeps pulling what others send
+it, and returning their credit) until the buffer has gone.  Receiving is
 never held back by sending: each connection's reader thread decodes whatever
 arrives, so two processes that wait for each other's room still pull each
-other's data.  One message larger than the window is sent when nothing else
-is in flight.
+other's data.
 
 Frames are ``data``, ``credit``, ``beat`` (a heartbeat every
 :data:`HEARTBEAT_PERIOD` seconds: whether every worker of the sender has been
@@ -71,7 +72,7 @@ DEFAULT_SEND_WINDOW = 8 << 20
 """Bytes of encoded data one process may have sent to another that its workers have not pulled yet."""
 SEND_WINDOW_VARIABLE = "PYTIMELY_SEND_WINDOW"
 """The environment variable that sets the send window in bytes (e.g. ``65536``, ``64K``, ``8M``)."""
-MIN_SEND_WINDOW = 1 << 12
+MIN_SEND_WINDOW = 1 << 16
 """The smallest send window accepted."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
@@ -136,9 +137,9 @@ class ProcessFabric:
         self.unacknowledged = [0] * processes
         """Bytes sent to each process that it has not returned as credit yet."""
         self.most_unacknowledged = 0
-        """The most bytes this process ever had unacknowledged to one process (at most the window, or one payload)."""
+        """The most bytes this process ever had unacknowledged to one process (below window + largest payload)."""
         self.largest_payload = 0
-        """The largest payload among those that raised :attr:`most_unacknowledged`."""
+        """The largest payload this process sent to another."""
         self._credit_lock = threading.Lock()
         self._late_credit = [0] * processes
         """Bytes that arrived for workers that had returned, to credit with the next heartbeat."""
@@ -186,16 +187,22 @@ class ProcessFabric:
     # ------------------------------------------------------------------ flow control
 
     def reserve(self, process: int, size: int) -> bool:
-        """Take ``size`` bytes of the window to ``process`` if they fit (or nothing is in flight)."""
+        """Take ``size`` bytes of the window to ``process`` if any room is left in it.
+
+        A message goes whenever the window is not full, whatever its size, so the
+        bytes in flight stay below the window plus one message, and a large
+        message is never starved by smaller ones that keep the window from emptying.
+        """
         with self._credit_lock:
             used = self.unacknowledged[process]
-            if used and used + size > self.send_window:
+            if used >= self.send_window:
                 return False
             used += size
             self.unacknowledged[process] = used
             if used > self.most_unacknowledged:
                 self.most_unacknowledged = used
-                self.largest_payload = max(self.largest_payload, size)
+            if size > self.largest_payload:
+                self.largest_payload = size
             return True
 
     def charge(self, process: int, size: int) -> None:
@@ -511,14 +518,15 @@ class ProcessCommunicator(FabricCommunicator):
         if size > FLUSH_BYTES:
             self._send(process)
 
-    def _send(self, process: int) -> bool:
-        """Send the buffered messages for ``process`` that fit its window (and owed credit); whether all went."""
+    def _send(self, process: int, all_credit: bool = False) -> bool:
+        """Send the buffered messages for ``process`` that fit its window; whether all went.
+
+        The credit owed to ``process`` travels with them; alone, only when it
+        reaches a quarter of the window or ``all_credit`` (so that a worker
+        waiting for room does not send a tiny credit frame at every step).
+        """
         out = self._out.get(process)
-        owed = self._owed[process]
         pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
-        if owed:
-            self._owed[process] = 0
-            pieces.append(frame([CREDIT, owed]))
         if out:
             fabric = self.fabric
             sent = 0
@@ -530,6 +538,10 @@ class ProcessCommunicator(FabricCommunicator):
                 sent += len(payload)
                 pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
             self._out_bytes[process] -= sent
+        owed = self._owed[process]
+        if owed and (pieces or all_credit or owed >= self._credit_threshold):
+            self._owed[process] = 0
+            pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
             self.fabric.mesh.send_pieces(process, pieces)
         return not out
@@ -563,7 +575,7 @@ class ProcessCommunicator(FabricCommunicator):
         """Send all the credit owed, however small (before parking, or when finishing)."""
         for process, owed in enumerate(self._owed):
             if owed:
-                self._send(process)
+                self._send(process, all_credit=True)
 
     def backlogged(self) -> bool:
         """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""

@@ -121,7 +121,7 @@ def loop_with_exchange_and_barrier(worker: Worker, numbers: int, rounds: int) ->
 def loop_and_window(worker: Worker, numbers: int, rounds: int) -> list[Any]:
     """:func:`loop_with_exchange_and_barrier`, then this process's send window and the most it had in flight.
 
-    Returns ``[steps per round, window, most bytes unacknowledged, largest payload among those]``.
+    Returns ``[steps per round, window, most bytes unacknowledged, largest payload sent]``.
     """
     steps = loop_with_exchange_and_barrier(worker, numbers, rounds)
     fabric = worker.communicator.fabric  # type: ignore[attr-defined]
