@@ -48,7 +48,9 @@ Scheduling
     ``backlogged()`` then says so, and the worker keeps stepping (pulling what
     arrives, parking when idle) until it is false, so that a slow receiver
     slows its senders down instead of buffering without bound.  ``park`` must
-    then also return when room appears.  Implementations wake
+    then also return when room appears.  The worker calls
+    ``dataflow_completed(index)`` when a dataflow completes, so that what still
+    arrives on its channels (late progress) is released rather than held.  Implementations wake
     a worker only when it is parked (no event is set for a busy worker).
 
 Stopping
@@ -157,6 +159,10 @@ class Communicator(Protocol):
 
     def backlogged(self) -> bool:
         """After :meth:`flush`: whether messages still wait for room at their receivers."""
+        ...
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker: its channels will never be pulled again."""
         ...
 
     def stop(self, reason: Stop) -> None:

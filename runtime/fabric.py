@@ -228,6 +228,9 @@ class FabricCommunicator:
         """Whether sent messages wait for room at their receivers (never: memory delivers at once)."""
         return False
 
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker (nothing to release: mailboxes are not bounded)."""
+
     def take_activations(self) -> list[Address]:
         """Every address queued since the last call."""
         pending = self._signal.pending

@@ -17,9 +17,9 @@ receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
 processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
-of the window; what it owes below that goes back at the next heartbeat.  A
-message is sent whenever the window is not full, so what is in flight stays
-below the window plus one message.  A sender keeps what does not fit in its
+of the window, or with any frame it sends to that process; what it owes below that
+goes back at the next heartbeat.  A message larger than the window is sent
+when nothing else is in flight.  A sender keeps what does not fit in its
 buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the worker
 then keeps stepping its dataflows (so that it keeps pulling what others send
 it, and returning their credit) until the buffer has gone.  Receiving is
@@ -130,6 +130,8 @@ class ProcessFabric:
         self._changed = threading.Condition(self._lock)
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
         self._remote_boxes: dict[tuple[int, int], deque[RemoteMessage]] = {}
+        self._closed: set[tuple[int, int]] = set()
+        """``(channel, local worker)`` pairs of completed dataflows: what arrives for them is credited at once."""
         if send_window is None:
             send_window = send_window_from(os.environ.get(SEND_WINDOW_VARIABLE))
         self.send_window = send_window
@@ -187,15 +189,13 @@ class ProcessFabric:
     # ------------------------------------------------------------------ flow control
 
     def reserve(self, process: int, size: int) -> bool:
-        """Take ``size`` bytes of the window to ``process`` if any room is left in it.
+        """Take ``size`` bytes of the window to ``process`` if they fit, or if nothing is in flight.
 
-        A message goes whenever the window is not full, whatever its size, so the
-        bytes in flight stay below the window plus one message, and a large
-        message is never starved by smaller ones that keep the window from emptying.
+        So the bytes in flight stay at most the window, or one message larger than it.
         """
         with self._credit_lock:
             used = self.unacknowledged[process]
-            if used >= self.send_window:
+            if used and used + size > self.send_window:
                 return False
             used += size
             self.unacknowledged[process] = used
@@ -234,8 +234,8 @@ class ProcessFabric:
                 local = receiver - base
                 owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
                 box = self.remote_mailbox(channel, local)
-                with self._lock:  # against finish_receiving: a finished worker pulls nothing more
-                    finished = self.finished[local]
+                with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
+                    finished = self.finished[local] or (channel, local) in self._closed
                     if not finished:
                         box.append((time_, batch if i == last else copy_decoded(path, batch), process, owed))
                 if finished:
@@ -257,6 +257,22 @@ class ProcessFabric:
             with self._changed:
                 self.byes[process] = payload
                 self._changed.notify_all()
+
+    def close_channels(self, local: int, channels: list[int]) -> None:
+        """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
+        owed: dict[int, int] = {}
+        with self._lock:
+            for channel in channels:
+                key = (channel, local)
+                self._closed.add(key)
+                box = self._remote_boxes.get(key)
+                if box:
+                    for _, _, process, size in box:
+                        owed[process] = owed.get(process, 0) + size
+                    box.clear()
+        for process, size in owed.items():
+            if size:
+                self.mesh.send(process, frame([CREDIT, size]))
 
     def finish_receiving(self, local: int) -> None:
         """Local worker ``local`` has returned: credit what waits for it now, and whatever arrives later."""
@@ -468,6 +484,8 @@ class ProcessCommunicator(FabricCommunicator):
         self._owed = [0] * fabric.processes
         """Bytes pulled from each other process and not yet returned to it as credit."""
         self._credit_threshold = max(1, fabric.send_window // 4)
+        self._channels_of: dict[int, list[int]] = {}
+        """The channels allocated for each dataflow (by index)."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
@@ -482,6 +500,7 @@ class ProcessCommunicator(FabricCommunicator):
                 pushers.append(MailboxPusher(fabric.mailbox(channel, local), fabric.signals[local], address))
             else:
                 pushers.append(_RemotePusher(self, process, peer, channel, address))
+        self._channels_of.setdefault(address[0], []).append(channel)
         local_box = fabric.mailbox(channel, self._local)
         return pushers, _CreditingPuller(local_box, fabric.remote_mailbox(channel, self._local), self._owed)
 
@@ -521,9 +540,8 @@ class ProcessCommunicator(FabricCommunicator):
     def _send(self, process: int, all_credit: bool = False) -> bool:
         """Send the buffered messages for ``process`` that fit its window; whether all went.
 
-        The credit owed to ``process`` travels with them; alone, only when it
-        reaches a quarter of the window or ``all_credit`` (so that a worker
-        waiting for room does not send a tiny credit frame at every step).
+        The credit owed to ``process`` travels with them (``all_credit`` is kept for
+        the callers that return credit alone).
         """
         out = self._out.get(process)
         pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
@@ -539,7 +557,7 @@ class ProcessCommunicator(FabricCommunicator):
                 pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
-        if owed and (pieces or all_credit or owed >= self._credit_threshold):
+        if owed:
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
@@ -576,6 +594,12 @@ class ProcessCommunicator(FabricCommunicator):
         for process, owed in enumerate(self._owed):
             if owed:
                 self._send(process, all_credit=True)
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed here: what waits or arrives later on its channels is never pulled."""
+        channels = self._channels_of.pop(index, None)
+        if channels:
+            self.fabric.close_channels(self._local, channels)
 
     def backlogged(self) -> bool:
         """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""

@@ -214,6 +214,9 @@ class SimulatedCommunicator:
         """Whether sent messages wait for room (never: the simulated network takes everything)."""
         return False
 
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker (nothing to release)."""
+
     def park(self, timeout: float | None) -> None:
         """Give the baton back; the scheduler decides when this worker runs again."""
         self._parked = True

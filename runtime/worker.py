@@ -216,6 +216,7 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+                    comm.dataflow_completed(index)
                     if self.logger is not None:
                         self.logger.dataflow_completed(index, dataflow.name)
         else:
