@@ -43,7 +43,14 @@ Scheduling
     outgoing messages must be on their way when it returns.  ``park(timeout)``
     blocks the worker until an activation is queued for it, ``timeout``
     seconds pass (``None``: no limit), or the computation is stopped; it
-    returns at once if an activation is already queued.  Implementations wake
+    returns at once if an activation is already queued.  A communicator whose
+    receivers bound what they buffer may keep messages after ``flush``:
+    ``backlogged()`` then says so, and the worker keeps stepping (pulling what
+    arrives, parking when idle) until it is false, so that a slow receiver
+    slows its senders down instead of buffering without bound.  ``park`` must
+    then also return when room appears.  The worker calls
+    ``dataflow_completed(index)`` when a dataflow completes, so that what still
+    arrives on its channels (late progress) is released rather than held.  Implementations wake
     a worker only when it is parked (no event is set for a busy worker).
 
 Stopping
@@ -153,6 +160,14 @@ class Communicator(Protocol):
     def end_step(self, more_work: bool) -> None:
         """After each step (with several workers).  With ``more_work`` (this worker would step again at once),
         let a worker sharing this one's interpreter run first if it waits with work; else return at once."""
+        ...
+
+    def backlogged(self) -> bool:
+        """After :meth:`flush`: whether messages still wait for room at their receivers."""
+        ...
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker: its channels will never be pulled again."""
         ...
 
     def stop(self, reason: Stop) -> None:

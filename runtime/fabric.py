@@ -10,6 +10,7 @@ event only if the receiver is parked.  ``flush`` has nothing to do.
 
 from __future__ import annotations
 
+import _thread
 import threading
 import time
 from collections import deque
@@ -30,6 +31,42 @@ HAND_OVER_TIMEOUT = 0.001
 at the latest, even if the peer has not ended its step (it may be busy in user code)."""
 
 
+class WakeGate:
+    """A one-bit wake-up: :meth:`set` from any thread, :meth:`wait` by its owner.
+
+    It does what the worker needs of a ``threading.Event`` on one raw lock (held
+    while no wake is pending), without the ``Condition`` and the new lock that
+    each ``Event.wait`` builds: a wake-up costs one ``release`` and one ``acquire``.
+    A wait that returns ``True`` consumes the wake.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        """A gate with no wake pending."""
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Make a wake pending (again: no effect)."""
+        try:  # noqa: SIM105 - contextlib.suppress costs a context manager on every wake
+            self._lock.release()
+        except RuntimeError:  # already pending
+            pass
+
+    def is_set(self) -> bool:
+        """Whether a wake is pending."""
+        return not self._lock.locked()
+
+    def clear(self) -> None:
+        """Forget a pending wake."""
+        self._lock.acquire(False)
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait until a wake is pending (and consume it) or ``timeout`` seconds pass (``None``: no limit)."""
+        return self._lock.acquire(True, -1 if timeout is None else timeout)
+
+
 class WorkerSignal:
     """Activations addressed to one worker from any thread, and the event that wakes it when parked."""
 
@@ -38,7 +75,7 @@ class WorkerSignal:
     def __init__(self) -> None:
         """An empty signal."""
         self.pending: deque[Address] = deque()
-        self.event = threading.Event()
+        self.event = WakeGate()
         self.parked = False
         self.handing_over = False
         """Whether the worker waits in :meth:`hand_over`: it has work of its own, pending here or not."""
@@ -227,6 +264,13 @@ class FabricCommunicator:
 
     def flush(self) -> None:
         """Send whatever is buffered (nothing, unless a subclass buffers)."""
+
+    def backlogged(self) -> bool:
+        """Whether sent messages wait for room at their receivers (never: memory delivers at once)."""
+        return False
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker (nothing to release: mailboxes are not bounded)."""
 
     def take_activations(self) -> list[Address]:
         """Every address queued since the last call."""

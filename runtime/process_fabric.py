@@ -10,7 +10,24 @@ large).  A progress batch pushed to several workers of one process, the same
 list object each time, travels as one frame naming every receiver.
 
 Every frame between two processes uses their one connection, so messages
-stay in order per sender.  Frames are ``data``, ``beat`` (a heartbeat every
+stay in order per sender.
+
+Flow control: the data that one process has sent to another and that the
+receiving workers have not pulled yet is bounded by the send window
+(:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
+processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
+(a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
+of the window, or with any frame it sends to that process; what it owes below that
+goes back at the next heartbeat.  A message larger than the window is sent
+when nothing else is in flight.  A sender keeps what does not fit in its
+buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the worker
+then keeps stepping its dataflows (so that it keeps pulling what others send
+it, and returning their credit) until the buffer has gone.  Receiving is
+never held back by sending: each connection's reader thread decodes whatever
+arrives, so two processes that wait for each other's room still pull each
+other's data.
+
+Frames are ``data``, ``credit``, ``beat`` (a heartbeat every
 :data:`HEARTBEAT_PERIOD` seconds: whether every worker of the sender has been
 waiting and for how long, how many messages its workers sent to other
 processes, and how many messages from other processes arrived), ``stop`` (a
@@ -29,6 +46,8 @@ at all for :data:`SILENCE_LIMIT` seconds is reported as lost.
 
 from __future__ import annotations
 
+import os
+import re
 import threading
 import time
 from collections import deque
@@ -36,7 +55,8 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.fabric import FabricCommunicator, MailboxPuller, MailboxPusher, WorkerSignal
+from runtime.errors import ConfigurationError
+from runtime.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
 from runtime.wire import (
     MAX_FRAME,
@@ -59,14 +79,45 @@ SILENCE_LIMIT = 6.0
 FLUSH_BYTES = 1 << 18
 """Buffered bytes for one destination process that trigger an early send."""
 
-DATA, BEAT, STOP, BYE = 0, 1, 2, 3
+DEFAULT_SEND_WINDOW = 8 << 20
+"""Bytes of encoded data one process may have sent to another that its workers have not pulled yet."""
+SEND_WINDOW_VARIABLE = "PYTIMELY_SEND_WINDOW"
+"""The environment variable that sets the send window in bytes (e.g. ``65536``, ``64K``, ``8M``)."""
+MIN_SEND_WINDOW = 1 << 16
+"""The smallest send window accepted."""
+
+DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
+
+RemoteMessage = tuple[Any, Any, int, int]
+"""A message from another process in a mailbox: ``(time, batch, sending process, bytes to credit)``."""
+
+
+def send_window_from(text: str | None) -> int:
+    """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
+    if text is None or not text.strip():
+        return DEFAULT_SEND_WINDOW
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    if match is None:
+        raise ConfigurationError(
+            f"{SEND_WINDOW_VARIABLE} must be a number of bytes such as 65536, 64K or 8M, got {text!r}"
+        )
+    window = int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
+    if window < MIN_SEND_WINDOW:
+        raise ConfigurationError(
+            f"{SEND_WINDOW_VARIABLE} must be at least {MIN_SEND_WINDOW} bytes, got {text!r} ({window} bytes)"
+        )
+    return window
 
 
 class ProcessFabric:
     """Mailboxes, signals and the connection to other processes for the workers of one process."""
 
-    def __init__(self, process: int, processes: int, workers: int, mesh: Mesh) -> None:
-        """Serve workers ``process * workers .. (process + 1) * workers - 1`` over ``mesh``."""
+    def __init__(self, process: int, processes: int, workers: int, mesh: Mesh, send_window: int | None = None) -> None:
+        """Serve workers ``process * workers .. (process + 1) * workers - 1`` over ``mesh``.
+
+        ``send_window`` bounds the bytes sent to each other process and not yet
+        pulled there (default: ``$PYTIMELY_SEND_WINDOW``, else :data:`DEFAULT_SEND_WINDOW`).
+        """
         self.process = process
         self.processes = processes
         self.workers = workers
@@ -89,6 +140,26 @@ class ProcessFabric:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
+        self._remote_boxes: dict[tuple[int, int], deque[RemoteMessage]] = {}
+        self._closed: set[tuple[int, int]] = set()
+        """``(channel, local worker)`` pairs of completed dataflows: what arrives for them is credited at once."""
+        if send_window is None:
+            send_window = send_window_from(os.environ.get(SEND_WINDOW_VARIABLE))
+        self.send_window = send_window
+        """Bytes this process may have in flight to each other process (see the module docstring)."""
+        self.unacknowledged = [0] * processes
+        """Bytes sent to each process that it has not returned as credit yet."""
+        self.most_unacknowledged = 0
+        """The most bytes this process ever had unacknowledged to one process (below window + largest payload)."""
+        self.largest_payload = 0
+        """The largest payload this process sent to another."""
+        self._credit_lock = threading.Lock()
+        self._late_credit = [0] * processes
+        """Bytes that arrived for workers that had returned, to credit with the next heartbeat."""
+        self.credit_due = [False] * workers
+        """Set by the heartbeat for each local worker that owes credit: return it all at the next flush."""
+        self.waiting_for_room = [False] * workers
+        """Whether each local worker waits for credit (it is woken when credit arrives)."""
         self._communicators: list[ProcessCommunicator] = []
         self._beating = threading.Event()
         self._heart: threading.Thread | None = None
@@ -117,6 +188,47 @@ class ProcessFabric:
                 box = self._mailboxes.setdefault(key, deque())
         return box
 
+    def remote_mailbox(self, channel: int, local: int) -> deque[RemoteMessage]:
+        """The messages from other processes to local worker ``local`` on ``channel``."""
+        key = (channel, local)
+        box = self._remote_boxes.get(key)
+        if box is None:
+            with self._lock:
+                box = self._remote_boxes.setdefault(key, deque())
+        return box
+
+    # ------------------------------------------------------------------ flow control
+
+    def reserve(self, process: int, size: int) -> bool:
+        """Take ``size`` bytes of the window to ``process`` if they fit, or if nothing is in flight.
+
+        So the bytes in flight stay at most the window, or one message larger than it.
+        """
+        with self._credit_lock:
+            used = self.unacknowledged[process]
+            if used and used + size > self.send_window:
+                return False
+            used += size
+            self.unacknowledged[process] = used
+            if used > self.most_unacknowledged:
+                self.most_unacknowledged = used
+            if size > self.largest_payload:
+                self.largest_payload = size
+            return True
+
+    def charge(self, process: int, size: int) -> None:
+        """Count ``size`` bytes sent to ``process`` whether or not they fit the window."""
+        with self._credit_lock:
+            self.unacknowledged[process] += size
+
+    def credit(self, process: int, size: int) -> None:
+        """``process`` pulled ``size`` bytes: give them back to the window, wake local workers waiting for room."""
+        with self._credit_lock:
+            self.unacknowledged[process] -= size
+        for local, waiting in enumerate(self.waiting_for_room):
+            if waiting:
+                self.signals[local].wake()
+
     # ------------------------------------------------------------------ receiving
 
     def on_frame(self, process: int, header: list[Any], payload: bytes | memoryview) -> None:
@@ -128,10 +240,23 @@ class ProcessFabric:
             self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
             last = len(receivers) - 1
             base = self.base
+            size = len(payload)
             for i, receiver in enumerate(receivers):
                 local = receiver - base
-                self.mailbox(channel, local).append((time_, batch if i == last else copy_decoded(path, batch)))
+                owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
+                box = self.remote_mailbox(channel, local)
+                with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
+                    finished = self.finished[local] or (channel, local) in self._closed
+                    if not finished:
+                        box.append((time_, batch if i == last else copy_decoded(path, batch), process, owed))
+                if finished:
+                    if owed:  # the reader never sends (it must never block): the heartbeat returns it
+                        with self._credit_lock:
+                            self._late_credit[process] += owed
+                    continue
                 self.signals[local].activate(address)
+        elif kind == CREDIT:
+            self.credit(process, int(header[1]))
         elif kind == BEAT:
             _, waiting_for, sent, arrived = header
             self.beats[process] = (time.monotonic(), float(waiting_for), int(sent), int(arrived))
@@ -143,6 +268,36 @@ class ProcessFabric:
             with self._changed:
                 self.byes[process] = payload
                 self._changed.notify_all()
+
+    def close_channels(self, local: int, channels: list[int]) -> None:
+        """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
+        owed: dict[int, int] = {}
+        with self._lock:
+            for channel in channels:
+                key = (channel, local)
+                self._closed.add(key)
+                box = self._remote_boxes.get(key)
+                if box:
+                    for _, _, process, size in box:
+                        owed[process] = owed.get(process, 0) + size
+                    box.clear()
+        for process, size in owed.items():
+            if size:
+                self.mesh.send(process, frame([CREDIT, size]))
+
+    def finish_receiving(self, local: int) -> None:
+        """Local worker ``local`` has returned: credit what waits for it now, and whatever arrives later."""
+        owed: dict[int, int] = {}
+        with self._lock:
+            self.finished[local] = True
+            for key, box in self._remote_boxes.items():
+                if key[1] == local:
+                    for _, _, process, size in box:
+                        owed[process] = owed.get(process, 0) + size
+                    box.clear()
+        for process, size in owed.items():
+            if size:
+                self.mesh.send(process, frame([CREDIT, size]))
 
     def on_lost(self, error: PeerLost) -> None:
         """A connection ended early: stop every worker here and tell the other processes."""
@@ -234,13 +389,19 @@ class ProcessFabric:
             if waiting == float("inf"):
                 waiting = 1e9
             data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values())])
+            with self._credit_lock:
+                late, self._late_credit = self._late_credit, [0] * self.processes
             for process in range(self.processes):
                 if process == self.process or process in self.byes:
                     continue
-                mesh.send(process, data)
+                mesh.send(process, frame([CREDIT, late[process]]) + data if late[process] else data)
                 heard = mesh.last_heard.get(process, now)
                 if now - heard > SILENCE_LIMIT:
                     mesh.report_silence(process, now - heard)
+            for local, communicator in enumerate(self._communicators):  # leftover credit: once per beat
+                if communicator.owes_credit:
+                    self.credit_due[local] = True
+                    self.signals[local].wake()
             if self.on_tick is not None:
                 self.on_tick()
 
@@ -262,7 +423,12 @@ class ProcessFabric:
     def pending_messages(self, local: int) -> list[str]:
         """Non-empty mailboxes of local worker ``local``, described."""
         with self._lock:
-            boxes = [(key, len(box)) for key, box in self._mailboxes.items() if key[1] == local]
+            counts: dict[tuple[int, int], int] = {}
+            for mailboxes in (self._mailboxes, self._remote_boxes):
+                for key, box in mailboxes.items():
+                    if key[1] == local:
+                        counts[key] = counts.get(key, 0) + len(box)
+            boxes = list(counts.items())
         worker = self.base + local
         return [
             f"{count} message(s) on channel {channel} not yet read by worker {worker}"
@@ -288,6 +454,31 @@ class _RemotePusher:
         self._communicator.enqueue(self._process, self._receiver, self._channel, self._address, time, batch)
 
 
+class _CreditingPuller:
+    """Pops one worker's mailbox for a channel: messages from its own process first, then from others.
+
+    Pulling a message from another process makes its bytes owed as credit to that process.
+    """
+
+    __slots__ = ("_local", "_remote", "_owed")
+
+    def __init__(self, local: deque[Message], remote: deque[RemoteMessage], owed: list[int]) -> None:
+        self._local = local
+        self._remote = remote
+        self._owed = owed
+
+    def pull(self) -> Message | None:
+        """The oldest waiting message from this process, else from another process, or ``None``."""
+        if self._local:
+            return self._local.popleft()
+        if self._remote:
+            time_, batch, process, size = self._remote.popleft()
+            if size:
+                self._owed[process] += size
+            return time_, batch
+        return None
+
+
 class ProcessCommunicator(FabricCommunicator):
     """The :class:`~runtime.communication.Communicator` of one worker of a :class:`ProcessFabric`."""
 
@@ -296,15 +487,20 @@ class ProcessCommunicator(FabricCommunicator):
     def __init__(self, fabric: ProcessFabric, local: int) -> None:
         """Communicate as local worker ``local`` of ``fabric``."""
         super().__init__(fabric, local, fabric.base + local)
-        self._out: dict[int, list[list[Any]]] = {}
+        self._out: dict[int, deque[list[Any]]] = {}
         self._out_bytes: dict[int, int] = {}
         self._last_batch: list[Any] | None = None
         self._last_time: Any = None
         self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
+        self._owed = [0] * fabric.processes
+        """Bytes pulled from each other process and not yet returned to it as credit."""
+        self._credit_threshold = max(1, fabric.send_window // 4)
+        self._channels_of: dict[int, list[int]] = {}
+        """The channels allocated for each dataflow (by index)."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], _CreditingPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
         fabric = self.fabric
         pushers: list[Pusher] = []
@@ -315,14 +511,16 @@ class ProcessCommunicator(FabricCommunicator):
                 pushers.append(MailboxPusher(fabric.mailbox(channel, local), fabric.signals[local], address))
             else:
                 pushers.append(_RemotePusher(self, process, peer, channel, address))
-        return pushers, MailboxPuller(fabric.mailbox(channel, self._local))
+        self._channels_of.setdefault(address[0], []).append(channel)
+        local_box = fabric.mailbox(channel, self._local)
+        return pushers, _CreditingPuller(local_box, fabric.remote_mailbox(channel, self._local), self._owed)
 
     def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: list[Any]) -> None:
         """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
         self.fabric.sent[self._local] += 1
         out = self._out.get(process)
         if out is None:
-            out = self._out[process] = []
+            out = self._out[process] = deque()
             self._out_bytes[process] = 0
         if out:
             last = out[-1]
@@ -365,33 +563,107 @@ class ProcessCommunicator(FabricCommunicator):
                 "their own"
             )
 
-    def _send(self, process: int) -> None:
-        out = self._out[process]
-        if not out:
-            return
-        pieces: list[bytes | memoryview] = []  # heads and payloads joined once: a columnar payload is copied once here
-        for channel, address, receivers, time_, path, payload, _ in out:
-            pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
-        out.clear()
-        self._out_bytes[process] = 0
-        self.fabric.mesh.send(process, b"".join(pieces))
+    def _send(self, process: int, all_credit: bool = False) -> bool:
+        """Send the buffered messages for ``process`` that fit its window; whether all went.
+
+        The credit owed to ``process`` travels with them (``all_credit`` is kept for
+        the callers that return credit alone).
+        """
+        out = self._out.get(process)
+        pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
+        if out:
+            fabric = self.fabric
+            sent = 0
+            while out:
+                channel, address, receivers, time_, path, payload, _ = out[0]
+                if not fabric.reserve(process, len(payload)):
+                    break
+                out.popleft()
+                sent += len(payload)
+                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+            self._out_bytes[process] -= sent
+        owed = self._owed[process]
+        if owed:
+            self._owed[process] = 0
+            pieces.insert(0, frame([CREDIT, owed]))
+        if pieces:
+            self.fabric.mesh.send_pieces(process, pieces)
+        return not out
 
     def flush(self) -> None:
-        """Send every buffered message."""
+        """Send every buffered message that fits its receiver's window, and the credit owed.
+
+        Credit goes back once a quarter of the window is owed to a process; what
+        remains below that goes back when a heartbeat asks (:attr:`ProcessFabric.credit_due`),
+        so that an idle worker sends no frame per step just to return a few bytes.
+        """
+        fabric = self.fabric
+        if fabric.credit_due[self._local]:
+            fabric.credit_due[self._local] = False
+            self._return_credit()
+        else:
+            threshold = self._credit_threshold
+            for process, owed in enumerate(self._owed):
+                if owed >= threshold and not self._out.get(process):
+                    self._send(process)
         if not self.buffered:
             return
+        everything = True
         for process in self._out:
-            self._send(process)
-        self.buffered = False
-        self._last_batch = None
+            everything = self._send(process) and everything
+        self.buffered = not everything
+        if everything:
+            self._last_batch = None
+
+    def _return_credit(self) -> None:
+        """Send all the credit owed, however small (before parking, or when finishing)."""
+        for process, owed in enumerate(self._owed):
+            if owed:
+                self._send(process, all_credit=True)
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed here: what waits or arrives later on its channels is never pulled."""
+        channels = self._channels_of.pop(index, None)
+        if channels:
+            self.fabric.close_channels(self._local, channels)
+
+    def backlogged(self) -> bool:
+        """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""
+        waiting = self.buffered
+        self.fabric.waiting_for_room[self._local] = waiting
+        return waiting
+
+    def park(self, timeout: float | None) -> None:
+        """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
+        self.flush()
+        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+
+    @property
+    def owes_credit(self) -> bool:
+        """Whether this worker pulled bytes from another process that it has not credited yet."""
+        return any(self._owed)
 
     def finish(self) -> None:
         """This worker has returned: send what is buffered, and count it as waiting for ever."""
         try:
             if self.fabric.stop_reason is None:
-                self.flush()
+                self._flush_all()
         finally:
-            self.fabric.finished[self._local] = True
+            self.fabric.finish_receiving(self._local)
+
+    def _flush_all(self) -> None:
+        """Send everything buffered whatever the windows say (a returned worker sends nothing more)."""
+        for process, out in self._out.items():
+            pieces: list[bytes | memoryview] = []
+            for channel, address, receivers, time_, path, payload, _ in out:
+                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+                self.fabric.charge(process, len(payload))
+            out.clear()
+            self._out_bytes[process] = 0
+            if pieces:
+                self.fabric.mesh.send_pieces(process, pieces)
+        self.buffered = False
+        self._return_credit()
 
 
 def decode_results(payload: bytes | memoryview) -> list[Any]:

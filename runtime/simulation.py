@@ -213,6 +213,13 @@ class SimulatedCommunicator:
     def end_step(self, more_work: bool) -> None:
         """Nothing to do: the simulation's scheduler already decides which worker runs each step."""
 
+    def backlogged(self) -> bool:
+        """Whether sent messages wait for room (never: the simulated network takes everything)."""
+        return False
+
+    def dataflow_completed(self, index: int) -> None:
+        """Dataflow ``index`` completed on this worker (nothing to release)."""
+
     def park(self, timeout: float | None) -> None:
         """Give the baton back; the scheduler decides when this worker runs again."""
         self._parked = True

@@ -40,6 +40,8 @@ CERTAIN_STALL = 1.0
 """Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``."""
 
 _NOTHING: list[ChangeBatch[Any]] = []
+_ROOM_PARK = 0.01
+"""Seconds a worker waiting for room at its receivers parks at most between two looks."""
 
 
 class Dataflow:
@@ -220,7 +222,27 @@ class Worker:
         return self.step_or_park(self._park)
 
     def step_or_park(self, timeout: float | None = None) -> bool:
-        """Like :meth:`step`, but first wait up to ``timeout`` seconds if there is nothing to do."""
+        """Like :meth:`step`, but first wait up to ``timeout`` seconds if there is nothing to do.
+
+        If the step's messages do not all fit at their receivers (another process
+        pulls more slowly than this worker sends), it keeps stepping, parking
+        when idle, until they have gone: the worker keeps running every dataflow
+        meanwhile, and returns to its caller (which may send more input) only
+        when its receivers have room.
+        """
+        more = self._step_or_park(timeout)
+        comm = self._comm
+        while comm.backlogged():
+            if self._dataflows:
+                more = self._step_or_park(_ROOM_PARK)
+            else:
+                comm.park(_ROOM_PARK)
+                comm.flush()
+                if comm.stop_reason is not None:
+                    self._stopped(comm.stop_reason)
+        return more
+
+    def _step_or_park(self, timeout: float | None) -> bool:
         comm = self._comm
         if comm.stop_reason is not None:
             self._stopped(comm.stop_reason)
@@ -248,6 +270,7 @@ class Worker:
                 if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
                     del self._dataflows[index]
                     self._active.discard(index)
+                    comm.dataflow_completed(index)
                     if self.logger is not None:
                         self.logger.dataflow_completed(index, dataflow.name)
                     if self.auditor is not None:

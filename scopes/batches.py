@@ -45,11 +45,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scopes.errors import ScopeError
+from scopes.lazy_import import lazy_module, loaded
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = [
     "BatchError", "KeyColumnError", "batch_kind", "batch_len", "column", "column_names", "concat_batches",
@@ -91,7 +95,8 @@ def is_columnar(batch: Any) -> bool:
     cls = batch.__class__
     if cls is list:
         return False
-    return cls is np.ndarray or isinstance(batch, np.ndarray) or is_arrow(batch)
+    numpy = loaded("numpy")  # no array exists before NumPy is imported: a list program never imports it
+    return (numpy is not None and isinstance(batch, numpy.ndarray)) or is_arrow(batch)
 
 
 def is_batch(value: Any) -> bool:

@@ -19,9 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, NamedTuple, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from scopes.batches import (
     BatchError,
@@ -38,6 +36,12 @@ from scopes.batches import (
 from scopes.destinations import KeyRouter
 from scopes.errors import BuildError, OperatorFailed, UserFunctionError
 from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
+from scopes.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 Message = tuple[Any, list[Any]]
 """A batch of records sharing one timestamp: ``(time, records)``."""

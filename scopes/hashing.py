@@ -62,11 +62,15 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scopes.errors import ScopeError
+from scopes.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 MASK64 = 2**64 - 1
 """Stable hashes are integers in ``[0, 2**64)``."""

@@ -1,0 +1,66 @@
+"""Flow control between processes: a slow receiver slows its senders down instead of filling memory."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import flow_control_mains
+import pytest
+from process_tree import run_measuring_peak
+
+from runtime import execute
+from runtime.errors import ConfigurationError
+from runtime.process_fabric import DEFAULT_SEND_WINDOW, send_window_from
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+PEAK_BOUND = 220 * 10**6
+"""Bytes: three interpreters with NumPy (the script and its two processes, about 45 MB each) and a window.
+
+Without flow control the same run peaks above 400 MB: the 2,000 arrays (320 MB)
+pile up in process 1 while its operator sleeps.
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_slow_receiver_keeps_the_process_tree_s_memory_flat_and_the_answer_right() -> None:
+    epochs, rows = 2000, 20_000
+    env = dict(os.environ, PYTIMELY_SEND_WINDOW="1M")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    output, peak = run_measuring_peak(
+        [sys.executable, str(HERE / "flow_control_mains.py"), str(epochs), str(rows), "0.003"],
+        timeout=240,
+        env=env,
+    )
+    total, expected = (int(word) for word in output.split())
+    assert total == expected == flow_control_mains.expected_total(epochs, rows)
+    assert 0 < peak < PEAK_BOUND, f"the process tree peaked at {peak / 1e6:.0f} MB"
+
+
+def test_a_loop_with_exchange_and_a_barrier_completes_with_a_tiny_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both processes wait for each other's room while holding data inside a loop; neither may deadlock."""
+    monkeypatch.setenv("PYTIMELY_SEND_WINDOW", "64K")
+    numbers, rounds = 1000, 3
+    main = functools.partial(flow_control_mains.loop_and_window, numbers=numbers, rounds=rounds)
+    results = execute(main, processes=2, stall_timeout=60)
+    for round_ in range(rounds):
+        first = 2 + round_ * numbers * 2
+        expected = flow_control_mains.collatz_total(first, first + 2 * numbers - 1)
+        assert sum(result[0][round_] for result in results) == expected
+    for _, window, most, largest in results:
+        assert window == 64 * 1024
+        assert 0 < most < window + largest  # the window held: at most one message beyond it
+
+
+def test_the_send_window_setting_is_parsed_and_refused_when_wrong() -> None:
+    assert send_window_from(None) == send_window_from("") == DEFAULT_SEND_WINDOW
+    assert send_window_from("65536") == 65536
+    assert send_window_from("64K") == send_window_from("64KiB") == 64 * 1024
+    assert send_window_from(" 8M ") == 8 << 20
+    for wrong in ("lots", "-5", "1.5M", "100", "4K"):
+        with pytest.raises(ConfigurationError, match="PYTIMELY_SEND_WINDOW"):
+            send_window_from(wrong)
