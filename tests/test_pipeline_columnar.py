@@ -36,8 +36,16 @@ def run_components(worker: Any, src: np.ndarray, dst: np.ndarray, nodes: int, co
     handle, probe = worker.dataflow(build)
     mine_src, mine_dst = src[worker.index :: worker.peers], dst[worker.index :: worker.peers]
     for start in range(0, len(mine_src), BATCH):
-        batch = pa.record_batch({"src": mine_src[start : start + BATCH], "dst": mine_dst[start : start + BATCH]})
-        (handle.send_batch if columnar else handle.send)(batch)
+        if columnar:  # one Arrow batch per message, as run_dataflow(columnar=True) hands them over
+            handle.send_batch(
+                pa.record_batch({"src": mine_src[start : start + BATCH], "dst": mine_dst[start : start + BATCH]})
+            )
+        else:  # row mode: (src, dst) tuples
+            handle.send_batch(
+                list(
+                    zip(mine_src[start : start + BATCH].tolist(), mine_dst[start : start + BATCH].tolist(), strict=True)
+                )
+            )
     handle.close()
     worker.step_while(lambda: not probe.done())
     return [(type(batch).__name__, batch.to_pylist()) for batch in produced]
@@ -72,5 +80,8 @@ def test_ids_in_name_order_make_the_smallest_id_the_smallest_name() -> None:
 
 def test_an_arrow_batch_becomes_an_edge_array_column_by_column() -> None:
     batch = pa.record_batch({"src": pa.array([3, 1], pa.int32()), "dst": pa.array([0, 2], pa.int32())})
-    edges = pipeline.edge_array([batch, batch])
-    assert edges.dtype == pipeline.EDGE and edges.tolist() == [(3, 0), (1, 2), (3, 0), (1, 2)]
+    edges = pipeline.edge_array(batch)
+    assert edges.dtype == pipeline.EDGE and edges.tolist() == [(3, 0), (1, 2)]
+    rows = pipeline.edge_array([(3, 0), (1, 2)])
+    assert rows.dtype == pipeline.EDGE and rows.tolist() == [(3, 0), (1, 2)]
+    assert pipeline.edge_array([]).dtype == pipeline.EDGE
