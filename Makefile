@@ -9,7 +9,7 @@ SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
 
-.PHONY: test demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop
+.PHONY: test test-audit demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -47,7 +47,15 @@ graphviz: debian
 
 test: $(SPARK) debian
 	$(PY) -m pytest -q -p no:cacheprovider
+	$(MAKE) test-audit
 	$(MAKE) lint
+
+# The suite again with the progress audit on (runtime/audit.py), which checks the progress
+# ledger as every computation runs. Spark's tests and the benchmarks' smoke run are left out:
+# they run no engine code the rest of the suite does not, and take minutes.
+test-audit: $(SPARK) debian
+	PYTIMELY_AUDIT=1 $(PY) -m pytest -q -p no:cacheprovider \
+	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py
 
 # A user's program on a real standalone cluster (a master and two workers on loopback, about a minute):
 # not part of `make test`.  spark-cluster / spark-cluster-stop start and stop one by hand.
