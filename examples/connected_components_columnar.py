@@ -328,9 +328,9 @@ def _propagation(
             """Keep each node's smallest offer; the lowered nodes offer their label to their successors."""
             labels = state.labels
             assert labels is not None
+            offers = concat_arrays(batches, OFFER)
             best = np.full(owned, NO_LABEL, np.int32)
-            for offers in batches:  # batch by batch: concatenating the received batches first only copies them
-                np.minimum.at(best, offers["node"] // peers, offers["label"])
+            np.minimum.at(best, offers["node"] // peers, offers["label"])
             changed = np.flatnonzero(best < labels)
             labels[changed] = best[changed]
             indptr = state.indptr
