@@ -181,20 +181,18 @@ class ProcessFabric:
 
     def mailbox(self, channel: int, local: int) -> deque[Message]:
         """The mailbox of local worker ``local`` for ``channel``."""
-        key = (channel, local)
-        box = self._mailboxes.get(key)
-        if box is None:
-            with self._lock:
-                box = self._mailboxes.setdefault(key, deque())
-        return box
+        return self._box(self._mailboxes, (channel, local))
 
     def remote_mailbox(self, channel: int, local: int) -> deque[RemoteMessage]:
         """The messages from other processes to local worker ``local`` on ``channel``."""
-        key = (channel, local)
-        box = self._remote_boxes.get(key)
+        return self._box(self._remote_boxes, (channel, local))
+
+    def _box(self, boxes: dict[tuple[int, int], deque[Any]], key: tuple[int, int]) -> deque[Any]:
+        """``boxes[key]``, made under the lock the first time (readers and workers may ask at once)."""
+        box = boxes.get(key)
         if box is None:
             with self._lock:
-                box = self._remote_boxes.setdefault(key, deque())
+                box = boxes.setdefault(key, deque())
         return box
 
     # ------------------------------------------------------------------ flow control
