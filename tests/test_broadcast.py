@@ -8,6 +8,7 @@ could fire before all copies for its time had arrived.
 import pytest
 
 from runtime import execute
+from runtime.testing import assert_outputs, run_dataflow
 from scopes import Pipeline, Product
 
 
@@ -57,18 +58,12 @@ def test_every_round_sees_one_record_from_each_worker_and_nothing_late(workers):
         assert log == [("round", 0, 0)] + [("round", r, workers) for r in (1, 2, 3)]
 
 
+def received_where(scope, numbers):
+    """Each broadcast record, tagged with the worker that received it."""
+    return numbers.broadcast().map(lambda record: (scope.index, record))
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_broadcast_delivers_every_record_to_every_worker(workers):
-    def main(worker):
-        seen = []
-
-        def build(scope):
-            records = range(10) if worker.index == 0 else []
-            stream = scope.to_stream(records).broadcast().inspect(seen.append)
-            return stream.probe()
-
-        probe = worker.dataflow(build)
-        worker.step_while(lambda: not probe.done())
-        return sorted(seen)
-
-    assert execute(main, workers=workers) == [list(range(10))] * workers
+    result = run_dataflow(received_where, [list(range(10))], workers=workers)
+    assert_outputs(result, {0: [(worker, record) for worker in range(workers) for record in range(10)]})
