@@ -269,30 +269,26 @@ class ProcessFabric:
 
     def close_channels(self, local: int, channels: list[int]) -> None:
         """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
-        owed: dict[int, int] = {}
         with self._lock:
+            boxes = []
             for channel in channels:
                 key = (channel, local)
                 self._closed.add(key)
                 box = self._remote_boxes.get(key)
                 if box:
-                    for _, _, process, size in box:
-                        owed[process] = owed.get(process, 0) + size
-                    box.clear()
-        for process, size in owed.items():
-            if size:
-                self.mesh.send(process, frame([CREDIT, size]))
+                    boxes.append(box)
+            owed = _empty_crediting(boxes)
+        self._send_credit(owed)
 
     def finish_receiving(self, local: int) -> None:
         """Local worker ``local`` has returned: credit what waits for it now, and whatever arrives later."""
-        owed: dict[int, int] = {}
         with self._lock:
             self.finished[local] = True
-            for key, box in self._remote_boxes.items():
-                if key[1] == local:
-                    for _, _, process, size in box:
-                        owed[process] = owed.get(process, 0) + size
-                    box.clear()
+            owed = _empty_crediting([box for key, box in self._remote_boxes.items() if key[1] == local])
+        self._send_credit(owed)
+
+    def _send_credit(self, owed: dict[int, int]) -> None:
+        """Give each process back the bytes of its messages that will never be pulled."""
         for process, size in owed.items():
             if size:
                 self.mesh.send(process, frame([CREDIT, size]))
@@ -670,3 +666,13 @@ def decode_results(payload: bytes | memoryview) -> list[Any]:
     if results.__class__ is not list:
         raise TypeError("a bye frame must carry a list of results")
     return results
+
+
+def _empty_crediting(boxes: list[deque[RemoteMessage]]) -> dict[int, int]:
+    """Empty ``boxes`` (messages nobody will pull); return the bytes owed back to each sending process."""
+    owed: dict[int, int] = {}
+    for box in boxes:
+        for _, _, process, size in box:
+            owed[process] = owed.get(process, 0) + size
+        box.clear()
+    return owed

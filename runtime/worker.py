@@ -64,11 +64,22 @@ class Dataflow:
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
 
-    def _repr_svg_(self) -> str:
-        """Jupyter display: the diagram ``viz.render(self)`` draws (viz is imported only here, when asked)."""
-        import viz  # runtime never imports viz otherwise: viz sits above runtime
+    def _repr_svg_(self) -> str | None:
+        """Jupyter display: the diagram ``viz.render(self)`` draws, once ``viz`` is imported (else the text repr).
 
-        return viz.render(self).svg()
+        ``viz`` sits above ``runtime``, so it registers the drawing itself
+        (:func:`set_svg_renderer`) when it is imported.
+        """
+        return _svg_renderer(self) if _svg_renderer is not None else None
+
+
+_svg_renderer: Callable[[Dataflow], str] | None = None
+
+
+def set_svg_renderer(renderer: Callable[[Dataflow], str] | None) -> None:
+    """Draw dataflows as SVG in Jupyter with ``renderer`` (``viz`` registers its own on import)."""
+    global _svg_renderer
+    _svg_renderer = renderer
 
 
 class Worker:

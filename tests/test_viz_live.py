@@ -116,3 +116,27 @@ def test_render_refuses_what_it_cannot_draw() -> None:
             viz.render(worker, at=1.0)
 
     execute(main, workers=1, stall_timeout=5)
+
+
+def test_runtime_draws_nothing_until_viz_is_imported_and_never_imports_it() -> None:
+    """viz sits above runtime: a dataflow shows its text repr until viz registers its drawing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from runtime import execute\n"
+        "def main(worker):\n"
+        "    worker.dataflow(lambda scope: scope.new_input()[1].probe())\n"
+        "    before = worker.dataflows[0]._repr_svg_()\n"
+        "    import viz\n"
+        "    after = worker.dataflows[0]._repr_svg_()\n"
+        "    return before is None, after.lstrip().startswith('<')\n"
+        "assert 'viz' not in sys.modules\n"
+        "print(execute(main)[0])\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(True, True)"

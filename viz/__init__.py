@@ -8,7 +8,7 @@
   SVG display in Jupyter) of a recording, or of the running program: give it
   the worker inside ``main(worker)``, or one of ``worker.dataflows``
   (:mod:`viz.live` reads their live state; no logging needed).  A dataflow
-  displays itself in Jupyter the same way (``Dataflow._repr_svg_``).
+  displays itself in Jupyter the same way (``Dataflow._repr_svg_``, drawn by viz once imported).
   ``python -m viz dot LOG -o out.svg`` draws from a recording file.
 * ``python -m viz tui`` is the terminal UI on the same model.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from runtime.instrument import Event, Recorder
-from runtime.worker import Dataflow, Worker
+from runtime.worker import Dataflow, Worker, set_svg_renderer
 from scopes.subgraph import Subgraph
 from viz.dot import Diagram, to_graph
 from viz.errors import RenderError, SelectionError, VizError
@@ -76,3 +76,11 @@ def render(
     if worker is not None and worker not in model.workers:
         raise SelectionError(f"no events from worker {worker}; the recording has workers {sorted(model.workers)}")
     return Diagram(to_graph(model, worker=worker, depth=depth, stuck=stuck))
+
+
+def _dataflow_svg(dataflow: Dataflow) -> str:
+    """What a dataflow shows in Jupyter: its live diagram as SVG."""
+    return render(dataflow).svg()
+
+
+set_svg_renderer(_dataflow_svg)
