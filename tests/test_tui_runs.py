@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from test_tui_live import start_logged
 from textual.widgets import Footer, Static
@@ -158,5 +159,44 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
                 await pilot.pause(0.2)
             assert [len(r.connections) for r in app.runs] == [2, 1]
             assert app.runs[0].state.model.events == len(raws) == app.runs[1].state.model.events
+
+    asyncio.run(run())
+
+
+def test_going_back_in_a_replay_drops_tree_rows_of_operators_not_built_yet() -> None:
+    """After the end of a recording, `g` shows the start: no row keeps the state it showed at the end."""
+    from textual.widgets import Tree
+    from tui_helpers import replay_app
+
+    def rows(app: TimelyApp) -> list[str]:
+        tree = app.query_one("#scope-tree", Tree)
+        found: list[str] = []
+
+        def visit(node: Any) -> None:
+            for child in node.children:
+                found.append(str(child.label))
+                visit(child)
+
+        visit(tree.root)
+        return found
+
+    async def run() -> None:
+        app = replay_app(at_end=True)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            at_end = rows(app)
+            assert at_end
+            await pilot.press("g")
+            await pilot.pause()
+            assert rows(app) == []  # nothing was built at event 0
+            for _ in range(5):
+                await pilot.press("n")
+            await pilot.pause()
+            shown = rows(app)
+            built = {info.address for info in walk(app.state.model)}
+            assert len(shown) == len(built), (shown, built)
+            await pilot.press("G")
+            await pilot.pause()
+            assert rows(app) == at_end
 
     asyncio.run(run())

@@ -802,7 +802,9 @@ class TimelyApp(App[int]):
         tree = self.query_one("#scope-tree", Tree)
         model = self.state.model
         nodes = self._tree_nodes
+        present = set()
         for info in walk(model):
+            present.add(info.address)
             label_text, busy = tree_label(model, view, info)
             label = Text()
             label.append("● " if busy else "✓ ", style="bold yellow" if busy else "green")
@@ -824,6 +826,12 @@ class TimelyApp(App[int]):
                 node.set_label(label)
             if info.is_scope and not node.allow_expand:
                 node.allow_expand = True
+        # a replay moved back before these operators were built: their rows would show a later state
+        stale = {address for address in nodes if address not in present}
+        for address in stale:
+            node = nodes.pop(address)
+            if not any(address[:depth] in stale for depth in range(1, len(address))):
+                node.remove()  # with its children, which are stale too
 
     def _refresh_operators(self, view: View) -> None:
         table = self.query_one("#op-table", DataTable)
