@@ -21,9 +21,6 @@ from runtime.spark import standalone
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.skipif(
-    os.environ.get("PYTIMELY_CLUSTER_TESTS") != "1", reason="starts a standalone cluster: run with make test-cluster"
-)
 
 
 def test_a_users_program_runs_on_a_standalone_cluster_and_matches_plain_spark(tmp_path: Path) -> None:
