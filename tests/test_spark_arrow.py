@@ -292,3 +292,24 @@ def test_tasks_learn_every_address_in_task_order_from_the_driver_and_a_wrong_tok
             gather(lonely.address, "t", 0, "h0:0", 2, 0.5)
     finally:
         lonely.close()
+
+
+def test_the_drivers_listeners_decode_plain_values_only() -> None:
+    """A rendezvous hello (read before its token is checked) carrying an extension value is refused, not decoded."""
+    import socket
+    import time
+
+    from runtime.errors import DecodeError
+    from runtime.spark.rendezvous import _read_frame
+    from runtime.wire import frame
+
+    sender, receiver = socket.socketpair()
+    try:
+        sender.sendall(frame(["hello", "token", 0, ("a", "tuple")]))  # a tuple travels as an extension type
+        with pytest.raises(DecodeError):
+            _read_frame(receiver, time.monotonic() + 5)
+        sender.sendall(frame(["hello", "token", 0, "host:1"]))
+        assert _read_frame(receiver, time.monotonic() + 5) == ["hello", "token", 0, "host:1"]
+    finally:
+        sender.close()
+        receiver.close()

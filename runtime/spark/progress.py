@@ -62,7 +62,7 @@ class ProgressServer:
             self._threads.append(reader)
 
     def _read(self, conn: socket.socket) -> None:
-        reader = FrameReader(_MAX_FRAME)
+        reader = FrameReader(_MAX_FRAME, plain=True)  # plain values only: nothing from a socket runs a codec
         trusted = False
         conn.settimeout(0.5)
         with conn:

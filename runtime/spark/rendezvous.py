@@ -102,7 +102,7 @@ class Rendezvous:
 
 
 def _read_frame(conn: socket.socket, deadline: float) -> list[Any]:
-    reader = FrameReader(_MAX_FRAME)
+    reader = FrameReader(_MAX_FRAME, plain=True)  # plain values only, before and after the token is checked
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
