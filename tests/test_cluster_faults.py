@@ -72,6 +72,13 @@ def children_in_order(parent: int, seen: list[int]) -> list[int]:
     return seen
 
 
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signals) -> tuple[float, str, str]:
     """Start the script, send ``sig`` to child ``victim`` ``after`` seconds after it appeared.
 
@@ -93,6 +100,11 @@ def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signal
         while len(children_in_order(parent.pid, seen)) <= victim:
             assert time.monotonic() < deadline, "the cluster's processes did not start"
             time.sleep(0.002)
+        # A fault "at start-up" hits the new process, not the launcher's fork of itself before exec: a fork
+        # stopped before exec holds subprocess.Popen in the launcher (it waits for the exec to report).
+        while _cmdline(seen[victim]) == _cmdline(parent.pid):
+            assert time.monotonic() < deadline, "the victim never ran its own program"
+            time.sleep(0.001)
         time.sleep(after)
         os.kill(seen[victim], sig)
         faulted = time.monotonic()
