@@ -1,0 +1,245 @@
+"""The event schema: one dataclass per kind of event, and the ``K_*`` integers that name them on the wire.
+
+On the wire every event is one msgpack array ``[kind, worker, seq, t, *fields]``:
+``kind`` is one of the ``K_*`` integers below, ``worker`` the worker's index,
+``seq`` a per-worker sequence number (1, 2, ...; gaps never occur in a sink that
+has dropped nothing), ``t`` a ``time.monotonic()`` reading in seconds (one
+clock for every process on a machine).  Decoded, each kind is the dataclass
+named after it, with the fields that follow ``t`` in the order listed:
+
+``K_OPERATOR`` :class:`OperatorCreated`
+    ``address`` (path of child indices in the scope tree, the dataflow's index
+    first), ``name``, ``inputs``, ``outputs`` (port counts), ``reach``
+    (``reach[i]``: the outputs input ``i`` reaches inside the operator),
+    ``scope_timestamp`` (the timestamp type's name when the operator is a
+    scope, else ``None``), and optionally ``site``: where the user's code
+    built the operator, ``file.py:LINE`` (absent when unknown).  A dataflow is
+    the scope at address ``(index,)``.
+``K_CHANNEL`` :class:`ChannelCreated`
+    ``scope`` (address), ``source`` and ``target`` as ``(node, port)`` pairs
+    (node 0 is the scope's boundary: its sources are the scope's inputs, its
+    targets the scope's outputs), ``contract`` (``Pipeline``, ``Exchange``,
+    ``Broadcast``).
+``K_LOCATIONS`` :class:`LocationsDefined`
+    ``scope``, ``table``: ``(node, port, is_source)`` for each dense location
+    index used by the pointstamp and frontier events of that scope.
+``K_SCHEDULE`` :class:`Scheduled`
+    ``address``, ``start`` (``perf_counter``), ``duration`` (seconds).
+``K_MESSAGES`` :class:`Messages`
+    ``address``, ``consumed`` and ``produced``: per input (output) port, the
+    ``(time, records)`` received (sent) during one scheduling.
+``K_POINTSTAMPS`` :class:`PointstampsChanged`
+    ``scope``, ``changes``: ``(location, time, diff)`` folded into the scope's
+    tracker on this worker (capabilities at sources, messages at targets;
+    every worker's tracker counts every worker's pointstamps, so these are
+    what this worker *knows*, global counts).
+``K_LOCAL_POINTSTAMPS`` :class:`LocalPointstampsChanged`
+    ``scope``, ``changes``: the ``(location, time, diff)`` changes this worker
+    *originated* (its own progress batch, as it broadcasts it, and its own
+    share of the initial capabilities).  Every change is originated by exactly
+    one worker, so summing these over the workers gives the global counts, and
+    one worker's sum gives the capabilities that worker holds.  Changes at a
+    nested scope's boundary locations (``node == 0``) stand for messages the
+    worker consumed at the scope's input (``Source(0, i)``, diff < 0) or
+    produced at its output (``Target(0, o)``); the parent counts them at the
+    scope's input and at the targets of the scope's output.  Only logged
+    when there are several workers: alone, a worker's tracker counts exactly
+    the changes it originated, and ``K_POINTSTAMPS`` says it all.
+``K_FRONTIERS`` :class:`FrontiersChanged`
+    ``scope``, ``changes``: ``(location, time, diff)`` changes to the frontier
+    the tracker implies at each location (+1: the time joined the frontier).
+``K_INPUT`` :class:`InputChanged`
+    ``address`` (of the input operator), ``name`` (as the user named it),
+    ``action`` (``created``, ``advanced``, ``closed``), ``time`` (the handle's
+    time after the action), and optionally ``site`` (``created`` only: where
+    the user's code created the handle, ``file.py:LINE``).
+``K_DATAFLOW_DONE`` :class:`DataflowCompleted`
+    ``index``, ``name``.
+``K_SHUTDOWN`` :class:`WorkerShutdown`
+    no fields: the worker stopped.
+``K_DROPPED`` :class:`EventsDropped`
+    ``count``: events a sink had to drop (worker ``-1``); sent when it can.
+``K_MARK`` :class:`Mark`
+    ``label``: a note from the program (``logger.mark("...")``).
+
+Times are encoded as msgpack values by :mod:`runtime.codec` (the recording
+dialect): :class:`~scopes.timestamp.Product` as its extension type PRODUCT
+holding ``[outer, inner]``, other non-msgpack times as REPR holding their
+``repr``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.instrumentation.errors import RecordingError
+
+K_OPERATOR = 1
+K_CHANNEL = 2
+K_LOCATIONS = 3
+K_SCHEDULE = 4
+K_MESSAGES = 5
+K_POINTSTAMPS = 6
+K_FRONTIERS = 7
+K_INPUT = 8
+K_DATAFLOW_DONE = 9
+K_SHUTDOWN = 10
+K_DROPPED = 11
+K_MARK = 12
+K_LOCAL_POINTSTAMPS = 13
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Fields every event carries: the worker, its sequence number, and a monotonic time."""
+
+    worker: int
+    seq: int
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorCreated(Event):
+    """An operator or scope was built (see the module's schema)."""
+
+    address: tuple[int, ...]
+    name: str
+    inputs: int
+    outputs: int
+    reach: tuple[tuple[int, ...], ...]
+    scope_timestamp: str | None
+    site: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelCreated(Event):
+    """An edge inside a scope, with its channel contract."""
+
+    scope: tuple[int, ...]
+    source: tuple[int, int]
+    target: tuple[int, int]
+    contract: str
+    copies: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LocationsDefined(Event):
+    """The dense location numbering of a scope's tracker."""
+
+    scope: tuple[int, ...]
+    table: tuple[tuple[int, int, bool], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled(Event):
+    """An operator ran for ``duration`` seconds."""
+
+    address: tuple[int, ...]
+    start: float
+    duration: float
+
+
+@dataclass(frozen=True, slots=True)
+class Messages(Event):
+    """Records received and sent by an operator in one scheduling, per port and time."""
+
+    address: tuple[int, ...]
+    consumed: tuple[tuple[tuple[Any, int], ...], ...]
+    produced: tuple[tuple[tuple[Any, int], ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PointstampsChanged(Event):
+    """Pointstamp count changes folded into a scope's tracker."""
+
+    scope: tuple[int, ...]
+    changes: tuple[tuple[int, Any, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPointstampsChanged(Event):
+    """Pointstamp count changes this worker originated in a scope (its own progress batch)."""
+
+    scope: tuple[int, ...]
+    changes: tuple[tuple[int, Any, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FrontiersChanged(Event):
+    """Frontier changes computed by a scope's tracker."""
+
+    scope: tuple[int, ...]
+    changes: tuple[tuple[int, Any, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InputChanged(Event):
+    """An input handle was created, advanced or closed."""
+
+    address: tuple[int, ...]
+    name: str
+    action: str
+    time: Any
+    site: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DataflowCompleted(Event):
+    """A dataflow finished on this worker."""
+
+    index: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerShutdown(Event):
+    """The worker stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventsDropped(Event):
+    """A sink dropped ``count`` events because its consumer could not keep up."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mark(Event):
+    """A label the program attached to this moment."""
+
+    label: str
+
+
+_CLASSES: dict[int, type[Event]] = {
+    K_OPERATOR: OperatorCreated,
+    K_CHANNEL: ChannelCreated,
+    K_LOCATIONS: LocationsDefined,
+    K_SCHEDULE: Scheduled,
+    K_MESSAGES: Messages,
+    K_POINTSTAMPS: PointstampsChanged,
+    K_FRONTIERS: FrontiersChanged,
+    K_INPUT: InputChanged,
+    K_DATAFLOW_DONE: DataflowCompleted,
+    K_SHUTDOWN: WorkerShutdown,
+    K_DROPPED: EventsDropped,
+    K_MARK: Mark,
+    K_LOCAL_POINTSTAMPS: LocalPointstampsChanged,
+}
+
+
+def decode(raw: Sequence[Any]) -> Event:
+    """Turn one wire array ``[kind, worker, seq, t, *fields]`` into its event dataclass."""
+    try:
+        cls = _CLASSES[raw[0]]
+        return cls(*raw[1:])
+    except (KeyError, TypeError, IndexError) as error:
+        raise RecordingError(f"not a pytimely event: {tuple(raw)[:6]!r} ({error})") from None
+
+
+def freeze(value: Any) -> Any:
+    """Deep-convert lists to tuples (in-memory events look exactly like decoded ones)."""
+    if value.__class__ is list or value.__class__ is tuple:
+        return tuple(freeze(item) for item in value)
+    return value

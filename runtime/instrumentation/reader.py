@@ -1,0 +1,273 @@
+"""Reading recordings, from files or as their bytes arrive, in either format version."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import msgpack  # type: ignore[import-untyped]
+
+from runtime import codec
+from runtime.errors import DecodeError
+from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
+from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
+from runtime.instrumentation.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
+from runtime.instrumentation.events import _CLASSES, Event, decode
+
+_READ_CHUNK = 1 << 16
+_V1_MAX_BUFFER = 1 << 27  # version 1 is one msgpack stream: no value may need more than this at once
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What :func:`read_recording` read: the events, and why the file looks cut short (``None`` if it does not)."""
+
+    events: list[Event]
+    truncated: str | None
+
+
+class RecordingStream:
+    """Decodes a recording as its bytes arrive (a file read in chunks, or a viewer's TCP connection).
+
+    :meth:`feed` returns the raw events (``(kind, worker, seq, t, *fields)``
+    tuples) now complete; :meth:`finish` says at the end whether the
+    recording was cut short.  Reads format version 2 (framed, checksummed)
+    and version 1 (a bare msgpack stream).  Anything else, a damaged frame or
+    a value past the decoder's limits raises :class:`RecordingError` (a
+    :class:`RecordingCorrupt` naming ``where`` and the byte offset); so does
+    every call after one that raised.
+    """
+
+    def __init__(self, where: str, cache_times: bool = False, max_pending: int | None = None) -> None:
+        """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once.
+
+        ``max_pending`` bounds the bytes held for one unfinished frame (or, in
+        version 1, one unfinished value): past it :meth:`feed` raises
+        :class:`RecordingTooLarge` instead of buffering more.
+        """
+        self.max_pending = max_pending
+        self.where = where
+        self.header: dict[Any, Any] | None = None
+        self.version: int | None = None
+        self.ended = False
+        self.events = 0
+        self._start = b""
+        self._fed = 0
+        self._frames = FrameBuffer(start=len(RECORDING_MAGIC), max_frame=max_pending or MAX_FRAME_BYTES)
+        self._unpacker: Any = None
+        self._cache_times = cache_times
+        self._dialect = codec.RECORDING.cached() if cache_times else codec.RECORDING
+        self._error: RecordingError | None = None
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Add received bytes; return the events they complete, in order."""
+        if self._error is not None:
+            raise self._error
+        self._fed += len(data)
+        try:
+            if self.version is None:
+                data = self._detect(bytes(data))
+                if self.version is None:
+                    return []
+            if self.version == 1:
+                return self._feed_v1(data)
+            return self._feed_v2(data)
+        except RecordingError as error:
+            self._error = error
+            raise
+
+    def _detect(self, data: bytes) -> bytes:
+        """Tell the format version from the first bytes; return the bytes not yet consumed."""
+        start = self._start + data
+        if len(start) < len(RECORDING_MAGIC) and RECORDING_MAGIC.startswith(start):
+            self._start = start
+            return b""
+        self._start = b""
+        if start.startswith(RECORDING_MAGIC):
+            self.version = VERSION
+            return start[len(RECORDING_MAGIC) :]
+        if 0x81 <= start[0] <= 0x8F and (len(start) < 8 or start[1:8] == b"\xa6format"):
+            self.version = 1
+            dialect = codec.RECORDING_V1.cached() if self._cache_times else codec.RECORDING_V1
+            self._unpacker = dialect.unpacker(min(_V1_MAX_BUFFER, self.max_pending or _V1_MAX_BUFFER))
+            return start
+        kind = what_file(start[:8])
+        if kind is not None:
+            raise RecordingError(f"{self.where}: this is {kind}, not a pytimely recording")
+        raise RecordingError(f"{self.where}: not a pytimely recording (it starts with {start[:8]!r})")
+
+    def _feed_v2(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+        frames = self._frames
+        frames.feed(data)
+        out: list[tuple[Any, ...]] = []
+        while True:
+            try:
+                taken = frames.take()
+            except FrameDamage as damage:
+                if self.max_pending is not None and frames.needed() - HEAD.size > self.max_pending:
+                    raise self._too_large() from None
+                raise self._corrupt(damage.offset, damage.problem) from None
+            if taken is None:
+                return out
+            offset, payload = taken
+            if self.ended:
+                raise self._corrupt(offset, "follows the recording's end frame")
+            try:
+                value = codec.decode(payload, self._dialect)
+            except DecodeError as error:
+                raise self._corrupt(offset, f"cannot be decoded: {error}") from None
+            if self.header is None:
+                self._check_header(value, offset)
+            elif value.__class__ is tuple:
+                self._check_events(value, offset)
+                self.events += len(value)
+                out.extend(value)
+            elif value.__class__ is dict and value.get("end") is True:
+                self.ended = True
+            else:
+                raise self._corrupt(offset, f"holds a {type(value).__name__}, not events")
+
+    def _feed_v1(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
+        unpacker = self._unpacker
+        out: list[Any] = []
+        try:
+            unpacker.feed(data)
+            out.extend(unpacker)
+        except msgpack.BufferFull:
+            raise self._too_large() from None
+        except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
+            problem = codec.decode_error(error, codec.RECORDING_V1)
+            done = self.events + len(out) - (1 if self.header is None and out else 0)
+            raise RecordingError(f"{self.where}: corrupted after {done} events ({problem})") from None
+        if self.header is None and out:
+            self._check_header(out.pop(0), 0)
+        self._check_events(out, unpacker.tell())
+        self.events += len(out)
+        return out
+
+    def _too_large(self) -> RecordingTooLarge:
+        limit = self.max_pending or _V1_MAX_BUFFER
+        return RecordingTooLarge(f"{self.where}: an event larger than the limit of {limit:,} bytes", limit)
+
+    def _check_header(self, value: Any, offset: int) -> None:
+        if not isinstance(value, dict) or value.get("format") not in (FORMAT, FORMAT_V1):
+            raise RecordingError(f"{self.where}: not a pytimely recording (no '{FORMAT}' header)")
+        version = value.get("version")
+        if not isinstance(version, int) or version > VERSION:
+            raise RecordingError(
+                f"{self.where}: recording format version {version!r} is newer than this viewer's ({VERSION}); "
+                "upgrade pytimely to read it"
+            )
+        if version != self.version:
+            raise self._corrupt(offset, f"declares format version {version!r} in a file of version {self.version}")
+        self.header = value
+
+    def _check_events(self, events: Sequence[Any], offset: int) -> None:
+        for raw in events:
+            if raw.__class__ is not tuple or len(raw) < 4 or raw[0] not in _CLASSES:
+                if self.version == 1:
+                    raise RecordingError(
+                        f"{self.where}: corrupted after {self.events} events: "
+                        f"{codec.describe(raw)} is not a pytimely event"
+                    )
+                raise self._corrupt(offset, f"holds {codec.describe(raw)}, not a pytimely event")
+
+    def _corrupt(self, offset: int, problem: str) -> RecordingCorrupt:
+        return RecordingCorrupt(
+            f"{self.where} is damaged: the frame at byte offset {offset} {problem}; the events before it "
+            f"({self.events}) were read. Record the run again, or look at the undamaged part knowing it is incomplete",
+            self.where,
+            offset,
+        )
+
+    def finish(self) -> str | None:
+        """At the end of the input: why the recording looks cut short, or ``None`` if it is whole.
+
+        Raises :class:`RecordingError` if the input held no recording at all.
+        """
+        if self._error is not None:
+            raise self._error
+        if self.version is None:
+            if not self._start:
+                raise RecordingError(f"{self.where}: empty file, not a pytimely recording")
+            return f"{self.where} is truncated: it ends {len(self._start)} bytes into its magic bytes"
+        if self.header is None:
+            if self.version == 1:
+                raise RecordingError(f"{self.where}: not a pytimely recording (its header is cut short)")
+            return f"{self.where} is truncated: it ends in its header, at byte offset {self._frames.start}"
+        if self.version == 1:
+            if self._unpacker.tell() < self._fed:
+                return f"{self.where} is truncated: it ends in the middle of an event, after {self.events} events"
+            return None
+        if len(self._frames):
+            return (
+                f"{self.where} is truncated: it ends {len(self._frames)} bytes into the frame at byte offset "
+                f"{self._frames.start}, after {self.events} events"
+            )
+        if not self.ended:
+            return (
+                f"{self.where} is truncated: it has no end frame after its {self.events} events (the program "
+                "was killed, or had not closed its log)"
+            )
+        return None
+
+
+def iter_stream(stream: BinaryIO, where: str) -> Iterator[Event]:
+    """Decode events from a binary stream holding a recording; raise :class:`RecordingError`.
+
+    A recording cut short yields the events before the cut (see :func:`read_recording` to learn that it was).
+    """
+    decoder = RecordingStream(where)
+    while True:
+        data = stream.read(_READ_CHUNK)
+        if not data:
+            break
+        for raw in decoder.feed(data):
+            yield _decode_checked(raw, decoder)
+    decoder.finish()
+
+
+def _decode_checked(raw: tuple[Any, ...], decoder: RecordingStream) -> Event:
+    try:
+        return decode(raw)
+    except RecordingError as error:
+        raise RecordingError(f"{decoder.where}: corrupted after {decoder.events} events: {error}") from None
+
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """Every event of a recording file, in file order, and whether (and why) it was cut short.
+
+    Raises :class:`RecordingError` with one line saying what is wrong for a
+    missing file, a directory, another kind of file, a newer version, or
+    damage (naming the byte offset in a file of format version 2).
+    """
+    where = str(path)
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise RecordingError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise RecordingError(f"{where}: is a directory, not a recording") from None
+    except OSError as error:
+        raise RecordingError(f"{where}: cannot open ({error.strerror})") from None
+    decoder = RecordingStream(where)
+    events: list[Event] = []
+    with handle:
+        while True:
+            data = handle.read(_READ_CHUNK)
+            if not data:
+                break
+            events.extend(_decode_checked(raw, decoder) for raw in decoder.feed(data))
+    return Recording(events, decoder.finish())
+
+
+def read_events(path: str | os.PathLike[str]) -> list[Event]:
+    """Every event of a recording file, in file order.
+
+    A file cut short (a program killed while writing) yields the complete
+    events before the cut; :func:`read_recording` also says whether it was.
+    Anything else that is wrong raises :class:`RecordingError` with one line saying what.
+    """
+    return read_recording(path).events

@@ -1,0 +1,107 @@
+"""The process's active pipeline: turning logging on and off, and the logger a new worker gets."""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from pathlib import Path
+
+from runtime.instrumentation.logger import Instrument
+from runtime.instrumentation.pipeline import Pipeline
+from runtime.instrumentation.sinks import FileSink, Sink, TcpSink
+
+_active: Pipeline | None = None
+_active_lock = threading.Lock()
+
+
+def logger_for(worker: int) -> Instrument | None:
+    """The logger a new worker should use, or ``None`` when logging is off (the default)."""
+    pipeline = _active
+    if pipeline is None:
+        return None
+    return pipeline.logger(worker)
+
+
+def logging_active() -> bool:
+    """Whether a pipeline is installed (logging was turned on in this process and not stopped)."""
+    return _active is not None
+
+
+def install(pipeline: Pipeline | None) -> Pipeline | None:
+    """Make ``pipeline`` (or nothing) the active one; return the one it replaces, for the caller to close or restore."""
+    global _active
+    with _active_lock:
+        previous, _active = _active, pipeline
+    return previous
+
+
+def stop_logging() -> None:
+    """Flush and close the active pipeline (registered with ``atexit`` too)."""
+    previous = install(None)
+    if previous is not None:
+        previous.close()
+
+
+atexit.register(stop_logging)
+
+
+def add_sink(sink: Sink) -> Pipeline:
+    """Send events to ``sink`` too: through the active pipeline, or a new one installed for it; returns it."""
+    global _active
+    with _active_lock:
+        if _active is None:
+            _active = Pipeline([sink])
+        else:
+            _active.attach(sink)
+        return _active
+
+
+def remove_sink(pipeline: Pipeline, sink: Sink) -> None:
+    """Stop sending events to ``sink``; a pipeline left without sinks is stopped and uninstalled."""
+    global _active
+    if pipeline.detach(sink):
+        return
+    with _active_lock:
+        if _active is pipeline:
+            _active = None
+    pipeline.close()
+
+
+def log_path(path: str, process: int, processes: int) -> Path:
+    """The file process ``process`` of ``processes`` writes for ``--log path``."""
+    target = Path(path)
+    if processes <= 1:
+        return target
+    return target.with_name(f"{target.stem}.{process}{target.suffix}")
+
+
+def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Pipeline | None:
+    """Turn logging on as ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks, for workers created from now on.
+
+    ``SPEC`` is ``tcp://HOST:PORT`` (stream to a live viewer), a file path
+    (one file per process, see :func:`log_path`), or empty / ``off`` / ``None``
+    (logging stays off).  Returns the new pipeline, or ``None``.  Raises
+    :class:`~runtime.errors.ConfigurationError` for a malformed spec.
+    """
+    from runtime.errors import ConfigurationError
+
+    if spec is None or spec.strip() in ("", "off", "0", "none"):
+        return None
+    spec = spec.strip()
+    sink: Sink
+    if spec.startswith("tcp://"):
+        host, _, port_text = spec[len("tcp://") :].rpartition(":")
+        if not host or not port_text.isdigit():
+            raise ConfigurationError(f"--log {spec!r}: expected tcp://HOST:PORT, for example tcp://127.0.0.1:51317")
+        sink = TcpSink(host, int(port_text), process)
+    else:
+        path = log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
+        try:
+            sink = FileSink(path, process)
+        except OSError as error:
+            raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
+    pipeline = Pipeline([sink])
+    previous = install(pipeline)
+    if previous is not None:
+        previous.close()
+    return pipeline
