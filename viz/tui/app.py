@@ -1,185 +1,49 @@
-"""The Textual app: a live (or replayed) view of the scope tree, operators, channels and stuck frontiers."""
+"""The Textual app: a live (or replayed) view of the scope tree, operators, channels and stuck frontiers.
+
+:class:`TimelyApp` composes the parts: each pane lives in :mod:`viz.tui.panes`,
+live intake in :mod:`viz.tui.live_feed`, replay's playback in
+:mod:`viz.tui.playback`, the operator table's filter and order in
+:mod:`viz.tui.table_order`, and the help screen and time slider in
+:mod:`viz.tui.widgets`.  The app holds what the user chose, maps keys and
+clicks to the parts, and redraws the visible pane.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import events, on
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import ScrollableContainer, Vertical, VerticalScroll
+from textual.containers import ScrollableContainer
 from textual.css.query import NoMatches
-from textual.message import Message
-from textual.reactive import reactive
-from textual.screen import ModalScreen
-from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, OptionList, Static, TabbedContent, TabPane, Tree
-from textual.widgets.option_list import Option
 from textual.widgets.tree import TreeNode
 
-from runtime.instrument import RecordingError
-from viz.errors import RenderError
 from viz.model import Address, Loc, View
 from viz.tui.adapter import (
-    KIND_TITLES,
-    StuckPlace,
     TuiState,
     address_text,
-    channel_rows,
-    default_place,
-    explanation,
-    operator_rows,
-    path_text,
     place_for_operator,
     stuck_places,
-    tree_label,
-    unfinished,
     unfinished_dataflows,
-    walk,
 )
-from viz.tui.graph import Layout, draw, layout, signature
-from viz.tui.ingest import apply_raw
+from viz.tui.live_feed import LiveFeed, Run
+from viz.tui.panes.channels import add_channel_columns, compose_channels, refresh_channels
+from viz.tui.panes.graph import GraphPane
+from viz.tui.panes.operators import add_operator_columns, compose_operators, refresh_operators
+from viz.tui.panes.stuck import StuckPane
+from viz.tui.panes.tree import TreePane
+from viz.tui.playback import Playback
 from viz.tui.sources import Connection, LiveListener, Replay
+from viz.tui.table_order import TableOrder
+from viz.tui.widgets import HelpScreen, TimeSlider
 
-SPEEDS = (0.01, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
-SORT_COLUMNS = ("address", "name", "scope", "records_in", "records_out", "scheduled", "seconds")
-OPERATOR_COLUMNS = (
-    ("name", "Operator"),
-    ("frontiers", "Input frontiers"),
-    ("capabilities", "Capabilities"),
-    ("records_in", "In"),
-    ("records_out", "Out"),
-    ("scheduled", "Runs"),
-    ("seconds", "ms"),
-    ("scope", "Scope"),
-    ("address", "Address"),
-)
-
-HELP = """\
-[b]pytimely viewer[/b] - keys (or the mouse: tabs, rows, headers, slider)
-
-[b]Panes[/b]
-  1 2 3 4 5    scope tree, operator table, channels, stuck view, graph
-  tab          move between widgets; arrows move the cursor
-  enter        tree: fold or unfold a scope
-  x            open the stuck view at the operator under the cursor
-  w            cycle the worker shown: all workers, then each worker
-  /            filter the operator table (escape closes the filter)
-  s / r        sort the operator table by the next column / reverse it
-  d            write the diagram with live frontiers to an SVG file
-  ?            this help;  q  quit
-
-[b]Replay[/b]
-  n / b        one event forwards / backwards
-  f / F        the next / previous frontier change
-  p            play or pause;  + / -  faster / slower
-  g / G        the start / the end (a recording opens at its end)
-
-[b]Live[/b]
-  ] / [        the next / previous program run (each program that connects
-               is a run of its own; the header shows which one is on screen)
-
-The stuck view lists every port whose frontier is not empty. Pick one to see
-the pointstamps that keep its earliest time possible: capabilities held by
-operators, messages in flight on channels, input handles not advanced or
-never closed, and progress a worker or a scope has not heard yet. In live
-mode it opens by itself when every worker has been idle for a while with
-work unfinished.
-
-The graph (5) is laid out by Graphviz's dot (it needs the graphviz package of
-your system): scopes are frames, operators boxes with each input's (i0) and
-output's (o0) frontier; yellow boxes still have work. Arrows or the mouse
-scroll a graph larger than the screen.
-"""
-
-
-class HelpScreen(ModalScreen[None]):
-    """The key reference."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "dismiss", "Close"),
-    ]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
-        border: round $accent; background: $surface; padding: 0 1; }
-    """
-
-    def compose(self) -> ComposeResult:
-        """The help text in a scrollable box."""
-        with VerticalScroll():
-            yield Static(HELP, id="help-text")
-
-    async def action_dismiss(self, result: None = None) -> None:
-        """Close the help."""
-        self.dismiss(result)
-
-
-class TimeSlider(Widget):
-    """A one-line slider over a recording's events; click or drag to seek."""
-
-    DEFAULT_CSS = """
-    TimeSlider { height: 1; padding: 0 1; background: $panel; }
-    """
-
-    position: reactive[int] = reactive(0)
-    total: reactive[int] = reactive(1)
-
-    class Seek(Message):
-        """The user picked a position on the slider."""
-
-        def __init__(self, position: int) -> None:
-            super().__init__()
-            self.position = position
-
-    def render(self) -> Text:
-        """A bar with a knob at the current position."""
-        width = max(self.content_size.width, 3)
-        total = max(self.total, 1)
-        knob = min(width - 1, round(self.position / total * (width - 1)))
-        text = Text()
-        text.append("━" * knob, style="bold $accent" if False else "bold cyan")
-        text.append("●", style="bold yellow")
-        text.append("─" * (width - 1 - knob), style="grey50")
-        return text
-
-    def _seek_at(self, x: int) -> None:
-        width = max(self.content_size.width, 2)
-        fraction = min(max((x - 1) / (width - 1), 0.0), 1.0)
-        self.post_message(self.Seek(round(fraction * self.total)))
-
-    def on_click(self, event: events.Click) -> None:
-        """Seek to where the user clicked."""
-        self._seek_at(event.x)
-
-    def on_mouse_move(self, event: events.MouseMove) -> None:
-        """Seek while dragging with the left button down."""
-        if event.button == 1:
-            self._seek_at(event.x)
-
-
-class Run:
-    """One program run seen live: its own model, and the connections (one per process) it came on.
-
-    Connections that overlap in time belong to one run (the processes of one
-    program), and so does a reconnection from a process of the newest run
-    (same process id); otherwise a connection that arrives once every
-    connection of the newest run has closed, or that repeats a process index
-    the newest run already has, is a new program: a new run.  Runs never share a model, so a second
-    program's operators are never grafted onto the first's.
-    """
-
-    def __init__(self, number: int) -> None:
-        """Run ``number`` (from 1), empty."""
-        self.number = number
-        self.state = TuiState(0.25)
-        self.connections: list[Connection] = []
+__all__ = ["HelpScreen", "Run", "TimeSlider", "TimelyApp"]
 
 
 class TimelyApp(App[int]):
@@ -254,36 +118,26 @@ class TimelyApp(App[int]):
         self.ingest_interval = ingest_interval
         self.idle_after = idle_after
         self.diagram_dir = Path(diagram_dir)
-        self.runs: list[Run] = [Run(1)] if listener is not None else []
-        """Live: one entry per program run that connected, oldest first (see :class:`Run`)."""
+        self.feed = LiveFeed(listener, clock, self._new_run) if listener is not None else None
+        """Live: the runs and what the listener delivers (``None`` for a replay)."""
+        self.playback = Playback(replay, clock) if replay is not None else None
+        """Replay: where it is and whether it plays (``None`` live)."""
         self.run_index = 0
         """The run on screen (live)."""
         self._follow_newest = True
         self.worker: int | None = None
-        self.filter_text = ""
-        self.sort_column = "address"
-        self.sort_reverse = False
+        self.order = TableOrder()
         self.stuck_loc: Loc | None = None
-        self.playing = False
-        self.speed_index = SPEEDS.index(1.0)
-        self._play_anchor: tuple[float, float] | None = None
-        self._tree_nodes: dict[Address, TreeNode[Address]] = {}
-        self._place_labels: list[str] = []
-        self._places: list[StuckPlace] = []
+        self.tree_pane = TreePane()
+        self.stuck_pane = StuckPane()
+        self.graph_pane = GraphPane()
         self._dirty = True
-        self._rate_samples: deque[tuple[float, int]] = deque(maxlen=64)
         self._last_arrival = clock()
         self._auto_opened = False
-        self.lag = 0.0
-        self.ingested = 0
-        self._reported_drops: set[int] = set()
         self.errors: list[str] = []
         self.last_diagram: str | None = None
         self._diagrams = 0
         self.auto_stuck_opened = 0
-        self._graph_key: tuple[Any, ...] | None = None
-        self._graph_plan: Layout | None = None
-        self._graph_error: str | None = None
 
     # ------------------------------------------------------------------ state access
 
@@ -299,31 +153,47 @@ class TimelyApp(App[int]):
         """The state of the newest live run (``None`` for a replay)."""
         return self.runs[-1].state if self.runs else None
 
-    def _run_for(self, connection: Connection) -> Run:
-        """The run a connection belongs to: a program's processes overlap; a later program starts a new run."""
-        for run in self.runs:
-            if connection in run.connections:
-                return run
-        current = self.runs[-1]
-        others = [c for c in current.connections if c is not connection]
-        reconnected = connection.pid is not None and connection.pid in {c.pid for c in others}
-        if others and not reconnected and (
-            not any(c.open for c in others)
-            or (connection.process is not None and connection.process in {c.process for c in others})
-        ):
-            current = Run(len(self.runs) + 1)
-            self.runs.append(current)
-            if self._follow_newest:
-                self._show_run(len(self.runs) - 1)
-            self.notify(f"run {current.number} connected ({connection.peer}); ']' and '[' switch runs", title="new run")
-        current.connections.append(connection)
-        return current
+    @property
+    def runs(self) -> list[Run]:
+        """Live: one entry per program run that connected, oldest first (see :class:`Run`); a replay has none."""
+        return self.feed.runs if self.feed is not None else []
+
+    @property
+    def lag(self) -> float:
+        """Live: how far behind the program the screen was at the last intake, in seconds."""
+        return self.feed.lag if self.feed is not None else 0.0
+
+    @property
+    def ingested(self) -> int:
+        """Live: the events folded in so far."""
+        return self.feed.ingested if self.feed is not None else 0
+
+    @property
+    def playing(self) -> bool:
+        """Whether the replay is playing."""
+        return self.playback is not None and self.playback.playing
+
+    @property
+    def sort_column(self) -> str:
+        """The column the operator table is sorted by."""
+        return self.order.sort_column
+
+    @property
+    def _tree_nodes(self) -> dict[Address, TreeNode[Address]]:
+        """The scope tree's node for each address on screen."""
+        return self.tree_pane.nodes
+
+    def _new_run(self, run: Run, connection: Connection) -> None:
+        """A connection started a new program run: follow it if the newest run was on screen, and say so."""
+        if self._follow_newest:
+            self._show_run(len(self.runs) - 1)
+        self.notify(f"run {run.number} connected ({connection.peer}); ']' and '[' switch runs", title="new run")
 
     def _show_run(self, index: int) -> None:
         self.run_index = index
         self.worker = None
         self.stuck_loc = None
-        self._graph_key = None
+        self.graph_pane.key = None
         self._dirty = True
 
     def action_run(self, direction: int) -> None:
@@ -346,51 +216,28 @@ class TimelyApp(App[int]):
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        """Status lines, the four panes, the replay slider and the key footer."""
+        """Status lines, the five panes, the replay slider and the key footer."""
         yield Static(id="status")
         yield Static(id="status2")
         with TabbedContent(initial="tree"):
             with TabPane("1 Tree", id="tree"):
-                tree: Tree[Address] = Tree("dataflows", id="scope-tree")
-                tree.show_root = False
-                tree.guide_depth = 2
-                yield tree
+                yield from self.tree_pane.compose()
             with TabPane("2 Operators", id="operators"):
-                yield Input(placeholder="filter by name, scope or address; enter or escape to close", id="filter")
-                yield Static(id="op-caption", classes="caption")
-                yield DataTable(id="op-table", cursor_type="row", zebra_stripes=True)
+                yield from compose_operators()
             with TabPane("3 Channels", id="channels"):
-                yield Static(id="channel-caption", classes="caption")
-                yield DataTable(id="channel-table", cursor_type="row", zebra_stripes=True)
-            with TabPane("4 Stuck", id="stuck"), Vertical():
-                yield Static(id="stuck-caption", classes="caption")
-                yield OptionList(id="stuck-places")
-                with VerticalScroll(id="stuck-scroll"):
-                    yield Static(id="stuck-text")
-            with TabPane("5 Graph", id="graph"), Vertical():
-                yield Static(id="graph-caption", classes="caption")
-                with ScrollableContainer(id="graph-scroll", can_focus=True):
-                    yield Static(id="graph-canvas")
+                yield from compose_channels()
+            with TabPane("4 Stuck", id="stuck"):
+                yield from self.stuck_pane.compose()
+            with TabPane("5 Graph", id="graph"):
+                yield from self.graph_pane.compose()
         if self.replay is not None:
             yield TimeSlider(id="slider")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         """Set up the tables and the timers."""
-        table = self.query_one("#op-table", DataTable)
-        for key, title in OPERATOR_COLUMNS:
-            table.add_column(title, key=key)
-        channels = self.query_one("#channel-table", DataTable)
-        for key, title in (
-            ("source", "From"),
-            ("target", "To"),
-            ("contract", "Contract"),
-            ("records", "Records"),
-            ("in_flight", "In flight"),
-            ("spark", "Records/s"),
-            ("scope", "Scope"),
-        ):
-            channels.add_column(title, key=key)
+        add_operator_columns(self.query_one("#op-table", DataTable))
+        add_channel_columns(self.query_one("#channel-table", DataTable))
         if self.listener is not None:
             self.listener.start()
             self.set_interval(self.ingest_interval, self._ingest)
@@ -404,51 +251,26 @@ class TimelyApp(App[int]):
 
     def _ingest(self) -> None:
         """Fold what the listener queued into the live state, within a time budget per tick."""
-        listener = self.listener
-        assert listener is not None
-        started = time.perf_counter()
-        budget = self.ingest_interval * 0.8
-        took = 0
-        self.lag = listener.lag  # the age of the oldest data not on screen yet, before catching up
-        while time.perf_counter() - started < budget:
-            batches = listener.take(20_000)
-            if not batches:
-                break
-            for connection, raws in batches:
-                run = self._run_for(connection)
-                try:
-                    apply_raw(run.state, raws)
-                except (RecordingError, ValueError, TypeError, IndexError, KeyError) as error:
-                    # A malformed event ends what this connection can tell; the others go on.
-                    connection.error = connection.error or f"not a pytimely event stream ({error})"
-                took += len(raws)
+        feed = self.feed
+        assert feed is not None
+        took = feed.take(self.ingest_interval * 0.8)
         now = self.clock()
         if took:
             self._last_arrival = now
             self._auto_opened = False
             self._dirty = True
-        self.ingested += took
-        for connection in listener.connections:
-            if connection.dropped_early and id(connection) not in self._reported_drops:
-                self._reported_drops.add(id(connection))
-                self.notify(
-                    f"the connection from {connection.peer} dropped before its workers shut down"
-                    f" ({connection.error or 'closed'}); the last state it sent stays on screen",
-                    title="connection dropped", severity="warning", timeout=10,
-                )
-        self._rate_samples.append((now, listener.received))
+        for connection in feed.newly_dropped():
+            self.notify(
+                f"the connection from {connection.peer} dropped before its workers shut down"
+                f" ({connection.error or 'closed'}); the last state it sent stays on screen",
+                title="connection dropped", severity="warning", timeout=10,
+            )
+        feed.sample(now)
         self._check_idle(now)
 
     def events_per_second(self) -> float:
         """Events received per second over the last second or so (live mode)."""
-        samples = self._rate_samples
-        if len(samples) < 2:
-            return 0.0
-        now, latest = samples[-1]
-        for then, count in samples:
-            if now - then <= 1.5:
-                return (latest - count) / (now - then) if now > then else 0.0
-        return 0.0
+        return self.feed.events_per_second() if self.feed is not None else 0.0
 
     def _check_idle(self, now: float) -> None:
         """Open the stuck view when every worker has been idle for a while with work unfinished."""
@@ -475,15 +297,9 @@ class TimelyApp(App[int]):
     # ------------------------------------------------------------------ replay
 
     def _play_tick(self) -> None:
-        replay = self.replay
-        if replay is None or not self.playing or self._play_anchor is None:
+        if self.playback is None or not self.playback.tick():
             return
-        wall, recorded = self._play_anchor
-        target = recorded + (self.clock() - wall) * SPEEDS[self.speed_index]
-        replay.seek_time(target)
         self._dirty = True
-        if replay.position >= len(replay):
-            self.playing = False
         self._refresh_status()
 
     def _replay_moved(self) -> None:
@@ -492,54 +308,45 @@ class TimelyApp(App[int]):
 
     def action_play(self) -> None:
         """Play or pause the replay."""
-        if self.replay is None:
+        if self.playback is None:
             return
-        if self.replay.position >= len(self.replay):
-            self.replay.seek(0)
-        self.playing = not self.playing
-        self._play_anchor = (self.clock(), self.replay.now)
+        self.playback.toggle()
         self._replay_moved()
 
     def action_step(self, count: int) -> None:
         """Move ``count`` events (negative: backwards)."""
-        if self.replay is None:
+        if self.playback is None:
             return
-        self.playing = False
-        self.replay.step(count)
+        self.playback.step(count)
         self._replay_moved()
 
     def action_frontier(self, direction: int) -> None:
         """Jump to the next (``1``) or previous (``-1``) frontier change."""
-        if self.replay is None:
+        if self.playback is None:
             return
-        self.playing = False
-        found = self.replay.next_frontier_change() if direction > 0 else self.replay.previous_frontier_change()
-        if not found:
+        if not self.playback.frontier(direction):
             self.notify("no more frontier changes that way", timeout=2)
         self._replay_moved()
 
     def action_speed(self, direction: int) -> None:
         """Play faster (``1``) or slower (``-1``)."""
-        if self.replay is None:
+        if self.playback is None:
             return
-        self.speed_index = max(0, min(len(SPEEDS) - 1, self.speed_index + direction))
-        self._play_anchor = (self.clock(), self.replay.now)
+        self.playback.change_speed(direction)
         self._refresh_status()
 
     def action_seek_end(self, end: int) -> None:
         """Go to the start (``0``) or the end (``1``) of the recording."""
-        if self.replay is None:
+        if self.playback is None:
             return
-        self.playing = False
-        self.replay.seek(len(self.replay) if end else 0)
+        self.playback.seek(len(self.playback.replay) if end else 0)
         self._replay_moved()
 
     @on(TimeSlider.Seek)
     def _on_seek(self, message: TimeSlider.Seek) -> None:
-        if self.replay is None:
+        if self.playback is None:
             return
-        self.playing = False
-        self.replay.seek(message.position)
+        self.playback.seek(message.position)
         self._replay_moved()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -598,7 +405,7 @@ class TimelyApp(App[int]):
 
     @on(Input.Changed, "#filter")
     def _on_filter(self, event: Input.Changed) -> None:
-        self.filter_text = event.value.strip()
+        self.order.filter_text = event.value.strip()
         self._dirty = True
         self.refresh_panes()
 
@@ -608,26 +415,20 @@ class TimelyApp(App[int]):
 
     def action_sort(self) -> None:
         """Sort the operator table by the next column."""
-        index = SORT_COLUMNS.index(self.sort_column) if self.sort_column in SORT_COLUMNS else -1
-        self.sort_column = SORT_COLUMNS[(index + 1) % len(SORT_COLUMNS)]
+        self.order.next_column()
         self._dirty = True
         self.refresh_panes()
 
     def action_reverse(self) -> None:
         """Reverse the operator table's order."""
-        self.sort_reverse = not self.sort_reverse
+        self.order.reverse()
         self._dirty = True
         self.refresh_panes()
 
     @on(DataTable.HeaderSelected, "#op-table")
     def _on_header(self, event: DataTable.HeaderSelected) -> None:
-        column = str(event.column_key.value)
-        if column == "frontiers" or column == "capabilities":
+        if not self.order.header_clicked(str(event.column_key.value)):
             return
-        if column == self.sort_column:
-            self.sort_reverse = not self.sort_reverse
-        else:
-            self.sort_column, self.sort_reverse = column, False
         self._dirty = True
         self.refresh_panes()
 
@@ -663,8 +464,9 @@ class TimelyApp(App[int]):
     @on(OptionList.OptionHighlighted, "#stuck-places")
     def _on_place(self, event: OptionList.OptionHighlighted) -> None:
         index = event.option_index
-        if 0 <= index < len(self._places) and self._places[index].loc != self.stuck_loc:
-            self.stuck_loc = self._places[index].loc
+        places = self.stuck_pane.places
+        if 0 <= index < len(places) and places[index].loc != self.stuck_loc:
+            self.stuck_loc = places[index].loc
             self._refresh_stuck_text()
 
     def action_diagram(self) -> None:
@@ -676,7 +478,7 @@ class TimelyApp(App[int]):
             self.notify("nothing to draw yet", severity="warning")
             return
         stuck = None
-        place = self._current_place()
+        place = self.stuck_pane.current_place(self.stuck_loc)
         if place is not None:
             stuck = (place.loc, place.frontier[0])
         worker = self.worker if self.worker in model.workers else None
@@ -710,16 +512,30 @@ class TimelyApp(App[int]):
             self._refresh_status()
             pane = self.query_one(TabbedContent).active
             view = self.current_view()
+            model = self.state.model
             if pane == "tree":
-                self._refresh_tree(view)
+                self.tree_pane.refresh(self.query_one("#scope-tree", Tree), model, view)
             elif pane == "operators":
-                self._refresh_operators(view)
+                refresh_operators(
+                    self.query_one("#op-table", DataTable), self.query_one("#op-caption", Static),
+                    model, view, self.order, self.worker,
+                )
             elif pane == "channels":
-                self._refresh_channels(view)
+                refresh_channels(
+                    self.query_one("#channel-table", DataTable), self.query_one("#channel-caption", Static),
+                    self.state, view, self.replay,
+                )
             elif pane == "stuck":
-                self._refresh_stuck(view)
+                self.stuck_loc = self.stuck_pane.refresh(
+                    self.query_one("#stuck-places", OptionList), self.query_one("#stuck-caption", Static),
+                    model, view, self.stuck_loc,
+                )
+                self._refresh_stuck_text()
             elif pane == "graph":
-                self._refresh_graph(view)
+                self.graph_pane.refresh(
+                    self.query_one("#graph-caption", Static), self.query_one("#graph-canvas", Static),
+                    self.query_one("#graph-scroll", ScrollableContainer), model, view, self._redraw_soon,
+                )
             self._dirty = False
         except Exception as error:  # noqa: BLE001 - a live viewer must not die on one bad frame
             message = f"display error: {type(error).__name__}: {error}"
@@ -731,12 +547,12 @@ class TimelyApp(App[int]):
         model = self.state.model
         workers = len(model.workers)
         shown = "all workers" if self.worker is None else f"worker {self.worker}"
-        if self.replay is not None:
-            replay = self.replay
-            mode = "playing" if self.playing else "paused"
+        if self.playback is not None:
+            replay = self.playback.replay
+            mode = "playing" if self.playback.playing else "paused"
             first = (
                 f"REPLAY · {workers} worker{'s' if workers != 1 else ''} · event {replay.position:,}/{len(replay):,} · "
-                f"{replay.now:.3f}/{replay.end - replay.start:.3f} s · {mode} ×{SPEEDS[self.speed_index]:g}"
+                f"{replay.now:.3f}/{replay.end - replay.start:.3f} s · {mode} ×{self.playback.speed:g}"
             )
             if replay.truncated:
                 first += " · TRUNCATED"
@@ -746,18 +562,18 @@ class TimelyApp(App[int]):
                 widget.total = len(replay)
                 widget.position = replay.position
         else:
-            listener = self.listener
-            assert listener is not None
+            feed = self.feed
+            assert feed is not None
             run = f"run {self.run_index + 1}/{len(self.runs)} · " if len(self.runs) > 1 else ""
             first = (
-                f"LIVE {listener.address} · {run}{workers} worker{'s' if workers != 1 else ''} · "
-                f"{self.events_per_second():,.0f} events/s · behind {self.lag:.1f} s"
+                f"LIVE {feed.listener.address} · {run}{workers} worker{'s' if workers != 1 else ''} · "
+                f"{feed.events_per_second():,.0f} events/s · behind {feed.lag:.1f} s"
             )
         # the header's first line carries what the issue asks for at 80 columns; details follow on the second
         first += f" · dropped {model.dropped:,}"
         second = [f"showing {shown}"]
-        if self.listener is not None:
-            second.append(self._connection_text())
+        if self.feed is not None:
+            second.append(self.feed.connection_text(self.run_index))
         if self.replay is not None and self.replay.truncated:
             second.extend(self.replay.truncated)
         pending = unfinished_dataflows(model)
@@ -775,226 +591,28 @@ class TimelyApp(App[int]):
         status.update(Text(first, style="bold" if model.dropped else ""))
         status2.update(" · ".join(second))
 
-    def _connection_text(self) -> str:
-        listener = self.listener
-        assert listener is not None
-        connections = list(self.runs[self.run_index].connections)
-        if self.run_index == len(self.runs) - 1:  # and those that failed before sending any event
-            assigned = {id(c) for run in self.runs for c in run.connections}
-            connections += [c for c in listener.connections if id(c) not in assigned]
-        refused = f", refused {listener.refused} ({listener.last_refused})" if listener.refused else ""
-        if not connections:
-            return f"waiting for a program on {listener.address}{refused}"
-        newer = len(self.runs) - 1 - self.run_index
-        if newer:
-            return f"earlier run ({newer} newer; ']' shows it){refused}"
-        open_ = sum(1 for c in connections if c.open)
-        lost = [c for c in connections if c.dropped_early]
-        parts = [f"{open_} connection(s) open"]
-        if lost:
-            reasons = {c.error or "closed before its workers shut down" for c in lost}
-            parts.append(f"{len(lost)} dropped ({'; '.join(sorted(reasons))})")
-        elif not open_:
-            parts.append("program ended")
-        return ", ".join(parts) + refused
-
-    def _refresh_tree(self, view: View) -> None:
-        tree = self.query_one("#scope-tree", Tree)
-        model = self.state.model
-        nodes = self._tree_nodes
-        present = set()
-        for info in walk(model):
-            present.add(info.address)
-            label_text, busy = tree_label(model, view, info)
-            label = Text()
-            label.append("● " if busy else "✓ ", style="bold yellow" if busy else "green")
-            label.append(label_text, style="" if busy else "dim")
-            node = nodes.get(info.address)
-            if node is None:
-                parent = tree.root if len(info.address) == 1 else nodes.get(info.address[:-1], tree.root)
-                later = [
-                    child for child in parent.children
-                    if child.data is not None and child.data > info.address
-                ]
-                before = later[0] if later else None
-                if info.is_scope:
-                    node = parent.add(label, data=info.address, expand=True, before=before)
-                else:
-                    node = parent.add(label, data=info.address, allow_expand=False, before=before)
-                nodes[info.address] = node
-            elif node.label != label:
-                node.set_label(label)
-            if info.is_scope and not node.allow_expand:
-                node.allow_expand = True
-        # a replay moved back before these operators were built: their rows would show a later state
-        stale = {address for address in nodes if address not in present}
-        for address in stale:
-            node = nodes.pop(address)
-            if not any(address[:depth] in stale for depth in range(1, len(address))):
-                node.remove()  # with its children, which are stale too
-
-    def _refresh_operators(self, view: View) -> None:
-        table = self.query_one("#op-table", DataTable)
-        rows = operator_rows(self.state.model, view)
-        total = len(rows)
-        if self.filter_text:
-            rows = [row for row in rows if row.matches(self.filter_text)]
-        rows.sort(key=lambda row: row.sort_key(self.sort_column), reverse=self.sort_reverse)
-        keep = None
-        if table.row_count:
-            keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        table.clear()
-        for row in rows:
-            name = Text(("● " if row.busy else "✓ ") + row.name, style="yellow" if row.busy else "")
-            table.add_row(
-                name,
-                row.frontiers,
-                row.capabilities,
-                f"{row.records_in:,}",
-                f"{row.records_out:,}",
-                f"{row.scheduled:,}",
-                f"{row.seconds * 1000:,.1f}",
-                row.scope,
-                address_text(row.address),
-                key=address_text(row.address),
-            )
-        if keep is not None:
-            with contextlib.suppress(Exception):  # the row may have been filtered out
-                table.move_cursor(row=table.get_row_index(keep))
-        arrow = "↓" if self.sort_reverse else "↑"
-        caption = f"{len(rows)} of {total} operators · sorted by {self.sort_column} {arrow} (s, r, click a header)"
-        if self.worker is not None and self.worker in self.state.model.workers:
-            caption = f"worker {self.worker} (its own capabilities, records and runs; w: next) · {caption}"
-        if self.filter_text:
-            caption = f"filter '{self.filter_text}' · {caption}"
-        self.query_one("#op-caption", Static).update(caption)
-
-    def _refresh_channels(self, view: View) -> None:
-        table = self.query_one("#channel-table", DataTable)
-        end = None
-        if self.replay is not None:
-            end = self.replay.events[self.replay.position - 1].t if self.replay.position else self.replay.start
-        rows = channel_rows(self.state, view, 20, end)
-        table.clear()
-        for row in rows:
-            table.add_row(
-                row.source, row.target, row.contract, f"{row.records:,}",
-                "n/a" if row.in_flight is None else f"{row.in_flight:,}" if row.in_flight else "",
-                Text(row.spark, style="cyan"), row.scope, key=row.key,
-            )
-        bucket = self.state.rates.bucket
-        note = " · in flight n/a: records in flight belong to the channel, see all workers (w)"
-        self.query_one("#channel-caption", Static).update(
-            f"{len(rows)} channels · records/s over the last {20 * bucket:.3g} s of program time "
-            f"({bucket:.3g} s per bar){note if any(row.in_flight is None for row in rows) else ''}"
-        )
-
-    def _refresh_graph(self, view: View) -> None:
-        """Draw the graph with ``dot -Tplain``'s layout (redone only when the structure or the size changes)."""
-        model = self.state.model
-        caption = self.query_one("#graph-caption", Static)
-        canvas = self.query_one("#graph-canvas", Static)
-        if not model.scopes:
-            caption.update("no dataflow yet")
-            canvas.update("")
-            return
-        scroll = self.query_one("#graph-scroll", ScrollableContainer)
-        width, height = scroll.size
-        if not width or not height:  # not laid out yet: draw once it is
-            self.call_after_refresh(self._redraw)
-            return
-        key = (signature(model), width, height)
-        if key != self._graph_key:
-            self._graph_key = key
-            try:
-                self._graph_plan = layout(model, width, height)
-                self._graph_error = None
-            except RenderError as error:
-                self._graph_plan, self._graph_error = None, str(error)
-        if self._graph_plan is None:
-            caption.update("the graph cannot be drawn")
-            canvas.update(Text(self._graph_error or "", style="bold red"))
-            return
-        busy = {info.address for info in walk(model) if len(info.address) > 1 and unfinished(model, view, info)}
-        drawing = draw(self._graph_plan, model, view, width, height, busy)
-        canvas.update(drawing.to_text())
-        more = " · arrows or the mouse scroll" if drawing.width > width or drawing.height > height else ""
-        caption.update(
-            f"{len(self._graph_plan.nodes)} boxes laid out by Graphviz (dot -Tplain) · i/o: input/output frontiers · "
-            f"yellow: work left{more}"
-        )
-
     def _redraw(self) -> None:
         self._dirty = True
         self.refresh_panes()
 
+    def _redraw_soon(self) -> None:
+        """Redraw once the screen has been laid out (the graph pane has no size before)."""
+        self.call_after_refresh(self._redraw)
+
     def _graph_resized(self) -> bool:
         """Whether the graph pane shows a drawing made for another size than it has now."""
-        if self._graph_key is None:
+        if self.graph_pane.key is None:
             return False
         try:
             if self.query_one(TabbedContent).active != "graph":
                 return False
-            return tuple(self.query_one("#graph-scroll", ScrollableContainer).size) != self._graph_key[1:]
+            return self.graph_pane.resized(self.query_one("#graph-scroll", ScrollableContainer))
         except NoMatches:  # a timer fired while the screen is not mounted (start, exit)
             return False
 
-    def _current_place(self) -> StuckPlace | None:
-        for place in self._places:
-            if place.loc == self.stuck_loc:
-                return place
-        return None
-
-    def _refresh_stuck(self, view: View) -> None:
-        model = self.state.model
-        places = stuck_places(model, view)
-        self._places = places
-        options = self.query_one("#stuck-places", OptionList)
-        labels = [p.label for p in places]
-        if self.stuck_loc is None or all(p.loc != self.stuck_loc for p in places):
-            chosen = default_place(places) if self.stuck_loc is None else None
-            if self.stuck_loc is not None and chosen is None:
-                chosen = None
-            self.stuck_loc = chosen.loc if chosen is not None else self.stuck_loc
-        if labels != self._place_labels:
-            self._place_labels = labels
-            options.clear_options()
-            options.add_options([Option(label) for label in labels])
-        for index, place in enumerate(places):
-            if place.loc == self.stuck_loc:
-                if options.highlighted != index:
-                    options.highlighted = index
-                break
-        caption = (
-            f"{len(places)} port(s) with a non-empty frontier; pick one (arrows, click)"
-            if places
-            else "every frontier is empty: nothing is stuck"
-        )
-        self.query_one("#stuck-caption", Static).update(caption)
-        self._refresh_stuck_text()
-
     def _refresh_stuck_text(self) -> None:
-        model = self.state.model
-        view = self.current_view()
-        text = Text()
-        place = self._current_place()
-        if place is None:
-            if self.stuck_loc is not None:
-                text.append(f"{model.describe(self.stuck_loc)}: its frontier is empty, nothing holds it back.")
-            else:
-                text.append("No location selected.")
-        else:
-            heading, blockers = explanation(model, view, place)
-            text.append(heading + "\n", style="bold")
-            if not blockers:
-                text.append("\nno pointstamp holds it back on this view (other workers may; press w)\n")
-            for blocker in blockers:
-                what = blocker.description.partition("; path: ")[0]
-                text.append("\n")
-                text.append(f"{KIND_TITLES.get(blocker.kind, blocker.kind)}: ", style="bold red")
-                text.append(what + "\n")
-                text.append(f"  path: {path_text(model, blocker)}\n", style="dim")
-        self.query_one("#stuck-text", Static).update(text)
+        text = self.query_one("#stuck-text", Static)
+        self.stuck_pane.explain(text, self.state.model, self.current_view(), self.stuck_loc)
 
     async def on_unmount(self) -> None:
         """Stop listening."""
