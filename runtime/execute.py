@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from runtime.audit import ProcessLedger, audit_requested
+from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.errors import (
     ConfigurationError,
@@ -24,13 +24,11 @@ from runtime.errors import (
     WorkerFailed,
 )
 from runtime.fabric import ThreadFabric
+from runtime.launcher import INTERRUPT_GRACE, execute_processes
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
 
 R = TypeVar("R")
-
-INTERRUPT_GRACE = 5.0
-"""Seconds to wait for workers to unwind after Ctrl-C before giving up on them."""
 
 
 def execute(
@@ -55,7 +53,7 @@ def execute(
     and exits with status 130.
 
     With ``processes=P`` it runs ``P`` processes of ``workers`` threads each
-    instead (see :func:`runtime.cluster.execute_processes`): ``main`` must then
+    instead (see :func:`runtime.launcher.execute_processes`): ``main`` must then
     be importable and its arguments and results wire-encodable.
 
     ``audit=True`` checks the progress ledger as the computation runs and
@@ -63,12 +61,8 @@ def execute(
     (see :mod:`runtime.audit`); ``None`` follows ``PYTIMELY_AUDIT``.
     """
     if processes != 1:
-        from runtime.cluster import execute_processes
-
         if audit is None:
             return execute_processes(main, processes, workers, stall_timeout)
-        from runtime.audit import AUDIT_VARIABLE
-
         previous = os.environ.get(AUDIT_VARIABLE)
         os.environ[AUDIT_VARIABLE] = "1" if audit else "0"  # the new processes read it
         try:

@@ -104,7 +104,7 @@ def run_dataflow(
     """
     spec = _input_spec(inputs)
     if processes != 1:
-        from runtime.cluster import describe_main
+        from runtime.launcher import describe_main
         from runtime.wire import EncodingError, encode_value
 
         try:
@@ -238,7 +238,7 @@ class _Collector:
 
 def _run_loaded(described: dict[str, Any], spec: dict[str, Any], close: bool, worker: Worker) -> dict[str, Any]:
     """The process entry point: import the build function by name, then run as :func:`_run_worker`."""
-    from runtime.cluster import load_main
+    from runtime.cluster_member import load_main
 
     build: Any = load_main(described)
     return _run_worker(build, spec, close, worker)

@@ -5,7 +5,7 @@ pins a range), (2) shares its ``host:port`` with the other tasks of the barrier
 stage through the driver's rendezvous (:mod:`runtime.spark.rendezvous`), or
 ``BarrierTaskContext.allGather``; both return every task's address in
 partition order, so task ``i`` is process ``i``, (3) joins the TCP
-mesh with the job's token (:func:`runtime.cluster.run_process`), (4) feeds its
+mesh with the job's token (:func:`runtime.cluster_member.run_process`), (4) feeds its
 partition's Arrow record batches into the dataflow's input (``columnar``: each
 batch is one message, a columnar batch; otherwise each batch's rows are one
 list batch of tuples), runs the dataflow to completion, and (5) streams the
@@ -45,7 +45,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from runtime.cluster import run_process
+from runtime.cluster_member import run_process
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError

@@ -1,0 +1,421 @@
+"""Spawning a cluster on this machine: ``execute(main, processes=P)`` starts ``P`` child processes.
+
+:func:`execute_processes` (used by ``execute(main, processes=P)`` and by
+``execute_from_args`` with ``-n P`` and no ``-p``): this process binds one
+loopback listening socket per process, picks a random token and a common
+``PYTHONHASHSEED``, and starts ``P`` Python processes. Each receives its
+listening socket and a result pipe as inherited file descriptors, and its job
+(how to import ``main``, its arguments, the cluster's addresses and token) on
+standard input, so that the token never appears on a command line. Each child
+dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and a check of its
+parent's pid at every heartbeat), and reports its workers' results or its
+failure on the pipe. Ctrl-C in this process stops the children (SIGTERM, then
+SIGKILL after a grace period); the children ignore SIGINT themselves.
+
+The children run :func:`runtime.cluster_member.child_main`; nothing is pickled:
+``main``'s arguments and the workers' results travel in the wire encoding
+(:mod:`runtime.wire`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
+from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
+from runtime.tcp import ClusterError, Endpoint, PeerLost
+from runtime.wire import EncodingError, FrameReader, encode_value, frame
+from runtime.worker import Worker
+
+R = TypeVar("R")
+
+CONNECT_TIMEOUT = 30.0
+"""Seconds the processes of a cluster have to find each other."""
+TOKEN_VARIABLE = "PYTIMELY_TOKEN"
+"""The environment variable that holds a cluster's shared token."""
+INTERRUPT_GRACE = 5.0
+"""Seconds to wait for workers (threads here, or child processes) to unwind after Ctrl-C before giving up on them."""
+LOST_GRACE = 10.0
+"""Seconds the other children get to stop by themselves after one failed and reported why, before they are killed."""
+SILENT_DEATH_GRACE = 2.0
+"""Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
+ANSWER_GRACE = 1.0
+"""Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
+SUSPENDED_LIMIT = 3.0
+"""Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost."""
+
+_CHILD_CODE = "from runtime.cluster_member import child_main; child_main()"
+
+
+def describe_main(main: Callable[..., Any]) -> dict[str, Any]:
+    """How a child process imports ``main``: module, file, qualified name, and encoded arguments.
+
+    ``main`` must be a function defined at the top level of a module, or a
+    ``functools.partial`` of one whose arguments the wire encoding carries.
+    """
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    function: Any = main
+    if isinstance(main, functools.partial):
+        function, args, kwargs = main.func, main.args, dict(main.keywords)
+    name = getattr(function, "__qualname__", None)
+    module_name = getattr(function, "__module__", None)
+    advice = (
+        "execute(..., processes=P) starts new Python processes that import main by name, so main must be "
+        "a function defined at the top level of a module (not a lambda, a nested function or a method). "
+        "Pass arguments with functools.partial(function, arg, ...); they travel in the wire encoding."
+    )
+    if not isinstance(function, types.FunctionType) or not name or not module_name or "<" in name:
+        raise ConfigurationError(f"{advice} Got {main!r}.")
+    module = sys.modules.get(module_name)
+    found: Any = module
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    if found is not function:
+        raise ConfigurationError(f"{advice} {module_name}.{name} does not name {main!r}.")
+    file = getattr(module, "__file__", None)
+    if module_name == "__main__" and not file:
+        raise ConfigurationError(f"{advice} The __main__ module has no file to import it from.")
+    try:
+        encoded = encode_value([list(args), kwargs])
+    except EncodingError as error:
+        raise ConfigurationError(f"the arguments of main must travel to the new processes: {error}") from None
+    return {"module": module_name, "file": file, "name": name, "args": encoded}
+
+
+@dataclass
+class _Child:
+    index: int
+    endpoint: Endpoint
+    popen: subprocess.Popen[bytes]
+    outcome: list[Any] | None = None
+    reader: threading.Thread | None = None
+    ended_at: float | None = None
+    """When the launcher saw it exit (``time.monotonic``)."""
+    killed_by_launcher: bool = False
+    """Whether the launcher signalled it (so its end is a consequence, not a cause)."""
+    unanswering: str | None = None
+    """Why the launcher killed it as a process that stopped answering, if it did."""
+    suspended_since: float | None = None
+    """Since when the launcher has seen it suspended without a break (``time.monotonic``)."""
+    looked_at: float = 0.0
+
+
+def execute_processes(
+    main: Callable[[Worker], R],
+    processes: int,
+    workers: int = 1,
+    stall_timeout: float | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+) -> list[R]:
+    """Run ``main`` in ``processes`` new processes of ``workers`` worker threads; return every result in order.
+
+    Worker ``process * workers + i`` is thread ``i`` of process ``process``.
+    ``main`` must be importable by the new processes (a top-level function, or
+    a ``functools.partial`` of one with wire-encodable arguments), and its
+    results travel back in the wire encoding, so they must be encodable too.
+    Raises :class:`~runtime.errors.WorkerFailed` for a failed worker (with the
+    remote traceback as a note) or stuck dataflows, and
+    :class:`~runtime.tcp.PeerLost` when a process died.
+    """
+    if processes.__class__ is not int or processes < 1:
+        raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")
+    if workers.__class__ is not int or workers < 1:
+        raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
+    refuse_while_importing_main(f"execute(..., processes={processes})")
+    spec = describe_main(main)
+    refuse_unguarded_call(spec["module"], f"execute(..., processes={processes})")
+    token = secrets.token_hex(16)
+    seed = os.environ.get("PYTHONHASHSEED", "")
+    if not seed.isdigit():
+        seed = str(secrets.randbelow(2**32 - 1) + 1)
+    env = dict(os.environ, PYTHONHASHSEED=seed)
+    env.pop(TOKEN_VARIABLE, None)
+    # the children must import this very runtime package, wherever the current directory is
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(processes)]
+    endpoints = [Endpoint("127.0.0.1", listener.getsockname()[1]) for listener in listeners]
+    children: list[_Child] = []
+    try:
+        for index, listener in enumerate(listeners):
+            children.append(
+                _spawn(index, listener, endpoints, workers, token, spec, stall_timeout, connect_timeout, env)
+            )
+            listener.close()
+        _wait(children)
+    except KeyboardInterrupt:
+        _terminate(children, INTERRUPT_GRACE)
+        print(f"pytimely: interrupted (Ctrl-C); stopped {processes} process(es)", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    finally:
+        for listener in listeners:
+            listener.close()
+        _terminate(children, 0.0)
+    return _collect(children, workers)
+
+
+def _spawn(
+    index: int,
+    listener: socket.socket,
+    endpoints: list[Endpoint],
+    workers: int,
+    token: str,
+    spec: dict[str, Any],
+    stall_timeout: float | None,
+    connect_timeout: float,
+    env: dict[str, str],
+) -> _Child:
+    read_fd, write_fd = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_CODE],
+            stdin=subprocess.PIPE,
+            pass_fds=(listener.fileno(), write_fd),
+            env=env,
+        )
+    finally:
+        os.close(write_fd)
+    job = {
+        "main": spec,
+        "process": index,
+        "workers": workers,
+        "endpoints": [[endpoint.host, endpoint.port] for endpoint in endpoints],
+        "token": token,
+        "stall_timeout": stall_timeout,
+        "connect_timeout": connect_timeout,
+        "listener_fd": listener.fileno(),
+        "result_fd": write_fd,
+        "parent": os.getpid(),
+        "path": [entry for entry in sys.path if entry],
+        "cwd": os.getcwd(),
+        "argv": list(sys.argv),
+    }
+    child = _Child(index, endpoints[index], popen)
+    child.reader = threading.Thread(
+        target=_read_outcome, args=(child, read_fd), name=f"timely-child-{index}", daemon=True
+    )
+    child.reader.start()
+    assert popen.stdin is not None
+    try:
+        popen.stdin.write(frame([job]))
+        popen.stdin.close()
+    except OSError:
+        pass  # the child died at once; its exit status tells why
+    return child
+
+
+def _read_outcome(child: _Child, fd: int) -> None:
+    reader = FrameReader()
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            data = pipe.read(1 << 16)
+            if not data:
+                return
+            for header, _ in reader.feed(data):
+                child.outcome = header
+
+
+def _wait(children: list[_Child]) -> None:
+    """Wait until every child exited; after a fault, stop the rest promptly, noting which ended on their own.
+
+    A child that dies without reporting, or reports an error of its own (it
+    could not run), leaves the others :data:`SILENT_DEATH_GRACE` seconds to
+    stop by themselves; one whose worker failed leaves them :data:`LOST_GRACE`.
+    A child that another reports as silent, or that stays suspended for
+    :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the launcher kills
+    it and remembers why, so that the error names it truthfully.
+    """
+    fault_at: float | None = None
+    grace = LOST_GRACE
+    next_look = 0.0
+    while True:
+        now = time.monotonic()
+        for child in children:
+            if child.ended_at is not None or child.popen.poll() is None:
+                continue
+            child.ended_at = now
+            outcome = _outcome(child)
+            if child.popen.returncode == 0 and outcome is not None:
+                continue
+            fault_at = now if fault_at is None else fault_at
+            silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
+            if silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
+                grace = min(grace, SILENT_DEATH_GRACE)
+            elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
+                _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
+        running = [child for child in children if child.ended_at is None]
+        if not running:
+            break
+        if now >= next_look:
+            next_look = now + 0.25
+            for child in running:
+                _watch_suspension(child, now)
+        if fault_at is not None and now - fault_at > grace:
+            for child in running:
+                child.killed_by_launcher = True
+            _terminate(running, 1.0)
+            break
+        time.sleep(0.02)
+    for child in children:
+        if child.reader is not None:
+            child.reader.join(timeout=5.0)
+
+
+def _process_state(pid: int) -> str | None:
+    """The state letter of process ``pid`` (``R``, ``S``, ``T``, ...) on Linux, else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            return file.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _watch_suspension(child: _Child, now: float) -> None:
+    """Kill ``child`` as lost once it has been suspended (SIGSTOP) for :data:`SUSPENDED_LIMIT` seconds."""
+    watched = now - child.looked_at < 1.0  # else the launcher itself was suspended (Ctrl-Z) meanwhile
+    child.looked_at = now
+    if _process_state(child.popen.pid) != "T":
+        child.suspended_since = None
+        return
+    if child.suspended_since is None or not watched:
+        child.suspended_since = now
+    elif now - child.suspended_since >= SUSPENDED_LIMIT:
+        seconds = now - child.suspended_since
+        _kill_unanswering(child, f"it was suspended (state T: SIGSTOP) for {seconds:.1f} s")
+
+
+def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) -> None:
+    """Another child lost ``accused``: if it is still running after :data:`ANSWER_GRACE`, it stopped answering."""
+    if accused.__class__ is not int or not 0 <= accused < len(children):
+        return
+    child = children[accused]
+    try:
+        child.popen.wait(timeout=ANSWER_GRACE)
+    except subprocess.TimeoutExpired:
+        _kill_unanswering(child, accusation)
+
+
+def _kill_unanswering(child: _Child, why: str) -> None:
+    state = _process_state(child.popen.pid)
+    if state in ("T", "t") and "suspended" not in why:
+        why += "; it was suspended (state T: SIGSTOP)" if state == "T" else "; it was stopped by a debugger"
+    child.unanswering = why
+    child.killed_by_launcher = True
+    with contextlib.suppress(OSError):
+        child.popen.kill()
+    child.popen.wait()
+
+
+def _outcome(child: _Child) -> list[Any] | None:
+    if child.outcome is None and child.reader is not None and child.popen.poll() is not None:
+        child.reader.join(timeout=1.0)
+    return child.outcome
+
+
+def _terminate(children: list[_Child], grace: float) -> None:
+    """SIGTERM every running child, wait up to ``grace`` seconds, then SIGKILL what remains."""
+    running = [child for child in children if child.popen.poll() is None]
+    for child in running:
+        with contextlib.suppress(OSError):
+            child.popen.send_signal(signal.SIGTERM if grace > 0 else signal.SIGKILL)
+    deadline = time.monotonic() + grace
+    for child in running:
+        try:
+            child.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.popen.kill()
+            child.popen.wait()
+
+
+def _how_it_ended(child: _Child) -> str:
+    """How ``child`` ended, in words: who stopped it and by which signal or status."""
+    code = child.popen.returncode
+    if code is not None and code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    else:
+        how = f"exited with status {code} without reporting"
+    if child.unanswering is not None:
+        return f"stopped answering ({child.unanswering}); the launcher then killed it ({how})"
+    if child.killed_by_launcher:
+        return f"was stopped by the launcher after another process failed ({how})"
+    return f"was {how}" if code is not None and code < 0 else how
+
+
+def _lost(child: _Child) -> PeerLost:
+    return PeerLost(
+        f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child)}",
+        child.index,
+        str(child.endpoint),
+    )
+
+
+def _collect(children: list[_Child], workers: int) -> list[Any]:
+    """Every worker's result, or the error that best explains why there are none.
+
+    Causes come before consequences: a worker's failure, then a child's own
+    error, then a child that died by itself without reporting, then one that
+    stopped answering; children the launcher stopped after a fault are named
+    only if nothing else explains it.
+    """
+    peers = len(children) * workers
+    outcomes = [(child, _outcome(child)) for child in children]
+    by_kind: dict[str, list[tuple[_Child, list[Any]]]] = {}
+    for child, outcome in outcomes:
+        if outcome is not None:
+            by_kind.setdefault(outcome[0], []).append((child, outcome))
+    for child, outcome in by_kind.get("failed", []):
+        _, worker, message, remote = outcome
+        failed = WorkerFailed(f"{message} [process {child.index}, pid {child.popen.pid}]", worker)
+        failed.add_note(f"traceback in process {child.index}:\n{remote}")
+        raise failed
+    for child, outcome in by_kind.get("error", []):
+        error = ClusterError(f"process {child.index} ({child.endpoint}) failed: {outcome[1]}")
+        error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")
+        raise error
+    for child, outcome in outcomes:
+        if outcome is None and not child.killed_by_launcher:
+            raise _lost(child)
+    for child, _ in outcomes:
+        if child.unanswering is not None:
+            raise _lost(child)
+    stuck = by_kind.get("stuck", [])
+    if stuck:
+        explanation = "\n".join(outcome[2] for _, outcome in stuck)
+        cause = DataflowStuck(
+            f"no worker can make progress (every worker is waiting and no message is in flight):\n{explanation}"
+        )
+        worker = stuck[0][1][1]
+        failed = WorkerFailed(f"worker {worker} of {peers} failed: DataflowStuck: {cause}", worker)
+        failed.__cause__ = cause
+        raise failed
+    for kind in ("lost", "stopped", "interrupted"):
+        for child, outcome in by_kind.get(kind, []):
+            raise ClusterError(f"process {child.index} ({child.endpoint}): {outcome[1]}")
+    for child, outcome in outcomes:
+        if outcome is None:
+            raise _lost(child)
+    results: list[Any] = []
+    for _, outcome in outcomes:
+        assert outcome is not None
+        results.extend(outcome[1])
+    return results
+
+
