@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,6 +340,14 @@ def draw(
     for name, node in plan.nodes.items():
         cx, cy = cell(node.x, node.y)
         boxes[name] = (cx - node.width // 2, cy - node.height // 2, node.width, node.height)
+    _paint_clusters(canvas, plan, boxes)
+    _paint_edges(canvas, plan, cell)
+    _paint_nodes(canvas, plan, boxes, model, view, busy or set())
+    return canvas.trimmed(width, height)
+
+
+def _paint_clusters(canvas: Canvas, plan: Layout, boxes: dict[str, tuple[int, int, int, int]]) -> None:
+    """Frame each scope around the boxes of its operators and its nested scopes, labelled with its name."""
 
     def extent(cluster: Cluster) -> tuple[int, int, int, int] | None:
         parts = [boxes[name] for name in cluster.nodes if name in boxes]
@@ -368,6 +377,9 @@ def draw(
     for cluster in plan.clusters:
         paint_cluster(cluster, 0)
 
+
+def _paint_edges(canvas: Canvas, plan: Layout, cell: Callable[[float, float], tuple[int, int]]) -> None:
+    """Trace each edge's spline in cells (``cell`` maps layout inches to cells), with an arrowhead at its end."""
     for spline in plan.edges:
         samples = [cell(x, y) for x, y in _bezier(spline, 8)] if len(spline) >= 4 else [cell(x, y) for x, y in spline]
         for (x0, y0), (x1, y1) in zip(samples, samples[1:], strict=False):
@@ -383,7 +395,16 @@ def draw(
             arrow = ("▶" if x1 >= x0 else "◀") if across else ("▼" if y1 > y0 else "▲")
             canvas.put(x1, y1, arrow, "bold grey70")
 
-    busy = busy or set()
+
+def _paint_nodes(
+    canvas: Canvas,
+    plan: Layout,
+    boxes: dict[str, tuple[int, int, int, int]],
+    model: Model,
+    view: View,
+    busy: set[Address],
+) -> None:
+    """Paint each operator's box with its ports' frontiers (yellow if in ``busy``), and each scope port's frontier."""
     for name, node in plan.nodes.items():
         left, top, w, h = boxes[name]
         if node.kind == "operator":
@@ -413,4 +434,3 @@ def draw(
             frontier = format_frontier(view.frontier(loc))
             marker = "▸" if node.kind == "in" else "◂"
             canvas.text(left, top, _fit(f"{marker}{node.kind}{node.port} {frontier}".ljust(w), w), "cyan")
-    return canvas.trimmed(width, height)

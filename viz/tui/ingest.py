@@ -77,59 +77,17 @@ MERGED: dict[int, type[PointstampsChanged | LocalPointstampsChanged | FrontiersC
 """The kinds whose changes are summed per worker and scope, and the event that carries the sum."""
 
 
+_Changes = dict[int, dict[tuple[int, Address], dict[tuple[int, Any], int]]]
+"""Per merged kind, per ``(worker, scope)``: the summed diff of each ``(location, time)``."""
+_Merged = dict[tuple[int, Address], tuple[list[list[Any]], list[list[Any]]]]
+"""Per ``(worker, operator)``: the ``(time, records)`` entries consumed and produced, per port."""
+_Schedulings = dict[tuple[int, Address], list[float]]
+"""Per ``(worker, operator)``: how many schedulings, and their total seconds."""
+
+
 def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
     """Fold a run of frequent events (no structure among them) into ``state``."""
-    bucket = state.rates.bucket
-    # Events that differ only in their sequence number and time count as one, with a multiplicity.
-    same: Counter[tuple[Any, ...]] = Counter(
-        (raw[0], raw[1], raw[4:], int(raw[3] / bucket)) if raw[0] == K_MESSAGES else (raw[0], raw[1], raw[4:])
-        for raw in run
-        if raw[0] != K_SCHEDULE
-    )
-    scheduled: dict[tuple[int, Address], list[float]] = {}
-    for raw in run:
-        if raw[0] == K_SCHEDULE:
-            _, worker, _, _, address, _, duration = raw
-            entry = scheduled.get((worker, address))
-            if entry is None:
-                scheduled[(worker, address)] = [1, duration]
-            else:
-                entry[0] += 1
-                entry[1] += duration
-    changes_of: dict[int, dict[tuple[int, Address], dict[tuple[int, Any], int]]] = {
-        K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}
-    }
-    messages: dict[tuple[int, Address], tuple[list[list[Any]], list[list[Any]]]] = {}
-    rates = state.rates.counts
-    frontier_events = 0
-    for key, times in same.items():
-        kind, worker = key[0], key[1]
-        if kind == K_MESSAGES:
-            (address, consumed, produced), slot = key[2], key[3]
-            merged = messages.get((worker, address))
-            if merged is None:
-                merged = messages[(worker, address)] = ([], [])
-            for is_output, ports, target in ((False, consumed, merged[0]), (True, produced, merged[1])):
-                while len(target) < len(ports):
-                    target.append([])
-                for port, entries in enumerate(ports):
-                    if entries:
-                        target[port].extend(entries * times)
-                        buckets = rates.get((address, port, is_output))
-                        if buckets is None:
-                            buckets = rates[(address, port, is_output)] = {}
-                        buckets[slot] = buckets.get(slot, 0) + times * sum(count for _, count in entries)
-        else:
-            scope, changes = key[2]
-            tables = changes_of[kind]
-            table = tables.get((worker, scope))
-            if table is None:
-                table = tables[(worker, scope)] = {}
-            for loc, time, diff in changes:
-                table[(loc, time)] = table.get((loc, time), 0) + diff * times
-            if kind == K_FRONTIERS:
-                frontier_events += times
-
+    scheduled, changes_of, messages, frontier_events = _coalesce(state, run)
     model = state.model
     per_worker = Counter(raw[1] for raw in run)
     last_seen: dict[int, float] = {}
@@ -167,3 +125,62 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
         view = model.workers[worker]
         view.events = view_events[worker] + events
         view.last_t = last_seen[worker]
+
+
+def _coalesce(state: TuiState, run: Sequence[Raw]) -> tuple[_Schedulings, _Changes, _Merged, int]:
+    """Sum, concatenate and count the run's events per worker and place; add the records to the rate history.
+
+    Returns the schedulings, the merged pointstamp and frontier changes, the
+    merged messages, and how many frontier events the run held.
+    """
+    bucket = state.rates.bucket
+    # Events that differ only in their sequence number and time count as one, with a multiplicity.
+    same: Counter[tuple[Any, ...]] = Counter(
+        (raw[0], raw[1], raw[4:], int(raw[3] / bucket)) if raw[0] == K_MESSAGES else (raw[0], raw[1], raw[4:])
+        for raw in run
+        if raw[0] != K_SCHEDULE
+    )
+    scheduled: _Schedulings = {}
+    for raw in run:
+        if raw[0] == K_SCHEDULE:
+            _, worker, _, _, address, _, duration = raw
+            entry = scheduled.get((worker, address))
+            if entry is None:
+                scheduled[(worker, address)] = [1, duration]
+            else:
+                entry[0] += 1
+                entry[1] += duration
+    changes_of: _Changes = {
+        K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}
+    }
+    messages: _Merged = {}
+    rates = state.rates.counts
+    frontier_events = 0
+    for key, times in same.items():
+        kind, worker = key[0], key[1]
+        if kind == K_MESSAGES:
+            (address, consumed, produced), slot = key[2], key[3]
+            merged = messages.get((worker, address))
+            if merged is None:
+                merged = messages[(worker, address)] = ([], [])
+            for is_output, ports, target in ((False, consumed, merged[0]), (True, produced, merged[1])):
+                while len(target) < len(ports):
+                    target.append([])
+                for port, entries in enumerate(ports):
+                    if entries:
+                        target[port].extend(entries * times)
+                        buckets = rates.get((address, port, is_output))
+                        if buckets is None:
+                            buckets = rates[(address, port, is_output)] = {}
+                        buckets[slot] = buckets.get(slot, 0) + times * sum(count for _, count in entries)
+        else:
+            scope, changes = key[2]
+            tables = changes_of[kind]
+            table = tables.get((worker, scope))
+            if table is None:
+                table = tables[(worker, scope)] = {}
+            for loc, time, diff in changes:
+                table[(loc, time)] = table.get((loc, time), 0) + diff * times
+            if kind == K_FRONTIERS:
+                frontier_events += times
+    return scheduled, changes_of, messages, frontier_events
