@@ -18,13 +18,28 @@ Retries
     cleared (:mod:`runtime.spark.materialize`).
 
 Settings
-    ``spark.pytimely.bindHost`` and ``spark.pytimely.ports`` (``LOW-HIGH``), in
-    the session's configuration, are the defaults of ``bind_host`` and
-    ``ports``: the interface and the port range the tasks' mesh listens on.
+    ``bind_host`` and ``ports`` (``"LOW-HIGH"`` or a pair) pin the interface
+    and the port range on which the tasks listen for each other.  Their
+    defaults are the session settings ``spark.pytimely.bindHost`` and
+    ``spark.pytimely.ports`` (``LOW-HIGH``); without those, a task listens on
+    loopback when its executor's address is loopback, else on every
+    interface, on a random port.  The
+    tasks learn each other's addresses from the driver, on a port of
+    ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
+    ``BarrierTaskContext.allGather`` instead, a second slower).
+
+Preflight
+    The session must allow barrier mode (no speculation, no dynamic
+    allocation); ``spark.barrier.sync.timeout`` should be set (use
+    :func:`runtime.spark.spark_session`); if fewer than ``workers`` task
+    slots are free after ``slot_wait`` seconds, a warning is issued and
+    :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
+    to change, instead of waiting for Spark's own slot check to give up.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import secrets
 import sys
@@ -155,27 +170,12 @@ def run_dataflow(
     rest work on it.  The tasks stream their output to Spark as the dataflow
     makes it (each holds at most ``OUTPUT_BUFFER_BYTES`` of it).
 
-    ``bind_host`` and ``ports`` (``"LOW-HIGH"`` or a pair) pin the interface
-    and the port range on which the tasks listen for each other; by default
-    (and without the session settings ``spark.pytimely.bindHost`` /
-    ``spark.pytimely.ports``) a task listens on loopback when its executor's
-    address is loopback, else on every interface, on a random port.  The
-    tasks learn each other's addresses from the driver, on a port of
-    ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
-    ``BarrierTaskContext.allGather`` instead, a second slower).
-
-    Failures: see the module's docstring.  ``retries`` further attempts are
+    Failures, the mesh's network (``bind_host``, ``ports``) and the preflight
+    checks (``slot_wait``): see the module's docstring.  ``retries`` further attempts are
     made after a failed one that may succeed on another try; then
     :class:`~runtime.spark.errors.DataflowFailed` is raised, listing every
     attempt's failure.  ``on_attempt(number, failure)`` is called before each
     attempt (``failure`` is ``None`` for the first, else why the last failed).
-
-    Preflight: the session must allow barrier mode (no speculation, no dynamic
-    allocation); ``spark.barrier.sync.timeout`` should be set (use
-    :func:`runtime.spark.spark_session`); if fewer than ``workers`` task
-    slots are free after ``slot_wait`` seconds, a warning is issued and
-    :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
-    to change, instead of waiting for Spark's own slot check to give up.
 
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
@@ -183,6 +183,39 @@ def run_dataflow(
     :mod:`runtime.instrument`.
     """
     spark = df.sparkSession
+    workers = _checked_workers(spark, workers, retries, build)
+    spark_schema, pa_schema = arrow_schema(schema)
+    bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
+    check_session(spark)
+    check_slots(spark, workers, slot_wait)
+    repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
+    plan = TaskPlan(
+        build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name, log, columnar,
+        port_range, None,
+    )  # each attempt's token, number and servers are filled in by _run_attempts
+    return _run_attempts(
+        spark, repartitioned, spark_schema, plan, retries, driver_host, through_driver, on_progress, on_attempt
+    )
+
+
+def _network(
+    spark: Any, bind_host: str | None, ports: str | tuple[int, int] | None
+) -> tuple[str | None, tuple[int, int] | None, bool, str]:
+    """The mesh's interface and port range (the session's settings unless given), and how tasks meet.
+
+    Returns ``(bind_host, ports, through_driver, driver_host)``: whether the tasks learn each
+    other's addresses from the driver (else through ``allGather``), and the driver's host.
+    """
+    conf = spark.sparkContext.getConf()
+    bind_host = bind_host if bind_host is not None else conf.get(BIND_HOST_SETTING, None)
+    port_range = parse_ports(ports if ports is not None else conf.get(PORTS_SETTING, None))
+    through_driver = _rendezvous_mode(conf.get(RENDEZVOUS_SETTING, "driver")) == "driver"
+    driver_host = conf.get("spark.driver.host", "127.0.0.1")
+    return bind_host, port_range, through_driver, driver_host
+
+
+def _checked_workers(spark: Any, workers: int | None, retries: int, build: Build) -> int:
+    """The number of tasks to run (Spark's default parallelism unless given), once the arguments are checked."""
     if workers is None:
         workers = int(spark.sparkContext.defaultParallelism)
     if workers.__class__ is not int or workers < 1:
@@ -191,18 +224,24 @@ def run_dataflow(
         raise ConfigurationError(f"run_dataflow needs retries >= 0 (an int), got {retries!r}")
     if not callable(build):
         raise ConfigurationError(f"run_dataflow needs build(scope, batches) -> Stream, got {build!r}")
-    spark_schema, pa_schema = arrow_schema(schema)
-    conf = spark.sparkContext.getConf()
-    bind_host = bind_host if bind_host is not None else conf.get(BIND_HOST_SETTING, None)
-    port_range = parse_ports(ports if ports is not None else conf.get(PORTS_SETTING, None))
-    through_driver = _rendezvous_mode(conf.get(RENDEZVOUS_SETTING, "driver")) == "driver"
-    driver_host = conf.get("spark.driver.host", "127.0.0.1")
+    return workers
+
+
+def _run_attempts(
+    spark: Any,
+    repartitioned: Any,
+    spark_schema: Any,
+    plan: TaskPlan,
+    retries: int,
+    driver_host: str,
+    through_driver: bool,
+    on_progress: Callable[[Event], None] | None,
+    on_attempt: Callable[[int, str | None], None] | None,
+) -> Any:
+    """Run the barrier stage until an attempt succeeds, a failure would repeat, or the retries are spent."""
     rendezvous: Rendezvous | None = None
-    check_session(spark)
-    check_slots(spark, workers, slot_wait)
     progress: ProgressServer | None = None
     causes: list[str] = []
-    repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
     try:
         for attempt in range(retries + 1):
             if on_attempt is not None:
@@ -215,55 +254,25 @@ def run_dataflow(
             if through_driver:
                 if rendezvous is not None:
                     rendezvous.close()
-                rendezvous = Rendezvous(driver_host, token, workers)
-            plan = TaskPlan(
-                build,
-                pa_schema,
-                token,
-                attempt,
-                workers,
-                stall_timeout,
-                connect_timeout,
-                bind_host,
-                progress.address if progress is not None else None,
-                name,
-                log,
-                columnar,
-                port_range,
-                rendezvous.address if rendezvous is not None else None,
+                rendezvous = Rendezvous(driver_host, token, plan.workers)
+            attempt_plan = dataclasses.replace(
+                plan,
+                token=token,
+                attempt=attempt,
+                progress=progress.address if progress is not None else None,
+                rendezvous=rendezvous.address if rendezvous is not None else None,
             )
-            result = repartitioned.mapInArrow(functools.partial(run_task, plan), spark_schema, barrier=True)
+            result = repartitioned.mapInArrow(functools.partial(run_task, attempt_plan), spark_schema, barrier=True)
             try:
                 return detach(result.localCheckpoint(eager=True))
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                text = str(error)
-                cause = summary(text)
-                causes.append(cause)
-                traceback = task_traceback(text)
-                shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
-                if not should_retry(text):
-                    raise DataflowFailed(
-                        f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
-                        f"of {retries + 1}): {cause}{shown}",
-                        attempt + 1,
-                        causes,
-                        False,
-                        traceback,
-                    ) from error
-                if attempt == retries:
-                    listed = "\n".join(f"  attempt {i + 1}: {text}" for i, text in enumerate(causes))
-                    raise DataflowFailed(
-                        f"the dataflow failed {len(causes)} time(s), the retry budget (retries={retries}); "
-                        f"raise retries= or fix the cause:\n{listed}{shown}",
-                        attempt + 1,
-                        causes,
-                        True,
-                        traceback,
-                    ) from error
+                failed = _failure(str(error), attempt, retries, causes)
+                if failed is not None:
+                    raise failed from error
                 print(
-                    f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({cause}); retrying",
+                    f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({causes[-1]}); retrying",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -274,3 +283,31 @@ def run_dataflow(
         if rendezvous is not None:
             rendezvous.close()
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover
+
+
+def _failure(text: str, attempt: int, retries: int, causes: list[str]) -> DataflowFailed | None:
+    """Note why attempt ``attempt`` failed (Spark's error ``text``); the error to raise, or ``None`` to retry."""
+    cause = summary(text)
+    causes.append(cause)
+    traceback = task_traceback(text)
+    shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
+    if not should_retry(text):
+        return DataflowFailed(
+            f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
+            f"of {retries + 1}): {cause}{shown}",
+            attempt + 1,
+            causes,
+            False,
+            traceback,
+        )
+    if attempt == retries:
+        listed = "\n".join(f"  attempt {i + 1}: {text}" for i, text in enumerate(causes))
+        return DataflowFailed(
+            f"the dataflow failed {len(causes)} time(s), the retry budget (retries={retries}); "
+            f"raise retries= or fix the cause:\n{listed}{shown}",
+            attempt + 1,
+            causes,
+            True,
+            traceback,
+        )
+    return None
