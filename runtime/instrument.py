@@ -7,8 +7,10 @@ one attribute test per hook, nothing more.  Turn it on with
 ``--log`` / ``PYTIMELY_LOG`` pass), or in a test or notebook with a
 :class:`Recorder` (``with Recorder() as recording: execute(...)``).
 
-The code lives in :mod:`runtime.instrumentation`, one module per job; this
-module re-exports its names.
+The code lives in :mod:`runtime.instrumentation`, one module per job (the
+event schema is documented in :mod:`runtime.instrumentation.events`, the file
+format in :mod:`runtime.instrumentation.encoding`); this module re-exports
+their names.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from runtime.instrumentation.encoding import END_FRAME, FORMAT, FORMAT_V1, VERSION, encode_events, encode_header
 from runtime.instrumentation.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
 from runtime.instrumentation.events import (
-    _CLASSES as _CLASSES,
+    _CLASSES as _CLASSES,  # the kind -> class table, which tests read
 )
 from runtime.instrumentation.events import (
     K_CHANNEL,
