@@ -7,7 +7,7 @@ import re
 from functools import partial
 
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 from runtime import execute
 from runtime.audit import Auditor, ProcessLedger

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.tui_helpers import ROOT, wait_until
 from textual.widgets import Static
-from tui_helpers import ROOT, wait_until
 
 from runtime import execute
 from runtime.instrument import CapabilitySite, InputChanged, OperatorCreated, Recorder
