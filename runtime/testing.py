@@ -317,7 +317,7 @@ def _run_worker(
         if options["per_epoch"] and position + 1 < len(times):  # the last epoch completes as the run ends
             for handle in handles.values():
                 handle.advance_to(times[position + 1])
-            worker.step_while(lambda time=time: any(probe.less_equal(time) for probe in probes.values()))
+            worker.step_while(functools.partial(_behind, list(probes.values()), time))
     if options["close"]:
         for handle in handles.values():
             handle.close()
@@ -329,6 +329,11 @@ def _run_worker(
         worker.step_while(lambda: any(probe.less_than(end) for probe in probes.values()))
     frontiers = {name: list(probe.frontier()) for name, probe in probes.items()}
     return {"collected": collected, "frontiers": frontiers}
+
+
+def _behind(probes: list[Any], time: Any) -> bool:
+    """Whether some output has not passed ``time`` yet."""
+    return any(probe.less_equal(time) for probe in probes)
 
 
 def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, processes: int) -> DataflowRun:
