@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from runtime import execute
 from runtime.instrument import CapabilitySite, InputChanged, OperatorCreated, Recorder
-from scopes.channels import Exchange
+from scopes.channels import Exchange, Pipeline
 from viz import explain
 from viz.model import Model
 from viz.tui.app import TimelyApp
@@ -246,3 +246,33 @@ def test_the_model_names_held_sites_first_and_else_the_last_let_go() -> None:
     model.apply(CapabilitySite(0, 0, 0.0, (0, 2), 0, 3, -1, "delayed", "a.py:7"))
     assert view.sites(loc, 3) == [("delayed", "a.py:7")]  # all let go: the last one
     assert view.sites(loc, 4) == []
+
+
+def test_a_notification_request_names_the_line_of_notify_at() -> None:
+    """The notificator's own copy of a capability is the user's notify_at call; the explainer says so."""
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            handle, numbers = scope.new_input("numbers")
+
+            def logic(input: Any, output: Any, notificator: Any) -> None:
+                for ref, _batch in input:
+                    notificator.notify_at(ref.delayed(ref.time + 1))  # notify site
+                for capability in notificator:
+                    output.session(capability).give(capability.time)
+
+            return handle, numbers.unary_notify(Pipeline, "Later", logic).probe(name="After")
+
+        handle, _probe = worker.dataflow(build)
+        handle.send(1)
+        handle.advance_to(1)  # time 1 never completes: the input stays open
+        while worker.step():
+            pass
+
+    with Recorder() as recorder, pytest.raises(Exception, match="still open"):
+        execute(main, workers=1, stall_timeout=1.0)
+    kept = {(e.action, e.site, e.time) for e in recorder.events if isinstance(e, CapabilitySite) and e.diff > 0}
+    assert ("notify_at", site("notify"), 1) in kept and ("delayed", site("notify"), 1) in kept
+    model = Model.from_events(recorder.events)
+    held = [b for b in explain(model, model.locate("After"), 1) if b.kind == "capability"]
+    assert held and all(f"kept for a notification requested at {site('notify')}" in b.description for b in held)
