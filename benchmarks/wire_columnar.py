@@ -29,8 +29,8 @@ for entry in (ROOT, ROOT / "tests"):
     if str(entry) not in sys.path:
         sys.path.insert(0, str(entry))
 
-import columnar_helpers  # noqa: E402
 import numpy as np  # noqa: E402
+from helpers import columnar_helpers  # noqa: E402
 
 from runtime import execute  # noqa: E402
 from runtime.wire import FrameReader, decode_batch, encode_batch, frame_head  # noqa: E402

@@ -293,6 +293,11 @@ class Auditor:
     def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
         """Nothing to check."""
 
+    def capability_site(
+        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+    ) -> None:
+        """Nothing to check: the pointstamps say what is held."""
+
     def dataflow_completed(self, index: int, name: str) -> None:
         """Check 4: this worker's ledger of the dataflow is empty; then the process-wide channel balance."""
         for scope, counts in self._counts.items():

@@ -21,6 +21,7 @@ from runtime.instrumentation.events import (
     _CLASSES as _CLASSES,  # the kind -> class table, which tests read
 )
 from runtime.instrumentation.events import (
+    K_CAPABILITY,
     K_CHANNEL,
     K_DATAFLOW_DONE,
     K_DROPPED,
@@ -34,6 +35,7 @@ from runtime.instrumentation.events import (
     K_POINTSTAMPS,
     K_SCHEDULE,
     K_SHUTDOWN,
+    CapabilitySite,
     ChannelCreated,
     DataflowCompleted,
     Event,
@@ -66,6 +68,7 @@ from runtime.instrumentation.registry import (
 from runtime.instrumentation.sinks import FileSink, MemorySink, Sink, TcpSink
 
 __all__ = [
+    "CapabilitySite",
     "ChannelCreated",
     "DataflowCompleted",
     "END_FRAME",
@@ -77,6 +80,7 @@ __all__ = [
     "FrontiersChanged",
     "InputChanged",
     "Instrument",
+    "K_CAPABILITY",
     "K_CHANNEL",
     "K_DATAFLOW_DONE",
     "K_DROPPED",

@@ -23,6 +23,13 @@ records with ``tolist()`` / ``to_pylist()``.
 With ``processes=P`` the run starts ``P`` real processes, so ``build`` must be a
 function defined at the top level of an importable module and the inputs must
 be wire-encodable, exactly as for :func:`runtime.execute` with processes.
+
+A build function that reads no input (a replay, ``scope.to_stream``) is given
+``[]`` as its inputs and ignores the stream it receives.  ``per_epoch=True``
+waits for each epoch to complete at every output before the next is sent (the
+lockstep a streaming test wants); ``timestamp=`` builds the dataflow over
+another timestamp type (``Product`` times, a user's type); ``audit=True`` runs
+with the progress audit (:mod:`runtime.audit`).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from runtime.execute import execute
 from runtime.worker import Worker
 from scopes.builder import ScopeBuilder
 from scopes.stream import Stream
+from scopes.timestamp import INTEGER, TimestampType
 
 DEFAULT_OUTPUT = "output"
 """The name under which a build function's single returned stream is collected."""
@@ -92,6 +100,9 @@ def run_dataflow(
     processes: int = 1,
     close: bool = True,
     stall_timeout: float | None = 30.0,
+    per_epoch: bool = False,
+    timestamp: TimestampType = INTEGER,
+    audit: bool | None = None,
 ) -> DataflowRun:
     """Run ``build`` over ``inputs`` on ``workers`` threads in each of ``processes`` processes.
 
@@ -100,9 +111,23 @@ def run_dataflow(
     receives a dict of streams by name).  ``build`` returns the stream to
     collect, or a dict of streams by name.  With ``close=False`` the inputs
     are advanced past the last epoch but left open, as a streaming source
-    would leave them, and the run ends once every epoch is complete.
+    would leave them, and the run ends once every epoch is complete (integer
+    times only: the end is the time after the last epoch).
+
+    With ``per_epoch=True`` each worker, after sending an epoch and advancing
+    its inputs past it, steps until every output has passed that epoch's time
+    before it sends the next one.  ``timestamp`` is the dataflow's timestamp
+    type (the epochs' times must be its times); it must stay the integer type
+    on several processes, which import the build function by name and receive
+    only wire-encodable values.  ``audit`` is passed to :func:`runtime.execute`.
     """
     spec = _input_spec(inputs)
+    options = {"close": close, "per_epoch": per_epoch}
+    if processes != 1 and timestamp is not INTEGER:
+        raise ConfigurationError(
+            f"run_dataflow(processes={processes}) builds every dataflow over integer times; "
+            f"timestamp={timestamp.name} runs on threads only (processes=1)"
+        )
     if processes != 1:
         from runtime.launcher import describe_main
         from runtime.wire import EncodingError, encode_value
@@ -120,10 +145,10 @@ def run_dataflow(
             raise ConfigurationError(
                 f"run_dataflow(processes={processes}) sends the inputs to each process in the wire encoding: {error}"
             ) from None
-        main: Callable[[Worker], Any] = functools.partial(_run_loaded, described, spec, close)
+        main: Callable[[Worker], Any] = functools.partial(_run_loaded, described, spec, options)
     else:
-        main = functools.partial(_run_worker, build, spec, close)
-    results = execute(main, workers=workers, processes=processes, stall_timeout=stall_timeout)
+        main = functools.partial(_run_worker, build, spec, options, timestamp)
+    results = execute(main, workers=workers, processes=processes, stall_timeout=stall_timeout, audit=audit)
     return _gather(results, spec, workers, processes)
 
 
@@ -151,17 +176,22 @@ def assert_agree(
     configurations: Sequence[tuple[int, int]] = DEFAULT_CONFIGURATIONS,
     *,
     close: bool = True,
+    per_epoch: bool = False,
 ) -> list[DataflowRun]:
     """Run ``build`` over ``inputs`` in every ``(workers, processes)`` configuration; assert they agree.
 
     Every output must hold the same records at the same times, and end at the
     same frontier, as in the first configuration.  Returns the runs, first one
     first.  Configurations with more than one process need ``build`` to be a
-    top-level function (see :func:`run_dataflow`).
+    top-level function (see :func:`run_dataflow`).  ``close`` and ``per_epoch``
+    are passed to every run.
     """
     if not configurations:
         raise ConfigurationError("assert_agree needs at least one (workers, processes) configuration")
-    runs = [run_dataflow(build, inputs, workers=w, processes=p, close=close) for w, p in configurations]
+    runs = [
+        run_dataflow(build, inputs, workers=w, processes=p, close=close, per_epoch=per_epoch)
+        for w, p in configurations
+    ]
     reference = runs[0]
     for run in runs[1:]:
         if sorted(run.outputs) != sorted(reference.outputs):
@@ -236,16 +266,24 @@ class _Collector:
         self.into.append([self.name, time, _as_records(batch)])
 
 
-def _run_loaded(described: dict[str, Any], spec: dict[str, Any], close: bool, worker: Worker) -> dict[str, Any]:
+def _run_loaded(
+    described: dict[str, Any], spec: dict[str, Any], options: dict[str, bool], worker: Worker
+) -> dict[str, Any]:
     """The process entry point: import the build function by name, then run as :func:`_run_worker`."""
     from runtime.cluster_member import load_main
 
     build: Any = load_main(described)
-    return _run_worker(build, spec, close, worker)
+    return _run_worker(build, spec, options, INTEGER, worker)
 
 
-def _run_worker(build: Build, spec: dict[str, Any], close: bool, worker: Worker) -> dict[str, Any]:
-    """Feed this worker's share of every epoch, run to the end, return what it collected and the frontiers."""
+def _run_worker(
+    build: Build, spec: dict[str, Any], options: dict[str, bool], timestamp: TimestampType, worker: Worker
+) -> dict[str, Any]:
+    """Feed this worker's share of every epoch, run to the end, return what it collected and the frontiers.
+
+    ``options``: ``close`` (close the inputs at the end, else advance them past
+    the last epoch) and ``per_epoch`` (complete each epoch before the next).
+    """
     collected: list[list[Any]] = []
     handles: dict[str, Any] = {}
     probes: dict[str, Any] = {}
@@ -266,17 +304,21 @@ def _run_worker(build: Build, spec: dict[str, Any], close: bool, worker: Worker)
                 name=f"Probe {name}"
             )
 
-    worker.dataflow(dataflow)
+    worker.dataflow(dataflow, timestamp=timestamp)
     index, peers = worker.index, worker.peers
     times = _sorted(list({time for pairs in spec["epochs"].values() for time, _ in pairs}))
-    for time in times:
+    for position, time in enumerate(times):
         for name, pairs in spec["epochs"].items():
             handle = handles[name]
             handle.advance_to(time)
             for at, records in pairs:
                 if at == time:
                     handle.send_batch(records[index::peers])
-    if close:
+        if options["per_epoch"] and position + 1 < len(times):  # the last epoch completes as the run ends
+            for handle in handles.values():
+                handle.advance_to(times[position + 1])
+            worker.step_while(functools.partial(_behind, list(probes.values()), time))
+    if options["close"]:
         for handle in handles.values():
             handle.close()
         worker.step_while(lambda: not all(probe.done() for probe in probes.values()))
@@ -287,6 +329,11 @@ def _run_worker(build: Build, spec: dict[str, Any], close: bool, worker: Worker)
         worker.step_while(lambda: any(probe.less_than(end) for probe in probes.values()))
     frontiers = {name: list(probe.frontier()) for name, probe in probes.items()}
     return {"collected": collected, "frontiers": frontiers}
+
+
+def _behind(probes: list[Any], time: Any) -> bool:
+    """Whether some output has not passed ``time`` yet."""
+    return any(probe.less_equal(time) for probe in probes)
 
 
 def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, processes: int) -> DataflowRun:

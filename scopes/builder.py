@@ -191,7 +191,7 @@ class ScopeBuilder:
         builder = OperatorBuilder(self, name)
         output, stream = builder.new_output()
         operator = builder.build(None)
-        capability = builder.initial_capabilities()[0]
+        capability = builder.initial_capabilities(track=False)[0]
         handle = InputHandle(name, self.timestamp_type, capability, output, builder.activate)
         operator.set_logic(handle._flush)
         self.context.inputs.append(handle)

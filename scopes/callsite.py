@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from types import CodeType
 
 _OURS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package) + os.sep
@@ -15,11 +16,20 @@ _OURS = tuple(
 )
 
 
-def user_site(skip: int = 1) -> str | None:
-    """``basename:line`` of the innermost caller outside ``scopes``, ``runtime`` and ``viz`` (``None``: none)."""
+def user_site(skip: int = 1, stop: CodeType | None = None) -> str | None:
+    """``basename:line`` of the innermost caller outside ``scopes``, ``runtime`` and ``viz`` (``None``: none).
+
+    ``stop`` bounds the walk: reaching a frame running that code first means
+    the call came from pytimely's own code running there (for example the
+    logic of a built-in operator, called by the scheduler), and the answer is
+    ``None`` rather than the line of the user's ``worker.step()`` far above.
+    """
     frame = sys._getframe(skip)
     while frame is not None:
-        filename = frame.f_code.co_filename
+        code = frame.f_code
+        if code is stop:
+            return None
+        filename = code.co_filename
         if not filename.startswith(_OURS) and not filename.startswith("<frozen"):
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]

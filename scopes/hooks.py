@@ -87,3 +87,16 @@ class ProgressObserver(Protocol):
         """An input handle was ``"created"`` (at ``site`` in the user's code), ``"advanced"`` (to ``time``) or
         ``"closed"``."""
         ...
+
+    def capability_site(
+        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+    ) -> None:
+        """A capability for ``time`` on ``output`` of the operator at ``address`` came (``diff`` 1) or went (-1).
+
+        ``action`` says how the user's code came to hold it at ``site``
+        (``file.py:LINE``): ``"created"`` (the capability an operator's
+        constructor receives), ``"retained"``, ``"delayed"``, ``"downgraded"``
+        or ``"notify_at"`` (the copy a notificator keeps).  Only capabilities
+        whose place in the user's code is known are reported.
+        """
+        ...

@@ -14,9 +14,11 @@ from typing import Any
 
 from scopes.antichain import MutableAntichain
 from scopes.batches import is_columnar
+from scopes.callsite import user_site
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
+from scopes.hooks import ProgressObserver
 from scopes.order import in_time_order, less_equal
 from scopes.reachability import Connectivity, sparse
 from scopes.scope import ConnectivityLike, Scope, Updates
@@ -56,7 +58,7 @@ class OperatorInfo:
 class OutputPort:
     """An operator output: its fan-out, produced-message counts, and capability changes."""
 
-    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type", "owner")
+    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type", "owner", "observer")
 
     def __init__(self, operator: str, port: int, timestamp_type: TimestampType | None = None) -> None:
         """Create output ``port`` of the operator named ``operator``."""
@@ -68,6 +70,8 @@ class OutputPort:
         self.internal: ChangeBatch[Any] = ChangeBatch()
         self.held = 0
         self.owner: Operator | None = None
+        self.observer: ProgressObserver | None = None
+        """Set when logging is on: capabilities of this output then report where the user's code holds them."""
 
     def capability_changed(self) -> None:
         """Wake the owning operator so that a capability change made outside its logic is reported.
@@ -152,7 +156,7 @@ class Capability:
     :meth:`drop` (or letting the object be garbage collected) releases it.
     """
 
-    __slots__ = ("_time", "_output", "_valid", "_token", "__weakref__")
+    __slots__ = ("_time", "_output", "_valid", "_token", "_site", "__weakref__")
 
     def __init__(self, time: Any, output: OutputPort) -> None:
         """Mint a capability; operators receive these from the runtime rather than create them."""
@@ -160,6 +164,7 @@ class Capability:
         self._output = output
         self._valid = True
         self._token: list[bool] | None = None
+        self._site: tuple[str, str] | None = None
         output.internal.update(time, 1)
         output.held += 1
 
@@ -171,8 +176,29 @@ class Capability:
         capability._output = output
         capability._valid = True
         capability._token = None
+        capability._site = None
         output.held += 1
         return capability
+
+    def _track(self, action: str) -> Capability:
+        """Report where the user's code came to hold this capability (only called when logging is on).
+
+        A capability made by pytimely's own operator logic has no such place
+        and is not reported; the explainer names the operator's build site instead.
+        """
+        site = user_site(1, _LOGIC_RUNNER)
+        if site is not None:
+            self._site = (action, site)
+            self._report(1)
+        return self
+
+    def _report(self, diff: int) -> None:
+        output = self._output
+        observer, site = output.observer, self._site
+        if observer is not None and site is not None:
+            owner = output.owner
+            address = owner.address if owner is not None else ()
+            observer.capability_site(address, output.port, self._time, diff, site[0], site[1])
 
     def _session_token(self) -> list[bool]:
         """A flag that stays ``[True]`` until this capability is next dropped or downgraded."""
@@ -229,11 +255,22 @@ class Capability:
                     counts[at] = value
                 else:
                     del counts[at]
+            if output.observer is not None and self._site is not None:
+                self._moved(time)
             self._time = time
             if self._token is not None:
                 self._token[0] = False
                 self._token = None
             output.capability_changed()
+
+    def _moved(self, time: Any) -> None:
+        """Report a downgrade to ``time``, from where the user's code made it (or where it was held before)."""
+        self._report(-1)
+        self._time = time
+        site = user_site(1, _LOGIC_RUNNER)
+        if site is not None:
+            self._site = ("downgraded", site)
+        self._report(1)
 
     def delayed(self, time: Any) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
@@ -243,7 +280,10 @@ class Capability:
                 f"operator '{self._output.operator}' output {self._output.port}: cannot delay "
                 f"the capability for time {self._time!r} to time {time!r}, which is earlier"
             )
-        return Capability(time, self._output)
+        capability = Capability(time, self._output)
+        if self._output.observer is not None:
+            capability._track("delayed")
+        return capability
 
     def drop(self) -> None:
         """Release the capability.  Dropping twice is harmless.
@@ -259,6 +299,8 @@ class Capability:
             output = self._output
             output.internal.update(self._time, -1)
             output.held -= 1
+            if output.observer is not None and self._site is not None:
+                self._report(-1)
             output.capability_changed()
 
     def __del__(self) -> None:
@@ -319,12 +361,18 @@ class CapabilityRef:
     def retain(self, output: int = 0) -> Capability:
         """Keep a capability for this time on ``output`` beyond this invocation."""
         port = self._operator._check_ref(self, output, self._time)
-        return Capability(self._time, port)
+        capability = Capability(self._time, port)
+        if port.observer is not None:
+            capability._track("retained")
+        return capability
 
     def delayed(self, time: Any, output: int = 0) -> Capability:
         """Keep a capability for a later ``time`` on ``output``."""
         port = self._operator._check_ref(self, output, time)
-        return Capability(time, port)
+        capability = Capability(time, port)
+        if port.observer is not None:
+            capability._track("delayed")
+        return capability
 
     def __repr__(self) -> str:
         return f"CapabilityRef(time={self._time!r}, input={self._input})"
@@ -520,9 +568,13 @@ class Notificator:
         output = capability._output
         held = self._pending.get(time)
         if held is None:
-            self._pending[time] = [Capability(time, output)]
+            held = self._pending[time] = [Capability(time, output)]
         elif all(other._output is not output for other in held):
             held.append(Capability(time, output))
+        else:
+            held = []
+        if output.observer is not None and held:
+            held[-1]._track("notify_at")
         self._requests += 1
 
     def _complete(self, time: Any) -> bool:
@@ -861,3 +913,7 @@ class Operator(Scope):
     def held_capabilities(self) -> list[int]:
         """For diagnosis: how many capabilities this worker's operator holds on each output."""
         return [port.held for port in self.output_ports]
+
+
+_LOGIC_RUNNER = Operator.pull_internal_progress.__code__
+"""Where the scheduler runs an operator's logic: a capability made below it by pytimely's own code has no user site."""

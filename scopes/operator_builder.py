@@ -93,6 +93,9 @@ class OperatorBuilder:
     def new_output(self) -> tuple[OutputPort, Stream]:
         """Create a new output and the stream that carries what it sends."""
         port = OutputPort(self.name, len(self.outputs), self.scope.timestamp_type)
+        observer = self.scope.subgraph.observer
+        if observer is not None:  # its capabilities report where the user's code holds them
+            port.observer = observer
         self.outputs.append(port)  # shared with the operator, if already built
         if self.operator is not None:
             self.operator.adopt(port)
@@ -103,10 +106,19 @@ class OperatorBuilder:
         """Declare which inputs reach which outputs, and how times change on the way."""
         self.summary = summary
 
-    def initial_capabilities(self) -> list[Capability]:
-        """This worker's capability at the minimum time on each output."""
+    def initial_capabilities(self, track: bool = True) -> list[Capability]:
+        """This worker's capability at the minimum time on each output.
+
+        With logging on, each is reported as created where the user's code
+        built the operator, unless ``track`` is false (an input handle's,
+        whose own events say where it was created).
+        """
         minimum = self.scope.timestamp_type.minimum()
-        return [Capability._initial(minimum, port) for port in self.outputs]
+        capabilities = [Capability._initial(minimum, port) for port in self.outputs]
+        if self.scope.subgraph.observer is not None and track:
+            for capability in capabilities:
+                capability._track("created")
+        return capabilities
 
     def build(
         self,

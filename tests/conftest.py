@@ -8,7 +8,7 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from conftest_spark import spark  # noqa: E402, F401  (the shared SparkSession fixture)
+from helpers.conftest_spark import spark  # noqa: E402, F401  (the shared SparkSession fixture)
 
 # The standalone-cluster test starts five JVMs for about four minutes: `make test-cluster` runs it
 # (PYTIMELY_CLUSTER_TESTS=1); the suite does not collect it, rather than collect and skip it.

@@ -7,11 +7,12 @@ import re
 from functools import partial
 
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 from runtime import execute
 from runtime.audit import Auditor, ProcessLedger
 from runtime.errors import AuditViolation, WorkerFailed
+from runtime.testing import run_dataflow
 from runtime.worker import Worker
 from scopes.operator import OutputPort
 
@@ -25,33 +26,22 @@ def audit_error(error: BaseException) -> AuditViolation:
     return error
 
 
-def counting(worker: Worker) -> list[tuple[int, int]]:
-    """Numbers per epoch through a loop scope, an exchange and a count."""
-    seen: list[tuple[int, int]] = []
-
-    def build(scope):
-        handle, numbers = scope.new_input("numbers")
-        looped = scope.iterative(lambda inner: numbers.enter(inner).map(lambda v: v + 1, name="Inc").leave())
-        counts = looped.exchange(lambda v: v % 7, name="ByKey").count()
-        counts.inspect_batch(lambda time, batch: seen.extend((time, n) for n in batch))
-        return handle, counts.probe()
-
-    handle, probe = worker.dataflow(build, name="counting")
-    for epoch in range(4):
-        handle.send_batch(list(range(50)))
-        handle.advance_to(epoch + 1)
-        worker.step_while(lambda: probe.less_than(handle.time))
-    return seen
+def counting(scope, numbers):
+    """Numbers through a loop scope, an exchange by ``v % 7`` and a count per time (top level: processes import it)."""
+    looped = scope.iterative(lambda inner: numbers.enter(inner).map(lambda v: v + 1, name="Inc").leave())
+    return looped.exchange(lambda v: v % 7, name="ByKey").count()
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_a_correct_computation_passes_the_audit_on_threads(workers):
-    results = execute(counting, workers=workers, audit=True)
-    assert sorted(n for seen in results for _, n in seen) != []
+EPOCHS = [list(range(50))] * 4
+"""50 numbers in each of 4 epochs, every epoch completed before the next is sent."""
 
 
-def test_a_correct_computation_passes_the_audit_on_processes():
-    execute(counting, workers=1, processes=2, audit=True)
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (3, 1), (1, 2)])
+def test_a_correct_computation_passes_the_audit(workers, processes):
+    run = run_dataflow(counting, EPOCHS, workers=workers, processes=processes, per_epoch=True, audit=True)
+    # each worker counts the numbers routed to it: the counts of an epoch add up to its 50 numbers
+    assert {time: sum(counts) for time, counts in run.output().items()} == {epoch: 50 for epoch in range(4)}
+    assert all(len(counts) <= workers * processes for counts in run.output().values())
 
 
 @pytest.mark.parametrize("workers", [1, 2])

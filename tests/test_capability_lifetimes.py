@@ -19,6 +19,7 @@ import time
 import pytest
 
 from runtime import WorkerFailed, execute
+from runtime.testing import assert_outputs, run_dataflow
 from scopes import CapabilityError, Pipeline
 from scopes.errors import OperatorFailed
 
@@ -130,36 +131,24 @@ def test_give_after_downgrading_past_the_session_time_is_refused():
 
 
 def test_downgrading_within_the_session_time_keeps_the_session_usable():
-    received: list = []
+    def build(scope, stream):
+        def constructor(capability, info):
+            capability.drop()
 
-    def main(worker):
-        def build(scope):
-            handle, stream = scope.new_input()
+            def logic(input, output):
+                for ref, _batch in input:
+                    capability = ref.retain()
+                    session = output.session(capability, time=9)
+                    session.give("before")
+                    capability.downgrade(8)  # still at or before 9
+                    session.give("after")
+                    capability.drop()
 
-            def constructor(capability, info):
-                capability.drop()
+            return logic
 
-                def logic(input, output):
-                    for ref, _batch in input:
-                        capability = ref.retain()
-                        session = output.session(capability, time=9)
-                        session.give("before")
-                        capability.downgrade(8)  # still at or before 9
-                        session.give("after")
-                        capability.drop()
+        return stream.unary(Pipeline, "Within", constructor)
 
-                return logic
-
-            out = stream.unary(Pipeline, "Within", constructor)
-            out.inspect_batch(lambda t, batch: received.extend((t, r) for r in batch))
-            return handle
-
-        handle = worker.dataflow(build)
-        handle.advance_to(7)
-        handle.send("x")
-
-    execute(main, stall_timeout=5)
-    assert received == [(9, "before"), (9, "after")]
+    assert_outputs(run_dataflow(build, {7: ["x"]}, stall_timeout=5), {9: ["before", "after"]})
 
 
 def test_session_over_a_capability_ref_is_refused_after_its_invocation():

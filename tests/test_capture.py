@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import WorkerFailed, execute
+from runtime.testing import run_dataflow
 from scopes import INTEGER, Product, ProductType
 from scopes.capture import (
     CaptureRecorder,
@@ -53,21 +54,12 @@ def run_capture(
 
 def replay(recordings, workers: int, timestamp=INTEGER):
     """Replay ``recordings`` on ``workers`` workers (stream s on worker s % workers); return (time, record)s."""
-
-    def main(worker):
-        got = []
-
-        def build(scope):
-            stream = replay_into(recordings, scope)
-            stream.inspect_batch(lambda t, batch: got.extend((t, r) for r in batch))
-            return stream.probe()
-
-        probe = worker.dataflow(build, timestamp=timestamp)
-        worker.step_while(lambda: not probe.done())
-        return got
-
-    results = execute(main, workers=workers, stall_timeout=5)
-    return [pair for per_worker in results for pair in per_worker]
+    run = run_dataflow(
+        lambda scope, _no_input: replay_into(recordings, scope), [], workers=workers, timestamp=timestamp,
+        stall_timeout=5,
+    )
+    assert run.frontiers == {"output": []}, "the replayed stream must end"
+    return [(time, record) for time, records in run.output().items() for record in records]
 
 
 def test_events_are_messages_and_frontier_changes_without_the_initial_capability():

@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import columnar_helpers
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers import columnar_helpers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps

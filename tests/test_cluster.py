@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args

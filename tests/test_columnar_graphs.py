@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 
-import columnar_helpers
 import numpy as np
 import pytest
+from helpers import columnar_helpers
 
 from runtime import execute
 from scopes.hashing import stable_hash

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
-from recording_v1 import header as v1_header
-from recording_v1 import pack as v1_pack
+from helpers.recording_v1 import header as v1_header
+from helpers.recording_v1 import pack as v1_pack
+from helpers.viz_synthetic import finish, running
 from test_tui import text_of
-from viz_synthetic import finish, running
 
 from runtime import codec
 from runtime.eventlog import (

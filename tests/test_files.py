@@ -267,7 +267,7 @@ def test_a_crash_while_writing_leaves_no_file_a_reader_would_take(tmp_path, monk
 
 
 def test_the_wordcount_example_goes_from_parquet_files_to_per_epoch_parquet_results(tmp_path, capsys):
-    from example_loader import load_example
+    from helpers.example_loader import load_example
 
     wordcount = load_example("wordcount")
     assert wordcount.main(["--write-sample", str(tmp_path / "lines"), "--epochs", "3", "--lines", "20"]) == 0

@@ -7,9 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-import flow_control_mains
 import pytest
-from process_tree import run_measuring_peak
+from helpers import flow_control_mains
+from helpers.process_tree import run_measuring_peak
 
 from runtime import execute
 from runtime.errors import ConfigurationError
@@ -32,7 +32,7 @@ def test_a_slow_receiver_keeps_the_process_tree_s_memory_flat_and_the_answer_rig
     env = dict(os.environ, PYTIMELY_SEND_WINDOW="1M")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     output, peak = run_measuring_peak(
-        [sys.executable, str(HERE / "flow_control_mains.py"), str(epochs), str(rows), "0.003"],
+        [sys.executable, str(HERE / "helpers" / "flow_control_mains.py"), str(epochs), str(rows), "0.003"],
         timeout=240,
         env=env,
     )

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 
-from runtime import execute, fabric
+from runtime import fabric
 from runtime.fabric import ThreadFabric
+from runtime.testing import assert_agree
 from scopes import ScopeBuilder, Stream
 
 
@@ -82,47 +82,27 @@ def test_a_stop_ends_a_hand_over() -> None:
     assert not waiter.is_alive()
 
 
-def collatz_steps(workers: int, limit: int) -> dict[int, int]:
-    """Run the Collatz loop with an exchange; return {number: steps to reach 1}, from every worker."""
-    found: dict[int, int] = {}
-    lock = threading.Lock()
+def collatz_steps(scope: ScopeBuilder, stream: Stream) -> Stream:
+    """The Collatz loop with an exchange: ``(number, current, steps)`` in, ``(number, 1, steps to reach 1)`` out."""
 
-    def main(worker: Any) -> None:
-        def build(scope: ScopeBuilder) -> Any:
-            handle, stream = scope.new_input()
+    def body(inner: ScopeBuilder) -> Stream:
+        loop, feedback = inner.loop_variable(1)
+        running, finished = stream.enter(inner).concat(feedback).branch(lambda item: item[1] == 1)
+        (
+            running.map(lambda item: (item[0], 3 * item[1] + 1 if item[1] % 2 else item[1] // 2, item[2] + 1))
+            .exchange(lambda item: item[1])
+            .connect_loop(loop)
+        )
+        return finished.leave()
 
-            def body(inner: ScopeBuilder) -> Stream:
-                loop, feedback = inner.loop_variable(1)
-                running, finished = stream.enter(inner).concat(feedback).branch(lambda item: item[1] == 1)
-                (
-                    running.map(lambda item: (item[0], 3 * item[1] + 1 if item[1] % 2 else item[1] // 2, item[2] + 1))
-                    .exchange(lambda item: item[1])
-                    .connect_loop(loop)
-                )
-                return finished.leave()
-
-            def record(time: Any, batch: list[Any]) -> None:
-                with lock:
-                    for number, _, steps in batch:
-                        found[number] = steps
-
-            result = scope.iterative(body).inspect_batch(record)
-            return handle, result.probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch((n, n, 0) for n in range(1, limit + 1) if n % worker.peers == worker.index)
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
-    execute(main, workers=workers)
-    return found
+    return scope.iterative(body)
 
 
 def test_a_loop_with_an_exchange_on_threads_that_hand_over_gives_the_one_worker_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)  # hand over after every step that leaves work
-    expected = collatz_steps(1, 300)
-    assert len(expected) == 300 and expected[27] == 111
-    assert collatz_steps(2, 300) == expected
-    assert collatz_steps(3, 300) == expected
+    numbers = [[(n, n, 0) for n in range(1, 301)]]
+    one, _, _ = assert_agree(collatz_steps, numbers, configurations=[(1, 1), (2, 1), (3, 1)])
+    steps = {number: count for number, _, count in one.records()}
+    assert len(one.records()) == len(steps) == 300 and steps[27] == 111

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from runtime import DataflowMismatch, EventWriter, LogFile, WorkerFailed, execute
+from runtime.testing import run_dataflow
 from scopes import INTEGER
 
 RECORDS = 300
@@ -41,20 +42,9 @@ def capture_on_three_workers(directory) -> list:
 
 def replay_everything(paths, workers: int) -> Counter:
     """The user's replay: every worker passes all recordings to scope.replay."""
-
-    def main(worker):
-        got = []
-
-        def build(scope):
-            replayed = scope.replay([LogFile(path, INTEGER) for path in paths])
-            replayed.inspect(got.append)
-            return replayed.probe()
-
-        probe = worker.dataflow(build)
-        worker.step_while(lambda: not probe.done())
-        return got
-
-    return Counter(record for records in execute(main, workers=workers) for record in records)
+    run = run_dataflow(lambda scope, _no_input: scope.replay([LogFile(path, INTEGER) for path in paths]), [],
+                       workers=workers)
+    return Counter(run.records())
 
 
 @pytest.mark.parametrize("workers", [2, 5, 1])
@@ -82,19 +72,9 @@ def test_in_memory_recordings_replay_once_on_every_worker_count():
     execute(lambda worker: capture(worker, recorders), workers=3)
     everything = [recorders[index] for index in range(3)]
 
-    def main(worker):
-        got = []
-
-        def build(scope):
-            return scope.replay(everything).inspect(got.append).probe()
-
-        probe = worker.dataflow(build)
-        worker.step_while(lambda: not probe.done())
-        return got
-
     for workers in (2, 5):
-        replayed = [record for records in execute(main, workers=workers) for record in records]
-        assert sorted(replayed) == list(range(RECORDS))
+        run = run_dataflow(lambda scope, _no_input: scope.replay(everything), [], workers=workers)
+        assert run.records() == list(range(RECORDS))
 
 
 def test_workers_given_different_recordings_are_refused(tmp_path):

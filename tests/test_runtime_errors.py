@@ -280,7 +280,7 @@ def test_a_parked_worker_is_woken_and_a_busy_one_is_not() -> None:
 def test_ctrl_c_stops_every_worker_with_one_line_and_status_130(workers: int) -> None:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "interrupt_workers.py"), str(workers)],
+        [sys.executable, str(ROOT / "tests" / "helpers" / "interrupt_workers.py"), str(workers)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,7 +8,7 @@ from typing import Any
 
 import networkx as nx  # noqa: E402
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"

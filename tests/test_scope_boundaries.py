@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import execute
+from runtime.testing import assert_outputs, run_dataflow
 from scopes import Pipeline
 from scopes.errors import ScopeBoundaryError
 
@@ -107,22 +108,12 @@ def test_forgotten_leave_is_refused_in_the_program_as_written():
 def test_leave_on_the_returned_stream_is_accepted():
     """The fix the error suggests: leave() on the stream the body returned."""
 
-    def main(worker):
-        def build(scope):
-            handle, numbers = scope.new_input()
-            result = scope.iterative(lambda inner: numbers.enter(inner).map(lambda n: n + 1)).leave()
-            seen: list[tuple[int, int]] = []
-            result.inspect_batch(lambda time, batch: seen.extend((time, n) for n in batch))
-            return handle, result.probe(), seen
+    def build(scope, numbers):
+        return scope.iterative(lambda inner: numbers.enter(inner).map(lambda n: n + 1)).leave()
 
-        handle, probe, seen = worker.dataflow(build)
-        handle.send(1)
-        handle.close()
-        while worker.step():
-            pass
-        return seen, probe.done()
-
-    assert execute(main) == [([(0, 2)], True)]
+    run = run_dataflow(build, [[1]])
+    assert_outputs(run, {0: [2]})
+    assert run.frontiers == {"output": []}  # outer times, and the dataflow completes
 
 
 def test_loop_connected_after_the_body_is_refused():
@@ -144,27 +135,14 @@ def test_loop_connected_after_the_body_is_refused():
 def test_outer_operators_built_inside_a_body_stay_outside_and_must_enter():
     """An operator on an outer stream, built inside a body, is an outer operator: entering it works."""
 
-    def main(worker):
-        def build(scope):
-            handle, numbers = scope.new_input("Numbers")
+    def build(scope, numbers):
+        def body(inner):
+            doubled = numbers.map(lambda n: n * 2, name="Double")  # in the outer scope
+            return doubled.enter(inner).leave()
 
-            def body(inner):
-                doubled = numbers.map(lambda n: n * 2, name="Double")  # in the outer scope
-                return doubled.enter(inner).leave()
+        return scope.iterative(body, name="Loop")
 
-            result = scope.iterative(body, name="Loop")
-            seen: list[int] = []
-            result.inspect(seen.append)
-            return handle, seen
-
-        handle, seen = worker.dataflow(build, name="Flow")
-        handle.send(4)
-        handle.close()
-        while worker.step():
-            pass
-        return seen
-
-    assert execute(main) == [[8]]
+    assert_outputs(run_dataflow(build, [[4]]), {0: [8]})
 
 
 def test_stream_of_a_middle_scope_used_in_an_innermost_body_is_refused():

@@ -110,7 +110,7 @@ def test_the_demo_replay_hint_names_the_projects_python(monkeypatch):
 def test_a_record_over_the_frame_limit_is_an_error_naming_the_limit_and_the_operator(monkeypatch):
     """With the limit lowered to 100 kB (as 1 GiB would be, without the memory), a 300 kB record
     is refused by its sender, not reported as a lost connection."""
-    import user_error_mains
+    from helpers import user_error_mains
 
     monkeypatch.setenv("PYTIMELY_MAX_FRAME_BYTES", "100000")
     with pytest.raises(WorkerFailed) as failure:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from example_loader import load_example
+from helpers.example_loader import load_example
 
 from runtime.spark import run_dataflow
 

@@ -1,8 +1,17 @@
-"""The shape of the ``scopes`` package: no import cycles, and the public names stay where they were.
+"""The shape of the product: every import read, no import cycles, layers only downwards, public names kept.
+
+Every import of the three packages is read with :mod:`ast`: at module level,
+inside functions (an edge all the same: it runs when the function is called)
+and under ``if TYPE_CHECKING:`` (an edge for the reader and the type checker).
+The modules must import each other without a cycle, and the layers only one
+way: ``viz`` -> ``runtime`` -> ``scopes`` (``scopes`` imports neither of the
+others, ``runtime`` does not import ``viz``).
+
+The cycles there are today are listed by name below, so that any new one fails.
 
 ``Stream`` is a facade over one module per operator family; the modules that
 build streams (``builder``, ``operator_builder``, ``stream`` and the families)
-import each other only one way, with no imports hidden inside functions.
+import nothing inside functions.
 """
 
 from __future__ import annotations
@@ -10,73 +19,301 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-SCOPES = Path(__file__).resolve().parent.parent / "scopes"
+ROOT = Path(__file__).resolve().parent.parent
+SCOPES = ROOT / "scopes"
+PACKAGES = ("scopes", "runtime", "viz")
+"""The product's packages, lowest layer first: each may import only those before it (and itself)."""
 
 STREAM_MODULES = [
     "builder", "operator_builder", "operator", "stream", "per_record", "routing", "per_time",
     "generic_operators", "probes", "nesting", "signatures",
 ]
 
+KNOWN_CYCLES: list[frozenset[str]] = []
+"""Import cycles that exist today (each the set of its modules), allowed until the work named beside it."""
 
-def runtime_imports(module: str) -> tuple[set[str], list[int]]:
-    """The ``scopes`` modules ``module`` imports at run time, and the lines of imports inside functions.
+TYPING_BACK_EDGES: frozenset[tuple[str, str]] = frozenset(
+    # The Stream facade: ``stream`` (and ``builder``) import each operator family at run time, and the
+    # families name ``Stream`` and ``ScopeBuilder`` in annotations only, under ``if TYPE_CHECKING:``.
+    {(family, "scopes.stream") for family in (
+        "scopes.capture", "scopes.generic_operators", "scopes.nesting", "scopes.operator_builder",
+        "scopes.per_batch", "scopes.per_record", "scopes.per_time", "scopes.probes", "scopes.routing",
+        "scopes.signatures",
+    )}
+    | {(family, "scopes.builder") for family in (
+        "scopes.capture", "scopes.generic_operators", "scopes.nesting", "scopes.operator_builder", "scopes.stream",
+    )}
+)
+"""Annotation-only imports that point back up the Stream facade; only ``if TYPE_CHECKING:`` imports may be here."""
 
-    Imports under ``if TYPE_CHECKING:`` are for the type checker only and are not counted.
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a product module: who imports what, on which line, and where the statement sits."""
+
+    importer: str
+    imported: str
+    line: int
+    kind: str
+    """``"module"`` (runs on import), ``"function"`` (runs when called) or ``"typing"`` (``if TYPE_CHECKING:``)."""
+
+
+def product_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the product packages by dotted name (a package by its own name), with its file."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _typing_guard(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def read_imports(name: str, source: str, modules: Iterable[str], is_package: bool = False) -> list[Import]:
+    """Every import of a module in ``modules`` that the module ``name`` (with ``source``) makes, wherever it sits.
+
+    ``from P import a`` is an import of ``P.a`` when that is a module, else of
+    ``P``; relative imports are resolved against ``name``.  Imports of
+    anything outside ``modules`` (the standard library, third parties) are left out.
     """
-    tree = ast.parse((SCOPES / f"{module}.py").read_text())
-    imported: set[str] = set()
-    nested: list[int] = []
+    known = set(modules)
+    found: list[Import] = []
 
-    def record(node: ast.Import | ast.ImportFrom) -> None:
-        if isinstance(node, ast.ImportFrom):
-            if node.module == "scopes":
-                imported.update(alias.name for alias in node.names if (SCOPES / f"{alias.name}.py").exists())
-            elif node.module and node.module.startswith("scopes."):
-                imported.add(node.module.split(".")[1])
+    def target(dotted: str) -> str | None:
+        while dotted and dotted not in known:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    def record(node: ast.Import | ast.ImportFrom, kind: str) -> None:
+        if isinstance(node, ast.Import):
+            targets = [target(alias.name) for alias in node.names]
         else:
-            for alias in node.names:
-                if alias.name.startswith("scopes."):
-                    imported.add(alias.name.split(".")[1])
+            if node.level:
+                base = name if is_package else name.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else target(base) for alias in node.names
+            ]
+        for imported in dict.fromkeys(targets):
+            if imported is not None and imported != name:
+                found.append(Import(name, imported, node.lineno, kind))
 
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            record(node)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in ast.walk(node):
-                if isinstance(inner, (ast.Import, ast.ImportFrom)):
-                    record(inner)  # runs when the function is called: an edge all the same
-                    nested.append(inner.lineno)
-    return imported, nested
+    def visit(node: ast.AST, kind: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                record(child, kind)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, "typing" if kind == "typing" else "function")
+            elif isinstance(child, ast.If) and _typing_guard(child):
+                for statement in child.body:
+                    visit(ast.Module(body=[statement], type_ignores=[]), "typing")
+                for statement in child.orelse:
+                    visit(ast.Module(body=[statement], type_ignores=[]), kind)
+            else:
+                visit(child, kind)
+
+    visit(ast.parse(source), "module")
+    return found
 
 
-def test_scopes_modules_import_each_other_without_cycles():
-    modules = sorted(path.stem for path in SCOPES.glob("*.py") if path.stem != "__init__")
-    graph = {module: runtime_imports(module)[0] for module in modules}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
+def all_imports(root: Path = ROOT) -> list[Import]:
+    """Every import between product modules."""
+    modules = product_modules(root)
+    found = []
+    for name, path in modules.items():
+        found.extend(read_imports(name, path.read_text(), modules, path.name == "__init__.py"))
+    return found
 
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for target in sorted(graph.get(module, ())):
-            if state.get(target) == 1:
-                cycle = path[path.index(target):] + [target] if target in path else [module, target]
-                pytest.fail(f"import cycle: {' -> '.join(cycle)}")
-            if state.get(target) is None:
-                visit(target, path + [target])
-        state[module] = 2
 
-    for module in modules:
-        if state.get(module) is None:
-            visit(module, [module])
+def layer_violations(imports: Iterable[Import]) -> list[str]:
+    """Imports against ``viz`` -> ``runtime`` -> ``scopes``, as ``file:line`` sentences."""
+    rank = {package: index for index, package in enumerate(PACKAGES)}
+    return [
+        f"{i.importer} imports {i.imported} ({i.kind}-level import, line {i.line}): "
+        f"{i.importer.split('.')[0]} may not import {i.imported.split('.')[0]}"
+        for i in imports
+        if rank[i.imported.split(".")[0]] > rank[i.importer.split(".")[0]]
+    ]
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (each holds at least one cycle)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        # iterative Tarjan: (node, its remaining successors)
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
+
+
+def unexpected_cycles(
+    imports: Iterable[Import],
+    known: Iterable[frozenset[str]] = KNOWN_CYCLES,
+    typing_back_edges: frozenset[tuple[str, str]] = TYPING_BACK_EDGES,
+) -> list[str]:
+    """What is wrong with the import graph's cycles: new ones, and allow-list entries that no longer hold."""
+    imports = list(imports)
+    problems = []
+    edges = {(i.importer, i.imported) for i in imports}
+    for importer, imported in sorted(typing_back_edges - edges):
+        problems.append(f"{importer} no longer imports {imported}: remove the pair from TYPING_BACK_EDGES")
+    for i in imports:
+        if (i.importer, i.imported) in typing_back_edges and i.kind != "typing":
+            problems.append(
+                f"{i.importer} imports {i.imported} at line {i.line} at {i.kind} level: "
+                "a TYPING_BACK_EDGES pair may only be imported under `if TYPE_CHECKING:`"
+            )
+    graph: dict[str, set[str]] = {}
+    for importer, imported in edges - typing_back_edges:
+        graph.setdefault(importer, set()).add(imported)
+    found = cycles(graph)
+    allowed = list(known)
+    for component in found:
+        if component not in allowed:
+            lines = sorted(f"{i.importer} -> {i.imported} ({i.kind}, line {i.line})" for i in imports
+                           if i.importer in component and i.imported in component)
+            problems.append("import cycle among " + ", ".join(sorted(component)) + ": " + "; ".join(lines))
+    for component in allowed:
+        if component not in found:
+            problems.append(
+                "KNOWN_CYCLES lists " + ", ".join(sorted(component)) + ", which is no longer a cycle: remove it"
+            )
+    return problems
+
+
+def test_every_product_module_imports_the_others_without_a_new_cycle() -> None:
+    problems = unexpected_cycles(all_imports())
+    assert problems == [], "\n".join(problems)
+
+
+def test_layers_import_only_downwards_viz_runtime_scopes() -> None:
+    violations = layer_violations(all_imports())
+    assert violations == [], "\n".join(violations)
+
+
+def test_the_reader_finds_imports_inside_functions_and_under_type_checking() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "import os\n"
+        "from typing import TYPE_CHECKING\n"
+        "import runtime.wire\n"
+        "from scopes import order, Stream\n"
+        "from . import codec\n"
+        "if TYPE_CHECKING:\n"
+        "    from viz.model import Model\n"
+        "else:\n"
+        "    from scopes.hooks import ProgressObserver\n"
+        "def f():\n"
+        "    from runtime.execute import execute\n"
+        "    def g():\n"
+        "        import viz\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        from .errors import TimelyRuntimeError\n"
+    )
+    modules = ["scopes", "scopes.order", "scopes.hooks", "runtime", "runtime.wire", "runtime.codec",
+               "runtime.execute", "runtime.errors", "runtime.worker", "viz", "viz.model"]
+    found = {(i.imported, i.line, i.kind) for i in read_imports("runtime.worker", source, modules)}
+    assert found == {
+        ("runtime.wire", 4, "module"), ("scopes.order", 5, "module"), ("scopes", 5, "module"),
+        ("runtime.codec", 6, "module"), ("viz.model", 8, "typing"), ("scopes.hooks", 10, "module"),
+        ("runtime.execute", 12, "function"), ("viz", 14, "function"), ("runtime.errors", 17, "function"),
+    }
+    assert [v.split(":")[0] for v in layer_violations(read_imports("runtime.worker", source, modules))] == [
+        "runtime.worker imports viz.model (typing-level import, line 8)",
+        "runtime.worker imports viz (function-level import, line 14)",
+    ]
+
+
+def _imports(*edges: tuple[str, str, str]) -> list[Import]:
+    return [Import(a, b, 1, kind) for a, b, kind in edges]
+
+
+def test_a_new_cycle_fails_and_a_known_one_passes_until_it_is_gone() -> None:
+    known = [frozenset({"runtime.a", "runtime.b"})]
+    base = _imports(("runtime.a", "runtime.b", "function"), ("runtime.b", "runtime.a", "module"),
+                    ("runtime.b", "scopes.c", "module"))
+    assert unexpected_cycles(base, known, frozenset()) == []
+    # a new cycle elsewhere, even through a TYPE_CHECKING import
+    new = base + _imports(("scopes.c", "scopes.d", "typing"), ("scopes.d", "scopes.c", "module"))
+    assert [p.split(":")[0] for p in unexpected_cycles(new, known, frozenset())] == [
+        "import cycle among scopes.c, scopes.d"
+    ]
+    # the known cycle grown by one module is a new cycle, and the known one is then reported gone
+    grown = base + _imports(("runtime.b", "runtime.e", "module"), ("runtime.e", "runtime.a", "function"))
+    problems = unexpected_cycles(grown, known, frozenset())
+    assert len(problems) == 2 and problems[0].startswith("import cycle among runtime.a, runtime.b, runtime.e")
+    assert "no longer a cycle" in problems[1]
+    # the split removes the cycle: the allow-list entry must go too
+    split = _imports(("runtime.a", "runtime.b", "function"))
+    assert ["no longer a cycle" in p for p in unexpected_cycles(split, known, frozenset())] == [True]
+
+
+def test_a_typing_back_edge_is_allowed_only_under_type_checking() -> None:
+    facade = frozenset({("scopes.family", "scopes.stream")})
+    ok = _imports(("scopes.stream", "scopes.family", "module"), ("scopes.family", "scopes.stream", "typing"))
+    assert unexpected_cycles(ok, [], facade) == []
+    at_run_time = _imports(("scopes.stream", "scopes.family", "module"), ("scopes.family", "scopes.stream", "function"))
+    assert any("may only be imported under" in p for p in unexpected_cycles(at_run_time, [], facade))
+    assert any("remove the pair" in p for p in unexpected_cycles(ok[:1], [], facade))
 
 
 @pytest.mark.parametrize("module", STREAM_MODULES)
-def test_stream_building_modules_import_nothing_inside_functions(module):
-    _, nested = runtime_imports(module)
+def test_stream_building_modules_import_nothing_inside_functions(module: str) -> None:
+    nested = [i.line for i in all_imports() if i.importer == f"scopes.{module}" and i.kind == "function"]
     assert nested == [], f"scopes/{module}.py imports inside functions at lines {nested}"
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from runtime.errors import ConfigurationError, WorkerFailed
 from runtime.testing import assert_agree, assert_outputs, run_dataflow
+from scopes import INTEGER, Pipeline, Product, ProductType
 
 
 def lengths(scope, words):
@@ -123,3 +124,48 @@ def test_processes_need_a_top_level_build_function():
 def test_processes_need_wire_encodable_inputs():
     with pytest.raises(ConfigurationError, match="sends the inputs to each process in the wire encoding"):
         run_dataflow(lengths, [[object()]], processes=2)
+
+
+def frontier_at_each_batch(scope, numbers):
+    """Per batch received, its time and the earliest time its input's frontier still allowed then."""
+
+    def constructor(capability, info):
+        capability.drop()
+
+        def logic(input, output):
+            for ref, batch in input:
+                output.session(ref).give((len(batch), min(input.frontier.elements, default=None)))
+
+        return logic
+
+    return numbers.unary_frontier(Pipeline, "Watch", constructor)
+
+
+def test_per_epoch_completes_each_epoch_before_sending_the_next():
+    epochs = [[1, 2], [3], [4, 5, 6]]
+    lockstep = run_dataflow(frontier_at_each_batch, epochs, per_epoch=True)
+    assert all(earliest == time for time, seen in lockstep.output().items() for _, earliest in seen), lockstep
+    assert {time: sum(n for n, _ in seen) for time, seen in lockstep.output().items()} == {0: 2, 1: 1, 2: 3}
+    at_once = run_dataflow(frontier_at_each_batch, epochs)  # everything sent before the first step
+    assert [earliest for _, earliest in at_once.output()[2]] == [0], at_once
+
+
+def test_per_epoch_and_audit_on_several_workers_and_processes():
+    runs = assert_agree(counts_with_exchange, [["a", "b"], ["c"], ["d", "e", "f"]], per_epoch=True)
+    assert all(run.output() == {0: [2], 1: [1], 2: [3]} for run in runs)
+    audited = run_dataflow(counts_with_exchange, [["a", "b"], ["c"]], workers=2, per_epoch=True, audit=True)
+    assert audited.output() == {0: [2], 1: [1]}
+
+
+def test_another_timestamp_type_on_threads():
+    product = ProductType(INTEGER, INTEGER)
+    run = run_dataflow(lengths, {Product(0, 1): ["a"], Product(2, 3): ["bb"]}, workers=2, timestamp=product)
+    assert run.output() == {Product(0, 1): [1], Product(2, 3): [2]}
+    with pytest.raises(ConfigurationError, match="runs on threads only"):
+        run_dataflow(lengths, {Product(0, 1): ["a"]}, processes=2, timestamp=product)
+
+
+def test_a_build_function_that_reads_no_input_gets_an_empty_one():
+    run = run_dataflow(lambda scope, _unused: scope.to_stream(range(5)).map(lambda n: n * n), [], workers=2)
+    assert run.output() == {0: [0, 0, 1, 1, 4, 4, 9, 9, 16, 16]}  # to_stream runs on every worker
+    assert run.frontiers == {"output": []}

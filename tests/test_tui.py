@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from helpers.tui_helpers import replay_app, synthetic_events
 from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
-from tui_helpers import replay_app, synthetic_events
 
 from runtime.instrument import FrontiersChanged
 from viz.tui.adapter import TuiState, operator_rows, sparkline, stuck_places

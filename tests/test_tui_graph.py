@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers.tui_helpers import replay_app, synthetic_events
 from textual.widgets import Static, TabbedContent
-from tui_helpers import replay_app, synthetic_events
 
 from viz.errors import RenderError
 from viz.tui.adapter import TuiState

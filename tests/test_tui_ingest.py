@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.tui_helpers import synthetic_events
 from test_viz_recorded import record_countdown
-from tui_helpers import synthetic_events
 
 from runtime.instrument import (
     K_DROPPED,

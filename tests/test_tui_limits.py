@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import recording_v1
+from helpers import recording_v1
+from helpers.tui_helpers import wait_until
 from textual.widgets import Static
-from tui_helpers import wait_until
 
 from runtime.framing import HEAD
 from runtime.instrument import encode_header

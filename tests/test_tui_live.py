@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
+from helpers.tui_helpers import ROOT, wait_until, write_recording
 from textual.widgets import Static
-from tui_helpers import ROOT, wait_until, write_recording
 
 from viz.tui.adapter import operator_rows, walk
 from viz.tui.app import TimelyApp
@@ -194,8 +194,8 @@ SECONDS = 3.0
 def test_live_keeps_up_with_100000_events_per_second() -> None:
     """The issue asks for at most 1 s behind at 100,000 events/s; the lag is measured two ways.
 
-    ``tests/tui_load.py`` runs the viewer in a process of its own (as a real
-    viewer runs) against ``tests/tui_flood.py`` and reports:
+    ``tests/helpers/tui_load.py`` runs the viewer in a process of its own (as a real
+    viewer runs) against ``tests/helpers/tui_flood.py`` and reports:
 
     * ``reported``: how far behind the viewer says it is (the header shows it);
     * ``true_lags``: now minus the newest event time on screen (the flood stamps
@@ -215,7 +215,7 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
     100,000 events/s on three quarters of a core).
     """
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "tui_load.py"), str(RATE), str(SECONDS)],
+        [sys.executable, str(ROOT / "tests" / "helpers" / "tui_load.py"), str(RATE), str(SECONDS)],
         capture_output=True, text=True, timeout=90, cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -240,9 +240,9 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
 
 def test_header_shows_dropped_events_and_lag_and_a_bad_stream_is_shown_not_fatal() -> None:
     """A sink's drop report reaches the header; a newer format or garbage on a connection is shown, not fatal."""
-    from recording_v1 import header as _header
-    from recording_v1 import pack as _pack
-    from viz_synthetic import running
+    from helpers.recording_v1 import header as _header
+    from helpers.recording_v1 import pack as _pack
+    from helpers.viz_synthetic import running
 
     from runtime.instrument import K_DROPPED
 

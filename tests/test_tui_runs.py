@@ -7,9 +7,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from helpers.tui_helpers import wait_until
 from test_tui_live import start_logged
 from textual.widgets import Footer, Static
-from tui_helpers import wait_until
 
 from viz.tui.adapter import walk
 from viz.tui.app import TimelyApp
@@ -95,7 +95,7 @@ def test_two_programs_one_after_the_other_are_two_runs_and_the_viewer_switches(t
 
 def test_replay_start_shows_nothing_done_before_the_dataflow_starts() -> None:
     """Issue 17, item 6: at the start of a recording nothing is done, and the header never says so."""
-    from tui_helpers import replay_app
+    from helpers.tui_helpers import replay_app
 
     from runtime.instrument import FrontiersChanged
     from viz.tui.adapter import operator_rows, tree_label, unfinished_dataflows
@@ -130,7 +130,7 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
     """A sink that lost its viewer connects again: same process id, same run; another program: a new run."""
     import socket
 
-    from viz_synthetic import running
+    from helpers.viz_synthetic import running
 
     from runtime import codec
     from runtime.framing import RECORDING_MAGIC, frame
@@ -165,8 +165,8 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
 
 def test_going_back_in_a_replay_drops_tree_rows_of_operators_not_built_yet() -> None:
     """After the end of a recording, `g` shows the start: no row keeps the state it showed at the end."""
+    from helpers.tui_helpers import replay_app
     from textual.widgets import Tree
-    from tui_helpers import replay_app
 
     def rows(app: TimelyApp) -> list[str]:
         tree = app.query_one("#scope-tree", Tree)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui_helpers import replay_app
+from helpers.tui_helpers import replay_app
 
 
 def test_tree_at_80x24(snap_compare: Any) -> None:

@@ -12,7 +12,7 @@ failing key on one worker was never noticed, and a notification said
 from __future__ import annotations
 
 import pytest
-import user_error_mains
+from helpers import user_error_mains
 
 from runtime import WorkerFailed, execute
 from scopes.errors import OperatorFailed

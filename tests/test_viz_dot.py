@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from recording_v1 import header as _header
-from recording_v1 import pack as _pack
-from viz_synthetic import ROOT, Script, finish, running
+from helpers.recording_v1 import header as _header
+from helpers.recording_v1 import pack as _pack
+from helpers.viz_synthetic import ROOT, Script, finish, running
 
 import viz
 from runtime.instrument import K_CHANNEL, K_FRONTIERS, K_LOCATIONS, K_OPERATOR, Recorder

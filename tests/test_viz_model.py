@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from viz_synthetic import LOOP, ROOT, finish, running
+from helpers.viz_synthetic import LOOP, ROOT, finish, running
 
 from scopes.timestamp import Product
 from viz.explain import explain

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.viz_process_mains import plain
 from test_viz_dot import cluster_tree
 from test_viz_edges import assert_conserved, crossing
 from test_viz_recorded import scope_tree
-from viz_process_mains import plain
 
 from runtime.instrument import Event, LocalPointstampsChanged, Mark, read_events
 from viz.dot import to_graph
@@ -30,7 +30,7 @@ def run_cluster(main: str, log: Path, env: dict[str, str] | None = None) -> list
     """Run ``viz_process_mains.<main>`` on 2 processes x 1 worker with ``--log``; return both files' events."""
     script = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(TESTS)!r})\n"
-        f"from viz_process_mains import {main}\n"
+        f"from helpers.viz_process_mains import {main}\n"
         "from runtime import execute_from_args\n"
         f"execute_from_args({main}, ['-n', '2', '-w', '1', '--log', {str(log)!r}], stall_timeout=10)\n"
     )

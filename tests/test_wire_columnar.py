@@ -401,7 +401,7 @@ def test_the_runtime_works_without_pyarrow_and_says_what_to_install_for_an_arrow
     arrow_bytes = tmp_path / "batch.arrow"
     arrow_bytes.write_bytes(encode_batch(pa.record_batch({"x": [1]}))[1])
     script = tmp_path / "script.py"
-    script.write_text(_WITHOUT_PYARROW.format(module="columnar_helpers"))
+    script.write_text(_WITHOUT_PYARROW.format(module="helpers.columnar_helpers"))
     env = {
         "PYTHONPATH": f"{blocker}:{ROOT}:{ROOT / 'tests'}",
         "PATH": "/usr/bin:/bin",

@@ -6,7 +6,9 @@ only locations whose recorded frontier still holds a time at or before the
 given one.  Every positive pointstamp met on the way at or before that time is
 a reason:
 
-* a capability held by an operator (``kind == "capability"``),
+* a capability held by an operator (``kind == "capability"``), with the
+  places in the user's code that took it when the recording has them
+  (``retained at wordcount.py:41``, see :attr:`Blocker.sites`),
 * messages in flight on a channel (``kind == "messages"``),
 * an input handle not advanced past the time, or never closed (``kind == "input"``),
 * progress not yet heard (``kind == "progress"``): a worker's tracker still
@@ -58,6 +60,8 @@ class Blocker:
     worker: int | None = None
     """The worker holding the capability or input, or the worker that has not heard the progress yet
     (``None``: counted over all workers)."""
+    sites: tuple[str, ...] = ()
+    """For a capability: how and where the user's code took it, e.g. ``"retained at wordcount.py:41"``."""
 
     def __str__(self) -> str:
         return self.description
@@ -260,11 +264,13 @@ def _blocker(
             )
         holder = f" on worker {worker}" if worker is not None else ""
         built = f"built at {op.site}, " if op is not None and op.site else ""
+        sites = tuple(f"{_ACTIONS.get(action, action)} at {site}" for action, site in view.sites(loc, stamp))
+        taken = f", {' and '.join(sites)}" if sites else ""
         return Blocker(
             "capability", loc, stamp, count, path,
             f"operator '{name}' ({built}address {address}) holds {count} capability(ies) for time {stamp!r} "
-            f"at output {port}{holder}; path: {route}",
-            worker=worker,
+            f"at output {port}{holder}{taken}; path: {route}",
+            worker=worker, sites=sites,
         )
     channels = [e for e in model.scopes[scope].edges if e.target == (node, port)] if scope in model.scopes else []
     via = ", ".join(f"{model.describe((scope, e.source[0], e.source[1], True))} [{e.contract}]" for e in channels)
@@ -273,6 +279,10 @@ def _blocker(
         f"{count} record(s) at time {stamp!r} in flight to input {port} of '{name}' (address {address})"
         f"{' from ' + via if via else ''}; path: {route}",
     )
+
+
+_ACTIONS = {"notify_at": "kept for a notification requested"}
+"""How a capability's action reads in a sentence, where its name alone does not."""
 
 
 def describe(blockers: list[Blocker]) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.instrument import (
+    CapabilitySite,
     ChannelCreated,
     DataflowCompleted,
     Event,
@@ -151,6 +152,9 @@ class View:
         self.scheduled: dict[Address, list[float]] = {}
         """``operator -> [times scheduled, seconds]``."""
         self.inputs: dict[Address, InputState] = {}
+        self.capability_sites: dict[Loc, dict[Any, dict[tuple[str, str], int]]] = {}
+        """Per output location and time: how and where (``(action, "file.py:LINE")``) the user's code took
+        capabilities there, with the number still held (recordings with ``CapabilitySite`` events only)."""
         self.completed: set[int] = set()
         self.started: set[Address] = set()
         """Scopes whose tracker has reported frontiers: before that, nothing in them is done."""
@@ -173,6 +177,19 @@ class View:
     def positive(self, loc: Loc) -> dict[Any, int]:
         """The positive pointstamp counts at ``loc``."""
         return {time: count for time, count in self.pointstamps.get(loc, {}).items() if count > 0}
+
+    def sites(self, loc: Loc, time: Any) -> list[tuple[str, str]]:
+        """Where the user's code took the capabilities held at ``loc`` for ``time``: ``(action, site)`` pairs.
+
+        The places whose capabilities are still held, or, when the recording
+        says all were let go, the place of the last one let go: a capability
+        is dropped at once but its pointstamp only goes when the operator next
+        reports progress (never, when the worker stopped first), so the count
+        the explainer sees can outlive the capabilities' own events.
+        """
+        seen = self.capability_sites.get(loc, {}).get(time, {})
+        held = [where for where, count in seen.items() if count > 0]
+        return sorted(held) if held else list(seen)[-1:]
 
     def records_in(self, address: Address) -> int:
         """Records received at all inputs of ``address``."""
@@ -309,6 +326,11 @@ class Model:
                 state.advanced = True
             elif event.action == "closed":
                 state.closed = True
+        elif isinstance(event, CapabilitySite):
+            loc = (event.address[:-1], event.address[-1], event.output, True)
+            sites = view.capability_sites.setdefault(loc, {}).setdefault(event.time, {})
+            where = (event.action, event.site)
+            sites[where] = sites.pop(where, 0) + event.diff  # the last changed last: see View.sites
         elif isinstance(event, OperatorCreated):
             self._operator(event)
         elif isinstance(event, ChannelCreated):
@@ -465,6 +487,12 @@ class Model:
                     known.closed = known.closed and state.closed
                     if not state.closed and (known.closed or less_equal(state.time, known.time)):
                         known.time = state.time
+            for loc, per_time in view.capability_sites.items():
+                into = combined.capability_sites.setdefault(loc, {})
+                for time, sites in per_time.items():
+                    into_time = into.setdefault(time, {})
+                    for where, count in sites.items():
+                        into_time[where] = into_time.pop(where, 0) + count
             combined.events += view.events
         combined.completed = set.intersection(*(v.completed for v in views)) if views else set()
         combined.started = set.intersection(*(v.started for v in views)) if views else set()

@@ -53,6 +53,14 @@ named after it, with the fields that follow ``t`` in the order listed:
     ``action`` (``created``, ``advanced``, ``closed``), ``time`` (the handle's
     time after the action), and optionally ``site`` (``created`` only: where
     the user's code created the handle, ``file.py:LINE``).
+``K_CAPABILITY`` :class:`CapabilitySite`
+    ``address`` (of the operator), ``output`` (port), ``time``, ``diff`` (1:
+    the capability came to be held at ``time``, -1: it was dropped or moved
+    on), ``action`` (how: ``created``, ``retained``, ``delayed``,
+    ``downgraded``, ``notify_at``) and ``site``: where the user's code did
+    so, ``file.py:LINE``.  Only capabilities with such a place are logged
+    (not those pytimely's own operators take); recordings made before this
+    kind existed simply have none.
 ``K_DATAFLOW_DONE`` :class:`DataflowCompleted`
     ``index``, ``name``.
 ``K_SHUTDOWN`` :class:`WorkerShutdown`
@@ -89,6 +97,7 @@ K_SHUTDOWN = 10
 K_DROPPED = 11
 K_MARK = 12
 K_LOCAL_POINTSTAMPS = 13
+K_CAPABILITY = 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +195,18 @@ class InputChanged(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CapabilitySite(Event):
+    """A capability the user's code holds came or went, with the place it was taken (see the module's schema)."""
+
+    address: tuple[int, ...]
+    output: int
+    time: Any
+    diff: int
+    action: str
+    site: str
+
+
+@dataclass(frozen=True, slots=True)
 class DataflowCompleted(Event):
     """A dataflow finished on this worker."""
 
@@ -226,6 +247,7 @@ _CLASSES: dict[int, type[Event]] = {
     K_DROPPED: EventsDropped,
     K_MARK: Mark,
     K_LOCAL_POINTSTAMPS: LocalPointstampsChanged,
+    K_CAPABILITY: CapabilitySite,
 }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from runtime.instrumentation.events import (
+    K_CAPABILITY,
     K_CHANNEL,
     K_DATAFLOW_DONE,
     K_FRONTIERS,
@@ -119,6 +120,12 @@ class Instrument:
             self._emit(K_INPUT, tuple(address), name, action, time)
         else:
             self._emit(K_INPUT, tuple(address), name, action, time, site)
+
+    def capability_site(
+        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+    ) -> None:
+        """Log a capability coming (``diff`` 1) or going (-1), with where the user's code took it."""
+        self._emit(K_CAPABILITY, tuple(address), output, time, diff, action, site)
 
     def dataflow_completed(self, index: int, name: str) -> None:
         """Log a dataflow finishing on this worker."""

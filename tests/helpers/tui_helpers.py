@@ -6,15 +6,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from recording_v1 import header as _header
-from recording_v1 import pack as _pack
-from viz_synthetic import finish, running
-
+from helpers.recording_v1 import header as _header
+from helpers.recording_v1 import pack as _pack
+from helpers.viz_synthetic import finish, running
 from runtime.instrument import Event
 from viz.tui.app import TimelyApp
 from viz.tui.sources import Replay
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def synthetic_events(done: bool = False) -> list[Event]:

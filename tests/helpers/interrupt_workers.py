@@ -1,6 +1,6 @@
 """A computation that runs until interrupted: used by tests/test_runtime_errors.py with SIGINT.
 
-Usage: ``python tests/interrupt_workers.py WORKERS``.  Every worker prints
+Usage: ``python tests/helpers/interrupt_workers.py WORKERS``.  Every worker prints
 ``ready <index>`` once stepping, then steps forever; its ``finally`` block
 prints ``finally <index>``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from runtime import Worker, execute  # noqa: E402
 

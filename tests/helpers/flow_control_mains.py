@@ -1,6 +1,6 @@
 """Programs for the flow-control tests: a fast sender and a slow receiver on two processes.
 
-Run as a script (``python tests/flow_control_mains.py EPOCHS ROWS SLEEP``) it runs
+Run as a script (``python tests/helpers/flow_control_mains.py EPOCHS ROWS SLEEP``) it runs
 :func:`slow_receiver` on 2 processes and prints the total that worker 1 saw, so
 that a test can measure the whole process tree from outside.
 """

@@ -1,7 +1,7 @@
-"""The load test's viewer, in a process of its own: ``python tests/tui_load.py RATE SECONDS``.
+"""The load test's viewer, in a process of its own: ``python tests/helpers/tui_load.py RATE SECONDS``.
 
 Runs the viewer headless (Textual's ``run_test``) on a live listener, starts
-``tests/tui_flood.py`` against it, samples the lag the viewer reports and the
+``tests/helpers/tui_flood.py`` against it, samples the lag the viewer reports and the
 true lag (now minus the newest event time applied; the flood stamps its
 chunks with the shared monotonic clock), and prints one JSON object with the
 measurements.  A process of its own, as a real viewer is: inside a test
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent))  # tests/, for the helpers package
+sys.path.insert(0, str(HERE.parent.parent))  # the repository
 
 from viz.tui.app import TimelyApp  # noqa: E402
 from viz.tui.sources import LiveListener  # noqa: E402

@@ -1,6 +1,6 @@
 """A sender for the load test: streams synthetic events to a viewer at a fixed rate.
 
-``python tests/tui_flood.py PORT RATE SECONDS``: connects to ``127.0.0.1:PORT``,
+``python tests/helpers/tui_flood.py PORT RATE SECONDS``: connects to ``127.0.0.1:PORT``,
 sends the synthetic dataflow's structure, then ``RATE`` events per second
 (scheduling, messages and pointstamp changes) for ``SECONDS``, in chunks every
 10 ms, the way a program's TCP sink does.  Python could not encode 100,000
@@ -22,13 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for the helpers package
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))  # the repository
 
-from recording_v1 import header as _header  # noqa: E402
-from recording_v1 import pack as _pack  # noqa: E402
-from viz_synthetic import running  # noqa: E402
-
+from helpers.recording_v1 import header as _header  # noqa: E402
+from helpers.recording_v1 import pack as _pack  # noqa: E402
+from helpers.viz_synthetic import running  # noqa: E402
 from runtime.instrument import K_MESSAGES, K_POINTSTAMPS, K_SCHEDULE  # noqa: E402
 from scopes.timestamp import Product  # noqa: E402
 
