@@ -31,6 +31,7 @@ def test_a_malformed_remote_batch_names_the_process_worker_channel_and_time() ->
         decode_batch(path, damaged)
     owed = [0, 0]
     puller = _CreditingPuller(deque(), deque([(4, path, damaged, 1, len(damaged))]), owed, 9, 2)
-    with pytest.raises(WireError, match=r"process 1 sent worker 2 a malformed batch on channel 9 at time 4 .*same program"):
+    expected = r"process 1 sent worker 2 a malformed batch on channel 9 at time 4 .*same program"
+    with pytest.raises(WireError, match=expected):
         puller.pull()
     assert owed == [0, len(damaged)]  # its bytes still go back to the sender's window
