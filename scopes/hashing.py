@@ -235,8 +235,8 @@ def _hash_strings(keys: np.ndarray) -> np.ndarray:
         keys = keys.astype(keys.dtype.newbyteorder("="))
     keys = np.ascontiguousarray(keys)  # a view of another size needs contiguous rows
     if keys.dtype.kind == "S":
-        units = keys.view(np.uint8).reshape(rows, keys.dtype.itemsize)
-        return _crc32_rows(units, _lengths(units))
+        octets = keys.view(np.uint8).reshape(rows, keys.dtype.itemsize)
+        return _crc32_rows(octets, _lengths(octets))
     units = keys.view(np.uint32).reshape(rows, keys.dtype.itemsize // 4)
     if units.max(initial=0) < 0x80:
         return _crc32_rows(units, _lengths(units))
