@@ -32,12 +32,12 @@ WORDS = 2_000_000
 """Words in the ceiling measurement's work, per process."""
 
 
-def _count_words(seed: int, rounds: int) -> float:
-    """CPU seconds to count :data:`WORDS` fresh words ``rounds`` times (best round)."""
+def _count_words(seed: int, rounds: int, words: int) -> float:
+    """CPU seconds to count ``words`` fresh words ``rounds`` times (best round)."""
     import random
 
     rng = random.Random(seed)
-    text = " ".join(f"word{rng.randrange(5000)}" for _ in range(WORDS))
+    text = " ".join(f"word{rng.randrange(5000)}" for _ in range(words))
     best = float("inf")
     for _ in range(rounds):
         began = time.process_time()
@@ -48,25 +48,25 @@ def _count_words(seed: int, rounds: int) -> float:
     return best
 
 
-def _child(seed: int, rounds: int, results: Any) -> None:
-    results.put(_count_words(seed, rounds))
+def _child(seed: int, rounds: int, words: int, results: Any) -> None:
+    results.put(_count_words(seed, rounds, words))
 
 
-def machine_ceiling(rounds: int = 3) -> float:
+def machine_ceiling(rounds: int = 3, words: int = WORDS) -> float:
     """The speed-up of 2 processes over 1 on the same pure-Python work: at most 2, less if the CPUs interfere.
 
-    Each process counts its own :data:`WORDS` words; 1 process alone, then 2 at
+    Each process counts its own ``words`` words; 1 process alone, then 2 at
     once (started with ``spawn``, as pytimely's processes are).  The ratio of
     CPU per word alone to CPU per word side by side, times 2.
     """
     context = multiprocessing.get_context("spawn")
     alone_queue = context.Queue()
-    alone = context.Process(target=_child, args=(1, rounds, alone_queue))
+    alone = context.Process(target=_child, args=(1, rounds, words, alone_queue))
     alone.start()
     single = alone_queue.get(timeout=600)
     alone.join(timeout=60)
     pair_queue = context.Queue()
-    pair = [context.Process(target=_child, args=(seed, rounds, pair_queue)) for seed in (2, 3)]
+    pair = [context.Process(target=_child, args=(seed, rounds, words, pair_queue)) for seed in (2, 3)]
     for process in pair:
         process.start()
     both = [pair_queue.get(timeout=600) for _ in pair]
@@ -175,14 +175,18 @@ def explain(label: str, one_process_seconds: float, records: int, costs: Exchang
     )
 
 
-def _profiled(worker: Any, target: Any, kwargs: dict[str, Any], top: int) -> list[tuple[str, int, float, float]]:
+def _profiled(worker: Any, target: str, kwargs: dict[str, Any], top: int) -> list[tuple[str, int, float, float]]:
+    """Run ``target`` (``"module:function"``) on ``worker`` under cProfile; its top functions by own time."""
     import cProfile
+    import importlib
     import pstats
 
+    module, _, name = target.partition(":")
+    function = getattr(importlib.import_module(module), name)
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        target(worker, **kwargs)
+        function(worker, **kwargs)
     finally:
         profiler.disable()
     raw = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
@@ -194,8 +198,11 @@ def _profiled(worker: Any, target: Any, kwargs: dict[str, Any], top: int) -> lis
     return lines
 
 
-def profile_two_processes(title: str, target: Any, kwargs: dict[str, Any], top: int = 8) -> list[str]:
-    """Markdown: the top functions by own time of worker 0 when ``target(worker, **kwargs)`` runs on 2 processes."""
+def profile_two_processes(title: str, target: str, kwargs: dict[str, Any], top: int = 8) -> list[str]:
+    """Markdown: the top functions by own time of worker 0 when ``target(worker, **kwargs)`` runs on 2 processes.
+
+    ``target`` is ``"module:function"``, importable in every process (the arguments of an ``execute`` travel).
+    """
     from functools import partial
 
     from runtime import execute

@@ -688,14 +688,13 @@ def _section_cost_in(directory: Path, cfg: Config, log: Log) -> Section:
 def _cost_limits(cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str, dict[int, list[Any]]],
                  words: int, log: Log) -> list[str]:
     """For each missed COST goal: the bound that the machine and the exchange's costs set, and a profile."""
-    import cost
     import limits
 
     missed = [job for job in jobs if any(row.result == "MISS" and row.variant.startswith(job.label) for row in rows)]
     if not missed:
         return []
     log("  measuring what limits the missed COST goals ...")
-    ceiling = limits.machine_ceiling()
+    ceiling = limits.machine_ceiling(rounds=1, words=100_000) if cfg.quick else limits.machine_ceiling()
     lines = ["", "### What limits the missed COST goals", "",
              f"This machine runs two processes of the same pure-Python work (a `Counter` over fresh words) "
              f"{ceiling:.2f}× as fast as one (`benchmarks/limits.py`): no 2-process program can do better here. "
@@ -704,14 +703,15 @@ def _cost_limits(cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str
     for job in missed:
         one = Sample.of([t.without_reading for t in times[job.key][1]]).median
         if job.key.startswith("wordcount"):
-            costs = limits.exchange_costs(columnar=job.key.endswith("columnar"))
+            costs = limits.exchange_costs(columnar=job.key.endswith("columnar"),
+                                          records=40_000 if cfg.quick else 400_000, rounds=2 if cfg.quick else 5)
             lines.append(limits.explain(job.label, one, words, costs, ceiling))
     lines.append("")
     for job in missed:
         if job.key == "WCC columnar":
-            lines += limits.profile_two_processes(job.label, cost.wcc_worker, job.profile_args) + [""]
+            lines += limits.profile_two_processes(job.label, "cost:wcc_worker", job.profile_args) + [""]
         elif job.key == "wordcount record-wise" or job.key == "wordcount columnar":
-            lines += limits.profile_two_processes(job.label, cost.wordcount_worker, job.profile_args) + [""]
+            lines += limits.profile_two_processes(job.label, "cost:wordcount_worker", job.profile_args) + [""]
     return lines
 
 
