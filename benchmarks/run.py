@@ -558,6 +558,8 @@ class _Job:
     label: str
     run: Callable[[int], Any]
     baseline: str
+    profile_args: dict[str, Any]
+    """The keyword arguments of the job's worker function in ``benchmarks/cost.py`` (to profile it)."""
 
 
 def _speedups(samples: dict[int, Sample]) -> str:
@@ -568,44 +570,51 @@ def section_cost(cfg: Config, log: Log) -> Section:
     """Issue 18: wordcount and WCC on 1, 2 and 4 processes; COST against the best single-threaded programs."""
     import tempfile
 
+    with tempfile.TemporaryDirectory(prefix="pytimely-bench-") as directory:
+        return _section_cost_in(Path(directory), cfg, log)
+
+
+def _section_cost_in(directory: Path, cfg: Config, log: Log) -> Section:
+    """:func:`section_cost`, its inputs written in ``directory`` (which lasts until the section is done)."""
     import cost
     from bench_report import cores
 
     rows: list[Row] = []
     notes: list[str] = []
     words = cfg.wordcount_epochs * cfg.wordcount_lines * cost.WORDS_PER_LINE
-    with tempfile.TemporaryDirectory(prefix="pytimely-bench-") as directory:
-        log(f"  writing {words:,} words and {cfg.wcc_edges:,} edges ...")
-        paths = cost.write_wordcount_text(Path(directory), cfg.wordcount_epochs, cfg.wordcount_lines)
-        edges_path = str(Path(directory) / "edges.tsv")
-        nodes = cost.write_edges(Path(edges_path), cfg.wcc_edges)
-        baselines: dict[str, Callable[[], Any]] = {"loop": lambda: cost.wordcount_loop(paths)}
-        jobs = [_Job(f"wordcount {variant}", f"wordcount, {label}", partial(cost.wordcount, paths, variant), "loop")
-                for variant, label in (("record-wise", "record-wise"),
-                                       ("combiner", "record-wise with a local combiner"),
-                                       ("columnar", "columnar (NumPy arrays of words)"))]
-        scipy_missing = _missing_module("scipy")
-        if scipy_missing is None:
-            baselines["scipy"] = lambda: cost.scipy_wcc(edges_path, nodes)
-            jobs.append(_Job("WCC columnar", "WCC, columnar", partial(cost.wcc, edges_path, nodes), "scipy"))
-        else:
-            notes.append(f"WCC not measured: {scipy_missing}.")
-        base_times: dict[str, list[Any]] = {key: [] for key in baselines}
-        times: dict[str, dict[int, list[Any]]] = {job.key: {p: [] for p in cfg.processes} for job in jobs}
-        for rep in range(cfg.repeat):
-            for key, run in baselines.items():
-                base_times[key].append(run())
-                log(f"  cost rep {rep + 1}/{cfg.repeat} {key:6} {base_times[key][-1].without_reading:.3f} s")
-            for job in jobs:
-                for processes in cfg.processes:
-                    timing = job.run(processes)
-                    expected = base_times[job.baseline][-1].check
-                    if timing.check != expected:
-                        raise WrongAnswer(f"{job.label} on {processes} process(es) found {timing.check}, "
-                                          f"the single-threaded program {expected}")
-                    times[job.key][processes].append(timing)
-                    log(f"  cost rep {rep + 1}/{cfg.repeat} {job.key} {processes} process(es) "
-                        f"{timing.without_reading:.3f} s ({timing.with_reading:.3f} s with reading)")
+    log(f"  writing {words:,} words and {cfg.wcc_edges:,} edges ...")
+    paths = cost.write_wordcount_text(Path(directory), cfg.wordcount_epochs, cfg.wordcount_lines)
+    edges_path = str(Path(directory) / "edges.tsv")
+    nodes = cost.write_edges(Path(edges_path), cfg.wcc_edges)
+    baselines: dict[str, Callable[[], Any]] = {"loop": lambda: cost.wordcount_loop(paths)}
+    jobs = [_Job(f"wordcount {variant}", f"wordcount, {label}", partial(cost.wordcount, paths, variant), "loop",
+                 {"paths": paths, "variant": variant})
+            for variant, label in (("record-wise", "record-wise"),
+                                   ("combiner", "record-wise with a local combiner"),
+                                   ("columnar", "columnar (NumPy arrays of words)"))]
+    scipy_missing = _missing_module("scipy")
+    if scipy_missing is None:
+        baselines["scipy"] = lambda: cost.scipy_wcc(edges_path, nodes)
+        jobs.append(_Job("WCC columnar", "WCC, columnar", partial(cost.wcc, edges_path, nodes), "scipy",
+                         {"path": edges_path, "nodes": nodes}))
+    else:
+        notes.append(f"WCC not measured: {scipy_missing}.")
+    base_times: dict[str, list[Any]] = {key: [] for key in baselines}
+    times: dict[str, dict[int, list[Any]]] = {job.key: {p: [] for p in cfg.processes} for job in jobs}
+    for rep in range(cfg.repeat):
+        for key, run in baselines.items():
+            base_times[key].append(run())
+            log(f"  cost rep {rep + 1}/{cfg.repeat} {key:6} {base_times[key][-1].without_reading:.3f} s")
+        for job in jobs:
+            for processes in cfg.processes:
+                timing = job.run(processes)
+                expected = base_times[job.baseline][-1].check
+                if timing.check != expected:
+                    raise WrongAnswer(f"{job.label} on {processes} process(es) found {timing.check}, "
+                                      f"the single-threaded program {expected}")
+                times[job.key][processes].append(timing)
+                log(f"  cost rep {rep + 1}/{cfg.repeat} {job.key} {processes} process(es) "
+                    f"{timing.without_reading:.3f} s ({timing.with_reading:.3f} s with reading)")
     names = {"loop": "the `Counter` loop", "scipy": "scipy"}
     base = {key: {reading: Sample.of([getattr(t, reading) for t in values])
                   for reading in ("without_reading", "with_reading")} for key, values in base_times.items()}
@@ -644,6 +653,7 @@ def section_cost(cfg: Config, log: Log) -> Section:
             scaling_lines[reading].append(f"| {job.label} | {format_seconds(baseline)} | {cells} |")
             cost_lines.append(f"- **COST of {job.label}, {label}**: "
                               f"{cost.cost_line(medians, baseline, names[job.baseline])}")
+    limit_lines = _cost_limits(cfg, jobs, rows, times, words, log)
     most = max(cfg.processes)
     fit = ("oversubscribe them: that column shows what oversubscription costs" if most > usable else "fit")
     machine = f"Machine: `os.cpu_count()` = {count}, affinity {usable} CPUs; {most} processes on {usable} CPUs {fit}."
@@ -659,7 +669,7 @@ def section_cost(cfg: Config, log: Log) -> Section:
              "spent on everything (routing, serialisation and transport added what the split saved):", ""
              ] + cpu_lines + [
              "", "### COST: the fewest workers at which pytimely beats the best single-threaded program", ""
-             ] + cost_lines
+             ] + cost_lines + limit_lines
     return Section(
         f"COST and scaling: wordcount ({words:,} words) and WCC ({cfg.wcc_edges:,} random edges) on processes",
         ["`benchmarks/cost.py`. Inputs are text files written once per run with a fixed seed: "
@@ -673,6 +683,36 @@ def section_cost(cfg: Config, log: Log) -> Section:
          "components with an edge). 1 process runs in the calling process, as a user's would; 2 and 4 processes "
          "are spawned by `execute(..., processes=P)`."],
         rows, notes, extra, headline=cost_lines)
+
+
+def _cost_limits(cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str, dict[int, list[Any]]],
+                 words: int, log: Log) -> list[str]:
+    """For each missed COST goal: the bound that the machine and the exchange's costs set, and a profile."""
+    import limits
+
+    missed = [job for job in jobs if any(row.result == "MISS" and row.variant.startswith(job.label) for row in rows)]
+    if not missed:
+        return []
+    log("  measuring what limits the missed COST goals ...")
+    ceiling = limits.machine_ceiling(rounds=1, words=100_000) if cfg.quick else limits.machine_ceiling()
+    lines = ["", "### What limits the missed COST goals", "",
+             f"This machine runs two processes of the same pure-Python work (a `Counter` over fresh words) "
+             f"{ceiling:.2f}× as fast as one (`benchmarks/limits.py`): no 2-process program can do better here. "
+             "The exchange's costs per record are measured in one process, in CPU time, at the sizes the "
+             "wordcount sends.", ""]
+    for job in missed:
+        one = Sample.of([t.without_reading for t in times[job.key][1]]).median
+        if job.key.startswith("wordcount"):
+            costs = limits.exchange_costs(columnar=job.key.endswith("columnar"),
+                                          records=40_000 if cfg.quick else 400_000, rounds=2 if cfg.quick else 5)
+            lines.append(limits.explain(job.label, one, words, costs, ceiling))
+    lines.append("")
+    for job in missed:
+        if job.key == "WCC columnar":
+            lines += limits.profile_two_processes(job.label, "cost:wcc_worker", job.profile_args) + [""]
+        elif job.key == "wordcount record-wise" or job.key == "wordcount columnar":
+            lines += limits.profile_two_processes(job.label, "cost:wordcount_worker", job.profile_args) + [""]
+    return lines
 
 
 def _missing_module(name: str) -> str | None:

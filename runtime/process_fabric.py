@@ -63,7 +63,7 @@ from runtime.wire import (
     MAX_FRAME_SETTING,
     EncodingError,
     FrameTooLarge,
-    copy_decoded,
+    WireError,
     decode_batch,
     decode_value,
     encode_batch,
@@ -88,8 +88,10 @@ MIN_SEND_WINDOW = 1 << 16
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 
-RemoteMessage = tuple[Any, Any, int, int]
-"""A message from another process in a mailbox: ``(time, batch, sending process, bytes to credit)``."""
+RemoteMessage = tuple[Any, int, Any, int, int]
+"""A message from another process in a mailbox, still encoded: ``(time, encoding path, payload, sending process,
+bytes to credit)``.  The worker that pulls it decodes it (:func:`~runtime.wire.decode_batch`): the reader thread
+only splits frames, and the records are built just before the operator reads them, while in the CPU's caches."""
 
 
 def send_window_from(text: str | None) -> int:
@@ -234,7 +236,6 @@ class ProcessFabric:
         kind = header[0]
         if kind == DATA:
             _, channel, address, receivers, time_, path = header
-            batch = decode_batch(path, payload)
             self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
             last = len(receivers) - 1
             base = self.base
@@ -246,7 +247,7 @@ class ProcessFabric:
                 with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
                     finished = self.finished[local] or (channel, local) in self._closed
                     if not finished:
-                        box.append((time_, batch if i == last else copy_decoded(path, batch), process, owed))
+                        box.append((time_, path, payload, process, owed))
                 if finished:
                     if owed:  # the reader never sends (it must never block): the heartbeat returns it
                         with self._credit_lock:
@@ -451,25 +452,41 @@ class _RemotePusher:
 class _CreditingPuller:
     """Pops one worker's mailbox for a channel: messages from its own process first, then from others.
 
-    Pulling a message from another process makes its bytes owed as credit to that process.
+    A message from another process is decoded here, by the worker that pulls
+    it, and its bytes become owed as credit to that process.
     """
 
-    __slots__ = ("_local", "_remote", "_owed")
+    __slots__ = ("_local", "_remote", "_owed", "_channel", "_worker")
 
-    def __init__(self, local: deque[Message], remote: deque[RemoteMessage], owed: list[int]) -> None:
+    def __init__(
+        self, local: deque[Message], remote: deque[RemoteMessage], owed: list[int], channel: int, worker: int
+    ) -> None:
         self._local = local
         self._remote = remote
         self._owed = owed
+        self._channel = channel
+        self._worker = worker
 
     def pull(self) -> Message | None:
-        """The oldest waiting message from this process, else from another process, or ``None``."""
+        """The oldest waiting message from this process, else from another process, or ``None``.
+
+        Raises :class:`~runtime.wire.WireError`, naming the process, channel and
+        time, if another process's message does not decode.
+        """
         if self._local:
             return self._local.popleft()
         if self._remote:
-            time_, batch, process, size = self._remote.popleft()
+            time_, path, payload, process, size = self._remote.popleft()
             if size:
                 self._owed[process] += size
-            return time_, batch
+            try:
+                return time_, decode_batch(path, payload)
+            except WireError as error:
+                raise WireError(
+                    f"process {process} sent worker {self._worker} a malformed batch on channel {self._channel} "
+                    f"at time {time_!r} ({error}); the computation stops: do all processes run the same "
+                    f"program, with the same codecs registered?"
+                ) from None
         return None
 
 
@@ -507,7 +524,8 @@ class ProcessCommunicator(FabricCommunicator):
                 pushers.append(_RemotePusher(self, process, peer, channel, address))
         self._channels_of.setdefault(address[0], []).append(channel)
         local_box = fabric.mailbox(channel, self._local)
-        return pushers, _CreditingPuller(local_box, fabric.remote_mailbox(channel, self._local), self._owed)
+        remote_box = fabric.remote_mailbox(channel, self._local)
+        return pushers, _CreditingPuller(local_box, remote_box, self._owed, channel, self._index)
 
     def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: list[Any]) -> None:
         """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
@@ -672,7 +690,7 @@ def _empty_crediting(boxes: list[deque[RemoteMessage]]) -> dict[int, int]:
     """Empty ``boxes`` (messages nobody will pull); return the bytes owed back to each sending process."""
     owed: dict[int, int] = {}
     for box in boxes:
-        for _, _, process, size in box:
+        for _, _, _, process, size in box:
             owed[process] = owed.get(process, 0) + size
         box.clear()
     return owed

@@ -82,6 +82,14 @@ _pack_double = struct.Struct("<d").pack
 _SCALAR_KINDS = frozenset("biufUS")
 _TWO_63 = float(2**63)
 
+STRING_HASH_CACHE_LIMIT = 1 << 16
+"""At most this many strings keep their stable hash between batches; past it the cache restarts."""
+_string_hashes: dict[Any, int] = {}
+"""Stable hashes of the strings of recent non-ASCII ``U`` key arrays: a stream's keys repeat from batch to batch
+(words, user ids), so each distinct string is usually hashed once per process rather than once per batch.  Only
+exact ``str`` values (what ``tolist`` of such an array gives) enter it, and a value's entry is :func:`stable_hash`
+of that value, so a hit routes exactly as hashing it again would."""
+
 
 class KeyHashError(ScopeError, TypeError):
     """A routing key has a type whose hash is not stable across processes."""
@@ -163,7 +171,9 @@ def stable_hash_array(keys: Any) -> np.ndarray:
         return keys.astype(np.uint64, copy=False)
     if kind == "f":
         return _hash_floats(keys)
-    if kind in "USO":
+    if kind in "US":
+        return _hash_strings(keys)
+    if kind == "O":
         return _hash_by_distinct(keys)
     raise KeyHashError(
         f"cannot route by keys of dtype {keys.dtype}: only booleans, integers, floats, strings, bytes and "
@@ -210,6 +220,88 @@ def _hash_by_distinct(keys: np.ndarray) -> np.ndarray:
             "str, bytes, bool, float, None or tuples of these"
         ) from error
     return np.fromiter(map(table.__getitem__, values), dtype=np.uint64, count=len(values))
+
+
+def _hash_strings(keys: np.ndarray) -> np.ndarray:
+    """:func:`stable_hash` of each string of a ``U`` or ``S`` array.
+
+    Byte strings, and unicode strings that are all ASCII (their UTF-8 bytes are
+    their code points), get their CRC-32 computed column by column with NumPy
+    (:func:`_crc32_rows`), without a Python object per row; other unicode arrays
+    go through the cache of recent strings.
+    """
+    rows = len(keys)
+    if not keys.dtype.isnative:  # a big-endian U array: its code units in this machine's order
+        keys = keys.astype(keys.dtype.newbyteorder("="))
+    keys = np.ascontiguousarray(keys)  # a view of another size needs contiguous rows
+    if keys.dtype.kind == "S":
+        octets = keys.view(np.uint8).reshape(rows, keys.dtype.itemsize)
+        return _crc32_rows(octets, _lengths(octets))
+    units = keys.view(np.uint32).reshape(rows, keys.dtype.itemsize // 4)
+    if units.max(initial=0) < 0x80:
+        return _crc32_rows(units, _lengths(units))
+    return _hash_cached(keys)
+
+
+def _lengths(units: np.ndarray) -> np.ndarray:
+    """Each row's length: the position after its last nonzero unit (NumPy strips trailing NULs, keeps inner ones)."""
+    width = units.shape[1]
+    if width == 0:
+        return np.zeros(units.shape[0], dtype=np.intp)
+    nonzero = units != 0
+    return np.where(nonzero.any(axis=1), width - np.argmax(nonzero[:, ::-1], axis=1), 0)
+
+
+def _crc32_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.uint32)
+    for index in range(256):
+        value = index
+        for _ in range(8):
+            value = (value >> 1) ^ 0xEDB88320 if value & 1 else value >> 1
+        table[index] = value
+    return table
+
+
+_crc32_lookup: np.ndarray | None = None
+
+
+def _crc32_rows(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``zlib.crc32`` of each row's first ``lengths[row]`` units (each a byte value below 256), as ``uint64``.
+
+    The table-driven CRC-32 (reflected polynomial ``0xEDB88320``), one byte
+    position at a time for every row at once.
+    """
+    global _crc32_lookup
+    if _crc32_lookup is None:
+        _crc32_lookup = _crc32_table()
+    table = _crc32_lookup
+    rows, width = units.shape
+    crc = np.full(rows, 0xFFFFFFFF, dtype=np.uint32)
+    shortest = int(lengths.min()) if rows else 0
+    for position in range(width):
+        step = table[(crc ^ units[:, position]) & 0xFF] ^ (crc >> 8)
+        crc = step if position < shortest else np.where(lengths > position, step, crc)
+    return (crc ^ np.uint32(0xFFFFFFFF)).astype(np.uint64)
+
+
+def _hash_cached(keys: np.ndarray) -> np.ndarray:
+    """:func:`stable_hash` of each string of a ``U`` array, through the cache of recent strings."""
+    values = keys.tolist()
+    cache = _string_hashes
+    lookup = cache.__getitem__
+    try:
+        return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
+    except KeyError:
+        pass
+    new = set(values).difference(cache)
+    if len(new) > STRING_HASH_CACHE_LIMIT:  # too many distinct keys to remember: hash this batch's alone
+        return _hash_by_distinct(keys)
+    if len(cache) + len(new) > STRING_HASH_CACHE_LIMIT:
+        cache.clear()
+        new = set(values)
+    for value in new:
+        cache[value] = stable_hash(value)
+    return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
 
 
 def stable_hash_arrow(values: Any) -> np.ndarray:

@@ -155,3 +155,63 @@ def test_unhashable_object_keys_name_the_problem() -> None:
         stable_hash_array(np.array([[1], [2, 3]], dtype=object))
     with pytest.raises(KeyHashError, match="object"):
         stable_hash_array(np.array([object()], dtype=object))
+
+
+ASCII = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=12)
+
+
+@given(st.lists(ASCII, max_size=60), st.sampled_from(["<", ">"]), st.booleans())
+@settings(max_examples=120, deadline=None)
+def test_ascii_unicode_arrays_of_either_byte_order_and_any_stride(words: list[str], order: str, strided: bool) -> None:
+    """ASCII arrays take the vectorised CRC-32: it must agree with stable_hash on every row, inner NULs included."""
+    words = [word.rstrip("\0") for word in words]
+    width = max([len(word) for word in words] + [1])
+    array = np.array(words, dtype=f"{order}U{width}")
+    check(array[::2] if strided else array)
+
+
+@given(st.lists(st.binary(max_size=12), max_size=60), st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_byte_string_arrays_with_high_bytes_and_strides(values: list[bytes], strided: bool) -> None:
+    values = [value.rstrip(b"\0") for value in values]
+    array = np.array(values, dtype=bytes) if values else np.array([], dtype="S1")
+    check(array[::3] if strided else array)
+
+
+def test_zero_width_string_arrays_hash_as_empty_strings() -> None:
+    for dtype, empty in (("U0", ""), ("S0", b"")):
+        assert stable_hash_array(np.zeros(3, dtype=dtype)).tolist() == [stable_hash(empty)] * 3
+
+
+def test_non_ascii_strings_are_hashed_once_per_process_while_the_cache_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scopes.hashing as hashing
+
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    calls: list[Any] = []
+    original = hashing.stable_hash
+
+    def counting(key: Any) -> int:
+        calls.append(key)
+        return original(key)
+
+    monkeypatch.setattr(hashing, "stable_hash", counting)
+    batch = np.array(["é", "ü", "é", "ascii"] * 100)
+    first = hashing.stable_hash_array(batch)
+    second = hashing.stable_hash_array(batch[::-1])
+    assert sorted(calls) == ["ascii", "é", "ü"]  # the second batch hit the cache
+    assert first.tolist() == [original(word) for word in batch.tolist()]
+    assert second.tolist() == first.tolist()[::-1]
+
+
+def test_the_string_cache_restarts_rather_than_grow_past_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scopes.hashing as hashing
+
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    monkeypatch.setattr(hashing, "STRING_HASH_CACHE_LIMIT", 8)
+    for start in range(0, 40, 5):
+        batch = np.array([f"ü{number}" for number in range(start, start + 5)])
+        assert hashing.stable_hash_array(batch).tolist() == [stable_hash(word) for word in batch.tolist()]
+        assert len(hashing._string_hashes) <= 8
+    many = np.array([f"ü{number}" for number in range(20)])  # more new keys than the cache holds at all
+    assert hashing.stable_hash_array(many).tolist() == [stable_hash(word) for word in many.tolist()]
+    assert len(hashing._string_hashes) <= 8
