@@ -350,3 +350,20 @@ def test_probe_handle_is_one_class_wherever_it_is_imported_from():
     from scopes.probes import ProbeHandle as from_probes
 
     assert from_package is from_builder is from_probes
+
+
+def test_the_distribution_ships_every_package_and_subpackage() -> None:
+    """pyproject's package list must reach subpackages (a plain list left runtime.spark out of wheels)."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "packages" not in config or isinstance(config["packages"], dict), "list packages with packages.find"
+    shipped = set(find_packages(str(ROOT), include=config["packages"]["find"]["include"]))
+    on_disk = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in ("scopes", "runtime", "viz")
+        for init in (ROOT / top).rglob("__init__.py")
+    }
+    assert on_disk <= shipped, f"not shipped: {sorted(on_disk - shipped)}"
