@@ -236,11 +236,19 @@ def _hash_strings(keys: np.ndarray) -> np.ndarray:
     keys = np.ascontiguousarray(keys)  # a view of another size needs contiguous rows
     if keys.dtype.kind == "S":
         octets = keys.view(np.uint8).reshape(rows, keys.dtype.itemsize)
-        return _crc32_rows(octets, _lengths(octets))
+        return _crc32_rows(octets, _string_lengths(keys, octets))
     units = keys.view(np.uint32).reshape(rows, keys.dtype.itemsize // 4)
     if units.max(initial=0) < 0x80:
-        return _crc32_rows(units, _lengths(units))
+        return _crc32_rows(units, _string_lengths(keys, units))
     return _hash_cached(keys)
+
+
+def _string_lengths(keys: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """Each string's length in code units: NumPy's own ``strings.str_len`` (2.0 on), else :func:`_lengths`."""
+    strings = getattr(np, "strings", None)
+    if strings is not None and keys.dtype.itemsize:
+        return strings.str_len(keys)
+    return _lengths(units)
 
 
 def _lengths(units: np.ndarray) -> np.ndarray:
@@ -276,10 +284,11 @@ def _crc32_rows(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         _crc32_lookup = _crc32_table()
     table = _crc32_lookup
     rows, width = units.shape
+    columns = units.T.astype(np.uint8)  # one byte position per contiguous row: each pass reads only its bytes
     crc = np.full(rows, 0xFFFFFFFF, dtype=np.uint32)
     shortest = int(lengths.min()) if rows else 0
     for position in range(width):
-        step = table[(crc ^ units[:, position]) & 0xFF] ^ (crc >> 8)
+        step = table[crc.astype(np.uint8) ^ columns[position]] ^ (crc >> 8)
         crc = step if position < shortest else np.where(lengths > position, step, crc)
     return (crc ^ np.uint32(0xFFFFFFFF)).astype(np.uint64)
 
