@@ -5,7 +5,10 @@ carry columnar batches through this module, as the payloads of msgpack
 extension types (and, on the wire, as whole message payloads).
 
 numpy arrays
-    ``[u32 header length][header][data]``: the header is a msgpack array
+    ``[u32 header length][header][padding][data]``: the length's top byte
+    counts the zero bytes of padding (0 in files written before it existed)
+    that start ``data`` at a multiple of :data:`DATA_ALIGNMENT` bytes from
+    the encoding's start, and its low 24 bits the header's.  The header is a msgpack array
     ``[dtype, shape]``; ``data`` is the array's bytes in C order (one copy of
     its memory, whatever its shape).  ``dtype`` is the dtype's string
     (``"<i8"``, ``"<U5"``, ``"|S3"``, ``"<M8[ns]"``, ...), or for a structured
@@ -38,6 +41,10 @@ import msgpack  # type: ignore[import-untyped]
 from runtime.errors import TimelyRuntimeError
 
 _LENGTH = struct.Struct("!I")
+_HEAD_MASK = (1 << 24) - 1
+DATA_ALIGNMENT = 16
+"""An encoded array's data starts this many bytes (or a multiple) after its encoding's start, so that a
+receiver that places the encoding aligned can use the array where it lies (see :class:`runtime.wire.FrameReader`)."""
 
 NDARRAY = "numpy.ndarray"
 """Kind name of a numpy array."""
@@ -149,6 +156,8 @@ def ndarray_parts(array: Any) -> tuple[bytes, Any]:
             f"the dtype {dtype} of a numpy array cannot be described on the wire ({error}); field titles "
             f"must be strings"
         ) from None
+    if len(header) > _HEAD_MASK:
+        raise ColumnarEncodeError(f"the description of dtype {dtype} takes {len(header)} bytes, over 16 MiB")
     if array.flags.c_contiguous:
         try:
             data: Any = memoryview(array).cast("B")
@@ -156,7 +165,8 @@ def ndarray_parts(array: Any) -> tuple[bytes, Any]:
             data = array.tobytes()
     else:
         data = array.tobytes()
-    return _LENGTH.pack(len(header)) + header, data
+    pad = -(4 + len(header)) % DATA_ALIGNMENT
+    return _LENGTH.pack(pad << 24 | len(header)) + header + bytes(pad), data
 
 
 def encode_ndarray(array: Any) -> bytes:
@@ -176,17 +186,21 @@ def split_ndarray(data: bytes | bytearray | memoryview) -> tuple[memoryview, mem
     view = memoryview(data)
     if len(view) < 4:
         raise ColumnarDecodeError(f"a numpy array needs at least 4 bytes, got {len(view)}")
-    (head,) = _LENGTH.unpack_from(view)
-    if 4 + head > len(view):
-        raise ColumnarDecodeError(f"the array header claims {head} bytes, but only {len(view) - 4} follow")
-    return view[4 : 4 + head], view[4 + head :]
+    (word,) = _LENGTH.unpack_from(view)
+    head, pad = word & _HEAD_MASK, word >> 24
+    if 4 + head + pad > len(view):
+        raise ColumnarDecodeError(
+            f"the array header claims {head} bytes and {pad} of padding, but only {len(view) - 4} follow"
+        )
+    return view[4 : 4 + head], view[4 + head + pad :]
 
 
 def ndarray_from(header: Any, body: memoryview) -> Any:
     """The array described by a decoded ``header`` (``[dtype, shape]``) whose memory is ``body``.
 
-    When ``body`` is writable (a view of a ``bytearray``), the array shares its
-    memory; otherwise the array is a copy.  Raises :class:`ColumnarDecodeError`
+    When ``body`` is writable (a view of a ``bytearray``) and starts at a
+    multiple of :data:`DATA_ALIGNMENT`, the array shares its memory;
+    otherwise the array is a copy (writable, and aligned).  Raises :class:`ColumnarDecodeError`
     if the header does not describe an array of exactly ``len(body)`` bytes.
     """
     import numpy
@@ -212,7 +226,11 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         if size == 0:
             return numpy.zeros(shape, dtype)
         array = numpy.frombuffer(body, dtype=dtype, count=count).reshape(shape)
-        return array.copy() if body.readonly else array
+        if body.readonly or array.ctypes.data % DATA_ALIGNMENT:
+            # a copy: writable, and as aligned as the dtype's layout allows (NumPy's slow paths for
+            # misaligned memory made np.minimum.at 20x slower on a received structured array)
+            return array.copy()
+        return array
     except ColumnarDecodeError:
         raise
     except Exception as error:  # numpy raises several unrelated types on a malformed description

@@ -64,6 +64,7 @@ from runtime import codec as _codec
 from runtime.arraycodec import (
     ARROW_BATCH,
     ARROW_TABLE,
+    DATA_ALIGNMENT,
     NDARRAY,
     ColumnarDecodeError,
     ColumnarEncodeError,
@@ -372,6 +373,21 @@ def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
     return b"".join((frame_head(header, len(payload)), payload))
 
 
+def _aligned_buffer(size: int, head: int) -> memoryview:
+    """A writable buffer of ``size`` bytes whose byte ``head`` (a frame's payload) lies at an aligned address.
+
+    An array's data starts :data:`~runtime.arraycodec.DATA_ALIGNMENT` bytes (or
+    a multiple) into its encoding, so a payload placed aligned gives an array
+    that NumPy can use where it lies, at full speed.
+    """
+    import ctypes
+
+    storage = bytearray(size + DATA_ALIGNMENT)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(storage))
+    offset = -(address + head) % DATA_ALIGNMENT
+    return memoryview(storage)[offset : offset + size]
+
+
 class FrameReader:
     """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
 
@@ -392,7 +408,7 @@ class FrameReader:
         self._buffer = bytearray()
         self._decode_header = decode_plain_value if plain else decode_value
         self._max = max_frame
-        self._large: bytearray | None = None
+        self._large: memoryview | None = None
         self._large_filled = 0
         self._large_head = 0
 
@@ -424,7 +440,7 @@ class FrameReader:
                 end = start + 8 + body
                 if end > size:
                     if body >= LARGE_FRAME:
-                        large = bytearray(body)
+                        large = _aligned_buffer(body, head)
                         have = size - start - 8
                         large[:have] = view[start + 8 : size]
                         self._large, self._large_filled, self._large_head = large, have, head
