@@ -17,7 +17,7 @@ _OURS = tuple(
 
 def user_site(skip: int = 1) -> str | None:
     """``basename:line`` of the innermost caller outside ``scopes``, ``runtime`` and ``viz`` (``None``: none)."""
-    frame = sys._getframe(skip)
+    frame = sys._getframe(skip)  # noqa: SLF001 - CPython's frame access, cheaper than inspect.stack()
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_OURS) and not filename.startswith("<frozen"):

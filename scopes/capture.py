@@ -18,7 +18,8 @@ Any interleaving of several recorded streams is itself a valid stream, so a
 replaying worker may replay any number of them, and streams captured on N
 workers may be replayed on M.
 
-This module is pure: it never touches sockets, files or threads.  It records
+This module is pure: it never touches sockets, files or threads (a recorder
+read from several threads is handed its lock by the runtime).  It records
 into any object with a ``push(event)`` method (an :class:`EventPusher`) and
 replays from any iterables of events (see :func:`replay_into`);
 :mod:`runtime.eventlog` provides pushers and readers over files and sockets.
@@ -26,8 +27,8 @@ replays from any iterables of events (see :func:`replay_into`);
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from scopes.antichain import Antichain
@@ -169,17 +170,20 @@ def _rows(batch: Any) -> Any:
 
 
 class CaptureRecorder:
-    """An in-memory, thread-safe record of a captured stream's events.
+    """An in-memory record of a captured stream's events; thread-safe when given a lock.
 
     It behaves like a read-only list of events (``len``, indexing, iteration over
     the events recorded so far) and can be replayed: pass it to
     :func:`replay_into`, which follows it live through :meth:`cursor`.
     """
 
-    def __init__(self) -> None:
-        """An empty recording."""
+    def __init__(self, lock: AbstractContextManager[Any] | None = None) -> None:
+        """An empty recording, guarded by ``lock`` (for example a ``threading.Lock()``; none: one thread only).
+
+        :meth:`Stream.capture <scopes.stream.Stream.capture>` passes a lock from its worker.
+        """
         self._events: list[Event] = []
-        self._lock = threading.Lock()
+        self._lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self._finished = False
 
     def push(self, event: Event) -> None:
@@ -228,6 +232,13 @@ class CaptureRecorder:
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events())
 
+    def poll(self, position: int) -> tuple[Event | None, bool]:
+        """The event at ``position`` (``None``: not recorded yet), and whether the recording ended before it."""
+        with self._lock:
+            if position < len(self._events):
+                return self._events[position], False
+            return None, self._finished
+
     def cursor(self) -> RecorderCursor:
         """A live reader from the first event: yields events, ``None`` while waiting, ends when finished."""
         return RecorderCursor(self)
@@ -249,20 +260,18 @@ class RecorderCursor:
         return self
 
     def __next__(self) -> Event | None:
-        recorder = self._recorder
-        with recorder._lock:
-            if self._position < len(recorder._events):
-                event = recorder._events[self._position]
-                self._position += 1
-                return event
-            if recorder._finished:
-                raise StopIteration
+        event, ended = self._recorder.poll(self._position)
+        if event is not None:
+            self._position += 1
+            return event
+        if ended:
+            raise StopIteration
         return None
 
 
 def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
     """Record ``stream`` in memory; returns this worker's :class:`CaptureRecorder`."""
-    recorder = CaptureRecorder()
+    recorder = CaptureRecorder(stream.scope.context.new_lock())
     capture_into(stream, recorder, name)
     return recorder
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
@@ -54,9 +54,45 @@ class ChangeBatch(Generic[K]):
 
     def drain_into(self, other: ChangeBatch[K]) -> None:
         """Move every accumulation into ``other``."""
-        if self._counts:
-            other.extend(self._counts.items())
-            self._counts.clear()
+        counts = self._counts
+        if counts:
+            self._counts = other.swap(counts)
+
+    def shift(self, old: K, new: K) -> None:
+        """Move one unit of accumulation from ``old`` to ``new`` (a capability's downgrade)."""
+        counts = self._counts
+        value = counts.get(new, 0) + 1
+        if value:
+            counts[new] = value
+        else:
+            del counts[new]
+        value = counts.get(old, 0) - 1
+        if value:
+            counts[old] = value
+        else:
+            del counts[old]
+
+    def swap(self, counts: dict[K, int]) -> dict[K, int]:
+        """Absorb ``counts`` (non-zero accumulations) and return an empty dict for the caller to keep.
+
+        When the batch is empty (the usual case) the dicts change places and
+        nothing is copied; otherwise ``counts`` is added in and cleared.  Either
+        way the caller must replace its dict with the one returned.
+        """
+        mine = self._counts
+        if mine:
+            self.extend(counts.items())
+            counts.clear()
+            return counts
+        self._counts = counts
+        return mine
+
+    def take(self) -> Mapping[K, int]:
+        """Hand over the non-zero accumulations, leaving the batch empty (without copying them)."""
+        counts = self._counts
+        if counts:
+            self._counts = {}
+        return counts
 
     def items(self) -> list[tuple[K, int]]:
         """Return the non-zero accumulations without removing them."""

@@ -106,7 +106,7 @@ class OperatorBuilder:
     def initial_capabilities(self) -> list[Capability]:
         """This worker's capability at the minimum time on each output."""
         minimum = self.scope.timestamp_type.minimum()
-        return [Capability._initial(minimum, port) for port in self.outputs]
+        return [Capability.initial(minimum, port) for port in self.outputs]
 
     def build(
         self,
@@ -144,5 +144,5 @@ class OperatorBuilder:
         """User-facing handles for every input and output of ``operator``."""
         inputs = [OperatorInput(port, operator) for port in self.inputs]
         outputs = [OperatorOutput(port, operator) for port in self.outputs]
-        operator._handles = outputs
+        operator.flush_after(outputs)
         return inputs, outputs

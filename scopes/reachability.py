@@ -860,6 +860,11 @@ class Tracker:
         """The capabilities the scope currently reports at ``output``."""
         return self._output_caps[output].frontier()
 
+    @property
+    def pending(self) -> bool:
+        """Whether updates wait to be propagated."""
+        return bool(self._pending)
+
     def tracking_anything(self) -> bool:
         """Whether any location holds a positive pointstamp (or updates are pending)."""
         return self._tracked > 0 or bool(self._pending)

@@ -75,9 +75,7 @@ class _ScopeEntrance:
 
     def flush(self) -> None:
         """Flush buffering pushers inside the scope (called by the sending operator's tee)."""
-        tee = self._tee
-        if tee._flushers:
-            tee.flush()
+        self._tee.flush()
 
 
 class _ScopeExit:
@@ -94,9 +92,7 @@ class _ScopeExit:
 
     def flush(self) -> None:
         """Flush buffering pushers in the parent (called by the sending operator's tee)."""
-        tee = self._tee
-        if tee._flushers:
-            tee.flush()
+        self._tee.flush()
 
 
 def _reach(summaries: ConnectivityLike) -> list[list[int]]:
@@ -396,6 +392,15 @@ class Subgraph(Scope):
             )
 
     @property
+    def built(self) -> bool:
+        """Whether the dataflow around this scope has been built (its tracker exists)."""
+        return self._tracker is not None
+
+    def copies(self, source: Source, target: Target) -> int:
+        """How many records arrive at ``target`` for each sent at ``source`` (the workers, for a broadcast)."""
+        return self._copies.get((source, target), 1)
+
+    @property
     def tracker(self) -> Tracker:
         """This subgraph's progress tracker (available once the dataflow is built)."""
         if self._tracker is None:
@@ -518,7 +523,7 @@ class Subgraph(Scope):
             self._receive_progress()
         tracker = self._tracker
         assert tracker is not None
-        if self._final or tracker._pending or self._num_outputs:
+        if self._final or tracker.pending or self._num_outputs:
             self._propagate(internal, consumed, produced)
         if self._heap:
             self._schedule_children()
@@ -531,7 +536,7 @@ class Subgraph(Scope):
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
-        return self._incomplete_count > 0 or tracker._tracked > 0 or bool(tracker._pending) or bool(self._active)
+        return self._incomplete_count > 0 or tracker.tracking_anything() or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
@@ -694,31 +699,26 @@ class Subgraph(Scope):
         produced: list[ChangeBatch[Any]],
     ) -> None:
         out = self._local if local and self._progress_pushers else self._final
-        if self.observer is not None and (any(b._counts for b in consumed) or any(b._counts for b in produced)):
+        if self.observer is not None and not all(b.is_empty() for b in (*consumed, *produced)):
             self.observer.messages(
-                self.address + (index,),
-                [list(b._counts.items()) for b in consumed],
-                [list(b._counts.items()) for b in produced],
+                self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
             )
         for port, batch in enumerate(consumed):
-            if counts := batch._counts:
+            if counts := batch.take():
                 loc = self._target_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, -diff))
-                counts.clear()
         for port, batch in enumerate(internal):
-            if counts := batch._counts:
+            if counts := batch.take():
                 loc = self._source_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, diff))
-                counts.clear()
         for port, batch in enumerate(produced):
-            if counts := batch._counts:
+            if counts := batch.take():
                 fanout = self._edge_targets[index][port]
                 for time, diff in counts.items():
                     for loc, copies in fanout:
                         out.append((loc, time, diff * copies))
-                counts.clear()
 
     # ------------------------------------------------------------------ inspection
 

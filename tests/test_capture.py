@@ -194,7 +194,7 @@ def test_capture_returns_a_thread_safe_recorder_that_can_be_read_while_recording
 
 
 def test_a_recorder_can_be_replayed_while_another_thread_records_into_it():
-    recorder = CaptureRecorder()
+    recorder = CaptureRecorder(threading.Lock())
     started = threading.Event()
 
     def feed():

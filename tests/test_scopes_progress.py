@@ -608,7 +608,7 @@ class HandBuilt:
         sub.set_child(a, self.a)
         sub.connect(Source(0, 0), Target(a, 0))
         a_input, a_output = OperatorInput(a_in, self.a), OperatorOutput(a_out, self.a)
-        initial = [Capability._initial(0, a_out)]
+        initial = [Capability.initial(0, a_out)]
         held: dict = {}
         self.a_runs = 0
 
@@ -635,7 +635,7 @@ class HandBuilt:
         self.b = Operator("B", INTEGER, 1, [b_in], [b_out], [[Antichain([IntegerSummary(3)])]], False)
         sub.set_child(b, self.b)
         sub.connect(Source(a, 0), Target(b, 0))
-        b_initial = [Capability._initial(0, b_out)]
+        b_initial = [Capability.initial(0, b_out)]
 
         def b_logic() -> None:
             if b_initial:

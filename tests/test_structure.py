@@ -113,3 +113,33 @@ def test_probe_handle_is_one_class_wherever_it_is_imported_from():
     from scopes.probes import ProbeHandle as from_probes
 
     assert from_package is from_builder is from_probes
+
+
+IMPURE = {"threading", "socket", "selectors", "subprocess", "multiprocessing", "asyncio", "queue", "_thread"}
+
+
+@pytest.mark.parametrize("path", sorted(SCOPES.glob("*.py")), ids=lambda path: path.stem)
+def test_scopes_takes_no_threads_sockets_or_processes(path):
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    assert not imported & IMPURE, f"scopes/{path.name} imports {sorted(imported & IMPURE)}; the runtime hands them in"
+
+
+def test_a_recorder_made_by_stream_capture_is_locked_by_its_worker():
+    """``Stream.capture`` asks its build context for a lock; a worker's context makes real locks."""
+    import threading
+
+    from runtime.execute import execute
+    from scopes.capture import CaptureRecorder
+
+    def main(worker):
+        return worker.dataflow(lambda scope: scope.to_stream([1, 2]).capture())
+
+    [recorder] = execute(main, workers=1)
+    assert recorder.finished and recorder.batches() == [(0, [1, 2])]
+    assert isinstance(recorder._lock, type(threading.Lock()))
+    assert not isinstance(CaptureRecorder()._lock, type(threading.Lock()))  # alone, a recorder takes none
