@@ -36,7 +36,7 @@ from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.errors import ScopeError
-from scopes.operator import Operator
+from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
 from scopes.scope import Updates
@@ -342,99 +342,118 @@ def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Rep
     everything = list(recordings)
     mine = everything[scope.index :: scope.peers]
     event_streams = [recording() if callable(recording) else recording for recording in mine]
-    sources = [_open(source) for source in event_streams]
-    timestamp_type = scope.timestamp_type
-    minimum = timestamp_type.minimum()
+    minimum = scope.timestamp_type.minimum()
     builder = OperatorBuilder(scope, name)
     output, stream = builder.new_output()
     info = builder.info
-    kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
-    streams = [_ReplayedStream(index, events, minimum) for index, events in enumerate(sources)]
-    internal = output.internal
-    send = output.send
-    started = False
-    where = f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}"
+    replayer = _Replayer(
+        [_ReplayedStream(index, _open(source), minimum) for index, source in enumerate(event_streams)],
+        output,
+        info,
+        scope,
+        f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}",
+    )
+    operator = builder.build(replayer.run, operator_class=ReplayOperator)
+    assert isinstance(operator, ReplayOperator)
+    operator.kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
+    # This worker's initial capability is counted by the operator's summary; the
+    # logic adjusts it to one per replayed stream on its first run.
+    return stream
 
-    def fail(state: _ReplayedStream, problem: str) -> ReplayError:
-        return ReplayError(f"{where}: event stream {state.index} {problem}", state.index)
 
-    def check_time(state: _ReplayedStream, time: Any) -> None:
+class _Replayer:
+    """The replay operator's logic: takes the available events of each stream and applies them."""
+
+    def __init__(
+        self, streams: list[_ReplayedStream], output: OutputPort, info: OperatorInfo, scope: ScopeBuilder, where: str
+    ) -> None:
+        self.streams = streams
+        self.internal = output.internal
+        self.send = output.send
+        self.info = info
+        self.timestamp_type = scope.timestamp_type
+        self.scope_name = scope.name
+        self.where = where
+        self.started = False
+
+    def fail(self, state: _ReplayedStream, problem: str) -> ReplayError:
+        return ReplayError(f"{self.where}: event stream {state.index} {problem}", state.index)
+
+    def check_time(self, state: _ReplayedStream, time: Any) -> None:
+        timestamp_type = self.timestamp_type
         if not timestamp_type.contains(time):
-            raise fail(
+            raise self.fail(
                 state,
                 f"has time {time!r}, which is not a {timestamp_type.name} timestamp of scope "
-                f"'{scope.name}'; replay a recording into a scope with the timestamps it was captured with",
+                f"'{self.scope_name}'; replay a recording into a scope with the timestamps it was captured with",
             )
 
-    def apply_progress(state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
+    def apply_progress(self, state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
         held = state.held
+        internal = self.internal
         for time, diff in updates:
-            check_time(state, time)
+            self.check_time(state, time)
             value = held.get(time, 0) + diff
             if value > 0:
                 held[time] = value
             elif value == 0:
                 held.pop(time, None)
             else:
-                raise fail(state, f"released a capability for time {time!r} that it did not hold")
+                raise self.fail(state, f"released a capability for time {time!r} that it did not hold")
             internal.update(time, diff)
         if not held:
             state.close()
 
-    def apply_messages(state: _ReplayedStream, time: Any, data: Any) -> None:
-        check_time(state, time)
+    def apply_messages(self, state: _ReplayedStream, time: Any, data: Any) -> None:
+        self.check_time(state, time)
         for held_time in state.held:
             if less_equal(held_time, time):
                 break
         else:
-            raise fail(
+            raise self.fail(
                 state,
                 f"has a message at time {time!r} while holding capabilities only for "
                 f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
             )
         if batch_len(data):
-            send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
+            self.send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
 
-    def logic() -> None:
-        nonlocal started
-        if not started:
-            internal.update(minimum, len(streams) - 1)
-            started = True
+    def run(self) -> None:
+        """Apply every available event; ask to run again if some stream is waiting for more."""
+        if not self.started:
+            self.internal.update(self.timestamp_type.minimum(), len(self.streams) - 1)
+            self.started = True
         waiting = False
-        for state in streams:
-            if not state.open:
-                continue
-            events = state.events
-            while state.open:
-                try:
-                    event = next(events)
-                except StopIteration:
-                    state.open = False
-                    if state.held:
-                        raise fail(
-                            state,
-                            "ended while still holding capabilities for times "
-                            f"{sorted(state.held, key=repr)!r}; the recording is incomplete",
-                        ) from None
-                    break
-                if event is None:
-                    waiting = True
-                    break
-                if isinstance(event, Progress):
-                    apply_progress(state, event.updates)
-                elif isinstance(event, Messages):
-                    apply_messages(state, event.time, event.data)
-                else:
-                    raise fail(state, f"yielded {event!r}, which is neither Progress nor Messages")
+        for state in self.streams:
+            if state.open and self.drain(state):
+                waiting = True
         if waiting:
-            info.activate()
+            self.info.activate()
 
-    operator = builder.build(logic, operator_class=ReplayOperator)
-    assert isinstance(operator, ReplayOperator)
-    operator.kind = kind
-    # This worker's initial capability is counted by the operator's summary; the
-    # logic adjusts it to one per replayed stream on its first run.
-    return stream
+    def drain(self, state: _ReplayedStream) -> bool:
+        """Apply ``state``'s available events; return whether it waits for more (yielded ``None``)."""
+        events = state.events
+        while state.open:
+            try:
+                event = next(events)
+            except StopIteration:
+                state.open = False
+                if state.held:
+                    raise self.fail(
+                        state,
+                        "ended while still holding capabilities for times "
+                        f"{sorted(state.held, key=repr)!r}; the recording is incomplete",
+                    ) from None
+                return False
+            if event is None:
+                return True
+            if isinstance(event, Progress):
+                self.apply_progress(state, event.updates)
+            elif isinstance(event, Messages):
+                self.apply_messages(state, event.time, event.data)
+            else:
+                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor Messages")
+        return False
 
 
 __all__ = [
