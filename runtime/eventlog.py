@@ -42,7 +42,15 @@ from runtime.codec import (
     EXT_SET,
     EXT_TUPLE,
 )
-from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.errors import (
+    DecodeError,
+    EventEncodeError,
+    EventLogCorrupt,
+    EventLogError,
+    EventLogFormatError,
+    EventLogTruncated,
+    EventLogVersionError,
+)
 from runtime.framing import CAPTURE_MAGIC, MAX_FRAME_BYTES, FrameBuffer, FrameDamage, frame, what_file
 from scopes.capture import Event, Messages, Progress
 from scopes.timestamp import INTEGER, ProductType, TimestampType
@@ -71,54 +79,6 @@ _READ_CHUNK = 1 << 16
 
 
 # ---------------------------------------------------------------------- errors
-
-
-class EventLogError(TimelyRuntimeError):
-    """Base class of event-log errors.
-
-    Attributes:
-        source: a description of the log (its file name, or the socket's peer).
-    """
-
-    def __init__(self, message: str, source: str) -> None:
-        super().__init__(message)
-        self.source = source
-
-
-class EventLogFormatError(EventLogError):
-    """The data is not a pytimely event log, or not one with the expected timestamp type."""
-
-
-class EventLogVersionError(EventLogError):
-    """The log is of a format version this reader does not read.
-
-    Attributes:
-        version: the version the log declares.
-    """
-
-    def __init__(self, message: str, source: str, version: object) -> None:
-        super().__init__(message, source)
-        self.version = version
-
-
-class EventLogCorrupt(EventLogError):
-    """A frame of the log is damaged (bad checksum, undecodable payload, impossible length).
-
-    Attributes:
-        offset: the byte offset of the damaged frame from the start of the log.
-    """
-
-    def __init__(self, message: str, source: str, offset: int) -> None:
-        super().__init__(message, source)
-        self.offset = offset
-
-
-class EventLogTruncated(EventLogCorrupt):
-    """The log ends in the middle of a frame (or before its header is complete)."""
-
-
-class EventEncodeError(EventLogError):
-    """An event holds a value the format cannot represent."""
 
 
 # ---------------------------------------------------------------------- encoding

@@ -24,6 +24,7 @@ from scopes.errors import (
     ScopeBoundaryError,
     ScopeError,
     SummaryError,
+    TimelyError,
     TimestampError,
 )
 from scopes.location import Source, Target
@@ -59,6 +60,6 @@ __all__ = [
     "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
     "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
     "ScopeBoundaryError", "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
-    "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
+    "TimelyError", "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
     "to_stream",
 ]

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from scopes.errors import ScopeError
+from scopes.errors import BatchError, KeyColumnError
 from scopes.lazy_import import lazy_module, loaded
 
 if TYPE_CHECKING:
@@ -61,27 +61,6 @@ __all__ = [
 ]
 
 _ARROW_KINDS = frozenset({"RecordBatch", "Table"})
-
-
-class BatchError(ScopeError, TypeError):
-    """A value is not a batch, or batches of different kinds were mixed, or a batch lacks what was asked of it."""
-
-
-class KeyColumnError(BatchError, KeyError):
-    """A batch has no column (field) of the requested name.
-
-    Attributes:
-        key: the requested column name.
-        available: the columns the batch has.
-    """
-
-    def __init__(self, message: str, key: str, available: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.key = key
-        self.available = available
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
 
 
 def is_arrow(batch: Any) -> bool:

@@ -35,7 +35,7 @@ from scopes.antichain import Antichain
 from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
-from scopes.errors import ScopeError
+from scopes.errors import ReplayError
 from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
@@ -75,19 +75,6 @@ class EventPusher(Protocol):
 
     def push(self, event: Event) -> None:
         """Record one event."""
-
-
-class ReplayError(ScopeError):
-    """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
-
-    Attributes:
-        stream: the index of the offending stream among this worker's share of those given to
-            :func:`replay_into`.
-    """
-
-    def __init__(self, message: str, stream: int) -> None:
-        super().__init__(message)
-        self.stream = stream
 
 
 # ---------------------------------------------------------------------- capture

@@ -64,7 +64,7 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from scopes.errors import ScopeError
+from scopes.errors import KeyHashError as KeyHashError
 from scopes.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -81,10 +81,6 @@ _TUPLE_PRIME = 0x100000001B3  # FNV-1a prime
 _pack_double = struct.Struct("<d").pack
 _SCALAR_KINDS = frozenset("biufUS")
 _TWO_63 = float(2**63)
-
-
-class KeyHashError(ScopeError, TypeError):
-    """A routing key has a type whose hash is not stable across processes."""
 
 
 def stable_hash(key: Any) -> int:

@@ -143,3 +143,28 @@ def test_a_recorder_made_by_stream_capture_is_locked_by_its_worker():
     assert recorder.finished and recorder.batches() == [(0, [1, 2])]
     assert isinstance(recorder._lock, type(threading.Lock()))
     assert not isinstance(CaptureRecorder()._lock, type(threading.Lock()))  # alone, a recorder takes none
+
+
+def test_every_exception_class_derives_from_timely_error_and_lives_in_an_errors_module():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import runtime
+    import scopes
+    import viz
+
+    assert scopes.TimelyError is runtime.TimelyError is viz.TimelyError
+    found = {}
+    for package in (scopes, runtime, viz):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            module = importlib.import_module(info.name)
+            for obj in vars(module).values():
+                if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith(
+                    ("scopes", "runtime", "viz")
+                ):
+                    found[obj.__qualname__] = obj
+    assert len(found) >= 60  # (60 when this test was written)
+    for name, cls in found.items():
+        assert issubclass(cls, scopes.TimelyError), f"{name} does not derive from TimelyError"
+        assert cls.__module__.endswith(".errors"), f"{name} lives in {cls.__module__}, not its package's errors.py"
