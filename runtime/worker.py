@@ -1,4 +1,4 @@
-"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface.
+"""``Worker``: hosts dataflows and drives them through the ``Operate`` interface.
 
 A worker talks to the other workers only through its
 :class:`~runtime.communication.Communicator`.

@@ -6,7 +6,8 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
   (integers and ``Product``), path summaries, refinements between nested scopes.
 * :mod:`scopes.antichain`, :mod:`scopes.change_batch`: frontiers and count updates.
 * :mod:`scopes.reachability`: compiled path summaries and the pointstamp tracker.
-* :mod:`scopes.scope`, :mod:`scopes.subgraph`: the ``Scope`` interface and ``Subgraph``.
+* :mod:`scopes.operate`, :mod:`scopes.subgraph`: the ``Operate`` interface (how a parent
+  sees a child) and ``Subgraph``.
 * :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
   capabilities, notifications, streams, inputs, probes and loops.
 """
@@ -28,6 +29,7 @@ from scopes.errors import (
     TimestampError,
 )
 from scopes.location import Source, Target
+from scopes.operate import Operate
 from scopes.operator import (
     Capability,
     CapabilityRef,
@@ -37,8 +39,7 @@ from scopes.operator import (
     OperatorOutput,
 )
 from scopes.order import PartialOrder, less_equal, less_than
-from scopes.reachability import Builder, Tracker
-from scopes.scope import Scope
+from scopes.reachability import Tracker
 from scopes.stream import Stream, generic
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
@@ -54,11 +55,11 @@ from scopes.timestamp import (
 )
 
 __all__ = [
-    "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Builder", "Capability",
+    "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Capability",
     "CapabilityError", "CapabilityRef", "ChangeBatch", "ChannelContract", "CycleError", "Exchange", "ExchangeBatch",
     "GraphError", "InputHandle", "IntegerSummary", "IntegerType", "LoopHandle", "MutableAntichain",
     "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
-    "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
+    "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Operate",
     "ScopeBoundaryError", "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
     "TimelyError", "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
     "to_stream",

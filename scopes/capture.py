@@ -36,10 +36,10 @@ from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.errors import ReplayError
+from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
-from scopes.scope import Updates
 from scopes.timestamp import PathSummary
 
 if TYPE_CHECKING:

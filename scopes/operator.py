@@ -1,6 +1,6 @@
 """Leaf operators: ports, capabilities, input and output handles, notifications.
 
-An :class:`Operator` is a :class:`~scopes.scope.Scope` whose work is a Python
+An :class:`Operator` is a :class:`~scopes.operate.Operate` whose work is a Python
 function.  It holds explicit :class:`Capability` objects: to send at a time it
 must hold a capability for a time at or before it, and as long as it holds one
 the frontier downstream cannot pass that time.  Messages received at an input
@@ -17,9 +17,9 @@ from scopes.batches import is_columnar
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
+from scopes.operate import ConnectivityLike, Operate, Updates
 from scopes.order import in_time_order, less_equal
 from scopes.reachability import Connectivity, sparse
-from scopes.scope import ConnectivityLike, Scope, Updates
 from scopes.timestamp import TimestampType
 
 
@@ -615,8 +615,8 @@ class Notificator:
         return len(self._pending)
 
 
-class Operator(Scope):
-    """A leaf :class:`~scopes.scope.Scope` running a Python function when scheduled."""
+class Operator(Operate):
+    """A leaf :class:`~scopes.operate.Operate` running a Python function when scheduled."""
 
     local = True
 
@@ -729,7 +729,7 @@ class Operator(Scope):
         self._logic = logic
         self._handles = list(handles)
 
-    # Scope interface -------------------------------------------------------
+    # Operate interface -----------------------------------------------------
 
     def get_internal_summary(self) -> tuple[Connectivity, list[Updates]]:
         """The declared connectivity, and one capability per worker at each output's minimum time."""

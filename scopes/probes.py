@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.channels import ChannelContract, Pipeline
+from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInput
 from scopes.operator_builder import OperatorBuilder
-from scopes.scope import Updates
 from scopes.signatures import check_function, describe_operator
 from scopes.timestamp import PathSummary
 

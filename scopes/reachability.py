@@ -1,8 +1,8 @@
 """Reachability: compiled path summaries and the pointstamp tracker.
 
-A :class:`Builder` takes each operator's shape and internal summaries (which
+A :class:`TrackerBuilder` takes each operator's shape and internal summaries (which
 inputs reach which outputs, and how times change on the way) and the edges from
-outputs to inputs.  :meth:`Builder.build` checks the graph, rejects cycles that
+outputs to inputs.  :meth:`TrackerBuilder.build` checks the graph, rejects cycles that
 do not strictly advance timestamps, compiles the minimal path summaries from
 every location to the scope's outputs, and returns a :class:`Tracker`.
 
@@ -132,7 +132,7 @@ def connectivity_from(
     return table
 
 
-class Builder:
+class TrackerBuilder:
     """Collects a scope's operators and edges, then compiles them into a :class:`Tracker`."""
 
     def __init__(self, timestamp_type: TimestampType, inputs: int = 0, outputs: int = 0) -> None:
@@ -428,7 +428,7 @@ class Tracker:
     """The address of the scope this tracker belongs to, for the observer."""
 
     def __init__(self, timestamp_type: TimestampType, graph: _Indexed, nodes: dict[int, _Node]) -> None:
-        """Use :meth:`Builder.build` rather than calling this directly."""
+        """Use :meth:`TrackerBuilder.build` rather than calling this directly."""
         self.timestamp_type = timestamp_type
         self._graph = graph
         self._names = {index: node.name for index, node in nodes.items()}

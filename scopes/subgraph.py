@@ -29,8 +29,8 @@ from scopes.channels import Activator, Allocator, Pusher, Tee
 from scopes.errors import BuildError, ProgressError
 from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
-from scopes.reachability import Builder, Connectivity, Tracker, sparse
-from scopes.scope import ConnectivityLike, Scope, Updates
+from scopes.operate import ConnectivityLike, Operate, Updates
+from scopes.reachability import Connectivity, Tracker, TrackerBuilder, sparse
 from scopes.timestamp import PathSummary, Refinement, TimestampType
 
 ProgressBatch = list[tuple[int, Any, int]]
@@ -100,8 +100,8 @@ def _reach(summaries: ConnectivityLike) -> list[list[int]]:
     return [[output for output, chain in sorted(row.items()) if len(chain)] for row in sparse(summaries)]
 
 
-class Subgraph(Scope):
-    """A :class:`~scopes.scope.Scope` implemented by a graph of child scopes.
+class Subgraph(Operate):
+    """A :class:`~scopes.operate.Operate` implemented by a graph of child scopes.
 
     Children are added with :meth:`add_child` (indices start at 1; index 0 is the
     subgraph's own boundary) and joined with :meth:`connect`.  Scope inputs and
@@ -135,7 +135,7 @@ class Subgraph(Scope):
         self._allocator = allocator
         self._peers = allocator.peers
         self._activate_parent = activate_parent
-        self.children: list[Scope | None] = [None]
+        self.children: list[Operate | None] = [None]
         self.child_names: list[str] = ["scope boundary"]
         self.child_sites: dict[int, str | None] = {}
         """Where the user's code built each child (only recorded while an observer is attached)."""
@@ -194,13 +194,13 @@ class Subgraph(Scope):
             self.child_sites[len(self.children) - 1] = user_site(2)
         return len(self.children) - 1
 
-    def set_child(self, index: int, child: Scope) -> None:
+    def set_child(self, index: int, child: Operate) -> None:
         """Install ``child`` at a reserved index."""
         if self.children[index] is not None:
             raise BuildError(f"scope '{self.name}': child {index} is already set")
         self.children[index] = child
 
-    def add_child(self, child: Scope, name: str | None = None) -> int:
+    def add_child(self, child: Operate, name: str | None = None) -> int:
         """Add a child scope and return its index (1, 2, ...)."""
         index = self.reserve_child(name or str(getattr(child, "name", "operator")))
         self.set_child(index, child)
@@ -274,7 +274,7 @@ class Subgraph(Scope):
                 return
             scope = child
 
-    # ------------------------------------------------------------------ Scope: set-up
+    # ------------------------------------------------------------------ Operate: set-up
 
     def _finalize(self) -> None:
         if self._finalized:
@@ -285,7 +285,7 @@ class Subgraph(Scope):
                     f"scope '{self.name}': operator '{self.child_names[index]}' (child {index}) was "
                     "started but never finished; its construction probably raised an error earlier"
                 )
-        builder = Builder(self.timestamp_type, self._num_inputs, self._num_outputs)
+        builder = TrackerBuilder(self.timestamp_type, self._num_inputs, self._num_outputs)
         initial: list[tuple[Source, Any, int]] = []
         for index, child in enumerate(self.children[1:], start=1):
             assert child is not None
@@ -499,7 +499,7 @@ class Subgraph(Scope):
             )
         return table
 
-    # ------------------------------------------------------------------ Scope: run time
+    # ------------------------------------------------------------------ Operate: run time
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Buffer frontier changes at the scope inputs; they are applied at the next pull."""

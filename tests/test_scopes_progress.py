@@ -1,10 +1,10 @@
-"""Progress through scopes: connectivity, nested sources, deep nesting, and the Scope interface.
+"""Progress through scopes: connectivity, nested sources, deep nesting, and the Operate interface.
 
 (a) An input that a declared summary disconnects from an output does not hold it back.
 (b) A source inside a nested scope holds back its parent until it releases its capability.
 (c) Ten thousand operators in deeply nested regions build and run.
 (d) Wrapping parts of a computation in regions does not change the frontiers it reports;
-    and a hand-built Subgraph speaks the Scope interface directly.
+    and a hand-built Subgraph speaks the Operate interface directly.
 (e) ``scopes`` does not depend on ``runtime`` or ``viz``.
 (f) Worker and execute bookkeeping.
 """
@@ -568,7 +568,7 @@ def test_regions_report_the_same_frontiers_with_two_workers():
     assert len(seen) == 2 * len(SCENARIO)
 
 
-# ---------------------------------------------------------------------------- (d) Scope interface
+# ---------------------------------------------------------------------------- (d) Operate interface
 
 
 class FakeAllocator:

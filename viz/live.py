@@ -31,8 +31,8 @@ from runtime.instrument import (
 )
 from runtime.worker import Dataflow, Worker
 from scopes.location import Source
+from scopes.operate import ConnectivityLike
 from scopes.reachability import sparse
-from scopes.scope import ConnectivityLike
 from scopes.subgraph import Subgraph
 from viz.errors import SelectionError
 from viz.model import Model
