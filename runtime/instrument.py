@@ -907,7 +907,7 @@ class TcpSink(Sink):
 # ---------------------------------------------------------------------- the process's pipeline
 
 
-class Pipeline:
+class EventShipper:
     """Collects every worker's events in this process and ships them to the sinks off the hot path."""
 
     def __init__(self, sinks: Sequence[Sink], interval: float = 0.02) -> None:
@@ -976,7 +976,7 @@ class Pipeline:
             sink.close()
 
 
-_active: Pipeline | None = None
+_active: EventShipper | None = None
 _active_lock = threading.Lock()
 
 
@@ -993,7 +993,7 @@ def logging_active() -> bool:
     return _active is not None
 
 
-def _install(pipeline: Pipeline | None) -> Pipeline | None:
+def _install(pipeline: EventShipper | None) -> EventShipper | None:
     global _active
     with _active_lock:
         previous, _active = _active, pipeline
@@ -1010,18 +1010,18 @@ def stop_logging() -> None:
 atexit.register(stop_logging)
 
 
-def add_sink(sink: Sink) -> Pipeline:
+def add_sink(sink: Sink) -> EventShipper:
     """Send events to ``sink`` too: through the active pipeline, or a new one installed for it; returns it."""
     global _active
     with _active_lock:
         if _active is None:
-            _active = Pipeline([sink])
+            _active = EventShipper([sink])
         else:
             _active.attach(sink)
         return _active
 
 
-def remove_sink(pipeline: Pipeline, sink: Sink) -> None:
+def remove_sink(pipeline: EventShipper, sink: Sink) -> None:
     """Stop sending events to ``sink``; a pipeline left without sinks is stopped and uninstalled."""
     global _active
     if pipeline.detach(sink):
@@ -1040,7 +1040,7 @@ def log_path(path: str, process: int, processes: int) -> Path:
     return target.with_name(f"{target.stem}.{process}{target.suffix}")
 
 
-def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Pipeline | None:
+def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> EventShipper | None:
     """Turn logging on as ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks, for workers created from now on.
 
     ``SPEC`` is ``tcp://HOST:PORT`` (stream to a live viewer), a file path
@@ -1065,7 +1065,7 @@ def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Pi
             sink = FileSink(path, process)
         except OSError as error:
             raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
-    pipeline = Pipeline([sink])
+    pipeline = EventShipper([sink])
     previous = _install(pipeline)
     if previous is not None:
         previous.close()
@@ -1084,11 +1084,11 @@ class Recorder:
     def __init__(self) -> None:
         """An inactive recorder."""
         self._sink = MemorySink()
-        self._pipeline: Pipeline | None = None
-        self._previous: Pipeline | None = None
+        self._pipeline: EventShipper | None = None
+        self._previous: EventShipper | None = None
 
     def __enter__(self) -> Recorder:
-        self._pipeline = Pipeline([self._sink])
+        self._pipeline = EventShipper([self._sink])
         self._previous = _install(self._pipeline)
         return self
 

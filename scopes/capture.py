@@ -1,10 +1,10 @@
 """Capture a stream as a sequence of events, and replay events as a stream.
 
-A captured stream is described completely by two kinds of :data:`Event`:
+A captured stream is described completely by two kinds of :data:`CaptureEvent`:
 
 * :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
   stream, exactly as the capturing operator saw them at its input.
-* :class:`Messages` ``(time, data)``: a batch that arrived at ``time``: a list of
+* :class:`Batch` ``(time, data)``: a batch that arrived at ``time``: a list of
   records, or a columnar batch (a numpy array, an Arrow record batch or table),
   recorded and replayed as itself, never as rows.
 
@@ -53,14 +53,14 @@ class Progress(NamedTuple):
     updates: list[tuple[Any, int]]
 
 
-class Messages(NamedTuple):
+class Batch(NamedTuple):
     """A batch ``data`` that the captured stream carried at ``time``: a list of records or a columnar batch."""
 
     time: Any
     data: Any
 
 
-Event = Progress | Messages
+CaptureEvent = Progress | Batch
 """One event of a captured stream."""
 
 
@@ -73,7 +73,7 @@ class EventPusher(Protocol):
     will ever be recorded.
     """
 
-    def push(self, event: Event) -> None:
+    def push(self, event: CaptureEvent) -> None:
         """Record one event."""
 
 
@@ -85,7 +85,7 @@ class CaptureOperator(Operator):
 
     Frontier changes are recorded as they are delivered to the operator, so the
     final change (the frontier becoming empty) is recorded even when the dataflow
-    retires right after delivering it.  Messages are recorded when the operator
+    retires right after delivering it.  Batches are recorded when the operator
     runs; a message at time ``t`` always precedes the frontier change that
     passes ``t``, because an unconsumed message holds the frontier at ``t``.
     """
@@ -141,7 +141,7 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
 
     def logic() -> None:
         while (message := pull()) is not None:
-            push(Messages(message[0], message[1]))
+            push(Batch(message[0], message[1]))
 
     operator.set_logic(logic)
 
@@ -169,11 +169,11 @@ class CaptureRecorder:
 
         :meth:`Stream.capture <scopes.stream.Stream.capture>` passes a lock from its worker.
         """
-        self._events: list[Event] = []
+        self._events: list[CaptureEvent] = []
         self._lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self._finished = False
 
-    def push(self, event: Event) -> None:
+    def push(self, event: CaptureEvent) -> None:
         """Append an event."""
         with self._lock:
             if self._finished:
@@ -190,7 +190,7 @@ class CaptureRecorder:
         """Whether the captured stream has completed."""
         return self._finished
 
-    def events(self) -> list[Event]:
+    def events(self) -> list[CaptureEvent]:
         """A copy of the events recorded so far."""
         with self._lock:
             return list(self._events)
@@ -207,19 +207,19 @@ class CaptureRecorder:
 
     def batches(self) -> list[tuple[Any, Any]]:
         """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""
-        return [(event.time, event.data) for event in self.events() if isinstance(event, Messages)]
+        return [(event.time, event.data) for event in self.events() if isinstance(event, Batch)]
 
     def __len__(self) -> int:
         return len(self._events)
 
-    def __getitem__(self, index: int) -> Event:
+    def __getitem__(self, index: int) -> CaptureEvent:
         with self._lock:
             return self._events[index]
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[CaptureEvent]:
         return iter(self.events())
 
-    def poll(self, position: int) -> tuple[Event | None, bool]:
+    def poll(self, position: int) -> tuple[CaptureEvent | None, bool]:
         """The event at ``position`` (``None``: not recorded yet), and whether the recording ended before it."""
         with self._lock:
             if position < len(self._events):
@@ -246,7 +246,7 @@ class RecorderCursor:
     def __iter__(self) -> RecorderCursor:
         return self
 
-    def __next__(self) -> Event | None:
+    def __next__(self) -> CaptureEvent | None:
         event, ended = self._recorder.poll(self._position)
         if event is not None:
             self._position += 1
@@ -271,7 +271,7 @@ class _ReplayedStream:
 
     __slots__ = ("index", "events", "held", "open")
 
-    def __init__(self, index: int, events: Iterator[Event | None], minimum: Any) -> None:
+    def __init__(self, index: int, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
         self.index = index
         self.events = events
         self.held: dict[Any, int] = {minimum: 1}
@@ -284,7 +284,7 @@ class _ReplayedStream:
             close()
 
 
-def _open(source: Any) -> Iterator[Event | None]:
+def _open(source: Any) -> Iterator[CaptureEvent | None]:
     cursor = getattr(source, "cursor", None)
     if callable(cursor):
         return iter(cursor())
@@ -313,7 +313,7 @@ def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Rep
     ``recordings`` is the list of *all* recordings, the same on every worker:
     worker ``i`` of ``P`` replays recordings ``i``, ``i + P``, ``i + 2P``, ... (so N
     recordings may be replayed on any number of workers, each exactly once).  A
-    recording is an iterable of :data:`Event`, an object with a ``cursor()``
+    recording is an iterable of :data:`CaptureEvent`, an object with a ``cursor()``
     method returning one (such as :class:`CaptureRecorder`), or a function of no
     arguments that opens one: only the worker that replays it calls it (for
     example to accept a socket only that worker listens on).  The number of
@@ -436,19 +436,19 @@ class _Replayer:
                 return True
             if isinstance(event, Progress):
                 self.apply_progress(state, event.updates)
-            elif isinstance(event, Messages):
+            elif isinstance(event, Batch):
                 self.apply_messages(state, event.time, event.data)
             else:
-                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor Messages")
+                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor Batch")
         return False
 
 
 __all__ = [
     "CaptureOperator",
     "CaptureRecorder",
-    "Event",
+    "CaptureEvent",
     "EventPusher",
-    "Messages",
+    "Batch",
     "Progress",
     "RecorderCursor",
     "ReplayError",
