@@ -642,6 +642,7 @@ class Operator(Operate):
         self._logic: Callable[[], None] | None = None
         self._refs: list[CapabilityRef] = []
         self._handles: list[OperatorOutput] = []
+        self._buffering: list[Tee] | None = None  # the output tees with buffering pushers, once known
         self.shut_down = False
         # Where the operator lives, for error messages and wake-ups; see locate().
         self.address: tuple[int, ...] = ()
@@ -790,8 +791,11 @@ class Operator(Operate):
                 logic()
                 for handle in self._handles:
                     handle.flush()
-                for output in self.output_ports:  # buffering pushers (exchange): see ExchangePusher
-                    output.tee.flush()
+                buffering = self._buffering
+                if buffering is None:  # the graph is complete once operators run: find them once
+                    buffering = self._buffering = [port.tee for port in self.output_ports if port.tee.buffering]
+                for tee in buffering:  # buffering pushers (exchange): see ExchangePusher
+                    tee.flush()
             except OperatorFailed:
                 raise
             except Exception as error:
@@ -803,17 +807,28 @@ class Operator(Operate):
                         ref.invalidate()
                     self._refs.clear()
         # Hand each count over whole when the receiving batch is empty (the usual
-        # case): the dicts change places, nothing is copied (see ChangeBatch.swap).
+        # case): the dicts change places, nothing is copied.
         index = 0
         for port in self.input_ports:
             if port.consumed:
-                port.consumed = consumed[index].swap(port.consumed)
+                batch = consumed[index]
+                if batch.counts:
+                    batch.extend(port.consumed.items())
+                    port.consumed.clear()
+                else:
+                    batch.counts, port.consumed = port.consumed, batch.counts
             index += 1
         index = 0
         for output in self.output_ports:
-            output.internal.drain_into(internal[index])
+            if output.internal.counts:
+                output.internal.drain_into(internal[index])
             if output.produced:
-                output.produced = produced[index].swap(output.produced)
+                batch = produced[index]
+                if batch.counts:
+                    batch.extend(output.produced.items())
+                    output.produced.clear()
+                else:
+                    batch.counts, output.produced = output.produced, batch.counts
             index += 1
         return False
 

@@ -699,26 +699,29 @@ class Subgraph(Operate):
         produced: list[ChangeBatch[Any]],
     ) -> None:
         out = self._local if local and self._progress_pushers else self._final
-        if self.observer is not None and not all(b.is_empty() for b in (*consumed, *produced)):
+        if self.observer is not None and any(b.counts for b in (*consumed, *produced)):
             self.observer.messages(
                 self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
             )
         for port, batch in enumerate(consumed):
-            if counts := batch.take():
+            if counts := batch.counts:
                 loc = self._target_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, -diff))
+                counts.clear()
         for port, batch in enumerate(internal):
-            if counts := batch.take():
+            if counts := batch.counts:
                 loc = self._source_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, diff))
+                counts.clear()
         for port, batch in enumerate(produced):
-            if counts := batch.take():
+            if counts := batch.counts:
                 fanout = self._edge_targets[index][port]
                 for time, diff in counts.items():
                     for loc, copies in fanout:
                         out.append((loc, time, diff * copies))
+                counts.clear()
 
     # ------------------------------------------------------------------ inspection
 

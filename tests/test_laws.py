@@ -425,29 +425,6 @@ def test_change_batch_drain_into_adds(first, second):
 
 
 @LAWS
-@given(updates, updates)
-def test_change_batch_swap_adds_and_hands_back_an_empty_dict(first, second):
-    batch = ChangeBatch(first)
-    counts = brute_accumulate(second)
-    returned = batch.swap(counts)
-    assert returned == {}
-    assert dict(batch.items()) == brute_accumulate(first + second)
-    returned[0] = 1  # the caller's to fill: the batch does not see it
-    assert dict(batch.items()) == brute_accumulate(first + second)
-
-
-@LAWS
-@given(updates)
-def test_change_batch_take_hands_over_everything_and_leaves_it_empty(items):
-    batch = ChangeBatch(items)
-    taken = dict(batch.take())
-    assert taken == brute_accumulate(items)
-    assert batch.is_empty()
-    batch.update(1, 1)
-    assert dict(batch.items()) == {1: 1} and taken == brute_accumulate(items)
-
-
-@LAWS
 @given(updates, st.integers(-3, 3), st.integers(-3, 3))
 def test_change_batch_shift_moves_one_unit(items, old, new):
     batch = ChangeBatch(items)
