@@ -30,27 +30,14 @@ from scopes.errors import BuildError, ProgressError
 from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
 from scopes.operate import ConnectivityLike, Operate, Updates
+from scopes.progcaster import Progcaster
 from scopes.reachability import Connectivity, Tracker, TrackerBuilder, sparse
 from scopes.timestamp import PathSummary, Refinement, TimestampType
-
-ProgressBatch = list[tuple[int, Any, int]]
-"""An atomic progress batch: ``(location index, time, diff)`` triples."""
 
 _UNSEEN: Any = object()  # a child not yet looked at while distributing frontier changes
 _INNER = 0  # a location of a child operator
 _SCOPE_INPUT = 1  # Source(0, i): messages entering the scope
 _SCOPE_OUTPUT = 2  # Target(0, o): messages leaving the scope
-
-
-def compact(batch: ProgressBatch) -> ProgressBatch:
-    """Sum the changes of one progress batch per ``(location, time)`` and drop those that are zero."""
-    if len(batch) < 2:
-        return [update for update in batch if update[2]]
-    totals: dict[tuple[int, Any], int] = {}
-    for loc, time, diff in batch:
-        key = (loc, time)
-        totals[key] = totals.get(key, 0) + diff
-    return [(loc, time, diff) for (loc, time), diff in totals.items() if diff]
 
 
 class _ScopeEntrance:
@@ -152,15 +139,12 @@ class Subgraph(Operate):
         # run-time state
         self._active: set[int] = set()
         self._heap: list[int] = []
-        self._local: ProgressBatch = []
-        self._final: ProgressBatch = []
+        self._progcaster = Progcaster(address)
         self._external: list[list[tuple[Any, int]]] = []
         self._incomplete: list[bool] = [False]
         self._incomplete_count = 0
         self._output_caps: list[MutableAntichain[Any]] = []
         self._progress_channel = progress_channel
-        self._progress_pushers: list[Pusher] = []
-        self._progress_puller: Any = None
         self.observer: ProgressObserver | None = None
         """Instrumentation hooks (``None``: logging off); nested scopes inherit it."""
         self.edge_contracts: list[str] = []
@@ -311,10 +295,7 @@ class Subgraph(Operate):
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
-            pushers, self._progress_puller = self._allocator.allocate(self._progress_channel, self.address)
-            me = self._allocator.index
-            # this worker's own batches are applied directly (see _send_progress)
-            self._progress_pushers = [pusher for peer, pusher in enumerate(pushers) if peer != me]
+            self._progcaster.connect(self._allocator, self._progress_channel)
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
         self._external = [[] for _ in range(self._num_inputs)]
 
@@ -519,20 +500,21 @@ class Subgraph(Operate):
             self._accept_frontier()
         if self._input_counts:
             self._harvest_inputs()
-        if self._progress_puller is not None:
-            self._receive_progress()
+        progcaster = self._progcaster
+        if progcaster.broadcasting:
+            progcaster.receive()
         tracker = self._tracker
         assert tracker is not None
-        if self._final or tracker.pending or self._num_outputs:
+        if progcaster.final or tracker.pending or self._num_outputs:
             self._propagate(internal, consumed, produced)
         if self._heap:
             self._schedule_children()
-        if self._local:
-            self._send_progress()
-            self._receive_progress()
-        if self._final:
+        if progcaster.local:
+            progcaster.send(self.observer)
+            progcaster.receive()
+        if progcaster.final:
             self._propagate(internal, consumed, produced)
-        if self._active or self._final:
+        if self._active or progcaster.final:
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
@@ -555,7 +537,7 @@ class Subgraph(Operate):
     def _harvest_inputs(self) -> None:
         if not self._input_counts:
             return
-        local = self._local
+        local = self._progcaster.local
         for port, counts in enumerate(self._input_counts):
             if counts:
                 source = self._source_loc[0][port]
@@ -566,37 +548,6 @@ class Subgraph(Operate):
                     local.append((source, time, -count))
                 counts.clear()
 
-    def _receive_progress(self) -> None:
-        puller = self._progress_puller
-        if puller is None:
-            return
-        final = self._final
-        while True:
-            message = puller.pull()
-            if message is None:
-                return
-            final.extend(message[1])
-
-    def _send_progress(self) -> None:
-        """Compact this worker's batch and broadcast it whole; apply it here directly.
-
-        Compacting sums the changes at each ``(location, time)`` and drops those
-        that cancel, within the one batch: the batch stays atomic, it is only
-        smaller.  Other workers receive it over their FIFO channel from this one;
-        this worker appends it to what it has received, after its own earlier
-        batches, so every sender's batches are still applied in the order sent.
-        """
-        batch, self._local = self._local, []
-        # Alone, nothing is sent, and the tracker sums the changes itself anyway.
-        compacted = compact(batch) if self._progress_pushers else batch
-        if not compacted:
-            return
-        if self.observer is not None and self._progress_pushers:
-            self.observer.local_pointstamps(self.address, compacted)
-        for pusher in self._progress_pushers:
-            pusher.push(None, compacted)
-        self._final.extend(compacted)
-
     def _propagate(
         self,
         internal: Sequence[ChangeBatch[Any]],
@@ -605,11 +556,12 @@ class Subgraph(Operate):
     ) -> None:
         tracker = self._tracker
         assert tracker is not None
-        if self._final and self.refinement is None:
-            final, self._final = self._final, []
+        progcaster = self._progcaster
+        if progcaster.final and self.refinement is None:
+            final, progcaster.final = progcaster.final, []
             tracker.update_batch(final)
-        elif self._final:
-            final, self._final = self._final, []
+        elif progcaster.final:
+            final, progcaster.final = progcaster.final, []
             kinds = self._loc_kind
             ports = self._loc_port
             refinement = self.refinement
@@ -698,7 +650,8 @@ class Subgraph(Operate):
         consumed: list[ChangeBatch[Any]],
         produced: list[ChangeBatch[Any]],
     ) -> None:
-        out = self._local if local and self._progress_pushers else self._final
+        progcaster = self._progcaster
+        out = progcaster.local if local and progcaster.broadcasting else progcaster.final
         if self.observer is not None and any(b.counts for b in (*consumed, *produced)):
             self.observer.messages(
                 self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
