@@ -238,7 +238,7 @@ class ScopeBuilder:
         body: Callable[[ScopeBuilder], R],
     ) -> R:
         self.check_building(name)
-        index = self.subgraph.reserve_child(name)
+        index = self.subgraph.graph.reserve_child(name)
         parent_subgraph = self.subgraph
         child = Subgraph(
             name,
@@ -250,7 +250,7 @@ class ScopeBuilder:
             lambda: parent_subgraph.activate_child(index),
         )
         child.observer = parent_subgraph.observer
-        parent_subgraph.set_child(index, child)
+        parent_subgraph.graph.set_child(index, child)
         inner = ScopeBuilder(child, self.context, self, index)
         self.children.append(inner)
         with inner.open():

@@ -41,7 +41,7 @@ class OperatorBuilder:
         self.name = name
         self.notify = notify
         subgraph = scope.subgraph
-        self.index = subgraph.reserve_child(name)
+        self.index = subgraph.graph.reserve_child(name)
         self.address = subgraph.address + (self.index,)
         self.activate = partial(subgraph.activate_child, self.index)
         self.inputs: list[InputPort] = []
@@ -81,7 +81,7 @@ class OperatorBuilder:
         if isinstance(pusher, (ExchangePusher, KeyCheckPusher)):  # a failing key names this operator
             pusher.receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
         stream.tee.add(pusher)
-        self.scope.subgraph.connect(
+        self.scope.subgraph.graph.connect(
             stream.source, Target(self.index, port), contract.copies(context.peers), contract.name
         )
         input_port = InputPort(self.name, port, puller)
@@ -136,7 +136,7 @@ class OperatorBuilder:
         )
         operator.locate(self.address, scope.path, scope.context.worker_index, self.activate)
         operator.set_logic(logic, handles or [])
-        scope.subgraph.set_child(self.index, operator)
+        scope.subgraph.graph.set_child(self.index, operator)
         self.operator = operator
         return operator
 

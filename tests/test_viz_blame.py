@@ -112,7 +112,7 @@ def test_the_stuck_pane_prints_the_line(recording: Recorder) -> None:
 def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # the audit turns the hooks on, as logging does
     import scopes.builder
-    import scopes.subgraph
+    import scopes.subgraph_builder
 
     calls: list[int] = []
 
@@ -121,7 +121,7 @@ def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatc
         return None
 
     monkeypatch.setattr(scopes.builder, "user_site", counting)
-    monkeypatch.setattr(scopes.subgraph, "user_site", counting)
+    monkeypatch.setattr(scopes.subgraph_builder, "user_site", counting)
     execute(lambda worker: _small(worker), workers=1)
     assert calls == []
     with Recorder():
