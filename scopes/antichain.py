@@ -276,10 +276,15 @@ class MutableAntichain(Generic[T]):
                 positive = [time for time, count in counts.items() if count > 0]
                 with contextlib.suppress(TypeError):  # unorderable: insertion still finds the minima
                     positive.sort()
-                chain: Antichain[T] = Antichain()
-                for time in positive:
-                    chain.insert(time)
-                new = list(chain.elements)
+                new = []
+                for time in positive:  # as Antichain.insert: keep the minimal times
+                    for present in new:
+                        if less_equal(present, time):
+                            break
+                    else:
+                        if new:
+                            new = [x for x in new if not less_equal(time, x)]
+                        new.append(time)
         self._frontier = new
         if len(old) == 1:
             if len(new) == 1:

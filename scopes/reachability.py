@@ -438,7 +438,8 @@ class Tracker:
         self._source_edges = graph.source_edges
         self._pointstamps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
-        self._pending: dict[int, dict[Any, int]] = {}
+        self.pending: dict[int, dict[Any, int]] = {}
+        """Pointstamp changes not yet propagated, by location index and time (read it; update through methods)."""
         self._pushed: dict[tuple[int, Any], int] = {}
         # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
         self._report: list[bool] = [True] * count
@@ -546,7 +547,7 @@ class Tracker:
 
     def update_batch(self, updates: Iterable[tuple[int, Any, int]]) -> None:
         """Record many ``(location index, time, diff)`` changes at once."""
-        all_pending = self._pending
+        all_pending = self.pending
         for loc, time, diff in updates:
             pending = all_pending.get(loc)
             if pending is None:
@@ -565,9 +566,9 @@ class Tracker:
 
     def _update(self, loc: int, time: Any, diff: int) -> None:
         if diff:
-            pending = self._pending.get(loc)
+            pending = self.pending.get(loc)
             if pending is None:
-                self._pending[loc] = {time: diff}
+                self.pending[loc] = {time: diff}
             else:
                 value = pending.get(time, 0) + diff
                 if value:
@@ -587,7 +588,7 @@ class Tracker:
         location (see :mod:`scopes.visit_order`).  The result does not depend on
         the order, only the amount of work does.
         """
-        if not self._pending:
+        if not self.pending:
             return
         work = self._fold_pending()
         if not work:
@@ -607,11 +608,8 @@ class Tracker:
         pushed = self._pushed
         report = self._report
         offer = order.offer
-        for loc, updates in order:
-            if len(updates) == 1:
-                [(time, diff)] = updates
-                if not diff:
-                    continue
+        for loc, time, diff, updates in order:
+            if updates is None:
                 changes = implications[loc].update(time, diff)
             else:
                 changes = implications[loc].update_iter(updates)
@@ -647,7 +645,7 @@ class Tracker:
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
-        pending, self._pending = self._pending, {}
+        pending, self.pending = self.pending, {}
         if self.observer is not None:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
@@ -740,14 +738,9 @@ class Tracker:
         """The capabilities the scope currently reports at ``output``."""
         return self._output_caps[output].frontier()
 
-    @property
-    def pending(self) -> bool:
-        """Whether updates wait to be propagated."""
-        return bool(self._pending)
-
     def tracking_anything(self) -> bool:
         """Whether any location holds a positive pointstamp (or updates are pending)."""
-        return self._tracked > 0 or bool(self._pending)
+        return self._tracked > 0 or bool(self.pending)
 
     def locations(self) -> list[Location]:
         """Every location, in dense-index order."""

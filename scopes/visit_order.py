@@ -15,8 +15,7 @@ updates)`` that also takes new work (:meth:`offer`) while it is iterated:
   (by the timestamp type's sort key, or else of times no other pending time
   precedes), never handling a time earlier than one already handled.
 
-Every ``updates`` handed out is a non-empty collection of ``(time, diff)`` with
-distinct times; offered changes must have distinct times too.  An order is
+Offered changes must have distinct times.  An order is
 empty again once iterated to the end, so a tracker keeps and reuses one.
 """
 
@@ -28,8 +27,9 @@ from typing import Any
 
 from scopes.order import less_than
 
-Work = tuple[int, Collection[tuple[Any, int]]]
-"""A visit: a location index and the ``(time, diff)`` changes waiting there."""
+Work = tuple[int, Any, int, Collection[tuple[Any, int]] | None]
+"""A visit: ``(location, time, diff, None)`` for one change, or ``(location, None, 0, updates)``
+for several ``(time, diff)`` changes (distinct times) waiting at one location."""
 
 
 class Topological:
@@ -61,7 +61,7 @@ class Topological:
         pop = heapq.heappop
         while ranks:
             loc = by_rank[pop(ranks)]
-            yield loc, incoming.pop(loc).items()
+            yield loc, None, 0, incoming.pop(loc).items()
 
 
 class EarliestFirst:
@@ -88,7 +88,7 @@ class EarliestFirst:
             while heap and heap[0][1] == loc and heap[0][0] == time:
                 diff += pop(heap)[2]
             if diff:
-                yield loc, ((time, diff),)
+                yield loc, time, diff, None
 
 
 class InRounds:
@@ -143,4 +143,4 @@ class InRounds:
                 # taken only now: work offered at this time earlier in the round joins it
                 for loc, diff in pending.pop(time).items():
                     if diff:
-                        yield loc, ((time, diff),)
+                        yield loc, time, diff, None
