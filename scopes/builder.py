@@ -411,7 +411,7 @@ class InputHandle:
                     f"{self._time!r}; a batch has rows: send a 1-D or structured array, or use send(record)"
                 )
             self.release()
-            self._output.send(self._time, records)  # type: ignore[arg-type]
+            self._output.send(self._time, records)
             self._activate()
             return
         self._buffer.extend(records)

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from scopes.antichain import MutableAntichain
-from scopes.batches import is_columnar
+from scopes.batches import Batch, is_columnar
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
 from scopes.operate import ConnectivityLike, Operate, Updates
-from scopes.order import in_time_order, less_equal
+from scopes.order import Time, in_time_order, less_equal
 from scopes.reachability import Connectivity, sparse
 from scopes.timestamp import TimestampType
 
@@ -79,7 +79,7 @@ class OutputPort:
         if owner is not None and not owner.running:
             owner.activate()
 
-    def send(self, time: Any, batch: list[Any]) -> None:
+    def send(self, time: Any, batch: Batch) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
         if len(batch):  # not `if batch:`, which a NumPy array refuses
             produced = self.produced
@@ -231,7 +231,7 @@ class Capability:
         if timestamp_type is not None and not timestamp_type.contains(time):
             _check_time(self._output, time, f"{verb} to time {time!r} from the capability for time {self._time!r}")
 
-    def downgrade(self, time: Any) -> None:
+    def downgrade(self, time: Time) -> None:
         """Move the capability to a later ``time``; raises if ``time`` is earlier."""
         self._check("downgrade", time)
         if not less_equal(self._time, time):
@@ -249,7 +249,7 @@ class Capability:
                 self._token = None
             output.capability_changed()
 
-    def delayed(self, time: Any) -> Capability:
+    def delayed(self, time: Time) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
         self._check("delay", time)
         if not less_equal(self._time, time):
@@ -345,7 +345,7 @@ class CapabilityRef:
         port = self._operator.check_ref(self, output, self._time)
         return Capability(self._time, port)
 
-    def delayed(self, time: Any, output: int = 0) -> Capability:
+    def delayed(self, time: Time, output: int = 0) -> Capability:
         """Keep a capability for a later ``time`` on ``output``."""
         port = self._operator.check_ref(self, output, time)
         return Capability(time, port)
@@ -461,7 +461,7 @@ class Session:
         buffer = self._buffer
         if records.__class__ is not list and is_columnar(records):
             buffer.flush()
-            buffer.port.send(self.time, records)  # type: ignore[arg-type]
+            buffer.port.send(self.time, records)
             return
         if buffer.time != self.time:
             buffer.switch(self.time)
@@ -504,7 +504,7 @@ class OperatorOutput:
         self._operator = operator
         self._buffer = OutputBuffer(port)
 
-    def session(self, capability: Capability | CapabilityRef, time: Any = None) -> Session:
+    def session(self, capability: Capability | CapabilityRef, time: Time | None = None) -> Session:
         """A session sending at ``time`` (default: the capability's time) under ``capability``."""
         send_time = capability.time if time is None else time
         self._operator.check_send(capability, self._port, send_time)

@@ -16,6 +16,7 @@ from scopes.channels import ChannelContract, Pipeline
 from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInput
 from scopes.operator_builder import OperatorBuilder
+from scopes.order import Time
 from scopes.signatures import check_function, describe_operator
 from scopes.timestamp import PathSummary
 
@@ -34,11 +35,11 @@ class ProbeHandle:
         self._attached = 0
         self._sharing: ProbeOperator | None = None
 
-    def less_than(self, time: Any) -> bool:
+    def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
         return self._frontier.less_than(time)
 
-    def less_equal(self, time: Any) -> bool:
+    def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
         return self._frontier.less_equal(time)
 
