@@ -5,9 +5,12 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
 * :mod:`scopes.order`, :mod:`scopes.timestamp`: partial orders, timestamps
   (integers and ``Product``), path summaries, refinements between nested scopes.
 * :mod:`scopes.antichain`, :mod:`scopes.change_batch`: frontiers and count updates.
-* :mod:`scopes.reachability`: compiled path summaries and the pointstamp tracker.
+* :mod:`scopes.reachability`, :mod:`scopes.visit_order`: compiled path summaries, the
+  pointstamp tracker, and the orders it visits work in.
 * :mod:`scopes.operate`, :mod:`scopes.subgraph`: the ``Operate`` interface (how a parent
-  sees a child) and ``Subgraph``.
+  sees a child) and ``Subgraph``, built through :mod:`scopes.subgraph_builder`, its
+  locations numbered by :mod:`scopes.location_index`, its progress exchanged by
+  :mod:`scopes.progcaster`.
 * :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
   capabilities, notifications, streams, inputs, probes and loops.
 """
