@@ -77,9 +77,7 @@ class Subgraph(Operate):
         self._activate_parent = activate_parent
         self.observer: ProgressObserver | None = None
         """Instrumentation hooks (``None``: logging off); nested scopes inherit it."""
-        self.graph = SubgraphBuilder(
-            name, timestamp_type, refinement, activate_parent, lambda: self.observer is not None
-        )
+        self.graph = SubgraphBuilder(name, timestamp_type, refinement, activate_parent, self)
         """The children, edges and ports, added while the dataflow is built."""
         graph = self.graph
         self.children = graph.children

@@ -10,7 +10,7 @@ a :class:`~scopes.reachability.Tracker`; the subgraph then runs it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from scopes.callsite import user_site
 from scopes.channels import Activator, Pusher, Tee
@@ -69,6 +69,12 @@ def _reach(summaries: ConnectivityLike) -> list[list[int]]:
     return [[output for output, chain in sorted(row.items()) if len(chain)] for row in sparse(summaries)]
 
 
+class Observed(Protocol):
+    """The subgraph being built, as far as its builder needs it: whether an observer is attached."""
+
+    observer: ProgressObserver | None
+
+
 class SubgraphBuilder:
     """Collects one subgraph's children, edges and boundary ports until the dataflow is built.
 
@@ -84,14 +90,14 @@ class SubgraphBuilder:
         timestamp_type: TimestampType,
         refinement: Refinement | None,
         activate: Activator,
-        observed: Callable[[], bool],
+        owner: Observed,
     ) -> None:
-        """Build scope ``name``; ``activate`` schedules it, ``observed()`` says whether an observer is attached."""
+        """Build scope ``name``; ``activate`` schedules it; ``owner`` is the subgraph (for its observer)."""
         self.name = name
         self.timestamp_type = timestamp_type
         self.refinement = refinement
         self._activate = activate
-        self._observed = observed
+        self._owner = owner
         self.children: list[Operate | None] = [None]
         self.child_names: list[str] = ["scope boundary"]
         self.child_sites: dict[int, str | None] = {}
@@ -118,7 +124,7 @@ class SubgraphBuilder:
         self.check_open(f"add operator '{name}'")
         self.children.append(None)
         self.child_names.append(name)
-        if self._observed():
+        if self._owner.observer is not None:
             self.child_sites[len(self.children) - 1] = user_site(2)
         return len(self.children) - 1
 
