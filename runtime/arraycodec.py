@@ -38,7 +38,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from runtime.errors import TimelyRuntimeError
+from runtime.errors import ColumnarDecodeError, ColumnarEncodeError, ColumnarUnavailable
 
 _LENGTH = struct.Struct("!I")
 _HEAD_MASK = (1 << 24) - 1
@@ -52,18 +52,6 @@ ARROW_BATCH = "pyarrow.RecordBatch"
 """Kind name of an Arrow record batch."""
 ARROW_TABLE = "pyarrow.Table"
 """Kind name of an Arrow table."""
-
-
-class ColumnarEncodeError(TimelyRuntimeError, TypeError):
-    """A columnar batch cannot be turned into bytes (an object dtype, say); the message says what to do."""
-
-
-class ColumnarDecodeError(TimelyRuntimeError, ValueError):
-    """Bytes do not hold the columnar batch they claim to (damaged), or pyarrow is missing to read one."""
-
-
-class ColumnarUnavailable(ColumnarDecodeError):
-    """An Arrow batch arrived in a process without pyarrow: nothing is damaged, a library is missing."""
 
 
 # ---------------------------------------------------------------------- which kind

@@ -15,23 +15,12 @@ import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from runtime.errors import SynchronizationTimeout as SynchronizationTimeout
 from runtime.errors import TimelyRuntimeError
 
 if TYPE_CHECKING:
     from runtime.worker import Worker
     from scopes.builder import InputHandle, ProbeHandle, ScopeBuilder
-
-
-class SynchronizationTimeout(TimelyRuntimeError):
-    """A barrier or sequencer wait took longer than its timeout.
-
-    Attributes:
-        worker: the index of the worker that gave up waiting.
-    """
-
-    def __init__(self, message: str, worker: int) -> None:
-        super().__init__(message)
-        self.worker = worker
 
 
 class Barrier:

@@ -74,7 +74,7 @@ from runtime.arraycodec import (
     ndarray_parts,
     split_ndarray,
 )
-from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.errors import DecodeError, EncodingError
 from scopes.timestamp import Product
 
 EXT_PRODUCT = 1
@@ -112,18 +112,6 @@ _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
 
 
 # ---------------------------------------------------------------------- registered codecs
-
-
-class EncodingError(TimelyRuntimeError, TypeError):
-    """A value cannot be encoded (its type has no codec, or a columnar batch holds objects).
-
-    Attributes:
-        type_name: the qualified name of the type that could not be encoded.
-    """
-
-    def __init__(self, message: str, type_name: str) -> None:
-        super().__init__(message)
-        self.type_name = type_name
 
 
 @dataclass(frozen=True)

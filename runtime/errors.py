@@ -5,8 +5,10 @@ Every error the runtime raises derives from :class:`TimelyRuntimeError`.
 
 from __future__ import annotations
 
+from scopes.errors import TimelyError as TimelyError
 
-class TimelyRuntimeError(Exception):
+
+class TimelyRuntimeError(TimelyError):
     """Base class of every error raised by :mod:`runtime`."""
 
 
@@ -78,3 +80,173 @@ class AuditViolation(TimelyRuntimeError):
     address), the port or channel, the worker and the time.  This is a bug in
     pytimely or in an operator that bypasses its capabilities: please report it.
     """
+
+
+class FrameDamage(DecodeError):
+    """A frame fails its checksum or declares an impossible length.
+
+    Attributes:
+        offset: the byte offset of the frame from the start of the file or stream.
+        problem: what is wrong with it, as a phrase ("fails its CRC-32 check").
+    """
+
+    def __init__(self, offset: int, problem: str) -> None:
+        super().__init__(f"the frame at byte offset {offset} {problem}")
+        self.offset = offset
+        self.problem = problem
+
+
+class EncodingError(TimelyRuntimeError, TypeError):
+    """A value cannot be encoded (its type has no codec, or a columnar batch holds objects).
+
+    Attributes:
+        type_name: the qualified name of the type that could not be encoded.
+    """
+
+    def __init__(self, message: str, type_name: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class SimulationError(TimelyRuntimeError):
+    """The simulation itself could not continue (a worker never yielded, or too many turns)."""
+
+
+class EventLogError(TimelyRuntimeError):
+    """Base class of event-log errors.
+
+    Attributes:
+        source: a description of the log (its file name, or the socket's peer).
+    """
+
+    def __init__(self, message: str, source: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+class EventLogFormatError(EventLogError):
+    """The data is not a pytimely event log, or not one with the expected timestamp type."""
+
+
+class EventLogVersionError(EventLogError):
+    """The log is of a format version this reader does not read.
+
+    Attributes:
+        version: the version the log declares.
+    """
+
+    def __init__(self, message: str, source: str, version: object) -> None:
+        super().__init__(message, source)
+        self.version = version
+
+
+class EventLogCorrupt(EventLogError):
+    """A frame of the log is damaged (bad checksum, undecodable payload, impossible length).
+
+    Attributes:
+        offset: the byte offset of the damaged frame from the start of the log.
+    """
+
+    def __init__(self, message: str, source: str, offset: int) -> None:
+        super().__init__(message, source)
+        self.offset = offset
+
+
+class EventLogTruncated(EventLogCorrupt):
+    """The log ends in the middle of a frame (or before its header is complete)."""
+
+
+class EventEncodeError(EventLogError):
+    """An event holds a value the format cannot represent."""
+
+
+class ClusterError(TimelyRuntimeError):
+    """A fault in the cluster of processes: a peer lost, refused, or unreachable."""
+
+
+class PeerLost(ClusterError):
+    """The connection to another process ended before it finished.
+
+    Attributes:
+        process: the lost process's index.
+        address: its ``host:port``.
+    """
+
+    def __init__(self, message: str, process: int, address: str) -> None:
+        super().__init__(message)
+        self.process = process
+        self.address = address
+
+
+class ClusterStopped(ClusterError):
+    """This process stopped because another process asked it to (interrupted, or lost a peer itself)."""
+
+
+class HandshakeError(ClusterError):
+    """A connection was refused: wrong token, protocol version, or cluster configuration."""
+
+
+class ConnectTimeout(ClusterError):
+    """A process could not reach (or was not reached by) its peers before the deadline."""
+
+
+class SynchronizationTimeout(TimelyRuntimeError):
+    """A barrier or sequencer wait took longer than its timeout.
+
+    Attributes:
+        worker: the index of the worker that gave up waiting.
+    """
+
+    def __init__(self, message: str, worker: int) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
+class ColumnarEncodeError(TimelyRuntimeError, TypeError):
+    """A columnar batch cannot be turned into bytes (an object dtype, say); the message says what to do."""
+
+
+class ColumnarDecodeError(TimelyRuntimeError, ValueError):
+    """Bytes do not hold the columnar batch they claim to (damaged), or pyarrow is missing to read one."""
+
+
+class ColumnarUnavailable(ColumnarDecodeError):
+    """An Arrow batch arrived in a process without pyarrow: nothing is damaged, a library is missing."""
+
+
+class RecordingError(TimelyRuntimeError):
+    """A recording cannot be read: missing, not a recording, a newer version, or corrupted."""
+
+
+class RecordingCorrupt(RecordingError, DecodeError):
+    """A recording is damaged: a frame fails its checksum, or holds something that is not events.
+
+    Attributes:
+        where: the file (or stream) name.
+        offset: the byte offset of the damage from its start.
+    """
+
+    def __init__(self, message: str, where: str, offset: int) -> None:
+        super().__init__(message)
+        self.where = where
+        self.offset = offset
+
+
+class RecordingTooLarge(RecordingError):
+    """A reader's bound on unfinished data was passed: one event (or frame) needs more bytes than it may hold.
+
+    Attributes:
+        limit: the bound, in bytes.
+    """
+
+    def __init__(self, message: str, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class WireError(DecodeError):
+    """Bytes received from a peer do not follow the wire protocol."""
+
+
+class FrameTooLarge(TimelyRuntimeError):
+    """A message is larger than the frame limit (:data:`MAX_FRAME`), so no peer would accept it."""

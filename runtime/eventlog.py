@@ -42,9 +42,17 @@ from runtime.codec import (
     EXT_SET,
     EXT_TUPLE,
 )
-from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.errors import (
+    DecodeError,
+    EventEncodeError,
+    EventLogCorrupt,
+    EventLogError,
+    EventLogFormatError,
+    EventLogTruncated,
+    EventLogVersionError,
+)
 from runtime.framing import CAPTURE_MAGIC, MAX_FRAME_BYTES, FrameBuffer, FrameDamage, frame, what_file
-from scopes.capture import Event, Messages, Progress
+from scopes.capture import Batch, CaptureEvent, Progress
 from scopes.timestamp import INTEGER, ProductType, TimestampType
 
 MAGIC = CAPTURE_MAGIC
@@ -65,7 +73,7 @@ EXTENSION_CODES = (EXT_PRODUCT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_NDARRAY, 
 EVENT_PROGRESS = 0
 """First element of a Progress record: ``[0, [[time, diff], ...]]``."""
 EVENT_MESSAGES = 1
-"""First element of a Messages record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
+"""First element of a Batch record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
 
 _READ_CHUNK = 1 << 16
 
@@ -73,67 +81,19 @@ _READ_CHUNK = 1 << 16
 # ---------------------------------------------------------------------- errors
 
 
-class EventLogError(TimelyRuntimeError):
-    """Base class of event-log errors.
-
-    Attributes:
-        source: a description of the log (its file name, or the socket's peer).
-    """
-
-    def __init__(self, message: str, source: str) -> None:
-        super().__init__(message)
-        self.source = source
-
-
-class EventLogFormatError(EventLogError):
-    """The data is not a pytimely event log, or not one with the expected timestamp type."""
-
-
-class EventLogVersionError(EventLogError):
-    """The log is of a format version this reader does not read.
-
-    Attributes:
-        version: the version the log declares.
-    """
-
-    def __init__(self, message: str, source: str, version: object) -> None:
-        super().__init__(message, source)
-        self.version = version
-
-
-class EventLogCorrupt(EventLogError):
-    """A frame of the log is damaged (bad checksum, undecodable payload, impossible length).
-
-    Attributes:
-        offset: the byte offset of the damaged frame from the start of the log.
-    """
-
-    def __init__(self, message: str, source: str, offset: int) -> None:
-        super().__init__(message, source)
-        self.offset = offset
-
-
-class EventLogTruncated(EventLogCorrupt):
-    """The log ends in the middle of a frame (or before its header is complete)."""
-
-
-class EventEncodeError(EventLogError):
-    """An event holds a value the format cannot represent."""
-
-
 # ---------------------------------------------------------------------- encoding
 
 
-def encode_event(event: Event) -> bytes:
+def encode_event(event: CaptureEvent) -> bytes:
     """The msgpack payload of ``event`` (without framing)."""
     if isinstance(event, Progress):
         return codec.pack_capture([EVENT_PROGRESS, [[time, diff] for time, diff in event.updates]])
-    if isinstance(event, Messages):
+    if isinstance(event, Batch):
         return codec.pack_capture([EVENT_MESSAGES, event.time, event.data])
-    raise TypeError(f"{event!r} is not an event (Progress or Messages)")
+    raise TypeError(f"{event!r} is not an event (Progress or Batch)")
 
 
-def decode_event(payload: bytes) -> Event:
+def decode_event(payload: bytes) -> CaptureEvent:
     """The event encoded in ``payload``; raises :class:`~runtime.errors.DecodeError` if it is not one."""
     value = codec.decode(payload, codec.CAPTURE)
     if isinstance(value, list) and value:
@@ -143,7 +103,7 @@ def decode_event(payload: bytes) -> Event:
         if kind == EVENT_MESSAGES and len(value) == 3 and (
             isinstance(value[2], list) or columnar_kind(value[2]) is not None
         ):
-            return Messages(value[1], value[2])
+            return Batch(value[1], value[2])
     raise DecodeError(f"payload {codec.describe(value)} is not an event record")
 
 
@@ -199,12 +159,12 @@ class EventWriter:
             self._file.write(data)
         self.bytes_written += len(data)
 
-    def push(self, event: Event) -> None:
+    def push(self, event: CaptureEvent) -> None:
         """Write one event as a record."""
         try:
             payload = encode_event(event)
         except (TypeError, OverflowError, ValueError) as error:
-            time = event.time if isinstance(event, Messages) else [t for t, _ in getattr(event, "updates", [])]
+            time = event.time if isinstance(event, Batch) else [t for t, _ in getattr(event, "updates", [])]
             raise EventEncodeError(
                 f"event log {self.name}: cannot write the event at time {time!r}: {error}", self.name
             ) from error
@@ -434,12 +394,12 @@ class EventReader:
             self.name,
         )
 
-    def _check_times(self, event: Event, offset: int) -> None:
+    def _check_times(self, event: CaptureEvent, offset: int) -> None:
         """Refuse an event whose times are not of the log's declared timestamp type."""
         times = self._times
         if times is None:
             return
-        if isinstance(event, Messages):
+        if isinstance(event, Batch):
             if not times.contains(event.time):
                 raise self._wrong_time(event.time, offset)
         else:
@@ -457,10 +417,10 @@ class EventReader:
 
     # -- iteration -----------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Event | None]:
+    def __iter__(self) -> Iterator[CaptureEvent | None]:
         return self
 
-    def __next__(self) -> Event | None:
+    def __next__(self) -> CaptureEvent | None:
         if self._error is not None:
             raise self._error
         if self._ended:
@@ -568,14 +528,14 @@ class LogFile:
         return f"LogFile({self.path!r})"
 
 
-def write_events(path: Any, events: list[Event], timestamp: TimestampType = INTEGER) -> None:
+def write_events(path: Any, events: list[CaptureEvent], timestamp: TimestampType = INTEGER) -> None:
     """Write ``events`` as a complete log at ``path``."""
     with EventWriter(path, timestamp) as writer:
         for event in events:
             writer.push(event)
 
 
-def read_events(path: Any, timestamp: TimestampType | None = None) -> list[Event]:
+def read_event_log(path: Any, timestamp: TimestampType | None = None) -> list[CaptureEvent]:
     """Every event of the log at ``path`` (raising on damage)."""
     return [event for event in EventReader(path, timestamp) if event is not None]
 
@@ -596,6 +556,6 @@ __all__ = [
     "READ_VERSIONS",
     "decode_event",
     "encode_event",
-    "read_events",
+    "read_event_log",
     "write_events",
 ]

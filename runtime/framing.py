@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from runtime.errors import DecodeError
+from runtime.errors import FrameDamage
 
 HEAD = struct.Struct(">II")
 """The frame head: payload length, CRC-32."""
@@ -40,20 +40,6 @@ def what_file(prefix: bytes) -> str | None:
     if len(prefix) >= 8 and 0x81 <= prefix[0] <= 0x8F and prefix[1:8] == b"\xa6format":
         return "a pytimely recording of format version 1 (written by --log; read it with python -m viz)"
     return None
-
-
-class FrameDamage(DecodeError):
-    """A frame fails its checksum or declares an impossible length.
-
-    Attributes:
-        offset: the byte offset of the frame from the start of the file or stream.
-        problem: what is wrong with it, as a phrase ("fails its CRC-32 check").
-    """
-
-    def __init__(self, offset: int, problem: str) -> None:
-        super().__init__(f"the frame at byte offset {offset} {problem}")
-        self.offset = offset
-        self.problem = problem
 
 
 def frame(payload: bytes) -> bytes:

@@ -80,7 +80,7 @@ def refuse_unguarded_call(module_name: str, what: str) -> None:
 
 def _top_level_line(module: types.ModuleType) -> int | None:
     """The line the top level of ``module`` is running, if it is running now (importing or as a script)."""
-    frame: types.FrameType | None = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)  # noqa: SLF001 - CPython's frame access; no public equivalent
     while frame is not None:
         if frame.f_code.co_name == "<module>" and frame.f_globals is module.__dict__:
             return frame.f_lineno

@@ -27,9 +27,9 @@ from runtime.barrier import SynchronizationTimeout
 from runtime.errors import TimelyRuntimeError
 from scopes.antichain import MutableAntichain
 from scopes.channels import Broadcast
+from scopes.operate import Updates
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
-from scopes.scope import Updates
 
 if TYPE_CHECKING:
     from runtime.worker import Worker

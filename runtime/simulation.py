@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Address, Stop
-from runtime.errors import ConfigurationError, TimelyRuntimeError, WorkerAborted
+from runtime.errors import ConfigurationError, WorkerAborted
+from runtime.errors import SimulationError as SimulationError
 from runtime.execute import failure_of, run_worker
 from runtime.fabric import MailboxPuller
 from runtime.worker import Worker
@@ -46,10 +47,6 @@ TURN_TIMEOUT = 120.0
 """Real seconds one worker may keep the baton before the simulation gives up."""
 
 _NONE: list[Address] = []
-
-
-class SimulationError(TimelyRuntimeError):
-    """The simulation itself could not continue (a worker never yielded, or too many turns)."""
 
 
 class _Baton:

@@ -55,7 +55,11 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from runtime.errors import TimelyRuntimeError
+from runtime.errors import ClusterError as ClusterError
+from runtime.errors import ClusterStopped as ClusterStopped
+from runtime.errors import ConnectTimeout as ConnectTimeout
+from runtime.errors import HandshakeError as HandshakeError
+from runtime.errors import PeerLost as PeerLost
 from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
 
 _PREFIX = struct.Struct("!II")
@@ -98,36 +102,6 @@ def _send_all(sock: socket.socket, pieces: list[bytes | memoryview]) -> None:
             else:
                 views[start] = view[sent:]
                 break
-
-
-class ClusterError(TimelyRuntimeError):
-    """A fault in the cluster of processes: a peer lost, refused, or unreachable."""
-
-
-class PeerLost(ClusterError):
-    """The connection to another process ended before it finished.
-
-    Attributes:
-        process: the lost process's index.
-        address: its ``host:port``.
-    """
-
-    def __init__(self, message: str, process: int, address: str) -> None:
-        super().__init__(message)
-        self.process = process
-        self.address = address
-
-
-class ClusterStopped(ClusterError):
-    """This process stopped because another process asked it to (interrupted, or lost a peer itself)."""
-
-
-class HandshakeError(ClusterError):
-    """A connection was refused: wrong token, protocol version, or cluster configuration."""
-
-
-class ConnectTimeout(ClusterError):
-    """A process could not reach (or was not reached by) its peers before the deadline."""
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ from runtime.codec import (
     type_name,
     unregister_codec,
 )
-from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.errors import DecodeError, TimelyRuntimeError, WireError
+from runtime.errors import FrameTooLarge as FrameTooLarge
 
 PROTOCOL_VERSION = 3
 """Bumped whenever the wire format changes; peers with another version are refused.
@@ -136,14 +137,6 @@ _PREFIX = struct.Struct("!II")
 _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
 _TUPLE_ONLY = frozenset({tuple})
 _STR_ONLY = frozenset({str})
-
-
-class WireError(DecodeError):
-    """Bytes received from a peer do not follow the wire protocol."""
-
-
-class FrameTooLarge(TimelyRuntimeError):
-    """A message is larger than the frame limit (:data:`MAX_FRAME`), so no peer would accept it."""
 
 
 __all__ = ["Codec", "EncodingError", "register_codec", "unregister_codec"]  # re-exported from runtime.codec

@@ -1,4 +1,4 @@
-"""``Worker``: hosts dataflows and drives them through the ``Scope`` interface.
+"""``Worker``: hosts dataflows and drives them through the ``Operate`` interface.
 
 A worker talks to the other workers only through its
 :class:`~runtime.communication.Communicator`.
@@ -7,6 +7,7 @@ A worker talks to the other workers only through its
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -114,7 +115,7 @@ class Worker:
         (the default) follows ``PYTIMELY_AUDIT``.
         """
         self._comm = communicator
-        self._context = BuildContext(communicator)
+        self._context = BuildContext(communicator, threading.Lock)
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
@@ -328,7 +329,7 @@ class Worker:
         """Whether every pointstamp left is a capability of an open input that only this worker holds."""
         owned: dict[tuple[tuple[int, ...], Any], int] = {}
         for handle in self._context.inputs:
-            operator = handle._output.owner
+            operator = handle.operator
             if not handle.closed and operator is not None:
                 key = (operator.address, handle.time)
                 owned[key] = owned.get(key, 0) + 1

@@ -5,8 +5,12 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
 * :mod:`scopes.order`, :mod:`scopes.timestamp`: partial orders, timestamps
   (integers and ``Product``), path summaries, refinements between nested scopes.
 * :mod:`scopes.antichain`, :mod:`scopes.change_batch`: frontiers and count updates.
-* :mod:`scopes.reachability`: compiled path summaries and the pointstamp tracker.
-* :mod:`scopes.scope`, :mod:`scopes.subgraph`: the ``Scope`` interface and ``Subgraph``.
+* :mod:`scopes.reachability`, :mod:`scopes.visit_order`: compiled path summaries, the
+  pointstamp tracker, and the orders it visits work in.
+* :mod:`scopes.operate`, :mod:`scopes.subgraph`: the ``Operate`` interface (how a parent
+  sees a child) and ``Subgraph``, built through :mod:`scopes.subgraph_builder`, its
+  locations numbered by :mod:`scopes.location_index`, its progress exchanged by
+  :mod:`scopes.progcaster`.
 * :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
   capabilities, notifications, streams, inputs, probes and loops.
 """
@@ -24,9 +28,11 @@ from scopes.errors import (
     ScopeBoundaryError,
     ScopeError,
     SummaryError,
+    TimelyError,
     TimestampError,
 )
 from scopes.location import Source, Target
+from scopes.operate import Operate
 from scopes.operator import (
     Capability,
     CapabilityRef,
@@ -36,8 +42,7 @@ from scopes.operator import (
     OperatorOutput,
 )
 from scopes.order import PartialOrder, less_equal, less_than
-from scopes.reachability import Builder, Tracker
-from scopes.scope import Scope
+from scopes.reachability import Tracker
 from scopes.stream import Stream, generic
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
@@ -53,12 +58,12 @@ from scopes.timestamp import (
 )
 
 __all__ = [
-    "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Builder", "Capability",
+    "INTEGER", "UINT64_MAX", "Antichain", "Broadcast", "BuildError", "Capability",
     "CapabilityError", "CapabilityRef", "ChangeBatch", "ChannelContract", "CycleError", "Exchange", "ExchangeBatch",
     "GraphError", "InputHandle", "IntegerSummary", "IntegerType", "LoopHandle", "MutableAntichain",
     "Notificator", "OperatorInfo", "OperatorInput", "OperatorOutput", "PartialOrder", "PathSummary",
-    "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Scope",
+    "Pipeline", "ProbeHandle", "Product", "ProductSummary", "ProductType", "ProgressError", "Operate",
     "ScopeBoundaryError", "ScopeBuilder", "ScopeError", "Source", "Stream", "Subgraph", "SummaryError", "Target",
-    "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
+    "TimelyError", "TimestampError", "TimestampType", "Tracker", "generic", "less_equal", "less_than", "source",
     "to_stream",
 ]

@@ -26,6 +26,13 @@ class Antichain(Generic[T]):
 
     __slots__ = ("_elements",)
 
+    @classmethod
+    def of_minimal(cls, elements: Iterable[T]) -> Antichain[T]:
+        """An antichain of ``elements``, which must already be mutually incomparable (not checked)."""
+        chain: Antichain[T] = cls.__new__(cls)
+        chain._elements = list(elements)
+        return chain
+
     def __init__(self, elements: Iterable[T] = ()) -> None:
         """Create the antichain of the minimal elements of ``elements``."""
         self._elements: list[T] = []
@@ -269,10 +276,15 @@ class MutableAntichain(Generic[T]):
                 positive = [time for time, count in counts.items() if count > 0]
                 with contextlib.suppress(TypeError):  # unorderable: insertion still finds the minima
                     positive.sort()
-                chain: Antichain[T] = Antichain()
-                for time in positive:
-                    chain.insert(time)
-                new = chain._elements
+                new = []
+                for time in positive:  # as Antichain.insert: keep the minimal times
+                    for present in new:
+                        if less_equal(present, time):
+                            break
+                    else:
+                        if new:
+                            new = [x for x in new if not less_equal(time, x)]
+                        new.append(time)
         self._frontier = new
         if len(old) == 1:
             if len(new) == 1:
@@ -289,9 +301,7 @@ class MutableAntichain(Generic[T]):
 
     def frontier(self) -> Antichain[T]:
         """The minimal times with positive count, as a new :class:`Antichain`."""
-        chain: Antichain[T] = Antichain()
-        chain._elements = list(self._frontier)
-        return chain
+        return Antichain.of_minimal(self._frontier)
 
     @property
     def elements(self) -> tuple[T, ...]:

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard
 
-from scopes.errors import ScopeError
+from scopes.errors import BatchError, KeyColumnError
 from scopes.lazy_import import lazy_module, loaded
 
 if TYPE_CHECKING:
@@ -55,33 +55,28 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
+
+class Columnar(Protocol):
+    """What the engine asks of a columnar batch (a NumPy array, an Arrow record batch or table): its row count.
+
+    The engine never iterates one; the functions of this module do the rest.
+    """
+
+    def __len__(self) -> int:
+        """The number of rows."""
+        ...
+
+
+Batch: TypeAlias = "list[Any] | Columnar"
+"""The second half of every ``(time, batch)`` message: a list of records, or a columnar batch."""
+
 __all__ = [
-    "BatchError", "KeyColumnError", "batch_kind", "batch_len", "column", "column_names", "concat_batches",
+    "Batch", "BatchError", "Columnar", "KeyColumnError", "batch_kind", "batch_len", "column", "column_names",
+    "concat_batches",
     "copy_batch", "is_arrow", "is_batch", "is_columnar", "take",
 ]
 
 _ARROW_KINDS = frozenset({"RecordBatch", "Table"})
-
-
-class BatchError(ScopeError, TypeError):
-    """A value is not a batch, or batches of different kinds were mixed, or a batch lacks what was asked of it."""
-
-
-class KeyColumnError(BatchError, KeyError):
-    """A batch has no column (field) of the requested name.
-
-    Attributes:
-        key: the requested column name.
-        available: the columns the batch has.
-    """
-
-    def __init__(self, message: str, key: str, available: tuple[str, ...]) -> None:
-        super().__init__(message)
-        self.key = key
-        self.available = available
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
 
 
 def is_arrow(batch: Any) -> bool:
@@ -90,7 +85,7 @@ def is_arrow(batch: Any) -> bool:
     return cls.__name__ in _ARROW_KINDS and cls.__module__.startswith("pyarrow")
 
 
-def is_columnar(batch: Any) -> bool:
+def is_columnar(batch: Any) -> TypeGuard[Columnar]:
     """Whether ``batch`` is a NumPy array or an Arrow record batch or table."""
     cls = batch.__class__
     if cls is list:

@@ -9,7 +9,7 @@ new top-level scope.  Nested scopes (:meth:`ScopeBuilder.iterative`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -55,9 +55,17 @@ BATCH_SIZE = 1024
 class BuildContext:
     """Per-worker state shared by every scope being built: channels and open inputs."""
 
-    def __init__(self, allocator: Allocator) -> None:
-        """Build with channels from ``allocator``."""
+    def __init__(
+        self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext
+    ) -> None:
+        """Build with channels from ``allocator``.
+
+        ``new_lock()`` makes a lock for state that other threads read (a
+        :class:`~scopes.capture.CaptureRecorder`); the runtime passes
+        ``threading.Lock``, and the default, which does not lock, suits one thread.
+        """
         self.allocator = allocator
+        self.new_lock = new_lock
         self.worker_index = allocator.index
         self.peers = allocator.peers
         self._next_channel = 0
@@ -193,11 +201,11 @@ class ScopeBuilder:
         operator = builder.build(None)
         capability = builder.initial_capabilities(track=False)[0]
         handle = InputHandle(name, self.timestamp_type, capability, output, builder.activate)
-        operator.set_logic(handle._flush)
+        operator.set_logic(handle.release)
         self.context.inputs.append(handle)
         if self.subgraph.observer is not None:
-            handle._observer, handle._address = self.subgraph.observer, builder.address
-            handle._observer.input_event(builder.address, name, "created", handle.time, user_site())
+            handle.observe(self.subgraph.observer, builder.address)
+            self.subgraph.observer.input_event(builder.address, name, "created", handle.time, user_site())
         return handle, stream
 
     def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
@@ -230,7 +238,7 @@ class ScopeBuilder:
         body: Callable[[ScopeBuilder], R],
     ) -> R:
         self.check_building(name)
-        index = self.subgraph.reserve_child(name)
+        index = self.subgraph.graph.reserve_child(name)
         parent_subgraph = self.subgraph
         child = Subgraph(
             name,
@@ -242,7 +250,7 @@ class ScopeBuilder:
             lambda: parent_subgraph.activate_child(index),
         )
         child.observer = parent_subgraph.observer
-        parent_subgraph.set_child(index, child)
+        parent_subgraph.graph.set_child(index, child)
         inner = ScopeBuilder(child, self.context, self, index)
         self.children.append(inner)
         with inner.open():
@@ -345,10 +353,25 @@ class InputHandle:
         self._observer: ProgressObserver | None = None
         self._address: tuple[int, ...] = ()
 
+    def observe(self, observer: ProgressObserver, address: tuple[int, ...]) -> None:
+        """Report advances and the close to ``observer``, as the input operator at ``address``."""
+        self._observer = observer
+        self._address = address
+
     @property
     def time(self) -> Any:
         """The time at which sent records are stamped."""
         return self._time
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """The type of this input's times."""
+        return self._timestamp_type
+
+    @property
+    def operator(self) -> Operator | None:
+        """The input operator this handle feeds."""
+        return self._output.owner
 
     @property
     def closed(self) -> bool:
@@ -370,7 +393,7 @@ class InputHandle:
         if len(buffer) == 1:
             self._activate()
         elif len(buffer) >= BATCH_SIZE:
-            self._flush()
+            self.release()
 
     def send_batch(self, records: Iterable[Any]) -> None:
         """Send several records at the current time.
@@ -387,8 +410,8 @@ class InputHandle:
                     f"input '{self.name}': cannot send a 0-dimensional NumPy array as a batch at time "
                     f"{self._time!r}; a batch has rows: send a 1-D or structured array, or use send(record)"
                 )
-            self._flush()
-            self._output.send(self._time, records)  # type: ignore[arg-type]
+            self.release()
+            self._output.send(self._time, records)
             self._activate()
             return
         buffer = self._buffer
@@ -396,10 +419,11 @@ class InputHandle:
         if buffer:
             self._activate()
             if len(buffer) >= BATCH_SIZE:
-                self._flush()
+                self.release()
 
-    def _flush(self) -> None:
-        """Send the buffered records as messages of at most :data:`BATCH_SIZE` records.
+    def release(self) -> None:
+        """Send the buffered records downstream as messages of at most :data:`BATCH_SIZE` records, without
+        waking the input operator (this is its logic).
 
         A large list sent at once travels in pieces, as timely's input buffers do:
         each piece then passes through the operators after it (a ``flat_map``, an
@@ -445,14 +469,14 @@ class InputHandle:
 
     def flush(self) -> None:
         """Push buffered records downstream now."""
-        self._flush()
+        self.release()
         self._activate()
 
     def close(self) -> None:
         """Send what is buffered and end the input.  Closing twice is harmless."""
         if self._capability is None:
             return
-        self._flush()
+        self.release()
         self._capability.drop()  # wakes the input operator to report it
         self._capability = None
         if self._observer is not None:

@@ -24,7 +24,7 @@ def user_site(skip: int = 1, stop: CodeType | None = None) -> str | None:
     logic of a built-in operator, called by the scheduler), and the answer is
     ``None`` rather than the line of the user's ``worker.step()`` far above.
     """
-    frame = sys._getframe(skip)
+    frame = sys._getframe(skip)  # noqa: SLF001 - CPython's frame access, cheaper than inspect.stack()
     while frame is not None:
         code = frame.f_code
         if code is stop:

@@ -1,10 +1,10 @@
 """Capture a stream as a sequence of events, and replay events as a stream.
 
-A captured stream is described completely by two kinds of :data:`Event`:
+A captured stream is described completely by two kinds of :data:`CaptureEvent`:
 
 * :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
   stream, exactly as the capturing operator saw them at its input.
-* :class:`Messages` ``(time, data)``: a batch that arrived at ``time``: a list of
+* :class:`Batch` ``(time, data)``: a batch that arrived at ``time``: a list of
   records, or a columnar batch (a numpy array, an Arrow record batch or table),
   recorded and replayed as itself, never as rows.
 
@@ -18,7 +18,8 @@ Any interleaving of several recorded streams is itself a valid stream, so a
 replaying worker may replay any number of them, and streams captured on N
 workers may be replayed on M.
 
-This module is pure: it never touches sockets, files or threads.  It records
+This module is pure: it never touches sockets, files or threads (a recorder
+read from several threads is handed its lock by the runtime).  It records
 into any object with a ``push(event)`` method (an :class:`EventPusher`) and
 replays from any iterables of events (see :func:`replay_into`);
 :mod:`runtime.eventlog` provides pushers and readers over files and sockets.
@@ -26,19 +27,19 @@ replays from any iterables of events (see :func:`replay_into`);
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from scopes.antichain import Antichain
 from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
-from scopes.errors import ScopeError
-from scopes.operator import Operator
+from scopes.errors import ReplayError
+from scopes.operate import Updates
+from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
-from scopes.scope import Updates
 from scopes.timestamp import PathSummary
 
 if TYPE_CHECKING:
@@ -52,14 +53,14 @@ class Progress(NamedTuple):
     updates: list[tuple[Any, int]]
 
 
-class Messages(NamedTuple):
+class Batch(NamedTuple):
     """A batch ``data`` that the captured stream carried at ``time``: a list of records or a columnar batch."""
 
     time: Any
     data: Any
 
 
-Event = Progress | Messages
+CaptureEvent = Progress | Batch
 """One event of a captured stream."""
 
 
@@ -72,21 +73,8 @@ class EventPusher(Protocol):
     will ever be recorded.
     """
 
-    def push(self, event: Event) -> None:
+    def push(self, event: CaptureEvent) -> None:
         """Record one event."""
-
-
-class ReplayError(ScopeError):
-    """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
-
-    Attributes:
-        stream: the index of the offending stream among this worker's share of those given to
-            :func:`replay_into`.
-    """
-
-    def __init__(self, message: str, stream: int) -> None:
-        super().__init__(message)
-        self.stream = stream
 
 
 # ---------------------------------------------------------------------- capture
@@ -97,7 +85,7 @@ class CaptureOperator(Operator):
 
     Frontier changes are recorded as they are delivered to the operator, so the
     final change (the frontier becoming empty) is recorded even when the dataflow
-    retires right after delivering it.  Messages are recorded when the operator
+    retires right after delivering it.  Batches are recorded when the operator
     runs; a message at time ``t`` always precedes the frontier change that
     passes ``t``, because an unconsumed message holds the frontier at ``t``.
     """
@@ -153,7 +141,7 @@ def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> 
 
     def logic() -> None:
         while (message := pull()) is not None:
-            push(Messages(message[0], message[1]))
+            push(Batch(message[0], message[1]))
 
     operator.set_logic(logic)
 
@@ -169,20 +157,23 @@ def _rows(batch: Any) -> Any:
 
 
 class CaptureRecorder:
-    """An in-memory, thread-safe record of a captured stream's events.
+    """An in-memory record of a captured stream's events; thread-safe when given a lock.
 
     It behaves like a read-only list of events (``len``, indexing, iteration over
     the events recorded so far) and can be replayed: pass it to
     :func:`replay_into`, which follows it live through :meth:`cursor`.
     """
 
-    def __init__(self) -> None:
-        """An empty recording."""
-        self._events: list[Event] = []
-        self._lock = threading.Lock()
+    def __init__(self, lock: AbstractContextManager[Any] | None = None) -> None:
+        """An empty recording, guarded by ``lock`` (for example a ``threading.Lock()``; none: one thread only).
+
+        :meth:`Stream.capture <scopes.stream.Stream.capture>` passes a lock from its worker.
+        """
+        self._events: list[CaptureEvent] = []
+        self._lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self._finished = False
 
-    def push(self, event: Event) -> None:
+    def push(self, event: CaptureEvent) -> None:
         """Append an event."""
         with self._lock:
             if self._finished:
@@ -199,7 +190,7 @@ class CaptureRecorder:
         """Whether the captured stream has completed."""
         return self._finished
 
-    def events(self) -> list[Event]:
+    def events(self) -> list[CaptureEvent]:
         """A copy of the events recorded so far."""
         with self._lock:
             return list(self._events)
@@ -216,17 +207,24 @@ class CaptureRecorder:
 
     def batches(self) -> list[tuple[Any, Any]]:
         """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""
-        return [(event.time, event.data) for event in self.events() if isinstance(event, Messages)]
+        return [(event.time, event.data) for event in self.events() if isinstance(event, Batch)]
 
     def __len__(self) -> int:
         return len(self._events)
 
-    def __getitem__(self, index: int) -> Event:
+    def __getitem__(self, index: int) -> CaptureEvent:
         with self._lock:
             return self._events[index]
 
-    def __iter__(self) -> Iterator[Event]:
+    def __iter__(self) -> Iterator[CaptureEvent]:
         return iter(self.events())
+
+    def poll(self, position: int) -> tuple[CaptureEvent | None, bool]:
+        """The event at ``position`` (``None``: not recorded yet), and whether the recording ended before it."""
+        with self._lock:
+            if position < len(self._events):
+                return self._events[position], False
+            return None, self._finished
 
     def cursor(self) -> RecorderCursor:
         """A live reader from the first event: yields events, ``None`` while waiting, ends when finished."""
@@ -248,21 +246,19 @@ class RecorderCursor:
     def __iter__(self) -> RecorderCursor:
         return self
 
-    def __next__(self) -> Event | None:
-        recorder = self._recorder
-        with recorder._lock:
-            if self._position < len(recorder._events):
-                event = recorder._events[self._position]
-                self._position += 1
-                return event
-            if recorder._finished:
-                raise StopIteration
+    def __next__(self) -> CaptureEvent | None:
+        event, ended = self._recorder.poll(self._position)
+        if event is not None:
+            self._position += 1
+            return event
+        if ended:
+            raise StopIteration
         return None
 
 
 def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
     """Record ``stream`` in memory; returns this worker's :class:`CaptureRecorder`."""
-    recorder = CaptureRecorder()
+    recorder = CaptureRecorder(stream.scope.context.new_lock())
     capture_into(stream, recorder, name)
     return recorder
 
@@ -275,7 +271,7 @@ class _ReplayedStream:
 
     __slots__ = ("index", "events", "held", "open")
 
-    def __init__(self, index: int, events: Iterator[Event | None], minimum: Any) -> None:
+    def __init__(self, index: int, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
         self.index = index
         self.events = events
         self.held: dict[Any, int] = {minimum: 1}
@@ -288,7 +284,7 @@ class _ReplayedStream:
             close()
 
 
-def _open(source: Any) -> Iterator[Event | None]:
+def _open(source: Any) -> Iterator[CaptureEvent | None]:
     cursor = getattr(source, "cursor", None)
     if callable(cursor):
         return iter(cursor())
@@ -317,7 +313,7 @@ def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Rep
     ``recordings`` is the list of *all* recordings, the same on every worker:
     worker ``i`` of ``P`` replays recordings ``i``, ``i + P``, ``i + 2P``, ... (so N
     recordings may be replayed on any number of workers, each exactly once).  A
-    recording is an iterable of :data:`Event`, an object with a ``cursor()``
+    recording is an iterable of :data:`CaptureEvent`, an object with a ``cursor()``
     method returning one (such as :class:`CaptureRecorder`), or a function of no
     arguments that opens one: only the worker that replays it calls it (for
     example to accept a socket only that worker listens on).  The number of
@@ -333,107 +329,126 @@ def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Rep
     everything = list(recordings)
     mine = everything[scope.index :: scope.peers]
     event_streams = [recording() if callable(recording) else recording for recording in mine]
-    sources = [_open(source) for source in event_streams]
-    timestamp_type = scope.timestamp_type
-    minimum = timestamp_type.minimum()
+    minimum = scope.timestamp_type.minimum()
     builder = OperatorBuilder(scope, name)
     output, stream = builder.new_output()
     info = builder.info
-    kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
-    streams = [_ReplayedStream(index, events, minimum) for index, events in enumerate(sources)]
-    internal = output.internal
-    send = output.send
-    started = False
-    where = f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}"
+    replayer = _Replayer(
+        [_ReplayedStream(index, _open(source), minimum) for index, source in enumerate(event_streams)],
+        output,
+        info,
+        scope,
+        f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}",
+    )
+    operator = builder.build(replayer.run, operator_class=ReplayOperator)
+    assert isinstance(operator, ReplayOperator)
+    operator.kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
+    # This worker's initial capability is counted by the operator's summary; the
+    # logic adjusts it to one per replayed stream on its first run.
+    return stream
 
-    def fail(state: _ReplayedStream, problem: str) -> ReplayError:
-        return ReplayError(f"{where}: event stream {state.index} {problem}", state.index)
 
-    def check_time(state: _ReplayedStream, time: Any) -> None:
+class _Replayer:
+    """The replay operator's logic: takes the available events of each stream and applies them."""
+
+    def __init__(
+        self, streams: list[_ReplayedStream], output: OutputPort, info: OperatorInfo, scope: ScopeBuilder, where: str
+    ) -> None:
+        self.streams = streams
+        self.internal = output.internal
+        self.send = output.send
+        self.info = info
+        self.timestamp_type = scope.timestamp_type
+        self.scope_name = scope.name
+        self.where = where
+        self.started = False
+
+    def fail(self, state: _ReplayedStream, problem: str) -> ReplayError:
+        return ReplayError(f"{self.where}: event stream {state.index} {problem}", state.index)
+
+    def check_time(self, state: _ReplayedStream, time: Any) -> None:
+        timestamp_type = self.timestamp_type
         if not timestamp_type.contains(time):
-            raise fail(
+            raise self.fail(
                 state,
                 f"has time {time!r}, which is not a {timestamp_type.name} timestamp of scope "
-                f"'{scope.name}'; replay a recording into a scope with the timestamps it was captured with",
+                f"'{self.scope_name}'; replay a recording into a scope with the timestamps it was captured with",
             )
 
-    def apply_progress(state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
+    def apply_progress(self, state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
         held = state.held
+        internal = self.internal
         for time, diff in updates:
-            check_time(state, time)
+            self.check_time(state, time)
             value = held.get(time, 0) + diff
             if value > 0:
                 held[time] = value
             elif value == 0:
                 held.pop(time, None)
             else:
-                raise fail(state, f"released a capability for time {time!r} that it did not hold")
+                raise self.fail(state, f"released a capability for time {time!r} that it did not hold")
             internal.update(time, diff)
         if not held:
             state.close()
 
-    def apply_messages(state: _ReplayedStream, time: Any, data: Any) -> None:
-        check_time(state, time)
+    def apply_messages(self, state: _ReplayedStream, time: Any, data: Any) -> None:
+        self.check_time(state, time)
         for held_time in state.held:
             if less_equal(held_time, time):
                 break
         else:
-            raise fail(
+            raise self.fail(
                 state,
                 f"has a message at time {time!r} while holding capabilities only for "
                 f"{sorted(state.held, key=repr)!r}; the recording is out of order or damaged",
             )
         if batch_len(data):
-            send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
+            self.send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
 
-    def logic() -> None:
-        nonlocal started
-        if not started:
-            internal.update(minimum, len(streams) - 1)
-            started = True
+    def run(self) -> None:
+        """Apply every available event; ask to run again if some stream is waiting for more."""
+        if not self.started:
+            self.internal.update(self.timestamp_type.minimum(), len(self.streams) - 1)
+            self.started = True
         waiting = False
-        for state in streams:
-            if not state.open:
-                continue
-            events = state.events
-            while state.open:
-                try:
-                    event = next(events)
-                except StopIteration:
-                    state.open = False
-                    if state.held:
-                        raise fail(
-                            state,
-                            "ended while still holding capabilities for times "
-                            f"{sorted(state.held, key=repr)!r}; the recording is incomplete",
-                        ) from None
-                    break
-                if event is None:
-                    waiting = True
-                    break
-                if isinstance(event, Progress):
-                    apply_progress(state, event.updates)
-                elif isinstance(event, Messages):
-                    apply_messages(state, event.time, event.data)
-                else:
-                    raise fail(state, f"yielded {event!r}, which is neither Progress nor Messages")
+        for state in self.streams:
+            if state.open and self.drain(state):
+                waiting = True
         if waiting:
-            info.activate()
+            self.info.activate()
 
-    operator = builder.build(logic, operator_class=ReplayOperator)
-    assert isinstance(operator, ReplayOperator)
-    operator.kind = kind
-    # This worker's initial capability is counted by the operator's summary; the
-    # logic adjusts it to one per replayed stream on its first run.
-    return stream
+    def drain(self, state: _ReplayedStream) -> bool:
+        """Apply ``state``'s available events; return whether it waits for more (yielded ``None``)."""
+        events = state.events
+        while state.open:
+            try:
+                event = next(events)
+            except StopIteration:
+                state.open = False
+                if state.held:
+                    raise self.fail(
+                        state,
+                        "ended while still holding capabilities for times "
+                        f"{sorted(state.held, key=repr)!r}; the recording is incomplete",
+                    ) from None
+                return False
+            if event is None:
+                return True
+            if isinstance(event, Progress):
+                self.apply_progress(state, event.updates)
+            elif isinstance(event, Batch):
+                self.apply_messages(state, event.time, event.data)
+            else:
+                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor Batch")
+        return False
 
 
 __all__ = [
     "CaptureOperator",
     "CaptureRecorder",
-    "Event",
+    "CaptureEvent",
     "EventPusher",
-    "Messages",
+    "Batch",
     "Progress",
     "RecorderCursor",
     "ReplayError",

@@ -16,17 +16,22 @@ class ChangeBatch(Generic[K]):
     may arrive before the report that created it.
     """
 
-    __slots__ = ("_counts",)
+    __slots__ = ("counts",)
 
     def __init__(self, updates: Iterable[tuple[K, int]] = ()) -> None:
         """Create a batch, optionally from initial updates."""
-        self._counts: dict[K, int] = {}
+        self.counts: dict[K, int] = {}
+        """The accumulations, never zero: public so that the progress path can test, drain and hand
+        them over without a call per batch (``if batch.counts:``, exchanging the dict whole).
+
+        Whoever writes to it directly must keep zeros out, as the methods do; and
+        since a batch may be given another dict, do not hold on to this one."""
         for key, diff in updates:
             self.update(key, diff)
 
     def update(self, key: K, diff: int) -> None:
         """Add ``diff`` to the accumulation at ``key``."""
-        counts = self._counts
+        counts = self.counts
         value = counts.get(key, 0) + diff
         if value:
             counts[key] = value
@@ -35,7 +40,7 @@ class ChangeBatch(Generic[K]):
 
     def extend(self, updates: Iterable[tuple[K, int]]) -> None:
         """Apply each of ``updates``."""
-        counts = self._counts
+        counts = self.counts
         for key, diff in updates:
             value = counts.get(key, 0) + diff
             if value:
@@ -45,7 +50,7 @@ class ChangeBatch(Generic[K]):
 
     def drain(self) -> list[tuple[K, int]]:
         """Return the non-zero accumulations and empty the batch."""
-        counts = self._counts
+        counts = self.counts
         if not counts:
             return []
         items = list(counts.items())
@@ -54,37 +59,56 @@ class ChangeBatch(Generic[K]):
 
     def drain_into(self, other: ChangeBatch[K]) -> None:
         """Move every accumulation into ``other``."""
-        if self._counts:
-            other.extend(self._counts.items())
-            self._counts.clear()
+        counts = self.counts
+        if not counts:
+            return
+        if other.counts:
+            other.extend(counts.items())
+            counts.clear()
+        else:  # the usual case: the dicts change places, nothing is copied
+            self.counts, other.counts = other.counts, counts
+
+    def shift(self, old: K, new: K) -> None:
+        """Move one unit of accumulation from ``old`` to ``new`` (a capability's downgrade)."""
+        counts = self.counts
+        value = counts.get(new, 0) + 1
+        if value:
+            counts[new] = value
+        else:
+            del counts[new]
+        value = counts.get(old, 0) - 1
+        if value:
+            counts[old] = value
+        else:
+            del counts[old]
 
     def items(self) -> list[tuple[K, int]]:
         """Return the non-zero accumulations without removing them."""
-        return list(self._counts.items())
+        return list(self.counts.items())
 
     def get(self, key: K) -> int:
         """Return the accumulation at ``key`` (zero when absent)."""
-        return self._counts.get(key, 0)
+        return self.counts.get(key, 0)
 
     def is_empty(self) -> bool:
         """Whether every accumulation is zero."""
-        return not self._counts
+        return not self.counts
 
     def clear(self) -> None:
         """Discard every accumulation."""
-        self._counts.clear()
+        self.counts.clear()
 
     def __len__(self) -> int:
-        return len(self._counts)
+        return len(self.counts)
 
     def __iter__(self) -> Iterator[tuple[K, int]]:
-        return iter(list(self._counts.items()))
+        return iter(list(self.counts.items()))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ChangeBatch) and self._counts == other._counts
+        return isinstance(other, ChangeBatch) and self.counts == other.counts
 
     def __repr__(self) -> str:
-        items: list[Any] = list(self._counts.items())
+        items: list[Any] = list(self.counts.items())
         try:
             items.sort()
         except TypeError:  # keys with only a partial order (or none): sort by their text

@@ -353,7 +353,7 @@ class BatchKeys:
             return kind
         if is_arrow(batch):
             if isinstance(self.key, str) and self.key not in batch.schema.names:
-                self._missing(batch, time)
+                self.missing(batch, time)
             return kind
         raise BatchError(
             f"{self.where}: cannot route a batch of type {type(batch).__qualname__} at time {time!r}: "
@@ -361,7 +361,8 @@ class BatchKeys:
             "to one of these"
         )
 
-    def _missing(self, batch: Any, time: Any) -> None:
+    def missing(self, batch: Any, time: Any) -> None:
+        """Raise :class:`BatchError`: ``batch`` at ``time`` lacks the key column."""
         available = column_names(batch)
         if available:
             has = f"its columns are {list(available)}; pass one of these to exchange_batch, or a key function"
@@ -384,7 +385,7 @@ class BatchKeys:
             if kind == "ndarray":
                 names = batch.dtype.names
                 if names is None or key not in names:
-                    self._missing(batch, time)
+                    self.missing(batch, time)
                 return stable_hash_array(batch[key])
             return stable_hash_arrow(batch.column(key))
         keys = key(batch)
@@ -526,7 +527,7 @@ class CheckBatchPusher:
         if kind == "ndarray" and isinstance(keys.key, str):
             names = batch.dtype.names
             if names is None or keys.key not in names:
-                keys._missing(batch, time)
+                keys.missing(batch, time)
         self._queue.push(time, batch)
 
 

@@ -8,7 +8,18 @@ name the operator, the port and the times involved wherever those exist.
 from __future__ import annotations
 
 
-class ScopeError(Exception):
+class TimelyError(Exception):
+    """Base class of every error pytimely raises: catch it to catch them all.
+
+    Each package has its own family below it: :class:`ScopeError` (the progress
+    model and graph building), :class:`runtime.errors.TimelyRuntimeError` (workers,
+    communication, files) and :class:`viz.errors.VizError` (diagrams and the TUI).
+    It lives here, in the bottom package, so that all three can derive from it;
+    ``runtime`` and ``viz`` export it too.
+    """
+
+
+class ScopeError(TimelyError):
     """Base class of every error raised by :mod:`scopes`."""
 
 
@@ -94,3 +105,41 @@ class OperatorFailed(ScopeError):
         self.scope_path = scope_path
         self.time = time
         self.worker = worker
+
+
+class KeyHashError(ScopeError, TypeError):
+    """A routing key has a type whose hash is not stable across processes."""
+
+
+class ReplayError(ScopeError):
+    """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
+
+    Attributes:
+        stream: the index of the offending stream among this worker's share of those given to
+            :func:`replay_into`.
+    """
+
+    def __init__(self, message: str, stream: int) -> None:
+        super().__init__(message)
+        self.stream = stream
+
+
+class BatchError(ScopeError, TypeError):
+    """A value is not a batch, or batches of different kinds were mixed, or a batch lacks what was asked of it."""
+
+
+class KeyColumnError(BatchError, KeyError):
+    """A batch has no column (field) of the requested name.
+
+    Attributes:
+        key: the requested column name.
+        available: the columns the batch has.
+    """
+
+    def __init__(self, message: str, key: str, available: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.key = key
+        self.available = available
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])

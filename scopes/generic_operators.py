@@ -156,7 +156,7 @@ def with_notificator(
     """A constructor that makes a notificator over the input frontiers and passes it to ``call``."""
 
     def constructor(caps: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> GenericLogic:
-        notificator = Notificator(frontiers, name, caps[0]._output.owner)
+        notificator = Notificator(frontiers, name, caps[0].output_port.owner)
         for time in notify_at:
             notificator.notify_at(caps[0].delayed(time))
         caps[0].drop()

@@ -64,7 +64,7 @@ import struct
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from scopes.errors import ScopeError
+from scopes.errors import KeyHashError as KeyHashError
 from scopes.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -89,10 +89,6 @@ _string_hashes: dict[Any, int] = {}
 (words, user ids), so each distinct string is usually hashed once per process rather than once per batch.  Only
 exact ``str`` values (what ``tolist`` of such an array gives) enter it, and a value's entry is :func:`stable_hash`
 of that value, so a hit routes exactly as hashing it again would."""
-
-
-class KeyHashError(ScopeError, TypeError):
-    """A routing key has a type whose hash is not stable across processes."""
 
 
 def stable_hash(key: Any) -> int:

@@ -45,8 +45,8 @@ def _enter(stream: Stream, scope: ScopeBuilder) -> Stream:
                 f"scope '{scope.name}', which is not nested inside it"
             )
         return _enter(_enter(stream, parent), scope)
-    port, entrance, inner_tee = scope.subgraph.new_input()
-    stream.scope.subgraph.connect(stream.source, Target(scope.index_in_parent, port))
+    port, entrance, inner_tee = scope.subgraph.graph.new_input()
+    stream.scope.subgraph.graph.connect(stream.source, Target(scope.index_in_parent, port))
     stream.tee.add(entrance)
     return scope.new_stream(Source(0, port), inner_tee, f"{stream.name}>enter")
 
@@ -63,8 +63,8 @@ def leave(stream: Stream) -> Stream:
     current = building[-1] if building else None
     if current is not scope and current is not parent:  # inside the body, or on the stream it returned
         raise ScopeBoundaryError(scope.boundary_message(f"{stream.name}>leave", stream))
-    port, exit_pusher, outer_tee = scope.subgraph.new_output()
-    scope.subgraph.connect(stream.source, Target(0, port))
+    port, exit_pusher, outer_tee = scope.subgraph.graph.new_output()
+    scope.subgraph.graph.connect(stream.source, Target(0, port))
     stream.tee.add(exit_pusher)
     return parent.new_stream(Source(scope.index_in_parent, port), outer_tee, f"{stream.name}>leave")
 

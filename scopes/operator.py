@@ -1,6 +1,6 @@
 """Leaf operators: ports, capabilities, input and output handles, notifications.
 
-An :class:`Operator` is a :class:`~scopes.scope.Scope` whose work is a Python
+An :class:`Operator` is a :class:`~scopes.operate.Operate` whose work is a Python
 function.  It holds explicit :class:`Capability` objects: to send at a time it
 must hold a capability for a time at or before it, and as long as it holds one
 the frontier downstream cannot pass that time.  Messages received at an input
@@ -13,15 +13,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from scopes.antichain import MutableAntichain
-from scopes.batches import is_columnar
+from scopes.batches import Batch, is_columnar
 from scopes.callsite import user_site
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed
 from scopes.hooks import ProgressObserver
-from scopes.order import in_time_order, less_equal
+from scopes.operate import ConnectivityLike, Operate, Updates
+from scopes.order import Time, in_time_order, less_equal
 from scopes.reachability import Connectivity, sparse
-from scopes.scope import ConnectivityLike, Scope, Updates
 from scopes.timestamp import TimestampType
 
 
@@ -83,7 +83,7 @@ class OutputPort:
         if owner is not None and not owner.running:
             owner.activate()
 
-    def send(self, time: Any, batch: list[Any]) -> None:
+    def send(self, time: Any, batch: Batch) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
         if len(batch):  # not `if batch:`, which a NumPy array refuses
             produced = self.produced
@@ -147,6 +147,21 @@ class InputPort:
             self.owner.current_time = None
         return message
 
+    def advance_frontier(self, updates: Updates) -> None:
+        """Apply changes to the times that may still arrive here (pushed by the operator's scope)."""
+        self._frontier.update_iter(updates)
+
+    def defer_to(self, implied: MutableAntichain[Any]) -> None:
+        """Read the frontier from the scope's tracker (``implied``) until the operator takes an interest."""
+        self._implied = implied
+
+    def catch_up(self) -> None:
+        """Stop deferring: copy the tracker's frontier into this port's own."""
+        implied = self._implied
+        if implied is not None:
+            self._implied = None
+            self._frontier = MutableAntichain((time, 1) for time in implied.elements)
+
 
 class Capability:
     """The right to send messages at ``time`` (or later) on one output of one operator.
@@ -169,9 +184,9 @@ class Capability:
         output.held += 1
 
     @classmethod
-    def _initial(cls, time: Any, output: OutputPort) -> Capability:
+    def initial(cls, time: Any, output: OutputPort) -> Capability:
         """Adopt an operator's initial capability, already counted in its internal summary."""
-        capability = cls.__new__(cls)
+        capability: Capability = cls.__new__(cls)
         capability._time = time
         capability._output = output
         capability._valid = True
@@ -180,7 +195,7 @@ class Capability:
         output.held += 1
         return capability
 
-    def _track(self, action: str) -> Capability:
+    def track(self, action: str) -> Capability:
         """Report where the user's code came to hold this capability (only called when logging is on).
 
         A capability made by pytimely's own operator logic has no such place
@@ -200,8 +215,8 @@ class Capability:
             address = owner.address if owner is not None else ()
             observer.capability_site(address, output.port, self._time, diff, site[0], site[1])
 
-    def _session_token(self) -> list[bool]:
-        """A flag that stays ``[True]`` until this capability is next dropped or downgraded."""
+    def session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` until this capability is next dropped or downgraded (for sessions)."""
         token = self._token
         if token is None:
             token = self._token = [True]
@@ -216,6 +231,11 @@ class Capability:
     def output(self) -> int:
         """The index of the output this capability belongs to."""
         return self._output.port
+
+    @property
+    def output_port(self) -> OutputPort:
+        """The output this capability belongs to."""
+        return self._output
 
     @property
     def valid(self) -> bool:
@@ -237,7 +257,7 @@ class Capability:
         if timestamp_type is not None and not timestamp_type.contains(time):
             _check_time(self._output, time, f"{verb} to time {time!r} from the capability for time {self._time!r}")
 
-    def downgrade(self, time: Any) -> None:
+    def downgrade(self, time: Time) -> None:
         """Move the capability to a later ``time``; raises if ``time`` is earlier."""
         self._check("downgrade", time)
         if not less_equal(self._time, time):
@@ -248,13 +268,7 @@ class Capability:
             )
         if time != self._time:
             output = self._output
-            counts = output.internal._counts
-            for at, diff in ((time, 1), (self._time, -1)):
-                value = counts.get(at, 0) + diff
-                if value:
-                    counts[at] = value
-                else:
-                    del counts[at]
+            output.internal.shift(self._time, time)
             if output.observer is not None and self._site is not None:
                 self._moved(time)
             self._time = time
@@ -272,7 +286,7 @@ class Capability:
             self._site = ("downgraded", site)
         self._report(1)
 
-    def delayed(self, time: Any) -> Capability:
+    def delayed(self, time: Time) -> Capability:
         """Return a new capability for the later ``time``; this one stays held."""
         self._check("delay", time)
         if not less_equal(self._time, time):
@@ -282,7 +296,7 @@ class Capability:
             )
         capability = Capability(time, self._output)
         if self._output.observer is not None:
-            capability._track("delayed")
+            capability.track("delayed")
         return capability
 
     def drop(self) -> None:
@@ -339,14 +353,14 @@ class CapabilityRef:
         self._valid = True
         self._token: list[bool] | None = None
 
-    def _session_token(self) -> list[bool]:
-        """A flag that stays ``[True]`` while this reference is valid."""
+    def session_token(self) -> list[bool]:
+        """A flag that stays ``[True]`` while this reference is valid (for sessions)."""
         token = self._token
         if token is None:
             token = self._token = [True]
         return token
 
-    def _invalidate(self) -> None:
+    def invalidate(self) -> None:
         """End the reference's validity (its message's invocation is over)."""
         self._valid = False
         token = self._token
@@ -358,20 +372,30 @@ class CapabilityRef:
         """The time of the message."""
         return self._time
 
+    @property
+    def input(self) -> int:
+        """The index of the input the message arrived at."""
+        return self._input
+
+    @property
+    def valid(self) -> bool:
+        """Whether the message's invocation is still running (the reference may be used)."""
+        return self._valid
+
     def retain(self, output: int = 0) -> Capability:
         """Keep a capability for this time on ``output`` beyond this invocation."""
-        port = self._operator._check_ref(self, output, self._time)
+        port = self._operator.check_ref(self, output, self._time)
         capability = Capability(self._time, port)
         if port.observer is not None:
-            capability._track("retained")
+            capability.track("retained")
         return capability
 
-    def delayed(self, time: Any, output: int = 0) -> Capability:
+    def delayed(self, time: Time, output: int = 0) -> Capability:
         """Keep a capability for a later ``time`` on ``output``."""
-        port = self._operator._check_ref(self, output, time)
+        port = self._operator.check_ref(self, output, time)
         capability = Capability(time, port)
         if port.observer is not None:
-            capability._track("delayed")
+            capability.track("delayed")
         return capability
 
     def __repr__(self) -> str:
@@ -396,9 +420,7 @@ class OperatorInput:
             message = port.pull()
             if message is None:
                 return
-            ref = CapabilityRef(message[0], operator, index)
-            operator._refs.append(ref)
-            yield ref, message[1]
+            yield operator.lend(message[0], index), message[1]
 
     def for_each(self, logic: Callable[[CapabilityRef, list[Any]], None]) -> None:
         """Call ``logic(capability_ref, batch)`` for every waiting message."""
@@ -420,6 +442,37 @@ class OperatorInput:
         return self._port.frontier
 
 
+class OutputBuffer:
+    """The records an output handle holds for one time, shared by the handle and its sessions.
+
+    Records accumulate while they are at the same time; a change of time, or
+    :meth:`flush`, sends what is held as one message.
+    """
+
+    __slots__ = ("port", "records", "time")
+
+    NO_TIME: Any = object()
+    """The time of an empty buffer: equal to no real time."""
+
+    def __init__(self, port: OutputPort) -> None:
+        """Buffer for output ``port``."""
+        self.port = port
+        self.records: list[Any] = []
+        self.time: Any = OutputBuffer.NO_TIME
+
+    def switch(self, time: Any) -> None:
+        """Send what is held, then hold records at ``time``."""
+        self.flush()
+        self.time = time
+
+    def flush(self) -> None:
+        """Push the held records downstream."""
+        if self.records:
+            batch, self.records = self.records, []
+            self.port.send(self.time, batch)
+        self.time = OutputBuffer.NO_TIME
+
+
 class Session:
     """Sends records at one time on one output; obtained from :meth:`OperatorOutput.session`.
 
@@ -431,82 +484,79 @@ class Session:
     the session's time.
     """
 
-    __slots__ = ("_handle", "time", "_capability", "_token")
+    __slots__ = ("_buffer", "time", "_capability", "_token")
 
-    def __init__(self, handle: OperatorOutput, time: Any, capability: Capability | CapabilityRef) -> None:
-        """Bind ``handle`` to ``time``, sending under ``capability``."""
-        self._handle = handle
+    def __init__(self, buffer: OutputBuffer, time: Any, capability: Capability | CapabilityRef) -> None:
+        """Send into ``buffer`` at ``time``, under ``capability``."""
+        self._buffer = buffer
         self.time = time
         self._capability = capability
-        self._token = capability._session_token()
+        self._token = capability.session_token()
 
     def give(self, record: Any) -> None:
         """Send one record."""
         if not self._token[0]:
             self._recheck()
-        handle = self._handle
-        if handle._buffer_time != self.time:
-            handle._switch(self.time)
-        handle._buffer.append(record)
+        buffer = self._buffer
+        if buffer.time != self.time:
+            buffer.switch(self.time)
+        buffer.records.append(record)
 
     def give_batch(self, records: Sequence[Any]) -> None:
         """Send several records; a columnar batch (see :mod:`scopes.batches`) is sent whole, as one message."""
         if not self._token[0]:
             self._recheck()
-        handle = self._handle
+        buffer = self._buffer
         if records.__class__ is not list and is_columnar(records):
-            handle.flush()
-            handle._port.send(self.time, records)  # type: ignore[arg-type]
+            buffer.flush()
+            buffer.port.send(self.time, records)
             return
-        if handle._buffer_time != self.time:
-            handle._switch(self.time)
-        handle._buffer.extend(records)
+        if buffer.time != self.time:
+            buffer.switch(self.time)
+        buffer.records.extend(records)
 
     def _recheck(self) -> None:
         """The capability changed since the session was opened: allow the send only if it still covers it."""
         capability = self._capability
-        port = self._handle._port
+        port = self._buffer.port
         where = f"operator '{port.operator}' output {port.port}"
-        if not capability._valid:
+        if not capability.valid:
             if isinstance(capability, CapabilityRef):
                 raise CapabilityError(
                     f"{where}: cannot send at time {self.time!r}: the session was opened with the "
-                    f"capability reference for time {capability._time!r}, which is only valid while "
+                    f"capability reference for time {capability.time!r}, which is only valid while "
                     "its message is being processed; retain() it to send later"
                 )
             raise CapabilityError(
                 f"{where}: cannot send at time {self.time!r}: the session's capability for time "
-                f"{capability._time!r} was dropped after the session was opened; open sessions "
+                f"{capability.time!r} was dropped after the session was opened; open sessions "
                 "only under capabilities you still hold"
             )
-        if not less_equal(capability._time, self.time):
+        if not less_equal(capability.time, self.time):
             raise CapabilityError(
                 f"{where}: cannot send at time {self.time!r}: the session's capability was "
-                f"downgraded to time {capability._time!r} after the session was opened; send "
+                f"downgraded to time {capability.time!r} after the session was opened; send "
                 "before downgrading, or open a new session at a time the capability covers"
             )
-        self._token = capability._session_token()
+        self._token = capability.session_token()
 
 
 class OperatorOutput:
     """Sends records on one operator output, checked against the capabilities the operator holds."""
 
-    __slots__ = ("_port", "_operator", "_buffer", "_buffer_time")
-
-    _NO_TIME = object()
+    __slots__ = ("_port", "_operator", "_buffer")
 
     def __init__(self, port: OutputPort, operator: Operator) -> None:
         """Wrap output ``port`` of ``operator``."""
         self._port = port
         self._operator = operator
-        self._buffer: list[Any] = []
-        self._buffer_time: Any = OperatorOutput._NO_TIME
+        self._buffer = OutputBuffer(port)
 
-    def session(self, capability: Capability | CapabilityRef, time: Any = None) -> Session:
+    def session(self, capability: Capability | CapabilityRef, time: Time | None = None) -> Session:
         """A session sending at ``time`` (default: the capability's time) under ``capability``."""
         send_time = capability.time if time is None else time
-        self._operator._check_send(capability, self._port, send_time)
-        return Session(self, send_time, capability)
+        self._operator.check_send(capability, self._port, send_time)
+        return Session(self._buffer, send_time, capability)
 
     def give(self, capability: Capability | CapabilityRef, record: Any) -> None:
         """Send one record at the capability's time."""
@@ -516,16 +566,9 @@ class OperatorOutput:
         """Send several records at the capability's time."""
         self.session(capability).give_batch(records)
 
-    def _switch(self, time: Any) -> None:
-        self.flush()
-        self._buffer_time = time
-
     def flush(self) -> None:
         """Push buffered records downstream."""
-        if self._buffer:
-            batch, self._buffer = self._buffer, []
-            self._port.send(self._buffer_time, batch)
-        self._buffer_time = OperatorOutput._NO_TIME
+        self._buffer.flush()
 
 
 class Notificator:
@@ -564,17 +607,17 @@ class Notificator:
                 f"operator '{self._operator}': cannot request a notification at time "
                 f"{capability.time!r} with a dropped capability"
             )
-        time = capability._time
-        output = capability._output
+        time = capability.time
+        output = capability.output_port
         held = self._pending.get(time)
         if held is None:
             held = self._pending[time] = [Capability(time, output)]
-        elif all(other._output is not output for other in held):
+        elif all(other.output_port is not output for other in held):
             held.append(Capability(time, output))
         else:
             held = []
         if output.observer is not None and held:
-            held[-1]._track("notify_at")
+            held[-1].track("notify_at")
         self._requests += 1
 
     def _complete(self, time: Any) -> bool:
@@ -624,8 +667,8 @@ class Notificator:
         return len(self._pending)
 
 
-class Operator(Scope):
-    """A leaf :class:`~scopes.scope.Scope` running a Python function when scheduled."""
+class Operator(Operate):
+    """A leaf :class:`~scopes.operate.Operate` running a Python function when scheduled."""
 
     local = True
 
@@ -651,6 +694,7 @@ class Operator(Scope):
         self._logic: Callable[[], None] | None = None
         self._refs: list[CapabilityRef] = []
         self._handles: list[OperatorOutput] = []
+        self._buffering: list[Tee] | None = None  # the output tees with buffering pushers, once known
         self.shut_down = False
         # Where the operator lives, for error messages and wake-ups; see locate().
         self.address: tuple[int, ...] = ()
@@ -729,12 +773,16 @@ class Operator(Scope):
         """The number of outputs."""
         return len(self.output_ports)
 
+    def flush_after(self, handles: Sequence[OperatorOutput]) -> None:
+        """Flush ``handles`` each time the logic returns (replacing those given before)."""
+        self._handles = list(handles)
+
     def set_logic(self, logic: Callable[[], None] | None, handles: Sequence[OperatorOutput] = ()) -> None:
         """Install the function to run when scheduled, and the output handles to flush after it."""
         self._logic = logic
         self._handles = list(handles)
 
-    # Scope interface -------------------------------------------------------
+    # Operate interface -----------------------------------------------------
 
     def get_internal_summary(self) -> tuple[Connectivity, list[Updates]]:
         """The declared connectivity, and one capability per worker at each output's minimum time."""
@@ -745,13 +793,13 @@ class Operator(Scope):
         """Record the initial frontier at each input."""
         self.external_summaries = sparse(summaries)
         for port, updates in zip(self.input_ports, frontier, strict=True):
-            port._frontier.update_iter(updates)
+            port.advance_frontier(updates)
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Apply frontier changes at the inputs."""
         for port, updates in zip(self.input_ports, external, strict=True):
             if updates:
-                port._frontier.update_iter(updates)
+                port.advance_frontier(updates)
 
     def defer_frontiers(
         self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]
@@ -767,7 +815,7 @@ class Operator(Scope):
             return
         self._on_interest = on_interest
         for port, frontier in zip(self.input_ports, implied, strict=True):
-            port._implied = frontier
+            port.defer_to(frontier)
 
     def take_frontier_interest(self) -> None:
         """Catch the input frontiers up with the tracker's, and have frontier changes pushed from now on."""
@@ -778,10 +826,7 @@ class Operator(Scope):
         if on_interest is not None:
             on_interest()
         for port in self.input_ports:
-            implied = port._implied
-            if implied is not None:
-                port._implied = None
-                port._frontier = MutableAntichain((time, 1) for time in implied.elements)
+            port.catch_up()
 
     def pull_internal_progress(
         self,
@@ -798,9 +843,11 @@ class Operator(Scope):
                 logic()
                 for handle in self._handles:
                     handle.flush()
-                for output in self.output_ports:  # buffering pushers (exchange): see ExchangePusher
-                    if output.tee._flushers:
-                        output.tee.flush()
+                buffering = self._buffering
+                if buffering is None:  # the graph is complete once operators run: find them once
+                    buffering = self._buffering = [port.tee for port in self.output_ports if port.tee.buffering]
+                for tee in buffering:  # buffering pushers (exchange): see ExchangePusher
+                    tee.flush()
             except OperatorFailed:
                 raise
             except Exception as error:
@@ -809,7 +856,7 @@ class Operator(Scope):
                 self.running = False
                 if self._refs:
                     for ref in self._refs:
-                        ref._invalidate()
+                        ref.invalidate()
                     self._refs.clear()
         # Hand each count over whole when the receiving batch is empty (the usual
         # case): the dicts change places, nothing is copied.
@@ -817,54 +864,56 @@ class Operator(Scope):
         for port in self.input_ports:
             if port.consumed:
                 batch = consumed[index]
-                if batch._counts:
+                if batch.counts:
                     batch.extend(port.consumed.items())
                     port.consumed.clear()
                 else:
-                    batch._counts, port.consumed = port.consumed, batch._counts
+                    batch.counts, port.consumed = port.consumed, batch.counts
             index += 1
         index = 0
         for output in self.output_ports:
-            changes = output.internal
-            if changes._counts:
-                batch = internal[index]
-                if batch._counts:
-                    changes.drain_into(batch)
-                else:
-                    batch._counts, changes._counts = changes._counts, batch._counts
+            if output.internal.counts:
+                output.internal.drain_into(internal[index])
             if output.produced:
                 batch = produced[index]
-                if batch._counts:
+                if batch.counts:
                     batch.extend(output.produced.items())
                     output.produced.clear()
                 else:
-                    batch._counts, output.produced = output.produced, batch._counts
+                    batch.counts, output.produced = output.produced, batch.counts
             index += 1
         return False
 
     # checks ------------------------------------------------------------------
 
-    def _check_ref(self, ref: CapabilityRef, output: int, time: Any) -> OutputPort:
-        if not ref._valid:
+    def lend(self, time: Any, input_port: int) -> CapabilityRef:
+        """The capability reference for a message at ``time`` on ``input_port``, valid until the logic returns."""
+        ref = CapabilityRef(time, self, input_port)
+        self._refs.append(ref)
+        return ref
+
+    def check_ref(self, ref: CapabilityRef, output: int, time: Any) -> OutputPort:
+        """The port of ``output`` if ``ref`` allows a capability for ``time`` there; raises otherwise."""
+        if not ref.valid:
             raise CapabilityError(
-                f"operator '{self.name}' input {ref._input}: the capability reference for time "
-                f"{ref._time!r} is only valid while its message is being processed; "
+                f"operator '{self.name}' input {ref.input}: the capability reference for time "
+                f"{ref.time!r} is only valid while its message is being processed; "
                 "retain() it during that invocation to keep it"
             )
         if not 0 <= output < len(self.output_ports):
             raise CapabilityError(
                 f"operator '{self.name}': no output {output} (it has {len(self.output_ports)} outputs)"
             )
-        _check_time(self.output_ports[output], time, f"take a capability from a message at time {ref._time!r}")
-        if not less_equal(ref._time, time):
+        _check_time(self.output_ports[output], time, f"take a capability from a message at time {ref.time!r}")
+        if not less_equal(ref.time, time):
             raise CapabilityError(
                 f"operator '{self.name}' output {output}: cannot take a capability for time "
-                f"{time!r} from a message at time {ref._time!r}, which is later"
+                f"{time!r} from a message at time {ref.time!r}, which is later"
             )
-        if not self._reaches(ref._input, output, ref._time, time):
+        if not self._reaches(ref.input, output, ref.time, time):
             raise CapabilityError(
-                f"operator '{self.name}': input {ref._input} does not connect to output {output} "
-                f"in the operator's declared summary, so a message at time {ref._time!r} there "
+                f"operator '{self.name}': input {ref.input} does not connect to output {output} "
+                f"in the operator's declared summary, so a message at time {ref.time!r} there "
                 f"gives no capability for time {time!r} on output {output}"
             )
         return self.output_ports[output]
@@ -876,11 +925,12 @@ class Operator(Scope):
                 return True
         return False
 
-    def _check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Any) -> None:
+    def check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Any) -> None:
+        """Raise :class:`CapabilityError` unless ``capability`` allows sending at ``time`` on ``port``."""
         _check_time(port, time, "send")
         if isinstance(capability, Capability):
-            if capability._output is not port:
-                owner = capability._output
+            if capability.output_port is not port:
+                owner = capability.output_port
                 whose = (
                     f"output {owner.port}"
                     if owner.operator == self.name and any(p is owner for p in self.output_ports)
@@ -891,19 +941,19 @@ class Operator(Scope):
                     f"{capability.time!r} belongs to {whose}; use a capability of this "
                     f"operator's output {port.port}"
                 )
-            if not capability._valid:
+            if not capability.valid:
                 raise CapabilityError(
                     f"operator '{self.name}' output {port.port}: cannot send at time {time!r}: "
                     f"the capability for time {capability.time!r} was already dropped"
                 )
-            if time is not capability._time and not less_equal(capability._time, time):
+            if time is not capability.time and not less_equal(capability.time, time):
                 raise CapabilityError(
                     f"operator '{self.name}' output {port.port}: cannot send at time {time!r} "
                     f"holding a capability for time {capability.time!r} only; "
                     "messages may only be sent at or after a held capability's time"
                 )
         elif isinstance(capability, CapabilityRef):
-            self._check_ref(capability, port.port, time)
+            self.check_ref(capability, port.port, time)
         else:
             raise CapabilityError(
                 f"operator '{self.name}' output {port.port}: sending needs a Capability or "

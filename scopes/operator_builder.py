@@ -41,7 +41,7 @@ class OperatorBuilder:
         self.name = name
         self.notify = notify
         subgraph = scope.subgraph
-        self.index = subgraph.reserve_child(name)
+        self.index = subgraph.graph.reserve_child(name)
         self.address = subgraph.address + (self.index,)
         self.activate = partial(subgraph.activate_child, self.index)
         self.inputs: list[InputPort] = []
@@ -81,7 +81,7 @@ class OperatorBuilder:
         if isinstance(pusher, (ExchangePusher, KeyCheckPusher)):  # a failing key names this operator
             pusher.receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
         stream.tee.add(pusher)
-        self.scope.subgraph.connect(
+        self.scope.subgraph.graph.connect(
             stream.source, Target(self.index, port), contract.copies(context.peers), contract.name
         )
         input_port = InputPort(self.name, port, puller)
@@ -114,10 +114,10 @@ class OperatorBuilder:
         whose own events say where it was created).
         """
         minimum = self.scope.timestamp_type.minimum()
-        capabilities = [Capability._initial(minimum, port) for port in self.outputs]
+        capabilities = [Capability.initial(minimum, port) for port in self.outputs]
         if self.scope.subgraph.observer is not None and track:
             for capability in capabilities:
-                capability._track("created")
+                capability.track("created")
         return capabilities
 
     def build(
@@ -148,7 +148,7 @@ class OperatorBuilder:
         )
         operator.locate(self.address, scope.path, scope.context.worker_index, self.activate)
         operator.set_logic(logic, handles or [])
-        scope.subgraph.set_child(self.index, operator)
+        scope.subgraph.graph.set_child(self.index, operator)
         self.operator = operator
         return operator
 
@@ -156,5 +156,5 @@ class OperatorBuilder:
         """User-facing handles for every input and output of ``operator``."""
         inputs = [OperatorInput(port, operator) for port in self.inputs]
         outputs = [OperatorOutput(port, operator) for port in self.outputs]
-        operator._handles = outputs
+        operator.flush_after(outputs)
         return inputs, outputs

@@ -13,7 +13,7 @@ order in which Naiad delivers notifications.  Use :func:`less_equal` and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 
 @runtime_checkable
@@ -27,6 +27,11 @@ class PartialOrder(Protocol):
     def less_than(self, other: Any) -> bool:
         """Return whether ``self`` is strictly less than ``other`` in the partial order."""
         ...
+
+
+Time: TypeAlias = "int | PartialOrder"
+"""A timestamp: a Python ``int``, or a value of a type that implements :class:`PartialOrder`
+(:class:`~scopes.timestamp.Product`, or a user's own)."""
 
 
 def less_equal(a: Any, b: Any) -> bool:

@@ -71,7 +71,7 @@ def _check(stream: Stream, function: Any, parameters: tuple[str, ...], role: str
 
 def stage(stream: Stream, name: str, kind: str, apply: Stage) -> Stream:
     """Add a stateless per-record stage, fused with the stage that produced ``stream`` if possible."""
-    chain = stream._chain
+    chain = stream.chain
     stream.scope.check_building(name, stream)
     if (
         chain is not None
@@ -198,8 +198,8 @@ class Chain:
         if len(self.names) > 1:
             self.operator.name = f"{self.names[0]}+{len(self.names) - 1} fused"
             scope.subgraph.child_names[self.builder.index] = self.operator.name
-        Capability._initial(scope.timestamp_type.minimum(), output).drop()
-        stream._chain = self
+        Capability.initial(scope.timestamp_type.minimum(), output).drop()
+        stream.chain = self
         stream.name = name
         self.last = stream
         return stream

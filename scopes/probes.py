@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.channels import ChannelContract, Pipeline
+from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInput
 from scopes.operator_builder import OperatorBuilder
-from scopes.scope import Updates
+from scopes.order import Time
 from scopes.signatures import check_function, describe_operator
 from scopes.timestamp import PathSummary
 
@@ -34,11 +35,11 @@ class ProbeHandle:
         self._attached = 0
         self._sharing: ProbeOperator | None = None
 
-    def less_than(self, time: Any) -> bool:
+    def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
         return self._frontier.less_than(time)
 
-    def less_equal(self, time: Any) -> bool:
+    def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
         return self._frontier.less_equal(time)
 
@@ -55,10 +56,11 @@ class ProbeHandle:
         """
         return ProbeFrontier(self._frontier.frontier().elements)
 
-    def _update(self, updates: Updates) -> None:
+    def update(self, updates: Updates) -> None:
+        """Apply frontier changes reported by a probe that does not share its antichain."""
         self._frontier.update_iter(updates)
 
-    def _attach(self, probe: ProbeOperator, frontier: MutableAntichain[Any], initial: Updates) -> bool:
+    def attach(self, probe: ProbeOperator, frontier: MutableAntichain[Any], initial: Updates) -> bool:
         """Count ``probe`` in; return whether it shares ``frontier`` (its input's) with the handle.
 
         The first probe of a handle that has seen nothing shares; when a second
@@ -72,7 +74,7 @@ class ProbeHandle:
             return True
         sharing, self._sharing = self._sharing, None
         if sharing is not None:  # the sharing probe keeps the antichain; the handle takes a copy
-            sharing._shared = False
+            sharing.shared = False
             self._frontier = MutableAntichain(self._frontier.counts().items())
         self._frontier.update_iter(initial)
         return False
@@ -115,22 +117,23 @@ class ProbeOperator(Operator):
         """Create the operator; ``handle`` receives every frontier change."""
         super().__init__(*args)
         self.handle = handle
-        self._shared = False
+        self.shared = False
+        """Whether the handle reads this probe's input frontier itself (so changes need not be reported)."""
 
     def set_external_summary(
         self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
     ) -> None:
         """Record the initial frontier in the operator and the handle."""
         super().set_external_summary(summaries, frontier)
-        self._shared = self.handle._attach(self, self.input_ports[0]._frontier, list(frontier[0]))
+        self.shared = self.handle.attach(self, self.input_ports[0].frontier, list(frontier[0]))
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Apply frontier changes to the operator and the handle (once, when they share the antichain)."""
         updates = external[0]
         if updates:
-            self.input_ports[0]._frontier.update_iter(updates)
-            if not self._shared:
-                self.handle._update(updates)
+            self.input_ports[0].advance_frontier(updates)
+            if not self.shared:
+                self.handle.update(updates)
 
 
 def build_probe(stream: Stream, handle: ProbeHandle, name: str, passthrough: bool) -> Stream | None:

@@ -1,8 +1,8 @@
 """Reachability: compiled path summaries and the pointstamp tracker.
 
-A :class:`Builder` takes each operator's shape and internal summaries (which
+A :class:`TrackerBuilder` takes each operator's shape and internal summaries (which
 inputs reach which outputs, and how times change on the way) and the edges from
-outputs to inputs.  :meth:`Builder.build` checks the graph, rejects cycles that
+outputs to inputs.  :meth:`TrackerBuilder.build` checks the graph, rejects cycles that
 do not strictly advance timestamps, compiles the minimal path summaries from
 every location to the scope's outputs, and returns a :class:`Tracker`.
 
@@ -19,8 +19,7 @@ with no ports.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +27,9 @@ from scopes.antichain import Antichain, MutableAntichain
 from scopes.errors import CycleError, GraphError
 from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
-from scopes.order import less_equal, less_than
+from scopes.order import less_equal
 from scopes.timestamp import PathSummary, TimestampType, checked, natural_order
+from scopes.visit_order import EarliestFirst, InRounds, Topological
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
@@ -132,7 +132,7 @@ def connectivity_from(
     return table
 
 
-class Builder:
+class TrackerBuilder:
     """Collects a scope's operators and edges, then compiles them into a :class:`Tracker`."""
 
     def __init__(self, timestamp_type: TimestampType, inputs: int = 0, outputs: int = 0) -> None:
@@ -428,7 +428,7 @@ class Tracker:
     """The address of the scope this tracker belongs to, for the observer."""
 
     def __init__(self, timestamp_type: TimestampType, graph: _Indexed, nodes: dict[int, _Node]) -> None:
-        """Use :meth:`Builder.build` rather than calling this directly."""
+        """Use :meth:`TrackerBuilder.build` rather than calling this directly."""
         self.timestamp_type = timestamp_type
         self._graph = graph
         self._names = {index: node.name for index, node in nodes.items()}
@@ -436,10 +436,10 @@ class Tracker:
         self._locations = graph.locations
         self._is_target = [isinstance(loc, Target) for loc in graph.locations]
         self._source_edges = graph.source_edges
-        self._target_paths = graph.target_paths
         self._pointstamps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
-        self._pending: dict[int, dict[Any, int]] = {}
+        self.pending: dict[int, dict[Any, int]] = {}
+        """Pointstamp changes not yet propagated, by location index and time (read it; update through methods)."""
         self._pushed: dict[tuple[int, Any], int] = {}
         # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
         self._report: list[bool] = [True] * count
@@ -457,6 +457,14 @@ class Tracker:
             for paths in graph.target_paths
         ]
         self._rank, self._by_rank = _topological_order(graph)
+        # The order propagation visits work in (see scopes.visit_order), kept for reuse.
+        self._order: Topological | EarliestFirst | InRounds
+        if self._rank is not None:
+            self._order = Topological(self._rank, self._by_rank)
+        elif self._sort_key is natural_order:
+            self._order = EarliestFirst()
+        else:
+            self._order = InRounds(self._sort_key)
 
     # ------------------------------------------------------------------ compilation
 
@@ -539,7 +547,7 @@ class Tracker:
 
     def update_batch(self, updates: Iterable[tuple[int, Any, int]]) -> None:
         """Record many ``(location index, time, diff)`` changes at once."""
-        all_pending = self._pending
+        all_pending = self.pending
         for loc, time, diff in updates:
             pending = all_pending.get(loc)
             if pending is None:
@@ -558,9 +566,9 @@ class Tracker:
 
     def _update(self, loc: int, time: Any, diff: int) -> None:
         if diff:
-            pending = self._pending.get(loc)
+            pending = self.pending.get(loc)
             if pending is None:
-                self._pending[loc] = {time: diff}
+                self.pending[loc] = {time: diff}
             else:
                 value = pending.get(time, 0) + diff
                 if value:
@@ -575,88 +583,36 @@ class Tracker:
 
         Changes are handled earliest time first, using the times' own ``<`` (or
         the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`), so
-        that changes at equal times meet and cancel before they travel.  The
-        result does not depend on that order, only the amount of work does.
+        that changes at equal times meet and cancel before they travel; a graph
+        without cycles is visited in topological order instead, one visit per
+        location (see :mod:`scopes.visit_order`).  The result does not depend on
+        the order, only the amount of work does.
         """
-        if not self._pending:
+        if not self.pending:
             return
-        if self._rank is not None:
-            self._propagate_acyclic()
-            return
-        order = self._sort_key
-        if order is not natural_order:
-            self._propagate_in_rounds(order)
-            return
-        work = [(time, loc, diff) for loc, moved in self._fold_pending() for time, diff in moved]
-        if not work:
-            return
-        heapq.heapify(work)
-        push = heapq.heappush
-        pop = heapq.heappop
-        implications = self._implications
-        is_target = self._is_target
-        source_edges = self._source_edges
-        target_paths = self._target_paths
-        pushed = self._pushed
-        report = self._report
-        while work:
-            time, loc, diff = pop(work)
-            while work and work[0][1] == loc and work[0][0] == time:
-                diff += pop(work)[2]
-            if not diff:
-                continue
-            reported = report[loc]
-            for changed, change in implications[loc].update(time, diff):
-                if reported:
-                    key = (loc, changed)
-                    value = pushed.get(key, 0) + change
-                    if value:
-                        pushed[key] = value
-                    else:
-                        del pushed[key]
-                if is_target[loc]:
-                    for src, summaries in target_paths[loc]:
-                        for summary in summaries:
-                            result = summary.results_in(changed)
-                            if result is not None:
-                                push(work, (result, src, change))
-                else:
-                    for target in source_edges[loc]:
-                        push(work, (changed, target, change))
-
-    def _propagate_acyclic(self) -> None:
-        """:meth:`propagate_all` for a graph without cycles: one visit per location, in topological order.
-
-        When a location is visited every location before it in the order has
-        been, so all the changes that will reach it this round have arrived: they
-        are applied in one :meth:`MutableAntichain.update_iter`, and only the
-        net frontier change travels on.  The frontiers reached are those of the
-        earliest-first order (they depend only on the pointstamps), with one
-        antichain update per location instead of one per time.
-        """
         work = self._fold_pending()
         if not work:
             return
-        rank = self._rank
-        assert rank is not None
-        by_rank = self._by_rank
-        # each location appears once in the work: its changes need no summing
-        incoming: dict[int, dict[Any, int]] = {}
-        ranks: list[int] = []
-        push = heapq.heappush
+        order = self._order
+        offer = order.offer
         for loc, moved in work:
-            incoming[loc] = dict(moved)
-            push(ranks, rank[loc])
-        pop = heapq.heappop
+            offer(loc, moved)
+        self._propagate(order)
+
+    def _propagate(self, order: Topological | EarliestFirst | InRounds) -> None:
+        """Visit the work in ``order``: apply the changes at each location and offer their effects onward."""
         implications = self._implications
         is_target = self._is_target
         source_edges = self._source_edges
         target_steps = self._target_steps
         pushed = self._pushed
         report = self._report
-        while ranks:
-            loc = by_rank[pop(ranks)]
-            changes = implications[loc].update_iter(incoming.pop(loc).items())
+        offer = order.offer
+        for loc, time, diff, updates in order:
+            if updates is None:
+                changes = implications[loc].update(time, diff)
+            else:
+                changes = implications[loc].update_iter(updates)
             if not changes:
                 continue
             if report[loc]:
@@ -669,35 +625,27 @@ class Tracker:
                         del pushed[key]
             if is_target[loc]:
                 for src, summaries in target_steps[loc]:
-                    batch = incoming.get(src)
-                    if batch is None:
-                        batch = incoming[src] = {}
-                        push(ranks, rank[src])
                     if summaries is None:
-                        for changed, change in changes:
-                            batch[changed] = batch.get(changed, 0) + change
+                        offer(src, changes)
                         continue
+                    results: dict[Any, int] = {}
                     for summary in summaries:
                         for changed, change in changes:
                             result = summary.results_in(changed)
                             if result is not None:
-                                batch[result] = batch.get(result, 0) + change
+                                results[result] = results.get(result, 0) + change
+                    if results:
+                        offer(src, results.items())
             else:
                 for target in source_edges[loc]:
-                    batch = incoming.get(target)
-                    if batch is None:
-                        incoming[target] = dict(changes)
-                        push(ranks, rank[target])
-                    else:
-                        for changed, change in changes:
-                            batch[changed] = batch.get(changed, 0) + change
+                    offer(target, changes)
 
     def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
         """Apply pending pointstamp changes; return the frontier changes they cause, per location."""
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
-        pending, self._pending = self._pending, {}
+        pending, self.pending = self.pending, {}
         if self.observer is not None:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
@@ -723,76 +671,6 @@ class Tracker:
                             else:
                                 del changes[result]
         return work
-
-    def _propagate_in_rounds(self, key: Callable[[Any], Any] | None) -> None:
-        """:meth:`propagate_all` for times without ``<``: handle the work in rounds of equally early times.
-
-        With a ``key`` (the timestamp type's :meth:`~scopes.timestamp.TimestampType.sort_key`),
-        a round takes every pending time with the least key; without one, every
-        pending time that no other pending time is strictly less than (quadratic
-        in the number of pending times).  Either way no round handles a time
-        strictly earlier than one already handled, because changes only travel to
-        later-or-equal times: the guarantee the earliest-first heap gives.  All
-        changes at one ``(location, time)`` are summed before they are applied,
-        so changes that cancel never travel.  Times themselves are never compared
-        with ``<``.
-        """
-        pending: dict[Any, dict[int, int]] = {}  # time -> location -> diff
-        levels: dict[Any, list[Any]] = {}  # key -> times with that key (keyed rounds only)
-        heap: list[Any] = []
-
-        def add(loc: int, time: Any, diff: int) -> None:
-            at = pending.get(time)
-            if at is None:
-                pending[time] = {loc: diff}
-                if key is not None:
-                    level = key(time)
-                    times = levels.get(level)
-                    if times is None:
-                        levels[level] = [time]
-                        heapq.heappush(heap, level)
-                    else:
-                        times.append(time)
-            else:
-                at[loc] = at.get(loc, 0) + diff
-
-        for loc, moved in self._fold_pending():
-            for time, diff in moved:
-                add(loc, time, diff)
-        implications = self._implications
-        is_target = self._is_target
-        source_edges = self._source_edges
-        target_paths = self._target_paths
-        pushed = self._pushed
-        report = self._report
-        while pending:
-            if key is not None:
-                earliest = levels.pop(heapq.heappop(heap))
-            else:
-                times = list(pending)
-                earliest = [t for t in times if not any(less_than(u, t) for u in times)]
-            for time in earliest:
-                for loc, diff in pending.pop(time).items():
-                    if not diff:
-                        continue
-                    reported = report[loc]
-                    for changed, change in implications[loc].update(time, diff):
-                        if reported:
-                            entry = (loc, changed)
-                            value = pushed.get(entry, 0) + change
-                            if value:
-                                pushed[entry] = value
-                            else:
-                                del pushed[entry]
-                        if is_target[loc]:
-                            for src, summaries in target_paths[loc]:
-                                for summary in summaries:
-                                    result = summary.results_in(changed)
-                                    if result is not None:
-                                        add(src, result, change)
-                        else:
-                            for target in source_edges[loc]:
-                                add(target, changed, change)
 
     def report_only(self, locations: Iterable[int] | None) -> None:
         """Record frontier changes for :meth:`drain_pushed` only at these location indices (``None``: everywhere).
@@ -862,7 +740,7 @@ class Tracker:
 
     def tracking_anything(self) -> bool:
         """Whether any location holds a positive pointstamp (or updates are pending)."""
-        return self._tracked > 0 or bool(self._pending)
+        return self._tracked > 0 or bool(self.pending)
 
     def locations(self) -> list[Location]:
         """Every location, in dense-index order."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 class Stream:
     """A stream of timestamped records produced by one operator output."""
 
-    __slots__ = ("scope", "source", "tee", "name", "_chain")
+    __slots__ = ("scope", "source", "tee", "name", "chain")
 
     def __init__(self, scope: ScopeBuilder, source: Source, tee: Tee, name: str) -> None:
         """Describe output ``source`` of ``scope``, whose messages go through ``tee``."""
@@ -53,7 +53,8 @@ class Stream:
         self.source = source
         self.tee = tee
         self.name = name
-        self._chain: Chain | None = None
+        self.chain: Chain | None = None
+        """The fused per-record stages that end at this stream, while more may join them."""
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r} in scope {self.scope.name!r} at {self.source!r})"

@@ -17,99 +17,35 @@ without broadcasting them again.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from time import perf_counter
 from typing import Any
 
 from scopes.antichain import Antichain, MutableAntichain
-from scopes.callsite import user_site
 from scopes.change_batch import ChangeBatch
-from scopes.channels import Activator, Allocator, Pusher, Tee
+from scopes.channels import Activator, Allocator
 from scopes.errors import BuildError, ProgressError
 from scopes.hooks import ProgressObserver
 from scopes.location import Location, Source, Target
-from scopes.reachability import Builder, Connectivity, Tracker, sparse
-from scopes.scope import ConnectivityLike, Scope, Updates
+from scopes.location_index import INNER, SCOPE_INPUT, LocationIndex
+from scopes.operate import ConnectivityLike, Operate, Updates
+from scopes.progcaster import Progcaster
+from scopes.reachability import Connectivity, Tracker, sparse
+from scopes.subgraph_builder import SubgraphBuilder
 from scopes.timestamp import PathSummary, Refinement, TimestampType
 
-ProgressBatch = list[tuple[int, Any, int]]
-"""An atomic progress batch: ``(location index, time, diff)`` triples."""
-
 _UNSEEN: Any = object()  # a child not yet looked at while distributing frontier changes
-_INNER = 0  # a location of a child operator
-_SCOPE_INPUT = 1  # Source(0, i): messages entering the scope
-_SCOPE_OUTPUT = 2  # Target(0, o): messages leaving the scope
 
 
-def compact(batch: ProgressBatch) -> ProgressBatch:
-    """Sum the changes of one progress batch per ``(location, time)`` and drop those that are zero."""
-    if len(batch) < 2:
-        return [update for update in batch if update[2]]
-    totals: dict[tuple[int, Any], int] = {}
-    for loc, time, diff in batch:
-        key = (loc, time)
-        totals[key] = totals.get(key, 0) + diff
-    return [(loc, time, diff) for (loc, time), diff in totals.items() if diff]
+class Subgraph(Operate):
+    """A :class:`~scopes.operate.Operate` implemented by a graph of child scopes.
 
-
-class _ScopeEntrance:
-    """Receives parent-level messages at a scope input and forwards them inside."""
-
-    __slots__ = ("_tee", "_counts", "_to_inner", "_activate")
-
-    def __init__(
-        self, tee: Tee, counts: dict[Any, int], to_inner: Callable[[Any], Any], activate: Activator
-    ) -> None:
-        self._tee = tee
-        self._counts = counts
-        self._to_inner = to_inner
-        self._activate = activate
-
-    def push(self, time: Any, batch: list[Any]) -> None:
-        inner = self._to_inner(time)
-        counts = self._counts
-        counts[inner] = counts.get(inner, 0) + len(batch)
-        self._tee.push(inner, batch)
-        self._activate()
-
-    def flush(self) -> None:
-        """Flush buffering pushers inside the scope (called by the sending operator's tee)."""
-        tee = self._tee
-        if tee._flushers:
-            tee.flush()
-
-
-class _ScopeExit:
-    """Receives inner messages at a scope output and forwards them to the parent's receivers."""
-
-    __slots__ = ("_tee", "_to_outer")
-
-    def __init__(self, tee: Tee, to_outer: Callable[[Any], Any]) -> None:
-        self._tee = tee
-        self._to_outer = to_outer
-
-    def push(self, time: Any, batch: list[Any]) -> None:
-        self._tee.push(self._to_outer(time), batch)
-
-    def flush(self) -> None:
-        """Flush buffering pushers in the parent (called by the sending operator's tee)."""
-        tee = self._tee
-        if tee._flushers:
-            tee.flush()
-
-
-def _reach(summaries: ConnectivityLike) -> list[list[int]]:
-    """For each input, the outputs it reaches (for the observer), from sparse or dense summaries."""
-    return [[output for output, chain in sorted(row.items()) if len(chain)] for row in sparse(summaries)]
-
-
-class Subgraph(Scope):
-    """A :class:`~scopes.scope.Scope` implemented by a graph of child scopes.
-
-    Children are added with :meth:`add_child` (indices start at 1; index 0 is the
-    subgraph's own boundary) and joined with :meth:`connect`.  Scope inputs and
-    outputs are created with :meth:`new_input` and :meth:`new_output`.
+    Its :attr:`graph` (a :class:`~scopes.subgraph_builder.SubgraphBuilder`) takes
+    the children, edges and scope ports while the dataflow is built; the
+    subgraph runs what it built: it schedules the children, exchanges their
+    progress with the other workers (a :class:`~scopes.progcaster.Progcaster`)
+    and tracks it.
     """
 
     local = False
@@ -139,121 +75,50 @@ class Subgraph(Scope):
         self._allocator = allocator
         self._peers = allocator.peers
         self._activate_parent = activate_parent
-        self.children: list[Scope | None] = [None]
-        self.child_names: list[str] = ["scope boundary"]
-        self.child_sites: dict[int, str | None] = {}
+        self.observer: ProgressObserver | None = None
+        """Instrumentation hooks (``None``: logging off); nested scopes inherit it."""
+        self.graph = SubgraphBuilder(name, timestamp_type, refinement, activate_parent, self)
+        """The children, edges and ports, added while the dataflow is built."""
+        graph = self.graph
+        self.children = graph.children
+        """The child scopes by index (index 0, the boundary, is ``None``)."""
+        self.child_names = graph.child_names
+        """The children's names by index."""
+        self.child_sites = graph.child_sites
         """Where the user's code built each child (only recorded while an observer is attached)."""
-        self.edges: list[tuple[Source, Target]] = []
-        self._copies: dict[tuple[Source, Target], int] = {}
-        self._num_inputs = 0
-        self._num_outputs = 0
-        self._input_tees: list[Tee] = []
-        self._input_counts: list[dict[Any, int]] = []
-        self._output_tees: list[Tee] = []
-        self._finalized = False
+        self.edges = graph.edges
+        """The edges, ``(source, target)``."""
+        self.edge_contracts = graph.edge_contracts
+        """Each edge's channel contract, by name."""
+        self._input_counts = graph.input_counts
+        self._num_outputs = 0  # graph.num_outputs, once built (read on every run)
         self._tracker: Tracker | None = None
         self.external_summaries: Connectivity = []
         # run-time state
         self._active: set[int] = set()
         self._heap: list[int] = []
-        self._local: ProgressBatch = []
-        self._final: ProgressBatch = []
+        self._progcaster = Progcaster(address)
         self._external: list[list[tuple[Any, int]]] = []
-        self._incomplete: list[bool] = [False]
+        self._incomplete: list[bool] = []
         self._incomplete_count = 0
         self._output_caps: list[MutableAntichain[Any]] = []
         self._progress_channel = progress_channel
-        self._progress_pushers: list[Pusher] = []
-        self._progress_puller: Any = None
-        self.observer: ProgressObserver | None = None
-        """Instrumentation hooks (``None``: logging off); nested scopes inherit it."""
-        self.edge_contracts: list[str] = []
 
-    # ------------------------------------------------------------------ building
+    # ------------------------------------------------------------------ shape
 
     @property
     def inputs(self) -> int:
         """The number of scope inputs."""
-        return self._num_inputs
+        return self.graph.num_inputs
 
     @property
     def outputs(self) -> int:
         """The number of scope outputs."""
-        return self._num_outputs
+        return self.graph.num_outputs
 
-    def _check_open(self, what: str) -> None:
-        if self._finalized:
-            raise BuildError(
-                f"cannot {what} in scope '{self.name}': its dataflow has already been built; "
-                "construct everything inside the function passed to worker.dataflow()"
-            )
-
-    def reserve_child(self, name: str) -> int:
-        """Reserve the next child index, to be filled by :meth:`set_child`."""
-        self._check_open(f"add operator '{name}'")
-        self.children.append(None)
-        self.child_names.append(name)
-        self._incomplete.append(False)
-        if self.observer is not None:
-            self.child_sites[len(self.children) - 1] = user_site(2)
-        return len(self.children) - 1
-
-    def set_child(self, index: int, child: Scope) -> None:
-        """Install ``child`` at a reserved index."""
-        if self.children[index] is not None:
-            raise BuildError(f"scope '{self.name}': child {index} is already set")
-        self.children[index] = child
-
-    def add_child(self, child: Scope, name: str | None = None) -> int:
-        """Add a child scope and return its index (1, 2, ...)."""
-        index = self.reserve_child(name or str(getattr(child, "name", "operator")))
-        self.set_child(index, child)
-        return index
-
-    def connect(self, source: Source, target: Target, copies: int = 1, contract: str = "Pipeline") -> None:
-        """Add an edge from ``source`` to ``target`` (index 0 is this scope's boundary).
-
-        ``copies`` is how many records arrive at ``target`` (over all workers) for
-        each record sent at ``source``: the number of workers for a broadcast.
-        """
-        self._check_open(f"connect {source!r} to {target!r}")
-        self.edges.append((source, target))
-        self.edge_contracts.append(contract)
-        if copies != 1:
-            self._copies[(source, target)] = copies
-
-    def new_input(self) -> tuple[int, Pusher, Tee]:
-        """Create a scope input.
-
-        Returns its index, the pusher the parent's upstream output should push
-        into, and the inner fan-out that inner operators attach to (``Source(0, i)``).
-        """
-        self._check_open("add an input")
-        if self.refinement is None:
-            raise BuildError(f"scope '{self.name}' is a top-level dataflow and has no parent to take input from")
-        index = self._num_inputs
-        self._num_inputs += 1
-        tee = Tee()
-        counts: dict[Any, int] = {}
-        self._input_tees.append(tee)
-        self._input_counts.append(counts)
-        entrance = _ScopeEntrance(tee, counts, self.refinement.to_inner, self._activate_parent)
-        return index, entrance, tee
-
-    def new_output(self) -> tuple[int, Pusher, Tee]:
-        """Create a scope output.
-
-        Returns its index, the pusher inner operators push into (``Target(0, o)``),
-        and the parent-level fan-out that the parent's operators attach to.
-        """
-        self._check_open("add an output")
-        if self.refinement is None:
-            raise BuildError(f"scope '{self.name}' is a top-level dataflow and has no parent to send output to")
-        index = self._num_outputs
-        self._num_outputs += 1
-        tee = Tee()
-        self._output_tees.append(tee)
-        return index, _ScopeExit(tee, self.refinement.to_outer), tee
+    def copies(self, source: Source, target: Target) -> int:
+        """How many records arrive at ``target`` for each sent at ``source`` (the workers, for a broadcast)."""
+        return self.graph.copies(source, target)
 
     # ------------------------------------------------------------------ activation
 
@@ -278,34 +143,16 @@ class Subgraph(Scope):
                 return
             scope = child
 
-    # ------------------------------------------------------------------ Scope: set-up
+    # ------------------------------------------------------------------ Operate: set-up
 
     def _finalize(self) -> None:
-        if self._finalized:
+        if self._tracker is not None:
             return
-        for index, child in enumerate(self.children[1:], start=1):
-            if child is None:
-                raise BuildError(
-                    f"scope '{self.name}': operator '{self.child_names[index]}' (child {index}) was "
-                    "started but never finished; its construction probably raised an error earlier"
-                )
-        builder = Builder(self.timestamp_type, self._num_inputs, self._num_outputs)
-        initial: list[tuple[Source, Any, int]] = []
-        for index, child in enumerate(self.children[1:], start=1):
-            assert child is not None
-            summaries, capabilities = child.get_internal_summary()
-            builder.add_node(index, child.inputs, child.outputs, summaries, name=self.child_names[index])
-            for port, updates in enumerate(capabilities):
-                for time, diff in updates:
-                    initial.append((Source(index, port), time, diff))
-        for source, target in self.edges:
-            builder.add_edge(source, target)
-        tracker = builder.build()
+        tracker, initial = self.graph.finish()
         self._tracker = tracker
-        self._finalized = True
         self._index_locations(tracker)
         if self.observer is not None:
-            self._log_structure(tracker)
+            self.graph.log_structure(self.observer, self.address, tracker)
         if self.observer is not None and self._peers > 1:
             # each worker's own share of the leaf children's initial capabilities
             self.observer.local_pointstamps(self.address, [
@@ -315,73 +162,28 @@ class Subgraph(Scope):
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
-            pushers, self._progress_puller = self._allocator.allocate(self._progress_channel, self.address)
-            me = self._allocator.index
-            # this worker's own batches are applied directly (see _send_progress)
-            self._progress_pushers = [pusher for peer, pusher in enumerate(pushers) if peer != me]
+            self._progcaster.connect(self._allocator, self._progress_channel)
+        self._num_outputs = self.graph.num_outputs
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
-        self._external = [[] for _ in range(self._num_inputs)]
-
-    def _log_structure(self, tracker: Tracker) -> None:
-        """Report this scope, its leaf children, its edges and its location numbering to the observer."""
-        observer = self.observer
-        assert observer is not None
-        tracker.observer, tracker.observer_scope = observer, self.address
-        reach = _reach(tracker.scope_summary())
-        observer.operator_created(
-            self.address, self.name, self._num_inputs, self._num_outputs, reach, self.timestamp_type.name
-        )
-        for index, child in enumerate(self.children[1:], start=1):
-            if child is not None and not isinstance(child, Subgraph):
-                summaries = child.get_internal_summary()[0]
-                observer.operator_created(
-                    self.address + (index,), self.child_names[index], child.inputs, child.outputs,
-                    _reach(summaries), None, self.child_sites.get(index),
-                )
-        for (source, target), contract in zip(self.edges, self.edge_contracts, strict=True):
-            observer.channel_created(
-                self.address, (source.node, source.port), (target.node, target.port), contract,
-                self._copies.get((source, target), 1),
-            )
-        observer.locations(
-            self.address, [(loc.node, loc.port, isinstance(loc, Source)) for loc in tracker.locations()]
-        )
+        self._external = [[] for _ in range(self.graph.num_inputs)]
+        self._incomplete = [False] * len(self.children)
 
     def _index_locations(self, tracker: Tracker) -> None:
-        count = len(self.children)
-        self._target_loc: list[list[int]] = [[] for _ in range(count)]
-        self._source_loc: list[list[int]] = [[] for _ in range(count)]
-        locations = tracker.locations()
-        self._loc_kind: list[int] = [_INNER] * len(locations)
-        self._loc_port: list[int] = [0] * len(locations)
-        self._loc_child: list[int] = [0] * len(locations)
-        # for each location: the child whose input it is, or -1 (outputs, and the boundary)
-        self._loc_target_child: list[int] = [-1] * len(locations)
-        for loc, location in enumerate(locations):
-            self._loc_child[loc] = location.node
-            self._loc_port[loc] = location.port
-            if location.node == 0:
-                self._loc_kind[loc] = _SCOPE_OUTPUT if isinstance(location, Target) else _SCOPE_INPUT
-            elif isinstance(location, Target):
-                self._loc_target_child[loc] = location.node
-        for index, child in enumerate(self.children):
-            if index == 0:
-                self._source_loc[0] = [tracker.index_of(Source(0, i)) for i in range(self._num_inputs)]
-                self._target_loc[0] = [tracker.index_of(Target(0, o)) for o in range(self._num_outputs)]
-                continue
-            assert child is not None
-            self._target_loc[index] = [tracker.index_of(Target(index, p)) for p in range(child.inputs)]
-            self._source_loc[index] = [tracker.index_of(Source(index, p)) for p in range(child.outputs)]
-        # for each output: (target location, copies) of every edge leaving it
-        self._edge_targets: list[list[list[tuple[int, int]]]] = [
-            [[] for _ in self._source_loc[index]] for index in range(count)
-        ]
-        for source, target in self.edges:
-            loc = self._target_loc[target.node][target.port]
-            fanout = self._edge_targets[source.node][source.port]
-            entry = (loc, self._copies.get((source, target), 1))
-            if entry not in fanout:
-                fanout.append(entry)
+        """Number the locations for the progress path, and give each child its report buffers."""
+        graph = self.graph
+        index = LocationIndex(
+            tracker,
+            self.children,
+            (graph.num_inputs, graph.num_outputs),
+            [(edge, graph.copies(*edge)) for edge in self.edges],
+        )
+        self._target_loc = index.target_loc
+        self._source_loc = index.source_loc
+        self._loc_kind = index.kind
+        self._loc_port = index.port
+        self._loc_child = index.child
+        self._loc_target_child = index.target_child
+        self._edge_targets = index.edge_targets
         self._buffers: list[tuple[list[ChangeBatch[Any]], list[ChangeBatch[Any]], list[ChangeBatch[Any]]]] = [
             ([], [], [])
         ]
@@ -394,6 +196,12 @@ class Subgraph(Scope):
                     [ChangeBatch() for _ in range(child.outputs)],
                 )
             )
+
+    @property
+    def built(self) -> bool:
+        """Whether the dataflow around this scope has been built (its tracker exists)."""
+        return self._tracker is not None
+
 
     @property
     def tracker(self) -> Tracker:
@@ -435,9 +243,9 @@ class Subgraph(Scope):
         """Record the outside world, install the initial input frontier, and set up every child."""
         self._finalize()
         tracker = self.tracker
-        if len(frontier) != self._num_inputs:
+        if len(frontier) != self.graph.num_inputs:
             raise ProgressError(
-                f"scope '{self.name}' has {self._num_inputs} inputs but was given "
+                f"scope '{self.name}' has {self.graph.num_inputs} inputs but was given "
                 f"{len(frontier)} initial frontiers"
             )
         self.external_summaries = sparse(summaries)
@@ -494,7 +302,7 @@ class Subgraph(Scope):
             )
         return table
 
-    # ------------------------------------------------------------------ Scope: run time
+    # ------------------------------------------------------------------ Operate: run time
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Buffer frontier changes at the scope inputs; they are applied at the next pull."""
@@ -514,24 +322,25 @@ class Subgraph(Scope):
             self._accept_frontier()
         if self._input_counts:
             self._harvest_inputs()
-        if self._progress_puller is not None:
-            self._receive_progress()
+        progcaster = self._progcaster
+        if progcaster.broadcasting:
+            progcaster.receive()
         tracker = self._tracker
         assert tracker is not None
-        if self._final or tracker._pending or self._num_outputs:
+        if progcaster.final or tracker.pending or self._num_outputs:
             self._propagate(internal, consumed, produced)
         if self._heap:
             self._schedule_children()
-        if self._local:
-            self._send_progress()
-            self._receive_progress()
-        if self._final:
+        if progcaster.local:
+            progcaster.send(self.observer)
+            progcaster.receive()
+        if progcaster.final:
             self._propagate(internal, consumed, produced)
-        if self._active or self._final:
+        if self._active or progcaster.final:
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
-        return self._incomplete_count > 0 or tracker._tracked > 0 or bool(tracker._pending) or bool(self._active)
+        return self._incomplete_count > 0 or tracker.tracking_anything() or bool(self._active)
 
     def _accept_frontier(self) -> None:
         pending = self._external
@@ -550,7 +359,7 @@ class Subgraph(Scope):
     def _harvest_inputs(self) -> None:
         if not self._input_counts:
             return
-        local = self._local
+        local = self._progcaster.local
         for port, counts in enumerate(self._input_counts):
             if counts:
                 source = self._source_loc[0][port]
@@ -561,37 +370,6 @@ class Subgraph(Scope):
                     local.append((source, time, -count))
                 counts.clear()
 
-    def _receive_progress(self) -> None:
-        puller = self._progress_puller
-        if puller is None:
-            return
-        final = self._final
-        while True:
-            message = puller.pull()
-            if message is None:
-                return
-            final.extend(message[1])
-
-    def _send_progress(self) -> None:
-        """Compact this worker's batch and broadcast it whole; apply it here directly.
-
-        Compacting sums the changes at each ``(location, time)`` and drops those
-        that cancel, within the one batch: the batch stays atomic, it is only
-        smaller.  Other workers receive it over their FIFO channel from this one;
-        this worker appends it to what it has received, after its own earlier
-        batches, so every sender's batches are still applied in the order sent.
-        """
-        batch, self._local = self._local, []
-        # Alone, nothing is sent, and the tracker sums the changes itself anyway.
-        compacted = compact(batch) if self._progress_pushers else batch
-        if not compacted:
-            return
-        if self.observer is not None and self._progress_pushers:
-            self.observer.local_pointstamps(self.address, compacted)
-        for pusher in self._progress_pushers:
-            pusher.push(None, compacted)
-        self._final.extend(compacted)
-
     def _propagate(
         self,
         internal: Sequence[ChangeBatch[Any]],
@@ -600,22 +378,23 @@ class Subgraph(Scope):
     ) -> None:
         tracker = self._tracker
         assert tracker is not None
-        if self._final and self.refinement is None:
-            final, self._final = self._final, []
+        progcaster = self._progcaster
+        if progcaster.final and self.refinement is None:
+            final, progcaster.final = progcaster.final, []
             tracker.update_batch(final)
-        elif self._final:
-            final, self._final = self._final, []
+        elif progcaster.final:
+            final, progcaster.final = progcaster.final, []
             kinds = self._loc_kind
             ports = self._loc_port
             refinement = self.refinement
             update = tracker.update_index
             for loc, time, diff in final:
                 kind = kinds[loc]
-                if kind == _INNER:
+                if kind == INNER:
                     update(loc, time, diff)
                 elif refinement is None:  # pragma: no cover - handled above
                     raise ProgressError(f"top-level scope '{self.name}' received progress at its boundary")
-                elif kind == _SCOPE_INPUT:
+                elif kind == SCOPE_INPUT:
                     consumed[ports[loc]].update(refinement.to_outer(time), -diff)
                 else:
                     produced[ports[loc]].update(refinement.to_outer(time), diff)
@@ -693,27 +472,26 @@ class Subgraph(Scope):
         consumed: list[ChangeBatch[Any]],
         produced: list[ChangeBatch[Any]],
     ) -> None:
-        out = self._local if local and self._progress_pushers else self._final
-        if self.observer is not None and (any(b._counts for b in consumed) or any(b._counts for b in produced)):
+        progcaster = self._progcaster
+        out = progcaster.local if local and progcaster.broadcasting else progcaster.final
+        if self.observer is not None and any(b.counts for b in (*consumed, *produced)):
             self.observer.messages(
-                self.address + (index,),
-                [list(b._counts.items()) for b in consumed],
-                [list(b._counts.items()) for b in produced],
+                self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
             )
         for port, batch in enumerate(consumed):
-            if counts := batch._counts:
+            if counts := batch.counts:
                 loc = self._target_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, -diff))
                 counts.clear()
         for port, batch in enumerate(internal):
-            if counts := batch._counts:
+            if counts := batch.counts:
                 loc = self._source_loc[index][port]
                 for time, diff in counts.items():
                     out.append((loc, time, diff))
                 counts.clear()
         for port, batch in enumerate(produced):
-            if counts := batch._counts:
+            if counts := batch.counts:
                 fanout = self._edge_targets[index][port]
                 for time, diff in counts.items():
                     for loc, copies in fanout:

@@ -456,10 +456,6 @@ class ProductType(TimestampType):
             raise SummaryError(f"cannot summarize {summary!r} for the outer scope: not a ProductSummary")
         return summary.outer
 
-    def lift(self, summary: PathSummary) -> ProductSummary:
-        """A summary of the inner scope that leaves the outer coordinate to ``summary``."""
-        return ProductSummary(summary, self.inner.identity())
-
     def feedback(self, step: int = 1, limit: int = UINT64_MAX) -> ProductSummary:
         """The summary of a feedback edge: the outer time unchanged, the inner one advanced."""
         if not isinstance(self.inner, IntegerType):

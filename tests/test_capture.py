@@ -14,8 +14,8 @@ from runtime import WorkerFailed, execute
 from runtime.testing import run_dataflow
 from scopes import INTEGER, Product, ProductType
 from scopes.capture import (
+    Batch,
     CaptureRecorder,
-    Messages,
     Progress,
     ReplayError,
     capture,
@@ -65,11 +65,11 @@ def replay(recordings, workers: int, timestamp=INTEGER):
 def test_events_are_messages_and_frontier_changes_without_the_initial_capability():
     [recorder] = run_capture(1, 3, per_epoch=2, lockstep=True)
     assert recorder.events() == [
-        Messages(0, [(0, 0, 0), (0, 0, 1)]),
+        Batch(0, [(0, 0, 0), (0, 0, 1)]),
         Progress([(0, -1), (1, 1)]),
-        Messages(1, [(0, 1, 0), (0, 1, 1)]),
+        Batch(1, [(0, 1, 0), (0, 1, 1)]),
         Progress([(1, -1), (2, 1)]),
-        Messages(2, [(0, 2, 0), (0, 2, 1)]),
+        Batch(2, [(0, 2, 0), (0, 2, 1)]),
         Progress([(2, -1), (3, 1)]),
         Progress([(3, -1)]),
     ]
@@ -170,7 +170,7 @@ def test_capture_returns_a_thread_safe_recorder_that_can_be_read_while_recording
         handle.send(1)
         handle.advance_to(1)
         worker.step_while(lambda: len(recorder) < 2)
-        assert next(cursor) == Messages(0, [1])
+        assert next(cursor) == Batch(0, [1])
         assert next(cursor) == Progress([(0, -1), (1, 1)])
         assert next(cursor) is None  # live: nothing more yet, but not finished
         assert not recorder.finished
@@ -182,17 +182,17 @@ def test_capture_returns_a_thread_safe_recorder_that_can_be_read_while_recording
     assert recorder[-1] == Progress([(1, -1)])
     assert "finished" in repr(recorder)
     with pytest.raises(ReplayError, match="already finished"):
-        recorder.push(Messages(3, [1]))
+        recorder.push(Batch(3, [1]))
 
 
 def test_a_recorder_can_be_replayed_while_another_thread_records_into_it():
-    recorder = CaptureRecorder()
+    recorder = CaptureRecorder(threading.Lock())
     started = threading.Event()
 
     def feed():
         started.wait(5)
         for time in range(50):
-            recorder.push(Messages(time, [time]))
+            recorder.push(Batch(time, [time]))
             recorder.push(Progress([(time, -1), (time + 1, 1)]))
         recorder.push(Progress([(50, -1)]))
         recorder.finish()
@@ -239,7 +239,7 @@ def test_a_stream_that_ends_while_holding_capabilities_is_reported_as_incomplete
 
 
 def test_a_message_without_a_capability_is_reported():
-    error = replay_failure([[Progress([(0, -1), (5, 1)]), Messages(3, ["late"]), Progress([(5, -1)])]])
+    error = replay_failure([[Progress([(0, -1), (5, 1)]), Batch(3, ["late"]), Progress([(5, -1)])]])
     assert "message at time 3 while holding capabilities only for [5]" in str(error)
 
 
@@ -249,13 +249,13 @@ def test_releasing_a_capability_never_held_is_reported():
 
 
 def test_times_of_another_timestamp_type_are_refused():
-    error = replay_failure([[Messages(Product(0, 0), [1]), Progress([(0, -1)])]])
+    error = replay_failure([[Batch(Product(0, 0), [1]), Progress([(0, -1)])]])
     assert "Product(0, 0)" in str(error) and "integer" in str(error)
 
 
 def test_something_other_than_an_event_is_refused():
     error = replay_failure([["not an event"]])
-    assert "neither Progress nor Messages" in str(error)
+    assert "neither Progress nor Batch" in str(error)
 
 
 def test_capture_into_needs_a_pusher():

@@ -28,10 +28,10 @@ from runtime.eventlog import (
     EventWriter,
     encode_event,
     frame,
-    read_events,
+    read_event_log,
     write_events,
 )
-from scopes.capture import CaptureRecorder, Messages, Progress
+from scopes.capture import Batch, CaptureRecorder, Progress
 from scopes.hashing import stable_hash
 
 dtypes = st.one_of(
@@ -60,7 +60,7 @@ def same_events(got: list[Any], expected: list[Any]) -> bool:
     for g, e in zip(got, expected, strict=True):
         if type(g) is not type(e):
             return False
-        if isinstance(e, Messages):
+        if isinstance(e, Batch):
             if g.time != e.time or not same_batch(g.data, e.data):
                 return False
         elif g != e:
@@ -73,13 +73,13 @@ def columnar_events() -> list[Any]:
     batch = pa.record_batch({"word": ["a", None, "c"], "n": pa.array([1, 2, 3], pa.int32())})
     table = pa.Table.from_batches([batch, batch])
     return [
-        Messages(0, np.arange(5, dtype=np.int64)),
-        Messages(0, people),
-        Messages(0, [1, (2, "records still work")]),
+        Batch(0, np.arange(5, dtype=np.int64)),
+        Batch(0, people),
+        Batch(0, [1, (2, "records still work")]),
         Progress([(0, -1), (1, 1)]),
-        Messages(1, batch),
-        Messages(1, table),
-        Messages(1, np.array([b"raw", b"bytes"])),
+        Batch(1, batch),
+        Batch(1, table),
+        Batch(1, np.array([b"raw", b"bytes"])),
         Progress([(1, -1)]),
     ]
 
@@ -88,7 +88,7 @@ def test_numpy_and_arrow_batches_round_trip_through_a_log_file_as_themselves(tmp
     path = tmp_path / "columnar.log"
     events = columnar_events()
     write_events(path, events)
-    back = read_events(path)
+    back = read_event_log(path)
     assert same_events(back, events)
     assert type(back[0].data) is np.ndarray and back[0].data.flags.writeable
     assert type(back[4].data) is pa.RecordBatch and type(back[5].data) is pa.Table
@@ -97,7 +97,7 @@ def test_numpy_and_arrow_batches_round_trip_through_a_log_file_as_themselves(tmp
 @settings(max_examples=150, deadline=None)
 @given(st.lists(arrays, min_size=1, max_size=4))
 def test_any_fixed_width_numpy_batch_round_trips(batches: list[Any]) -> None:
-    events = [Messages(time, batch) for time, batch in enumerate(batches)]
+    events = [Batch(time, batch) for time, batch in enumerate(batches)]
     buffer = io.BytesIO()
     writer = EventWriter(buffer, close=False)
     for event in events:
@@ -108,10 +108,10 @@ def test_any_fixed_width_numpy_batch_round_trips(batches: list[Any]) -> None:
 
 def test_a_columnar_batch_is_written_as_its_memory_not_as_rows() -> None:
     array = np.arange(100_000, dtype=np.int64)
-    payload = encode_event(Messages(3, array))
+    payload = encode_event(Batch(3, array))
     assert len(payload) - array.nbytes < 64 and array.tobytes() in payload
     table = pa.table({"x": array})
-    assert len(encode_event(Messages(3, table))) - array.nbytes < 1024
+    assert len(encode_event(Batch(3, table))) - array.nbytes < 1024
 
 
 def test_columnar_batches_travel_over_tcp() -> None:
@@ -153,11 +153,11 @@ def test_columnar_batches_travel_over_tcp() -> None:
 def test_an_object_array_is_refused_when_written_saying_what_to_do() -> None:
     writer = EventWriter(io.BytesIO(), close=False)
     with pytest.raises(EventEncodeError, match="at time 7.*dtype object.*never pickles.*astype"):
-        writer.push(Messages(7, np.array([{"a": 1}, None], dtype=object)))
+        writer.push(Batch(7, np.array([{"a": 1}, None], dtype=object)))
 
 
 def test_a_damaged_array_payload_is_reported_as_damage_at_its_offset() -> None:
-    good = encode_event(Messages(0, np.arange(4, dtype=np.int32)))
+    good = encode_event(Batch(0, np.arange(4, dtype=np.int32)))
     damaged = good[:-4]  # the array's data one element short, inside a frame with a valid checksum
     buffer = io.BytesIO()
     EventWriter(buffer, close=False).finish()
@@ -171,7 +171,7 @@ def test_a_damaged_array_payload_is_reported_as_damage_at_its_offset() -> None:
 def test_an_arrow_event_read_without_pyarrow_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     buffer = io.BytesIO()
     writer = EventWriter(buffer, close=False)
-    for event in (Messages(0, pa.record_batch({"x": [1]})), Progress([(0, -1)])):
+    for event in (Batch(0, pa.record_batch({"x": [1]})), Progress([(0, -1)])):
         writer.push(event)
     data = buffer.getvalue()
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
@@ -185,7 +185,7 @@ def test_the_recorder_lists_batches_as_they_are_and_records_as_rows() -> None:
     recorder = CaptureRecorder()
     structured = np.array([(1, 2.5)], dtype=[("k", "i4"), ("v", "f8")])
     batch = pa.record_batch({"x": [1, 2]})
-    for event in (Messages(0, [7]), Messages(0, structured), Messages(1, batch)):
+    for event in (Batch(0, [7]), Batch(0, structured), Batch(1, batch)):
         recorder.push(event)
     assert [(time, type(b)) for time, b in recorder.batches()] == [(0, list), (0, np.ndarray), (1, pa.RecordBatch)]
     assert recorder.messages() == [(0, 7), (0, (1, 2.5)), (1, {"x": 1}), (1, {"x": 2})]
@@ -212,7 +212,7 @@ def check_capture_and_replay(kind: str, captured: list[list[Any]], paths: list[P
     """The logs hold exactly the batches each worker captured; replayed on one worker they come back as themselves."""
     batch_type = np.ndarray if kind == "numpy" else pa.RecordBatch
     for index, (path, recorded) in enumerate(zip(paths, captured, strict=True)):
-        logged = [(e.time, e.data) for e in read_events(path) if isinstance(e, Messages)]
+        logged = [(e.time, e.data) for e in read_event_log(path) if isinstance(e, Batch)]
         assert len(logged) == len(recorded) > 0
         for (time, batch), (recorded_time, recorded_batch) in zip(logged, recorded, strict=True):
             assert time == recorded_time and type(batch) is batch_type and same_batch(batch, recorded_batch)

@@ -41,7 +41,7 @@ from runtime.wire import (
     encode_value,
 )
 from runtime.wire import frame as wire_frame
-from scopes.capture import Messages, Progress
+from scopes.capture import Batch, Progress
 from scopes.timestamp import INTEGER, Product
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +169,7 @@ def test_nesting_is_allowed_up_to_the_limit_and_refused_past_it() -> None:
     with pytest.raises(WireError, match="nest more than"):
         decode_value(hostile)
     with pytest.raises(EventEncodeError, match="more than 32 deep"):  # a capture log refuses to write it
-        EventWriter(io.BytesIO(), INTEGER).push(Messages(0, [too_deep]))
+        EventWriter(io.BytesIO(), INTEGER).push(Batch(0, [too_deep]))
     assert codec.decode(codec.pack_capture([deep]), codec.CAPTURE) == [deep]
 
 
@@ -248,7 +248,7 @@ def test_damaged_encodings_of_real_values_end_in_a_value_or_the_projects_error(v
 
 
 def capture_log() -> tuple[bytes, list[Any]]:
-    events = [Progress([(0, 1)]), Messages(0, [(1, "one"), (2, "two")]), Progress([(0, -1), (1, 1)])]
+    events = [Progress([(0, 1)]), Batch(0, [(1, "one"), (2, "two")]), Progress([(0, -1), (1, 1)])]
     buffer = io.BytesIO()
     writer = EventWriter(buffer, INTEGER, close=False)
     for event in events:

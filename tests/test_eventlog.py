@@ -26,19 +26,19 @@ from runtime.eventlog import (
     EventWriter,
     LogFile,
     frame,
-    read_events,
+    read_event_log,
     write_events,
 )
 from scopes import INTEGER, Product, ProductType
-from scopes.capture import Messages, Progress, ReplayError, capture_into, replay_into
+from scopes.capture import Batch, Progress, ReplayError, capture_into, replay_into
 from scopes.errors import OperatorFailed
 
 EVENTS = [
-    Messages(0, [1, "two", (3, "three"), None]),
+    Batch(0, [1, "two", (3, "three"), None]),
     Progress([(0, -1), (1, 1)]),
-    Messages(1, [{"k": [1, 2]}, b"bytes", 2.5, True]),
+    Batch(1, [{"k": [1, 2]}, b"bytes", 2.5, True]),
     Progress([(1, -1), (2, 1)]),
-    Messages(2, [frozenset({1, 2}), {3}, 2**64 - 1, -(2**63)]),
+    Batch(2, [frozenset({1, 2}), {3}, 2**64 - 1, -(2**63)]),
     Progress([(2, -1)]),
 ]
 
@@ -83,13 +83,13 @@ def test_round_trip_preserves_every_type():
 def test_header_names_format_version_and_timestamp_type(tmp_path):
     path = tmp_path / "product.log"
     product = ProductType(INTEGER, INTEGER)
-    events = [Messages(Product(0, 3), [Product(1, 2)]), Progress([(Product(0, 0), -1)])]
+    events = [Batch(Product(0, 3), [Product(1, 2)]), Progress([(Product(0, 0), -1)])]
     write_events(path, events, product)
     reader = EventReader(path)
     assert list(reader) == events
     assert reader.header == {"format": "pytimely-events", "version": FORMAT_VERSION, "timestamp": product.name}
     assert reader.timestamp_name == "Product[integer, integer]"
-    assert isinstance(read_events(path)[0].time, Product)
+    assert isinstance(read_event_log(path)[0].time, Product)
 
 
 @settings(max_examples=50, deadline=None)
@@ -104,7 +104,7 @@ def test_header_names_format_version_and_timestamp_type(tmp_path):
     )
 )
 def test_any_built_in_record_round_trips(record):
-    [event] = read_until_error(log_bytes([Messages(0, [record])]))[0]
+    [event] = read_until_error(log_bytes([Batch(0, [record])]))[0]
     assert event.data == [record]
     assert repr(event.data) == repr([record])  # tuples stay tuples, Products stay Products
 
@@ -113,7 +113,7 @@ def test_any_built_in_record_round_trips(record):
 def test_records_the_format_cannot_hold_are_refused_when_written(record):
     writer = EventWriter(io.BytesIO(), close=False)
     with pytest.raises(EventEncodeError, match="cannot write the event at time 4") as failure:
-        writer.push(Messages(4, [record]))
+        writer.push(Batch(4, [record]))
     assert isinstance(failure.value, TimelyRuntimeError)
 
 
@@ -260,9 +260,9 @@ def test_an_event_writer_over_a_socket_closes_it_when_the_captured_stream_comple
 
     execute(main, workers=1, stall_timeout=5)
     receiver.settimeout(5)
-    events = read_events(io.BytesIO(_read_all(receiver)))
+    events = read_event_log(io.BytesIO(_read_all(receiver)))
     receiver.close()
-    assert events == [Messages(0, [0, 1, 2, 3, 4]), Progress([(0, -1)])]
+    assert events == [Batch(0, [0, 1, 2, 3, 4]), Progress([(0, -1)])]
 
 
 def _read_all(sock: socket.socket) -> bytes:
@@ -318,7 +318,7 @@ def test_replaying_a_damaged_log_applies_nothing_after_the_damage(tmp_path):
     [path] = capture_to_files(tmp_path, 1, epochs=4)
     data = path.read_bytes()
     offsets = frame_offsets(data)
-    prefix = read_events(path)[:3]  # Messages(0), Progress(0 -> 1), Messages(1)
+    prefix = read_event_log(path)[:3]  # Batch(0), Progress(0 -> 1), Batch(1)
     damaged = bytearray(data)
     damaged[offsets[4] + 8] ^= 1  # the fourth event: Progress(1 -> 2)
     path.write_bytes(bytes(damaged))
@@ -341,7 +341,7 @@ def test_replaying_a_damaged_log_applies_nothing_after_the_damage(tmp_path):
         execute(main, workers=1, stall_timeout=5)
     error = cause_below_operator(failure.value)
     assert isinstance(error, EventLogCorrupt) and error.offset == offsets[4]
-    assert applied == [(e.time, e.data) for e in prefix if isinstance(e, Messages)]
+    assert applied == [(e.time, e.data) for e in prefix if isinstance(e, Batch)]
 
 
 def test_replaying_a_log_cut_at_a_frame_boundary_reports_the_stream_incomplete(tmp_path):

@@ -23,7 +23,7 @@ from runtime.eventlog import (
     EventLogFormatError,
     EventReader,
     EventWriter,
-    read_events,
+    read_event_log,
     write_events,
 )
 from runtime.framing import frame
@@ -39,7 +39,7 @@ from runtime.instrument import (
 )
 from runtime.wire import FrameReader, WireError, decode_plain_value, register_codec, unregister_codec
 from runtime.wire import frame as wire_frame
-from scopes.capture import Messages, Progress
+from scopes.capture import Batch, Progress
 from scopes.timestamp import INTEGER, Product, ProductType
 from viz.tui.app import TimelyApp
 from viz.tui.sources import Replay, TuiError, load_recording
@@ -79,7 +79,7 @@ def test_a_recording_given_to_the_capture_log_reader_is_named(tmp_path: Path, ve
     else:
         write_recording(path, [(12, 0, 1, 1.0, "hi")])
     with pytest.raises(EventLogFormatError, match="recording.*not a pytimely event log"):
-        read_events(path)
+        read_event_log(path)
 
 
 def test_other_files_are_refused_as_neither(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_other_files_are_refused_as_neither(tmp_path: Path) -> None:
     with pytest.raises(RecordingError, match="not a pytimely recording"):
         read_recording(other)
     with pytest.raises(EventLogFormatError, match="not a pytimely event log"):
-        read_events(other)
+        read_event_log(other)
 
 
 def test_a_directory_is_refused_clearly_by_both_readers(tmp_path: Path) -> None:
@@ -103,11 +103,11 @@ def test_a_directory_is_refused_clearly_by_both_readers(tmp_path: Path) -> None:
 
 def test_a_capture_log_whose_times_are_not_of_its_declared_type_is_refused() -> None:
     for timestamp, event in [
-        (INTEGER, Messages("five", [1])),
+        (INTEGER, Batch("five", [1])),
         (INTEGER, Progress([("five", 1)])),
         (INTEGER, Progress([(5, "one")])),
-        (INTEGER, Messages(Product(1, 2), [1])),
-        (ProductType(INTEGER), Messages(5, [1])),
+        (INTEGER, Batch(Product(1, 2), [1])),
+        (ProductType(INTEGER), Batch(5, [1])),
     ]:
         buffer = io.BytesIO()
         writer = EventWriter(buffer, timestamp, close=False)
@@ -122,8 +122,8 @@ def test_a_log_of_product_times_reads_them() -> None:
     buffer = io.BytesIO()
     writer = EventWriter(buffer, product, close=False)
     time = Product(Product(1, 2), 3)
-    writer.push(Messages(time, [(1, "a")]))
-    assert [e for e in EventReader(io.BytesIO(buffer.getvalue())) if e is not None] == [Messages(time, [(1, "a")])]
+    writer.push(Batch(time, [(1, "a")]))
+    assert [e for e in EventReader(io.BytesIO(buffer.getvalue())) if e is not None] == [Batch(time, [(1, "a")])]
 
 
 # ---------------------------------------------------------------------- old versions
@@ -139,7 +139,7 @@ def test_capture_logs_of_versions_1_and_2_still_read(version: int) -> None:
     progress = msgpack.packb([0, [[ext(1, [3, 4]), 1]]])
     data = MAGIC + frame(header) + frame(progress) + frame(messages)
     events = [e for e in EventReader(io.BytesIO(data)) if e is not None]
-    assert events == [Progress([(Product(3, 4), 1)]), Messages(Product(3, 4), [(1, "a")])]
+    assert events == [Progress([(Product(3, 4), 1)]), Batch(Product(3, 4), [(1, "a")])]
 
 
 def test_recordings_of_version_1_still_read_with_their_extension_codes(tmp_path: Path) -> None:

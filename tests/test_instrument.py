@@ -13,11 +13,11 @@ import pytest
 from runtime import codec, instrument
 from runtime.errors import ConfigurationError
 from runtime.instrument import (
+    EventShipper,
     FileSink,
     FrontiersChanged,
     InputChanged,
     OperatorCreated,
-    Pipeline,
     Recorder,
     TcpSink,
     configure_from,
@@ -54,7 +54,7 @@ def test_recorder_keeps_typed_events_with_worker_seq_and_time() -> None:
 
 def test_file_round_trip_keeps_products_and_tuples(tmp_path: Path) -> None:
     path = tmp_path / "run.msgpack"
-    pipeline = Pipeline([FileSink(path)])
+    pipeline = EventShipper([FileSink(path)])
     log = pipeline.logger(1)
     log.pointstamps((0, 2), [(3, Product(Product(1, 2), 3), -2)])
     log.messages((0, 2, 1), [[(Product(0, 1), 5)]], [])
@@ -69,7 +69,7 @@ def test_file_round_trip_keeps_products_and_tuples(tmp_path: Path) -> None:
 
 def test_writer_thread_ships_without_explicit_flush(tmp_path: Path) -> None:
     path = tmp_path / "live.msgpack"
-    pipeline = Pipeline([FileSink(path)], interval=0.01)
+    pipeline = EventShipper([FileSink(path)], interval=0.01)
     log = pipeline.logger(0)
     log.mark("hello")
     deadline = time.monotonic() + 5
@@ -103,7 +103,7 @@ def test_dead_tcp_viewer_never_blocks_and_counts_drops() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     sink = TcpSink("127.0.0.1", port, retry=0.05)
-    pipeline = Pipeline([sink])
+    pipeline = EventShipper([sink])
     log = pipeline.logger(0)
     start = time.monotonic()
     for i in range(20_000):
@@ -123,7 +123,7 @@ def test_slow_tcp_viewer_gets_drops_not_backpressure() -> None:
     accepted: list[socket.socket] = []
     threading.Thread(target=lambda: accepted.append(server.accept()[0]), daemon=True).start()
     sink = TcpSink("127.0.0.1", port, capacity=2)
-    pipeline = Pipeline([sink], interval=3600)
+    pipeline = EventShipper([sink], interval=3600)
     log = pipeline.logger(0)
     deadline = time.monotonic() + 5
     while not sink.connected and time.monotonic() < deadline:

@@ -425,6 +425,14 @@ def test_change_batch_drain_into_adds(first, second):
 
 
 @LAWS
+@given(updates, st.integers(-3, 3), st.integers(-3, 3))
+def test_change_batch_shift_moves_one_unit(items, old, new):
+    batch = ChangeBatch(items)
+    batch.shift(old, new)
+    assert batch == ChangeBatch([*items, (old, -1), (new, 1)])
+
+
+@LAWS
 @given(st.data(), updates)
 def test_change_batch_order_does_not_matter(data, items):
     shuffled = data.draw(st.permutations(items))

@@ -67,10 +67,10 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     # integer times are validated inline by send/advance_to
     for name in (("builder.py", "_check_open"), ("timestamp.py", "validate")):
         assert calls.get(name, 0) == 0, (name, calls.get(name))
-    assert calls[("builder.py", "_flush")] == 1  # only as the input operator's logic, not from advance_to
+    assert calls[("builder.py", "release")] == 1  # only as the input operator's logic, not from advance_to
     assert calls.get(("order.py", "less_equal"), 0) <= 1  # the capability's own check remains
     # the only probe shares its antichain with the handle: no second update
-    assert calls.get(("probes.py", "_update"), 0) == 0
+    assert calls.get(("probes.py", "update"), 0) == 0
     # five frontiers move per epoch (input capability, input output, map input and output, probe input)
     assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
     # the probe is not woken by frontier changes: one activation per pushed message and per input event

@@ -29,7 +29,7 @@ from scopes import (
 from scopes.errors import OperatorFailed
 from scopes.location import Source, Target
 from scopes.operator_builder import OperatorBuilder
-from scopes.reachability import Builder
+from scopes.reachability import TrackerBuilder
 from scopes.stream import generic
 from scopes.timestamp import INTEGER
 
@@ -624,7 +624,7 @@ def test_cycle_without_feedback_via_operator_builder():
 
 
 def test_cycle_without_feedback_in_reachability_builder():
-    builder = Builder(INTEGER)
+    builder = TrackerBuilder(INTEGER)
     builder.add_node(1, 1, 1, name="Alpha")
     builder.add_node(2, 2, 1, {(0, 0): [IntegerSummary()], (1, 0): [IntegerSummary()]}, name="Beta")
     builder.add_node(3, 1, 1, {(0, 0): [IntegerSummary(0)]}, name="Gamma")
@@ -643,7 +643,7 @@ def test_cycle_without_feedback_in_reachability_builder():
 
 def test_cycle_with_advancing_feedback_is_accepted():
     """The same cycle through an advancing summary builds (so the CycleError above is specific)."""
-    builder = Builder(INTEGER)
+    builder = TrackerBuilder(INTEGER)
     builder.add_node(1, 1, 1, name="Alpha")
     builder.add_node(2, 1, 1, {(0, 0): [IntegerSummary(1)]}, name="Feedback")
     builder.add_edge(Source(1, 0), Target(2, 0))

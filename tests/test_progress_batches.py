@@ -6,7 +6,7 @@ from typing import Any
 
 from runtime import execute
 from scopes import ScopeBuilder
-from scopes.subgraph import Subgraph, compact
+from scopes.progcaster import Progcaster, compact
 
 
 def test_compact_cancels_and_sums_within_one_batch() -> None:
@@ -28,13 +28,13 @@ def test_batches_are_compacted_and_own_batches_not_mailed() -> None:
             sent.append(list(batch))
             self.inner.push(time, batch)
 
-    original = Subgraph._finalize
+    original = Progcaster.connect
 
-    def finalize(self: Subgraph) -> None:
-        original(self)
-        self._progress_pushers = [Recording(p) for p in self._progress_pushers]
+    def connect(self: Progcaster, allocator: Any, channel: int) -> None:
+        original(self, allocator, channel)
+        self._pushers = [Recording(p) for p in self._pushers]
 
-    Subgraph._finalize = finalize  # type: ignore[method-assign]
+    Progcaster.connect = connect  # type: ignore[method-assign]
     try:
         def main(worker: Any) -> int:
             def build(scope: ScopeBuilder) -> Any:
@@ -42,7 +42,7 @@ def test_batches_are_compacted_and_own_batches_not_mailed() -> None:
                 return handle, stream.map(lambda x: x).exchange(lambda x: x).probe()
 
             handle, probe = worker.dataflow(build)
-            assert len(worker.dataflows[0].root._progress_pushers) == worker.peers - 1
+            assert len(worker.dataflows[0].root._progcaster._pushers) == worker.peers - 1
             for epoch in range(5):
                 handle.send(epoch)
                 handle.advance_to(epoch + 1)
@@ -51,7 +51,7 @@ def test_batches_are_compacted_and_own_batches_not_mailed() -> None:
 
         execute(main, workers=2, stall_timeout=10)
     finally:
-        Subgraph._finalize = original  # type: ignore[method-assign]
+        Progcaster.connect = original  # type: ignore[method-assign]
     assert sent, "no progress batch was sent to the other worker"
     for batch in sent:
         assert batch, "an empty batch was sent"
@@ -68,7 +68,7 @@ def test_single_worker_has_no_progress_channel() -> None:
 
         handle, probe = worker.dataflow(build)
         root = worker.dataflows[0].root
-        assert root._progress_pushers == [] and root._progress_puller is None
+        assert root._progcaster._pushers == [] and root._progcaster._puller is None
         handle.send(1)
         handle.advance_to(2)
         worker.step_while(lambda: probe.less_than(2))

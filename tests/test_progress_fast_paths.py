@@ -206,7 +206,7 @@ def _probe_frontiers(workers: int, epochs: int = 12) -> list[list[Any]]:
             handle.advance_to(epoch + 1)
             while probe.less_than(epoch + 1):
                 worker.step()
-                assert not root._local, "a single worker's progress took the broadcast path"
+                assert not root._progcaster.local, "a single worker's progress took the broadcast path"
             frontiers.append(list(probe.frontier().elements))
         handle.close()
         worker.step_while(lambda: not probe.done())

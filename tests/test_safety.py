@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from scopes.location import Source, Target
 from scopes.order import less_equal
-from scopes.reachability import Builder
+from scopes.reachability import TrackerBuilder
 from scopes.timestamp import INTEGER, IntegerSummary
 
 MAX_TIME = 6
@@ -65,7 +65,7 @@ LOCATIONS = SOURCES + TARGETS
 
 
 def build_tracker():
-    builder = Builder(INTEGER)
+    builder = TrackerBuilder(INTEGER)
     for node, (name, ins, outs, summary) in OPERATORS.items():
         builder.add_node(node, ins, outs, summary, name=name)
     for source, target in EDGES:

@@ -1,10 +1,10 @@
-"""Progress through scopes: connectivity, nested sources, deep nesting, and the Scope interface.
+"""Progress through scopes: connectivity, nested sources, deep nesting, and the Operate interface.
 
 (a) An input that a declared summary disconnects from an output does not hold it back.
 (b) A source inside a nested scope holds back its parent until it releases its capability.
 (c) Ten thousand operators in deeply nested regions build and run.
 (d) Wrapping parts of a computation in regions does not change the frontiers it reports;
-    and a hand-built Subgraph speaks the Scope interface directly.
+    and a hand-built Subgraph speaks the Operate interface directly.
 (e) ``scopes`` does not depend on ``runtime`` or ``viz``.
 (f) Worker and execute bookkeeping.
 """
@@ -568,7 +568,7 @@ def test_regions_report_the_same_frontiers_with_two_workers():
     assert len(seen) == 2 * len(SCENARIO)
 
 
-# ---------------------------------------------------------------------------- (d) Scope interface
+# ---------------------------------------------------------------------------- (d) Operate interface
 
 
 class FakeAllocator:
@@ -598,17 +598,17 @@ class HandBuilt:
             self._activate_parent,
         )
         sub = self.subgraph
-        self.input_index, self.entrance, input_tee = sub.new_input()
+        self.input_index, self.entrance, input_tee = sub.graph.new_input()
         # child A: releases what it receives at t + 2 once the input frontier passes t + 2
-        a = sub.reserve_child("A")
+        a = sub.graph.reserve_child("A")
         a_queue = LocalQueue(lambda: sub.activate_child(a))
         input_tee.add(a_queue)
         a_in, a_out = InputPort("A", 0, a_queue), OutputPort("A", 0)
         self.a = Operator("A", INTEGER, 1, [a_in], [a_out], [[Antichain([IntegerSummary()])]], True)
-        sub.set_child(a, self.a)
-        sub.connect(Source(0, 0), Target(a, 0))
+        sub.graph.set_child(a, self.a)
+        sub.graph.connect(Source(0, 0), Target(a, 0))
         a_input, a_output = OperatorInput(a_in, self.a), OperatorOutput(a_out, self.a)
-        initial = [Capability._initial(0, a_out)]
+        initial = [Capability.initial(0, a_out)]
         held: dict = {}
         self.a_runs = 0
 
@@ -628,14 +628,14 @@ class HandBuilt:
 
         self.a.set_logic(a_logic, [a_output])
         # child B: passes records on, three ticks later, with a declared +3 summary
-        b = sub.reserve_child("B")
+        b = sub.graph.reserve_child("B")
         b_queue = LocalQueue(lambda: sub.activate_child(b))
         a_out.tee.add(b_queue)
         b_in, b_out = InputPort("B", 0, b_queue), OutputPort("B", 0)
         self.b = Operator("B", INTEGER, 1, [b_in], [b_out], [[Antichain([IntegerSummary(3)])]], False)
-        sub.set_child(b, self.b)
-        sub.connect(Source(a, 0), Target(b, 0))
-        b_initial = [Capability._initial(0, b_out)]
+        sub.graph.set_child(b, self.b)
+        sub.graph.connect(Source(a, 0), Target(b, 0))
+        b_initial = [Capability.initial(0, b_out)]
 
         def b_logic() -> None:
             if b_initial:
@@ -644,9 +644,9 @@ class HandBuilt:
                 b_out.send(message[0] + 3, message[1])
 
         self.b.set_logic(b_logic)
-        self.output_index, exit_pusher, output_tee = sub.new_output()
+        self.output_index, exit_pusher, output_tee = sub.graph.new_output()
         b_out.tee.add(exit_pusher)
-        sub.connect(Source(b, 0), Target(0, 0))
+        sub.graph.connect(Source(b, 0), Target(0, 0))
         self.delivered = LocalQueue()
         output_tee.add(self.delivered)
 
@@ -720,21 +720,21 @@ def test_subgraph_summary_respects_declared_connectivity():
     """A subgraph with two inputs and two outputs, crossing: 0 -> 1 (+2) and 1 -> 0 (identity)."""
     sub = Subgraph("Crossing", (0, 1), INTEGER, IdentityRefinement(INTEGER), FakeAllocator(), 0,
                    lambda: None)
-    sub.new_input()
-    sub.new_input()
-    index = sub.reserve_child("Cross")
+    sub.graph.new_input()
+    sub.graph.new_input()
+    index = sub.graph.reserve_child("Cross")
     ports = [InputPort("Cross", p, LocalQueue()) for p in range(2)]
     outs = [OutputPort("Cross", p) for p in range(2)]
     connectivity = [[Antichain(), Antichain([IntegerSummary(2)])], [Antichain([IntegerSummary()]), Antichain()]]
     operator = Operator("Cross", INTEGER, 1, ports, outs, connectivity, True)
     operator.set_logic(lambda: None)
-    sub.set_child(index, operator)
+    sub.graph.set_child(index, operator)
     for p in range(2):
-        sub.connect(Source(0, p), Target(index, p))
-    sub.new_output()
-    sub.new_output()
+        sub.graph.connect(Source(0, p), Target(index, p))
+    sub.graph.new_output()
+    sub.graph.new_output()
     for p in range(2):
-        sub.connect(Source(index, p), Target(0, p))
+        sub.graph.connect(Source(index, p), Target(0, p))
     summaries, capabilities = sub.get_internal_summary()
     table = [{o: list(cell.elements) for o, cell in row.items()} for row in summaries]
     assert table == [{1: [IntegerSummary(2)]}, {0: [IntegerSummary()]}]

@@ -367,3 +367,58 @@ def test_the_distribution_ships_every_package_and_subpackage() -> None:
         for init in (ROOT / top).rglob("__init__.py")
     }
     assert on_disk <= shipped, f"not shipped: {sorted(on_disk - shipped)}"
+
+
+IMPURE = {"threading", "socket", "selectors", "subprocess", "multiprocessing", "asyncio", "queue", "_thread"}
+
+
+@pytest.mark.parametrize("path", sorted(SCOPES.glob("*.py")), ids=lambda path: path.stem)
+def test_scopes_takes_no_threads_sockets_or_processes(path):
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    assert not imported & IMPURE, f"scopes/{path.name} imports {sorted(imported & IMPURE)}; the runtime hands them in"
+
+
+def test_a_recorder_made_by_stream_capture_is_locked_by_its_worker():
+    """``Stream.capture`` asks its build context for a lock; a worker's context makes real locks."""
+    import threading
+
+    from runtime.execute import execute
+    from scopes.capture import CaptureRecorder
+
+    def main(worker):
+        return worker.dataflow(lambda scope: scope.to_stream([1, 2]).capture())
+
+    [recorder] = execute(main, workers=1)
+    assert recorder.finished and recorder.batches() == [(0, [1, 2])]
+    assert isinstance(recorder._lock, type(threading.Lock()))
+    assert not isinstance(CaptureRecorder()._lock, type(threading.Lock()))  # alone, a recorder takes none
+
+
+def test_every_exception_class_derives_from_timely_error_and_lives_in_an_errors_module():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import runtime
+    import scopes
+    import viz
+
+    assert scopes.TimelyError is runtime.TimelyError is viz.TimelyError
+    found = {}
+    for package in (scopes, runtime, viz):
+        for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            module = importlib.import_module(info.name)
+            for obj in vars(module).values():
+                if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith(
+                    ("scopes", "runtime", "viz")
+                ):
+                    found[obj.__qualname__] = obj
+    assert len(found) >= 60  # (60 when this test was written)
+    for name, cls in found.items():
+        assert issubclass(cls, scopes.TimelyError), f"{name} does not derive from TimelyError"
+        assert cls.__module__.endswith(".errors"), f"{name} lives in {cls.__module__}, not its package's errors.py"

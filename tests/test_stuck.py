@@ -41,9 +41,10 @@ def test_a_dataflow_that_completes_is_not_reported():
 
 
 def test_tracker_blockers_name_the_pointstamps_that_could_reach_a_time():
-    from scopes import INTEGER, Builder, Source, Target
+    from scopes import INTEGER, Source, Target
+    from scopes.reachability import TrackerBuilder
 
-    builder = Builder(INTEGER)
+    builder = TrackerBuilder(INTEGER)
     builder.add_node(1, 0, 1, name="input")
     builder.add_node(2, 1, 1, name="map")
     builder.add_node(3, 1, 0, name="probe")

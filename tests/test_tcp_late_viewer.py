@@ -11,9 +11,9 @@ from typing import Any
 from runtime import execute
 from runtime.instrument import (
     EventsDropped,
+    EventShipper,
     Mark,
     OperatorCreated,
-    Pipeline,
     TcpSink,
     configure_from,
     iter_stream,
@@ -49,7 +49,7 @@ def wait_for(condition: Any, seconds: float = 5.0) -> None:
 def test_events_before_the_first_connection_are_buffered_and_sent_when_the_viewer_comes() -> None:
     server, port = unlistened_server()
     sink = TcpSink("127.0.0.1", port, retry=0.02)
-    pipeline = Pipeline([sink], interval=3600)
+    pipeline = EventShipper([sink], interval=3600)
     log = pipeline.logger(0)
     for i in range(50):
         log.mark(f"early {i}")
@@ -71,7 +71,7 @@ def test_events_before_the_first_connection_are_buffered_and_sent_when_the_viewe
 def test_past_the_bound_early_events_are_dropped_and_the_viewer_is_told_how_many() -> None:
     server, port = unlistened_server()
     sink = TcpSink("127.0.0.1", port, retry=0.02, max_events=100)
-    pipeline = Pipeline([sink], interval=3600)
+    pipeline = EventShipper([sink], interval=3600)
     log = pipeline.logger(0)
     for batch in range(5):  # 5 chunks of 50 events: the first two fit
         for i in range(50):
@@ -95,7 +95,7 @@ def test_past_the_bound_early_events_are_dropped_and_the_viewer_is_told_how_many
 def test_buffered_events_nobody_received_count_as_dropped_at_close() -> None:
     server, port = unlistened_server()
     sink = TcpSink("127.0.0.1", port, retry=0.02)
-    pipeline = Pipeline([sink], interval=3600)
+    pipeline = EventShipper([sink], interval=3600)
     log = pipeline.logger(0)
     for i in range(30):
         log.mark(str(i))

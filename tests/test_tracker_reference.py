@@ -20,7 +20,7 @@ from scopes.antichain import Antichain
 from scopes.errors import CycleError, GraphError, SummaryError
 from scopes.location import Source, Target
 from scopes.order import less_equal, less_than
-from scopes.reachability import Builder
+from scopes.reachability import TrackerBuilder
 from scopes.timestamp import (
     INTEGER,
     IntegerSummary,
@@ -95,7 +95,7 @@ class Graph:
         self.cap = 8 + family.max_step * (len(self.locations) + 1)
 
     def builder(self):
-        b = Builder(self.family.ttype, inputs=self.scope_inputs, outputs=self.scope_outputs)
+        b = TrackerBuilder(self.family.ttype, inputs=self.scope_inputs, outputs=self.scope_outputs)
         for index, ins, outs, conn in self.ops:
             if self.mapping_form:
                 spec = {key: list(value) for key, value in conn.items() if value}
@@ -456,7 +456,7 @@ def test_scope_summary_matches_reference(graph):
 
 def test_scope_summary_includes_direct_pass_through():
     """Regression: an edge straight from a scope input to a scope output is a path."""
-    b = Builder(INTEGER, inputs=1, outputs=1)
+    b = TrackerBuilder(INTEGER, inputs=1, outputs=1)
     b.add_edge(Source(0, 0), Target(0, 0))
     assert b.summaries_from(Source(0, 0))[Target(0, 0)] == Antichain([IntegerSummary(0)])
     assert b.build().scope_summary() == [{0: Antichain([IntegerSummary(0)])}]
@@ -467,7 +467,7 @@ def test_scope_summary_includes_direct_pass_through():
 
 def loop_builder(feedback_step):
     """alpha -> beta -> gamma -> alpha, with gamma's summary ``feedback_step``; delta hangs off."""
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1, name="alpha")
     b.add_node(2, 1, 1, name="beta")
     b.add_node(3, 1, 1, [[[IntegerSummary(feedback_step)]]], name="gamma")
@@ -506,7 +506,7 @@ def test_advancing_loop_builds_and_tracks():
 
 
 def test_self_loop_without_advance_is_a_cycle():
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1, name="spin")
     b.add_edge(Source(1, 0), Target(1, 0))
     with pytest.raises(CycleError) as info:
@@ -527,7 +527,7 @@ def test_self_loop_without_advance_is_a_cycle():
     ],
 )
 def test_bad_edges_are_graph_errors(edge):
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1, name="first")
     b.add_node(2, 1, 1, name="second")
     b.add_edge(*edge)
@@ -539,7 +539,7 @@ def test_bad_edges_are_graph_errors(edge):
 
 
 def test_edges_must_go_from_source_to_target():
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1)
     with pytest.raises(GraphError):
         b.add_edge(Target(1, 0), Source(1, 0))  # type: ignore[arg-type]
@@ -559,7 +559,7 @@ def test_edges_must_go_from_source_to_target():
     ],
 )
 def test_bad_summary_shapes_are_graph_errors(summary):
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     with pytest.raises(GraphError) as info:
         b.add_node(1, 1, 1, summary, name="shapely")
     assert "shapely" in str(info.value)
@@ -568,11 +568,11 @@ def test_bad_summary_shapes_are_graph_errors(summary):
 @pytest.mark.parametrize("index", [0, -1])
 def test_bad_operator_index(index):
     with pytest.raises(GraphError):
-        Builder(INTEGER).add_node(index, 1, 1)
+        TrackerBuilder(INTEGER).add_node(index, 1, 1)
 
 
 def test_duplicate_operator_and_bad_port_counts():
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1, name="once")
     with pytest.raises(GraphError) as info:
         b.add_node(1, 1, 1)
@@ -605,7 +605,7 @@ class Backwards(PathSummary):
 
 
 def test_backwards_user_summary_fails_during_propagation_naming_the_operator():
-    b = Builder(INTEGER)
+    b = TrackerBuilder(INTEGER)
     b.add_node(1, 1, 1, [[[Backwards()]]], name="rewinder")
     tracker = b.build()
     tracker.update_target(Target(1, 0), 5, 1)
@@ -617,7 +617,7 @@ def test_backwards_user_summary_fails_during_propagation_naming_the_operator():
 
 def test_multiple_incomparable_frontier_elements():
     """Two paths into a join, one advancing each coordinate: the frontier has two elements."""
-    b = Builder(PRODUCT)
+    b = TrackerBuilder(PRODUCT)
     b.add_node(1, 0, 1, name="src")
     b.add_node(2, 1, 2, [[[PS(1, 0)], [PS(0, 1)]]], name="split")
     b.add_node(3, 2, 0, name="join")

@@ -26,7 +26,7 @@ from scopes import (
 )
 from scopes.channels import Pipeline
 from scopes.location import Source, Target
-from scopes.reachability import Builder
+from scopes.reachability import TrackerBuilder
 from scopes.timestamp import natural_order
 
 
@@ -115,7 +115,7 @@ def test_mutable_antichain_and_antichain_with_incomparable_times() -> None:
 
 
 def test_tracker_propagates_incomparable_times() -> None:
-    builder = Builder(VERSION)
+    builder = TrackerBuilder(VERSION)
     builder.add_node(1, 0, 1, name="source")
     builder.add_node(2, 2, 1, name="join")
     builder.add_node(3, 1, 0, name="sink")

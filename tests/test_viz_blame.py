@@ -155,7 +155,7 @@ def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # the audit turns the hooks on, as logging does
     import scopes.builder
     import scopes.operator
-    import scopes.subgraph
+    import scopes.subgraph_builder
 
     calls: dict[str, int] = {}
 
@@ -166,13 +166,13 @@ def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatc
 
         return user_site
 
-    for module in (scopes.builder, scopes.subgraph, scopes.operator):
+    for module in (scopes.builder, scopes.subgraph_builder, scopes.operator):
         monkeypatch.setattr(module, "user_site", counting(module.__name__))
     execute(lambda worker: _small(worker), workers=1)
     assert calls == {}
     with Recorder():
         execute(lambda worker: _small(worker), workers=1)
-    assert set(calls) == {"scopes.builder", "scopes.subgraph", "scopes.operator"}  # with logging on, all do
+    assert set(calls) == {"scopes.builder", "scopes.subgraph_builder", "scopes.operator"}  # with logging on, all do
 
 
 def _small(worker: Any) -> None:

@@ -22,7 +22,7 @@ from runtime.instrument import Event, Recorder
 from runtime.worker import Dataflow, Worker, set_svg_renderer
 from scopes.subgraph import Subgraph
 from viz.dot import Diagram, to_graph
-from viz.errors import RenderError, SelectionError, VizError
+from viz.errors import RenderError, SelectionError, TimelyError, VizError
 from viz.explain import Blocker, explain
 from viz.live import snapshot
 from viz.model import Loc, Model
@@ -33,6 +33,7 @@ __all__ = [
     "Model",
     "RenderError",
     "SelectionError",
+    "TimelyError",
     "VizError",
     "explain",
     "render",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from scopes.errors import TimelyError as TimelyError
 
-class VizError(Exception):
+
+class VizError(TimelyError):
     """Base class of every error raised by :mod:`viz`; its message is one line for a person."""
 
 
@@ -13,3 +15,7 @@ class RenderError(VizError):
 
 class SelectionError(VizError):
     """A requested worker, moment, operator or location does not exist in the recording."""
+
+
+class TuiError(VizError):
+    """The terminal UI cannot start: a bad recording, a port in use, a program that cannot run."""

@@ -31,8 +31,8 @@ from runtime.instrument import (
 )
 from runtime.worker import Dataflow, Worker
 from scopes.location import Source
+from scopes.operate import ConnectivityLike
 from scopes.reachability import sparse
-from scopes.scope import ConnectivityLike
 from scopes.subgraph import Subgraph
 from viz.errors import SelectionError
 from viz.model import Model
@@ -90,7 +90,7 @@ def snapshot(source: Live) -> Model:
     worker, roots, inputs = _roots(source)
     out = _Events(worker)
     for root, name in roots:
-        if root._tracker is None:
+        if not root.built:
             raise SelectionError(f"dataflow '{name}' is still being built: draw it once worker.dataflow() returned")
         _describe(out, root, name)
         if not root.tracker.tracking_anything():
@@ -100,13 +100,13 @@ def snapshot(source: Live) -> Model:
         if address is None:
             continue
         out.add(InputChanged, address, handle.name, "created", handle.time)
-        if handle.time != handle._timestamp_type.minimum():
+        if handle.time != handle.timestamp_type.minimum():
             out.add(InputChanged, address, handle.name, "advanced", handle.time)
     model = Model()
     for event in out.events:
         model.apply(event)
     model.settle()
-    model._view(worker)  # the worker is known even with no running dataflows
+    model.worker_view(worker)  # the worker is known even with no running dataflows
     return model
 
 
@@ -114,11 +114,7 @@ def _input_address(handle: Any) -> tuple[int, ...] | None:
     """The address of an open input handle's operator (closed handles hold nothing to show)."""
     if handle.closed:
         return None
-    if handle._address:
-        return tuple(handle._address)
-    capability = getattr(handle, "_capability", None)
-    port = getattr(capability, "_output", None)
-    operator = getattr(port, "owner", None)
+    operator = handle.operator
     address = getattr(operator, "address", None)
     return tuple(address) if address else None
 
@@ -137,11 +133,10 @@ def _describe(out: _Events, scope: Subgraph, name: str) -> None:
                 OperatorCreated, scope.address + (index,), scope.child_names[index], child.inputs, child.outputs,
                 _reach(child.get_internal_summary()[0]), None,
             )
-    copies = scope._copies
     for (source, target), contract in zip(scope.edges, scope.edge_contracts, strict=True):
         out.add(
             ChannelCreated, scope.address, (source.node, source.port), (target.node, target.port), contract,
-            copies.get((source, target), 1),
+            scope.copies(source, target),
         )
     locations = tracker.locations()
     out.add(LocationsDefined, scope.address, tuple((loc.node, loc.port, isinstance(loc, Source)) for loc in locations))

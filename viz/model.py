@@ -255,7 +255,7 @@ class Model:
     def settle(self) -> None:
         """Fold in the tracker batches still waiting for their worker's next event (the recording ended)."""
         for worker, batches in self._unsettled.items():
-            view = self._view(worker)
+            view = self.worker_view(worker)
             for batch in batches:
                 self._changes(view.tracked, batch.scope, batch.changes)
         self._unsettled.clear()
@@ -270,7 +270,8 @@ class Model:
             scope = self.scopes[address] = ScopeInfo(placeholder)
         return scope
 
-    def _view(self, worker: int) -> View:
+    def worker_view(self, worker: int) -> View:
+        """Worker ``worker``'s view, created empty the first time it is asked for."""
         view = self.workers.get(worker)
         if view is None:
             view = self.workers[worker] = View()
@@ -288,7 +289,7 @@ class Model:
         if isinstance(event, EventsDropped):
             self.dropped += event.count
             return
-        view = self._view(event.worker)
+        view = self.worker_view(event.worker)
         view.events += 1
         view.last_t = event.t
         if isinstance(event, PointstampsChanged):

@@ -82,7 +82,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.instrumentation.errors import RecordingError
+from runtime.errors import RecordingError
 
 K_OPERATOR = 1
 K_CHANNEL = 2

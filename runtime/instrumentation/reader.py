@@ -13,7 +13,7 @@ from runtime import codec
 from runtime.errors import DecodeError
 from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
 from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
-from runtime.instrumentation.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
+from runtime.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
 from runtime.instrumentation.events import _CLASSES, Event, decode
 
 _READ_CHUNK = 1 << 16

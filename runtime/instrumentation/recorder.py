@@ -6,7 +6,7 @@ import os
 
 from runtime.instrumentation.encoding import END_FRAME, encode_events, encode_header
 from runtime.instrumentation.events import Event, decode, freeze
-from runtime.instrumentation.pipeline import Pipeline
+from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.registry import install
 from runtime.instrumentation.sinks import MemorySink
 
@@ -23,11 +23,11 @@ class Recorder:
     def __init__(self) -> None:
         """An inactive recorder."""
         self._sink = MemorySink()
-        self._pipeline: Pipeline | None = None
-        self._previous: Pipeline | None = None
+        self._pipeline: EventShipper | None = None
+        self._previous: EventShipper | None = None
 
     def __enter__(self) -> Recorder:
-        self._pipeline = Pipeline([self._sink])
+        self._pipeline = EventShipper([self._sink])
         self._previous = install(self._pipeline)
         return self
 

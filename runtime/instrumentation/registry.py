@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 
 from runtime.instrumentation.logger import Instrument
-from runtime.instrumentation.pipeline import Pipeline
+from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.sinks import FileSink, Sink, TcpSink
 
-_active: Pipeline | None = None
+_active: EventShipper | None = None
 _active_lock = threading.Lock()
 
 
@@ -27,7 +27,7 @@ def logging_active() -> bool:
     return _active is not None
 
 
-def install(pipeline: Pipeline | None) -> Pipeline | None:
+def install(pipeline: EventShipper | None) -> EventShipper | None:
     """Make ``pipeline`` (or nothing) the active one; return the one it replaces, for the caller to close or restore."""
     global _active
     with _active_lock:
@@ -45,18 +45,18 @@ def stop_logging() -> None:
 atexit.register(stop_logging)
 
 
-def add_sink(sink: Sink) -> Pipeline:
+def add_sink(sink: Sink) -> EventShipper:
     """Send events to ``sink`` too: through the active pipeline, or a new one installed for it; returns it."""
     global _active
     with _active_lock:
         if _active is None:
-            _active = Pipeline([sink])
+            _active = EventShipper([sink])
         else:
             _active.attach(sink)
         return _active
 
 
-def remove_sink(pipeline: Pipeline, sink: Sink) -> None:
+def remove_sink(pipeline: EventShipper, sink: Sink) -> None:
     """Stop sending events to ``sink``; a pipeline left without sinks is stopped and uninstalled."""
     global _active
     if pipeline.detach(sink):
@@ -75,7 +75,7 @@ def log_path(path: str, process: int, processes: int) -> Path:
     return target.with_name(f"{target.stem}.{process}{target.suffix}")
 
 
-def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Pipeline | None:
+def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> EventShipper | None:
     """Turn logging on as ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks, for workers created from now on.
 
     ``SPEC`` is ``tcp://HOST:PORT`` (stream to a live viewer), a file path
@@ -100,7 +100,7 @@ def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Pi
             sink = FileSink(path, process)
         except OSError as error:
             raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
-    pipeline = Pipeline([sink])
+    pipeline = EventShipper([sink])
     previous = install(pipeline)
     if previous is not None:
         previous.close()

@@ -10,13 +10,13 @@ from runtime.spark.arrow import register_arrow_codec, to_record_batches
 from runtime.spark.driver import DEFAULT_RETRIES, arrow_schema, run_dataflow
 from runtime.spark.errors import DataflowFailed, SchemaMismatch, SlotsUnavailable, SparkError, SparkSetupError
 from runtime.spark.preflight import check_java, check_slots, java_version, session_settings, spark_session
-from runtime.spark.progress import Event
+from runtime.spark.progress import TaskEvent
 from runtime.spark.task import TaskInfo, current_task
 
 __all__ = [
     "DEFAULT_RETRIES",
     "DataflowFailed",
-    "Event",
+    "TaskEvent",
     "SchemaMismatch",
     "SlotsUnavailable",
     "SparkError",

@@ -54,7 +54,7 @@ from runtime.spark.errors import DataflowFailed, SparkSetupError
 from runtime.spark.failures import should_retry, summary, task_traceback
 from runtime.spark.materialize import detach
 from runtime.spark.preflight import check_session, check_slots, running_tasks
-from runtime.spark.progress import Event, ProgressServer
+from runtime.spark.progress import ProgressServer, TaskEvent
 from runtime.spark.rendezvous import Rendezvous
 from runtime.spark.task import Build, TaskPlan, run_task
 
@@ -129,7 +129,7 @@ def run_dataflow(
     slot_wait: float = 10.0,
     bind_host: str | None = None,
     ports: str | tuple[int, int] | None = None,
-    on_progress: Callable[[Event], None] | None = None,
+    on_progress: Callable[[TaskEvent], None] | None = None,
     on_attempt: Callable[[int, str | None], None] | None = None,
     name: str = "pytimely",
     log: str | None = None,

@@ -67,3 +67,11 @@ class DataflowFailed(SparkError):
         self.causes = causes
         self.retryable = retryable
         self.task_traceback = task_traceback
+
+
+class TaskFailed(SparkError):
+    """A task could not run its part of the dataflow (the message says whether a retry may help)."""
+
+
+class RendezvousFailed(SparkError):
+    """A task could not learn its peers' addresses from the driver in time."""

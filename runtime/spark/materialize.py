@@ -27,7 +27,7 @@ BARRIER_FIELD = "isBarrier_"
 def detach(checkpointed: Any) -> Any:
     """``checkpointed`` (a DataFrame from ``localCheckpoint(eager=True)``) with its RDD's stale barrier mark cleared."""
     try:
-        rdd = checkpointed._jdf.queryExecution().analyzed().rdd()
+        rdd = checkpointed._jdf.queryExecution().analyzed().rdd()  # noqa: SLF001 - PySpark exposes the JVM frame only so
         if not rdd.isCheckpointed():
             raise ValueError("the DataFrame's RDD is not checkpointed")
         field = _declared_field(rdd.getClass(), BARRIER_FIELD)

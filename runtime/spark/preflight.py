@@ -137,7 +137,7 @@ def check_session(spark: Any) -> None:
 
 def total_slots(spark: Any) -> int:
     """How many tasks the cluster can run at once (Spark's own count for barrier stages)."""
-    jsc = spark.sparkContext._jsc.sc()
+    jsc = spark.sparkContext._jsc.sc()  # noqa: SLF001 - PySpark exposes the JVM context only so
     try:
         profile = jsc.resourceProfileManager().defaultResourceProfile()
         return int(jsc.maxNumConcurrentTasks(profile))

@@ -20,7 +20,7 @@ from typing import Any
 
 from runtime.wire import FrameReader, WireError, frame
 
-Event = dict[str, Any]
+TaskEvent = dict[str, Any]
 """One progress event: ``event`` (its kind), ``task``, ``attempt``, ``at`` (seconds since the epoch) and more."""
 
 _MAX_FRAME = 1 << 20
@@ -29,7 +29,7 @@ _MAX_FRAME = 1 << 20
 class ProgressServer:
     """Accepts task connections and calls ``on_event(event)`` (on its own threads) for each event."""
 
-    def __init__(self, host: str, token: str, on_event: Callable[[Event], None]) -> None:
+    def __init__(self, host: str, token: str, on_event: Callable[[TaskEvent], None]) -> None:
         """Listen on ``host`` (an ephemeral port); call :meth:`close` when the job is over."""
         self._token = token
         self._on_event = on_event

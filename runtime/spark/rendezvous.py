@@ -19,15 +19,12 @@ import threading
 import time
 from typing import Any
 
-from runtime.spark.errors import RETRY_MARKER, SparkError
+from runtime.spark.errors import RETRY_MARKER
+from runtime.spark.errors import RendezvousFailed as RendezvousFailed
 from runtime.wire import FrameReader, WireError, frame
 
 _MAX_FRAME = 1 << 20
 _POLL = 0.2
-
-
-class RendezvousFailed(SparkError):
-    """A task could not learn its peers' addresses from the driver in time."""
 
 
 class Rendezvous:

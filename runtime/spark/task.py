@@ -49,6 +49,7 @@ from runtime.cluster_member import run_process
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
+from runtime.spark.errors import TaskFailed as TaskFailed
 from runtime.spark.progress import ProgressReporter
 from runtime.spark.rendezvous import gather
 from runtime.tcp import ClusterError, Endpoint, parse_endpoint
@@ -111,10 +112,6 @@ _current: TaskInfo | None = None
 def current_task() -> TaskInfo | None:
     """The task running the dataflow in this process, or ``None`` outside a Spark task."""
     return _current
-
-
-class TaskFailed(SparkError):
-    """A task could not run its part of the dataflow (the message says whether a retry may help)."""
 
 
 def _listen(bind_host: str | None, advertised: str, ports: tuple[int, int] | None) -> tuple[socket.socket, str]:

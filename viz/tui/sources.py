@@ -40,7 +40,7 @@ from runtime.instrument import (
     RecordingTooLarge,
     read_recording,
 )
-from viz.errors import VizError
+from viz.errors import TuiError as TuiError
 from viz.tui.adapter import TuiState
 from viz.tui.ingest import Raw
 
@@ -51,10 +51,6 @@ MAX_PENDING_BYTES = 4 << 20
 HEADER_TIMEOUT = 10.0
 """Seconds a new connection has to send the stream's header before the viewer closes it."""
 _KEPT_CLOSED = 256
-
-
-class TuiError(VizError):
-    """The terminal UI cannot start: a bad recording, a port in use, a program that cannot run."""
 
 
 # ---------------------------------------------------------------------- replay

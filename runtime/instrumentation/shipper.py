@@ -22,7 +22,7 @@ from runtime.instrumentation.logger import Instrument
 from runtime.instrumentation.sinks import Sink
 
 
-class Pipeline:
+class EventShipper:
     """Collects every worker's events in this process and ships them to the sinks off the hot path."""
 
     def __init__(self, sinks: Sequence[Sink], interval: float = 0.02) -> None:

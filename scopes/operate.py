@@ -1,11 +1,13 @@
-"""The ``Scope`` interface: how a parent sees one element of its dataflow graph.
+"""The ``Operate`` interface: how a parent scope sees one element of its dataflow graph.
 
-A scope is a vertex with some inputs and outputs.  At construction it
-summarizes itself to its parent (:meth:`Scope.get_internal_summary`) and learns
-about the world around it (:meth:`Scope.set_external_summary`).  At run time the
+This is timely's ``Operate``, not what users call a scope (that is the
+:class:`~scopes.builder.ScopeBuilder` passed to ``worker.dataflow``'s function).
+A child is a vertex with some inputs and outputs.  At construction it
+summarizes itself to its parent (:meth:`Operate.get_internal_summary`) and learns
+about the world around it (:meth:`Operate.set_external_summary`).  At run time the
 parent pushes progress made elsewhere, projected to the scope's inputs
-(:meth:`Scope.push_external_progress`), and pulls progress made inside, projected
-to the scope's outputs (:meth:`Scope.pull_internal_progress`).
+(:meth:`Operate.push_external_progress`), and pulls progress made inside, projected
+to the scope's outputs (:meth:`Operate.pull_internal_progress`).
 
 Leaf operators and :class:`~scopes.subgraph.Subgraph` both implement it, so
 subgraphs nest to any depth.
@@ -30,8 +32,8 @@ ConnectivityLike = Sequence[Any]
 no path).  Scopes return the sparse form and accept both."""
 
 
-class Scope(ABC):
-    """One vertex of a dataflow graph, as seen from its parent scope."""
+class Operate(ABC):
+    """One vertex of a dataflow graph, as seen from its parent scope: a leaf operator or a subgraph."""
 
     name: str = "scope"
     local: bool = True
