@@ -157,7 +157,7 @@ def columnar_wire_missing() -> str | None:
     """Why the columnar variant cannot run on processes here (the wire cannot carry NumPy arrays), or ``None``."""
     import numpy as np
 
-    from runtime.wire import encode_batch
+    from runtime.communication.wire import encode_batch
 
     try:
         encode_batch(cast(Any, np.array(["word"])))

@@ -100,7 +100,7 @@ def exchange_costs(columnar: bool, records: int = 400_000, rounds: int = 5) -> E
     """CPU ns per record of the wordcount's exchange between 2 workers, at the engine's message size."""
     import random
 
-    from runtime.wire import decode_batch, encode_batch
+    from runtime.communication.wire import decode_batch, encode_batch
     from scopes.builder import BATCH_SIZE
     from scopes.channels import ExchangeBatchPusher, ExchangePusher
 

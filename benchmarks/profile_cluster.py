@@ -23,7 +23,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import cluster  # noqa: E402
-from runtime import Worker, execute, process_fabric  # noqa: E402
+from runtime import Worker, execute  # noqa: E402
+from runtime.communication import process_fabric  # noqa: E402
 
 
 def profiled(worker: Worker, epochs: int, lines: int, top: int, combine: bool) -> tuple[Any, str, float]:

@@ -6,6 +6,7 @@ The main entry point is :func:`execute`.
 from runtime.barrier import Barrier, SynchronizationTimeout
 from runtime.cluster import execute_from_args
 from runtime.communication import Communicator, Stop
+from runtime.communication.wire import register_codec
 from runtime.errors import (
     ConfigurationError,
     DataflowMismatch,
@@ -20,7 +21,6 @@ from runtime.eventlog import EventLogError, EventReader, EventWriter, LogFile
 from runtime.execute import execute, run_workers
 from runtime.instrument import Recorder
 from runtime.sequencer import Sequencer
-from runtime.wire import register_codec
 from runtime.worker import Worker
 
 __all__ = [

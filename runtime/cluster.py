@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from runtime.cluster_member import LOG_VARIABLE, run_process
+from runtime.communication.tcp import Endpoint, read_hostfile
 from runtime.errors import ConfigurationError
 from runtime.execute import execute
 from runtime.instrument import configure_from, logging_active, stop_logging
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
 from runtime.main_guard import refuse_while_importing_main
 from runtime.metrics import METRICS_VARIABLE, parse_address, serve_from_environment
-from runtime.tcp import Endpoint, read_hostfile
 from runtime.worker import Worker
 
 R = TypeVar("R")

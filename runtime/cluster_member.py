@@ -1,8 +1,8 @@
 """One process of a cluster: joining the mesh, running its workers, saying goodbye; and a child's entry point.
 
 Every process of a cluster runs :func:`run_process`: it joins the TCP mesh
-(:mod:`runtime.tcp`), runs its workers on a
-:class:`~runtime.process_fabric.ProcessFabric`, and, once they finish, says
+(:mod:`runtime.communication.tcp`), runs its workers on a
+:class:`~runtime.communication.process_fabric.ProcessFabric`, and, once they finish, says
 goodbye to every other process.  A process that :mod:`runtime.launcher`
 started runs :func:`child_main`: it reads its job on standard input, imports
 ``main`` as :func:`load_main` says, and reports its workers' results or its
@@ -25,15 +25,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Stop
+from runtime.communication.process_fabric import ProcessFabric, decode_results
+from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
+from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.execute import run_workers
 from runtime.instrument import configure_from, logging_active, stop_logging
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
 from runtime.metrics import serve_from_environment
-from runtime.process_fabric import ProcessFabric, decode_results
-from runtime.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
-from runtime.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -61,8 +61,8 @@ def run_process(
     Returns every worker's result in worker order if ``gather`` (results travel
     to every process), else only this process's workers' results.  Raises
     :class:`~runtime.errors.WorkerFailed` when a worker of any process failed
-    or the dataflows are stuck, :class:`~runtime.tcp.PeerLost` when a process
-    vanished, :class:`~runtime.tcp.ClusterError` when the cluster cannot form.
+    or the dataflows are stuck, :class:`~runtime.communication.tcp.PeerLost` when a process
+    vanished, :class:`~runtime.communication.tcp.ClusterError` when the cluster cannot form.
     """
     processes = len(endpoints)
     configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)

@@ -1,6 +1,6 @@
 """The one msgpack codec of pytimely: one extension table, the encoders, and one bounded decoder.
 
-The wire (:mod:`runtime.wire`), capture logs (:mod:`runtime.eventlog`) and
+The wire (:mod:`runtime.communication.wire`), capture logs (:mod:`runtime.eventlog`) and
 recordings (:mod:`runtime.instrument`) all encode values here and decode them
 here; each keeps only its own framing.  Everything read from outside (a socket,
 a file) is hostile, so :func:`decode` is the only place that turns such bytes
@@ -27,7 +27,7 @@ Past any limit, and for any malformed input, :func:`decode` raises
 :class:`~runtime.errors.DecodeError` (never a raw ``TypeError``,
 ``ValueError`` or msgpack exception), except that an Arrow batch arriving
 where pyarrow is not installed raises
-:class:`~runtime.arraycodec.ColumnarUnavailable` (nothing is damaged).
+:class:`~runtime.communication.arraycodec.ColumnarUnavailable` (nothing is damaged).
 
 The extension table
     ===========  ====  =========================================================
@@ -37,7 +37,7 @@ The extension table
     TUPLE        2     a ``tuple``: an array of its items
     SET          3     a ``set``: an array of its items
     FROZENSET    4     a ``frozenset``: an array of its items
-    NDARRAY      5     a numpy array (:mod:`runtime.arraycodec`)
+    NDARRAY      5     a numpy array (:mod:`runtime.communication.arraycodec`)
     ARROW_BATCH  6     a ``pyarrow.RecordBatch``, Arrow's IPC stream
     ARROW_TABLE  7     a ``pyarrow.Table``, Arrow's IPC stream
     CODEC        8     a value of a registered type: ``[codec name, encoded]``
@@ -60,7 +60,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
-from runtime.arraycodec import (
+from runtime.communication.arraycodec import (
     ARROW_BATCH,
     ARROW_TABLE,
     NDARRAY,
@@ -86,7 +86,8 @@ EXT_SET = 3
 EXT_FROZENSET = 4
 """Extension code of a ``frozenset``: payload an array of its items."""
 EXT_NDARRAY = 5
-"""Extension code of a numpy array: ``[u32 header length][header][memory]`` (:mod:`runtime.arraycodec`)."""
+"""Extension code of a numpy array: ``[u32 header length][header][memory]``
+(:mod:`runtime.communication.arraycodec`)."""
 EXT_ARROW_BATCH = 6
 """Extension code of a ``pyarrow.RecordBatch``: Arrow's IPC stream format."""
 EXT_ARROW_TABLE = 7
@@ -238,7 +239,7 @@ def pack_wire(value: Any) -> bytes:
     """``value`` in the wire dialect: exact built-in types, timestamps, columnar batches and codec values.
 
     Raises :class:`EncodingError` (or msgpack's ``TypeError``/``ValueError``/``OverflowError``,
-    which :func:`runtime.wire.encode_value` turns into one) for anything else, and for a value
+    which :func:`runtime.communication.wire.encode_value` turns into one) for anything else, and for a value
     whose extension values nest deeper than receivers decode (:data:`MAX_DEPTH`).
     """
     # Building a msgpack Packer costs several microseconds (more than packing a frame
@@ -538,7 +539,7 @@ def decode(data: bytes | bytearray | memoryview, dialect: Dialect) -> Any:
     """The value encoded in ``data``, read as ``dialect``; raise :class:`DecodeError` if it is not one.
 
     Bounded as the module docstring says.  An Arrow batch read where pyarrow
-    is not installed raises :class:`~runtime.arraycodec.ColumnarUnavailable`.
+    is not installed raises :class:`~runtime.communication.arraycodec.ColumnarUnavailable`.
     """
     if len(data) > dialect.max_size:
         raise DecodeError(
@@ -576,10 +577,10 @@ def decode_plain(data: bytes | bytearray | memoryview, max_size: int = PLAIN_MAX
 
 
 def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
-    """The numpy array :func:`runtime.arraycodec.encode_ndarray` encoded in ``data``.
+    """The numpy array :func:`runtime.communication.arraycodec.encode_ndarray` encoded in ``data``.
 
     The array header is decoded as :data:`PLAIN`.  Raises
-    :class:`~runtime.arraycodec.ColumnarDecodeError` if ``data`` is damaged.
+    :class:`~runtime.communication.arraycodec.ColumnarDecodeError` if ``data`` is damaged.
     """
     header_bytes, body = split_ndarray(data)
     try:
@@ -590,7 +591,10 @@ def decode_ndarray(data: bytes | bytearray | memoryview) -> Any:
 
 
 def decode_columnar(kind: str, data: bytes | bytearray | memoryview) -> Any:
-    """The columnar batch of ``kind`` (see :func:`runtime.arraycodec.columnar_kind`) encoded in ``data``."""
+    """The columnar batch of ``kind`` encoded in ``data``.
+
+    ``kind`` is as :func:`~runtime.communication.arraycodec.columnar_kind` names it.
+    """
     if kind == NDARRAY:
         return decode_ndarray(data)
     if kind in (ARROW_BATCH, ARROW_TABLE):

@@ -11,7 +11,7 @@ versioned msgpack, documented in ``docs/capture-format.md``:
 
 Columnar batches (numpy arrays, Arrow record batches and tables) are written
 as themselves, as msgpack extension types holding the array's memory or Arrow's
-IPC stream (:mod:`runtime.arraycodec`), never as rows; they are read back as
+IPC stream (:mod:`runtime.communication.arraycodec`), never as rows; they are read back as
 the same kind of batch.  Version 2 added them; logs of version 1 are still read.
 
 Frames are those of :mod:`runtime.framing` (length, CRC-32, payload), which
@@ -32,7 +32,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from runtime import codec
-from runtime.arraycodec import ColumnarUnavailable, columnar_kind
 from runtime.codec import (
     EXT_ARROW_BATCH,
     EXT_ARROW_TABLE,
@@ -42,6 +41,7 @@ from runtime.codec import (
     EXT_SET,
     EXT_TUPLE,
 )
+from runtime.communication.arraycodec import ColumnarUnavailable, columnar_kind
 from runtime.errors import (
     DecodeError,
     EventEncodeError,

@@ -17,13 +17,13 @@ from typing import TypeVar
 
 from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
+from runtime.communication.fabric import ThreadFabric
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
     WorkerAborted,
     WorkerFailed,
 )
-from runtime.fabric import ThreadFabric
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed

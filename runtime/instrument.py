@@ -15,8 +15,8 @@ their names.
 
 from __future__ import annotations
 
-from runtime.instrumentation.encoding import END_FRAME, FORMAT, FORMAT_V1, VERSION, encode_events, encode_header
 from runtime.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
+from runtime.instrumentation.encoding import END_FRAME, FORMAT, FORMAT_V1, VERSION, encode_events, encode_header
 from runtime.instrumentation.events import (
     _CLASSES as _CLASSES,  # the kind -> class table, which tests read
 )
@@ -53,7 +53,6 @@ from runtime.instrumentation.events import (
     decode,
 )
 from runtime.instrumentation.logger import Instrument
-from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.reader import Recording, RecordingStream, iter_stream, read_events, read_recording
 from runtime.instrumentation.recorder import Recorder
 from runtime.instrumentation.registry import (
@@ -65,6 +64,7 @@ from runtime.instrumentation.registry import (
     remove_sink,
     stop_logging,
 )
+from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.sinks import FileSink, MemorySink, Sink, TcpSink
 
 __all__ = [

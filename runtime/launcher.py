@@ -14,7 +14,7 @@ SIGKILL after a grace period); the children ignore SIGINT themselves.
 
 The children run :func:`runtime.cluster_member.child_main`; nothing is pickled:
 ``main``'s arguments and the workers' results travel in the wire encoding
-(:mod:`runtime.wire`).
+(:mod:`runtime.communication.wire`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
+from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
-from runtime.tcp import ClusterError, Endpoint, PeerLost
-from runtime.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -130,7 +130,7 @@ def execute_processes(
     results travel back in the wire encoding, so they must be encodable too.
     Raises :class:`~runtime.errors.WorkerFailed` for a failed worker (with the
     remote traceback as a note) or stuck dataflows, and
-    :class:`~runtime.tcp.PeerLost` when a process died.
+    :class:`~runtime.communication.tcp.PeerLost` when a process died.
     """
     if processes.__class__ is not int or processes < 1:
         raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")

@@ -129,8 +129,8 @@ def run_dataflow(
             f"timestamp={timestamp.name} runs on threads only (processes=1)"
         )
     if processes != 1:
+        from runtime.communication.wire import EncodingError, encode_value
         from runtime.launcher import describe_main
-        from runtime.wire import EncodingError, encode_value
 
         try:
             described = describe_main(build)

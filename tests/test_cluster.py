@@ -20,9 +20,9 @@ from helpers.example_loader import load_example
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
+from runtime.communication.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
+from runtime.communication.wire import FrameReader, frame
 from runtime.errors import DataflowStuck
-from runtime.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
-from runtime.wire import FrameReader, frame
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -266,7 +266,7 @@ def test_a_wrong_token_is_refused_logged_and_sees_no_data(caplog: pytest.LogCapt
     seen_by_rogue: list[Any] = []
     good = Mesh(0, endpoints, "right", ignore, ignore)
     rogue = Mesh(1, endpoints, "wrong", lambda peer, header, payload: seen_by_rogue.append(header), ignore)
-    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+    with caplog.at_level(logging.WARNING, logger="runtime.communication.tcp"):
         good_thread, good_errors = connect_in_thread(good, 3.0)
         with pytest.raises(HandshakeError, match="wrong token"):
             rogue.connect(3.0)
@@ -314,7 +314,7 @@ def test_data_sent_right_after_the_handshake_is_not_lost(monkeypatch: pytest.Mon
 def test_another_protocol_version_is_refused(caplog: pytest.LogCaptureFixture) -> None:
     endpoints = free_endpoints(2)
     good = Mesh(0, endpoints, "right", ignore, ignore)
-    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+    with caplog.at_level(logging.WARNING, logger="runtime.communication.tcp"):
         thread, errors = connect_in_thread(good, 1.5)
         deadline = time.monotonic() + 5
         while True:

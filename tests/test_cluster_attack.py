@@ -1,6 +1,6 @@
 """A cluster forms while hostile, idle and malformed connections hit its listener.
 
-The handshake (:mod:`runtime.tcp`) runs one deadline per connection,
+The handshake (:mod:`runtime.communication.tcp`) runs one deadline per connection,
 concurrently, with a bounded number in progress; every malformed message is
 refused and logged with the peer's address, and nothing but the handshake's
 own fields is decoded before a peer proves the token.
@@ -23,8 +23,8 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 import pytest
 
-from runtime.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
-from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame, register_codec
+from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
+from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame, register_codec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,7 +149,7 @@ def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(caplog: p
     acceptor = Mesh(0, endpoints, "token", lambda *_: None, lambda *_: None)
     errors: list[BaseException] = []
     thread = threading.Thread(target=lambda: _connect(acceptor, 20.0, errors), daemon=True)
-    with caplog.at_level(logging.WARNING, logger="runtime.tcp"):
+    with caplog.at_level(logging.WARNING, logger="runtime.communication.tcp"):
         thread.start()
         wait_listening(endpoints[0])
         answers = {name: answer_to(endpoints[0], data) for name, data in MALFORMED_WITH_CODEC.items()}

@@ -3,7 +3,7 @@
 Each test runs ``execute(main, processes=2)`` in a script of its own (real
 processes), finds the two children the script starts, and kills or suspends
 one of them at a chosen moment.  The script must end within 10 s of the fault
-with a :class:`~runtime.tcp.PeerLost` that names the process it happened to,
+with a :class:`~runtime.communication.tcp.PeerLost` that names the process it happened to,
 and says how.
 """
 
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from runtime import execute
-    from runtime.tcp import PeerLost
+    from runtime.communication.tcp import PeerLost
 
     def main(worker):
         def build(scope):

@@ -22,11 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import codec
-from runtime.errors import DecodeError, TimelyRuntimeError
-from runtime.eventlog import MAGIC, EventEncodeError, EventLogError, EventReader, EventWriter, header_frame
-from runtime.framing import RECORDING_MAGIC, frame
-from runtime.instrument import END_FRAME, RecordingError, RecordingStream, encode_events, encode_header
-from runtime.wire import (
+from runtime.communication.wire import (
     BATCH_ARROW,
     BATCH_COLUMNS,
     BATCH_FAST,
@@ -40,7 +36,11 @@ from runtime.wire import (
     decode_value,
     encode_value,
 )
-from runtime.wire import frame as wire_frame
+from runtime.communication.wire import frame as wire_frame
+from runtime.errors import DecodeError, TimelyRuntimeError
+from runtime.eventlog import MAGIC, EventEncodeError, EventLogError, EventReader, EventWriter, header_frame
+from runtime.framing import RECORDING_MAGIC, frame
+from runtime.instrument import END_FRAME, RecordingError, RecordingStream, encode_events, encode_header
 from scopes.capture import Batch, Progress
 from scopes.timestamp import INTEGER, Product
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import Recorder, execute
+from runtime.communication.simulation import simulate
 from runtime.instrument import Messages
-from runtime.simulation import simulate
 from scopes import ScopeBuilder
 from scopes.hashing import route
 

@@ -17,6 +17,8 @@ from helpers.viz_synthetic import finish, running
 from test_tui import text_of
 
 from runtime import codec
+from runtime.communication.wire import FrameReader, WireError, decode_plain_value, register_codec, unregister_codec
+from runtime.communication.wire import frame as wire_frame
 from runtime.eventlog import (
     MAGIC,
     EventLogCorrupt,
@@ -37,8 +39,6 @@ from runtime.instrument import (
     encode_header,
     read_recording,
 )
-from runtime.wire import FrameReader, WireError, decode_plain_value, register_codec, unregister_codec
-from runtime.wire import frame as wire_frame
 from scopes.capture import Batch, Progress
 from scopes.timestamp import INTEGER, Product, ProductType
 from viz.tui.app import TimelyApp

@@ -12,8 +12,8 @@ from helpers import flow_control_mains
 from helpers.process_tree import run_measuring_peak
 
 from runtime import execute
+from runtime.communication.process_fabric import DEFAULT_SEND_WINDOW, send_window_from
 from runtime.errors import ConfigurationError
-from runtime.process_fabric import DEFAULT_SEND_WINDOW, send_window_from
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

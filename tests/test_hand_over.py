@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from runtime import fabric
-from runtime.fabric import ThreadFabric
+from runtime.communication import fabric
+from runtime.communication.fabric import ThreadFabric
 from runtime.testing import assert_agree
 from scopes import ScopeBuilder, Stream
 

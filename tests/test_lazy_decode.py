@@ -4,8 +4,8 @@ from collections import deque
 
 import pytest
 
-from runtime.process_fabric import _CreditingPuller
-from runtime.wire import WireError, decode_batch, encode_batch
+from runtime.communication.process_fabric import _CreditingPuller
+from runtime.communication.wire import WireError, decode_batch, encode_batch
 
 
 def test_a_remote_batch_is_decoded_when_pulled_and_its_bytes_become_owed() -> None:

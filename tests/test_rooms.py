@@ -140,6 +140,12 @@ def test_no_function_is_longer_than_80_lines(package):
         "from runtime.instrument import Recorder, read_events, configure_from, _CLASSES",
         "from viz.tui.panes.stuck import StuckPane",
         "from viz.tui.app import TimelyApp, HelpScreen",
+        "import runtime.communication.process_fabric",
+        "import runtime.communication.fabric",
+        "import runtime.communication.wire",
+        "import runtime.communication.arraycodec",
+        "import runtime.communication.simulation",
+        "import runtime.communication.tcp",
     ],
 )
 def test_each_room_imports_first_thing_in_a_fresh_interpreter(statement):

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtime import DataflowMismatch, DataflowStuck, Stop, WorkerFailed, execute, run_workers
-from runtime.fabric import ThreadFabric, WorkerSignal
+from runtime.communication.fabric import ThreadFabric, WorkerSignal
 from scopes import Pipeline
 from scopes.errors import OperatorFailed
 

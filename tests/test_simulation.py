@@ -19,7 +19,7 @@ import pytest
 from helpers.example_loader import load_example
 
 from runtime import DataflowStuck, WorkerFailed
-from runtime.simulation import simulate
+from runtime.communication.simulation import simulate
 from scopes import Exchange, OperatorInput, OperatorOutput, Pipeline, ScopeBuilder, Stream
 from scopes.operator import InputPort
 

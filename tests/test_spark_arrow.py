@@ -12,11 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from runtime.communication.wire import decode_value, encode_value, frame
 from runtime.spark import SchemaMismatch, SparkSetupError, check_java, java_version, to_record_batches
 from runtime.spark.arrow import register_arrow_codec
 from runtime.spark.errors import FATAL_MARKER
 from runtime.spark.progress import ProgressReporter, ProgressServer
-from runtime.wire import decode_value, encode_value, frame
 
 SCHEMA = pa.schema([("package", pa.string()), ("size", pa.int32())])
 
@@ -146,7 +146,7 @@ def test_a_reporter_without_a_driver_reports_nothing_and_does_not_fail() -> None
 def test_an_arrow_batch_received_at_an_odd_offset_is_aligned_and_acero_does_not_warn(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from runtime.arraycodec import ARROW_BATCH, decode_arrow, encode_arrow
+    from runtime.communication.arraycodec import ARROW_BATCH, decode_arrow, encode_arrow
 
     keys = [f"k{n % 3}" for n in range(100)]
     batch = pa.RecordBatch.from_pydict({"n": pa.array(range(100), pa.int64()), "key": keys})
@@ -299,9 +299,9 @@ def test_the_drivers_listeners_decode_plain_values_only() -> None:
     import socket
     import time
 
+    from runtime.communication.wire import frame
     from runtime.errors import DecodeError
     from runtime.spark.rendezvous import _read_frame
-    from runtime.wire import frame
 
     sender, receiver = socket.socketpair()
     try:

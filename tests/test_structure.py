@@ -249,7 +249,7 @@ def test_the_reader_finds_imports_inside_functions_and_under_type_checking() -> 
         "from __future__ import annotations\n"
         "import os\n"
         "from typing import TYPE_CHECKING\n"
-        "import runtime.wire\n"
+        "import runtime.communication.wire\n"
         "from scopes import order, Stream\n"
         "from . import codec\n"
         "if TYPE_CHECKING:\n"
@@ -264,11 +264,11 @@ def test_the_reader_finds_imports_inside_functions_and_under_type_checking() -> 
         "    def m(self):\n"
         "        from .errors import TimelyRuntimeError\n"
     )
-    modules = ["scopes", "scopes.order", "scopes.hooks", "runtime", "runtime.wire", "runtime.codec",
+    modules = ["scopes", "scopes.order", "scopes.hooks", "runtime", "runtime.communication.wire", "runtime.codec",
                "runtime.execute", "runtime.errors", "runtime.worker", "viz", "viz.model"]
     found = {(i.imported, i.line, i.kind) for i in read_imports("runtime.worker", source, modules)}
     assert found == {
-        ("runtime.wire", 4, "module"), ("scopes.order", 5, "module"), ("scopes", 5, "module"),
+        ("runtime.communication.wire", 4, "module"), ("scopes.order", 5, "module"), ("scopes", 5, "module"),
         ("runtime.codec", 6, "module"), ("viz.model", 8, "typing"), ("scopes.hooks", 10, "module"),
         ("runtime.execute", 12, "function"), ("viz", 14, "function"), ("runtime.errors", 17, "function"),
     }

@@ -8,7 +8,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.tcp import _send_all
+from runtime.communication.tcp import _send_all
 
 
 def _received_after_sending(pieces: list[bytes]) -> bytes:

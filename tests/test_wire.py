@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import register_codec
-from runtime.wire import (
+from runtime.communication.wire import (
     BATCH_COLUMNS,
     BATCH_FAST,
     BATCH_GENERAL,

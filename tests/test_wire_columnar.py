@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as nps
 
-from runtime.arraycodec import encode_ndarray
 from runtime.codec import decode_ndarray
-from runtime.wire import (
+from runtime.communication.arraycodec import encode_ndarray
+from runtime.communication.wire import (
     BATCH_ARROW,
     BATCH_ARROW_TABLE,
     BATCH_NDARRAY,
@@ -388,7 +388,7 @@ _WITHOUT_PYARROW = textwrap.dedent(
 
     import runtime
     from runtime import execute
-    from runtime.wire import WireError, decode_batch, BATCH_ARROW
+    from runtime.communication.wire import WireError, decode_batch, BATCH_ARROW
 
     import {module}
 
@@ -441,7 +441,7 @@ def test_decode_of_a_nested_corrupt_array_is_a_wire_error() -> None:
 
 def test_a_received_array_is_aligned_for_every_field_whatever_its_offset_in_the_frame() -> None:
     """Misaligned memory sends NumPy down slow paths (np.minimum.at 20x slower): such a body is copied once."""
-    from runtime.arraycodec import ndarray_from
+    from runtime.communication.arraycodec import ndarray_from
 
     offer = np.dtype([("node", np.int32), ("flag", np.int32), ("label", np.int64)])
     original = np.zeros(100, offer)
@@ -450,7 +450,7 @@ def test_a_received_array_is_aligned_for_every_field_whatever_its_offset_in_the_
     for offset in range(9):
         buffer = bytearray(offset + original.nbytes)
         buffer[offset:] = original.tobytes()
-        from runtime.arraycodec import _dtype_spec
+        from runtime.communication.arraycodec import _dtype_spec
 
         received = ndarray_from([_dtype_spec(offer), [100]], memoryview(buffer)[offset:])
         assert received["node"].flags.aligned and received["label"].flags.aligned

@@ -8,7 +8,7 @@ import timeit
 import pytest
 
 from runtime import codec
-from runtime.wire import EncodingError, decode_value, encode_value, frame, frame_head
+from runtime.communication.wire import EncodingError, decode_value, encode_value, frame, frame_head
 from scopes.timestamp import Product
 
 

@@ -10,10 +10,9 @@ from typing import Any, BinaryIO
 import msgpack  # type: ignore[import-untyped]
 
 from runtime import codec
-from runtime.errors import DecodeError
+from runtime.errors import DecodeError, RecordingCorrupt, RecordingError, RecordingTooLarge
 from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
 from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
-from runtime.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
 from runtime.instrumentation.events import _CLASSES, Event, decode
 
 _READ_CHUNK = 1 << 16

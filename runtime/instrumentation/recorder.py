@@ -6,8 +6,8 @@ import os
 
 from runtime.instrumentation.encoding import END_FRAME, encode_events, encode_header
 from runtime.instrumentation.events import Event, decode, freeze
-from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.registry import install
+from runtime.instrumentation.shipper import EventShipper
 from runtime.instrumentation.sinks import MemorySink
 
 

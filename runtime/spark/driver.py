@@ -235,7 +235,7 @@ def _run_attempts(
     retries: int,
     driver_host: str,
     through_driver: bool,
-    on_progress: Callable[[Event], None] | None,
+    on_progress: Callable[[TaskEvent], None] | None,
     on_attempt: Callable[[int, str | None], None] | None,
 ) -> Any:
     """Run the barrier stage until an attempt succeeds, a failure would repeat, or the retries are spent."""

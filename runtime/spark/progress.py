@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime.wire import FrameReader, WireError, frame
+from runtime.communication.wire import FrameReader, WireError, frame
 
 TaskEvent = dict[str, Any]
 """One progress event: ``event`` (its kind), ``task``, ``attempt``, ``at`` (seconds since the epoch) and more."""

@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Any
 
+from runtime.communication.wire import FrameReader, WireError, frame
 from runtime.spark.errors import RETRY_MARKER
 from runtime.spark.errors import RendezvousFailed as RendezvousFailed
-from runtime.wire import FrameReader, WireError, frame
 
 _MAX_FRAME = 1 << 20
 _POLL = 0.2

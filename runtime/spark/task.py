@@ -46,13 +46,13 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.cluster_member import run_process
+from runtime.communication.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.errors import TaskFailed as TaskFailed
 from runtime.spark.progress import ProgressReporter
 from runtime.spark.rendezvous import gather
-from runtime.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.worker import Worker
 from scopes import ScopeBuilder, Stream
 

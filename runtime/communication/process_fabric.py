@@ -2,8 +2,8 @@
 
 One :class:`ProcessFabric` serves the ``W`` workers of one process of a
 cluster of ``P`` processes (worker ``process * W + local``).  Messages between
-workers of the same process go through memory, as in :mod:`runtime.fabric`.
-Messages to a worker of another process are encoded once (:mod:`runtime.wire`)
+workers of the same process go through memory, as in :mod:`runtime.communication.fabric`.
+Messages to a worker of another process are encoded once (:mod:`runtime.communication.wire`)
 when pushed, buffered per destination process, and sent when the worker
 flushes (the end of each step, before parking, or when the buffer grows
 large).  A progress batch pushed to several workers of one process, the same
@@ -55,10 +55,9 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.errors import ConfigurationError
-from runtime.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
-from runtime.tcp import Mesh, PeerLost
-from runtime.wire import (
+from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.tcp import Mesh, PeerLost
+from runtime.communication.wire import (
     MAX_FRAME,
     MAX_FRAME_SETTING,
     EncodingError,
@@ -70,6 +69,7 @@ from runtime.wire import (
     frame,
     frame_head,
 )
+from runtime.errors import ConfigurationError
 from scopes.channels import Message, Pusher
 
 HEARTBEAT_PERIOD = 0.25
@@ -90,8 +90,9 @@ DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 
 RemoteMessage = tuple[Any, int, Any, int, int]
 """A message from another process in a mailbox, still encoded: ``(time, encoding path, payload, sending process,
-bytes to credit)``.  The worker that pulls it decodes it (:func:`~runtime.wire.decode_batch`): the reader thread
-only splits frames, and the records are built just before the operator reads them, while in the CPU's caches."""
+bytes to credit)``.  The worker that pulls it decodes it (:func:`~runtime.communication.wire.decode_batch`): the
+reader thread only splits frames, and the records are built just before the operator reads them, while in the
+CPU's caches."""
 
 
 def send_window_from(text: str | None) -> int:
@@ -470,7 +471,7 @@ class _CreditingPuller:
     def pull(self) -> Message | None:
         """The oldest waiting message from this process, else from another process, or ``None``.
 
-        Raises :class:`~runtime.wire.WireError`, naming the process, channel and
+        Raises :class:`~runtime.communication.wire.WireError`, naming the process, channel and
         time, if another process's message does not decode.
         """
         if self._local:

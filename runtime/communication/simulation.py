@@ -31,10 +31,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Address, Stop
+from runtime.communication.fabric import MailboxPuller
 from runtime.errors import ConfigurationError, WorkerAborted
 from runtime.errors import SimulationError as SimulationError
 from runtime.execute import failure_of, run_worker
-from runtime.fabric import MailboxPuller
 from runtime.worker import Worker
 from scopes.channels import Message, Pusher
 

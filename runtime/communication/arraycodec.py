@@ -1,6 +1,6 @@
 """Columnar batches as bytes: numpy arrays and Arrow batches, copied as memory, never pickled.
 
-The wire (:mod:`runtime.wire`) and event logs (:mod:`runtime.eventlog`) both
+The wire (:mod:`runtime.communication.wire`) and event logs (:mod:`runtime.eventlog`) both
 carry columnar batches through this module, as the payloads of msgpack
 extension types (and, on the wire, as whole message payloads).
 
@@ -44,7 +44,8 @@ _LENGTH = struct.Struct("!I")
 _HEAD_MASK = (1 << 24) - 1
 DATA_ALIGNMENT = 16
 """An encoded array's data starts this many bytes (or a multiple) after its encoding's start, so that a
-receiver that places the encoding aligned can use the array where it lies (see :class:`runtime.wire.FrameReader`)."""
+receiver that places the encoding aligned can use the array where it lies (see
+:class:`runtime.communication.wire.FrameReader`)."""
 
 NDARRAY = "numpy.ndarray"
 """Kind name of a numpy array."""

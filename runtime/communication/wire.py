@@ -33,7 +33,7 @@ Columnar batches
     ``pyarrow.Table`` travel as themselves, never as rows: a message whose
     batch is one of them has a path of its own (:data:`BATCH_NDARRAY`,
     :data:`BATCH_ARROW`, :data:`BATCH_ARROW_TABLE`) and its payload is the
-    array's memory, or Arrow's IPC stream (see :mod:`runtime.arraycodec`).
+    array's memory, or Arrow's IPC stream (see :mod:`runtime.communication.arraycodec`).
     Inside other values they are the extension types 5 (numpy), 6 (record
     batch) and 7 (table).  Encoding and decoding copy memory; nothing is done
     per row.  pyarrow is imported only to decode an Arrow batch; a process
@@ -61,7 +61,16 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from runtime import codec as _codec
-from runtime.arraycodec import (
+from runtime.codec import (
+    Codec,
+    EncodingError,
+    decode_ndarray,
+    pack_wire,
+    register_codec,
+    type_name,
+    unregister_codec,
+)
+from runtime.communication.arraycodec import (
     ARROW_BATCH,
     ARROW_TABLE,
     DATA_ALIGNMENT,
@@ -73,15 +82,6 @@ from runtime.arraycodec import (
     columnar_kind,
     decode_arrow,
     ndarray_parts,
-)
-from runtime.codec import (
-    Codec,
-    EncodingError,
-    decode_ndarray,
-    pack_wire,
-    register_codec,
-    type_name,
-    unregister_codec,
 )
 from runtime.errors import DecodeError, TimelyRuntimeError, WireError
 from runtime.errors import FrameTooLarge as FrameTooLarge
@@ -119,7 +119,7 @@ BATCH_GENERAL = 1
 BATCH_COLUMNS = 2
 """Batch path: tuples of one width whose columns hold scalars, sent column by column."""
 BATCH_NDARRAY = 3
-"""Batch path: a numpy array, its memory as it is (:func:`runtime.arraycodec.encode_ndarray`)."""
+"""Batch path: a numpy array, its memory as it is (:func:`runtime.communication.arraycodec.encode_ndarray`)."""
 BATCH_ARROW = 4
 """Batch path: a ``pyarrow.RecordBatch`` in Arrow's IPC stream format."""
 BATCH_ARROW_TABLE = 5
@@ -369,7 +369,7 @@ def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
 def _aligned_buffer(size: int, head: int) -> memoryview:
     """A writable buffer of ``size`` bytes whose byte ``head`` (a frame's payload) lies at an aligned address.
 
-    An array's data starts :data:`~runtime.arraycodec.DATA_ALIGNMENT` bytes (or
+    An array's data starts :data:`~runtime.communication.arraycodec.DATA_ALIGNMENT` bytes (or
     a multiple) into its encoding, so a payload placed aligned gives an array
     that NumPy can use where it lies, at full speed.
     """

@@ -33,7 +33,7 @@ processes started with different ``PYTHONHASHSEED`` values (which would route
 exchanged records inconsistently) stop with an explanation.
 
 After the handshake, :class:`Mesh` runs one reader thread per connection that
-splits the stream into frames (:mod:`runtime.wire`) and hands each to a
+splits the stream into frames (:mod:`runtime.communication.wire`) and hands each to a
 callback; a connection that ends before the peer said goodbye is reported as
 lost, naming the process and its address.  Sending is thread-safe.
 """
@@ -55,16 +55,16 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
 from runtime.errors import ClusterError as ClusterError
 from runtime.errors import ClusterStopped as ClusterStopped
 from runtime.errors import ConnectTimeout as ConnectTimeout
 from runtime.errors import HandshakeError as HandshakeError
 from runtime.errors import PeerLost as PeerLost
-from runtime.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
 
 _PREFIX = struct.Struct("!II")
 
-log = logging.getLogger("runtime.tcp")
+log = logging.getLogger("runtime.communication.tcp")
 
 MAGIC = "pytimely"
 HANDSHAKE_TIMEOUT = 5.0
@@ -155,7 +155,7 @@ def decode_handshake(head: bytes) -> list[Any]:
     """One handshake message: a flat list of scalars, decoded as plain msgpack with strict limits.
 
     No extension type is decoded (so no codec runs) and nothing nests; any
-    other input raises :class:`~runtime.wire.WireError`.
+    other input raises :class:`~runtime.communication.wire.WireError`.
     """
     try:
         message = msgpack.unpackb(
