@@ -21,6 +21,7 @@ from runtime.instrument import Recorder
 from runtime.sequencer import Sequencer
 from runtime.wire import register_codec
 from runtime.worker import Worker
+from scopes.native import compiled_modules
 
 __all__ = [
     "Barrier",
@@ -32,6 +33,7 @@ __all__ = [
     "Sequencer",
     "SynchronizationTimeout",
     "Communicator",
+    "compiled_modules",
     "Stop",
     "ConfigurationError",
     "DataflowMismatch",
