@@ -46,10 +46,8 @@ at all for :data:`SILENCE_LIMIT` seconds is reported as lost.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import socket
 import threading
 import time
 from collections import deque
@@ -58,7 +56,7 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.errors import ConfigurationError
-from runtime.fabric import FabricCommunicator, MailboxPusher, WakeGate, WorkerSignal
+from runtime.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.tcp import Mesh, PeerLost
 from runtime.wire import (
     MAX_FRAME,
@@ -78,8 +76,6 @@ HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
 """Seconds without any frame after which a process is reported as lost."""
-BUSY_POLL = 0.0002
-"""Seconds between two reads of its connections by a worker that reads them itself and keeps stepping."""
 FLUSH_BYTES = 1 << 18
 """Buffered bytes for one destination process that trigger an early send."""
 
@@ -111,44 +107,6 @@ def send_window_from(text: str | None) -> int:
             f"{SEND_WINDOW_VARIABLE} must be at least {MIN_SEND_WINDOW} bytes, got {text!r} ({window} bytes)"
         )
     return window
-
-
-class _SocketGate(WakeGate):
-    """A :class:`~runtime.fabric.WakeGate` that also makes a descriptor readable when set.
-
-    The worker of a polled mesh parks in :meth:`runtime.tcp.Mesh.wait_readable`
-    on its connections and this descriptor, so that whatever wakes it (a stop,
-    credit, a heartbeat asking for credit) also ends that wait.
-    """
-
-    __slots__ = ("_reader", "_writer")
-
-    def __init__(self) -> None:
-        """A gate with no wake pending, and its descriptor pair (closed with the gate)."""
-        super().__init__()
-        self._reader, self._writer = socket.socketpair()
-        self._reader.setblocking(False)
-        self._writer.setblocking(False)
-
-    def fileno(self) -> int:
-        """The descriptor that is readable while a wake is pending (or one was consumed by :meth:`clear`)."""
-        return self._reader.fileno()
-
-    def set(self) -> None:
-        """Make a wake pending, and the descriptor readable."""
-        try:
-            self._lock.release()
-        except RuntimeError:  # already pending: the descriptor is readable already
-            return
-        try:  # noqa: SIM105 - as in WakeGate.set: no context manager on every wake
-            self._writer.send(b"\0")
-        except OSError:  # full (a wake is readable anyway) or closed at shutdown
-            pass
-
-    def empty(self) -> None:
-        """Read the descriptor empty (after a wait it ended)."""
-        with contextlib.suppress(OSError):
-            self._reader.recv(4096)
 
 
 class ProcessFabric:
@@ -209,13 +167,6 @@ class ProcessFabric:
         """The first connection this process lost, if any."""
         self.on_tick: Callable[[], None] | None = None
         """Called by the heartbeat thread at every beat (a child checks on its parent there)."""
-        self.gate: _SocketGate | None = None
-        """The one local worker's wake gate when it reads the connections itself (else ``None``)."""
-        if workers == 1 and processes > 1:
-            gate = _SocketGate()
-            if mesh.receive_by_polling(gate.fileno()):
-                self.gate = gate
-                self.signals[0].event = gate
 
     def communicators(self) -> list[ProcessCommunicator]:
         """The communicators of this process's workers, in worker order."""
@@ -542,10 +493,6 @@ class ProcessCommunicator(FabricCommunicator):
         """The channels allocated for each dataflow (by index)."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
-        self._gate = fabric.gate
-        """This worker's gate if it reads the process's connections itself (the process's only worker)."""
-        self._parked = False
-        """Whether this worker parked since it last read its connections (it reads them at once)."""
 
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], _CreditingPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
@@ -680,45 +627,10 @@ class ProcessCommunicator(FabricCommunicator):
         self.fabric.waiting_for_room[self._local] = waiting
         return waiting
 
-    def take_activations(self) -> list[Address]:
-        """Every address queued since the last call.
-
-        A worker that reads its connections reads them first: always after
-        parking (a frame may have ended the wait), and otherwise once
-        :data:`BUSY_POLL` seconds have passed since it last read them (each read
-        is a system call, and a busy worker steps far more often than frames arrive).
-        """
-        if self._gate is not None:
-            mesh = self.fabric.mesh
-            if self._parked or time.monotonic() - mesh.last_poll >= BUSY_POLL:
-                self._parked = False
-                mesh.poll()
-        return super().take_activations()
-
     def park(self, timeout: float | None) -> None:
-        """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``.
-
-        A worker that reads its connections itself waits on them (and on its
-        gate) directly: a frame that arrives ends the wait, and the next
-        :meth:`take_activations` handles it in this thread.
-        """
+        """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
         self.flush()
-        gate = self._gate
-        if gate is None:
-            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-            return
-        signal = self._signal
-        self._parked = True
-        gate.clear()
-        signal.parked = True  # before looking at what is pending: a wake from now on makes the gate readable
-        try:
-            if signal.pending or self.fabric.stop_reason is not None:
-                return
-            woken = self.fabric.mesh.wait_readable(timeout)
-        finally:
-            signal.parked = False
-        if woken:
-            gate.empty()
+        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
 
     @property
     def owes_credit(self) -> bool:

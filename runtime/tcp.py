@@ -36,14 +36,6 @@ After the handshake, :class:`Mesh` runs one reader thread per connection that
 splits the stream into frames (:mod:`runtime.wire`) and hands each to a
 callback; a connection that ends before the peer said goodbye is reported as
 lost, naming the process and its address.  Sending is thread-safe.
-
-A mesh told to :meth:`~Mesh.receive_by_polling` before it connects runs no
-reader threads: its owner reads the connections in its own thread
-(:meth:`~Mesh.poll` never blocks; :meth:`~Mesh.wait_readable` parks until
-one has data), so a frame is handled without a hand-over between threads.
-One watch thread reads, every :data:`POLL_PERIOD` seconds, whatever nobody
-polled for that long (the owner busy in user code, or blocked sending to a
-peer that is itself blocked sending), so receiving is never held back.
 """
 
 from __future__ import annotations
@@ -52,9 +44,7 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import math
 import os
-import select
 import socket
 import struct
 import threading
@@ -83,28 +73,6 @@ _NONCE_SIZE = 16
 _PROOF_SIZE = 32
 _MAX_REASON = 512
 _RECV_SIZE = 1 << 20
-
-
-POLL_PERIOD = 0.002
-"""Seconds after which a polled mesh's watch thread reads the connections nobody has read."""
-_POLL_READS = 16
-"""Reads one :meth:`Mesh.poll` makes at most from one connection (then the caller gets on with its work)."""
-
-
-class _Inbound:
-    """The receiving side of one connection of a polled mesh: its frame reader, buffer and reading lock."""
-
-    __slots__ = ("peer", "sock", "reader", "buffer", "view", "lock", "open")
-
-    def __init__(self, peer: int, sock: socket.socket) -> None:
-        self.peer = peer
-        self.sock = sock
-        self.reader = FrameReader()
-        self.buffer = bytearray(_RECV_SIZE)
-        self.view = memoryview(self.buffer)
-        self.lock = threading.Lock()
-        """Held while reading: one thread at a time reads a connection, so frames stay whole and in order."""
-        self.open = True
 
 
 _GATHER = 512
@@ -331,15 +299,6 @@ class Mesh:
         self._refused_lock = threading.Lock()
         self._sockets_lock = threading.Lock()
         self._evicted: set[socket.socket] = set()
-        self._polled = False
-        self._inbound: list[_Inbound] = []
-        self._poller: Any = None
-        self._wake = -1
-        self._watching = threading.Event()
-        self.last_poll = 0.0
-        """When :meth:`poll` last ran (``time.monotonic``); the watch thread reads only after a longer gap."""
-        self.waiting = False
-        """Whether a thread waits in :meth:`wait_readable` (it reads what arrives: the watch thread need not)."""
 
     def describe(self, process: int) -> str:
         """``process 2 (host:port)``."""
@@ -375,18 +334,8 @@ class Mesh:
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.last_heard[peer] = time.monotonic()
-            if self._polled:
-                self._inbound.append(_Inbound(peer, sock))
-                continue
             reader = threading.Thread(target=self._read, args=(peer, sock), name=f"timely-read-{peer}", daemon=True)
             self._readers.append(reader)
-        if self._polled:
-            self._poller = select.poll()
-            self._poller.register(self._wake, select.POLLIN)
-            for inbound in self._inbound:
-                self._poller.register(inbound.sock, select.POLLIN)
-            self.last_poll = time.monotonic()
-            self._readers.append(threading.Thread(target=self._watch, name="timely-watch", daemon=True))
         for reader in self._readers:
             reader.start()
 
@@ -712,99 +661,9 @@ class Mesh:
             why = f"handling its data failed ({type(error).__name__}: {error})"
         self._lost(peer, why)
 
-    # ------------------------------------------------------------------ receiving in the caller's thread
-
-    def receive_by_polling(self, wake: int) -> bool:
-        """Read the connections in the threads that call :meth:`poll` rather than in reader threads.
-
-        ``wake`` is a file descriptor that ends :meth:`wait_readable` when it
-        becomes readable.  Call before :meth:`connect`.  Returns whether the
-        platform allows it (non-blocking reads and ``poll``); if not, the mesh
-        keeps its reader threads.
-        """
-        if not hasattr(socket, "MSG_DONTWAIT") or not hasattr(select, "poll"):
-            return False
-        self._polled = True
-        self._wake = wake
-        return True
-
-    @property
-    def polled(self) -> bool:
-        """Whether the owner reads the connections (:meth:`receive_by_polling`)."""
-        return self._polled
-
-    def poll(self) -> None:
-        """Handle every frame that has arrived, without blocking (a polled mesh only).
-
-        A connection another thread is reading at this moment is left to it.
-        """
-        self.last_poll = time.monotonic()
-        for inbound in self._inbound:
-            if inbound.open and inbound.lock.acquire(False):
-                try:
-                    self._drain(inbound)
-                finally:
-                    inbound.lock.release()
-
-    def _drain(self, inbound: _Inbound) -> None:
-        """Read what ``inbound`` has (at most :data:`_POLL_READS` reads) and handle its frames; report its end."""
-        sock = inbound.sock
-        buffer = inbound.buffer
-        view = inbound.view
-        peer = inbound.peer
-        on_frame = self._on_frame
-        try:
-            for _ in range(_POLL_READS):
-                count = sock.recv_into(buffer, 0, socket.MSG_DONTWAIT)
-                if not count:
-                    why = "the connection closed"
-                    break
-                self.last_heard[peer] = time.monotonic()
-                for header, payload in inbound.reader.feed(view[:count]):
-                    on_frame(peer, header, payload)
-                if count < len(buffer):
-                    return  # all that had arrived
-            else:
-                return
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as error:
-            why = f"the connection failed ({error})"
-        except WireError as error:
-            why = f"it sent malformed data ({error})"
-        except Exception as error:  # noqa: BLE001 - the connection's end must be reported
-            why = f"handling its data failed ({type(error).__name__}: {error})"
-        inbound.open = False
-        with contextlib.suppress(KeyError, ValueError, OSError, RuntimeError):
-            self._poller.unregister(sock)
-        self._lost(peer, why)
-
-    def wait_readable(self, timeout: float | None) -> bool:
-        """Block until a connection has data, the wake descriptor is readable, or ``timeout`` seconds pass.
-
-        Returns whether the wake descriptor was readable (the caller empties
-        it).  The frames themselves are handled by the next :meth:`poll`.
-        """
-        self.waiting = True
-        try:
-            events = self._poller.poll(-1 if timeout is None else math.ceil(timeout * 1000))
-        finally:
-            self.waiting = False
-        wake = self._wake
-        return any(fd == wake for fd, _ in events)
-
-    def _watch(self) -> None:
-        """The watch thread of a polled mesh: read what nobody has read for :data:`POLL_PERIOD` seconds."""
-        while not self._watching.wait(POLL_PERIOD):
-            if self._closing or not any(inbound.open for inbound in self._inbound):
-                return
-            if not self.waiting and time.monotonic() - self.last_poll >= POLL_PERIOD:
-                self.poll()
-
     def close(self) -> None:
         """Close every connection (what arrives afterwards is ignored)."""
         self._closing = True
-        self._watching.set()
         for sock in self._sockets.values():
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
