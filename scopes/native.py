@@ -85,8 +85,9 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
     """Put the compiled modules in front of ``package``'s sources if the build is current; the names used.
 
     Imports them at once, so that a build that cannot load (an interpreter
-    change the manifest did not catch) falls back to the sources with a warning
-    rather than failing a later import.
+    change the manifest did not catch, a module mypyc compiled but that fails
+    as it runs) falls back to the sources with a warning rather than failing a
+    later import.
     """
     if os.environ.get(PURE_VARIABLE, "") not in ("", "0"):
         return []
@@ -107,13 +108,14 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
     try:
         for module in MODULES:
             importlib.import_module(module)
-    except ImportError as error:
+    except Exception as error:  # noqa: BLE001 - whatever a broken build raises, the sources still work
         package.__path__.remove(inner)
         sys.path.remove(str(build_dir))
         for module in MODULES:
             sys.modules.pop(module, None)
         warnings.warn(
-            f"ignoring the compiled build in {build_dir}: it does not load ({error}); pure Python is used",
+            f"ignoring the compiled build in {build_dir}: it does not load ({type(error).__name__}: {error}); "
+            "pure Python is used",
             StaleBuildWarning,
             stacklevel=3,
         )

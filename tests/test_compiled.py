@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -92,3 +93,51 @@ def test_pure_variable_ignores_any_build(tmp_path: Path, monkeypatch: pytest.Mon
     package = types.ModuleType("scopes")
     package.__path__ = []
     assert native.select(package, _fake_build(tmp_path, {"garbage": 1})) == []  # not even read
+
+
+_SELECT_IN_A_FRESH_INTERPRETER = """
+import importlib.util, sys, types, warnings
+from pathlib import Path
+root, build = Path(sys.argv[1]), Path(sys.argv[2])
+spec = importlib.util.spec_from_file_location("native_under_test", root / "scopes" / "native.py")
+native = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(native)
+package = types.ModuleType("scopes")
+package.__path__ = [str(root / "scopes")]
+sys.modules["scopes"] = package
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    used = native.select(package, build)
+import scopes.antichain
+sources = str(root / "scopes")
+print(used, scopes.antichain.__file__ == str(root / "scopes" / "antichain.py"), package.__path__ == [sources],
+      [str(warning.message) for warning in caught])
+"""
+
+
+def _select_fresh(build: Path) -> str:
+    env = {**os.environ, native.PURE_VARIABLE: "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", _SELECT_IN_A_FRESH_INTERPRETER, str(ROOT), str(build)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_current_build_comes_before_the_sources(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, _current_hashes())
+    (build / "scopes").mkdir()
+    for module in native.MODULES:
+        (build / "scopes" / f"{module.split('.')[1]}.py").write_text("BUILT = True\n")
+    out = _select_fresh(build)
+    assert out.startswith(f"{list(native.MODULES)} False False []"), out
+
+
+def test_a_build_that_fails_as_it_loads_falls_back_to_the_sources(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, _current_hashes())
+    (build / "scopes").mkdir()
+    (build / "scopes" / "antichain.py").write_text("raise TypeError('a broken build')\n")
+    out = _select_fresh(build)
+    assert out.startswith("[] True True ["), out
+    assert "does not load (TypeError: a broken build)" in out
