@@ -9,7 +9,7 @@ SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
 
-.PHONY: test test-audit demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop
+.PHONY: test test-audit demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop compiled pure
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -54,9 +54,22 @@ test: $(BENCH) debian
 # The suite again with the progress audit on (runtime/audit.py), which checks the progress
 # ledger as every computation runs. Spark's tests and the benchmarks' smoke run are left out:
 # they run no engine code the rest of the suite does not, and take minutes.
+# This pass runs the compiled build of the progress path (`make compiled`), so that both builds
+# are tested; the build is removed afterwards, pass or fail, and the checkout is pure Python again.
 test-audit: $(SPARK) debian
-	PYTIMELY_AUDIT=1 $(PY) -m pytest -q -p no:cacheprovider \
-	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py
+	$(PY) -m runtime.compiled build
+	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 $(PY) -m pytest -q -p no:cacheprovider \
+	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py; \
+	  status=$$?; $(PY) -m runtime.compiled remove; exit $$status
+
+# The optional compiled build: mypyc compiles the progress path into build/mypyc (outside the
+# packages). It is used only while its sources are unchanged (scopes/native.py checks their hashes);
+# `python -m runtime.compiled status` says which build runs. `make pure` removes it.
+compiled: $(DEV)
+	$(PY) -m runtime.compiled build
+
+pure: $(PY)
+	$(PY) -m runtime.compiled remove
 
 # A user's program on a real standalone cluster (a master and two workers on loopback, about a minute):
 # not part of `make test`.  spark-cluster / spark-cluster-stop start and stop one by hand.

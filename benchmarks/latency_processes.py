@@ -18,6 +18,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
 import time
 from functools import partial
@@ -29,7 +32,7 @@ try:  # the installed pytimely (so that another checkout's interpreter measures 
 except ImportError:  # pragma: no cover - run from a clone without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker, compiled_modules, execute  # noqa: E402
 
 GOAL_US = {"2 threads": 30.0, "2 processes": 60.0}
 WARMUP = 50
@@ -73,8 +76,32 @@ def measure(epochs: int, workers: int, processes: int) -> tuple[float, float, fl
     return (end - start) / epochs * 1e6, results[0][2] / epochs, cpu / epochs * 1e6
 
 
+def measure_fresh(epochs: int, workers: int, processes: int, pure: bool) -> tuple[float, float, float]:
+    """:func:`measure` in a fresh interpreter, running pure Python (``pure``) or the compiled build if current.
+
+    The compiled build (``make compiled``, :mod:`scopes.native`) is chosen when
+    ``scopes`` is imported, so comparing the two takes one interpreter each.
+    """
+    env = dict(os.environ, PYTIMELY_PURE="1" if pure else "0")
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(epochs), str(workers), str(processes)],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the latency child failed:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["compiled"] == pure:
+        raise RuntimeError(f"asked for {'pure Python' if pure else 'the compiled build'}, the child ran the other")
+    return float(result["micros"]), float(result["steps"]), float(result["cpu"])
+
+
 def main() -> None:
     """Measure each setting ``--repeat`` times and print the best and all repetitions."""
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":  # measure_fresh's child
+        micros, steps, cpu = measure(*map(int, sys.argv[2:]))
+        compiled = bool(compiled_modules())
+        print(json.dumps({"micros": micros, "steps": steps, "cpu": cpu, "compiled": compiled}))
+        return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)

@@ -59,6 +59,8 @@ from bench_report import (  # noqa: E402
 )
 from bench_stats import MISS, NOT_MEASURED, PASS, Sample, format_seconds, ratio, verdict  # noqa: E402
 
+from scopes.native import MODULES, compiled_modules, manifest_problem  # noqa: E402
+
 Log = Callable[[str], None]
 
 
@@ -238,6 +240,14 @@ LATENCY_ONE_WORKER = 18.5e-6
 NOISE = 1.10
 
 
+def _fresh_latency(epochs: int, pure: bool) -> float:
+    """Seconds per epoch on 1 worker in a fresh interpreter, pure Python or the compiled build."""
+    import latency_processes
+
+    micros, _, _ = latency_processes.measure_fresh(epochs, 1, 1, pure)
+    return micros / 1e6
+
+
 def section_latency(cfg: Config, log: Log) -> Section:
     """Workload 2: input -> map -> probe, one epoch at a time, on 1 worker, 2 threads and 2 processes; bytewax."""
     import latency_processes
@@ -260,6 +270,10 @@ def section_latency(cfg: Config, log: Log) -> Section:
     bytewax_missing = pipeline.missing_bytewax()
     if not bytewax_missing:
         variants.append(("bytewax", latency.bytewax_epoch_interval_zero, cfg.latency_epochs))
+    compiled_missing = manifest_problem()  # None: `make compiled` built it and it matches the sources
+    if compiled_missing is None:
+        for key, pure in (("fresh pure", True), ("fresh compiled", False)):
+            variants.append((key, partial(_fresh_latency, pure=pure), cfg.latency_epochs))
     values: dict[str, list[float]] = {key: [] for key, _, _ in variants}
     for rep in range(cfg.repeat):
         for key, run, epochs in variants:
@@ -288,6 +302,21 @@ def section_latency(cfg: Config, log: Log) -> Section:
     again.comparison = f"{ratio(one.median, LATENCY_ONE_WORKER):.2f}× issue 18's {LATENCY_ONE_WORKER * 1e6:.1f} µs"
     rows.append(judge_at_most(again, one.median, LATENCY_ONE_WORKER * NOISE,
                               f"{LATENCY_ONE_WORKER * NOISE * 1e6:.1f} µs (18.5 µs + 10%)"))
+    if compiled_missing is None:
+        rows.append(timed_row("pytimely, 1 worker, pure Python in a fresh interpreter", samples["fresh pure"]))
+        compiled_row = timed_row("pytimely, 1 worker, compiled build (`make compiled`) in a fresh interpreter",
+                                 samples["fresh compiled"])
+        compiled_row.issue = 18
+        rows.append(judge_time_ratio(compiled_row, samples["fresh compiled"], samples["fresh pure"],
+                                     "pure Python", 1.0))
+        notes.append("The compiled rows run `latency_processes.measure` in fresh interpreters, interleaved with "
+                     "the other variants: `PYTIMELY_PURE=1` for pure Python, and the mypyc build of "
+                     f"{', '.join(MODULES)} otherwise (`scopes/native.py` selects it). The other rows run "
+                     "in this process, which imported "
+                     + ("the compiled build." if compiled_modules() else "pure Python (`PYTIMELY_PURE` is set)."))
+    else:
+        notes.append(f"The compiled build of the progress path is not measured: {compiled_missing} "
+                     "(`make compiled` builds it; `make pure` removes it).")
     for key, label in (("threads", "pytimely, 2 threads in 1 process"),
                        ("processes", "pytimely, 2 processes × 1 worker")):
         row = timed_row(label, samples[key])

@@ -22,6 +22,7 @@ from runtime.execute import execute, run_workers
 from runtime.instrument import Recorder
 from runtime.sequencer import Sequencer
 from runtime.worker import Worker
+from scopes.native import compiled_modules
 
 __all__ = [
     "Barrier",
@@ -33,6 +34,7 @@ __all__ = [
     "Sequencer",
     "SynchronizationTimeout",
     "Communicator",
+    "compiled_modules",
     "Stop",
     "ConfigurationError",
     "DataflowMismatch",

@@ -13,7 +13,17 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
   :mod:`scopes.progcaster`.
 * :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
   capabilities, notifications, streams, inputs, probes and loops.
+
+:mod:`scopes.native` runs first: it selects the optional mypyc-compiled build of
+the progress path when one is built and matches the sources (else pure Python).
 """
+
+# ruff: noqa: E402 - the compiled build is selected before the modules it may replace are imported
+import sys as _sys
+
+from scopes import native as _native
+
+_native.select(_sys.modules[__name__])
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, source, to_stream

@@ -14,9 +14,19 @@ from typing import Any, Generic, TypeVar
 
 from scopes.order import less_equal, less_than
 
+try:  # the compiled build (scopes.native) lets Python classes subclass Antichain; pure Python needs nothing
+    from mypy_extensions import mypyc_attr
+except ImportError:  # mypy_extensions comes with mypy, which the compiled build needs and a user may not have
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
+        """Ignore mypyc's class attributes."""
+        return lambda cls: cls
+
+
 T = TypeVar("T")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # probe.frontier's ProbeFrontier subclasses it
 class Antichain(Generic[T]):
     """A set of mutually incomparable elements under a partial order.
 

@@ -97,7 +97,8 @@ def connectivity_from(
             chain.insert(checked(s, f"{where} input {i} -> output {o}"))
 
     if isinstance(spec, Mapping):
-        for key, summaries in spec.items():
+        items: Any = spec.items()  # Any: the compiled build must not check the key's type before we do
+        for key, summaries in items:
             if not (isinstance(key, tuple) and len(key) == 2):
                 raise GraphError(f"{where}: summary keys must be (input, output) pairs, got {key!r}")
             i, o = key

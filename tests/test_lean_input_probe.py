@@ -19,6 +19,7 @@ from runtime.execute import execute
 from runtime.worker import Worker
 from scopes.channels import LocalQueue, Tee
 from scopes.errors import ScopeError, TimestampError
+from scopes.native import compiled_modules
 from scopes.probes import ProbeHandle, ProbeOperator
 from scopes.timestamp import UINT64_MAX
 
@@ -72,7 +73,8 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     # the only probe shares its antichain with the handle: no second update
     assert calls.get(("probes.py", "update"), 0) == 0
     # five frontiers move per epoch (input capability, input output, map input and output, probe input)
-    assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
+    if "scopes.antichain" not in compiled_modules():  # the profiler does not see compiled functions
+        assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
     # the probe is not woken by frontier changes: one activation per pushed message and per input event
     assert calls[("subgraph.py", "activate_child")] <= 4
 

@@ -1,0 +1,134 @@
+"""Select the optional mypyc-compiled build of the progress path, when it is built and current.
+
+The pure-Python modules are the default and the fallback.  ``make compiled``
+(:mod:`runtime.compiled`) compiles :data:`MODULES` with mypyc into
+:data:`BUILD_DIR` (``build/mypyc`` beside the packages, never inside them) and
+writes a manifest there with the SHA-256 of each module's source.
+:func:`select` runs first thing when :mod:`scopes` is imported: it puts the
+compiled modules in front of the sources only if the manifest names exactly
+:data:`MODULES`, was built for this interpreter, and every source still hashes
+as it did at build time.  A source edited since the build therefore always
+wins: the stale build is ignored, with one warning saying how to rebuild.
+
+``PYTIMELY_PURE=1`` ignores the build whatever its state.  This is the only
+module of :mod:`scopes` that reads files, and only at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+MODULES = ("scopes.antichain", "scopes.change_batch", "scopes.reachability")
+"""The modules the compiled build contains (mypyc compiles them as one group)."""
+
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+"""The directory that holds the ``scopes`` package."""
+
+BUILD_DIR = SOURCE_ROOT / "build" / "mypyc"
+"""Where ``make compiled`` puts the compiled modules and their manifest."""
+
+MANIFEST = "manifest.json"
+"""The manifest's file name in :data:`BUILD_DIR`."""
+
+PURE_VARIABLE = "PYTIMELY_PURE"
+"""Set to ``1`` to ignore a compiled build."""
+
+
+class StaleBuildWarning(UserWarning):
+    """The compiled build does not match the sources (or this interpreter) and is ignored."""
+
+
+def source_hash(module: str, root: Path = SOURCE_ROOT) -> str:
+    """The SHA-256 (hex) of ``module``'s source file under ``root``."""
+    import hashlib  # here: most imports find no build and need no hashing
+
+    path = root.joinpath(*module.split(".")).with_suffix(".py")
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def manifest_problem(build_dir: Path = BUILD_DIR, root: Path = SOURCE_ROOT) -> str | None:
+    """Why the build in ``build_dir`` must not be used for the sources under ``root`` (``None``: it may).
+
+    A missing manifest is a problem too ("no compiled build"); the caller tells it from a stale one.
+    """
+    path = build_dir / MANIFEST
+    if not path.is_file():
+        return "no compiled build"
+    import json
+
+    try:
+        manifest = json.loads(path.read_text())
+        tag = manifest["cache_tag"]
+        hashes = manifest["sources"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"its manifest {path} is unreadable ({error})"
+    if tag != sys.implementation.cache_tag:
+        return f"it was built for {tag}, and this interpreter is {sys.implementation.cache_tag}"
+    if not isinstance(hashes, dict) or sorted(hashes) != sorted(MODULES):
+        return f"it holds {sorted(hashes) if isinstance(hashes, dict) else hashes}, not {sorted(MODULES)}"
+    for module in MODULES:
+        try:
+            current = source_hash(module, root)
+        except OSError as error:
+            return f"the source of {module} cannot be read ({error})"
+        if current != hashes[module]:
+            return f"{module}'s source changed since it was built"
+    return None
+
+
+def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
+    """Put the compiled modules in front of ``package``'s sources if the build is current; the names used.
+
+    Imports them at once, so that a build that cannot load (an interpreter
+    change the manifest did not catch, a module mypyc compiled but that fails
+    as it runs) falls back to the sources with a warning rather than failing a
+    later import.
+    """
+    if os.environ.get(PURE_VARIABLE, "") not in ("", "0"):
+        return []
+    problem = manifest_problem(build_dir)
+    if problem == "no compiled build":
+        return []
+    if problem is not None:
+        warnings.warn(
+            f"ignoring the compiled build in {build_dir}: {problem}; pure Python is used "
+            "(run `make compiled` to rebuild it, or `make pure` to remove it)",
+            StaleBuildWarning,
+            stacklevel=3,
+        )
+        return []
+    inner = str(build_dir / package.__name__)
+    package.__path__.insert(0, inner)
+    sys.path.append(str(build_dir))  # the group's shared library, imported by each compiled module
+    try:
+        for module in MODULES:
+            importlib.import_module(module)
+    except Exception as error:  # noqa: BLE001 - whatever a broken build raises, the sources still work
+        package.__path__.remove(inner)
+        sys.path.remove(str(build_dir))
+        for module in MODULES:
+            sys.modules.pop(module, None)
+        warnings.warn(
+            f"ignoring the compiled build in {build_dir}: it does not load ({type(error).__name__}: {error}); "
+            "pure Python is used",
+            StaleBuildWarning,
+            stacklevel=3,
+        )
+        return []
+    return list(MODULES)
+
+
+def compiled_modules() -> list[str]:
+    """The modules of the progress path that run compiled in this interpreter (empty: pure Python)."""
+    found = []
+    for module in MODULES:
+        loaded = sys.modules.get(module)
+        path = getattr(loaded, "__file__", None) or ""
+        if loaded is not None and not path.endswith(".py"):
+            found.append(module)
+    return found
