@@ -104,7 +104,10 @@ class ProcessLedger:
             if self._completed[dataflow] < self.local_workers or self.local_workers != self.peers:
                 return
             expected: Counter[tuple[tuple[int, ...], int, int, Any]] = Counter()
-            feeding: dict[tuple[tuple[int, ...], int, int], list[str]] = {}
+            feeding: dict[tuple[tuple[int, ...], int, int], list[tuple[tuple[int, ...], int, str]]] = {}
+            produced_by: dict[tuple[tuple[int, ...], int, int], list[tuple[Any, int]]] = {}
+            for (s, node, port, time), records in self._produced.items():  # once, not once per channel
+                produced_by.setdefault((s, node, port), []).append((time, records))
             for scope, edges in self._channels.items():
                 if scope[0] != dataflow:
                     continue
@@ -114,11 +117,10 @@ class ProcessLedger:
                     if scope + (source[0],) in self._scopes or scope + (target[0],) in self._scopes:
                         continue  # a nested scope counts its boundary over every worker
                     feeding.setdefault((scope, target[0], target[1]), []).append(
-                        f"{describe(scope + (source[0],))} output {source[1]} ({contract})"
+                        (scope + (source[0],), source[1], contract)
                     )
-                    for (s, node, port, time), records in self._produced.items():
-                        if s == scope and node == source[0] and port == source[1]:
-                            expected[(scope, target[0], target[1], time)] += records * copies
+                    for time, records in produced_by.get((scope, source[0], source[1]), ()):
+                        expected[(scope, target[0], target[1], time)] += records * copies
             for key in set(expected) | {k for k in self._consumed if k[0][0] == dataflow}:
                 scope, node, port, time = key
                 if (scope, node, port) not in feeding:
@@ -127,7 +129,8 @@ class ProcessLedger:
                     raise AuditViolation(
                         f"channel balance: {describe(scope + (node,))} input {port} consumed "
                         f"{self._consumed[key]} record(s) at time {time!r}, but the channels feeding it "
-                        f"({'; '.join(feeding[(scope, node, port)])}) produced {expected[key]} for it, over all "
+                        f"({'; '.join(f'{describe(a)} output {o} ({c})' for a, o, c in feeding[(scope, node, port)])}) "
+                        f"produced {expected[key]} for it, over all "
                         f"{self.peers} worker(s)"
                     )
 
