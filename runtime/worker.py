@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.communication import Communicator, Stop
@@ -199,7 +199,7 @@ class Worker:
         puller = dataflow.fingerprints
         assert puller is not None
         while (message := puller.pull()) is not None:
-            sender, (theirs,) = message
+            sender, (theirs,) = cast(tuple[int, list[Any]], message)  # a fingerprint message
             difference = first_difference(dataflow.fingerprint, theirs, self.index, sender)
             if difference is not None:
                 raise DataflowMismatch(

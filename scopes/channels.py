@@ -19,9 +19,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 from scopes.batches import (
+    Batch,
     BatchError,
     KeyColumnError,
     batch_kind,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
-Message = tuple[Any, list[Any]]
+Message = tuple[Any, Batch]
 """A batch of records sharing one timestamp: ``(time, records)``."""
 
 Activator = Callable[[], None]
@@ -53,7 +54,7 @@ Activator = Callable[[], None]
 class Pusher(Protocol):
     """Accepts messages."""
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Deliver ``batch`` at ``time``; the receiver may take ownership of the list."""
         ...
 
@@ -100,7 +101,7 @@ class LocalQueue:
         self._queue: deque[Message] = deque()
         self._activate = activate
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Enqueue a message and activate the reader."""
         self._queue.append((time, batch))
         if self._activate is not None:
@@ -248,7 +249,7 @@ class ExchangePusher:
         self._buffers: dict[Any, list[list[Any]]] = {}
         self._columnar: ExchangeBatchPusher | None = None
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Add each record of the batch to its destination's buffer for ``time``.
 
         A columnar batch stays columnar: ``key`` is called on each of its rows (a
@@ -270,7 +271,7 @@ class ExchangePusher:
         try:
             if batch.__class__ is not list or len(batch) < ROUTE_WHOLE_BATCH:
                 appends = [part.append for part in parts]
-                for record in batch:
+                for record in cast(list[Any], batch):  # columnar batches returned above
                     k = key(record)
                     if k.__class__ is int:
                         appends[(k & MASK64) % peers](record)
@@ -567,7 +568,7 @@ class BroadcastPusher:
         """Broadcast among ``pushers`` (one per worker)."""
         self._pushers = list(pushers)
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Push a copy of the batch to each worker."""
         last = len(self._pushers) - 1
         for i, pusher in enumerate(self._pushers):

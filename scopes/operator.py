@@ -10,7 +10,7 @@ come with a :class:`CapabilityRef` that can be retained.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from scopes.antichain import MutableAntichain
 from scopes.batches import Batch, is_columnar
@@ -136,7 +136,12 @@ class InputPort:
         return self._frontier
 
     def pull(self) -> tuple[Any, list[Any]] | None:
-        """Take the next message and count it as consumed."""
+        """Take the next message and count it as consumed.
+
+        Channels carry any :data:`~scopes.batches.Batch`; operator logic is
+        typed for the record-wise case, a list, and receives a columnar batch
+        exactly as it was sent (the columnar operators test ``is_columnar``).
+        """
         message = self.puller.pull()
         if message is not None:
             consumed = self.consumed
@@ -145,7 +150,7 @@ class InputPort:
             self.owner.current_time = time
         else:
             self.owner.current_time = None
-        return message
+        return cast("tuple[Any, list[Any]] | None", message)
 
     def advance_frontier(self, updates: Updates) -> None:
         """Apply changes to the times that may still arrive here (pushed by the operator's scope)."""

@@ -10,7 +10,7 @@ worker's tracker accumulates prefixes of every worker's batches.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from scopes.channels import Allocator, Puller, Pusher
 from scopes.hooks import ProgressObserver
@@ -69,7 +69,7 @@ class Progcaster:
             message = puller.pull()
             if message is None:
                 return
-            final.extend(message[1])
+            final.extend(cast(list[tuple[int, Any, int]], message[1]))  # progress batches are lists
 
     def send(self, observer: ProgressObserver | None) -> None:
         """Compact this worker's batch and broadcast it whole; append it to :attr:`final` here.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from scopes.batches import Batch
 from scopes.callsite import user_site
 from scopes.channels import Activator, Pusher, Tee
 from scopes.errors import BuildError
@@ -35,7 +36,7 @@ class _ScopeEntrance:
         self._to_inner = to_inner
         self._activate = activate
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         inner = self._to_inner(time)
         counts = self._counts
         counts[inner] = counts.get(inner, 0) + len(batch)
@@ -56,7 +57,7 @@ class _ScopeExit:
         self._tee = tee
         self._to_outer = to_outer
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         self._tee.push(self._to_outer(time), batch)
 
     def flush(self) -> None:

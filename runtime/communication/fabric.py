@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
+from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
 _NONE: list[Address] = []
@@ -212,7 +213,7 @@ class MailboxPusher:
         self._signal = signal
         self._address = address
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Deliver ``(time, batch)`` and activate the receiver."""
         self._box.append((time, batch))
         self._signal.activate(self._address)

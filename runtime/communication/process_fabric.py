@@ -70,6 +70,7 @@ from runtime.communication.wire import (
     frame_head,
 )
 from runtime.errors import ConfigurationError
+from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
 HEARTBEAT_PERIOD = 0.25
@@ -445,7 +446,7 @@ class _RemotePusher:
         self._channel = channel
         self._address = address
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Encode ``(time, batch)`` (once per batch object) and buffer it for the receiver's process."""
         self._communicator.enqueue(self._process, self._receiver, self._channel, self._address, time, batch)
 
@@ -501,7 +502,7 @@ class ProcessCommunicator(FabricCommunicator):
         super().__init__(fabric, local, fabric.base + local)
         self._out: dict[int, deque[list[Any]]] = {}
         self._out_bytes: dict[int, int] = {}
-        self._last_batch: list[Any] | None = None
+        self._last_batch: Batch | None = None
         self._last_time: Any = None
         self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
         self._owed = [0] * fabric.processes
@@ -528,7 +529,7 @@ class ProcessCommunicator(FabricCommunicator):
         remote_box = fabric.remote_mailbox(channel, self._local)
         return pushers, _CreditingPuller(local_box, remote_box, self._owed, channel, self._index)
 
-    def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: list[Any]) -> None:
+    def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: Batch) -> None:
         """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
         self.fabric.sent[self._local] += 1
         out = self._out.get(process)

@@ -28,7 +28,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from runtime.communication import Address, Stop
 from runtime.communication.fabric import MailboxPuller
@@ -36,6 +36,7 @@ from runtime.errors import ConfigurationError, WorkerAborted
 from runtime.errors import SimulationError as SimulationError
 from runtime.execute import failure_of, run_worker
 from runtime.worker import Worker
+from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
 R = TypeVar("R")
@@ -124,7 +125,7 @@ class SimulatedNetwork:
             queue = self.in_flight[key] = deque()
         time, batch = message
         if self.split_progress and time is None and len(batch) > 1:
-            queue.extend((None, [update]) for update in batch)
+            queue.extend((None, [update]) for update in cast(list[Any], batch))  # a progress batch
         else:
             queue.append(message)
 
@@ -159,7 +160,7 @@ class _SimPusher:
         self._sender = sender
         self._receiver = receiver
 
-    def push(self, time: Any, batch: list[Any]) -> None:
+    def push(self, time: Any, batch: Batch) -> None:
         """Put ``(time, batch)`` in flight."""
         self._network.send(self._channel, self._sender, self._receiver, (time, batch))
 
