@@ -143,3 +143,7 @@ class KeyColumnError(BatchError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class StaleBuildWarning(TimelyError, UserWarning):
+    """The compiled build does not match the sources (or this interpreter) and is ignored (a warning)."""

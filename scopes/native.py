@@ -39,10 +39,6 @@ PURE_VARIABLE = "PYTIMELY_PURE"
 """Set to ``1`` to ignore a compiled build."""
 
 
-class StaleBuildWarning(UserWarning):
-    """The compiled build does not match the sources (or this interpreter) and is ignored."""
-
-
 def source_hash(module: str, root: Path = SOURCE_ROOT) -> str:
     """The SHA-256 (hex) of ``module``'s source file under ``root``."""
     import hashlib  # here: most imports find no build and need no hashing
@@ -94,6 +90,8 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
     problem = manifest_problem(build_dir)
     if problem == "no compiled build":
         return []
+    from scopes.errors import StaleBuildWarning  # here: this module runs before the package's others
+
     if problem is not None:
         warnings.warn(
             f"ignoring the compiled build in {build_dir}: {problem}; pure Python is used "

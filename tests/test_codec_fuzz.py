@@ -108,7 +108,8 @@ ATTACK_SCRIPT = textwrap.dedent(
     """
     import io, sys
     import msgpack
-    from runtime import eventlog, instrument, wire
+    from runtime import eventlog, instrument
+    from runtime.communication import wire
 
     def nested(code, depth):
         value = msgpack.packb(0)

@@ -19,6 +19,7 @@ import pytest
 
 import runtime
 from scopes import native
+from scopes.errors import StaleBuildWarning
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +84,7 @@ def test_a_stale_build_is_ignored_with_a_warning(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, hashes)
     package = types.ModuleType("scopes")
     package.__path__ = ["somewhere"]
-    with pytest.warns(native.StaleBuildWarning, match="make compiled"):
+    with pytest.warns(StaleBuildWarning, match="make compiled"):
         assert native.select(package, build) == []
     assert package.__path__ == ["somewhere"]
 
