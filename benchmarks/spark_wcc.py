@@ -168,17 +168,17 @@ def flagship_stages(spark: Any, path: Path, workers: int) -> dict[str, float]:
     import pipeline
     from pyspark import cloudpickle
 
-    from runtime.spark import run_dataflow
+    from runtime.spark import run_dataflow, warm_up
 
     pipeline.ship_by_value(cloudpickle)
     stages: dict[str, float] = {}
     start = time.perf_counter()
-    edges = spark.read.csv(str(path), sep="\t", schema=pipeline.EDGE_SCHEMA)
-    edges = edges.repartition(workers).localCheckpoint(eager=True)
+    edges = pipeline.read_edges(spark, path, workers)
     edge_count = edges.count()
     stages["read"] = time.perf_counter() - start
     start = time.perf_counter()
     ids, id_edges = pipeline.intern_names(edges)
+    warm_up(spark, workers)
     id_edges = id_edges.localCheckpoint(eager=True)
     nodes = ids.count()
     stages["intern"] = time.perf_counter() - start
@@ -224,11 +224,15 @@ def measure_flagship(
     total / dataflow alone}}``; the flagship's total leaves out Spark's start.
     For ``benchmarks/run.py`` and BENCHMARKS.md.
     """
+    sys.path.insert(0, str(ROOT / "examples"))
+    import pipeline
+
     if paths is None:
         paths = [DEFAULT_INPUT, synthetic_graph(ROOT / "output" / "synthetic-5m.tsv")]
     spark = start_spark(master)
     workers = int(spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(pipeline.ARROW_BATCH_ROWS))
     results: dict[str, Any] = {}
     try:
         for path in paths:

@@ -42,6 +42,7 @@ from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import Event, ProgressServer
 from runtime.spark.rendezvous import Rendezvous
 from runtime.spark.task import Build, TaskPlan, run_task
+from runtime.spark.warmup import wait_for_warm_up
 
 DEFAULT_RETRIES = 2
 """Further attempts after a failed one (so three runs in all)."""
@@ -49,6 +50,8 @@ BIND_HOST_SETTING = "spark.pytimely.bindHost"
 """The session setting that gives the interface the tasks' mesh listens on (``bind_host``)."""
 PORTS_SETTING = "spark.pytimely.ports"
 """The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
+WARM_UP_WAIT = 60.0
+"""Seconds ``run_dataflow`` waits at most for a :func:`~runtime.spark.warm_up` job still running."""
 RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
@@ -199,6 +202,7 @@ def run_dataflow(
     driver_host = conf.get("spark.driver.host", "127.0.0.1")
     rendezvous: Rendezvous | None = None
     check_session(spark)
+    wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
     check_slots(spark, workers, slot_wait)
     progress: ProgressServer | None = None
     causes: list[str] = []
