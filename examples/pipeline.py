@@ -4,12 +4,15 @@ Run ``.venv/bin/python examples/pipeline.py`` (``make demo``).  Columnar end to 
 four stages:
 
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
-   (``package<TAB>dependency``, 274,855 edges).
+   (``package<TAB>dependency``, 274,855 edges) into ``N`` partitions
+   (:func:`read_edges`: a plain file in ``N`` byte ranges, without a shuffle).
 2. **Spark interns the names** (:func:`intern_names`): the distinct package
    names get dense ``int`` ids in the names' order (sorted by range in every
    task, each partition's ids offset by the names before it), and the edges
    are joined to them, giving ``(src, dst)`` ids in ``N`` partitions (``N`` =
-   the cluster's task slots, or ``--workers``).
+   the cluster's task slots, or ``--workers``).  While Spark joins,
+   :func:`runtime.spark.warm_up` starts the Python workers that the next
+   stage's tasks run in.
 3. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
    mesh, gang-scheduled in barrier mode, ``columnar=True``): each Arrow batch
@@ -108,7 +111,7 @@ def read_edges(spark: Any, path: Path, partitions: int) -> Any:
     """
     setting = "spark.sql.files.maxPartitionBytes"
     before = spark.conf.get(setting)
-    spark.conf.set(setting, str(max(1 << 20, -(-path.stat().st_size // partitions))))
+    spark.conf.set(setting, str(max(1, -(-path.stat().st_size // partitions))))
     try:
         edges = spark.read.csv(str(path), sep="\t", schema=EDGE_SCHEMA)
         if edges.rdd.getNumPartitions() != partitions:
