@@ -175,7 +175,8 @@ def run_dataflow(
 
     Preflight: the session must allow barrier mode (no speculation, no dynamic
     allocation); ``spark.barrier.sync.timeout`` should be set (use
-    :func:`runtime.spark.spark_session`); if fewer than ``workers`` task
+    :func:`runtime.spark.spark_session`); a :func:`runtime.spark.warm_up`
+    still running is waited for (up to :data:`WARM_UP_WAIT` seconds); if fewer than ``workers`` task
     slots are free after ``slot_wait`` seconds, a warning is issued and
     :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
     to change, instead of waiting for Spark's own slot check to give up.
