@@ -306,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--master", default="local[*]", help="any Spark master (default local[*])")
-    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
+    parser.add_argument("--input", type=Path, default=None,
+                        help="the graph (default: the Debian graph; with --flagship, it and the 5 M-edge graph)")
     parser.add_argument("--partitions", type=int, default=None, help="default: the cluster's slots")
     parser.add_argument("--flagship", action="store_true", help="the flagship stage by stage (measure_flagship)")
     parser.add_argument("--no-baseline", action="store_true", help="with --flagship: skip label propagation")
@@ -315,19 +316,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     if args.flagship:
-        paths = None if args.input == DEFAULT_INPUT else [args.input]
+        paths = None if args.input is None else [args.input]
         limits = {SYNTHETIC_PATH.name: args.baseline_iterations} if args.baseline_iterations else None
         print_flagship(measure_flagship(paths, args.master, not args.no_baseline, limits))
         return 0
 
+    path = args.input or DEFAULT_INPUT
     start = time.perf_counter()
     spark = start_spark(args.master)
     partitions = args.partitions or spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     started = time.perf_counter() - start
 
-    read, propagate, iterations, components = label_propagation(spark, args.input, partitions)
-    print(f"PySpark label propagation on {args.input.name}, master {args.master}, {partitions} partitions")
+    read, propagate, iterations, components = label_propagation(spark, path, partitions)
+    print(f"PySpark label propagation on {path.name}, master {args.master}, {partitions} partitions")
     print(f"  {len(components)} weakly connected components; largest {max(components.values()):,} packages")
     print(f"  {iterations} iterations")
     print(f"  {started:6.1f} s  Spark starts")
