@@ -579,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
                     "spark.ui.showConsoleProgress": "false",
                     "spark.ui.enabled": "false",
                     "spark.sql.shuffle.partitions": "4",
-                    "spark.driver.memory": "1g",
+                    "spark.driver.memory": "2g",  # 1g can fail the 5 M-edge graph's distinct names
                     "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
                 },
             )
