@@ -242,8 +242,9 @@ def measure_flagship(
     iterations.  Returns ``{graph name: {"flagship": stages, "flagship
     total": seconds, "alone": stages, "ratio": flagship total / dataflow
     alone, "label propagation": {"read", "propagate", "iterations",
-    "converged"}}}``; the flagship's total leaves out Spark's start.  For
-    ``benchmarks/run.py`` and BENCHMARKS.md.
+    "converged"}}}``; the flagship's total leaves out Spark's start.  Each
+    flagship and each label propagation runs in a fresh session
+    (:func:`_session`).  For ``benchmarks/run.py`` and BENCHMARKS.md.
     """
     sys.path.insert(0, str(ROOT / "examples"))
     import pipeline
@@ -251,32 +252,48 @@ def measure_flagship(
     if paths is None:
         paths = [DEFAULT_INPUT, synthetic_graph(SYNTHETIC_PATH)]
     limits = baseline_iterations or {}
-    spark = start_spark(master)
-    workers = int(spark.sparkContext.defaultParallelism)
-    spark.conf.set("spark.sql.shuffle.partitions", str(workers))
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(pipeline.ARROW_BATCH_ROWS))
     results: dict[str, Any] = {}
-    try:
-        for path in paths:
+    for path in paths:
+        spark, workers = _session(master, pipeline.ARROW_BATCH_ROWS)
+        try:
             stages = flagship_stages(spark, path, workers)
-            alone = dataflow_alone(path)
-            total = sum(stages[name] for name in FLAGSHIP_TOTAL)
-            row: dict[str, Any] = {"flagship": stages, "flagship total": total, "alone": alone}
-            row["ratio"] = total / (alone["read"] + alone["intern"] + alone["dataflow"])
-            if baseline:
+        finally:
+            spark.stop()
+        alone = dataflow_alone(path)
+        total = sum(stages[name] for name in FLAGSHIP_TOTAL)
+        row: dict[str, Any] = {"flagship": stages, "flagship total": total, "alone": alone}
+        row["ratio"] = total / (alone["read"] + alone["intern"] + alone["dataflow"])
+        if baseline:
+            spark, workers = _session(master, pipeline.ARROW_BATCH_ROWS)
+            try:
                 read, propagate, iterations, components = label_propagation(
                     spark, path, workers, limits.get(path.name)
                 )
-                row["label propagation"] = {
-                    "read": read,
-                    "propagate": propagate,
-                    "iterations": iterations,
-                    "converged": bool(components),
-                }
-            results[path.name] = row
-    finally:
-        spark.stop()
+            finally:
+                spark.stop()
+            row["label propagation"] = {
+                "read": read,
+                "propagate": propagate,
+                "iterations": iterations,
+                "converged": bool(components),
+            }
+        results[path.name] = row
     return results
+
+
+def _session(master: str, arrow_rows: int) -> tuple[Any, int]:
+    """A fresh session for one measurement, and its parallelism.
+
+    Every measurement gets its own: the checkpoints of one stay in the
+    executors' memory until the session stops, and at 5 M edges those of the
+    flagship left PySpark's label propagation in the same session unable to
+    acquire memory for its aggregation (``SparkOutOfMemoryError``).
+    """
+    spark = start_spark(master)
+    workers = int(spark.sparkContext.defaultParallelism)
+    spark.conf.set("spark.sql.shuffle.partitions", str(workers))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_rows))
+    return spark, workers
 
 
 FLAGSHIP_TOTAL = ("read", "intern", "pytimely", "name", "summary")
