@@ -530,7 +530,9 @@ def flagship_rows(name: str, row: dict[str, Any], judge_extra: bool, judge_ratio
                           f"{format_seconds(alone['dataflow'])}")
     rows.append(without)
     propagation = row.get("label propagation")
-    if propagation is not None:
+    if propagation is not None and "error" in propagation:
+        rows.append(missing_row(f"{name}: PySpark label propagation", f"failed in Spark: {propagation['error']}"))
+    elif propagation is not None:
         seconds = propagation["read"] + propagation["propagate"]
         iterations = propagation["iterations"]
         if propagation["converged"]:

@@ -269,16 +269,29 @@ def measure_flagship(
                 read, propagate, iterations, components = label_propagation(
                     spark, path, workers, limits.get(path.name)
                 )
+            except Exception as error:  # noqa: BLE001 - the baseline failing is reported, not fatal
+                row["label propagation"] = {"error": _first_line(error)}
+            else:
+                row["label propagation"] = {
+                    "read": read,
+                    "propagate": propagate,
+                    "iterations": iterations,
+                    "converged": bool(components),
+                }
             finally:
                 spark.stop()
-            row["label propagation"] = {
-                "read": read,
-                "propagate": propagate,
-                "iterations": iterations,
-                "converged": bool(components),
-            }
         results[path.name] = row
     return results
+
+
+def _first_line(error: BaseException) -> str:
+    """What failed, in a line: Spark's own error class when the message names one (e.g. an out-of-memory)."""
+    text = str(error)
+    for marker in ("SparkOutOfMemoryError", "OutOfMemoryError"):
+        at = text.find(marker)
+        if at >= 0:
+            return text[at:].splitlines()[0][:300]
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:300]
 
 
 def _session(master: str, arrow_rows: int) -> tuple[Any, int]:
@@ -319,6 +332,9 @@ def print_flagship(results: dict[str, Any]) -> None:
         print(f"  flagship / without Spark: {row['ratio']:.2f}x")
         if "label propagation" in row:
             lp = row["label propagation"]
+            if "error" in lp:
+                print(f"  PySpark label propagation failed: {lp['error']}")
+                continue
             status = "to the fixed point" if lp["converged"] else "stopped before the fixed point"
             print(f"  {lp['read']:7.2f} s + {lp['propagate']:.2f} s  PySpark label propagation (read, propagate: "
                   f"{lp['iterations']} iterations, {status})")

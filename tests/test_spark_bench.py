@@ -49,3 +49,14 @@ def test_the_whole_flagship_goal_is_a_ratio_to_the_dataflow_without_spark() -> N
     bounded = [row for row in met if "label propagation" in row.variant]
     assert len(bounded) == 1 and "first 4 iterations (bounded)" in bounded[0].variant
     assert "3.00 s per iteration" in bounded[0].comparison
+
+
+def test_a_failed_baseline_is_a_row_saying_why_not_a_number() -> None:
+    run = _run_module()
+    result = measured(5.0, 4.0, 29.0, 10.0)
+    result["label propagation"] = {"error": "SparkOutOfMemoryError: [UNABLE_TO_ACQUIRE_MEMORY]"}
+    rows = run.flagship_rows("5 M edges", result, False, True)
+    failed = [row for row in rows if "label propagation" in row.variant]
+    assert len(failed) == 1 and failed[0].median == "not measured"
+    assert "failed in Spark: SparkOutOfMemoryError" in failed[0].comparison
+    assert rows[0].result == "PASS"  # the flagship's goal does not depend on the baseline
