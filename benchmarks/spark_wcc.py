@@ -32,10 +32,15 @@ SYNTHETIC_EDGES = 5_000_000
 SYNTHETIC_NODES = 1_000_000
 
 
-def label_propagation(spark: Any, path: Path, partitions: int) -> tuple[float, float, int, dict[str, int]]:
-    """Read the edges and propagate labels to a fixed point.
+def label_propagation(
+    spark: Any, path: Path, partitions: int, max_iterations: int | None = None
+) -> tuple[float, float, int, dict[str, int]]:
+    """Read the edges and propagate labels to a fixed point, or for at most ``max_iterations`` iterations.
 
-    Returns (seconds to read, seconds to propagate, iterations, {component label: packages}).
+    Returns (seconds to read, seconds to propagate, iterations, {component
+    label: packages}); the components are empty when ``max_iterations``
+    stopped it before the fixed point (labels still went down in its last
+    iteration).
     """
     from pyspark.sql import functions as F
 
@@ -49,26 +54,34 @@ def label_propagation(spark: Any, path: Path, partitions: int) -> tuple[float, f
 
     start = time.perf_counter()
     iterations = 0
-    while True:
+    converged = False
+    while not converged and (max_iterations is None or iterations < max_iterations):
         iterations += 1
         offers = both.join(labels, both.src == labels.node).select(F.col("dst").alias("node"), "label")
         best = offers.union(labels).groupBy("node").agg(F.min("label").alias("label"))
         best = best.localCheckpoint(eager=True)
         changed = best.join(labels.withColumnRenamed("label", "old"), "node").where(F.col("label") < F.col("old"))
-        if changed.count() == 0:
-            labels = best
-            break
+        converged = changed.count() == 0
         labels = best
-    components = {row["label"]: row["count"] for row in labels.groupBy("label").count().collect()}
+    components: dict[str, int] = {}
+    if converged:
+        components = {row["label"]: row["count"] for row in labels.groupBy("label").count().collect()}
     return read, time.perf_counter() - start, iterations, components
 
 
 def start_spark(master: str) -> Any:
-    """A quiet Spark session for the baseline (no UI, 1 GB driver)."""
+    """A quiet Spark session for the baseline and the flagship (no UI, 4 GB driver).
+
+    With 1 GB, the flagship at 5 M edges once failed with Spark's own
+    ``SparkOutOfMemoryError`` in the hash aggregation of the distinct names,
+    and with 2 GB the label propagation at 5 M edges did, in its first
+    aggregation, while its 10 M checkpointed edge rows held the storage half
+    of Spark's memory (``local`` mode does not retry a task).
+    """
     spark = spark_session(
         master,
         "pyspark wcc baseline",
-        {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "1g"},
+        {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "4g"},
     )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
@@ -168,17 +181,17 @@ def flagship_stages(spark: Any, path: Path, workers: int) -> dict[str, float]:
     import pipeline
     from pyspark import cloudpickle
 
-    from runtime.spark import run_dataflow
+    from runtime.spark import run_dataflow, warm_up
 
     pipeline.ship_by_value(cloudpickle)
     stages: dict[str, float] = {}
     start = time.perf_counter()
-    edges = spark.read.csv(str(path), sep="\t", schema=pipeline.EDGE_SCHEMA)
-    edges = edges.repartition(workers).localCheckpoint(eager=True)
+    edges = pipeline.read_edges(spark, path, workers)
     edge_count = edges.count()
     stages["read"] = time.perf_counter() - start
     start = time.perf_counter()
     ids, id_edges = pipeline.intern_names(edges)
+    warm_up(spark, workers)
     id_edges = id_edges.localCheckpoint(eager=True)
     nodes = ids.count()
     stages["intern"] = time.perf_counter() - start
@@ -213,38 +226,95 @@ def flagship_stages(spark: Any, path: Path, workers: int) -> dict[str, float]:
     return stages
 
 
+SYNTHETIC_PATH = ROOT / "output" / "synthetic-5m.tsv"
+"""Where :func:`measure_flagship` writes the 5 M-edge graph (once)."""
+
+
 def measure_flagship(
-    paths: list[Path] | None = None, master: str = "local[2]", baseline: bool = True
+    paths: list[Path] | None = None,
+    master: str = "local[2]",
+    baseline: bool = True,
+    baseline_iterations: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The flagship stage by stage on each graph, beside the dataflow alone and PySpark label propagation.
 
     ``paths`` defaults to the Debian graph and the 5 M-edge synthetic graph
-    (written once under ``output/``).  Returns ``{graph name: {"flagship":
-    stages, "alone": stages, "label propagation": seconds, "ratio": flagship
-    total / dataflow alone}}``; the flagship's total leaves out Spark's start.
-    For ``benchmarks/run.py`` and BENCHMARKS.md.
+    (written once under ``output/``).  ``baseline_iterations`` bounds the
+    label propagation on the graphs it names (by file name) to that many
+    iterations.  Returns ``{graph name: {"flagship": stages, "flagship
+    total": seconds, "alone": stages, "ratio": flagship total / dataflow
+    alone, "label propagation": {"read", "propagate", "iterations",
+    "converged"}}}``; the flagship's total leaves out Spark's start.  Each
+    flagship and each label propagation runs in a fresh session
+    (:func:`_session`).  For ``benchmarks/run.py`` and BENCHMARKS.md.
     """
+    sys.path.insert(0, str(ROOT / "examples"))
+    import pipeline
+
     if paths is None:
-        paths = [DEFAULT_INPUT, synthetic_graph(ROOT / "output" / "synthetic-5m.tsv")]
+        paths = [DEFAULT_INPUT, synthetic_graph(SYNTHETIC_PATH)]
+    limits = baseline_iterations or {}
+    results: dict[str, Any] = {}
+    for path in paths:
+        spark, workers = _session(master, pipeline.ARROW_BATCH_ROWS)
+        try:
+            stages = flagship_stages(spark, path, workers)
+        finally:
+            spark.stop()
+        alone = dataflow_alone(path)
+        total = sum(stages[name] for name in FLAGSHIP_TOTAL)
+        row: dict[str, Any] = {"flagship": stages, "flagship total": total, "alone": alone}
+        row["ratio"] = total / (alone["read"] + alone["intern"] + alone["dataflow"])
+        if baseline:
+            spark, workers = _session(master, pipeline.ARROW_BATCH_ROWS)
+            try:
+                read, propagate, iterations, components = label_propagation(
+                    spark, path, workers, limits.get(path.name)
+                )
+            except Exception as error:  # noqa: BLE001 - the baseline failing is reported, not fatal
+                row["label propagation"] = {"error": _first_line(error)}
+            else:
+                row["label propagation"] = {
+                    "read": read,
+                    "propagate": propagate,
+                    "iterations": iterations,
+                    "converged": bool(components),
+                }
+            finally:
+                spark.stop()
+        results[path.name] = row
+    return results
+
+
+def _first_line(error: BaseException) -> str:
+    """What failed, in a line: Spark's own error class when the message names one (e.g. an out-of-memory)."""
+    text = str(error)
+    for marker in ("SparkOutOfMemoryError", "OutOfMemoryError"):
+        at = text.find(marker)
+        if at >= 0:
+            return text[at:].splitlines()[0][:300]
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def _session(master: str, arrow_rows: int) -> tuple[Any, int]:
+    """A fresh session for one measurement, and its parallelism.
+
+    Every measurement gets its own: the checkpoints of one stay in the
+    executors' memory until the session stops, and at 5 M edges those of the
+    flagship left PySpark's label propagation in the same session unable to
+    acquire memory for its aggregation (``SparkOutOfMemoryError``).
+    """
     spark = start_spark(master)
     workers = int(spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
-    results: dict[str, Any] = {}
-    try:
-        for path in paths:
-            stages = flagship_stages(spark, path, workers)
-            alone = dataflow_alone(path)
-            total = sum(stages[name] for name in ("read", "intern", "pytimely", "name", "summary"))
-            row: dict[str, Any] = {"flagship": stages, "flagship total": total, "alone": alone}
-            row["ratio"] = total / (alone["read"] + alone["intern"] + alone["dataflow"])
-            if baseline:
-                read, propagate, iterations, _ = label_propagation(spark, path, workers)
-                row["label propagation"] = read + propagate
-                row["label propagation iterations"] = iterations
-            results[path.name] = row
-    finally:
-        spark.stop()
-    return results
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(arrow_rows))
+    return spark, workers
+
+
+FLAGSHIP_TOTAL = ("read", "intern", "pytimely", "name", "summary")
+"""The stages whose times make the flagship's total (Spark's start left out)."""
+FLAGSHIP_STAGES = ("read", "intern", "pytimely", "tasks start", "dataflow", "hand-over", "name", "summary")
+"""Every stage :func:`flagship_stages` times, in order (``tasks start`` to ``hand-over`` split ``pytimely``)."""
 
 
 def print_flagship(results: dict[str, Any]) -> None:
@@ -252,7 +322,7 @@ def print_flagship(results: dict[str, Any]) -> None:
     for name, row in results.items():
         stages = row["flagship"]
         print(f"{name}: {stages['edges']:,.0f} edges, {stages['nodes']:,.0f} packages")
-        for stage in ("read", "intern", "pytimely", "tasks start", "dataflow", "hand-over", "name", "summary"):
+        for stage in FLAGSHIP_STAGES:
             print(f"  {stages[stage]:7.2f} s  flagship: {stage}")
         print(f"  {row['flagship total']:7.2f} s  flagship total (without Spark's start)")
         rss = stages["peak task RSS"]
@@ -263,33 +333,43 @@ def print_flagship(results: dict[str, Any]) -> None:
               f"(read, intern, dataflow on 1 worker)")
         print(f"  flagship / without Spark: {row['ratio']:.2f}x")
         if "label propagation" in row:
-            print(f"  {row['label propagation']:7.2f} s  PySpark label propagation "
-                  f"({row['label propagation iterations']} iterations)")
+            lp = row["label propagation"]
+            if "error" in lp:
+                print(f"  PySpark label propagation failed: {lp['error']}")
+                continue
+            status = "to the fixed point" if lp["converged"] else "stopped before the fixed point"
+            print(f"  {lp['read']:7.2f} s + {lp['propagate']:.2f} s  PySpark label propagation (read, propagate: "
+                  f"{lp['iterations']} iterations, {status})")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--master", default="local[*]", help="any Spark master (default local[*])")
-    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT)
+    parser.add_argument("--input", type=Path, default=None,
+                        help="the graph (default: the Debian graph; with --flagship, it and the 5 M-edge graph)")
     parser.add_argument("--partitions", type=int, default=None, help="default: the cluster's slots")
     parser.add_argument("--flagship", action="store_true", help="the flagship stage by stage (measure_flagship)")
     parser.add_argument("--no-baseline", action="store_true", help="with --flagship: skip label propagation")
+    parser.add_argument("--baseline-iterations", type=int, default=None,
+                        help="with --flagship: stop label propagation on the 5 M-edge graph after this many iterations")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     if args.flagship:
-        paths = None if args.input == DEFAULT_INPUT else [args.input]
-        print_flagship(measure_flagship(paths, args.master, baseline=not args.no_baseline))
+        paths = None if args.input is None else [args.input]
+        limits = {SYNTHETIC_PATH.name: args.baseline_iterations} if args.baseline_iterations else None
+        print_flagship(measure_flagship(paths, args.master, not args.no_baseline, limits))
         return 0
 
+    path = args.input or DEFAULT_INPUT
     start = time.perf_counter()
     spark = start_spark(args.master)
     partitions = args.partitions or spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     started = time.perf_counter() - start
 
-    read, propagate, iterations, components = label_propagation(spark, args.input, partitions)
-    print(f"PySpark label propagation on {args.input.name}, master {args.master}, {partitions} partitions")
+    read, propagate, iterations, components = label_propagation(spark, path, partitions)
+    print(f"PySpark label propagation on {path.name}, master {args.master}, {partitions} partitions")
     print(f"  {len(components)} weakly connected components; largest {max(components.values()):,} packages")
     print(f"  {iterations} iterations")
     print(f"  {started:6.1f} s  Spark starts")

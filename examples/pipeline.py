@@ -4,12 +4,15 @@ Run ``.venv/bin/python examples/pipeline.py`` (``make demo``).  Columnar end to 
 four stages:
 
 1. **Spark reads the edges** of ``examples/data/debian-bookworm-depends.tsv.gz``
-   (``package<TAB>dependency``, 274,855 edges).
+   (``package<TAB>dependency``, 274,855 edges) into ``N`` partitions
+   (:func:`read_edges`: a plain file in ``N`` byte ranges, without a shuffle).
 2. **Spark interns the names** (:func:`intern_names`): the distinct package
    names get dense ``int`` ids in the names' order (sorted by range in every
    task, each partition's ids offset by the names before it), and the edges
    are joined to them, giving ``(src, dst)`` ids in ``N`` partitions (``N`` =
-   the cluster's task slots, or ``--workers``).
+   the cluster's task slots, or ``--workers``).  While Spark joins,
+   :func:`runtime.spark.warm_up` starts the Python workers that the next
+   stage's tasks run in.
 3. **pytimely computes, across the ``N`` Spark tasks**, with
    :func:`runtime.spark.run_dataflow` (each task one pytimely process of a TCP
    mesh, gang-scheduled in barrier mode, ``columnar=True``): each Arrow batch
@@ -74,7 +77,7 @@ import scc_columnar  # noqa: E402
 from connected_components_columnar import EDGE, OFFER, concat_arrays, emit, owner, weak_labels  # noqa: E402
 from scc_columnar import REVERSED, scc_edges  # noqa: E402
 
-from runtime.spark import current_task, run_dataflow, spark_session  # noqa: E402
+from runtime.spark import current_task, run_dataflow, spark_session, warm_up  # noqa: E402
 from scopes import Notificator, OperatorInput, OperatorOutput, ScopeBuilder, Stream  # noqa: E402
 from scopes.channels import ExchangeBatch  # noqa: E402
 
@@ -88,9 +91,34 @@ MEMBER = np.dtype([("node", np.int32), ("scc", np.int32), ("scc_size", np.int32)
 """A node of a strongly connected component of 2+ nodes: ``(node, smallest node of the SCC, SCC size)``."""
 REPORT_PERIOD = 0.5
 """Seconds between two progress reports of a task."""
+ARROW_BATCH_ROWS = 65_536
+"""Rows per Arrow batch that Spark hands the dataflow (``spark.sql.execution.arrow.maxRecordsPerBatch``).
+
+Spark's default, 10,000, makes 250 messages per task at 5 M edges, each one
+NumPy conversion and one pass of the loops' operators; 65,536 makes 39."""
 
 
 # ---------------------------------------------------------------------- Spark: names to ids and back
+
+
+def read_edges(spark: Any, path: Path, partitions: int) -> Any:
+    """Spark reads the TSV of edges at ``path`` into ``partitions`` partitions, computed (checkpointed).
+
+    A plain file is split into ``partitions`` byte ranges as it is read
+    (``spark.sql.files.maxPartitionBytes``), so every task parses its share
+    and no shuffle follows; a gzip file, which Spark cannot split, is read by
+    one task and then spread over ``partitions``.
+    """
+    setting = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(setting)
+    spark.conf.set(setting, str(max(1, -(-path.stat().st_size // partitions))))
+    try:
+        edges = spark.read.csv(str(path), sep="\t", schema=EDGE_SCHEMA)
+        if edges.rdd.getNumPartitions() != partitions:
+            edges = edges.repartition(partitions)
+        return edges.localCheckpoint(eager=True)  # the joins of intern_names keep these partitions
+    finally:
+        spark.conf.set(setting, before)
 
 
 def intern_names(edges: Any, partitions: int | None = None) -> tuple[Any, Any]:
@@ -295,7 +323,6 @@ def find_components(edges: Any, workers: int | None = None, **options: Any) -> A
     and Spark names the result.
     """
     ids, id_edges = intern_names(edges)
-    ids = ids.localCheckpoint(eager=True)
     build = functools.partial(components_dataflow, nodes=ids.count())
     rows = run_dataflow(id_edges, build, ID_OUTPUT_SCHEMA, workers=workers, columnar=True, **options)
     return name_components(rows, ids)
@@ -552,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
                     "spark.ui.showConsoleProgress": "false",
                     "spark.ui.enabled": "false",
                     "spark.sql.shuffle.partitions": "4",
-                    "spark.driver.memory": "1g",
+                    "spark.driver.memory": "2g",  # 1g can fail the 5 M-edge graph's distinct names
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
                 },
             )
             spark.sparkContext.setLogLevel("ERROR")
@@ -560,14 +588,13 @@ def main(argv: list[str] | None = None) -> int:
 
             workers = args.workers or spark.sparkContext.defaultParallelism
             display.begin(f"Spark reads the edges ({workers} partitions)")
-            edges = spark.read.csv(str(args.input), sep="\t", schema=EDGE_SCHEMA)
-            edges = edges.repartition(workers).localCheckpoint(eager=True)  # the joins keep these partitions
+            edges = read_edges(spark, args.input, workers)
             edge_count = edges.count()
             display.end()
 
             display.begin("Spark interns the names to int ids")
             ids, id_edges = intern_names(edges)
-            ids = ids.localCheckpoint(eager=True)
+            warm_up(spark, workers)  # the dataflow's Python workers start while Spark joins
             id_edges = id_edges.localCheckpoint(eager=True)
             nodes = ids.count()
             display.end()

@@ -127,6 +127,22 @@ def test_names_are_interned_by_every_task_to_dense_ids_in_the_names_order(spark:
     )
 
 
+def test_a_plain_file_is_read_in_byte_ranges_and_a_gzip_file_spread_over_the_partitions(
+    spark: Any, tmp_path: Path
+) -> None:
+    edges = list(scc.read_edges(pipeline.DEFAULT_INPUT, limit=3000))
+    plain = tmp_path / "edges.tsv"
+    plain.write_text("".join(f"{a}\t{b}\n" for a, b in edges))
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    split = pipeline.read_edges(spark, plain, 3)
+    parts = split.rdd.glom().collect()
+    assert len(parts) == 3 and all(parts)
+    assert [tuple(row) for part in parts for row in part] == edges  # byte ranges in file order: no shuffle
+    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == before
+    spread = pipeline.read_edges(spark, pipeline.DEFAULT_INPUT, 2)
+    assert spread.rdd.getNumPartitions() == 2 and spread.count() == 274_855
+
+
 def test_output_comes_back_as_a_dataframe_of_the_schema_from_every_task(spark: Any) -> None:
     result = run_dataflow(keyed_rows(spark), count_by_key, COUNT_SCHEMA, workers=2)
     rows = result.collect()

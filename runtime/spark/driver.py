@@ -31,8 +31,10 @@ Settings
 Preflight
     The session must allow barrier mode (no speculation, no dynamic
     allocation); ``spark.barrier.sync.timeout`` should be set (use
-    :func:`runtime.spark.spark_session`); if fewer than ``workers`` task
-    slots are free after ``slot_wait`` seconds, a warning is issued and
+    :func:`runtime.spark.spark_session`); a :func:`runtime.spark.warm_up`
+    still running is waited for (up to :data:`WARM_UP_WAIT` seconds); if
+    fewer than ``workers`` task slots are free after ``slot_wait`` seconds,
+    a warning is issued and
     :class:`~runtime.spark.errors.SlotsUnavailable` raised at once, saying what
     to change, instead of waiting for Spark's own slot check to give up.
 """
@@ -57,6 +59,7 @@ from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import ProgressServer, TaskEvent
 from runtime.spark.rendezvous import Rendezvous
 from runtime.spark.task import Build, TaskPlan, run_task
+from runtime.spark.warmup import wait_for_warm_up
 
 DEFAULT_RETRIES = 2
 """Further attempts after a failed one (so three runs in all)."""
@@ -64,6 +67,8 @@ BIND_HOST_SETTING = "spark.pytimely.bindHost"
 """The session setting that gives the interface the tasks' mesh listens on (``bind_host``)."""
 PORTS_SETTING = "spark.pytimely.ports"
 """The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
+WARM_UP_WAIT = 60.0
+"""Seconds ``run_dataflow`` waits at most for a :func:`~runtime.spark.warm_up` job still running."""
 RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
@@ -187,6 +192,7 @@ def run_dataflow(
     spark_schema, pa_schema = arrow_schema(schema)
     bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     check_session(spark)
+    wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
     check_slots(spark, workers, slot_wait)
     repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
     plan = TaskPlan(

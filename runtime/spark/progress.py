@@ -92,6 +92,8 @@ class ProgressServer:
         """Stop listening and reading."""
         self._closed.set()
         with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread now, not at its next poll
+        with contextlib.suppress(OSError):
             self._sock.close()
         for thread in self._threads:
             thread.join(timeout=1.0)

@@ -90,6 +90,8 @@ class Rendezvous:
         """Stop listening and drop the tasks still waiting."""
         self._closed.set()
         with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread now, not at its next poll
+        with contextlib.suppress(OSError):
             self._sock.close()
         with self._lock:
             for conn, _ in self._waiting.values():
