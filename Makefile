@@ -84,6 +84,7 @@ spark-cluster-stop: $(SPARK)
 
 lint: $(SPARK)
 	$(VENV)/bin/ruff check scopes runtime viz tests examples benchmarks
+	$(VENV)/bin/ruff format --check scopes runtime viz tests examples benchmarks
 	$(VENV)/bin/mypy
 
 demo: $(SPARK) debian

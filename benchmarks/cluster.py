@@ -109,8 +109,9 @@ def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = F
         handle, text = scope.new_input("Lines")
         if columnar:
             words = text.map_batch(split_words, name="Split")
-            probe = words.exchange_batch(lambda batch: batch, name="ByWord").unary_notify(
-                Pipeline, "Count", count).probe()
+            probe = (
+                words.exchange_batch(lambda batch: batch, name="ByWord").unary_notify(Pipeline, "Count", count).probe()
+            )
             return handle, probe
         if combine:
             pairs = text.unary(Pipeline, "LocalCounts", local_counts)
@@ -162,8 +163,10 @@ def columnar_wire_missing() -> str | None:
     try:
         encode_batch(cast(Any, np.array(["word"])))
     except TypeError:
-        return ("not measured: the wire between processes cannot carry NumPy arrays in this revision "
-                "(colio's part of the columnar contract, branch wip-colio, is not merged)")
+        return (
+            "not measured: the wire between processes cannot carry NumPy arrays in this revision "
+            "(colio's part of the columnar contract, branch wip-colio, is not merged)"
+        )
     return None
 
 

@@ -191,9 +191,7 @@ def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int
     return wcc_arrays_worker(worker, src, dst, nodes)
 
 
-def wcc_arrays_worker(
-    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int
-) -> tuple[float, float, int, float]:
+def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int) -> tuple[float, float, int, float]:
     """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s).
 
     The time runs from the end of an empty warm-up epoch to the last label; a
@@ -280,5 +278,7 @@ def cost_line(medians: Mapping[int, float], baseline: float, baseline_name: str)
         speedup = baseline / medians[workers]
         return f"{workers} worker{'s' if workers > 1 else ''} ({speedup:.2f}× {baseline_name})"
     best = min(medians, key=lambda w: medians[w])
-    return (f"never up to {max(medians)} workers (best: {best} worker{'s' if best > 1 else ''}, "
-            f"{baseline / medians[best]:.2f}× {baseline_name})")
+    return (
+        f"never up to {max(medians)} workers (best: {best} worker{'s' if best > 1 else ''}, "
+        f"{baseline / medians[best]:.2f}× {baseline_name})"
+    )

@@ -67,8 +67,7 @@ def bytewax_epoch_interval_zero(epochs: int) -> float:
 
     flow = Dataflow("epoch_latency")
     out: list[int] = []
-    op.output("out", op.map("map", op.input("ticks", flow, TestingSource(range(epochs))), plus_one),
-              TestingSink(out))
+    op.output("out", op.map("map", op.input("ticks", flow, TestingSource(range(epochs))), plus_one), TestingSink(out))
     gc.collect()
     start = time.perf_counter()
     run_main(flow, epoch_interval=timedelta(0))

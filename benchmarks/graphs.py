@@ -214,8 +214,10 @@ _BUILDERS: dict[str, Callable[[Any], Any]] = {"scipy": _scipy_matrix, "igraph": 
 def _other_libraries() -> dict[str, tuple[str, Callable[[Any, str], np.ndarray]]]:
     """The installed single-threaded libraries beside networkx: name -> (build row name, components function)."""
     found: dict[str, tuple[str, Callable[[Any, str], np.ndarray]]] = {}
-    for library, components, module in (("scipy", _scipy_components, "scipy.sparse.csgraph"),
-                                         ("igraph", _igraph_components, "igraph")):
+    for library, components, module in (
+        ("scipy", _scipy_components, "scipy.sparse.csgraph"),
+        ("igraph", _igraph_components, "igraph"),
+    ):
         try:
             importlib.import_module(module)
         except ImportError:
@@ -277,14 +279,16 @@ def table(result: dict[str, Any]) -> str:
     for name, row in result["rows"].items():
         agrees = result["agree"].get(name, "")
         lines.append(
-            f"| {name} | {row['median']:.3f} | {row['min']:.3f} | {row['max']:.3f} | "
-            f"{row['spread']:.0%} | {agrees} |"
+            f"| {name} | {row['median']:.3f} | {row['min']:.3f} | {row['max']:.3f} | {row['spread']:.0%} | {agrees} |"
         )
     lines += ["", "| ratio | value |", "| --- | ---: |"]
     lines += [f"| {name} | {value:.2f} |" for name, value in result["ratios"].items()]
     goal = result["goal"]
-    lines += ["", "goal (columnar + intern <= networkx + build): "
-              + ", ".join(f"{kind} {'met' if met else 'MISSED'}" for kind, met in goal.items())]
+    lines += [
+        "",
+        "goal (columnar + intern <= networkx + build): "
+        + ", ".join(f"{kind} {'met' if met else 'MISSED'}" for kind, met in goal.items()),
+    ]
     return "\n".join(lines)
 
 

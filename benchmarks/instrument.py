@@ -142,13 +142,21 @@ def child_main(measurement: str, size: int, logging_variant: str, collect: bool)
     for run in range(INNER_RUNS):
         with logging(logging_variant):
             best = min(best, measure(*_size_arguments(measurement, size), collect=outputs if run == 0 else None))
-    return {"seconds": best, "scopes": scopes.__file__, "runtime": runtime.__file__,
-            "outputs": None if outputs is None else [repr(output) for output in outputs]}
+    return {
+        "seconds": best,
+        "scopes": scopes.__file__,
+        "runtime": runtime.__file__,
+        "outputs": None if outputs is None else [repr(output) for output in outputs],
+    }
 
 
 def run_in_subprocess(
-    measurement: str, size: int, logging_variant: str = "off", packages: Path = REPO,
-    collect: bool = False, timeout: float = 120,
+    measurement: str,
+    size: int,
+    logging_variant: str = "off",
+    packages: Path = REPO,
+    collect: bool = False,
+    timeout: float = 120,
 ) -> dict[str, Any]:
     """:func:`child_main` in a fresh Python whose ``PYTHONPATH`` puts ``packages`` (holding ``scopes`` and
     ``runtime``) first; checks that the packages really came from there."""
@@ -158,18 +166,29 @@ def run_in_subprocess(
     )
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
-        [str(packages), str(BENCHMARKS)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else []))
+        [str(packages), str(BENCHMARKS)] + ([environment["PYTHONPATH"]] if environment.get("PYTHONPATH") else [])
+    )
     # -P: no current directory on sys.path, so the repository cannot shadow the copy
-    done = subprocess.run([sys.executable, "-P", "-c", code], env=environment, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"the {measurement} measurement ({logging_variant}, packages {packages}) failed "
-                           f"with exit code {done.returncode}:\n{done.stderr}")
+        raise RuntimeError(
+            f"the {measurement} measurement ({logging_variant}, packages {packages}) failed "
+            f"with exit code {done.returncode}:\n{done.stderr}"
+        )
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     for package in ("scopes", "runtime"):
         if not Path(result[package]).resolve().is_relative_to(packages.resolve()):
-            raise RuntimeError(f"the {measurement} measurement imported {package} from {result[package]}, "
-                               f"not from {packages}: the comparison would be meaningless")
+            raise RuntimeError(
+                f"the {measurement} measurement imported {package} from {result[package]}, "
+                f"not from {packages}: the comparison would be meaningless"
+            )
     return result
 
 
@@ -184,7 +203,9 @@ def hook_free_packages() -> Iterator[tuple[Path, dict[str, int]]]:
 
 
 def measure_variants(
-    sizes: dict[str, int], repeat: int, log: Callable[[str], None] = lambda message: None,
+    sizes: dict[str, int],
+    repeat: int,
+    log: Callable[[str], None] = lambda message: None,
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
     """Seconds per repetition for each measurement (by name, of the given size) and variant, interleaved.
 
@@ -228,8 +249,9 @@ def within_noise(off: list[float], no_hooks: list[float]) -> tuple[float, float,
 def compare(repeat: int = 3) -> list[tuple[str, str, float]]:
     """Median-of-``repeat`` seconds for each measurement and variant (full size)."""
     values, _ = measure_variants({"record pipeline": 20_000, "epoch latency": 2_000}, repeat)
-    return [(name, variant, median(runs)) for name, per_variant in values.items()
-            for variant, runs in per_variant.items()]
+    return [
+        (name, variant, median(runs)) for name, per_variant in values.items() for variant, runs in per_variant.items()
+    ]
 
 
 if __name__ == "__main__":

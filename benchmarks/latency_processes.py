@@ -85,7 +85,11 @@ def measure_fresh(epochs: int, workers: int, processes: int, pure: bool) -> tupl
     env = dict(os.environ, PYTIMELY_PURE="1" if pure else "0")
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(epochs), str(workers), str(processes)],
-        env=env, capture_output=True, text=True, timeout=600, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the latency child failed:\n{done.stderr[-2000:]}")

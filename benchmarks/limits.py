@@ -131,8 +131,10 @@ def exchange_costs(columnar: bool, records: int = 400_000, rounds: int = 5) -> E
             return pushers[1].batches
     else:
         fresh_rounds = [  # new strings for every round, as every epoch's split makes them; built before timing
-            [[(word, 1) for word in " ".join(words[start : start + chunk]).split()]
-             for start in range(0, records, chunk)]
+            [
+                [(word, 1) for word in " ".join(words[start : start + chunk]).split()]
+                for start in range(0, records, chunk)
+            ]
             for _ in range(rounds + 1)
         ]
 
@@ -208,8 +210,13 @@ def profile_two_processes(title: str, target: str, kwargs: dict[str, Any], top: 
     from runtime import execute
 
     results = execute(partial(_profiled, target=target, kwargs=kwargs, top=top), workers=1, processes=2)
-    lines = [f"Profile of {title}, worker 0 of 2 processes (cProfile, one untimed run, reading included; "
-             f"top {top} by own time):", "", "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
+    lines = [
+        f"Profile of {title}, worker 0 of 2 processes (cProfile, one untimed run, reading included; "
+        f"top {top} by own time):",
+        "",
+        "| function | calls | own s | cumulative s |",
+        "|---|---:|---:|---:|",
+    ]
     for where, calls, own, cumulative in results[0]:
         lines.append(f"| `{where}` | {calls} | {own:.3f} | {cumulative:.3f} |")
     return lines

@@ -110,8 +110,11 @@ def _fill_empty_blocks(tree: ast.AST) -> None:
 def leftover_guards(tree: ast.AST, filename: str) -> list[str]:
     """``file:line`` of every guard test in ``tree`` outside an ``assert``."""
     in_assert = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Assert) for inner in ast.walk(node)}
-    return [f"{filename}:{node.lineno}" for node in ast.walk(tree)
-            if isinstance(node, ast.Compare) and is_guard(node) and id(node) not in in_assert]
+    return [
+        f"{filename}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare) and is_guard(node) and id(node) not in in_assert
+    ]
 
 
 def strip_source(source: str, filename: str) -> tuple[str, list[int]]:

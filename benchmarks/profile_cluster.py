@@ -59,8 +59,10 @@ def main() -> None:
     job = partial(profiled, epochs=10, lines=12_000, top=args.top, combine=args.combine)
     results = execute(job, workers=1, processes=args.processes)
     for index, (result, _text, decode) in enumerate(results):
-        print(f"worker {index}: dataflow {result[1] - result[0]:.2f} s, process CPU {result[3]:.2f} s, "
-              f"decoding on the reader thread {decode:.2f} s CPU")
+        print(
+            f"worker {index}: dataflow {result[1] - result[0]:.2f} s, process CPU {result[3]:.2f} s, "
+            f"decoding on the reader thread {decode:.2f} s CPU"
+        )
     print(results[0][1])
 
 

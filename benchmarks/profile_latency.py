@@ -81,9 +81,11 @@ def main() -> None:
     timings = [latency(args.epochs, cpu=args.cpu) for _ in range(args.repeat)]
     best = min(seconds for seconds, _ in timings)
     steps = timings[0][1]
-    print(f"{'cpu ' if args.cpu else ''}us/epoch best {best / args.epochs * 1e6:.1f}  all "
-          + ", ".join(f"{s / args.epochs * 1e6:.1f}" for s, _ in timings)
-          + f"  steps/epoch {steps / args.epochs:.2f}")
+    print(
+        f"{'cpu ' if args.cpu else ''}us/epoch best {best / args.epochs * 1e6:.1f}  all "
+        + ", ".join(f"{s / args.epochs * 1e6:.1f}" for s, _ in timings)
+        + f"  steps/epoch {steps / args.epochs:.2f}"
+    )
     if not args.top:
         return
     profiler = cProfile.Profile()

@@ -68,8 +68,10 @@ def main() -> None:
             total = time.perf_counter() - began
             inside = max(r[1] for r in results) - min(r[0] for r in results)
             cpus = ", ".join(f"{r[2]:.2f}" for r in results)
-            print(f"{processes} process(es): total {total:.2f} s, inside the workers {inside:.2f} s, "
-                  f"worker thread CPU {cpus} s")
+            print(
+                f"{processes} process(es): total {total:.2f} s, inside the workers {inside:.2f} s, "
+                f"worker thread CPU {cpus} s"
+            )
     if args.profile:
         results = execute(partial(timed, text=text, profile=True, top=args.top), workers=1, processes=2)
         print(results[0][3])

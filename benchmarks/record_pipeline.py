@@ -130,7 +130,8 @@ def _run_pytimely(
 def record(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     """pytimely, record-wise: ``map`` -> ``filter`` -> ``exchange`` -> ``count``."""
     return _run_pytimely(
-        epochs, per_epoch,
+        epochs,
+        per_epoch,
         lambda s: s.map(times_three_plus_one).filter(is_even).exchange(identity).count(),
         make_batches(epochs, per_epoch),
     )
@@ -140,15 +141,18 @@ def missing_columnar() -> str | None:
     """Why the columnar variants cannot run here, or ``None`` when they can."""
     missing = [name for name in ("map_batch", "exchange_batch") if not hasattr(Stream, name)]
     if missing:
-        return (f"not measured: this revision has no `Stream.{'`/`Stream.'.join(missing)}` "
-                "(the columnar core, branch wip-colcore, is not merged)")
+        return (
+            f"not measured: this revision has no `Stream.{'`/`Stream.'.join(missing)}` "
+            "(the columnar core, branch wip-colcore, is not merged)"
+        )
     return None
 
 
 def map_batch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     """pytimely, one Python call per batch with list functions, then a record-wise exchange and count."""
     return _run_pytimely(
-        epochs, per_epoch,
+        epochs,
+        per_epoch,
         lambda s: (
             s.map_batch(lambda batch: [x * 3 + 1 for x in batch])
             .map_batch(lambda batch: [y for y in batch if y % 2 == 0])
@@ -162,7 +166,8 @@ def map_batch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
 def map_batch_fused(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     """pytimely, one list function per batch doing map and filter in one pass (as the loop does)."""
     return _run_pytimely(
-        epochs, per_epoch,
+        epochs,
+        per_epoch,
         lambda s: (
             s.map_batch(lambda batch: [y for x in batch if (y := x * 3 + 1) % 2 == 0])
             .exchange_batch(lambda batch: batch)
@@ -178,12 +183,10 @@ def numpy_batches(epochs: int, per_epoch: int) -> tuple[float, Counts]:
 
     arrays = [np.arange(epoch * per_epoch, (epoch + 1) * per_epoch, dtype=np.int64) for epoch in range(epochs)]
     return _run_pytimely(
-        epochs, per_epoch,
+        epochs,
+        per_epoch,
         lambda s: (
-            s.map_batch(lambda a: a * 3 + 1)
-            .map_batch(lambda a: a[a % 2 == 0])
-            .exchange_batch(lambda a: a)
-            .count()
+            s.map_batch(lambda a: a * 3 + 1).map_batch(lambda a: a[a % 2 == 0]).exchange_batch(lambda a: a).count()
         ),
         arrays,
     )
@@ -273,8 +276,9 @@ def bytewax_epoch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     from bytewax.testing import TestingSink, TestingSource, run_main
 
     flow = Dataflow("record_pipeline_lists")
-    counted = op.map("count", op.input("epochs", flow, TestingSource(make_batches(epochs, per_epoch))),
-                     count_even_images)
+    counted = op.map(
+        "count", op.input("epochs", flow, TestingSource(make_batches(epochs, per_epoch))), count_even_images
+    )
     out: list[int] = []
     op.output("out", counted, TestingSink(out))
     gc.collect()
@@ -287,7 +291,8 @@ def bytewax_epoch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
 def map_batch_epoch_function(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     """pytimely with bytewax's fastest shape: ``map_batch`` runs :func:`count_even_images` once per epoch's batch."""
     return _run_pytimely(
-        epochs, per_epoch,
+        epochs,
+        per_epoch,
         lambda s: s.map_batch(lambda batch: [count_even_images(batch)]),
         make_batches(epochs, per_epoch),
     )

@@ -88,8 +88,13 @@ def compare_checkouts(roots: list[str], rounds: int = 3, peers: int = 2) -> dict
         for root in roots:
             env = dict(os.environ, PYTHONPATH=root)
             out = subprocess.run(
-                [sys.executable, "-c", code, root, str(peers)], env=env, cwd=root,
-                capture_output=True, text=True, timeout=600, check=True,
+                [sys.executable, "-c", code, root, str(peers)],
+                env=env,
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=True,
             )
             for case, value in json.loads(out.stdout.strip().splitlines()[-1]).items():
                 best[root][case] = min(best[root].get(case, float("inf")), value)

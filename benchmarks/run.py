@@ -92,10 +92,22 @@ class Config:
 def config(quick: bool, repeat: int) -> Config:
     """The full sizes of issue 12, or small ones for ``--quick``."""
     if quick:
-        return Config(True, repeat, 4, 20_000, 1_000, 300, (1_000,), 2, 1_000, 20_000, (1, 2, 4),
-                      (1_000, 10_000), 300)
-    return Config(False, repeat, 20, 100_000, 10_000, 10_000, (10_000, 100_000), 10, 50_000, 4_000_000, (1, 2, 4),
-                  (100_000, 1_000_000, 10_000_000, 30_000_000), 3_000)
+        return Config(True, repeat, 4, 20_000, 1_000, 300, (1_000,), 2, 1_000, 20_000, (1, 2, 4), (1_000, 10_000), 300)
+    return Config(
+        False,
+        repeat,
+        20,
+        100_000,
+        10_000,
+        10_000,
+        (10_000, 100_000),
+        10,
+        50_000,
+        4_000_000,
+        (1, 2, 4),
+        (100_000, 1_000_000, 10_000_000, 30_000_000),
+        3_000,
+    )
 
 
 class WrongAnswer(Exception):
@@ -127,19 +139,36 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
         missing["bytewax"] = bytewax_missing
     else:
         variants.append(("bytewax", "bytewax 0.21.1, `count_final` keyed by epoch", pipeline.bytewax_pipeline))
-        variants.append(("bytewax_combined", "bytewax 0.21.1, per-batch combiner, then `reduce_final` by epoch",
-                         pipeline.bytewax_combined))
-        variants.append(("bytewax_lists", "bytewax 0.21.1, each epoch's list as one record through one `op.map` "
-                         "(its fastest configuration)", pipeline.bytewax_epoch_lists))
+        variants.append(
+            (
+                "bytewax_combined",
+                "bytewax 0.21.1, per-batch combiner, then `reduce_final` by epoch",
+                pipeline.bytewax_combined,
+            )
+        )
+        variants.append(
+            (
+                "bytewax_lists",
+                "bytewax 0.21.1, each epoch's list as one record through one `op.map` (its fastest configuration)",
+                pipeline.bytewax_epoch_lists,
+            )
+        )
     variants.append(("record", "pytimely record-wise `map`/`filter`/`exchange`/`count`", pipeline.record))
     columnar_missing = pipeline.missing_columnar()
-    columnar = [("map_batch", "pytimely `map_batch` with two list functions (map, then filter)",
-                 pipeline.map_batch_lists),
-                ("map_batch_fused", "pytimely `map_batch` with one list function (map and filter in one pass, "
-                 "as the loop)", pipeline.map_batch_fused),
-                ("numpy", "pytimely with NumPy batches (`map_batch`, `exchange_batch`)", pipeline.numpy_batches),
-                ("map_batch_epoch", "pytimely `map_batch` running the loop's body once per epoch's list "
-                 "(bytewax's fastest shape)", pipeline.map_batch_epoch_function)]
+    columnar = [
+        ("map_batch", "pytimely `map_batch` with two list functions (map, then filter)", pipeline.map_batch_lists),
+        (
+            "map_batch_fused",
+            "pytimely `map_batch` with one list function (map and filter in one pass, as the loop)",
+            pipeline.map_batch_fused,
+        ),
+        ("numpy", "pytimely with NumPy batches (`map_batch`, `exchange_batch`)", pipeline.numpy_batches),
+        (
+            "map_batch_epoch",
+            "pytimely `map_batch` running the loop's body once per epoch's list (bytewax's fastest shape)",
+            pipeline.map_batch_epoch_function,
+        ),
+    ]
     if columnar_missing:
         missing.update({key: columnar_missing for key, _, _ in columnar})
     else:
@@ -157,8 +186,18 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
     labels = {key: label for key, label, _ in variants + columnar}
     labels.setdefault("bytewax", "bytewax 0.21.1")
     rows: list[Row] = []
-    for key in ("loop", "builtins", "bytewax", "bytewax_combined", "bytewax_lists", "record", "map_batch",
-                "map_batch_fused", "map_batch_epoch", "numpy"):
+    for key in (
+        "loop",
+        "builtins",
+        "bytewax",
+        "bytewax_combined",
+        "bytewax_lists",
+        "record",
+        "map_batch",
+        "map_batch_fused",
+        "map_batch_epoch",
+        "numpy",
+    ):
         if key in ("bytewax_combined", "bytewax_lists") and "bytewax" in missing:
             continue
         if key in missing:
@@ -174,16 +213,18 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             row.comparison = f"{sample.speedup_over(loop):.2f}× the loop"
         rows.append(row)
     if "record" in samples:
-        again = timed_row("pytimely record-wise: no regression (issue 18 measured 0.46–0.52× the loop)",
-                          samples["record"])
+        again = timed_row(
+            "pytimely record-wise: no regression (issue 18 measured 0.46–0.52× the loop)", samples["record"]
+        )
         again.median = _rate(cfg, samples["record"])
         rows.append(judge_speedup(again, samples["record"], loop, "the loop", PIPELINE_NO_REGRESSION))
         again.issue = 18
     if "bytewax" in samples:
         fastest = min(("bytewax", "bytewax_combined"), key=lambda key: samples[key].median)
         lists = samples["bytewax_lists"]
-        vs = timed_row("pytimely record-wise against bytewax's record-wise operators (the faster of the two)",
-                       samples["record"])
+        vs = timed_row(
+            "pytimely record-wise against bytewax's record-wise operators (the faster of the two)", samples["record"]
+        )
         vs.median = _rate(cfg, samples["record"])
         judge_speedup(vs, samples["record"], samples[fastest], "bytewax record-wise", PIPELINE_BYTEWAX_GOAL)
         vs.comparison += f"; {samples['record'].speedup_over(lists):.2f}× bytewax with one list per epoch"
@@ -193,42 +234,51 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             if key in samples:
                 row = timed_row(f"{labels[key]} against bytewax with one list per epoch", samples[key])
                 row.median = _rate(cfg, samples[key])
-                row.comparison = (f"{samples[key].speedup_over(lists):.2f}× bytewax with one list per epoch; "
-                                  f"{samples[key].speedup_over(samples[fastest]):.2f}× bytewax record-wise")
+                row.comparison = (
+                    f"{samples[key].speedup_over(lists):.2f}× bytewax with one list per epoch; "
+                    f"{samples[key].speedup_over(samples[fastest]):.2f}× bytewax record-wise"
+                )
                 rows.append(row)
     else:
-        rows.append(missing_row("pytimely record-wise against bytewax", missing["bytewax"],
-                                f"≥ {PIPELINE_BYTEWAX_GOAL:g}× bytewax"))
+        rows.append(
+            missing_row(
+                "pytimely record-wise against bytewax", missing["bytewax"], f"≥ {PIPELINE_BYTEWAX_GOAL:g}× bytewax"
+            )
+        )
     engine = samples["record"].median - samples["builtins"].median
     return Section(
         f"Record pipeline, 1 worker ({cfg.records:,} ints)",
-        [f"{cfg.epochs} epochs of {cfg.per_epoch:,} consecutive integers, built before timing. Each "
-         "variant computes, per epoch, how many `x * 3 + 1` are even: pytimely as `map` → `filter` → "
-         "`exchange` → `count` → probe, sending one batch per epoch and stepping until the probe passes it. "
-         "Ratios are speed-ups (loop time / variant time): above 1 is faster than the loop. Every variant's "
-         "per-epoch counts are checked against the right answer. The `map_batch` goal is shown for two "
-         "shapes of the user's code: two list functions, which walk each batch twice, and one list "
-         "function that maps and filters in one pass, as the handwritten loop does."],
+        [
+            f"{cfg.epochs} epochs of {cfg.per_epoch:,} consecutive integers, built before timing. Each "
+            "variant computes, per epoch, how many `x * 3 + 1` are even: pytimely as `map` → `filter` → "
+            "`exchange` → `count` → probe, sending one batch per epoch and stepping until the probe passes it. "
+            "Ratios are speed-ups (loop time / variant time): above 1 is faster than the loop. Every variant's "
+            "per-epoch counts are checked against the right answer. The `map_batch` goal is shown for two "
+            "shapes of the user's code: two list functions, which walk each batch twice, and one list "
+            "function that maps and filters in one pass, as the handwritten loop does."
+        ],
         rows,
-        [f"Engine overhead of the record-wise pipeline over the bare function calls (pytimely record-wise − "
-         f"builtin `map`/`filter`, medians): {format_seconds(engine)}, "
-         f"{engine / cfg.records * 1e9:.0f} ns per record.",
-         "bytewax's configuration is its fairest for this job: `run_main` (one worker, like pytimely's one "
-         "worker) with the default `epoch_interval` (bytewax's epochs only pace snapshots for recovery, and "
-         "none is configured, so the longest interval costs least); `TestingSource(..., batch_size=1000)` "
-         "(measured on the bench machine: 1 record per batch is about 17× slower, and 100,000 no faster "
-         "than 1,000); `op.map` and `op.filter` "
-         "with the same two functions. bytewax has no user-visible epochs and exchanges only keyed streams, so "
-         "the per-epoch count is keyed by the epoch number derived from each value, in two ways: "
-         "`op.count_final` (bytewax's keyed exchange and count in one step, with Python calls per record for "
-         "the key and the count), and a per-batch combiner (`op.flat_map_batch` counting each batch's records "
-         "per epoch, like pytimely's `count` taking `len` of a batch) followed by `key_on` and `reduce_final` "
-         "on the few resulting pairs. The ≥ 3× goal (issue 12) is judged against the faster of these two "
-         "record-wise configurations. bytewax's fastest configuration for this job hands each epoch's whole list "
-         "to one `op.map` running the loop's body (`record_pipeline.bytewax_epoch_lists`): its operators then see "
-         "20 records, and it runs at about the loop's speed. Every pytimely variant is set against both; the "
-         "like-for-like pair is that one and pytimely's `map_batch` running the same function once per epoch. "
-         "bytewax's time includes building its dataflow inside `run_main` (about half a millisecond)."],
+        [
+            f"Engine overhead of the record-wise pipeline over the bare function calls (pytimely record-wise − "
+            f"builtin `map`/`filter`, medians): {format_seconds(engine)}, "
+            f"{engine / cfg.records * 1e9:.0f} ns per record.",
+            "bytewax's configuration is its fairest for this job: `run_main` (one worker, like pytimely's one "
+            "worker) with the default `epoch_interval` (bytewax's epochs only pace snapshots for recovery, and "
+            "none is configured, so the longest interval costs least); `TestingSource(..., batch_size=1000)` "
+            "(measured on the bench machine: 1 record per batch is about 17× slower, and 100,000 no faster "
+            "than 1,000); `op.map` and `op.filter` "
+            "with the same two functions. bytewax has no user-visible epochs and exchanges only keyed streams, so "
+            "the per-epoch count is keyed by the epoch number derived from each value, in two ways: "
+            "`op.count_final` (bytewax's keyed exchange and count in one step, with Python calls per record for "
+            "the key and the count), and a per-batch combiner (`op.flat_map_batch` counting each batch's records "
+            "per epoch, like pytimely's `count` taking `len` of a batch) followed by `key_on` and `reduce_final` "
+            "on the few resulting pairs. The ≥ 3× goal (issue 12) is judged against the faster of these two "
+            "record-wise configurations. bytewax's fastest configuration for this job hands each epoch's whole list "
+            "to one `op.map` running the loop's body (`record_pipeline.bytewax_epoch_lists`): its operators then see "
+            "20 records, and it runs at about the loop's speed. Every pytimely variant is set against both; the "
+            "like-for-like pair is that one and pytimely's `map_batch` running the same function once per epoch. "
+            "bytewax's time includes building its dataflow inside `run_main` (about half a millisecond).",
+        ],
     )
 
 
@@ -287,72 +337,98 @@ def section_latency(cfg: Config, log: Log) -> Section:
     vs_bytewax = timed_row("pytimely, 1 worker", one)
     vs_bytewax.issue = 18
     if bytewax_missing:
-        vs_bytewax.comparison, vs_bytewax.goal, vs_bytewax.result = (bytewax_missing, "≤ 1× the time of bytewax",
-                                                                     NOT_MEASURED)
+        vs_bytewax.comparison, vs_bytewax.goal, vs_bytewax.result = (
+            bytewax_missing,
+            "≤ 1× the time of bytewax",
+            NOT_MEASURED,
+        )
         rows.append(vs_bytewax)
     else:
         rows.append(judge_time_ratio(vs_bytewax, one, samples["bytewax"], "bytewax", 1.0))
         rows.append(timed_row("bytewax 0.21.1, `epoch_interval=0` (baseline)", samples["bytewax"]))
         start = latency.bytewax_start_cost()
-        notes.append(f"bytewax's figure is `run_main`'s whole time over {cfg.latency_epochs:,} records (one "
-                     "record per input batch, and `epoch_interval=timedelta(0)` closes an epoch after each), "
-                     f"so it includes building and starting the dataflow: {format_seconds(start)} for one "
-                     f"record, {start / (cfg.latency_epochs * samples['bytewax'].median):.1%} of the total.")
+        notes.append(
+            f"bytewax's figure is `run_main`'s whole time over {cfg.latency_epochs:,} records (one "
+            "record per input batch, and `epoch_interval=timedelta(0)` closes an epoch after each), "
+            f"so it includes building and starting the dataflow: {format_seconds(start)} for one "
+            f"record, {start / (cfg.latency_epochs * samples['bytewax'].median):.1%} of the total."
+        )
     again = timed_row("pytimely, 1 worker: no regression", one)
     again.issue = 18
     again.comparison = f"{ratio(one.median, LATENCY_ONE_WORKER):.2f}× issue 18's {LATENCY_ONE_WORKER * 1e6:.1f} µs"
-    rows.append(judge_at_most(again, one.median, LATENCY_ONE_WORKER * NOISE,
-                              f"{LATENCY_ONE_WORKER * NOISE * 1e6:.1f} µs (18.5 µs + 10%)"))
+    rows.append(
+        judge_at_most(
+            again, one.median, LATENCY_ONE_WORKER * NOISE, f"{LATENCY_ONE_WORKER * NOISE * 1e6:.1f} µs (18.5 µs + 10%)"
+        )
+    )
     if compiled_missing is None:
         rows.append(timed_row("pytimely, 1 worker, pure Python in a fresh interpreter", samples["fresh pure"]))
-        compiled_row = timed_row("pytimely, 1 worker, compiled build (`make compiled`) in a fresh interpreter",
-                                 samples["fresh compiled"])
+        compiled_row = timed_row(
+            "pytimely, 1 worker, compiled build (`make compiled`) in a fresh interpreter", samples["fresh compiled"]
+        )
         compiled_row.issue = 18
-        rows.append(judge_time_ratio(compiled_row, samples["fresh compiled"], samples["fresh pure"],
-                                     "pure Python", 1.0))
-        notes.append("The compiled rows run `latency_processes.measure` in fresh interpreters, interleaved with "
-                     "the other variants: `PYTIMELY_PURE=1` for pure Python, and the mypyc build of "
-                     f"{', '.join(MODULES)} otherwise (`scopes/native.py` selects it). The other rows run "
-                     "in this process, which imported "
-                     + ("the compiled build." if compiled_modules() else "pure Python (`PYTIMELY_PURE` is set)."))
+        rows.append(
+            judge_time_ratio(compiled_row, samples["fresh compiled"], samples["fresh pure"], "pure Python", 1.0)
+        )
+        notes.append(
+            "The compiled rows run `latency_processes.measure` in fresh interpreters, interleaved with "
+            "the other variants: `PYTIMELY_PURE=1` for pure Python, and the mypyc build of "
+            f"{', '.join(MODULES)} otherwise (`scopes/native.py` selects it). The other rows run "
+            "in this process, which imported "
+            + ("the compiled build." if compiled_modules() else "pure Python (`PYTIMELY_PURE` is set).")
+        )
     else:
-        notes.append(f"The compiled build of the progress path is not measured: {compiled_missing} "
-                     "(`make compiled` builds it; `make pure` removes it).")
-    for key, label in (("threads", "pytimely, 2 threads in 1 process"),
-                       ("processes", "pytimely, 2 processes × 1 worker")):
+        notes.append(
+            f"The compiled build of the progress path is not measured: {compiled_missing} "
+            "(`make compiled` builds it; `make pure` removes it)."
+        )
+    for key, label in (
+        ("threads", "pytimely, 2 threads in 1 process"),
+        ("processes", "pytimely, 2 processes × 1 worker"),
+    ):
         row = timed_row(label, samples[key])
         row.issue = 18
         row.comparison = f"{ratio(samples[key].median, one.median):.2f}× the time of 1 worker"
-        rows.append(judge_at_most(row, samples[key].median, LATENCY_GOALS[key],
-                                  f"{LATENCY_GOALS[key] * 1e6:.0f} µs"))
+        rows.append(judge_at_most(row, samples[key].median, LATENCY_GOALS[key], f"{LATENCY_GOALS[key] * 1e6:.0f} µs"))
     cpu_notes = []
     for (workers, processes), label in (((1, 1), "1 worker"), ((2, 1), "2 threads"), ((1, 2), "2 processes")):
         steps = Sample.of([step for step, _ in detail[(workers, processes)]]).median
         cpu = Sample.of([micros for _, micros in detail[(workers, processes)]]).median
-        cpu_notes.append(f"{label}: {cpu:.1f} µs of CPU per epoch in the busiest process, {steps:.2f} steps "
-                         "per epoch by worker 0")
-    notes.append("Where the time goes (medians): " + "; ".join(cpu_notes) + ". A wall time far above the CPU "
-                 "time is waiting for the other worker's progress; more steps per epoch than 1 is stepping "
-                 "before that progress arrived.")
-    notes.append("Every pytimely setting is measured by one function, `benchmarks/latency_processes.py`'s "
-                 "`measure(epochs, workers, processes)`: every worker sends one record per epoch, advances its input "
-                 "and steps (`step_or_park`) until its probe passes the epoch; 50 warm-up epochs are not timed; the "
-                 "figure is the span from the earliest worker's start to the latest one's end, over the epochs "
-                 f"({cfg.latency_epochs:,} on 1 worker and 2 threads, {cfg.process_latency_epochs:,} on 2 processes; "
-                 "process start-up excluded).")
-    notes.append("Why the previous report said 36.6 µs for 1 worker (2026-11-22, revision 38846cb): neither the code "
-                 "nor the method. That revision, measured again on this machine with the same function, gives "
-                 "19.4 µs; the next revision 19.1 µs inside `run.py` after the record pipeline and 19.6 µs alone. "
-                 "Every figure of that run was slower than the same code runs now (the loop 1.24×, bytewax 1.39×, "
-                 "the instrumentation section's fresh processes 37 µs as well): another program was using the "
-                 "machine (load 1.00 as the run began), and that report recorded the load only before the run. "
-                 "This report records the load at both ends and the CPU other programs used meanwhile, and marks "
-                 "a run noisy when the load is above 1.3.")
+        cpu_notes.append(
+            f"{label}: {cpu:.1f} µs of CPU per epoch in the busiest process, {steps:.2f} steps per epoch by worker 0"
+        )
+    notes.append(
+        "Where the time goes (medians): " + "; ".join(cpu_notes) + ". A wall time far above the CPU "
+        "time is waiting for the other worker's progress; more steps per epoch than 1 is stepping "
+        "before that progress arrived."
+    )
+    notes.append(
+        "Every pytimely setting is measured by one function, `benchmarks/latency_processes.py`'s "
+        "`measure(epochs, workers, processes)`: every worker sends one record per epoch, advances its input "
+        "and steps (`step_or_park`) until its probe passes the epoch; 50 warm-up epochs are not timed; the "
+        "figure is the span from the earliest worker's start to the latest one's end, over the epochs "
+        f"({cfg.latency_epochs:,} on 1 worker and 2 threads, {cfg.process_latency_epochs:,} on 2 processes; "
+        "process start-up excluded)."
+    )
+    notes.append(
+        "Why the previous report said 36.6 µs for 1 worker (2026-11-22, revision 38846cb): neither the code "
+        "nor the method. That revision, measured again on this machine with the same function, gives "
+        "19.4 µs; the next revision 19.1 µs inside `run.py` after the record pipeline and 19.6 µs alone. "
+        "Every figure of that run was slower than the same code runs now (the loop 1.24×, bytewax 1.39×, "
+        "the instrumentation section's fresh processes 37 µs as well): another program was using the "
+        "machine (load 1.00 as the run began), and that report recorded the load only before the run. "
+        "This report records the load at both ends and the CPU other programs used meanwhile, and marks "
+        "a run noisy when the load is above 1.3."
+    )
     return Section(
         f"Epoch latency, input → map → probe ({cfg.latency_epochs:,} epochs)",
-        ["Per epoch: `send` one record, `advance_to(epoch + 1)`, then step until `probe.less_than(epoch + 1)` "
-         "is false. Figures are seconds per epoch."],
-        rows, notes)
+        [
+            "Per epoch: `send` one record, `advance_to(epoch + 1)`, then step until `probe.less_than(epoch + 1)` "
+            "is false. Figures are seconds per epoch."
+        ],
+        rows,
+        notes,
+    )
 
 
 # ---------------------------------------------------------------------------- 3. connected components
@@ -406,9 +482,15 @@ def graph_rows(result: dict[str, Any]) -> tuple[list[Row], Sample | None]:
         columnar_alone = Sample.of(_seconds(result, f"columnar {kind}"))
         rows.append(timed_row(f"{upper}: networkx, graph build included (baseline)", nx_total))
         rows.append(timed_row(f"{upper}: networkx, algorithm alone", nx_alone))
-        rows.append(judge_time_ratio(timed_row(f"{upper}: pytimely columnar, 1 worker, interning included",
-                                               columnar_total), columnar_total, nx_total,
-                                     "networkx incl. build", 1.0))
+        rows.append(
+            judge_time_ratio(
+                timed_row(f"{upper}: pytimely columnar, 1 worker, interning included", columnar_total),
+                columnar_total,
+                nx_total,
+                "networkx incl. build",
+                1.0,
+            )
+        )
         alone = timed_row(f"{upper}: pytimely columnar, 1 worker, algorithm alone", columnar_alone)
         alone.comparison = f"{ratio(columnar_alone.median, nx_alone.median):.2f}× the time of networkx alone"
         rows.append(alone)
@@ -430,25 +512,34 @@ def graph_rows(result: dict[str, Any]) -> tuple[list[Row], Sample | None]:
             continue
         columnar_alone = Sample.of(_seconds(result, f"columnar {kind}"))
         columnar_read = with_reading(f"columnar {kind} + intern")
-        pytimely_read = timed_row(f"{upper}: pytimely columnar, 1 worker, reading and interning included",
-                                  columnar_read)
+        pytimely_read = timed_row(
+            f"{upper}: pytimely columnar, 1 worker, reading and interning included", columnar_read
+        )
         comparisons = []
         for library in libraries:
             by_itself = Sample.of(_seconds(result, f"{library} {kind}"))
             built = Sample.of(_seconds(result, f"{library} {kind} + build"))
             read_too = with_reading(f"{library} {kind} + build")
-            connection = ("`connected_components(connection=\"weak\")`" if kind == "wcc" else
-                          "`connected_components(connection=\"strong\")`") if library == "scipy" else (
-                f"`connected_components(mode=\"{'weak' if kind == 'wcc' else 'strong'}\")`")
+            connection = (
+                (
+                    '`connected_components(connection="weak")`'
+                    if kind == "wcc"
+                    else '`connected_components(connection="strong")`'
+                )
+                if library == "scipy"
+                else (f'`connected_components(mode="{"weak" if kind == "wcc" else "strong"}")`')
+            )
             row = timed_row(f"{upper}: {library} {connection}, algorithm alone", by_itself)
-            row.comparison = (f"pytimely columnar alone takes {ratio(columnar_alone.median, by_itself.median):.2f}× "
-                              "its time")
+            row.comparison = (
+                f"pytimely columnar alone takes {ratio(columnar_alone.median, by_itself.median):.2f}× its time"
+            )
             rows.append(row)
             row = timed_row(f"{upper}: {library}, build included", built)
             rows.append(row)
             row = timed_row(f"{upper}: {library}, reading, interning and build included", read_too)
-            row.comparison = (f"pytimely columnar with reading takes "
-                              f"{ratio(columnar_read.median, read_too.median):.2f}× its time")
+            row.comparison = (
+                f"pytimely columnar with reading takes {ratio(columnar_read.median, read_too.median):.2f}× its time"
+            )
             rows.append(row)
             comparisons.append(f"{ratio(columnar_read.median, read_too.median):.2f}× the time of {library}")
         pytimely_read.comparison = ", ".join(comparisons)
@@ -463,52 +554,77 @@ def section_graphs(cfg: Config, log: Log) -> Section:
     graphs = _graphs_module()
     columnar_wcc: Sample | None = None
     if graphs is None:
-        reason = ("not measured: `benchmarks/graphs.py` (networkx and pytimely columnar WCC/SCC, "
-                  "branch wip-algos) is not in this revision")
+        reason = (
+            "not measured: `benchmarks/graphs.py` (networkx and pytimely columnar WCC/SCC, "
+            "branch wip-algos) is not in this revision"
+        )
         for kind in ("WCC", "SCC"):
-            rows.append(missing_row(f"{kind}: pytimely columnar, 1 worker", reason,
-                                    "≤ 1× the time of networkx incl. build"))
+            rows.append(
+                missing_row(f"{kind}: pytimely columnar, 1 worker", reason, "≤ 1× the time of networkx incl. build")
+            )
     else:
         log("  networkx and pytimely columnar (benchmarks/graphs.py) ...")
         result = graphs.measure(repeat=cfg.repeat, record_wise=False, limit=20_000 if cfg.quick else None)
         rows, columnar_wcc = graph_rows(result)
         graph = result.get("graph", {})
-        notes.append(f"`benchmarks/graphs.py`: {graph.get('edges', 0):,} edges, {graph.get('nodes', 0):,} "
-                     "packages. Reading the file (gunzip and split) is common to every variant and is in the rows "
-                     "that say \"reading included\" only; networkx builds a `DiGraph` from the name pairs, "
-                     "pytimely interns the names with `np.unique`, and scipy (a `csr_matrix`) and igraph "
-                     "(`igraph.Graph(n, edges, directed=True)`) build from those interned ids, so their "
-                     "\"reading included\" rows add reading and interning to the build. The columnar times include "
-                     "`execute` start and shutdown. Every variant's components are checked against networkx's.")
+        notes.append(
+            f"`benchmarks/graphs.py`: {graph.get('edges', 0):,} edges, {graph.get('nodes', 0):,} "
+            "packages. Reading the file (gunzip and split) is common to every variant and is in the rows "
+            'that say "reading included" only; networkx builds a `DiGraph` from the name pairs, '
+            "pytimely interns the names with `np.unique`, and scipy (a `csr_matrix`) and igraph "
+            "(`igraph.Graph(n, edges, directed=True)`) build from those interned ids, so their "
+            '"reading included" rows add reading and interning to the build. The columnar times include '
+            "`execute` start and shutdown. Every variant's components are checked against networkx's."
+        )
         missing = graphs.missing_libraries()
         if missing:
-            notes.append(f"Not measured: {', '.join(missing)} (not installed; `make bench` installs the `bench` "
-                         "extra).")
+            notes.append(
+                f"Not measured: {', '.join(missing)} (not installed; `make bench` installs the `bench` extra)."
+            )
     if cfg.quick:
-        rows.append(missing_row("WCC: PySpark label propagation, `local[2]`",
-                                "skipped in --quick (Spark takes minutes)", f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+        rows.append(
+            missing_row(
+                "WCC: PySpark label propagation, `local[2]`",
+                "skipped in --quick (Spark takes minutes)",
+                f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark",
+            )
+        )
     else:
         try:
             spark, iterations, components = spark_samples(cfg.repeat, log)
         except ImportError as error:
-            rows.append(missing_row("WCC: PySpark label propagation, `local[2]`",
-                                    f"not measured: {error} (`make bench` installs pyspark)",
-                                    f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+            rows.append(
+                missing_row(
+                    "WCC: PySpark label propagation, `local[2]`",
+                    f"not measured: {error} (`make bench` installs pyspark)",
+                    f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark",
+                )
+            )
         else:
             rows.append(timed_row("WCC: PySpark label propagation, `local[2]` (baseline)", spark))
-            notes.append(f"PySpark: {iterations} iterations, {components:,} components; its time covers reading "
-                         "the edges and propagating labels, not starting the session (`benchmarks/spark_wcc.py`, "
-                         "one session for all repetitions). Against it, pytimely's columnar WCC counts reading "
-                         "the file too (read + intern + WCC).")
+            notes.append(
+                f"PySpark: {iterations} iterations, {components:,} components; its time covers reading "
+                "the edges and propagating labels, not starting the session (`benchmarks/spark_wcc.py`, "
+                "one session for all repetitions). Against it, pytimely's columnar WCC counts reading "
+                "the file too (read + intern + WCC)."
+            )
             if columnar_wcc is None:
-                rows.append(missing_row("WCC: pytimely columnar against PySpark",
-                                        "the columnar WCC is not available (see above)",
-                                        f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark"))
+                rows.append(
+                    missing_row(
+                        "WCC: pytimely columnar against PySpark",
+                        "the columnar WCC is not available (see above)",
+                        f"≥ {SPARK_SPEEDUP_GOAL:g}× PySpark",
+                    )
+                )
             else:
                 vs = timed_row("WCC: pytimely columnar, reading included, against PySpark", columnar_wcc)
                 rows.append(judge_speedup(vs, columnar_wcc, spark, "PySpark", SPARK_SPEEDUP_GOAL))
-    return Section("Connected components, Debian graph",
-                   [f"`{GRAPH.relative_to(ROOT)}`: package dependencies as directed edges."], rows, notes)
+    return Section(
+        "Connected components, Debian graph",
+        [f"`{GRAPH.relative_to(ROOT)}`: package dependencies as directed edges."],
+        rows,
+        notes,
+    )
 
 
 # ---------------------------------------------------------------------------- the Spark flagship (issue 19)
@@ -543,8 +659,7 @@ def flagship_rows(name: str, row: dict[str, Any], judge_extra: bool, judge_ratio
         extra = stages["pytimely"] - stages["dataflow"]
         goal = timed_row(f"{name}: pytimely stage beyond its dataflow's own time", Sample.of([extra]))
         judge_at_most(goal, extra, FLAGSHIP_EXTRA_GOAL, f"{FLAGSHIP_EXTRA_GOAL:g} s")
-        goal.comparison = (f"stage {format_seconds(stages['pytimely'])}, dataflow "
-                           f"{format_seconds(stages['dataflow'])}")
+        goal.comparison = f"stage {format_seconds(stages['pytimely'])}, dataflow {format_seconds(stages['dataflow'])}"
         rows.append(goal)
     whole = timed_row(f"{name}: whole flagship (read to summary, Spark's start left out)", total)
     if judge_ratio:
@@ -555,8 +670,9 @@ def flagship_rows(name: str, row: dict[str, Any], judge_extra: bool, judge_ratio
     for stage in spark_wcc.FLAGSHIP_STAGES:
         rows.append(timed_row(f"{name}: {_FLAGSHIP_STAGE_NAMES[stage]}", Sample.of([stages[stage]])))
     without = timed_row(f"{name}: without Spark: read + intern + dataflow (pyarrow, 1 worker)", alone_total)
-    without.comparison = (f"{format_seconds(alone['read'])} + {format_seconds(alone['intern'])} + "
-                          f"{format_seconds(alone['dataflow'])}")
+    without.comparison = (
+        f"{format_seconds(alone['read'])} + {format_seconds(alone['intern'])} + {format_seconds(alone['dataflow'])}"
+    )
     rows.append(without)
     propagation = row.get("label propagation")
     if propagation is not None and "error" in propagation:
@@ -569,8 +685,10 @@ def flagship_rows(name: str, row: dict[str, Any], judge_extra: bool, judge_ratio
         else:
             variant = f"{name}: PySpark label propagation, read + first {iterations} iterations (bounded)"
         lp = timed_row(variant, Sample.of([seconds]))
-        lp.comparison = (f"read {format_seconds(propagation['read'])}, "
-                         f"{format_seconds(propagation['propagate'] / iterations)} per iteration")
+        lp.comparison = (
+            f"read {format_seconds(propagation['read'])}, "
+            f"{format_seconds(propagation['propagate'] / iterations)} per iteration"
+        )
         rows.append(lp)
     return rows
 
@@ -581,10 +699,18 @@ def section_spark(cfg: Config, log: Log) -> Section:
     ratio_goal = f"≤ {FLAGSHIP_RATIO_GOAL:g}× the time of the dataflow without Spark"
     title = "Spark flagship (issue 19)"
     if cfg.quick:
-        return Section(title, [], [
-            missing_row("Debian: pytimely stage beyond its dataflow's own time", "skipped in --quick (Spark takes "
-                        "minutes)", extra_goal),
-            missing_row("5 M edges: whole flagship", "skipped in --quick (Spark takes minutes)", ratio_goal)])
+        return Section(
+            title,
+            [],
+            [
+                missing_row(
+                    "Debian: pytimely stage beyond its dataflow's own time",
+                    "skipped in --quick (Spark takes minutes)",
+                    extra_goal,
+                ),
+                missing_row("5 M edges: whole flagship", "skipped in --quick (Spark takes minutes)", ratio_goal),
+            ],
+        )
     missing = _missing_module("pyspark")
     if missing is not None:
         return Section(title, [], [missing_row("Spark flagship", f"not measured: {missing}", extra_goal)])
@@ -593,8 +719,9 @@ def section_spark(cfg: Config, log: Log) -> Section:
     warnings.filterwarnings("ignore", category=FutureWarning)
     log("  the flagship at the Debian graph and at 5 M edges (benchmarks/spark_wcc.py --flagship) ...")
     big = spark_wcc.synthetic_graph(spark_wcc.SYNTHETIC_PATH)
-    results = spark_wcc.measure_flagship([spark_wcc.DEFAULT_INPUT, big], "local[2]", True,
-                                         {big.name: FLAGSHIP_BASELINE_ITERATIONS})
+    results = spark_wcc.measure_flagship(
+        [spark_wcc.DEFAULT_INPUT, big], "local[2]", True, {big.name: FLAGSHIP_BASELINE_ITERATIONS}
+    )
     debian, synthetic = results[spark_wcc.DEFAULT_INPUT.name], results[big.name]
     for name, row in results.items():
         log(f"  {name}: flagship {row['flagship total']:.1f} s, {row['ratio']:.2f}× the dataflow without Spark")
@@ -603,23 +730,29 @@ def section_spark(cfg: Config, log: Log) -> Section:
     for name, row in (("Debian", debian), ("5 M edges", synthetic)):
         stages = row["flagship"]
         share = stages["edges"] / stages["workers"]
-        notes.append(f"{name}: {stages['edges']:,.0f} edges, {stages['nodes']:,.0f} packages; peak resident memory "
-                     f"of a task {stages['peak task RSS'] / 1e6:,.0f} MB, {stages['peak task RSS'] / share:,.0f} "
-                     f"bytes per edge of its share ({share:,.0f} edges).")
+        notes.append(
+            f"{name}: {stages['edges']:,.0f} edges, {stages['nodes']:,.0f} packages; peak resident memory "
+            f"of a task {stages['peak task RSS'] / 1e6:,.0f} MB, {stages['peak task RSS'] / share:,.0f} "
+            f"bytes per edge of its share ({share:,.0f} edges)."
+        )
     return Section(
         title,
-        ["`benchmarks/spark_wcc.py --flagship` (`measure_flagship`), one run of each, `local[2]` (two tasks): the "
-         "flagship of `examples/pipeline.py` stage by stage (Spark reads the TSV, interns the names to dense ids, "
-         "pytimely computes SCC + WCC across the two tasks with `run_dataflow`, Spark joins the names back and "
-         "computes the summary; the tasks' Python workers are started with `warm_up` while Spark interns, so the "
-         "interning stage carries that cost when the cores are busy), at the Debian graph and at a random graph "
-         "of 5,000,000 edges on 1,000,000 names (`synthetic_graph`, seed 19). "
-         "The pytimely stage is split with the tasks' progress events. *Without Spark*: pyarrow reads and interns "
-         "the same file and the same dataflow runs on one worker of this process. Beside them, PySpark's own label "
-         "propagation (WCC only) on the same graph, each in a Spark session of its own: to the fixed point at the "
-         f"Debian graph; at 5 M edges only its first {FLAGSHIP_BASELINE_ITERATIONS} iterations, to keep `make bench` "
-         "within its budget (to the fixed point it took 197.7 s in issue 19's run)."],
-        rows, notes)
+        [
+            "`benchmarks/spark_wcc.py --flagship` (`measure_flagship`), one run of each, `local[2]` (two tasks): the "
+            "flagship of `examples/pipeline.py` stage by stage (Spark reads the TSV, interns the names to dense ids, "
+            "pytimely computes SCC + WCC across the two tasks with `run_dataflow`, Spark joins the names back and "
+            "computes the summary; the tasks' Python workers are started with `warm_up` while Spark interns, so the "
+            "interning stage carries that cost when the cores are busy), at the Debian graph and at a random graph "
+            "of 5,000,000 edges on 1,000,000 names (`synthetic_graph`, seed 19). "
+            "The pytimely stage is split with the tasks' progress events. *Without Spark*: pyarrow reads and interns "
+            "the same file and the same dataflow runs on one worker of this process. Beside them, PySpark's own label "
+            "propagation (WCC only) on the same graph, each in a Spark session of its own: to the fixed point at the "
+            f"Debian graph; at 5 M edges only its first {FLAGSHIP_BASELINE_ITERATIONS} iterations, to keep "
+            "`make bench` within its budget (to the fixed point it took 197.7 s in issue 19's run)."
+        ],
+        rows,
+        notes,
+    )
 
 
 # ---------------------------------------------------------------------------- start-up
@@ -639,22 +772,29 @@ def section_startup(cfg: Config, log: Log) -> Section:
         imported, whole = startup.fresh_seconds(2)
         values["import"].append(imported)
         values["fresh"].append(whole)
-        log(f"  start-up rep {rep + 1}/{cfg.repeat} 2 processes {values['two'][-1]:.3f} s, fresh "
-            f"{whole:.3f} s (import {imported:.3f} s)")
+        log(
+            f"  start-up rep {rep + 1}/{cfg.repeat} 2 processes {values['two'][-1]:.3f} s, fresh "
+            f"{whole:.3f} s (import {imported:.3f} s)"
+        )
     samples = {key: Sample.of(v) for key, v in values.items()}
     two = timed_row("`execute(idle, workers=1, processes=2)`, `runtime` already imported", samples["two"])
     two.issue = 18
-    rows = [timed_row("`execute(idle, workers=1)` in this process (reference)", samples["one"]),
-            judge_at_most(two, samples["two"].median, STARTUP_GOAL, f"{STARTUP_GOAL:g} s"),
-            timed_row("fresh interpreter: `import runtime`", samples["import"]),
-            timed_row("fresh interpreter: `import runtime`, then the 2-process `execute`", samples["fresh"])]
+    rows = [
+        timed_row("`execute(idle, workers=1)` in this process (reference)", samples["one"]),
+        judge_at_most(two, samples["two"].median, STARTUP_GOAL, f"{STARTUP_GOAL:g} s"),
+        timed_row("fresh interpreter: `import runtime`", samples["import"]),
+        timed_row("fresh interpreter: `import runtime`, then the 2-process `execute`", samples["fresh"]),
+    ]
     return Section(
         "Start-up of a 2-process `execute`",
-        ["`benchmarks/startup.py`: the wall time of `execute` with a worker that returns at once (`idle`): "
-         "spawning the child processes, their interpreters and imports, connecting them, and shutting down. "
-         "The fresh-interpreter rows run `python -c ...` and subtract a bare `python -c pass`: what a script "
-         "pays, its own imports included."],
-        rows)
+        [
+            "`benchmarks/startup.py`: the wall time of `execute` with a worker that returns at once (`idle`): "
+            "spawning the child processes, their interpreters and imports, connecting them, and shutting down. "
+            "The fresh-interpreter rows run `python -c ...` and subtract a bare `python -c pass`: what a script "
+            "pays, its own imports included."
+        ],
+        rows,
+    )
 
 
 # ---------------------------------------------------------------------------- a loop with exchange on threads
@@ -680,11 +820,14 @@ def section_loop(cfg: Config, log: Log) -> Section:
     rows = [timed_row("1 worker (baseline)", one), judged]
     return Section(
         f"A loop with exchange: Collatz on 1 worker and 2 threads (numbers 1 to {cfg.collatz_limit:,})",
-        ["`benchmarks/scaling.py` (`collatz_once`): every number iterates the Collatz map in an `iterative` "
-         "scope, exchanged by value every round, until it reaches 1; `execute` start and shutdown included. "
-         "Every round is a round of progress between the workers."],
+        [
+            "`benchmarks/scaling.py` (`collatz_once`): every number iterates the Collatz map in an `iterative` "
+            "scope, exchanged by value every round, until it reaches 1; `execute` start and shutdown included. "
+            "Every round is a round of progress between the workers."
+        ],
         rows,
-        [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."])
+        [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."],
+    )
 
 
 # ---------------------------------------------------------------------------- COST and scaling on processes
@@ -728,16 +871,32 @@ def _section_cost_in(directory: Path, cfg: Config, log: Log) -> Section:
     edges_path = str(Path(directory) / "edges.tsv")
     nodes = cost.write_edges(Path(edges_path), cfg.wcc_edges)
     baselines: dict[str, Callable[[], Any]] = {"loop": lambda: cost.wordcount_loop(paths)}
-    jobs = [_Job(f"wordcount {variant}", f"wordcount, {label}", partial(cost.wordcount, paths, variant), "loop",
-                 {"paths": paths, "variant": variant})
-            for variant, label in (("record-wise", "record-wise"),
-                                   ("combiner", "record-wise with a local combiner"),
-                                   ("columnar", "columnar (NumPy arrays of words)"))]
+    jobs = [
+        _Job(
+            f"wordcount {variant}",
+            f"wordcount, {label}",
+            partial(cost.wordcount, paths, variant),
+            "loop",
+            {"paths": paths, "variant": variant},
+        )
+        for variant, label in (
+            ("record-wise", "record-wise"),
+            ("combiner", "record-wise with a local combiner"),
+            ("columnar", "columnar (NumPy arrays of words)"),
+        )
+    ]
     scipy_missing = _missing_module("scipy")
     if scipy_missing is None:
         baselines["scipy"] = lambda: cost.scipy_wcc(edges_path, nodes)
-        jobs.append(_Job("WCC columnar", "WCC, columnar", partial(cost.wcc, edges_path, nodes), "scipy",
-                         {"path": edges_path, "nodes": nodes}))
+        jobs.append(
+            _Job(
+                "WCC columnar",
+                "WCC, columnar",
+                partial(cost.wcc, edges_path, nodes),
+                "scipy",
+                {"path": edges_path, "nodes": nodes},
+            )
+        )
     else:
         notes.append(f"WCC not measured: {scipy_missing}.")
     base_times: dict[str, list[Any]] = {key: [] for key in baselines}
@@ -751,31 +910,55 @@ def _section_cost_in(directory: Path, cfg: Config, log: Log) -> Section:
                 timing = job.run(processes)
                 expected = base_times[job.baseline][-1].check
                 if timing.check != expected:
-                    raise WrongAnswer(f"{job.label} on {processes} process(es) found {timing.check}, "
-                                      f"the single-threaded program {expected}")
+                    raise WrongAnswer(
+                        f"{job.label} on {processes} process(es) found {timing.check}, "
+                        f"the single-threaded program {expected}"
+                    )
                 times[job.key][processes].append(timing)
-                log(f"  cost rep {rep + 1}/{cfg.repeat} {job.key} {processes} process(es) "
-                    f"{timing.without_reading:.3f} s ({timing.with_reading:.3f} s with reading)")
+                log(
+                    f"  cost rep {rep + 1}/{cfg.repeat} {job.key} {processes} process(es) "
+                    f"{timing.without_reading:.3f} s ({timing.with_reading:.3f} s with reading)"
+                )
     names = {"loop": "the `Counter` loop", "scipy": "scipy"}
-    base = {key: {reading: Sample.of([getattr(t, reading) for t in values])
-                  for reading in ("without_reading", "with_reading")} for key, values in base_times.items()}
-    rows.append(timed_row("wordcount: single thread, `Counter` over each epoch's words (COST baseline)",
-                          base["loop"]["without_reading"]))
+    base = {
+        key: {
+            reading: Sample.of([getattr(t, reading) for t in values]) for reading in ("without_reading", "with_reading")
+        }
+        for key, values in base_times.items()
+    }
+    rows.append(
+        timed_row(
+            "wordcount: single thread, `Counter` over each epoch's words (COST baseline)",
+            base["loop"]["without_reading"],
+        )
+    )
     if "scipy" in base:
-        rows.append(timed_row("WCC: single thread, scipy `connected_components(connection=\"weak\")`, CSR build "
-                              "included (COST baseline)", base["scipy"]["without_reading"]))
+        rows.append(
+            timed_row(
+                'WCC: single thread, scipy `connected_components(connection="weak")`, CSR build '
+                "included (COST baseline)",
+                base["scipy"]["without_reading"],
+            )
+        )
     count, usable = cores()
     heading = " | ".join(f"{p} process{'es' if p > 1 else ''}" for p in cfg.processes)
-    scaling_lines = {reading: [f"| workload | single thread | {heading} |", "|---|---|" + "---|" * len(cfg.processes)]
-                     for reading in ("without_reading", "with_reading")}
+    scaling_lines = {
+        reading: [f"| workload | single thread | {heading} |", "|---|---|" + "---|" * len(cfg.processes)]
+        for reading in ("without_reading", "with_reading")
+    }
     cost_lines: list[str] = []
     cpu_lines = [f"| workload | {heading} |", "|---|" + "---|" * len(cfg.processes)]
     for job in jobs:
         cpu = {p: Sample.of([t.cpu for t in times[job.key][p]]).median for p in cfg.processes}
-        cpu_lines.append(f"| {job.label} | " + " | ".join(
-            f"{cpu[p]:.2f} s ({ratio(cpu[p], cpu[1]):.2f}×)" for p in cfg.processes) + " |")
-        samples = {reading: {p: Sample.of([getattr(t, reading) for t in times[job.key][p]]) for p in cfg.processes}
-                   for reading in ("without_reading", "with_reading")}
+        cpu_lines.append(
+            f"| {job.label} | "
+            + " | ".join(f"{cpu[p]:.2f} s ({ratio(cpu[p], cpu[1]):.2f}×)" for p in cfg.processes)
+            + " |"
+        )
+        samples = {
+            reading: {p: Sample.of([getattr(t, reading) for t in times[job.key][p]]) for p in cfg.processes}
+            for reading in ("without_reading", "with_reading")
+        }
         plain = samples["without_reading"]
         rows.append(timed_row(f"{job.label}, 1 process (baseline)", plain[1]))
         for processes in cfg.processes[1:]:
@@ -789,45 +972,70 @@ def _section_cost_in(directory: Path, cfg: Config, log: Log) -> Section:
         for reading, label in (("without_reading", "without reading"), ("with_reading", "reading included")):
             baseline = base[job.baseline][reading].median
             medians = {p: samples[reading][p].median for p in cfg.processes}
-            cells = " | ".join(f"{format_seconds(medians[p])} ({medians[1] / medians[p]:.2f}×)"
-                               for p in cfg.processes)
+            cells = " | ".join(f"{format_seconds(medians[p])} ({medians[1] / medians[p]:.2f}×)" for p in cfg.processes)
             scaling_lines[reading].append(f"| {job.label} | {format_seconds(baseline)} | {cells} |")
-            cost_lines.append(f"- **COST of {job.label}, {label}**: "
-                              f"{cost.cost_line(medians, baseline, names[job.baseline])}")
+            cost_lines.append(
+                f"- **COST of {job.label}, {label}**: {cost.cost_line(medians, baseline, names[job.baseline])}"
+            )
     limit_lines = _cost_limits(cfg, jobs, rows, times, words, log)
     most = max(cfg.processes)
-    fit = ("oversubscribe them: that column shows what oversubscription costs" if most > usable else "fit")
+    fit = "oversubscribe them: that column shows what oversubscription costs" if most > usable else "fit"
     machine = f"Machine: `os.cpu_count()` = {count}, affinity {usable} CPUs; {most} processes on {usable} CPUs {fit}."
-    extra = ["### Scaling, 1, 2 and 4 processes × 1 worker", "", machine, "",
-             "Without reading (the dataflow's own time; the single thread's count or CSR build and algorithm), "
-             "medians, speed-up over 1 process in brackets:", ""] + scaling_lines["without_reading"] + [
-             "", "Reading included (the caller's wall time: pytimely's `execute` with process start-up, reading "
-             "each worker's share, the dataflow and shutdown; the single thread reads the whole input):", ""
-             ] + scaling_lines["with_reading"] + [
-             "", "CPU seconds of the busiest process in the part timed without reading (its receiving threads "
-             "included), medians, and their ratio to 1 process's in brackets. Work that splits evenly over P "
-             "processes shows 1/P here; a ratio near 1 means each process spends as much CPU as one process "
-             "spent on everything (routing, serialisation and transport added what the split saved):", ""
-             ] + cpu_lines + [
-             "", "### COST: the fewest workers at which pytimely beats the best single-threaded program", ""
-             ] + cost_lines + limit_lines
+    extra = (
+        [
+            "### Scaling, 1, 2 and 4 processes × 1 worker",
+            "",
+            machine,
+            "",
+            "Without reading (the dataflow's own time; the single thread's count or CSR build and algorithm), "
+            "medians, speed-up over 1 process in brackets:",
+            "",
+        ]
+        + scaling_lines["without_reading"]
+        + [
+            "",
+            "Reading included (the caller's wall time: pytimely's `execute` with process start-up, reading "
+            "each worker's share, the dataflow and shutdown; the single thread reads the whole input):",
+            "",
+        ]
+        + scaling_lines["with_reading"]
+        + [
+            "",
+            "CPU seconds of the busiest process in the part timed without reading (its receiving threads "
+            "included), medians, and their ratio to 1 process's in brackets. Work that splits evenly over P "
+            "processes shows 1/P here; a ratio near 1 means each process spends as much CPU as one process "
+            "spent on everything (routing, serialisation and transport added what the split saved):",
+            "",
+        ]
+        + cpu_lines
+        + ["", "### COST: the fewest workers at which pytimely beats the best single-threaded program", ""]
+        + cost_lines
+        + limit_lines
+    )
     return Section(
         f"COST and scaling: wordcount ({words:,} words) and WCC ({cfg.wcc_edges:,} random edges) on processes",
-        ["`benchmarks/cost.py`. Inputs are text files written once per run with a fixed seed: "
-         f"{cfg.wordcount_epochs} files of {cfg.wordcount_lines:,} lines of 8 words drawn from 5,000 (one file per "
-         f"epoch), and {cfg.wcc_edges:,} random directed edges over {cfg.wcc_edges // 2:,} nodes as `src<TAB>dst` "
-         "lines. Every pytimely worker reads only its own byte range of each file. The wordcount is "
-         "`benchmarks/cluster.py`'s dataflow (split, exchange by word, count per epoch with a notificator), "
-         "the WCC `examples/connected_components_columnar.py`'s; the time in the rows below is the dataflow's, "
-         "from the end of an empty warm-up epoch (when every process has read its share and connected) to the "
-         "last worker's end. Every answer is checked against the single-threaded program's (words counted; "
-         "components with an edge). 1 process runs in the calling process, as a user's would; 2 and 4 processes "
-         "are spawned by `execute(..., processes=P)`."],
-        rows, notes, extra, headline=cost_lines)
+        [
+            "`benchmarks/cost.py`. Inputs are text files written once per run with a fixed seed: "
+            f"{cfg.wordcount_epochs} files of {cfg.wordcount_lines:,} lines of 8 words drawn from 5,000 (one file per "
+            f"epoch), and {cfg.wcc_edges:,} random directed edges over {cfg.wcc_edges // 2:,} nodes as `src<TAB>dst` "
+            "lines. Every pytimely worker reads only its own byte range of each file. The wordcount is "
+            "`benchmarks/cluster.py`'s dataflow (split, exchange by word, count per epoch with a notificator), "
+            "the WCC `examples/connected_components_columnar.py`'s; the time in the rows below is the dataflow's, "
+            "from the end of an empty warm-up epoch (when every process has read its share and connected) to the "
+            "last worker's end. Every answer is checked against the single-threaded program's (words counted; "
+            "components with an edge). 1 process runs in the calling process, as a user's would; 2 and 4 processes "
+            "are spawned by `execute(..., processes=P)`."
+        ],
+        rows,
+        notes,
+        extra,
+        headline=cost_lines,
+    )
 
 
-def _cost_limits(cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str, dict[int, list[Any]]],
-                 words: int, log: Log) -> list[str]:
+def _cost_limits(
+    cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str, dict[int, list[Any]]], words: int, log: Log
+) -> list[str]:
     """For each missed COST goal: the bound that the machine and the exchange's costs set, and a profile."""
     import limits
 
@@ -836,16 +1044,24 @@ def _cost_limits(cfg: Config, jobs: list[_Job], rows: list[Row], times: dict[str
         return []
     log("  measuring what limits the missed COST goals ...")
     ceiling = limits.machine_ceiling(rounds=1, words=100_000) if cfg.quick else limits.machine_ceiling()
-    lines = ["", "### What limits the missed COST goals", "",
-             f"This machine runs two processes of the same pure-Python work (a `Counter` over fresh words) "
-             f"{ceiling:.2f}× as fast as one (`benchmarks/limits.py`): no 2-process program can do better here. "
-             "The exchange's costs per record are measured in one process, in CPU time, at the sizes the "
-             "wordcount sends.", ""]
+    lines = [
+        "",
+        "### What limits the missed COST goals",
+        "",
+        f"This machine runs two processes of the same pure-Python work (a `Counter` over fresh words) "
+        f"{ceiling:.2f}× as fast as one (`benchmarks/limits.py`): no 2-process program can do better here. "
+        "The exchange's costs per record are measured in one process, in CPU time, at the sizes the "
+        "wordcount sends.",
+        "",
+    ]
     for job in missed:
         one = Sample.of([t.without_reading for t in times[job.key][1]]).median
         if job.key.startswith("wordcount"):
-            costs = limits.exchange_costs(columnar=job.key.endswith("columnar"),
-                                          records=40_000 if cfg.quick else 400_000, rounds=2 if cfg.quick else 5)
+            costs = limits.exchange_costs(
+                columnar=job.key.endswith("columnar"),
+                records=40_000 if cfg.quick else 400_000,
+                rounds=2 if cfg.quick else 5,
+            )
             lines.append(limits.explain(job.label, one, words, costs, ceiling))
     lines.append("")
     for job in missed:
@@ -892,8 +1108,10 @@ def section_growth(cfg: Config, log: Log) -> Section:
     for edges in cfg.growth:
         needed = edges * GROWTH_BYTES_PER_EDGE
         if needed > _available_bytes():
-            notes.append(f"{edges:,} edges skipped: they need about {needed / 2**30:.1f} GB and "
-                         f"{_available_bytes() / 2**30:.1f} GB are available.")
+            notes.append(
+                f"{edges:,} edges skipped: they need about {needed / 2**30:.1f} GB and "
+                f"{_available_bytes() / 2**30:.1f} GB are available."
+            )
             continue
         src, dst, nodes = cost.random_edges(edges)
         repeat = min(cfg.repeat, 3) if edges <= 1_000_000 else 1
@@ -908,24 +1126,29 @@ def section_growth(cfg: Config, log: Log) -> Section:
             expected = cost.components_with_edges(src, dst, nodes, count)
             if roots != expected:
                 raise WrongAnswer(f"growth: pytimely found {roots} components on {edges:,} edges, scipy {expected}")
-            log(f"  growth {edges:,} edges rep {rep + 1}/{repeat}: pytimely {ours[-1]:.3f} s, "
-                f"scipy {theirs[-1]:.3f} s")
+            log(f"  growth {edges:,} edges rep {rep + 1}/{repeat}: pytimely {ours[-1]:.3f} s, scipy {theirs[-1]:.3f} s")
         mine, scipy = Sample.of(ours), Sample.of(theirs)
         row = timed_row(f"{edges:,} edges: pytimely columnar, 1 worker", mine)
         row.median += f" ({mine.median / edges * 1e9:,.0f} ns per edge)"
-        row.comparison = (f"{ratio(mine.median, scipy.median):.1f}× the time of scipy "
-                          f"({scipy.median / edges * 1e9:,.0f} ns per edge, {format_seconds(scipy.median)})")
+        row.comparison = (
+            f"{ratio(mine.median, scipy.median):.1f}× the time of scipy "
+            f"({scipy.median / edges * 1e9:,.0f} ns per edge, {format_seconds(scipy.median)})"
+        )
         rows.append(row)
         del src, dst
     return Section(
         "Growth: WCC time per edge, pytimely columnar against scipy",
-        ["Random directed edges over half as many nodes (fixed seed), generated in memory: reading is not "
-         "included. pytimely: `examples/connected_components_columnar.py`'s dataflow on 1 worker, from an empty "
-         "warm-up epoch's end to the last label; scipy: `csr_matrix` and "
-         "`connected_components(connection=\"weak\")`. "
-         "Sizes up to 10^6 edges are repeated up to 3 times, larger ones once (a 3·10^7-edge run takes about a "
-         "minute and 3 GB). Both answers are checked against each other (components with an edge)."],
-        rows, notes)
+        [
+            "Random directed edges over half as many nodes (fixed seed), generated in memory: reading is not "
+            "included. pytimely: `examples/connected_components_columnar.py`'s dataflow on 1 worker, from an empty "
+            "warm-up epoch's end to the last label; scipy: `csr_matrix` and "
+            '`connected_components(connection="weak")`. '
+            "Sizes up to 10^6 edges are repeated up to 3 times, larger ones once (a 3·10^7-edge run takes about a "
+            "minute and 3 GB). Both answers are checked against each other (components with an edge)."
+        ],
+        rows,
+        notes,
+    )
 
 
 def execute_in_process(job: Callable[[Any], Any]) -> Any:
@@ -958,11 +1181,14 @@ def section_shape(cfg: Config, log: Log) -> Section:
                     break
                 seconds.append(result["seconds"])
                 peaks.append(result["peak_mb"])
-                log(f"  shape {shape} N={count:,} rep {rep + 1}/{repeat} {result['seconds']:.2f} s "
-                    f"{result['peak_mb']:.0f} MB")
+                log(
+                    f"  shape {shape} N={count:,} rep {rep + 1}/{repeat} {result['seconds']:.2f} s "
+                    f"{result['peak_mb']:.0f} MB"
+                )
             label = f"{shape} shape, N = {count:,}"
-            goal = f"< {SHAPE_GOAL_SECONDS:.0f} s and < {SHAPE_GOAL_MB / 1024:.0f} GB" \
-                if count == SHAPE_GOAL_PORTS else ""
+            goal = (
+                f"< {SHAPE_GOAL_SECONDS:.0f} s and < {SHAPE_GOAL_MB / 1024:.0f} GB" if count == SHAPE_GOAL_PORTS else ""
+            )
             if not seconds:
                 rows.append(missing_row(label, "failed or timed out (300 s)", goal))
                 continue
@@ -974,16 +1200,22 @@ def section_shape(cfg: Config, log: Log) -> Section:
                 row.goal = goal
                 passed = time_sample.median < SHAPE_GOAL_SECONDS and peak.median < SHAPE_GOAL_MB
                 row.result = "PASS" if passed else "MISS"
-                row.comparison = (f"{time_sample.median / SHAPE_GOAL_SECONDS:.2f}× the time goal, "
-                                  f"{peak.median / SHAPE_GOAL_MB:.2f}× the memory goal")
+                row.comparison = (
+                    f"{time_sample.median / SHAPE_GOAL_SECONDS:.2f}× the time goal, "
+                    f"{peak.median / SHAPE_GOAL_MB:.2f}× the memory goal"
+                )
             rows.append(row)
     return Section(
         "Shape: N ports, N regions",
-        ["Timely's `shape_scaling` shapes (`benchmarks/scaling.py`): an input partitioned into N streams, then "
-         "one operator with N inputs and N outputs, or one region that every stream enters and leaves; build "
-         "and run two epochs, each repetition in a fresh interpreter. Peak resident memory is the child's own "
-         "`VmHWM` and includes the interpreter with NumPy (about 35 MB)."],
-        rows, failures)
+        [
+            "Timely's `shape_scaling` shapes (`benchmarks/scaling.py`): an input partitioned into N streams, then "
+            "one operator with N inputs and N outputs, or one region that every stream enters and leaves; build "
+            "and run two epochs, each repetition in a fresh interpreter. Peak resident memory is the child's own "
+            "`VmHWM` and includes the interpreter with NumPy (about 35 MB)."
+        ],
+        rows,
+        failures,
+    )
 
 
 # ---------------------------------------------------------------------------- 6. instrumentation
@@ -1002,7 +1234,8 @@ def section_instrument(cfg: Config, log: Log) -> Section:
         "epoch latency": f"epoch latency ({latency_epochs:,} epochs, per epoch)",
     }
     values, removed = instrument.measure_variants(
-        {"record pipeline": per_epoch, "epoch latency": latency_epochs}, cfg.repeat, log)
+        {"record pipeline": per_epoch, "epoch latency": latency_epochs}, cfg.repeat, log
+    )
     rows: list[Row] = []
     for name, title in titles.items():
         bare = Sample.of(values[name]["no hooks"])
@@ -1029,21 +1262,27 @@ def section_instrument(cfg: Config, log: Log) -> Section:
     sites = ", ".join(f"`{file}` {count}" for file, count in removed.items())
     return Section(
         "Instrumentation overhead, 1 worker",
-        ["`benchmarks/instrument.py`: the record pipeline and the epoch latency with logging off (every hook "
-         "site is one `is not None` test), to memory (`Recorder`) and to a msgpack file, and *no hooks*: the "
-         "same with logging off on a copy of `scopes` and `runtime` whose hook sites `benchmarks/no_hooks.py` "
-         f"removed with `ast` ({sum(removed.values())} sites: {sites}). Every run is a fresh Python process "
-         f"(one untimed warm-up at a tenth of the size, then the best of {instrument.INNER_RUNS} timed runs), "
-         "the four variants interleaved; medians over the processes."],
+        [
+            "`benchmarks/instrument.py`: the record pipeline and the epoch latency with logging off (every hook "
+            "site is one `is not None` test), to memory (`Recorder`) and to a msgpack file, and *no hooks*: the "
+            "same with logging off on a copy of `scopes` and `runtime` whose hook sites `benchmarks/no_hooks.py` "
+            f"removed with `ast` ({sum(removed.values())} sites: {sites}). Every run is a fresh Python process "
+            f"(one untimed warm-up at a tenth of the size, then the best of {instrument.INNER_RUNS} timed runs), "
+            "the four variants interleaved; medians over the processes."
+        ],
         rows,
-        [f"\"Within noise\": |off / no hooks − 1| of the medians is at most the noise band, the larger of "
-         f"{instrument.NOISE_FLOOR:.0%} and each variant's interquartile range / median over its "
-         f"{cfg.repeat} repetitions (so one outlying repetition does not widen it). The ≤ 30% goal for logging on "
-         "applies to the pipeline (issue 12); the "
-         "latency rows show the ratio for information."])
+        [
+            f'"Within noise": |off / no hooks − 1| of the medians is at most the noise band, the larger of '
+            f"{instrument.NOISE_FLOOR:.0%} and each variant's interquartile range / median over its "
+            f"{cfg.repeat} repetitions (so one outlying repetition does not widen it). The ≤ 30% goal for logging on "
+            "applies to the pipeline (issue 12); the "
+            "latency rows show the ratio for information."
+        ],
+    )
 
 
 # ---------------------------------------------------------------------------- profiles
+
 
 def profile_lines(title: str, run: Callable[[], Any], top: int = 10) -> list[str]:
     """A Markdown table of the ``top`` functions by own time while ``run()`` runs under cProfile."""
@@ -1056,8 +1295,12 @@ def profile_lines(title: str, run: Callable[[], Any], top: int = 10) -> list[str
     stats = pstats.Stats(profiler)
     raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
     entries = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)[:top]
-    lines = [f"Profile of {title} (cProfile, one untimed run; top {top} by own time):", "",
-             "| function | calls | own s | cumulative s |", "|---|---:|---:|---:|"]
+    lines = [
+        f"Profile of {title} (cProfile, one untimed run; top {top} by own time):",
+        "",
+        "| function | calls | own s | cumulative s |",
+        "|---|---:|---:|---:|",
+    ]
     for (file, line, function), (_, calls, tottime, cumtime, _) in entries:
         where = function if file == "~" else f"{Path(file).name}:{line}({function})"
         lines.append(f"| `{where}` | {calls} | {tottime:.3f} | {cumtime:.3f} |")
@@ -1099,8 +1342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", "-o", type=Path, help="write the Markdown report to this file")
     parser.add_argument("--quick", action="store_true", help="small sizes and no Spark, for smoke testing")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated subset of: {', '.join(SECTIONS)}")
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of: {', '.join(SECTIONS)}"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -1115,8 +1359,10 @@ def main(argv: list[str] | None = None) -> int:
 
     machine = machine_info()  # before running, so the load average shows other activity
     quiet = Quiet.start()
-    log(f"load average at the start: {quiet.load_start:.2f} on {cores()[0]} CPUs"
-        + (f" (above {NOISY_LOAD:g}: the run will be marked noisy)" if quiet.noisy else ""))
+    log(
+        f"load average at the start: {quiet.load_start:.2f} on {cores()[0]} CPUs"
+        + (f" (above {NOISY_LOAD:g}: the run will be marked noisy)" if quiet.noisy else "")
+    )
     began = time.perf_counter()
     done: dict[str, Section] = {}
     took: dict[str, float] = {}
@@ -1135,16 +1381,20 @@ def main(argv: list[str] | None = None) -> int:
     quiet.finish()
     log(f"load average at the end: {quiet.load_end:.2f}; other programs used {quiet.others_cores:.2f} cores")
     machine.append(("Duration of the run", f"{elapsed / 60:.1f} min ({durations})"))
-    command = "python benchmarks/run.py" + (" --quick" if args.quick else "") + (
-        f" --repeat {args.repeat}" if args.repeat != 5 else "") + (
-        f" --sections {','.join(chosen)}" if chosen != list(SECTIONS) else "")
+    command = (
+        "python benchmarks/run.py"
+        + (" --quick" if args.quick else "")
+        + (f" --repeat {args.repeat}" if args.repeat != 5 else "")
+        + (f" --sections {','.join(chosen)}" if chosen != list(SECTIONS) else "")
+    )
     trailer = ""
     if args.output is not None and args.output.exists():
         trailer = kept_sections(args.output.read_text())
     text = render([done[name] for name in chosen], machine, command, args.repeat, args.quick, trailer, quiet)
     counts = tally([done[name] for name in chosen])
-    print(f"\n{counts['PASS']} goals met, {counts['MISS']} missed, {counts[NOT_MEASURED]} not measured "
-          f"({elapsed:.0f} s)")
+    print(
+        f"\n{counts['PASS']} goals met, {counts['MISS']} missed, {counts[NOT_MEASURED]} not measured ({elapsed:.0f} s)"
+    )
     if args.output is not None:
         args.output.write_text(text)
         print(f"wrote {args.output}")

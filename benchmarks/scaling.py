@@ -108,7 +108,10 @@ def shape_in_child(shape: str, count: int, timeout: float = 300) -> dict[str, fl
     try:
         out = subprocess.run(
             [sys.executable, __file__, "shape", shape, str(count)],
-            capture_output=True, text=True, timeout=timeout, check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
         )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return None

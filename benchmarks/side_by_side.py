@@ -72,8 +72,13 @@ def compare(roots: list[str], rounds: int = 3) -> dict[str, Any]:
         for root in roots:
             env = dict(os.environ, PYTHONPATH=root)
             out = subprocess.run(
-                [sys.executable, "-c", code, root], env=env, cwd=root,
-                capture_output=True, text=True, timeout=900, check=True,
+                [sys.executable, "-c", code, root],
+                env=env,
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=True,
             )
             for name, value in json.loads(out.stdout.strip().splitlines()[-1]).items():
                 previous = best[root].get(name)

@@ -268,9 +268,7 @@ def measure_flagship(
         if baseline:
             spark, workers = _session(master, pipeline.ARROW_BATCH_ROWS)
             try:
-                read, propagate, iterations, components = label_propagation(
-                    spark, path, workers, limits.get(path.name)
-                )
+                read, propagate, iterations, components = label_propagation(spark, path, workers, limits.get(path.name))
             except Exception as error:  # noqa: BLE001 - the baseline failing is reported, not fatal
                 row["label propagation"] = {"error": _first_line(error)}
             else:
@@ -329,8 +327,10 @@ def print_flagship(results: dict[str, Any]) -> None:
         per_edge = rss / (stages["edges"] / stages["workers"])
         print(f"  peak task RSS {rss / 1e6:,.0f} MB, {per_edge:,.0f} bytes per edge of the task's share")
         alone = row["alone"]
-        print(f"  {alone['read']:7.2f} s + {alone['intern']:.2f} s + {alone['dataflow']:.2f} s  without Spark "
-              f"(read, intern, dataflow on 1 worker)")
+        print(
+            f"  {alone['read']:7.2f} s + {alone['intern']:.2f} s + {alone['dataflow']:.2f} s  without Spark "
+            f"(read, intern, dataflow on 1 worker)"
+        )
         print(f"  flagship / without Spark: {row['ratio']:.2f}x")
         if "label propagation" in row:
             lp = row["label propagation"]
@@ -338,21 +338,31 @@ def print_flagship(results: dict[str, Any]) -> None:
                 print(f"  PySpark label propagation failed: {lp['error']}")
                 continue
             status = "to the fixed point" if lp["converged"] else "stopped before the fixed point"
-            print(f"  {lp['read']:7.2f} s + {lp['propagate']:.2f} s  PySpark label propagation (read, propagate: "
-                  f"{lp['iterations']} iterations, {status})")
+            print(
+                f"  {lp['read']:7.2f} s + {lp['propagate']:.2f} s  PySpark label propagation (read, propagate: "
+                f"{lp['iterations']} iterations, {status})"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--master", default="local[*]", help="any Spark master (default local[*])")
-    parser.add_argument("--input", type=Path, default=None,
-                        help="the graph (default: the Debian graph; with --flagship, it and the 5 M-edge graph)")
+    parser.add_argument(
+        "--input",
+        type=Path,
+        default=None,
+        help="the graph (default: the Debian graph; with --flagship, it and the 5 M-edge graph)",
+    )
     parser.add_argument("--partitions", type=int, default=None, help="default: the cluster's slots")
     parser.add_argument("--flagship", action="store_true", help="the flagship stage by stage (measure_flagship)")
     parser.add_argument("--no-baseline", action="store_true", help="with --flagship: skip label propagation")
-    parser.add_argument("--baseline-iterations", type=int, default=None,
-                        help="with --flagship: stop label propagation on the 5 M-edge graph after this many iterations")
+    parser.add_argument(
+        "--baseline-iterations",
+        type=int,
+        default=None,
+        help="with --flagship: stop label propagation on the 5 M-edge graph after this many iterations",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     if args.flagship:

@@ -50,7 +50,9 @@ def fresh_seconds(processes: int) -> tuple[float, float]:
     seconds beyond a bare interpreter's start."""
     bare = _python("pass")
     imported = _python("import runtime")
-    code = ("import sys; sys.path.insert(0, 'benchmarks'); import startup; "
-            f"startup.execute(startup.idle, workers=1, processes={processes})")
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks'); import startup; "
+        f"startup.execute(startup.idle, workers=1, processes={processes})"
+    )
     whole = _python(code)
     return imported - bare, whole - bare

@@ -108,9 +108,7 @@ def exchange_table(batches: int, rows: int, repeat: int) -> None:
             start.append(exchange_seconds(kind, 2, 1, 10)[0])
             same = same and first == second
         one_s, two_s, start_s = (statistics.median(x) for x in (one, two, start))
-        print(
-            f"{kind:<10}{one_s:>20.2f} s{two_s:>12.2f} s{start_s:>8.2f} s{two_s - start_s:>15.2f} s{str(same):>7}"
-        )
+        print(f"{kind:<10}{one_s:>20.2f} s{two_s:>12.2f} s{start_s:>8.2f} s{two_s - start_s:>15.2f} s{str(same):>7}")
 
 
 def main() -> int:

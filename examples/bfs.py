@@ -140,9 +140,7 @@ def reference(edges: list[Edge], root: int) -> dict[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=100, help="number of nodes")
     parser.add_argument("--edges", type=int, default=200, help="number of directed edges")

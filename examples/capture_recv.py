@@ -98,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     expected = Counter({record: args.source_peers for record in range(args.records)})
     ok = counts == expected
     total = sum(counts.values())
-    print(f"replayed {total} records from {args.source_peers} stream(s) on {args.workers} worker(s); "
-          f"complete: {ok}", flush=True)
+    print(
+        f"replayed {total} records from {args.source_peers} stream(s) on {args.workers} worker(s); complete: {ok}",
+        flush=True,
+    )
     return 0 if ok else 1
 
 

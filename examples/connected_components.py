@@ -115,9 +115,7 @@ def worker_main(worker: Worker, nodes: int, edges: list[Edge]) -> list[tuple[int
 
     def build(scope: ScopeBuilder) -> Any:
         handle, graph = scope.new_input("Graph")
-        both_ways = graph.flat_map(
-            lambda r: [r, ("edge", r[2], r[1])] if r[0] == "edge" else [r], name="Undirected"
-        )
+        both_ways = graph.flat_map(lambda r: [r, ("edge", r[2], r[1])] if r[0] == "edge" else [r], name="Undirected")
         components = smallest_per_node(propagate(both_ways))
         probe = components.inspect(produced.append, name="Collect").probe()
         return handle, probe
@@ -166,9 +164,7 @@ def reference(nodes: int, edges: list[Edge]) -> dict[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=200, help="number of nodes")
     parser.add_argument("--edges", type=int, default=150, help="number of undirected edges")

@@ -532,7 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     run = run_on_file(__doc__.splitlines()[0], file_worker, argv)
     args, graph, outputs, read, interned, compute = (
-        run.args, run.graph, run.outputs, run.read, run.interned, run.compute
+        run.args,
+        run.graph,
+        run.outputs,
+        run.read,
+        run.interned,
+        run.compute,
     )
     labels = combine(outputs, graph.nodes)
     found = components_of(labels)

@@ -119,17 +119,13 @@ def reference(data: Epochs) -> dict[int, list[int]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--records", type=int, default=200, help="records per epoch")
     parser.add_argument("--values", type=int, default=50, help="records are drawn below this")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the records")
-    parser.add_argument(
-        "--no-lockstep", action="store_true", help="send every epoch without waiting"
-    )
+    parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
 
     data = random_records(args.epochs, args.records, args.values, args.seed)

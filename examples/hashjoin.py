@@ -52,10 +52,7 @@ def random_inputs(epochs: int, per_epoch: int, keys: int, seed: int) -> tuple[Ep
     rng = random.Random(seed)
 
     def side(tag: str) -> Epochs:
-        return [
-            [(rng.randrange(keys), f"{tag}{epoch}.{i}") for i in range(per_epoch)]
-            for epoch in range(epochs)
-        ]
+        return [[(rng.randrange(keys), f"{tag}{epoch}.{i}") for i in range(per_epoch)] for epoch in range(epochs)]
 
     return side("L"), side("R")
 
@@ -120,9 +117,7 @@ def worker_main(worker: Worker, left: Epochs, right: Epochs, lockstep: bool) -> 
     return produced
 
 
-def run(
-    left: Epochs, right: Epochs, workers: int = 1, lockstep: bool = True, processes: int = 1
-) -> list[Match]:
+def run(left: Epochs, right: Epochs, workers: int = 1, lockstep: bool = True, processes: int = 1) -> list[Match]:
     """All matches of the two inputs, sorted.
 
     With ``lockstep`` each worker waits for an epoch's results before sending the
@@ -151,17 +146,13 @@ def reference(left: Epochs, right: Epochs) -> list[Match]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--records", type=int, default=30, help="records per input and epoch")
     parser.add_argument("--keys", type=int, default=20, help="number of distinct keys")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the inputs")
-    parser.add_argument(
-        "--no-lockstep", action="store_true", help="send every epoch without waiting"
-    )
+    parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
 
     left, right = random_inputs(args.epochs, args.records, args.keys, args.seed)

@@ -67,9 +67,7 @@ def worker_main(worker: Worker, count: int, per_epoch: int) -> list[tuple[int, R
     return received
 
 
-def run_detailed(
-    count: int, per_epoch: int = 10, workers: int = 1, processes: int = 1
-) -> list[tuple[int, Record]]:
+def run_detailed(count: int, per_epoch: int = 10, workers: int = 1, processes: int = 1) -> list[tuple[int, Record]]:
     """Run the dataflow; return every ``(receiving worker, (epoch, n, n*n))``, sorted."""
     job = partial(worker_main, count=count, per_epoch=per_epoch)
     return combine(execute(job, workers=workers, processes=processes))
@@ -92,9 +90,7 @@ def reference(count: int, per_epoch: int = 10) -> list[Record]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--count", type=int, default=12, help="how many numbers to send")
     parser.add_argument("--per-epoch", type=int, default=4, help="numbers per epoch")

@@ -75,9 +75,7 @@ def collatz(numbers: Stream) -> Stream:
     return numbers.scope.iterative(body, name="Collatz")
 
 
-def worker_main(
-    worker: Worker, numbers: list[int], per_epoch: int, lockstep: bool = True
-) -> list[Result]:
+def worker_main(worker: Worker, numbers: list[int], per_epoch: int, lockstep: bool = True) -> list[Result]:
     """Build and drive the dataflow on one worker; return the results that reached it."""
     produced: list[Result] = []
 
@@ -91,7 +89,7 @@ def worker_main(
 
     handle, probe = worker.dataflow(build, name="collatz")
     for epoch, start in enumerate(range(0, len(numbers), per_epoch)):
-        chunk = numbers[start:start + per_epoch]
+        chunk = numbers[start : start + per_epoch]
         handle.send_batch(n for i, n in enumerate(chunk) if i % worker.peers == worker.index)
         handle.advance_to(epoch + 1)
         if lockstep:
@@ -132,15 +130,11 @@ def reference(numbers: list[int], per_epoch: int = 100) -> list[Result]:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--limit", type=int, default=300, help="compute for 1 .. limit")
     parser.add_argument("--per-epoch", type=int, default=100, help="numbers per epoch")
-    parser.add_argument(
-        "--no-lockstep", action="store_true", help="send every epoch without waiting"
-    )
+    parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
 
     numbers = list(range(1, args.limit + 1))

@@ -173,9 +173,7 @@ def combine(outputs: list[list[tuple[int, float]]]) -> dict[int, float]:
     return result
 
 
-def reference(
-    nodes: int, edges: list[Edge], iterations: int = 20, damping: float = 0.85
-) -> dict[int, float]:
+def reference(nodes: int, edges: list[Edge], iterations: int = 20, damping: float = 0.85) -> dict[int, float]:
     """The same power iteration in plain Python."""
     adjacency: dict[int, list[int]] = {v: [] for v in range(nodes)}
     for src, dst in edges:
@@ -218,9 +216,7 @@ def max_difference(a: dict[int, float], b: dict[int, float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--nodes", type=int, default=50, help="number of nodes")
     parser.add_argument("--edges", type=int, default=200, help="number of random edges to draw")

@@ -279,8 +279,12 @@ def join_components(members: Stream, weak: Stream, nodes: int) -> Stream:
             size_of[found["node"] // peers] = found["scc_size"]
             local = weak_rows["node"] // peers
             batch = pa.RecordBatch.from_arrays(
-                [pa.array(weak_rows["node"]), pa.array(scc_of[local]), pa.array(size_of[local]),
-                 pa.array(weak_rows["label"])],
+                [
+                    pa.array(weak_rows["node"]),
+                    pa.array(scc_of[local]),
+                    pa.array(size_of[local]),
+                    pa.array(weak_rows["label"]),
+                ],
                 names=["id", "scc", "scc_size", "wcc"],
             )
             if batch.num_rows:

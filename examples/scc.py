@@ -239,9 +239,7 @@ def keep_equal(labelled: Stream, labels: Stream, name: str) -> Stream:
     waiting: dict[Any, list[list[Edge]]] = {}
     known: dict[Any, dict[Node, Node]] = {}
 
-    def logic(
-        edges: OperatorInput, nodes: OperatorInput, output: OperatorOutput, notificator: Notificator
-    ) -> None:
+    def logic(edges: OperatorInput, nodes: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
         for ref, batch in edges:
             batches = waiting.get(ref.time)
             if batches is None:
@@ -360,9 +358,7 @@ def group_components(edges: Stream) -> Stream:
                 group.add(target)
         for capability in notificator:
             groups = members.pop(capability.time)
-            found = [
-                (label, tuple(sorted(group))) for label, group in groups.items() if len(group) > 1
-            ]
+            found = [(label, tuple(sorted(group))) for label, group in groups.items() if len(group) > 1]
             if found:
                 output.session(capability).give_batch(found)
 
@@ -372,9 +368,7 @@ def group_components(edges: Stream) -> Stream:
 # ---------------------------------------------------------------------- running it
 
 
-def read_edges(
-    path: Path, index: int = 0, peers: int = 1, limit: int | None = None
-) -> Iterator[tuple[str, str]]:
+def read_edges(path: Path, index: int = 0, peers: int = 1, limit: int | None = None) -> Iterator[tuple[str, str]]:
     """The edges on lines ``i`` of ``path`` (gzip TSV) with ``i % peers == index``, ``i < limit``."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as lines:
@@ -465,9 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], add_help=False, parents=[cluster_arguments()]
     )
     parser.add_argument("--help", action="help", help="show this help message and exit")
-    parser.add_argument(
-        "--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'"
-    )
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="gzip TSV of 'package<TAB>dependency'")
     parser.add_argument("--limit-edges", type=int, default=None, help="read only the first K lines")
     args = parser.parse_args(argv)
     if args.workers < 1:
@@ -487,10 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = perf_counter() - start
 
     sizes = [len(component) for component in found]
-    print(f"  {len(rounds)} outer round(s); edges entering each: "
-          f"{' -> '.join(f'{n:,}' for n in rounds) or 'none'}")
-    print(f"  {len(found)} components with more than one node; largest sizes: "
-          f"{', '.join(map(str, sizes[:10])) or 'none'}")
+    print(f"  {len(rounds)} outer round(s); edges entering each: {' -> '.join(f'{n:,}' for n in rounds) or 'none'}")
+    print(
+        f"  {len(found)} components with more than one node; largest sizes: {', '.join(map(str, sizes[:10])) or 'none'}"
+    )
     for component in found[:3]:
         print(f"    {len(component)}: {', '.join(sorted(map(str, component)))}")
     print(f"  timely dataflow: {elapsed:.1f} s (each worker reading its share of the file, then SCC)")
@@ -506,8 +498,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     missing = set(expected) - set(found)
     extra = set(found) - set(expected)
-    print(f"  check against networkx.strongly_connected_components: MISMATCH "
-          f"({len(missing)} missing, {len(extra)} unexpected)")
+    print(
+        f"  check against networkx.strongly_connected_components: MISMATCH "
+        f"({len(missing)} missing, {len(extra)} unexpected)"
+    )
     return 1
 
 

@@ -282,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Strongly connected components of {args.input.name}, columnar")
     print(f"  {len(graph.src):,} edges between {graph.nodes:,} nodes; {args.workers * args.processes} worker(s)")
     print(f"  {len(rounds)} outer round(s); edges entering each: {' -> '.join(f'{n:,}' for n in rounds)}")
-    print(f"  {len(found):,} components, {len(cycles)} with more than one node; largest sizes: "
-          f"{', '.join(str(len(c)) for c in cycles[:10]) or 'none'}")
+    print(
+        f"  {len(found):,} components, {len(cycles)} with more than one node; largest sizes: "
+        f"{', '.join(str(len(c)) for c in cycles[:10]) or 'none'}"
+    )
     for cycle in cycles[:3]:
         print(f"    {len(cycle)}: {', '.join(sorted(names[sorted(cycle)].astype(str).tolist()))}")
     print(f"  read {run.read:.3f} s, intern {interned:.3f} s, compute {compute:.3f} s")

@@ -50,9 +50,24 @@ Totals = dict[int, dict[str, int]]
 """For each epoch, the running total of every word that appeared in that epoch."""
 
 VOCABULARY = (
-    "timely", "dataflow", "naiad", "epoch", "loop", "frontier", "progress", "notify",
-    "capability", "worker", "stream", "operator", "exchange", "scope", "time", "record",
-    "batch", "iterate",
+    "timely",
+    "dataflow",
+    "naiad",
+    "epoch",
+    "loop",
+    "frontier",
+    "progress",
+    "notify",
+    "capability",
+    "worker",
+    "stream",
+    "operator",
+    "exchange",
+    "scope",
+    "time",
+    "record",
+    "batch",
+    "iterate",
 )
 
 
@@ -86,9 +101,7 @@ def count_words(pairs: Stream) -> Stream:
     return pairs.unary_notify(Exchange(lambda pair: pair[0]), "Count", logic)
 
 
-def worker_main(
-    worker: Worker, text: list[list[str]], lockstep: bool = True
-) -> list[tuple[int, str, int]]:
+def worker_main(worker: Worker, text: list[list[str]], lockstep: bool = True) -> list[tuple[int, str, int]]:
     """Build and drive the dataflow on one worker; return the ``(epoch, word, total)`` it produced."""
     produced: list[tuple[int, str, int]] = []
 
@@ -190,16 +203,12 @@ def reference(text: list[list[str]]) -> Totals:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--lines", type=int, default=50, help="lines per epoch")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the text")
-    parser.add_argument(
-        "--no-lockstep", action="store_true", help="send every epoch without waiting"
-    )
+    parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     parser.add_argument("--input", metavar="DIR", help="read lines from the files under DIR (a 'line' column)")
     parser.add_argument("--format", default="parquet", choices=("parquet", "csv", "jsonl"), help="format of --input")
     parser.add_argument("--output", metavar="DIR", help="write each epoch's (word, total) rows under DIR as Parquet")

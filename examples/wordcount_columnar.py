@@ -97,9 +97,7 @@ def run(text: list[list[str]], workers: int = 1, lockstep: bool = True, processe
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (the flags and output of ``examples/wordcount.py``)."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()]
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
     parser.add_argument("--help", action="help", help="show this help message and exit")
     parser.add_argument("--epochs", type=int, default=4, help="number of epochs")
     parser.add_argument("--lines", type=int, default=50, help="lines per epoch")

@@ -77,16 +77,21 @@ class ProcessLedger:
         with self._lock:
             self._scopes.add(address)
 
-    def channel(self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str,
-                copies: int) -> None:
+    def channel(
+        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str, copies: int
+    ) -> None:
         """Remember an edge of ``scope`` (once: every worker builds the same dataflow)."""
         with self._lock:
             edges = self._channels.setdefault(scope, [])
             if (source, target, contract, copies) not in edges:
                 edges.append((source, target, contract, copies))
 
-    def count(self, address: tuple[int, ...], consumed: Sequence[Iterable[tuple[Any, int]]],
-              produced: Sequence[Iterable[tuple[Any, int]]]) -> None:
+    def count(
+        self,
+        address: tuple[int, ...],
+        consumed: Sequence[Iterable[tuple[Any, int]]],
+        produced: Sequence[Iterable[tuple[Any, int]]],
+    ) -> None:
         """Add one scheduling's records received and sent by the operator at ``address``."""
         scope, node = address[:-1], address[-1]
         with self._lock:
@@ -175,8 +180,16 @@ class Auditor:
 
     # ------------------------------------------------------------------ the hooks
 
-    def operator_created(self, address: tuple[int, ...], name: str, inputs: int, outputs: int,
-                         reach: Sequence[Sequence[int]], scope_timestamp: str | None, site: str | None = None) -> None:
+    def operator_created(
+        self,
+        address: tuple[int, ...],
+        name: str,
+        inputs: int,
+        outputs: int,
+        reach: Sequence[Sequence[int]],
+        scope_timestamp: str | None,
+        site: str | None = None,
+    ) -> None:
         """Remember the operator's name, and whether it is a scope."""
         self._names[address] = name
         if scope_timestamp is not None:
@@ -184,8 +197,9 @@ class Auditor:
             if self.ledger is not None:
                 self.ledger.scope(address)
 
-    def channel_created(self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int],
-                        contract: str, copies: int = 1) -> None:
+    def channel_created(
+        self, scope: tuple[int, ...], source: tuple[int, int], target: tuple[int, int], contract: str, copies: int = 1
+    ) -> None:
         """Remember inputs fed across a scope boundary; give the edge to the process ledger."""
         self._sources.setdefault((scope, target[0], target[1]), set()).add(source[0])
         if self.ledger is not None:
@@ -201,8 +215,12 @@ class Auditor:
     def scheduled(self, address: tuple[int, ...], start: float, duration: float) -> None:
         """Nothing to check."""
 
-    def messages(self, address: tuple[int, ...], consumed: Sequence[Iterable[tuple[Any, int]]],
-                 produced: Sequence[Iterable[tuple[Any, int]]]) -> None:
+    def messages(
+        self,
+        address: tuple[int, ...],
+        consumed: Sequence[Iterable[tuple[Any, int]]],
+        produced: Sequence[Iterable[tuple[Any, int]]],
+    ) -> None:
         """Check 1: every time consumed is at or beyond the input's frontier; count records for check 4.
 
         A nested scope reports what crossed its boundary as its own tracker

@@ -157,5 +157,3 @@ def execute_from_args(
     return run_process(
         main, config.process, endpoints_for(config), config.workers, token, stall_timeout, connect_timeout
     )
-
-

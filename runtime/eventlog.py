@@ -100,8 +100,10 @@ def decode_event(payload: bytes) -> CaptureEvent:
         kind = value[0]
         if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
             return Progress([(pair[0], pair[1]) for pair in value[1]])
-        if kind == EVENT_MESSAGES and len(value) == 3 and (
-            isinstance(value[2], list) or columnar_kind(value[2]) is not None
+        if (
+            kind == EVENT_MESSAGES
+            and len(value) == 3
+            and (isinstance(value[2], list) or columnar_kind(value[2]) is not None)
         ):
             return Batch(value[1], value[2])
     raise DecodeError(f"payload {codec.describe(value)} is not an event record")
@@ -411,8 +413,7 @@ class EventReader:
         assert self._times is not None
         return self._corrupt(
             offset,
-            f"holds {codec.describe(value)} where the log declares "
-            f"{self._times.name} timestamps (and integer counts)",
+            f"holds {codec.describe(value)} where the log declares {self._times.name} timestamps (and integer counts)",
         )
 
     # -- iteration -----------------------------------------------------------

@@ -224,8 +224,7 @@ def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerF
         stuck.sort(key=lambda item: item[0])
         explanation = "\n".join(str(error) for _, error in stuck)
         combined = DataflowStuck(
-            f"no worker can make progress (every worker is waiting and no message is in flight):\n"
-            f"{explanation}"
+            f"no worker can make progress (every worker is waiting and no message is in flight):\n{explanation}"
         )
         index = stuck[0][0]
         failed = WorkerFailed(f"worker {index} of {peers} failed: DataflowStuck: {combined}", index)

@@ -59,9 +59,7 @@ def _difference(mine: Fingerprint, theirs: Fingerprint, me: int, them: int, path
     if mine[0] != theirs[0]:
         return f"scope '{path}' is named '{mine[0]}' on worker {me} but '{theirs[0]}' on worker {them}"
     if mine[1] != theirs[1]:
-        return (
-            f"scope '{path}' has timestamps {mine[1]} on worker {me} but {theirs[1]} on worker {them}"
-        )
+        return f"scope '{path}' has timestamps {mine[1]} on worker {me} but {theirs[1]} on worker {them}"
     ours, others = mine[2], theirs[2]
     for position in range(max(len(ours), len(others))):
         if position >= len(ours):
@@ -92,8 +90,5 @@ def _difference(mine: Fingerprint, theirs: Fingerprint, me: int, them: int, path
         if a != b:
             left = _edge(names, a) if a is not None else "nothing"
             right = _edge(names, b) if b is not None else "nothing"
-            return (
-                f"in scope '{path}', edge {position + 1} is {left} on worker {me} "
-                f"but {right} on worker {them}"
-            )
+            return f"in scope '{path}', edge {position + 1} is {left} on worker {me} but {right} on worker {them}"
     return None

@@ -417,5 +417,3 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         assert outcome is not None
         results.extend(outcome[1])
     return results
-
-

@@ -91,9 +91,7 @@ class Sequencer(Generic[T]):
     complete once every worker has done so.
     """
 
-    def __init__(
-        self, worker: Worker, name: str = "Sequencer", clock: Callable[[], int] = microseconds
-    ) -> None:
+    def __init__(self, worker: Worker, name: str = "Sequencer", clock: Callable[[], int] = microseconds) -> None:
         """Build the sequencer's dataflow on ``worker``; ``clock()`` gives proposal times (ints)."""
         self._worker = worker
         self.name = name
@@ -115,9 +113,7 @@ class Sequencer(Generic[T]):
                     cap.downgrade(now)
                 if state.proposals:
                     proposals, state.proposals = state.proposals, []
-                    output.session(cap).give_batch(
-                        [(worker_index, next(numbers), item) for item in proposals]
-                    )
+                    output.session(cap).give_batch([(worker_index, next(numbers), item) for item in proposals])
                 if state.closed:
                     held.pop().drop()
                 elif state.staged:
@@ -165,8 +161,7 @@ class Sequencer(Generic[T]):
         state = self._state
         if state.closed:
             raise TimelyRuntimeError(
-                f"sequencer '{self.name}' on worker {self._worker.index} is closed; "
-                f"cannot push {item!r}"
+                f"sequencer '{self.name}' on worker {self._worker.index} is closed; cannot push {item!r}"
             )
         state.proposals.append(item)
         state.activate_source()

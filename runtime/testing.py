@@ -189,8 +189,7 @@ def assert_agree(
     if not configurations:
         raise ConfigurationError("assert_agree needs at least one (workers, processes) configuration")
     runs = [
-        run_dataflow(build, inputs, workers=w, processes=p, close=close, per_epoch=per_epoch)
-        for w, p in configurations
+        run_dataflow(build, inputs, workers=w, processes=p, close=close, per_epoch=per_epoch) for w, p in configurations
     ]
     reference = runs[0]
     for run in runs[1:]:

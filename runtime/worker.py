@@ -455,8 +455,7 @@ def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) ->
             shown = f"{iterations[0]!r}" if len(iterations) == 1 else f"{iterations[0]!r} to {iterations[-1]!r}"
             earliest = min(times, key=lambda time_: (repr(time_.outer), repr(time_.inner)))
             found.append(
-                f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} "
-                f"(for example time {earliest!r})"
+                f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} (for example time {earliest!r})"
             )
         _circulating(child, inner, found)
 

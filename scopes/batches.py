@@ -71,9 +71,20 @@ Batch: TypeAlias = "list[Any] | Columnar"
 """The second half of every ``(time, batch)`` message: a list of records, or a columnar batch."""
 
 __all__ = [
-    "Batch", "BatchError", "Columnar", "KeyColumnError", "batch_kind", "batch_len", "column", "column_names",
+    "Batch",
+    "BatchError",
+    "Columnar",
+    "KeyColumnError",
+    "batch_kind",
+    "batch_len",
+    "column",
+    "column_names",
     "concat_batches",
-    "copy_batch", "is_arrow", "is_batch", "is_columnar", "take",
+    "copy_batch",
+    "is_arrow",
+    "is_batch",
+    "is_columnar",
+    "take",
 ]
 
 _ARROW_KINDS = frozenset({"RecordBatch", "Table"})

@@ -44,8 +44,15 @@ from scopes.timestamp import (
 R = TypeVar("R")
 
 __all__ = [
-    "BATCH_SIZE", "BuildContext", "InputHandle", "LoopHandle", "ProbeHandle", "ProbeOperator",
-    "ScopeBuilder", "source", "to_stream",
+    "BATCH_SIZE",
+    "BuildContext",
+    "InputHandle",
+    "LoopHandle",
+    "ProbeHandle",
+    "ProbeOperator",
+    "ScopeBuilder",
+    "source",
+    "to_stream",
 ]
 
 BATCH_SIZE = 1024
@@ -55,9 +62,7 @@ BATCH_SIZE = 1024
 class BuildContext:
     """Per-worker state shared by every scope being built: channels and open inputs."""
 
-    def __init__(
-        self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext
-    ) -> None:
+    def __init__(self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
         """Build with channels from ``allocator``.
 
         ``new_lock()`` makes a lock for state that other threads read (a
@@ -256,9 +261,7 @@ class ScopeBuilder:
         with inner.open():
             return body(inner)
 
-    def scoped(
-        self, name: str, body: Callable[[ScopeBuilder], R], inner: TimestampType = INTEGER
-    ) -> R:
+    def scoped(self, name: str, body: Callable[[ScopeBuilder], R], inner: TimestampType = INTEGER) -> R:
         """Run ``body`` in a nested scope whose times are ``Product(outer, inner)``."""
         product = ProductType(self.timestamp_type, inner)
         return self._nested(name, product, ProductRefinement(product), body)
@@ -271,9 +274,7 @@ class ScopeBuilder:
         """Run ``body`` in a nested scope with this scope's own timestamps (for structure only)."""
         return self._nested(name, self.timestamp_type, IdentityRefinement(self.timestamp_type), body)
 
-    def loop_variable(
-        self, summary: int | PathSummary = 1, name: str = "Feedback"
-    ) -> tuple[LoopHandle, Stream]:
+    def loop_variable(self, summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, Stream]:
         """A stream fed back from later in this scope, each time advanced by ``summary``.
 
         ``summary`` may be an int (advance the loop counter by that much), an
@@ -380,9 +381,7 @@ class InputHandle:
 
     def _check_open(self, action: str) -> None:
         if self._capability is None:
-            raise ScopeError(
-                f"input '{self.name}' is closed: cannot {action}; create a new input to send more"
-            )
+            raise ScopeError(f"input '{self.name}' is closed: cannot {action}; create a new input to send more")
 
     def send(self, record: Any) -> None:
         """Send one record at the current time."""

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
 UnaryConstructor = Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]]
 """``constructor(capability, info)`` returning ``logic(input, output)``."""
 
-BinaryConstructor = Callable[
-    [Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]
-]
+BinaryConstructor = Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorInput, OperatorOutput], None]]
 """``constructor(capability, info)`` returning ``logic(input1, input2, output)``."""
 
 GenericLogic = Callable[[list[OperatorInput], list[OperatorOutput]], None]

@@ -324,8 +324,11 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     kind = values.type
     if pa.types.is_dictionary(kind):
         encoded = values
-    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or (
-        pa.types.is_large_binary(kind)
+    elif (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or (pa.types.is_large_binary(kind))
     ):
         encoded = pc.dictionary_encode(values)
     else:

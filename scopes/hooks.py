@@ -81,9 +81,7 @@ class ProgressObserver(Protocol):
         """Frontier changes ``(location, time, diff)`` computed by ``scope``'s tracker."""
         ...
 
-    def input_event(
-        self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None
-    ) -> None:
+    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
         """An input handle was ``"created"`` (at ``site`` in the user's code), ``"advanced"`` (to ``time``) or
         ``"closed"``."""
         ...

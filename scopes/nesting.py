@@ -56,9 +56,7 @@ def leave(stream: Stream) -> Stream:
     scope = stream.scope
     parent = scope.parent
     if parent is None:
-        raise BuildError(
-            f"stream '{stream.name}' is in top-level scope '{scope.name}'; there is no scope to leave to"
-        )
+        raise BuildError(f"stream '{stream.name}' is in top-level scope '{scope.name}'; there is no scope to leave to")
     building = scope.context.building
     current = building[-1] if building else None
     if current is not scope and current is not parent:  # inside the body, or on the stream it returned

@@ -755,9 +755,7 @@ class Operator(Operate):
             f"operator '{self.name}' (address {self.address}, in scope {scope}) failed {when} "
             f"on worker {self.worker_index}: {type(error).__name__}: {error}"
         )
-        return OperatorFailed(
-            message, self.name, self.address, self.scope_path, self.current_time, self.worker_index
-        )
+        return OperatorFailed(message, self.name, self.address, self.scope_path, self.current_time, self.worker_index)
 
     @property
     def connectivity(self) -> Connectivity:
@@ -806,9 +804,7 @@ class Operator(Operate):
             if updates:
                 port.advance_frontier(updates)
 
-    def defer_frontiers(
-        self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]
-    ) -> None:
+    def defer_frontiers(self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]) -> None:
         """Without a frontier interest, read input frontiers from ``implied`` (one per input) on demand.
 
         ``implied[i]`` is the frontier the scope's tracker maintains at input

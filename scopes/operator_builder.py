@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 class OperatorBuilder:
     """Builds one operator in a scope: add inputs and outputs, then :meth:`build` with its logic."""
 
-    def __init__(
-        self, scope: ScopeBuilder, name: str, notify: bool = False, reads: Stream | None = None
-    ) -> None:
+    def __init__(self, scope: ScopeBuilder, name: str, notify: bool = False, reads: Stream | None = None) -> None:
         """Reserve a place for operator ``name`` in ``scope``, refused unless ``scope`` is being built.
 
         ``reads`` is the stream the operator is built on, named if it is refused.
@@ -58,9 +56,7 @@ class OperatorBuilder:
     def info(self) -> OperatorInfo:
         """What the operator's logic may know about it."""
         context = self.scope.context
-        return OperatorInfo(
-            self.name, self.index, self.address, context.worker_index, context.peers, self.activate
-        )
+        return OperatorInfo(self.name, self.index, self.address, context.worker_index, context.peers, self.activate)
 
     def new_input(self, stream: Stream, contract: ChannelContract = Pipeline) -> InputPort:
         """Connect ``stream`` to a new input, distributing records by ``contract``."""

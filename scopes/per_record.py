@@ -73,12 +73,7 @@ def stage(stream: Stream, name: str, kind: str, apply: Stage) -> Stream:
     """Add a stateless per-record stage, fused with the stage that produced ``stream`` if possible."""
     chain = stream.chain
     stream.scope.check_building(name, stream)
-    if (
-        chain is not None
-        and chain.last is stream
-        and not stream.tee.pushers
-        and len(chain.stages) < MAX_FUSED
-    ):
+    if chain is not None and chain.last is stream and not stream.tee.pushers and len(chain.stages) < MAX_FUSED:
         return chain.extend(name, kind, apply)
     return Chain(stream, name, kind, apply).streams[0]
 

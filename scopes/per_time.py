@@ -30,9 +30,7 @@ def accumulate(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], na
     initial value such as ``{"counts": {}}`` is never shared between times.
     """
     check_function(fold, ("accumulator", "record"), "the fold function", describe_operator(name, stream.scope.path))
-    return per_time(
-        stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc)
-    )
+    return per_time(stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc))
 
 
 def accumulate_batch(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> Stream:

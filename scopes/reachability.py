@@ -78,9 +78,7 @@ def sparse(table: Sequence[Mapping[int, Any] | Sequence[Any]]) -> Connectivity:
     return result
 
 
-def connectivity_from(
-    spec: SummarySpec, inputs: int, outputs: int, identity: PathSummary, where: str
-) -> Connectivity:
+def connectivity_from(spec: SummarySpec, inputs: int, outputs: int, identity: PathSummary, where: str) -> Connectivity:
     """Normalize a :data:`SummarySpec` into sparse :data:`Connectivity`, validating its shape."""
     table: Connectivity = [{} for _ in range(inputs)]
     if spec is None:
@@ -117,16 +115,14 @@ def connectivity_from(
             for o, summaries in spec_row.items():
                 if not (o.__class__ is int and 0 <= o < outputs):
                     raise GraphError(
-                        f"{where}: summary for input {i} -> output {o!r}, but the operator has "
-                        f"{outputs} outputs"
+                        f"{where}: summary for input {i} -> output {o!r}, but the operator has {outputs} outputs"
                     )
                 add(i, o, summaries)
             continue
         cells: list[Any] = list(spec_row)
         if len(cells) != outputs:
             raise GraphError(
-                f"{where}: summary row for input {i} has {len(cells)} entries "
-                f"but the operator has {outputs} outputs"
+                f"{where}: summary row for input {i} has {len(cells)} entries but the operator has {outputs} outputs"
             )
         for o, summaries in enumerate(cells):
             add(i, o, summaries)
@@ -139,9 +135,7 @@ class TrackerBuilder:
     def __init__(self, timestamp_type: TimestampType, inputs: int = 0, outputs: int = 0) -> None:
         """Start a graph whose boundary (node 0) has ``inputs`` scope inputs and ``outputs`` scope outputs."""
         self.timestamp_type = timestamp_type
-        self._nodes: dict[int, _Node] = {
-            0: _Node("scope boundary", outputs, inputs, [{} for _ in range(outputs)])
-        }
+        self._nodes: dict[int, _Node] = {0: _Node("scope boundary", outputs, inputs, [{} for _ in range(outputs)])}
         self._edges: list[tuple[Source, Target]] = []
 
     @property
@@ -192,16 +186,14 @@ class TrackerBuilder:
                 raise GraphError(f"edge {source!r} -> {target!r}: no operator {source.node}")
             if not 0 <= source.port < node.outputs:
                 raise GraphError(
-                    f"edge {source!r} -> {target!r}: operator {source.node} ({node.name}) "
-                    f"has {node.outputs} outputs"
+                    f"edge {source!r} -> {target!r}: operator {source.node} ({node.name}) has {node.outputs} outputs"
                 )
             node = self._nodes.get(target.node)
             if node is None:
                 raise GraphError(f"edge {source!r} -> {target!r}: no operator {target.node}")
             if not 0 <= target.port < node.inputs:
                 raise GraphError(
-                    f"edge {source!r} -> {target!r}: operator {target.node} ({node.name}) "
-                    f"has {node.inputs} inputs"
+                    f"edge {source!r} -> {target!r}: operator {target.node} ({node.name}) has {node.inputs} inputs"
                 )
 
     def _index(self) -> _Indexed:
@@ -454,8 +446,7 @@ class Tracker:
         self._sort_key = timestamp_type.sort_key()
         # Per target: (source, summaries), with None for the identity (no call needed).
         self._target_steps: list[list[tuple[int, tuple[PathSummary, ...] | None]]] = [
-            [(src, None if _identity_chain(chain) else chain) for src, chain in paths]
-            for paths in graph.target_paths
+            [(src, None if _identity_chain(chain) else chain) for src, chain in paths] for paths in graph.target_paths
         ]
         self._rank, self._by_rank = _topological_order(graph)
         # The order propagation visits work in (see scopes.visit_order), kept for reuse.
@@ -765,9 +756,7 @@ class Tracker:
                 continue
             paths = self._paths_between(loc, target)
             for t, c in positive:
-                if any(
-                    (r := p.results_in(t)) is not None and less_equal(r, time) for p in paths
-                ):
+                if any((r := p.results_in(t)) is not None and less_equal(r, time) for p in paths):
                     result.append((self._locations[loc], t, c))
         return result
 

@@ -120,9 +120,7 @@ def branch(stream: Stream, predicate: Callable[[Any], bool], name: str) -> tuple
 
 def delay(stream: Stream, new_time: Callable[[Any, Any], Any], name: str) -> Stream:
     """Move each record to the later time ``new_time(record, time)``."""
-    check_function(
-        new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path)
-    )
+    check_function(new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path))
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     output, result = builder.new_output()

@@ -53,9 +53,7 @@ def check_function(function: Any, parameters: Sequence[str], role: str, where: s
         signature.bind(*parameters)
     except TypeError:
         label = getattr(function, "__qualname__", None) or repr(function)
-        raise BuildError(
-            f"{where}: {role} must accept {expected}, but {label}{signature} does not"
-        ) from None
+        raise BuildError(f"{where}: {role} must accept {expected}, but {label}{signature} does not") from None
 
 
 def check_logic(logic: Any, parameters: Sequence[str], where: str) -> None:
@@ -68,7 +66,6 @@ def check_logic(logic: Any, parameters: Sequence[str], where: str) -> None:
         )
     if not callable(logic):
         raise BuildError(
-            f"{where}: the constructor must return the operator's logic, a function {expected}; "
-            f"it returned {logic!r}"
+            f"{where}: the constructor must return the operator's logic, a function {expected}; it returned {logic!r}"
         )
     check_function(logic, parameters, "the logic returned by the constructor", where)

@@ -77,9 +77,7 @@ class Stream:
         """Call ``function(record)`` on each record and pass the records on unchanged."""
         return per_record.inspect(self, function, name)
 
-    def inspect_batch(
-        self, function: Callable[[Any, Any], None], name: str = "InspectBatch"
-    ) -> Stream:
+    def inspect_batch(self, function: Callable[[Any, Any], None], name: str = "InspectBatch") -> Stream:
         """Call ``function(time, batch)`` on each message and pass it on unchanged.
 
         ``batch`` is the message's batch itself: a list, or a columnar batch as it is.
@@ -141,9 +139,7 @@ class Stream:
 
     # ------------------------------------------------------------------ per-time aggregation
 
-    def accumulate(
-        self, initial: Any, fold: Callable[[Any, Any], Any], name: str = "Accumulate"
-    ) -> Stream:
+    def accumulate(self, initial: Any, fold: Callable[[Any, Any], Any], name: str = "Accumulate") -> Stream:
         """Fold the records of each time, ``acc = fold(acc, record)``, from a deep copy of ``initial``.
 
         Each time starts from its own ``copy.deepcopy(initial)``, so mutable
@@ -152,9 +148,7 @@ class Stream:
         """
         return per_time.accumulate(self, initial, fold, name)
 
-    def accumulate_batch(
-        self, initial: Any, fold: Callable[[Any, Any], Any], name: str = "AccumulateBatch"
-    ) -> Stream:
+    def accumulate_batch(self, initial: Any, fold: Callable[[Any, Any], Any], name: str = "AccumulateBatch") -> Stream:
         """Fold the batches of each time, ``acc = fold(acc, batch)`` once per batch, from a deep copy of ``initial``.
 
         The fold gets each batch as it is (list, NumPy array or Arrow batch).

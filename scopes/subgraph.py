@@ -155,10 +155,14 @@ class Subgraph(Operate):
             self.graph.log_structure(self.observer, self.address, tracker)
         if self.observer is not None and self._peers > 1:
             # each worker's own share of the leaf children's initial capabilities
-            self.observer.local_pointstamps(self.address, [
-                (tracker.index_of(source), time, diff // self._peers)
-                for source, time, diff in initial if self.children[source.node].local  # type: ignore[union-attr]
-            ])
+            self.observer.local_pointstamps(
+                self.address,
+                [
+                    (tracker.index_of(source), time, diff // self._peers)
+                    for source, time, diff in initial
+                    if self.children[source.node].local  # type: ignore[union-attr]
+                ],
+            )
         for source, time, diff in initial:
             tracker.update_source(source, time, diff)
         if self._peers > 1:
@@ -201,7 +205,6 @@ class Subgraph(Operate):
     def built(self) -> bool:
         """Whether the dataflow around this scope has been built (its tracker exists)."""
         return self._tracker is not None
-
 
     @property
     def tracker(self) -> Tracker:

@@ -28,9 +28,7 @@ class _ScopeEntrance:
 
     __slots__ = ("_tee", "_counts", "_to_inner", "_activate")
 
-    def __init__(
-        self, tee: Tee, counts: dict[Any, int], to_inner: Callable[[Any], Any], activate: Activator
-    ) -> None:
+    def __init__(self, tee: Tee, counts: dict[Any, int], to_inner: Callable[[Any], Any], activate: Activator) -> None:
         self._tee = tee
         self._counts = counts
         self._to_inner = to_inner
@@ -225,12 +223,20 @@ class SubgraphBuilder:
             if child is not None and child.local:  # a nested subgraph (not local) reports itself
                 summaries = child.get_internal_summary()[0]
                 observer.operator_created(
-                    address + (index,), self.child_names[index], child.inputs, child.outputs,
-                    _reach(summaries), None, self.child_sites.get(index),
+                    address + (index,),
+                    self.child_names[index],
+                    child.inputs,
+                    child.outputs,
+                    _reach(summaries),
+                    None,
+                    self.child_sites.get(index),
                 )
         for (source, target), contract in zip(self.edges, self.edge_contracts, strict=True):
             observer.channel_created(
-                address, (source.node, source.port), (target.node, target.port), contract,
+                address,
+                (source.node, source.port),
+                (target.node, target.port),
+                contract,
                 self.copies(source, target),
             )
         observer.locations(address, [(loc.node, loc.port, isinstance(loc, Source)) for loc in tracker.locations()])

@@ -160,11 +160,7 @@ class IntegerSummary(PathSummary):
         return self.step > 0
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, IntegerSummary)
-            and self.step == other.step
-            and self.limit == other.limit
-        )
+        return isinstance(other, IntegerSummary) and self.step == other.step and self.limit == other.limit
 
     def __hash__(self) -> int:
         return hash((IntegerSummary, self.step, self.limit))
@@ -223,11 +219,7 @@ class ProductSummary(PathSummary):
         return self.outer.advances() or self.inner.advances()
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, ProductSummary)
-            and self.outer == other.outer
-            and self.inner == other.inner
-        )
+        return isinstance(other, ProductSummary) and self.outer == other.outer and self.inner == other.inner
 
     def __hash__(self) -> int:
         return hash((ProductSummary, self.outer, self.inner))
@@ -323,8 +315,7 @@ class TimestampType(ABC):
         """Return ``value`` if it is a timestamp of this type, else raise :class:`TimestampError`."""
         if not self.contains(value):
             raise TimestampError(
-                f"{what} {value!r} is not a {self.name} timestamp "
-                f"(the minimum of this type is {self.minimum()!r})"
+                f"{what} {value!r} is not a {self.name} timestamp (the minimum of this type is {self.minimum()!r})"
             )
         return value
 
@@ -421,11 +412,7 @@ class ProductType(TimestampType):
 
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is a :class:`Product` whose coordinates belong to their types."""
-        return (
-            isinstance(value, Product)
-            and self.outer.contains(value[0])
-            and self.inner.contains(value[1])
-        )
+        return isinstance(value, Product) and self.outer.contains(value[0]) and self.inner.contains(value[1])
 
     def depth(self) -> int:
         """One more than the outer type's depth."""

@@ -148,14 +148,25 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     output = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--repeat", "1", "--output", str(output)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     text = output.read_text()
     assert "> **Quick mode**" in text
-    for heading in ("## 1. Record pipeline", "## 2. Epoch latency", "## 3. Start-up of a 2-process `execute`",
-                    "## 4. A loop with exchange", "## 5. COST and scaling", "## 6. Growth",
-                    "## 7. Connected components", "## 8. Shape", "## 9. Instrumentation overhead"):
+    for heading in (
+        "## 1. Record pipeline",
+        "## 2. Epoch latency",
+        "## 3. Start-up of a 2-process `execute`",
+        "## 4. A loop with exchange",
+        "## 5. COST and scaling",
+        "## 6. Growth",
+        "## 7. Connected components",
+        "## 8. Shape",
+        "## 9. Instrumentation overhead",
+    ):
         assert heading in text
     assert "skipped in --quick" in text  # PySpark is not run by the smoke test
     assert "handwritten loop (baseline)" in text and "≥ 0.5× the loop" in text
@@ -172,7 +183,7 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     assert "| workload | single thread | 1 process | 2 processes | 4 processes |" in text
     assert "`os.cpu_count()` = " in text and "affinity" in text
     assert "edges: pytimely columnar, 1 worker" in text and "ns per edge" in text
-    assert "scipy `connected_components(connection=\"strong\")`" in text and "igraph" in text
+    assert 'scipy `connected_components(connection="strong")`' in text and "igraph" in text
     assert "1-minute load average at the start / end of the run" in text
     assert "CPU used by other programs during the run" in text
     assert "record pipeline (50,000 records): no hooks" in text and "× no hooks (noise band ±" in text
@@ -204,7 +215,8 @@ def test_cost_is_the_fewest_workers_that_beat_the_single_thread() -> None:
     assert cost.cost({1: 3.0, 2: 2.0, 4: 1.0}, 1.0) is None  # equal is not faster
     assert cost.cost_line({1: 3.0, 2: 1.5, 4: 0.8}, 1.0, "scipy") == "4 workers (1.25× scipy)"
     assert cost.cost_line({1: 3.0, 2: 2.0, 4: 2.5}, 1.0, "scipy") == (
-        "never up to 4 workers (best: 2 workers, 0.50× scipy)")
+        "never up to 4 workers (best: 2 workers, 0.50× scipy)"
+    )
 
 
 def test_components_with_edges_leave_out_isolated_nodes() -> None:
@@ -271,7 +283,8 @@ def test_graph_rows_judge_columnar_against_networkx_with_build() -> None:
     assert scc.comparison == "1.00× the time of networkx incl. build"  # 4.0 / 4.0: at the goal
     assert scc.result == stats.PASS
     assert by_variant["SCC: pytimely columnar, 1 worker, algorithm alone"].comparison == (
-        "1.75× the time of networkx alone")
+        "1.75× the time of networkx alone"
+    )
     assert with_read is not None and with_read.median == pytest.approx(2.0)  # read 1.0 + wcc with intern 1.0
 
 
@@ -286,9 +299,16 @@ def test_peak_memory_is_the_childs_own_not_its_parents() -> None:
     ballast = bytearray(200 * 1024 * 1024)  # the parent is at least 200 MB resident when it forks the child
     ballast[::4096] = b"x" * len(ballast[::4096])
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import scaling; "
-         "print(scaling.peak_memory_mb())", str(ROOT / "benchmarks")],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import scaling; print(scaling.peak_memory_mb())",
+            str(ROOT / "benchmarks"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     del ballast
     assert 5 < float(done.stdout.strip()) < 150

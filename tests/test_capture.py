@@ -25,9 +25,7 @@ from scopes.capture import (
 from scopes.errors import OperatorFailed
 
 
-def run_capture(
-    workers: int, epochs: int, per_epoch: int = 3, timestamp=INTEGER, time_of=lambda e: e, lockstep=False
-):
+def run_capture(workers: int, epochs: int, per_epoch: int = 3, timestamp=INTEGER, time_of=lambda e: e, lockstep=False):
     """Capture an input fed over ``epochs`` epochs on ``workers`` workers; return the recorders.
 
     With ``lockstep``, each epoch completes before the next begins.
@@ -55,7 +53,10 @@ def run_capture(
 def replay(recordings, workers: int, timestamp=INTEGER):
     """Replay ``recordings`` on ``workers`` workers (stream s on worker s % workers); return (time, record)s."""
     run = run_dataflow(
-        lambda scope, _no_input: replay_into(recordings, scope), [], workers=workers, timestamp=timestamp,
+        lambda scope, _no_input: replay_into(recordings, scope),
+        [],
+        workers=workers,
+        timestamp=timestamp,
         stall_timeout=5,
     )
     assert run.frontiers == {"output": []}, "the replayed stream must end"

@@ -193,6 +193,7 @@ def test_the_recorder_lists_batches_as_they_are_and_records_as_rows() -> None:
 
 # ---------------------------------------------------------------------- dataflows: capture, then replay
 
+
 def rows_of(batch: Any) -> list[tuple[Any, ...]]:
     if isinstance(batch, np.ndarray):
         return [tuple(row) for row in batch.tolist()]

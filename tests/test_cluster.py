@@ -541,9 +541,7 @@ def test_bad_cluster_flags_are_explained(argv: list[str], message: str) -> None:
         parse_cluster_args(argv)
 
 
-def test_a_short_hostfile_and_a_missing_token_are_explained(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_short_hostfile_and_a_missing_token_are_explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1:7000\n")
     with pytest.raises(ConfigurationError, match="lists 1 process"):

@@ -122,9 +122,7 @@ MOMENTS = [0.0, 0.3, 0.8, 1.5, 4.0]
 
 @pytest.mark.parametrize("after", MOMENTS)
 @pytest.mark.parametrize("victim", [0, 1])
-def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(
-    tmp_path: Path, victim: int, after: float
-) -> None:
+def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(tmp_path: Path, victim: int, after: float) -> None:
     seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGKILL)
     assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "was killed by SIGKILL" in out and "launcher" not in out, out

@@ -141,7 +141,10 @@ def test_extensions_nested_200_deep_are_refused_not_a_crash(target: str, code: i
     """The 200-deep extension attack of issue 16 segfaulted each of these (exit -11); now it is refused."""
     done = subprocess.run(
         [sys.executable, "-c", ATTACK_SCRIPT, target, str(code)],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
     assert done.stdout.startswith("refused:"), done.stdout
@@ -228,8 +231,11 @@ def test_random_bytes_end_in_a_value_or_the_projects_error(data: bytes) -> None:
 
 values = st.recursive(
     st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5) | st.binary(max_size=5) | st.none() | st.booleans(),
-    lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
-    | st.tuples(inner, inner).map(lambda pair: Product(*pair)),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.tuples(inner, inner).map(lambda pair: Product(*pair))
+    ),
     max_leaves=10,
 )
 

@@ -344,9 +344,9 @@ def test_unsupported_key_dtypes_are_refused() -> None:
 
 def test_exchange_batch_refuses_batches_it_does_not_know() -> None:
     def build(stream: Stream, seen: list[Any]) -> Stream:
-        return stream.unary(
-            _pipeline(), "MakeTuple", lambda cap, info: _send_as_tuple
-        ).exchange_batch(lambda b: b, name="Router")
+        return stream.unary(_pipeline(), "MakeTuple", lambda cap, info: _send_as_tuple).exchange_batch(
+            lambda b: b, name="Router"
+        )
 
     _, root = failure(build, lambda w, e: [[1, 2, 3]])
     assert isinstance(root, BatchError) and "tuple" in str(root) and "operator 'Router'" in str(root)
@@ -398,8 +398,14 @@ def test_count_accumulate_batch_and_inspect_batch_on_columnar_batches() -> None:
 
     [seen] = run(build, lambda w, e: [np.arange(10), np.arange(5)], epochs=2)
     assert sorted(seen, key=repr) == sorted(
-        [("count", 15), ("count", 15), ("sum", 55), ("sum", 55), ("kinds", [np.ndarray, np.ndarray]),
-         ("kinds", [np.ndarray, np.ndarray])],
+        [
+            ("count", 15),
+            ("count", 15),
+            ("sum", 55),
+            ("sum", 55),
+            ("kinds", [np.ndarray, np.ndarray]),
+            ("kinds", [np.ndarray, np.ndarray]),
+        ],
         key=repr,
     )
 
@@ -504,7 +510,10 @@ def test_exchange_batch_never_merges_batches_of_different_kinds_or_dtypes() -> N
     for worker, seen in enumerate(outputs):
         # the runs stay apart: int64, float64, list, then int64 again; nothing was converted
         assert [(kind, str(dtype)) for kind, dtype, _ in seen] == [
-            ("ndarray", "int64"), ("ndarray", "float64"), ("list", "None"), ("ndarray", "int64")
+            ("ndarray", "int64"),
+            ("ndarray", "float64"),
+            ("list", "None"),
+            ("ndarray", "int64"),
         ]
         assert [values for _, _, values in seen] == [[worker, worker + 2]] * 3 + [[4 + worker, 6 + worker]]
         assert all(route(value, 2) == worker for _, _, values in seen for value in values)

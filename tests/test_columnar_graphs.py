@@ -157,8 +157,14 @@ def test_benchmark_measures_every_variant_side_by_side() -> None:
     result = graphs_benchmark.measure(repeat=2, limit=3000)
     assert result["graph"]["edges"] == 3000 and result["repeat"] == 2
     assert result["agree"] == {
-        "columnar wcc": True, "record-wise wcc": True, "columnar scc": True, "record-wise scc": True,
-        "scipy wcc": True, "scipy scc": True, "igraph wcc": True, "igraph scc": True,
+        "columnar wcc": True,
+        "record-wise wcc": True,
+        "columnar scc": True,
+        "record-wise scc": True,
+        "scipy wcc": True,
+        "scipy scc": True,
+        "igraph wcc": True,
+        "igraph scc": True,
     }
     for row in result["rows"].values():
         assert len(row["seconds"]) == 2 and row["min"] <= row["median"] <= row["max"]

@@ -120,7 +120,10 @@ def _select_fresh(build: Path) -> str:
     env = {**os.environ, native.PURE_VARIABLE: "0"}
     done = subprocess.run(
         [sys.executable, "-c", _SELECT_IN_A_FRESH_INTERPRETER, str(ROOT), str(build)],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout

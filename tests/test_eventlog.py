@@ -95,11 +95,18 @@ def test_header_names_format_version_and_timestamp_type(tmp_path):
 @settings(max_examples=50, deadline=None)
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
-        | st.text(max_size=5) | st.binary(max_size=5),
-        lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
-        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-        | st.builds(Product, st.integers(0, 9), st.integers(0, 9)),
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**64 - 1)
+        | st.floats(allow_nan=False)
+        | st.text(max_size=5)
+        | st.binary(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.tuples(inner, inner)
+            | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+            | st.builds(Product, st.integers(0, 9), st.integers(0, 9))
+        ),
         max_leaves=10,
     )
 )

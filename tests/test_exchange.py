@@ -22,8 +22,27 @@ from scopes.hashing import MASK64, KeyHashError, route, stable_hash
 ROOT = Path(__file__).resolve().parent.parent
 
 KEYS: list[Any] = [
-    0, 1, 7, -1, 2**70, True, False, None, 1.5, -0.25, float("inf"), "", "a", "hello", "héllo ✓",
-    b"", b"bytes", bytearray(b"ba"), (1, "a", b"b", None), ((1, 2), ("x",)), Product(3, 4),
+    0,
+    1,
+    7,
+    -1,
+    2**70,
+    True,
+    False,
+    None,
+    1.5,
+    -0.25,
+    float("inf"),
+    "",
+    "a",
+    "hello",
+    "héllo ✓",
+    b"",
+    b"bytes",
+    bytearray(b"ba"),
+    (1, "a", b"b", None),
+    ((1, 2), ("x",)),
+    Product(3, 4),
     Product(Product(1, 2), 3),
 ]
 
@@ -43,7 +62,11 @@ def _hashes_under_seed(seed: str) -> list[int]:
     env = dict(os.environ, PYTHONHASHSEED=seed)
     out = subprocess.run(
         [sys.executable, "-c", _ROUTE_SCRIPT, str(ROOT)],
-        env=env, capture_output=True, text=True, timeout=60, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return list(json.loads(out.stdout))
 
@@ -69,11 +92,13 @@ def test_stable_hash_values_are_documented_ones() -> None:
     assert all(0 <= stable_hash(k) <= MASK64 for k in KEYS)
 
 
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
-    lambda children: st.tuples(children, children) | st.lists(children, max_size=3).map(tuple),
-    max_leaves=8,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
+        lambda children: st.tuples(children, children) | st.lists(children, max_size=3).map(tuple),
+        max_leaves=8,
+    )
+)
 def test_equal_keys_hash_equally(key: Any) -> None:
     assert 0 <= stable_hash(key) <= MASK64
     if isinstance(key, float) and key.is_integer():
@@ -154,12 +179,7 @@ def _collatz_loop(numbers: Stream, on_message: Any) -> Stream:
         loop, feedback = inner.loop_variable(1)
         state = numbers.enter(inner).concat(feedback)
         running, finished = state.branch(lambda n: n == 1)
-        (
-            running.map(_collatz)
-            .exchange(lambda n: n)
-            .inspect_batch(on_message)
-            .connect_loop(loop)
-        )
+        (running.map(_collatz).exchange(lambda n: n).inspect_batch(on_message).connect_loop(loop))
         return finished.leave()
 
     return numbers.scope.iterative(body)

@@ -107,7 +107,9 @@ def test_csv_and_json_lines(tmp_path):
     (tmp_path / "csv" / "a.csv").write_text("x,y\n1,a\n2,b\n")
     (tmp_path / "csv" / "b.csv").write_text("x,y\n3,c\n")
     assert sorted((t, r["x"], r["y"]) for _, t, r in collect(tmp_path / "csv", workers=2, format="csv")) == [
-        (0, 1, "a"), (0, 2, "b"), (1, 3, "c")
+        (0, 1, "a"),
+        (0, 2, "b"),
+        (1, 3, "c"),
     ]
     (tmp_path / "jsonl").mkdir()
     (tmp_path / "jsonl" / "a.jsonl").write_text('{"x": 1}\n{"x": 2}\n{"x": 3}\n')
@@ -210,7 +212,12 @@ def test_the_sink_writes_one_file_per_epoch_and_worker_that_reads_back(tmp_path)
     assert files == ["epoch=0/part-00000.parquet", "epoch=0/part-00001.parquet", "epoch=2/part-00000.parquet"]
     table = ds.dataset(tmp_path / "out", partitioning="hive").to_table()
     assert sorted(zip(table["epoch"].to_pylist(), table["k"].to_pylist(), strict=True)) == [
-        (0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (2, 9)
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (0, 4),
+        (2, 9),
     ]
 
 

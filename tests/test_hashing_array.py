@@ -129,8 +129,15 @@ def test_arrow_binary_float_and_dictionary_columns() -> None:
 
 
 def test_numpy_scalars_hash_as_their_python_values() -> None:
-    for scalar in (np.int64(-5), np.uint8(7), np.float32(1.5), np.float64(2.0), np.bool_(True), np.str_("w"),
-                   np.bytes_(b"b")):
+    for scalar in (
+        np.int64(-5),
+        np.uint8(7),
+        np.float32(1.5),
+        np.float64(2.0),
+        np.bool_(True),
+        np.str_("w"),
+        np.bytes_(b"b"),
+    ):
         assert stable_hash(scalar) == stable_hash(scalar.item())
 
 

@@ -50,9 +50,7 @@ SAMPLE_TIMES = list(range(0, 31)) + [UINT64_MAX - k for k in range(0, 12)]
 limits = st.one_of(st.just(UINT64_MAX), st.integers(0, 20), st.integers(UINT64_MAX - 8, UINT64_MAX))
 integer_summaries = st.builds(IntegerSummary, st.integers(0, 4), limits)
 product_summaries = st.builds(ProductSummary, integer_summaries, integer_summaries)
-PRODUCT_SAMPLE_TIMES = [
-    Product(a, b) for a in (0, 1, 3, 7, 15, UINT64_MAX - 1) for b in (0, 2, 5, 20, UINT64_MAX)
-]
+PRODUCT_SAMPLE_TIMES = [Product(a, b) for a in (0, 1, 3, 7, 15, UINT64_MAX - 1) for b in (0, 2, 5, 20, UINT64_MAX)]
 
 
 def minimal(elements):

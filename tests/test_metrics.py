@@ -82,9 +82,7 @@ def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
         samples = scrape(server.url)
     finally:
         server.close()
-    total_in = sum(
-        v for labels, v in samples["pytimely_operator_records_in_total"] if labels["operator"] == "Inc"
-    )
+    total_in = sum(v for labels, v in samples["pytimely_operator_records_in_total"] if labels["operator"] == "Inc")
     assert total_in == 60
     labels = next(found for found, _ in samples["pytimely_operator_records_in_total"] if found["operator"] == "Inc")
     assert labels["scope"] == "flow/Loop"

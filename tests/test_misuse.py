@@ -393,7 +393,11 @@ def test_capability_ref_for_unconnected_output():
                 return logic
 
             (out,) = generic(
-                scope, "Disconnected", [(data, Pipeline), (side, Pipeline)], 1, constructor,
+                scope,
+                "Disconnected",
+                [(data, Pipeline), (side, Pipeline)],
+                1,
+                constructor,
                 summary={(0, 0): [IntegerSummary()]},
             )
             out.probe()
@@ -482,8 +486,7 @@ def test_send_on_closed_input():
         handle = worker.dataflow(lambda scope: scope.new_input("Shut")[0])
         handle.close()
         errors = []
-        for action in (lambda: handle.send(1), lambda: handle.send_batch([1, 2]),
-                       lambda: handle.advance_to(3)):
+        for action in (lambda: handle.send(1), lambda: handle.send_batch([1, 2]), lambda: handle.advance_to(3)):
             try:
                 action()
             except ScopeError as error:
@@ -690,7 +693,7 @@ def test_stream_used_in_wrong_scope_by_binary_operator():
 
 def test_stream_used_in_wrong_scope_by_generic_operator():
     def misuse(outer, inner):
-        generic(inner, "MixedGeneric", [(outer, Pipeline)], 1, lambda caps, info: (lambda i, o: None))
+        generic(inner, "MixedGeneric", [(outer, Pipeline)], 1, lambda caps, info: lambda i, o: None)
 
     message = str(_wrong_scope_error(misuse))
     assert "'MixedGeneric'" in message and "'InnerScope'" in message and "'OuterFlow'" in message

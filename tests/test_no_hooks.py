@@ -91,15 +91,18 @@ def test_a_file_without_guards_is_returned_as_it_is() -> None:
     assert no_hooks.strip_source(source, "plain.py") == (source, [])
 
 
-@pytest.mark.parametrize("source, line", [
-    ("if x and self.observer is not None:\n    log()\n", 1),  # guard not first: x would no longer run
-    ("if self.observer is not None or x:\n    log()\n", 1),
-    ("if not self.observer is not None:\n    log()\n", 1),
-    ("y = 1\nvalue = log() if self.logger is not None else 0\n", 2),
-    ("while self._observer is not None:\n    log()\n", 1),
-    ("if self.observer is None and x:\n    quiet()\n", 1),
-    ("items = [i for i in range(3) if self.observer is not None]\n", 1),
-])
+@pytest.mark.parametrize(
+    "source, line",
+    [
+        ("if x and self.observer is not None:\n    log()\n", 1),  # guard not first: x would no longer run
+        ("if self.observer is not None or x:\n    log()\n", 1),
+        ("if not self.observer is not None:\n    log()\n", 1),
+        ("y = 1\nvalue = log() if self.logger is not None else 0\n", 2),
+        ("while self._observer is not None:\n    log()\n", 1),
+        ("if self.observer is None and x:\n    quiet()\n", 1),
+        ("items = [i for i in range(3) if self.observer is not None]\n", 1),
+    ],
+)
 def test_unknown_shapes_are_refused_by_file_and_line(source: str, line: int) -> None:
     with pytest.raises(no_hooks.HookShapeError, match=rf"strange\.py:{line}\b.*teach benchmarks/no_hooks\.py"):
         no_hooks.strip_source(source, "strange.py")

@@ -60,7 +60,7 @@ def check_delivery_order(worker: int, deliveries: list[tuple[int, object]]) -> N
     times = [time for _, time in deliveries]
     assert len(times) == len(set(times)), f"worker {worker} delivered a time twice: {times}"
     for i, earlier in enumerate(times):
-        for later in times[i + 1:]:
+        for later in times[i + 1 :]:
             assert not less_than(later, earlier), (
                 f"worker {worker} delivered {earlier!r} before {later!r}, which is earlier"
             )
@@ -205,8 +205,7 @@ def test_broadcast_notifications_wait_for_every_copy(workers, nested):
                     for at, count in ledger.sent.items():
                         if at <= epoch and received[at] != count:
                             ledger.problems.append(
-                                f"worker {me} notified at {epoch} with {received[at]} of {count} "
-                                f"records at {at}"
+                                f"worker {me} notified at {epoch} with {received[at]} of {count} records at {at}"
                             )
 
         def build(scope):
@@ -303,9 +302,7 @@ def test_binary_notify_waits_for_both_inputs(workers):
                         if ledger.received[("slow", 3)] != ledger.sent[("slow", 3)]:
                             ledger.problems.append("notified at 3 before the slow input's records")
 
-            out = fast.binary_notify(
-                slow, Exchange(lambda x: x), Exchange(lambda x: x), "Both", logic
-            )
+            out = fast.binary_notify(slow, Exchange(lambda x: x), Exchange(lambda x: x), "Both", logic)
             return fast_handle, slow_handle, out.probe()
 
         fast_handle, slow_handle, probe = worker.dataflow(build)
@@ -476,9 +473,7 @@ def test_notifications_in_a_loop_nested_in_a_loop(workers):
                         for capability in notificator:
                             delivered[me].append((invocations[0], capability.time))
                             ledger.check_complete(me, capability.time, expected)
-                            output.session(capability).give(
-                                (capability.time, local.pop(capability.time))
-                            )
+                            output.session(capability).give((capability.time, local.pop(capability.time)))
 
                     counts = current.unary_notify(Exchange(lambda r: r[0]), "InnerCounter", logic)
                     stepped = current.map(lambda r: (r[0], r[1], r[2] + 1))
@@ -506,9 +501,7 @@ def test_notifications_in_a_loop_nested_in_a_loop(workers):
         for epoch in range(epochs):
             handle.send_batch([(epoch * 1000 + me * 100 + k, 0, 0) for k in range(per_worker)])
             handle.advance_to(epoch + 1)
-            worker.step_while(
-                lambda epoch=epoch: probe.less_than(epoch + 1) or counts_probe.less_than(epoch + 1)
-            )
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1) or counts_probe.less_than(epoch + 1))
 
     execute(main, workers=workers)
     assert not ledger.problems, ledger.problems[:5]

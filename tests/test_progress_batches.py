@@ -36,6 +36,7 @@ def test_batches_are_compacted_and_own_batches_not_mailed() -> None:
 
     Progcaster.connect = connect  # type: ignore[method-assign]
     try:
+
         def main(worker: Any) -> int:
             def build(scope: ScopeBuilder) -> Any:
                 handle, stream = scope.new_input()

@@ -217,7 +217,7 @@ def _probe_frontiers(workers: int, epochs: int = 12) -> list[list[Any]]:
 
 
 def test_single_worker_sees_the_frontiers_of_two_workers() -> None:
-    (alone, alone_counts), = _probe_frontiers(1)
+    ((alone, alone_counts),) = _probe_frontiers(1)
     both = _probe_frontiers(2)
     expected = [[epoch + 1] for epoch in range(12)] + [[]]
     assert alone == expected

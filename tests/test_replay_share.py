@@ -42,8 +42,9 @@ def capture_on_three_workers(directory) -> list:
 
 def replay_everything(paths, workers: int) -> Counter:
     """The user's replay: every worker passes all recordings to scope.replay."""
-    run = run_dataflow(lambda scope, _no_input: scope.replay([LogFile(path, INTEGER) for path in paths]), [],
-                       workers=workers)
+    run = run_dataflow(
+        lambda scope, _no_input: scope.replay([LogFile(path, INTEGER) for path in paths]), [], workers=workers
+    )
     return Counter(run.records())
 
 

@@ -75,7 +75,7 @@ def circles(graph: dict[str, dict[str, int]], within: tuple[str, ...]) -> list[l
         state[module] = 1
         for target in sorted(graph[module]):
             if state.get(target) == 1:
-                found.append(path[path.index(target):] + [target])
+                found.append(path[path.index(target) :] + [target])
             elif target not in state:
                 visit(target, [*path, target])
         state[module] = 2

@@ -43,9 +43,7 @@ def random_graph(seed: int) -> list[Edge]:
     rng = random.Random(seed)
     nodes = rng.randint(1, 40)
     density = rng.choice([0.5, 1.0, 1.5, 2.5])
-    edges = [
-        (rng.randrange(nodes), rng.randrange(nodes)) for _ in range(int(nodes * density) + 1)
-    ]
+    edges = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(int(nodes * density) + 1)]
     for _ in range(rng.randint(0, 3)):  # self-loops
         node = rng.randrange(nodes)
         edges.append((node, node))

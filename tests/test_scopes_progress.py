@@ -55,8 +55,9 @@ def step_for(worker, seconds: float) -> None:
         worker.step()
 
 
-def step_until(worker, condition: Callable[[], bool], timeout: float = 10.0,
-               invariant: Callable[[], None] | None = None) -> None:
+def step_until(
+    worker, condition: Callable[[], bool], timeout: float = 10.0, invariant: Callable[[], None] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting for progress"
@@ -88,7 +89,11 @@ def diagnostic_dataflow(worker, summary):
             return logic
 
         data_out, diag_out = generic(
-            scope, "DataAndDiagnostic", [(data, Pipeline), (diag, Pipeline)], 2, constructor,
+            scope,
+            "DataAndDiagnostic",
+            [(data, Pipeline), (diag, Pipeline)],
+            2,
+            constructor,
             summary=summary,
         )
         received: list[tuple[int, int]] = []
@@ -184,9 +189,7 @@ def nested_source_dataflow(worker, kind: str, gate: Gatekeeper):
         elif kind == "iterative":
             exogenous = scope.iterative(body, name="SourceLoop")
         else:  # a source two levels down: a region inside a loop
-            exogenous = scope.iterative(
-                lambda loop: loop.region(body, name="DeepRegion").leave(), name="OuterLoop"
-            )
+            exogenous = scope.iterative(lambda loop: loop.region(body, name="DeepRegion").leave(), name="OuterLoop")
         merged = data.concat(exogenous)
         outputs: list = []
         merged.inspect_batch(lambda t, batch: outputs.extend((t, x) for x in batch))
@@ -286,8 +289,9 @@ def count_operators(subgraph: Subgraph) -> int:
     return total
 
 
-def nested_chain(stream, depth: int, per_region: int, hits: list[int], fuse: bool = False,
-                 exchange_at_bottom: bool = False):
+def nested_chain(
+    stream, depth: int, per_region: int, hits: list[int], fuse: bool = False, exchange_at_bottom: bool = False
+):
     """Regions nested ``depth`` deep, each with ``per_region`` operators around the next one.
 
     Each ``map`` adds one to the record.  Consecutive ``map`` stages are fused into one
@@ -356,11 +360,12 @@ def test_ten_thousand_operators_in_nested_regions(workers, depth, per_region, fu
     results = execute(main, workers=workers)
     elapsed = time.perf_counter() - started
     build_time = max(built for *_, built in results) - started
-    print(f"\n{workers} worker(s), regions {depth} deep x {per_region} operators "
-          f"(fused maps: {fuse}): build {build_time:.2f}s, total {elapsed:.2f}s")
+    print(
+        f"\n{workers} worker(s), regions {depth} deep x {per_region} operators "
+        f"(fused maps: {fuse}): build {build_time:.2f}s, total {elapsed:.2f}s"
+    )
     expected = sorted(
-        e * 100 + w * 10 + k + increments
-        for e in range(epochs) for w in range(workers) for k in range(per_epoch)
+        e * 100 + w * 10 + k + increments for e in range(epochs) for w in range(workers) for k in range(per_epoch)
     )
     assert sorted(x for _, got, _, _, _ in results for x in got) == expected
     for operators, _, done, _, _ in results:
@@ -522,9 +527,7 @@ def test_regions_report_the_same_frontiers_as_the_flat_computation():
 
     (outputs,) = execute(main)
     assert history["flat"] == history["wrapped"]
-    assert [(top, inner) for _, top, inner in history["flat"]] == [
-        (top, sorted(inner)) for _, top, inner in SCENARIO
-    ]
+    assert [(top, inner) for _, top, inner in history["flat"]] == [(top, sorted(inner)) for _, top, inner in SCENARIO]
     assert outputs["flat"] == outputs["wrapped"] == [(0, 0), (0, 0), (1, 0)]
 
 
@@ -555,8 +558,7 @@ def test_regions_report_the_same_frontiers_with_two_workers():
 
             def settled(top=top, inner=inner, probes=probes):
                 return all(
-                    frontier(probe) == top and frontier(inner_probe) == sorted(inner)
-                    for probe, inner_probe in probes
+                    frontier(probe) == top and frontier(inner_probe) == sorted(inner) for probe, inner_probe in probes
                 )
 
             step_until(worker, settled, timeout=20, invariant=never_ahead)
@@ -594,7 +596,12 @@ class HandBuilt:
     def __init__(self) -> None:
         self.parent_activations = 0
         self.subgraph = Subgraph(
-            "HandBuilt", (0, 1), INTEGER, IdentityRefinement(INTEGER), FakeAllocator(), 0,
+            "HandBuilt",
+            (0, 1),
+            INTEGER,
+            IdentityRefinement(INTEGER),
+            FakeAllocator(),
+            0,
             self._activate_parent,
         )
         sub = self.subgraph
@@ -718,8 +725,7 @@ def test_hand_built_subgraph_external_summary_initial_frontier():
 
 def test_subgraph_summary_respects_declared_connectivity():
     """A subgraph with two inputs and two outputs, crossing: 0 -> 1 (+2) and 1 -> 0 (identity)."""
-    sub = Subgraph("Crossing", (0, 1), INTEGER, IdentityRefinement(INTEGER), FakeAllocator(), 0,
-                   lambda: None)
+    sub = Subgraph("Crossing", (0, 1), INTEGER, IdentityRefinement(INTEGER), FakeAllocator(), 0, lambda: None)
     sub.graph.new_input()
     sub.graph.new_input()
     index = sub.graph.reserve_child("Cross")
@@ -783,7 +789,11 @@ def test_importing_scopes_loads_neither_runtime_nor_viz():
         "print(len([m for m in sys.modules if m.startswith('scopes.')]), loaded)\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 0, result.stderr

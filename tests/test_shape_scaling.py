@@ -44,6 +44,7 @@ def region_shape(scope: ScopeBuilder, parts: list[Stream]) -> list[Stream]:
 
 def run_shape(shape: Any, count: int, workers: int = 1) -> tuple[list[Any], float]:
     """Build the shape with ``count`` ports, push records through two epochs; return what arrived."""
+
     def main(worker: Any) -> list[Any]:
         seen: list[Any] = []
 

@@ -80,9 +80,7 @@ def wordcount_main(text: list[list[str]], found: list[Violation], lockstep: bool
             pairs = lines.flat_map(lambda line: [(word, 1) for word in line.split()], name="Split")
             routed = check_frontier(pairs, Exchange(lambda pair: pair[0]), "CheckRouted", found)
             counted = check_frontier(wordcount.count_words(routed), Pipeline, "CheckCounted", found)
-            counted.inspect_batch(
-                lambda time, batch: produced.extend((time, word, total) for word, total in batch)
-            )
+            counted.inspect_batch(lambda time, batch: produced.extend((time, word, total) for word, total in batch))
             return handle, counted.probe()
 
         handle, probe = worker.dataflow(build, name="wordcount")
@@ -116,9 +114,7 @@ def scc_main(edges: list[tuple[int, int]]) -> Callable[[Any], Any]:
         def build(scope: ScopeBuilder) -> None:
             mine = [edge for i, edge in enumerate(edges) if i % worker.peers == worker.index]
             stream = scope.to_stream(mine, name="ReadEdges")
-            scc.group_components(scc.scc_edges(stream)).inspect_batch(
-                lambda time, batch: components.extend(batch)
-            )
+            scc.group_components(scc.scc_edges(stream)).inspect_batch(lambda time, batch: components.extend(batch))
 
         worker.dataflow(build, name="scc")
         return components

@@ -60,7 +60,7 @@ def test_probe_frontier_is_called_like_less_than_and_done():
     assert len(caught) == 1 and "call probe.frontier()" in caught[0]
 
 
-ARGV_PROGRAM = '''
+ARGV_PROGRAM = """
 import sys
 from runtime import execute_from_args
 
@@ -69,7 +69,7 @@ def main(worker):
 
 if __name__ == "__main__":
     print(execute_from_args(main))
-'''
+"""
 
 
 def test_processes_see_the_program_arguments_as_the_parent_does(tmp_path):

@@ -23,12 +23,27 @@ def _run_module() -> Any:
 
 def measured(pytimely: float, dataflow: float, total: float, alone: float, converged: bool = True) -> dict[str, Any]:
     """One graph's result as ``spark_wcc.measure_flagship`` returns it."""
-    stages = {"read": 1.0, "intern": 2.0, "pytimely": pytimely, "tasks start": 0.2, "dataflow": dataflow,
-              "hand-over": 0.3, "name": 0.5, "summary": 0.5, "peak task RSS": 1e8, "workers": 2.0,
-              "edges": 1000.0, "nodes": 100.0}
-    return {"flagship": stages, "flagship total": total, "ratio": total / alone,
-            "alone": {"read": alone / 4, "intern": alone / 4, "dataflow": alone / 2},
-            "label propagation": {"read": 3.0, "propagate": 12.0, "iterations": 4, "converged": converged}}
+    stages = {
+        "read": 1.0,
+        "intern": 2.0,
+        "pytimely": pytimely,
+        "tasks start": 0.2,
+        "dataflow": dataflow,
+        "hand-over": 0.3,
+        "name": 0.5,
+        "summary": 0.5,
+        "peak task RSS": 1e8,
+        "workers": 2.0,
+        "edges": 1000.0,
+        "nodes": 100.0,
+    }
+    return {
+        "flagship": stages,
+        "flagship total": total,
+        "ratio": total / alone,
+        "alone": {"read": alone / 4, "intern": alone / 4, "dataflow": alone / 2},
+        "label propagation": {"read": 3.0, "propagate": 12.0, "iterations": 4, "converged": converged},
+    }
 
 
 def test_the_pytimely_stage_goal_is_its_time_beyond_the_dataflow() -> None:

@@ -31,8 +31,17 @@ PACKAGES = ("scopes", "runtime", "viz")
 """The product's packages, lowest layer first: each may import only those before it (and itself)."""
 
 STREAM_MODULES = [
-    "builder", "operator_builder", "operator", "stream", "per_record", "routing", "per_time",
-    "generic_operators", "probes", "nesting", "signatures",
+    "builder",
+    "operator_builder",
+    "operator",
+    "stream",
+    "per_record",
+    "routing",
+    "per_time",
+    "generic_operators",
+    "probes",
+    "nesting",
+    "signatures",
 ]
 
 KNOWN_CYCLES: list[frozenset[str]] = []
@@ -41,14 +50,31 @@ KNOWN_CYCLES: list[frozenset[str]] = []
 TYPING_BACK_EDGES: frozenset[tuple[str, str]] = frozenset(
     # The Stream facade: ``stream`` (and ``builder``) import each operator family at run time, and the
     # families name ``Stream`` and ``ScopeBuilder`` in annotations only, under ``if TYPE_CHECKING:``.
-    {(family, "scopes.stream") for family in (
-        "scopes.capture", "scopes.generic_operators", "scopes.nesting", "scopes.operator_builder",
-        "scopes.per_batch", "scopes.per_record", "scopes.per_time", "scopes.probes", "scopes.routing",
-        "scopes.signatures",
-    )}
-    | {(family, "scopes.builder") for family in (
-        "scopes.capture", "scopes.generic_operators", "scopes.nesting", "scopes.operator_builder", "scopes.stream",
-    )}
+    {
+        (family, "scopes.stream")
+        for family in (
+            "scopes.capture",
+            "scopes.generic_operators",
+            "scopes.nesting",
+            "scopes.operator_builder",
+            "scopes.per_batch",
+            "scopes.per_record",
+            "scopes.per_time",
+            "scopes.probes",
+            "scopes.routing",
+            "scopes.signatures",
+        )
+    }
+    | {
+        (family, "scopes.builder")
+        for family in (
+            "scopes.capture",
+            "scopes.generic_operators",
+            "scopes.nesting",
+            "scopes.operator_builder",
+            "scopes.stream",
+        )
+    }
 )
 """Annotation-only imports that point back up the Stream facade; only ``if TYPE_CHECKING:`` imports may be here."""
 
@@ -223,8 +249,11 @@ def unexpected_cycles(
     allowed = list(known)
     for component in found:
         if component not in allowed:
-            lines = sorted(f"{i.importer} -> {i.imported} ({i.kind}, line {i.line})" for i in imports
-                           if i.importer in component and i.imported in component)
+            lines = sorted(
+                f"{i.importer} -> {i.imported} ({i.kind}, line {i.line})"
+                for i in imports
+                if i.importer in component and i.imported in component
+            )
             problems.append("import cycle among " + ", ".join(sorted(component)) + ": " + "; ".join(lines))
     for component in allowed:
         if component not in found:
@@ -264,13 +293,30 @@ def test_the_reader_finds_imports_inside_functions_and_under_type_checking() -> 
         "    def m(self):\n"
         "        from .errors import TimelyRuntimeError\n"
     )
-    modules = ["scopes", "scopes.order", "scopes.hooks", "runtime", "runtime.communication.wire", "runtime.codec",
-               "runtime.execute", "runtime.errors", "runtime.worker", "viz", "viz.model"]
+    modules = [
+        "scopes",
+        "scopes.order",
+        "scopes.hooks",
+        "runtime",
+        "runtime.communication.wire",
+        "runtime.codec",
+        "runtime.execute",
+        "runtime.errors",
+        "runtime.worker",
+        "viz",
+        "viz.model",
+    ]
     found = {(i.imported, i.line, i.kind) for i in read_imports("runtime.worker", source, modules)}
     assert found == {
-        ("runtime.communication.wire", 4, "module"), ("scopes.order", 5, "module"), ("scopes", 5, "module"),
-        ("runtime.codec", 6, "module"), ("viz.model", 8, "typing"), ("scopes.hooks", 10, "module"),
-        ("runtime.execute", 12, "function"), ("viz", 14, "function"), ("runtime.errors", 17, "function"),
+        ("runtime.communication.wire", 4, "module"),
+        ("scopes.order", 5, "module"),
+        ("scopes", 5, "module"),
+        ("runtime.codec", 6, "module"),
+        ("viz.model", 8, "typing"),
+        ("scopes.hooks", 10, "module"),
+        ("runtime.execute", 12, "function"),
+        ("viz", 14, "function"),
+        ("runtime.errors", 17, "function"),
     }
     assert [v.split(":")[0] for v in layer_violations(read_imports("runtime.worker", source, modules))] == [
         "runtime.worker imports viz.model (typing-level import, line 8)",
@@ -284,8 +330,11 @@ def _imports(*edges: tuple[str, str, str]) -> list[Import]:
 
 def test_a_new_cycle_fails_and_a_known_one_passes_until_it_is_gone() -> None:
     known = [frozenset({"runtime.a", "runtime.b"})]
-    base = _imports(("runtime.a", "runtime.b", "function"), ("runtime.b", "runtime.a", "module"),
-                    ("runtime.b", "scopes.c", "module"))
+    base = _imports(
+        ("runtime.a", "runtime.b", "function"),
+        ("runtime.b", "runtime.a", "module"),
+        ("runtime.b", "scopes.c", "module"),
+    )
     assert unexpected_cycles(base, known, frozenset()) == []
     # a new cycle elsewhere, even through a TYPE_CHECKING import
     new = base + _imports(("scopes.c", "scopes.d", "typing"), ("scopes.d", "scopes.c", "module"))
@@ -414,8 +463,10 @@ def test_every_exception_class_derives_from_timely_error_and_lives_in_an_errors_
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             module = importlib.import_module(info.name)
             for obj in vars(module).values():
-                if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__.startswith(
-                    ("scopes", "runtime", "viz")
+                if (
+                    inspect.isclass(obj)
+                    and issubclass(obj, BaseException)
+                    and obj.__module__.startswith(("scopes", "runtime", "viz"))
                 ):
                     found[obj.__qualname__] = obj
     assert len(found) >= 60  # (60 when this test was written)

@@ -10,9 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_example(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -36,8 +36,10 @@ def _received_after_sending(pieces: list[bytes]) -> bytes:
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=200_000), max_size=12), st.integers(0, 255))
 def test_gathered_sends_deliver_every_byte_in_order(sizes: list[int], seed: int) -> None:
-    pieces = [bytes((seed + index + offset) % 256 for offset in range(min(size, 7))) * (size // 7 + 1)
-              for index, size in enumerate(sizes)]
+    pieces = [
+        bytes((seed + index + offset) % 256 for offset in range(min(size, 7))) * (size // 7 + 1)
+        for index, size in enumerate(sizes)
+    ]
     pieces = [piece[:size] for piece, size in zip(pieces, sizes, strict=True)]
     assert _received_after_sending(pieces) == b"".join(pieces)
 

@@ -108,8 +108,7 @@ class Graph:
 
     def __repr__(self):
         return (
-            f"Graph(inputs={self.scope_inputs}, outputs={self.scope_outputs}, ops={self.ops!r}, "
-            f"edges={self.edges!r})"
+            f"Graph(inputs={self.scope_inputs}, outputs={self.scope_outputs}, ops={self.ops!r}, edges={self.edges!r})"
         )
 
     # ------------------------------------------------------------ reference computations
@@ -258,9 +257,7 @@ def scenarios(draw, family, max_ops=6):
     assert not stalls, f"no CycleError for a stalling cycle in {graph!r}"
     assume(graph.locations)
     locs = st.sampled_from(graph.locations)
-    additions = draw(
-        st.lists(st.tuples(locs, family.times, st.integers(1, 2)), min_size=1, max_size=10)
-    )
+    additions = draw(st.lists(st.tuples(locs, family.times, st.integers(1, 2)), min_size=1, max_size=10))
     cuts = sorted(draw(st.lists(st.integers(0, len(additions)), max_size=3)))
     batches = _split(additions, cuts)
     # second phase: retract some of the additions, fully or in part

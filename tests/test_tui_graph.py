@@ -47,8 +47,8 @@ def test_parse_plain_reads_nodes_and_edge_splines() -> None:
 
     nodes = {"a": Node("a", (0, 1), "operator", 0, 10, 3), "b": Node("b", (0, 2), "operator", 0, 10, 3)}
     width, height, edges = parse_plain(
-        "graph 1 4.5 2\nnode a 1 1 1.25 0.75 \"\" solid box black lightgrey\n"
-        "node b 3.5 1 1.25 0.75 \"\" solid box black lightgrey\n"
+        'graph 1 4.5 2\nnode a 1 1 1.25 0.75 "" solid box black lightgrey\n'
+        'node b 3.5 1 1.25 0.75 "" solid box black lightgrey\n'
         "edge a b 4 1.6 1 2 1 2.5 1 2.9 1 solid black\nstop\n",
         nodes,
     )

@@ -51,18 +51,32 @@ def snapshot(state: TuiState) -> dict[str, Any]:
 
     workers = {
         worker: (
-            nonzero(view.tracked), nonzero(view.own), view.local_mode, nonzero(view.frontier_counts),
-            view.received, view.sent,
+            nonzero(view.tracked),
+            nonzero(view.own),
+            view.local_mode,
+            nonzero(view.frontier_counts),
+            view.received,
+            view.sent,
             {a: (s[0], round(s[1], 9)) for a, s in view.scheduled.items()},
-            {a: vars(i) for a, i in view.inputs.items()}, view.completed, view.shut_down, view.events, view.last_t,
+            {a: vars(i) for a, i in view.inputs.items()},
+            view.completed,
+            view.shut_down,
+            view.events,
+            view.last_t,
         )
         for worker, view in model.workers.items()
     }
     return {
-        "workers": workers, "local_mode": model.local_mode, "events": model.events,
-        "first": model.first_t, "last": model.last_t,
-        "dropped": model.dropped, "operators": model.operators, "edges": {a: s.edges for a, s in model.scopes.items()},
-        "rates": state.rates.counts, "frontier_changes": state.frontier_changes,
+        "workers": workers,
+        "local_mode": model.local_mode,
+        "events": model.events,
+        "first": model.first_t,
+        "last": model.last_t,
+        "dropped": model.dropped,
+        "operators": model.operators,
+        "edges": {a: s.edges for a, s in model.scopes.items()},
+        "rates": state.rates.counts,
+        "frontier_changes": state.frontier_changes,
     }
 
 

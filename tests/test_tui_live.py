@@ -27,7 +27,10 @@ def start_logged(args: list[str], port: int) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTIMELY_LOG=f"tcp://127.0.0.1:{port}", PYTHONPATH=str(ROOT))
     return subprocess.Popen(
         [sys.executable, "-m", "viz.tui.logged", *args],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -42,11 +45,13 @@ def test_scc_live_on_two_workers_ends_with_every_frontier_empty() -> None:
                 assert program.wait(timeout=120) == 0, program.stdout.read() if program.stdout else ""
                 await wait_until(
                     pilot,
-                    lambda: listener.connections
-                    and not any(c.open for c in listener.connections)
-                    and not listener.lag
-                    and len(app.state.model.workers) == 2
-                    and all(v.shut_down for v in app.state.model.workers.values()),
+                    lambda: (
+                        listener.connections
+                        and not any(c.open for c in listener.connections)
+                        and not listener.lag
+                        and len(app.state.model.workers) == 2
+                        and all(v.shut_down for v in app.state.model.workers.values())
+                    ),
                     30,
                     "the program's events",
                 )
@@ -139,7 +144,11 @@ def test_an_input_never_closed_opens_the_stuck_view_by_itself_and_is_named(tmp_p
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """``python -m viz tui ARGS`` in a subprocess (never reaching the screen on bad input)."""
     return subprocess.run(
-        [sys.executable, "-m", "viz", "tui", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "viz", "tui", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
 
@@ -216,7 +225,10 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
     """
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "helpers" / "tui_load.py"), str(RATE), str(SECONDS)],
-        capture_output=True, text=True, timeout=90, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -321,7 +333,9 @@ def test_the_viewer_starts_the_program_after_double_dash_and_keeps_its_final_sta
                 await wait_until(pilot, lambda: program.process.poll() is not None, 60, "the program to end")
                 assert program.process.returncode == 0, Path(program.output).read_text()
                 await wait_until(
-                    pilot, lambda: "all dataflows done" in str(app.query_one("#status2", Static).render()), 10,
+                    pilot,
+                    lambda: "all dataflows done" in str(app.query_one("#status2", Static).render()),
+                    10,
                     "the final state",
                 )
                 await pilot.pause(0.3)

@@ -51,11 +51,13 @@ def test_two_programs_one_after_the_other_are_two_runs_and_the_viewer_switches(t
                     assert program.wait(timeout=120) == 0, program.stdout.read() if program.stdout else ""
                     await wait_until(
                         pilot,
-                        lambda number=number: len(app.runs) == number
-                        and not any(c.open for c in listener.connections)
-                        and not listener.queued
-                        and app.state.model.workers
-                        and all(v.shut_down for v in app.state.model.workers.values()),
+                        lambda number=number: (
+                            len(app.runs) == number
+                            and not any(c.open for c in listener.connections)
+                            and not listener.queued
+                            and app.state.model.workers
+                            and all(v.shut_down for v in app.state.model.workers.values())
+                        ),
                         30,
                         f"program {number}'s events",
                     )
@@ -151,8 +153,10 @@ def test_a_reconnection_from_the_same_process_stays_in_its_run() -> None:
                 sock.close()
                 await wait_until(
                     pilot,
-                    lambda index=index: sum(1 for c in listener.connections if c.events and not c.open) == index + 1
-                    and not listener.queued,
+                    lambda index=index: (
+                        sum(1 for c in listener.connections if c.events and not c.open) == index + 1
+                        and not listener.queued
+                    ),
                     10,
                     f"connection {index + 1}",
                 )

@@ -160,9 +160,7 @@ def test_dataflow_with_a_user_timestamp_runs_end_to_end(workers: int) -> None:
 
     results = execute(main, workers=workers, stall_timeout=10)
     assert results == [[Version(1, 1), Version(2, 2), Version(3, 3)]] * workers
-    expected = sorted(
-        (epoch - 1, (epoch + 100 * w) * 10) for w in range(workers) for epoch in range(1, 4)
-    )
+    expected = sorted((epoch - 1, (epoch + 100 * w) * 10) for w in range(workers) for epoch in range(1, 4))
     got = sorted(((t.major, x) for t, x in received), key=lambda p: (p[0], p[1]))
     assert got == expected
 

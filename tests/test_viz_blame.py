@@ -120,11 +120,16 @@ def test_a_recording_without_capability_sites_still_explains(recording: Recorder
 def test_viz_dot_stuck_prints_the_lines(recording: Recorder, tmp_path: Path) -> None:
     log = tmp_path / "blame.msgpack"
     recording.save(log)
-    for time, expected in (("0", [f"input 'edges' ({site('input')})", f"retained at {site('retained')}"]),
-                           ("5", [f"delayed at {site('delayed')}"])):
+    for time, expected in (
+        ("0", [f"input 'edges' ({site('input')})", f"retained at {site('retained')}"]),
+        ("5", [f"delayed at {site('delayed')}"]),
+    ):
         result = subprocess.run(
             [sys.executable, "-m", "viz", "dot", str(log), "-o", "-", "--stuck", "Seen", "--time", time],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert result.returncode == 0, result.stderr
         for text in expected:
@@ -238,8 +243,13 @@ def test_a_capability_moved_by_the_users_code_follows_it() -> None:
 def test_the_model_names_held_sites_first_and_else_the_last_let_go() -> None:
     loc = ((0,), 2, 0, True)
     model = Model()
-    for diff, action, where in ((1, "created", "a.py:1"), (-1, "created", "a.py:1"), (1, "retained", "a.py:9"),
-                                (1, "delayed", "a.py:7"), (-1, "retained", "a.py:9")):
+    for diff, action, where in (
+        (1, "created", "a.py:1"),
+        (-1, "created", "a.py:1"),
+        (1, "retained", "a.py:9"),
+        (1, "delayed", "a.py:7"),
+        (-1, "retained", "a.py:9"),
+    ):
         model.apply(CapabilitySite(0, 0, 0.0, (0, 2), 0, 3, diff, action, where))
     view = model.view(0)
     assert view.sites(loc, 3) == [("delayed", "a.py:7")]

@@ -141,9 +141,7 @@ def test_a_thousand_operators_render_in_under_ten_seconds() -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "viz", *args], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
+    return subprocess.run([sys.executable, "-m", "viz", *args], capture_output=True, text=True, cwd=REPO, timeout=60)
 
 
 def write_recording(path: Path, script: Script) -> None:

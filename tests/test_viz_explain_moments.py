@@ -159,8 +159,9 @@ def answers(model: Model) -> dict[str, Any]:
 def stuck_windows() -> list[Event]:
     """A windowed count whose input is never closed, stopped by the stall timeout."""
     with Recorder() as recording, pytest.raises(Exception, match="still open"):
-        execute(lambda worker: windowed_count(worker, close=False) or _step_forever(worker), workers=2,
-                stall_timeout=1.0)
+        execute(
+            lambda worker: windowed_count(worker, close=False) or _step_forever(worker), workers=2, stall_timeout=1.0
+        )
     return recording.events
 
 
@@ -185,7 +186,8 @@ def test_the_stuck_input_is_named_on_both_workers_from_the_recorder(stuck_window
     (time,) = model.view().frontier(loc)
     blockers = explain(model, loc, time)
     assert {(b.kind, b.input_name, b.worker) for b in blockers if b.kind == "input"} == {
-        ("input", "words", 0), ("input", "words", 1)
+        ("input", "words", 0),
+        ("input", "words", 1),
     }
 
 
@@ -229,9 +231,7 @@ def test_locate_refuses_what_is_not_there(
         ((0,), 2, 0, 1),  # is_source not a bool
     ],
 )
-def test_explain_refuses_a_location_the_model_does_not_have(
-    recordings: dict[str, list[Event]], loc: Any
-) -> None:
+def test_explain_refuses_a_location_the_model_does_not_have(recordings: dict[str, list[Event]], loc: Any) -> None:
     model = Model.from_events(recordings["windows"])
     with pytest.raises(SelectionError, match="locate"):
         explain(model, loc, 0)

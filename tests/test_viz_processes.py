@@ -35,7 +35,10 @@ def run_cluster(main: str, log: Path, env: dict[str, str] | None = None) -> list
         f"execute_from_args({main}, ['-n', '2', '-w', '1', '--log', {str(log)!r}], stall_timeout=10)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], env=dict(os.environ, **(env or {})), capture_output=True, text=True,
+        [sys.executable, "-c", script],
+        env=dict(os.environ, **(env or {})),
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -81,9 +84,22 @@ def test_two_processes_model_frontiers_equal_what_probes_saw(tmp_path: Path) -> 
 def test_two_processes_scc_example_clusters_nest_as_the_scopes_and_edges_carry_counts(tmp_path: Path) -> None:
     log = tmp_path / "scc.msgpack"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "scc.py"), "-n", "2", "-w", "1", "--log", str(log),
-         "--limit-edges", "3000"],
-        capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        [
+            sys.executable,
+            str(ROOT / "examples" / "scc.py"),
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--log",
+            str(log),
+            "--limit-edges",
+            "3000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     assert done.returncode == 0, done.stderr
     assert "check against networkx.strongly_connected_components: OK" in done.stdout

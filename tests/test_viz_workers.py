@@ -133,8 +133,10 @@ def test_own_changes_of_a_run_with_data_in_nested_loops_cancel_out_at_the_end() 
     assert leftovers == {}
     # records did cross the nested scopes' boundaries on both workers, in both directions
     crossed = [
-        e for e in events
-        if isinstance(e, LocalPointstampsChanged) and len(e.scope) > 1
+        e
+        for e in events
+        if isinstance(e, LocalPointstampsChanged)
+        and len(e.scope) > 1
         and any(model.scopes[e.scope].locations[loc][0] == 0 for loc, _, _ in e.changes)
     ]
     assert {e.worker for e in crossed} == {0, 1}

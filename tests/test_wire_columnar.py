@@ -57,12 +57,7 @@ arrays = nps.arrays(dtypes, nps.array_shapes(min_dims=0, max_dims=3, min_side=0,
 
 def same_array(a: Any, b: Any) -> bool:
     """Same class, dtype, shape and bytes (bytes, so that NaN and NaT compare equal to themselves)."""
-    return (
-        type(a) is type(b) is np.ndarray
-        and a.dtype == b.dtype
-        and a.shape == b.shape
-        and a.tobytes() == b.tobytes()
-    )
+    return type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 @settings(max_examples=300, deadline=None)
@@ -99,13 +94,15 @@ optional_text = st.lists(st.none() | st.text(max_size=5), max_size=20)
 def record_batches(draw: st.DrawFn) -> pa.RecordBatch:
     rows = draw(st.integers(0, 20))
     columns = {
-        "i": pa.array(draw(st.lists(st.none() | st.integers(-(2**63), 2**63 - 1), min_size=rows, max_size=rows)),
-                      pa.int64()),
+        "i": pa.array(
+            draw(st.lists(st.none() | st.integers(-(2**63), 2**63 - 1), min_size=rows, max_size=rows)), pa.int64()
+        ),
         "s": pa.array(draw(st.lists(st.none() | st.text(max_size=5), min_size=rows, max_size=rows)), pa.string()),
         "f": pa.array(draw(st.lists(st.floats(allow_nan=False), min_size=rows, max_size=rows)), pa.float64()),
         "b": pa.array(draw(st.lists(st.binary(max_size=4), min_size=rows, max_size=rows)), pa.binary()),
-        "l": pa.array(draw(st.lists(st.lists(st.integers(0, 9), max_size=3), min_size=rows, max_size=rows)),
-                      pa.list_(pa.int32())),
+        "l": pa.array(
+            draw(st.lists(st.lists(st.integers(0, 9), max_size=3), min_size=rows, max_size=rows)), pa.list_(pa.int32())
+        ),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(columns)), min_size=1, max_size=5, unique=True))
     return pa.record_batch({name: columns[name] for name in chosen}, metadata={b"origin": b"test"})
@@ -265,8 +262,10 @@ def test_sending_a_columnar_batch_costs_the_same_calls_for_a_thousand_rows_as_fo
         return batch if kind == "arrow" else pa.Table.from_batches([batch, batch])
 
     small, large = make(1_000), make(1_000_000)
-    assert same_array(through_the_wire(large), large) if kind in ("numpy", "structured") else (
-        through_the_wire(large).equals(large)
+    assert (
+        same_array(through_the_wire(large), large)
+        if kind in ("numpy", "structured")
+        else (through_the_wire(large).equals(large))
     )
     through_the_wire(small)  # warm up: first calls import and cache
     calls = python_calls(lambda: through_the_wire(large))

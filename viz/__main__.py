@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     dot.add_argument("--worker", type=int, default=None, help="one worker's view (default: all workers)")
     dot.add_argument("--depth", type=int, default=None, help="collapse scopes nested deeper than this")
     dot.add_argument(
-        "--stuck", default=None, metavar="ADDRESS[:in|out:PORT]",
+        "--stuck",
+        default=None,
+        metavar="ADDRESS[:in|out:PORT]",
         help="mark a location (default input 0) and explain what holds its frontier back, e.g. 0,3:in:0",
     )
     dot.add_argument("--time", default=None, help="the time the stuck location cannot pass (default: its frontier)")
@@ -68,8 +70,10 @@ def _dot(args: argparse.Namespace) -> int:
         recording = read_recording(path)
         events.extend(recording.events)
         if recording.truncated is not None:
-            print(f"python -m viz: warning: {recording.truncated}; the diagram shows the run as far as it was recorded",
-                  file=sys.stderr)
+            print(
+                f"python -m viz: warning: {recording.truncated}; the diagram shows the run as far as it was recorded",
+                file=sys.stderr,
+            )
     if not events:
         raise SelectionError("the recording holds no events")
     model = Model.from_events(events, until=args.at)

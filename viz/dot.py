@@ -63,9 +63,7 @@ def _time(time: Any) -> str:
 
 
 class _Renderer:
-    def __init__(
-        self, model: Model, view: View, depth: int | None, stuck: tuple[Loc, Any] | None
-    ) -> None:
+    def __init__(self, model: Model, view: View, depth: int | None, stuck: tuple[Loc, Any] | None) -> None:
         self.model = model
         self.view = view
         self.depth = depth
@@ -106,14 +104,18 @@ class _Renderer:
                 cluster.node(
                     _boundary(address, True, port),
                     f"scope input {port}\n{format_frontier(frontier)}",
-                    shape="invhouse", style="filled", fillcolor="#e8eef8",
+                    shape="invhouse",
+                    style="filled",
+                    fillcolor="#e8eef8",
                 )
             for port in range(info.outputs):
                 frontier = self.view.frontier((address, 0, port, False))
                 cluster.node(
                     _boundary(address, False, port),
                     f"scope output {port}\n{format_frontier(frontier)}",
-                    shape="house", style="filled", fillcolor="#e8eef8",
+                    shape="house",
+                    style="filled",
+                    fillcolor="#e8eef8",
                     **self._stuck_attrs((address, 0, port, False)),
                 )
             for index in sorted(scope.children):

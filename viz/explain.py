@@ -139,9 +139,15 @@ def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list
             if key not in parents:
                 parents[key] = entry
                 work.append(key)
-    found.sort(key=lambda b: (
-        b.kind == "progress", b.kind != "input", len(b.path), repr(b.time), -1 if b.worker is None else b.worker
-    ))
+    found.sort(
+        key=lambda b: (
+            b.kind == "progress",
+            b.kind != "input",
+            len(b.path),
+            repr(b.time),
+            -1 if b.worker is None else b.worker,
+        )
+    )
     return found
 
 
@@ -188,14 +194,22 @@ def _boundary(model: Model, loc: Loc, stamp: Any, path: list[Loc], worker: int) 
     scope, node, port, _ = loc
     if node == 0:
         name = model.scopes[scope].info.name if scope in model.scopes else str(scope)
-        what = (f"scope '{name}' (address {scope}) has not yet heard that the frontier at its input {port} "
-                f"passed time {stamp!r}")
+        what = (
+            f"scope '{name}' (address {scope}) has not yet heard that the frontier at its input {port} "
+            f"passed time {stamp!r}"
+        )
     else:
         name = model.operators[scope + (node,)].name
-        what = (f"scope '{name}' (address {scope + (node,)}) has not yet told its parent that its output {port} "
-                f"passed time {stamp!r}")
+        what = (
+            f"scope '{name}' (address {scope + (node,)}) has not yet told its parent that its output {port} "
+            f"passed time {stamp!r}"
+        )
     return Blocker(
-        "progress", loc, stamp, 1, path,
+        "progress",
+        loc,
+        stamp,
+        1,
+        path,
         f"on worker {worker}, {what}; it will when it is next scheduled; path: {route}",
         worker=worker,
     )
@@ -210,7 +224,11 @@ def _unheard(model: Model, loc: Loc, stamp: Any, count: int, path: list[Loc], wo
     route = " -> ".join(model.describe(step) for step in path)
     what = "capability(ies)" if loc[3] else "record(s) in flight"
     return Blocker(
-        "progress", loc, stamp, count, path,
+        "progress",
+        loc,
+        stamp,
+        count,
+        path,
         f"worker {worker} has not yet heard that {count} {what} for time {stamp!r} at "
         f"{model.describe(loc)} were retired: the progress update is on its way to it; path: {route}",
         worker=worker,
@@ -253,29 +271,43 @@ def _blocker(
             if state.closed:
                 what = f"input '{state.name}'{site} was closed, but its capability for time {stamp!r} is still counted"
             elif not state.advanced:
-                what = (
-                    f"input '{state.name}'{site} was never advanced past time {state.time!r} and never closed"
-                )
+                what = f"input '{state.name}'{site} was never advanced past time {state.time!r} and never closed"
             else:
                 what = f"input '{state.name}'{site} has not advanced past time {stamp!r} and was never closed"
             return Blocker(
-                "input", loc, stamp, count, path,
-                f"{what} ({where}operator address {address}); path: {route}", state.name, state.closed, worker,
+                "input",
+                loc,
+                stamp,
+                count,
+                path,
+                f"{what} ({where}operator address {address}); path: {route}",
+                state.name,
+                state.closed,
+                worker,
             )
         holder = f" on worker {worker}" if worker is not None else ""
         built = f"built at {op.site}, " if op is not None and op.site else ""
         sites = tuple(f"{_ACTIONS.get(action, action)} at {site}" for action, site in view.sites(loc, stamp))
         taken = f", {' and '.join(sites)}" if sites else ""
         return Blocker(
-            "capability", loc, stamp, count, path,
+            "capability",
+            loc,
+            stamp,
+            count,
+            path,
             f"operator '{name}' ({built}address {address}) holds {count} capability(ies) for time {stamp!r} "
             f"at output {port}{holder}{taken}; path: {route}",
-            worker=worker, sites=sites,
+            worker=worker,
+            sites=sites,
         )
     channels = [e for e in model.scopes[scope].edges if e.target == (node, port)] if scope in model.scopes else []
     via = ", ".join(f"{model.describe((scope, e.source[0], e.source[1], True))} [{e.contract}]" for e in channels)
     return Blocker(
-        "messages", loc, stamp, count, path,
+        "messages",
+        loc,
+        stamp,
+        count,
+        path,
         f"{count} record(s) at time {stamp!r} in flight to input {port} of '{name}' (address {address})"
         f"{' from ' + via if via else ''}; path: {route}",
     )

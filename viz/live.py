@@ -122,27 +122,42 @@ def _input_address(handle: Any) -> tuple[int, ...] | None:
 def _describe(out: _Events, scope: Subgraph, name: str) -> None:
     tracker = scope.tracker
     out.add(
-        OperatorCreated, scope.address, name, scope.inputs, scope.outputs,
-        _reach(tracker.scope_summary()), scope.timestamp_type.name,
+        OperatorCreated,
+        scope.address,
+        name,
+        scope.inputs,
+        scope.outputs,
+        _reach(tracker.scope_summary()),
+        scope.timestamp_type.name,
     )
     for index, child in enumerate(scope.children[1:], start=1):
         if isinstance(child, Subgraph):
             _describe(out, child, scope.child_names[index])
         elif child is not None:
             out.add(
-                OperatorCreated, scope.address + (index,), scope.child_names[index], child.inputs, child.outputs,
-                _reach(child.get_internal_summary()[0]), None,
+                OperatorCreated,
+                scope.address + (index,),
+                scope.child_names[index],
+                child.inputs,
+                child.outputs,
+                _reach(child.get_internal_summary()[0]),
+                None,
             )
     for (source, target), contract in zip(scope.edges, scope.edge_contracts, strict=True):
         out.add(
-            ChannelCreated, scope.address, (source.node, source.port), (target.node, target.port), contract,
+            ChannelCreated,
+            scope.address,
+            (source.node, source.port),
+            (target.node, target.port),
+            contract,
             scope.copies(source, target),
         )
     locations = tracker.locations()
     out.add(LocationsDefined, scope.address, tuple((loc.node, loc.port, isinstance(loc, Source)) for loc in locations))
     out.add(PointstampsChanged, scope.address, tuple(_counts(tracker, locations)))
     out.add(
-        FrontiersChanged, scope.address,
+        FrontiersChanged,
+        scope.address,
         tuple((index, time_, 1) for index, loc in enumerate(locations) for time_ in tracker.frontier(loc)),
     )
 

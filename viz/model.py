@@ -613,8 +613,11 @@ class Model:
                     known = ", ".join(sorted({info.name for info in self.operators.values()})[:12])
                     raise SelectionError(
                         f"location {where}: {'no' if not matches else len(matches)} operator(s) named {head!r}"
-                        + (f" (at {', '.join(str(m.address) for m in matches)}); give the address"
-                           if matches else f"; operators: {known}")
+                        + (
+                            f" (at {', '.join(str(m.address) for m in matches)}); give the address"
+                            if matches
+                            else f"; operators: {known}"
+                        )
                     )
                 address = matches[0].address
         else:
@@ -635,9 +638,13 @@ class Model:
         """Raise :class:`~viz.errors.SelectionError` unless ``loc`` is a :data:`Loc` of this model."""
         hint = "; get one with model.locate('NAME'), model.locate('0,3:in:0') or model.input_loc(address, port)"
         if not (
-            isinstance(loc, tuple) and len(loc) == 4 and isinstance(loc[0], tuple)
+            isinstance(loc, tuple)
+            and len(loc) == 4
+            and isinstance(loc[0], tuple)
             and all(isinstance(part, int) for part in loc[0])
-            and isinstance(loc[1], int) and isinstance(loc[2], int) and isinstance(loc[3], bool)
+            and isinstance(loc[1], int)
+            and isinstance(loc[2], int)
+            and isinstance(loc[3], bool)
         ):
             raise SelectionError(f"not a location: {loc!r}; a location is (scope address, node, port, is_source){hint}")
         scope, node, port, is_source = loc

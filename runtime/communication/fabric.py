@@ -380,7 +380,6 @@ class ThreadCommunicator(FabricCommunicator):
         """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
         pushers: list[Pusher] = [
-            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address)
-            for peer in range(fabric.peers)
+            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address) for peer in range(fabric.peers)
         ]
         return pushers, MailboxPuller(fabric.mailbox(channel, self._index))

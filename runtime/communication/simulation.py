@@ -146,8 +146,7 @@ class SimulatedNetwork:
         if any(self.activations) or self.undelivered():
             return False
         return all(
-            finished or steps >= STALL_STEPS
-            for finished, steps in zip(self.finished, self.idle_steps, strict=True)
+            finished or steps >= STALL_STEPS for finished, steps in zip(self.finished, self.idle_steps, strict=True)
         )
 
 
@@ -188,9 +187,7 @@ class SimulatedCommunicator:
         """One pusher per worker for ``channel``, and this worker's puller."""
         network = self.network
         network.addresses.setdefault(channel, address)
-        pushers: list[Pusher] = [
-            _SimPusher(network, channel, self._index, peer) for peer in range(network.peers)
-        ]
+        pushers: list[Pusher] = [_SimPusher(network, channel, self._index, peer) for peer in range(network.peers)]
         return pushers, MailboxPuller(network.mailbox(channel, self._index))
 
     def take_activations(self) -> list[Address]:

@@ -112,9 +112,7 @@ class Instrument:
         if batch:
             self._emit(K_FRONTIERS, scope, batch)
 
-    def input_event(
-        self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None
-    ) -> None:
+    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
         """Log an input handle being created (at ``site``), advanced or closed."""
         if site is None:
             self._emit(K_INPUT, tuple(address), name, action, time)

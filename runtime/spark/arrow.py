@@ -155,8 +155,7 @@ def numpy_to_arrow(array: Any, schema: pa.Schema) -> pa.RecordBatch:
             columns.append(pa.array(array[name]))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
             raise _mismatch(
-                f"field '{name}' of a numpy output array (dtype {array.dtype[name]}) has no Arrow equivalent: "
-                f"{error}",
+                f"field '{name}' of a numpy output array (dtype {array.dtype[name]}) has no Arrow equivalent: {error}",
                 name,
                 "an Arrow type",
                 str(array.dtype[name]),

@@ -191,17 +191,21 @@ def run_dataflow(
     workers = _checked_workers(spark, workers, retries, build)
     spark_schema, pa_schema = arrow_schema(schema)
     bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
-    check_session(spark)
-    wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
-    check_slots(spark, workers, slot_wait)
+    _preflight(spark, workers, slot_wait)
     repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
-    plan = TaskPlan(
-        build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name, log, columnar,
-        port_range, None,
-    )  # each attempt's token, number and servers are filled in by _run_attempts
+    # each attempt's token, number and servers are filled in by _run_attempts
+    plan = TaskPlan(build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name)
+    plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range)
     return _run_attempts(
         spark, repartitioned, spark_schema, plan, retries, driver_host, through_driver, on_progress, on_attempt
     )
+
+
+def _preflight(spark: Any, workers: int, slot_wait: float) -> None:
+    """The module docstring's preflight: barrier mode allowed, a warm-up done, ``workers`` slots free."""
+    check_session(spark)
+    wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
+    check_slots(spark, workers, slot_wait)
 
 
 def _network(

@@ -213,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "start":
             cluster = start(args.workers, args.cores, args.memory, args.dir, args.timeout)
             print(cluster.master)
-            print(f"web UI {cluster.web_ui}; {cluster.workers} worker(s) x {cluster.cores} core(s); state in "
-                  f"{cluster.directory}", file=sys.stderr)
+            print(
+                f"web UI {cluster.web_ui}; {cluster.workers} worker(s) x {cluster.cores} core(s); state in "
+                f"{cluster.directory}",
+                file=sys.stderr,
+            )
         elif args.action == "stop":
             stop(args.dir)
         else:

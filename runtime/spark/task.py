@@ -164,8 +164,8 @@ def _marked(error: BaseException, index: int, attempt: int) -> BaseException:
     text = str(error)
     if (FATAL_MARKER in text or RETRY_MARKER in text) and error.__cause__ is None:
         return error
-    marker = "" if FATAL_MARKER in text or RETRY_MARKER in text else (
-        RETRY_MARKER if _is_retryable(error) else FATAL_MARKER
+    marker = (
+        "" if FATAL_MARKER in text or RETRY_MARKER in text else (RETRY_MARKER if _is_retryable(error) else FATAL_MARKER)
     )
     chain = "".join(traceback.format_exception(error)).rstrip()
     marked = TaskFailed(f"{marker} task {index} of attempt {attempt}: {type(error).__name__}: {error}\n\n{chain}")

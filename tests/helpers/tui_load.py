@@ -47,7 +47,8 @@ async def measure(rate: int, seconds: float) -> dict[str, object]:
         cpu_started = time.process_time()
         sender = subprocess.Popen(
             [sys.executable, str(HERE / "tui_flood.py"), str(listener.port), str(rate), str(seconds)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         reported: list[float] = []
         true_lags: list[float] = []

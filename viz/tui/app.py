@@ -263,7 +263,9 @@ class TimelyApp(App[int]):
             self.notify(
                 f"the connection from {connection.peer} dropped before its workers shut down"
                 f" ({connection.error or 'closed'}); the last state it sent stays on screen",
-                title="connection dropped", severity="warning", timeout=10,
+                title="connection dropped",
+                severity="warning",
+                timeout=10,
             )
         feed.sample(now)
         self._check_idle(now)
@@ -369,7 +371,10 @@ class TimelyApp(App[int]):
         self._dirty = True
         self.refresh_panes()
         focus = {
-            "tree": "#scope-tree", "operators": "#op-table", "channels": "#channel-table", "graph": "#graph-scroll"
+            "tree": "#scope-tree",
+            "operators": "#op-table",
+            "channels": "#channel-table",
+            "graph": "#graph-scroll",
         }
         self.query_one(focus.get(pane, "#stuck-places")).focus()
 
@@ -517,24 +522,38 @@ class TimelyApp(App[int]):
                 self.tree_pane.refresh(self.query_one("#scope-tree", Tree), model, view)
             elif pane == "operators":
                 refresh_operators(
-                    self.query_one("#op-table", DataTable), self.query_one("#op-caption", Static),
-                    model, view, self.order, self.worker,
+                    self.query_one("#op-table", DataTable),
+                    self.query_one("#op-caption", Static),
+                    model,
+                    view,
+                    self.order,
+                    self.worker,
                 )
             elif pane == "channels":
                 refresh_channels(
-                    self.query_one("#channel-table", DataTable), self.query_one("#channel-caption", Static),
-                    self.state, view, self.replay,
+                    self.query_one("#channel-table", DataTable),
+                    self.query_one("#channel-caption", Static),
+                    self.state,
+                    view,
+                    self.replay,
                 )
             elif pane == "stuck":
                 self.stuck_loc = self.stuck_pane.refresh(
-                    self.query_one("#stuck-places", OptionList), self.query_one("#stuck-caption", Static),
-                    model, view, self.stuck_loc,
+                    self.query_one("#stuck-places", OptionList),
+                    self.query_one("#stuck-caption", Static),
+                    model,
+                    view,
+                    self.stuck_loc,
                 )
                 self._refresh_stuck_text()
             elif pane == "graph":
                 self.graph_pane.refresh(
-                    self.query_one("#graph-caption", Static), self.query_one("#graph-canvas", Static),
-                    self.query_one("#graph-scroll", ScrollableContainer), model, view, self._redraw_soon,
+                    self.query_one("#graph-caption", Static),
+                    self.query_one("#graph-canvas", Static),
+                    self.query_one("#graph-scroll", ScrollableContainer),
+                    model,
+                    view,
+                    self._redraw_soon,
                 )
             self._dirty = False
         except Exception as error:  # noqa: BLE001 - a live viewer must not die on one bad frame

@@ -159,7 +159,7 @@ def dot_source(model: Model, box_width: int = BOX_WIDTH) -> tuple[str, dict[str,
         for name in cluster.nodes:
             node = nodes[name]
             width, height = node.width / CELLS_PER_INCH_X, node.height / CELLS_PER_INCH_Y
-            lines.append(f'{indent}  {name} [width={width:.3f}, height={height:.3f}];')
+            lines.append(f"{indent}  {name} [width={width:.3f}, height={height:.3f}];")
         for child in cluster.children:
             emit(child, indent + "  ")
         lines.append(f"{indent}}}")
@@ -325,9 +325,7 @@ def _bezier(points: list[tuple[float, float]], steps: int) -> list[tuple[float, 
     return samples
 
 
-def draw(
-    plan: Layout, model: Model, view: View, width: int, height: int, busy: set[Address] | None = None
-) -> Canvas:
+def draw(plan: Layout, model: Model, view: View, width: int, height: int, busy: set[Address] | None = None) -> Canvas:
     """Paint ``plan`` with the frontiers of ``view``, filling at least ``width`` × ``height`` cells."""
     natural_w = round(plan.width * CELLS_PER_INCH_X) + 2 * PAD_X
     natural_h = round(plan.height * CELLS_PER_INCH_Y) + 2 * PAD_Y

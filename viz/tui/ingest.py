@@ -150,9 +150,7 @@ def _coalesce(state: TuiState, run: Sequence[Raw]) -> tuple[_Schedulings, _Chang
             else:
                 entry[0] += 1
                 entry[1] += duration
-    changes_of: _Changes = {
-        K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}
-    }
+    changes_of: _Changes = {K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}}
     messages: _Merged = {}
     rates = state.rates.counts
     frontier_events = 0

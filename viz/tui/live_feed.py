@@ -56,9 +56,13 @@ class LiveFeed:
         current = self.runs[-1]
         others = [c for c in current.connections if c is not connection]
         reconnected = connection.pid is not None and connection.pid in {c.pid for c in others}
-        if others and not reconnected and (
-            not any(c.open for c in others)
-            or (connection.process is not None and connection.process in {c.process for c in others})
+        if (
+            others
+            and not reconnected
+            and (
+                not any(c.open for c in others)
+                or (connection.process is not None and connection.process in {c.process for c in others})
+            )
         ):
             current = Run(len(self.runs) + 1)
             self.runs.append(current)

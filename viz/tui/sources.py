@@ -272,9 +272,7 @@ class LiveListener:
                     forget = {id(c) for c in closed[: len(closed) - _KEPT_CLOSED]}
                     self.connections = [c for c in self.connections if id(c) not in forget]
                 self.connections.append(connection)
-            thread = threading.Thread(
-                target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True
-            )
+            thread = threading.Thread(target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True)
             self._threads.append(thread)
             thread.start()
 

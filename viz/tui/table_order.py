@@ -44,4 +44,3 @@ class TableOrder:
         else:
             self.sort_column, self.sort_reverse = column, False
         return True
-

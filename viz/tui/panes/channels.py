@@ -44,9 +44,14 @@ def refresh_channels(
     table.clear()
     for row in rows:
         table.add_row(
-            row.source, row.target, row.contract, f"{row.records:,}",
+            row.source,
+            row.target,
+            row.contract,
+            f"{row.records:,}",
             "n/a" if row.in_flight is None else f"{row.in_flight:,}" if row.in_flight else "",
-            Text(row.spark, style="cyan"), row.scope, key=row.key,
+            Text(row.spark, style="cyan"),
+            row.scope,
+            key=row.key,
         )
     bucket = state.rates.bucket
     note = " · in flight n/a: records in flight belong to the channel, see all workers (w)"

@@ -39,10 +39,7 @@ class TreePane:
             node = nodes.get(info.address)
             if node is None:
                 parent = tree.root if len(info.address) == 1 else nodes.get(info.address[:-1], tree.root)
-                later = [
-                    child for child in parent.children
-                    if child.data is not None and child.data > info.address
-                ]
+                later = [child for child in parent.children if child.data is not None and child.data > info.address]
                 before = later[0] if later else None
                 if info.is_scope:
                     node = parent.add(label, data=info.address, expand=True, before=before)
