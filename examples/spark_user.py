@@ -86,7 +86,7 @@ def plain_spark(numbers: Any) -> Any:
     """The same ``(id, steps)`` DataFrame computed by plain Spark (a Python UDF), for the check."""
     from pyspark.sql import functions as F
 
-    steps = F.udf(stopping_time, "int")
+    steps = F.udf(lambda n: stopping_time(n), "int")  # a lambda: PySpark 4 warns on the plain int hints
     return numbers.where(F.col("id") >= 1).select("id", steps("id").alias("steps"))
 
 
