@@ -36,7 +36,7 @@ from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any
 
-from scopes.hashing import MASK64, stable_hash
+from scopes.hashing import MASK64, remember, stable_hash
 
 CACHE_LIMIT = 1 << 16
 """At most this many keys are remembered per router; when a batch's new keys would pass it, the cache starts over."""
@@ -110,16 +110,9 @@ class KeyRouter:
             return bytes(map(lookup, keys)) if self._small else list(map(lookup, keys))
         except KeyError:
             pass
-        cache = self._cache
-        new = set(keys).difference(cache)
-        if len(new) > CACHE_LIMIT:
-            return None
-        if len(cache) + len(new) > CACHE_LIMIT:
-            cache.clear()
-            new = set(keys)
         peers = self.peers
-        for key in new:
-            cache[key] = stable_hash(key) % peers
+        if not remember(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT):
+            return None
         return bytes(map(lookup, keys)) if self._small else list(map(lookup, keys))
 
     def split(self, records: list[Any], keys: list[Any]) -> list[list[Any]]:

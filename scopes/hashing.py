@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scopes.errors import KeyHashError as KeyHashError
@@ -298,15 +299,27 @@ def _hash_cached(keys: np.ndarray) -> np.ndarray:
         return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
     except KeyError:
         pass
-    new = set(values).difference(cache)
-    if len(new) > STRING_HASH_CACHE_LIMIT:  # too many distinct keys to remember: hash this batch's alone
-        return _hash_by_distinct(keys)
-    if len(cache) + len(new) > STRING_HASH_CACHE_LIMIT:
-        cache.clear()
-        new = set(values)
-    for value in new:
-        cache[value] = stable_hash(value)
+    if not remember(cache, values, stable_hash, STRING_HASH_CACHE_LIMIT):
+        return _hash_by_distinct(keys)  # too many distinct keys to remember: hash this batch's alone
     return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
+
+
+def remember(cache: dict[Any, Any], keys: list[Any], value_of: Callable[[Any], Any], limit: int) -> bool:
+    """Add ``value_of(key)`` to ``cache`` for every key of ``keys`` it lacks, keeping it at most ``limit`` entries.
+
+    When the new keys would pass the limit the cache starts over with this
+    batch's keys; when they alone pass it, nothing is added and the answer is
+    ``False`` (the caller computes the batch without the cache).
+    """
+    new = set(keys).difference(cache)
+    if len(new) > limit:
+        return False
+    if len(cache) + len(new) > limit:
+        cache.clear()
+        new = set(keys)
+    for key in new:
+        cache[key] = value_of(key)
+    return True
 
 
 def stable_hash_arrow(values: Any) -> np.ndarray:
