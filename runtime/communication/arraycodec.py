@@ -166,6 +166,46 @@ def encode_ndarray(array: Any) -> bytes:
     return b"".join((prefix, data))
 
 
+ASCII_PACK_MIN = 4096
+"""Unicode arrays of fewer elements than this travel as they are: packing them is not worth a pass."""
+
+
+def ascii_packed(array: Any) -> Any | None:
+    """A native ``str`` array (NumPy ``U<n>``, 4 bytes a character) whose characters are all ASCII, as ``S<n>``.
+
+    A quarter of the bytes to copy, send and receive, at the cost of one pass
+    over the characters; :func:`ascii_unpacked` gives the same array back.
+    ``None`` when the array is not C-contiguous native ``U<n>`` of at least
+    :data:`ASCII_PACK_MIN` elements, or holds a character beyond ASCII.
+    (NumPy's own ``astype("S")`` encodes element by element, 50 times slower.)
+    """
+    import numpy
+
+    dtype = array.dtype
+    if dtype.kind != "U" or not dtype.isnative or not dtype.itemsize or array.ndim == 0:
+        return None
+    if array.size < ASCII_PACK_MIN or not array.flags.c_contiguous:
+        return None
+    units = array.view(numpy.uint32)
+    if units.max() >= 128:
+        return None
+    return units.astype(numpy.uint8).view(f"S{dtype.itemsize // 4}")
+
+
+def ascii_unpacked(packed: Any) -> Any:
+    """The ``U<n>`` array :func:`ascii_packed` packed as ``packed``; raise :class:`ColumnarDecodeError` if it is
+    not a C-contiguous ``S<n>`` array of ASCII bytes (a peer sent something else under that name)."""
+    import numpy
+
+    dtype = packed.dtype
+    if dtype.kind != "S" or not dtype.itemsize or packed.ndim == 0 or not packed.flags.c_contiguous:
+        raise ColumnarDecodeError(f"an ASCII-packed string array must be a C-contiguous bytes array, got {dtype}")
+    units = packed.view(numpy.uint8)
+    if units.size and units.max() >= 128:
+        raise ColumnarDecodeError("an ASCII-packed string array holds a byte beyond ASCII")
+    return units.astype(numpy.uint32).view(f"U{dtype.itemsize}")
+
+
 def split_ndarray(data: bytes | bytearray | memoryview) -> tuple[memoryview, memoryview]:
     """``(header, body)`` of an encoded array: the msgpack header's bytes and the array's memory.
 
