@@ -285,7 +285,7 @@ def _crc32_rows(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     crc = np.full(rows, 0xFFFFFFFF, dtype=np.uint32)
     shortest = int(lengths.min()) if rows else 0
     for position in range(width):
-        step = table[crc.astype(np.uint8) ^ columns[position]] ^ (crc >> 8)
+        step = np.take(table, crc.astype(np.uint8) ^ columns[position]) ^ (crc >> 8)  # take: faster than [ ]
         crc = step if position < shortest else np.where(lengths > position, step, crc)
     return (crc ^ np.uint32(0xFFFFFFFF)).astype(np.uint64)
 
