@@ -231,6 +231,33 @@ def test_exchange_batch_routes_each_row_where_the_record_wise_exchange_does(
         assert all(route(row, workers) == worker for row in rows)
 
 
+INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+@given(
+    st.sampled_from(INT_DTYPES).flatmap(
+        lambda name: st.tuples(
+            st.just(name),
+            st.lists(st.integers(int(np.iinfo(name).min), int(np.iinfo(name).max)), min_size=1, max_size=40),
+        )
+    ),
+    st.sampled_from([1, 2, 3, 4, 8]),
+)
+@settings(max_examples=80, deadline=None)
+def test_integer_keys_go_to_the_worker_of_their_stable_hash_whatever_their_width(
+    case: tuple[str, list[int]], peers: int
+) -> None:
+    """Among a power of two of workers the destination is the key's low bits, computed without hashing."""
+    from scopes.channels import BatchKeys
+
+    name, values = case
+    batch = np.zeros(len(values), [("pad", "u1"), ("k", name)])  # a strided field, as structured batches have
+    batch["k"] = values
+    found = BatchKeys("k", "test").destinations(batch, 0, peers)
+    assert found.tolist() == [route(value, peers) for value in values]
+    assert BatchKeys(lambda b: b["k"], "test").destinations(batch, 0, peers).tolist() == found.tolist()
+
+
 def test_exchange_batch_by_structured_field_and_by_arrow_columns() -> None:
     dtype = np.dtype([("word", "U8"), ("n", "i8")])
     words = ["a", "b", "c", "d", "e", "f", "a", "b"]
