@@ -58,6 +58,12 @@ ANSWER_GRACE = 1.0
 SUSPENDED_LIMIT = 3.0
 """Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost."""
 
+POLL_INTERVAL = 0.02
+"""Seconds between the launcher's looks at its children when no child's pipe has closed."""
+
+EXIT_AFTER_EOF = 1.0
+"""Seconds a child's reader waits, after its pipe closed, for the child to exit before waking the launcher."""
+
 _CHILD_CODE = "from runtime.cluster_member import child_main; child_main()"
 
 
@@ -151,13 +157,14 @@ def execute_processes(
     listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(processes)]
     endpoints = [Endpoint("127.0.0.1", listener.getsockname()[1]) for listener in listeners]
     children: list[_Child] = []
+    ended = threading.Event()
     try:
         for index, listener in enumerate(listeners):
             children.append(
-                _spawn(index, listener, endpoints, workers, token, spec, stall_timeout, connect_timeout, env)
+                _spawn(index, listener, endpoints, workers, token, spec, stall_timeout, connect_timeout, env, ended)
             )
             listener.close()
-        _wait(children)
+        _wait(children, ended)
     except KeyboardInterrupt:
         _terminate(children, INTERRUPT_GRACE)
         print(f"pytimely: interrupted (Ctrl-C); stopped {processes} process(es)", file=sys.stderr, flush=True)
@@ -179,6 +186,7 @@ def _spawn(
     stall_timeout: float | None,
     connect_timeout: float,
     env: dict[str, str],
+    ended: threading.Event,
 ) -> _Child:
     read_fd, write_fd = os.pipe()
     try:
@@ -207,7 +215,7 @@ def _spawn(
     }
     child = _Child(index, endpoints[index], popen)
     child.reader = threading.Thread(
-        target=_read_outcome, args=(child, read_fd), name=f"timely-child-{index}", daemon=True
+        target=_read_outcome, args=(child, read_fd, ended), name=f"timely-child-{index}", daemon=True
     )
     child.reader.start()
     assert popen.stdin is not None
@@ -219,18 +227,25 @@ def _spawn(
     return child
 
 
-def _read_outcome(child: _Child, fd: int) -> None:
+def _read_outcome(child: _Child, fd: int, ended: threading.Event) -> None:
+    """Read the child's outcome from its pipe; when the pipe closes, reap the child and wake :func:`_wait`."""
     reader = FrameReader()
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        while True:
-            data = pipe.read(1 << 16)
-            if not data:
-                return
-            for header, _ in reader.feed(data):
-                child.outcome = header
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while True:
+                data = pipe.read(1 << 16)
+                if not data:
+                    break
+                for header, _ in reader.feed(data):
+                    child.outcome = header
+        # the pipe closes as the process exits; one still running without it is seen by _wait's polling
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.popen.wait(timeout=EXIT_AFTER_EOF)
+    finally:
+        ended.set()
 
 
-def _wait(children: list[_Child]) -> None:
+def _wait(children: list[_Child], ended: threading.Event) -> None:
     """Wait until every child exited; after a fault, stop the rest promptly, noting which ended on their own.
 
     A child that dies without reporting, or reports an error of its own (it
@@ -270,7 +285,8 @@ def _wait(children: list[_Child]) -> None:
                 child.killed_by_launcher = True
             _terminate(running, 1.0)
             break
-        time.sleep(0.02)
+        if ended.wait(POLL_INTERVAL):  # woken as soon as a child's pipe closes and it is reaped
+            ended.clear()
     for child in children:
         if child.reader is not None:
             child.reader.join(timeout=5.0)
