@@ -49,14 +49,17 @@ SPLIT_BY_MASK_PEERS = 16
 
 _CACHED_TYPES = frozenset({int, bool, float, str, bytes, type(None)})
 _INT_TYPES = frozenset({int, bool})
-_SELECT = [bytes(1 if value == index else 0 for value in range(256)) for index in range(256)]
-"""``_SELECT[i]`` translates a destinations string into a mask of the records bound for worker ``i``."""
+
+
+def _select(index: int) -> bytes:
+    """A table that translates a destinations string into a mask of the records bound for worker ``index``."""
+    return bytes(index) + b"\x01" + bytes(255 - index)
 
 
 class KeyRouter:
     """Destinations (``stable_hash(key) % peers``) of whole lists of keys, and the split of a batch by them."""
 
-    __slots__ = ("peers", "_cache", "_lookup", "_power_of_two", "_small")
+    __slots__ = ("peers", "_cache", "_lookup", "_power_of_two", "_small", "_masks")
 
     def __init__(self, peers: int) -> None:
         """Route among ``peers`` workers (at least 1)."""
@@ -65,6 +68,7 @@ class KeyRouter:
         self._lookup: Callable[[Any], int] = self._cache.__getitem__
         self._power_of_two = peers & (peers - 1) == 0
         self._small = peers <= 256
+        self._masks = [_select(index) for index in range(peers)] if peers <= SPLIT_BY_MASK_PEERS else []
 
     def destinations(self, keys: list[Any]) -> bytes | list[int]:
         """The worker of each key, in order: ``bytes`` for at most 256 workers, otherwise a list.
@@ -123,7 +127,7 @@ class KeyRouter:
         destinations = self.destinations(keys)
         if peers <= SPLIT_BY_MASK_PEERS and destinations.__class__ is bytes:
             assert isinstance(destinations, bytes)
-            return [list(compress(records, destinations.translate(_SELECT[index]))) for index in range(peers)]
+            return [list(compress(records, destinations.translate(mask))) for mask in self._masks]
         parts: list[list[Any]] = [[] for _ in range(peers)]
         appends = [part.append for part in parts]
         for record, destination in zip(records, destinations, strict=True):
