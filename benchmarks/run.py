@@ -246,6 +246,17 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             )
         )
     engine = samples["record"].median - samples["builtins"].median
+    extra: list[str] = []
+    if any(row.result == MISS and row.variant.startswith("pytimely record-wise: no regression") for row in rows):
+        import latency_limits
+
+        extra = latency_limits.explain_pipeline(
+            cfg.records,
+            loop.median,
+            samples["builtins"].median,
+            samples["record"].median,
+            PIPELINE_NO_REGRESSION,
+        ) + [""]
     return Section(
         f"Record pipeline, 1 worker ({cfg.records:,} ints)",
         [
@@ -279,6 +290,7 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             "like-for-like pair is that one and pytimely's `map_batch` running the same function once per epoch. "
             "bytewax's time includes building its dataflow inside `run_main` (about half a millisecond).",
         ],
+        extra,
     )
 
 
@@ -390,6 +402,7 @@ def section_latency(cfg: Config, log: Log) -> Section:
         row.issue = 18
         row.comparison = f"{ratio(samples[key].median, one.median):.2f}× the time of 1 worker"
         rows.append(judge_at_most(row, samples[key].median, LATENCY_GOALS[key], f"{LATENCY_GOALS[key] * 1e6:.0f} µs"))
+    limit_lines = _latency_limits(cfg, rows, detail, log)
     cpu_notes = []
     for (workers, processes), label in (((1, 1), "1 worker"), ((2, 1), "2 threads"), ((1, 2), "2 processes")):
         steps = Sample.of([step for step, _ in detail[(workers, processes)]]).median
@@ -428,7 +441,37 @@ def section_latency(cfg: Config, log: Log) -> Section:
         ],
         rows,
         notes,
+        limit_lines,
     )
+
+
+LIMIT_EPOCHS = 2_000
+"""Epochs of the runs that explain a missed latency goal (fewer in ``--quick``)."""
+
+
+def _latency_limits(
+    cfg: Config, rows: list[Row], detail: dict[tuple[int, int], list[tuple[float, float]]], log: Log
+) -> list[str]:
+    """For the missed 2-thread and 2-process latency goals: what the steps, CPU and a profile say limits them."""
+    import latency_limits
+
+    missed = {
+        key
+        for key, label in (("threads", "2 threads in 1 process"), ("processes", "2 processes × 1 worker"))
+        if any(row.result == MISS and row.variant.endswith(label) for row in rows)
+    }
+    if not missed:
+        return []
+    log("  measuring what limits the missed latency goals ...")
+    lines = ["### What limits the missed latency goals", ""]
+    if "threads" in missed:
+        measured = latency_limits.threads_latency(min(cfg.latency_epochs, LIMIT_EPOCHS))
+        lines += latency_limits.explain_threads(measured, LATENCY_GOALS["threads"]) + [""]
+    if "processes" in missed:
+        one_worker_cpu = Sample.of([cpu for _, cpu in detail[(1, 1)]]).median / 1e6
+        measured = latency_limits.processes_latency(min(cfg.process_latency_epochs, LIMIT_EPOCHS))
+        lines += latency_limits.explain_processes(measured, LATENCY_GOALS["processes"], one_worker_cpu) + [""]
+    return lines
 
 
 # ---------------------------------------------------------------------------- 3. connected components
@@ -785,6 +828,13 @@ def section_startup(cfg: Config, log: Log) -> Section:
         timed_row("fresh interpreter: `import runtime`", samples["import"]),
         timed_row("fresh interpreter: `import runtime`, then the 2-process `execute`", samples["fresh"]),
     ]
+    extra: list[str] = []
+    if two.result == MISS:
+        import latency_limits
+
+        log("  measuring where the start-up goes ...")
+        measured = latency_limits.startup_timeline(2, rounds=1 if cfg.quick else 3)
+        extra = ["### What limits the start-up", ""] + latency_limits.explain_startup(measured, STARTUP_GOAL)
     return Section(
         "Start-up of a 2-process `execute`",
         [
@@ -794,6 +844,7 @@ def section_startup(cfg: Config, log: Log) -> Section:
             "pays, its own imports included."
         ],
         rows,
+        extra=extra,
     )
 
 
@@ -818,6 +869,15 @@ def section_loop(cfg: Config, log: Log) -> Section:
     judged = judge_time_ratio(timed_row("2 threads in 1 process", two), two, one, "1 worker", LOOP_GOAL)
     judged.issue = 18
     rows = [timed_row("1 worker (baseline)", one), judged]
+    extra: list[str] = []
+    if judged.result == MISS:
+        import latency_limits
+
+        log("  measuring what limits the loop ...")
+        runs = 3
+        ones = [latency_limits.collatz_rounds(cfg.collatz_limit, 1) for _ in range(runs)]
+        twos = [latency_limits.collatz_rounds(cfg.collatz_limit, 2) for _ in range(runs)]
+        extra = ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL)
     return Section(
         f"A loop with exchange: Collatz on 1 worker and 2 threads (numbers 1 to {cfg.collatz_limit:,})",
         [
@@ -827,6 +887,7 @@ def section_loop(cfg: Config, log: Log) -> Section:
         ],
         rows,
         [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."],
+        extra,
     )
 
 
