@@ -459,9 +459,9 @@ def startup_timeline(processes: int = 2, rounds: int = 3) -> Startup:
         imported = _python("import runtime") - bare
         cpu = max(cpu for _, cpu in results)
         runs.append((ended - began, first - began, last - began, ended - last, cpu, bare, imported))
-    medians = [statistics.median(run[i] for run in runs) for i in range(7)]
+    whole, first, until, after, cpu, bare, imported = (statistics.median(run[i] for run in runs) for i in range(7))
     modules, slowest = runtime_imports()
-    return Startup(*medians, modules=modules, imports=slowest)
+    return Startup(whole, first, until, after, cpu, bare, imported, modules, slowest)
 
 
 def explain_startup(measured: Startup, goal: float) -> list[str]:

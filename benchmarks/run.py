@@ -246,17 +246,7 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             )
         )
     engine = samples["record"].median - samples["builtins"].median
-    extra: list[str] = []
-    if any(row.result == MISS and row.variant.startswith("pytimely record-wise: no regression") for row in rows):
-        import latency_limits
-
-        extra = latency_limits.explain_pipeline(
-            cfg.records,
-            loop.median,
-            samples["builtins"].median,
-            samples["record"].median,
-            PIPELINE_NO_REGRESSION,
-        ) + [""]
+    extra = _pipeline_limits(cfg, rows, samples)
     return Section(
         f"Record pipeline, 1 worker ({cfg.records:,} ints)",
         [
@@ -292,6 +282,21 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
         ],
         extra,
     )
+
+
+def _pipeline_limits(cfg: Config, rows: list[Row], samples: dict[str, Sample]) -> list[str]:
+    """If the record-wise no-regression goal missed: what it leaves the engine per record (this run's medians)."""
+    import latency_limits
+
+    if not any(row.result == MISS and row.variant.startswith("pytimely record-wise: no regression") for row in rows):
+        return []
+    return latency_limits.explain_pipeline(
+        cfg.records,
+        samples["loop"].median,
+        samples["builtins"].median,
+        samples["record"].median,
+        PIPELINE_NO_REGRESSION,
+    ) + [""]
 
 
 # ---------------------------------------------------------------------------- 2. epoch latency
@@ -828,13 +833,7 @@ def section_startup(cfg: Config, log: Log) -> Section:
         timed_row("fresh interpreter: `import runtime`", samples["import"]),
         timed_row("fresh interpreter: `import runtime`, then the 2-process `execute`", samples["fresh"]),
     ]
-    extra: list[str] = []
-    if two.result == MISS:
-        import latency_limits
-
-        log("  measuring where the start-up goes ...")
-        measured = latency_limits.startup_timeline(2, rounds=1 if cfg.quick else 3)
-        extra = ["### What limits the start-up", ""] + latency_limits.explain_startup(measured, STARTUP_GOAL)
+    extra = _startup_limits(cfg, two, log)
     return Section(
         "Start-up of a 2-process `execute`",
         [
@@ -846,6 +845,17 @@ def section_startup(cfg: Config, log: Log) -> Section:
         rows,
         extra=extra,
     )
+
+
+def _startup_limits(cfg: Config, judged: Row, log: Log) -> list[str]:
+    """If the start-up goal missed: where a 2-process ``execute``'s time goes, measured now."""
+    import latency_limits
+
+    if judged.result != MISS:
+        return []
+    log("  measuring where the start-up goes ...")
+    measured = latency_limits.startup_timeline(2, rounds=1 if cfg.quick else 3)
+    return ["### What limits the start-up", ""] + latency_limits.explain_startup(measured, STARTUP_GOAL)
 
 
 # ---------------------------------------------------------------------------- a loop with exchange on threads
@@ -869,15 +879,7 @@ def section_loop(cfg: Config, log: Log) -> Section:
     judged = judge_time_ratio(timed_row("2 threads in 1 process", two), two, one, "1 worker", LOOP_GOAL)
     judged.issue = 18
     rows = [timed_row("1 worker (baseline)", one), judged]
-    extra: list[str] = []
-    if judged.result == MISS:
-        import latency_limits
-
-        log("  measuring what limits the loop ...")
-        runs = 3
-        ones = [latency_limits.collatz_rounds(cfg.collatz_limit, 1) for _ in range(runs)]
-        twos = [latency_limits.collatz_rounds(cfg.collatz_limit, 2) for _ in range(runs)]
-        extra = ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL)
+    extra = _loop_limits(cfg, judged, log)
     return Section(
         f"A loop with exchange: Collatz on 1 worker and 2 threads (numbers 1 to {cfg.collatz_limit:,})",
         [
@@ -889,6 +891,20 @@ def section_loop(cfg: Config, log: Log) -> Section:
         [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."],
         extra,
     )
+
+
+def _loop_limits(cfg: Config, judged: Row, log: Log, runs: int = 3) -> list[str]:
+    """If the loop's goal missed: rounds, messages and steps on 1 worker and 2 threads, from ``runs`` more runs."""
+    import latency_limits
+
+    if judged.result != MISS:
+        return []
+    log("  measuring what limits the loop ...")
+    ones, twos = [], []
+    for _ in range(runs):  # interleaved, as the goal's runs are
+        ones.append(latency_limits.collatz_rounds(cfg.collatz_limit, 1))
+        twos.append(latency_limits.collatz_rounds(cfg.collatz_limit, 2))
+    return ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL)
 
 
 # ---------------------------------------------------------------------------- COST and scaling on processes
