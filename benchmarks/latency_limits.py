@@ -260,8 +260,8 @@ def explain_processes(measured: Latency, goal: float, one_worker_cpu: float | No
         "- **What limits 2 processes** (`benchmarks/latency_limits.py`, measured in this run): per epoch, "
         + "; ".join(parts)
         + f". The wall time was {_us(measured.wall)} per epoch. "
-        + (f"1 worker spends {_us(one_worker_cpu)} of CPU per epoch; " if one_worker_cpu is not None else "")
-        + f"the busiest worker thread alone needs {_us(worker_cpu)} per epoch, {worker_cpu / goal:.2f}× the goal of "
+        + (f"1 worker's process spends {_us(one_worker_cpu)} of CPU per epoch. " if one_worker_cpu is not None else "")
+        + f"The busiest worker thread alone needs {_us(worker_cpu)} per epoch, {worker_cpu / goal:.2f}× the goal of "
         f"{_us(goal)}, and its whole process {_us(busiest)} ({busiest / goal:.2f}×). What the wall time holds "
         f"beyond the busiest worker's CPU ({_us(max(measured.wall - worker_cpu, 0.0))}) is the other process's "
         "turn and the frames' trips between them (each a send, a reader thread woken, a worker woken).",

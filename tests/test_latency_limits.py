@@ -70,7 +70,7 @@ def test_two_processes_split_their_cpu_between_the_worker_and_other_threads() ->
         assert found is not None
         whole, thread, other = map(float, found.groups())
         assert thread > 0 and abs(whole - thread - other) < 0.2
-    assert "1 worker spends 20.0 µs" in text and "Profile of worker 0 of 2 processes" in text
+    assert "1 worker's process spends 20.0 µs" in text and "Profile of worker 0 of 2 processes" in text
 
 
 def test_the_loop_on_two_threads_exchanges_the_same_records_in_more_messages() -> None:
