@@ -42,13 +42,16 @@ Markdown lines that ``run.py`` prints beside the goal, and only when it missed.
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
+import dataclasses
 import os
 import pstats
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -175,6 +178,10 @@ class Latency:
     """Each worker's :func:`latency_worker` figures."""
     profile: list[list[Any]] = field(default_factory=list)
     """Worker 0's top functions under cProfile (a separate, untimed run)."""
+    single: dict[str, Any] | None = None
+    """The same dataflow on 1 worker, run just before (:func:`latency_worker`'s figures), for comparison."""
+    pinned: Latency | None = None
+    """The same 2 threads with every thread of the run on one CPU (``None`` where that cannot be arranged)."""
 
 
 def _latency(epochs: int, workers: int, processes: int, top: int) -> Latency:
@@ -188,9 +195,42 @@ def _latency(epochs: int, workers: int, processes: int, top: int) -> Latency:
     return Latency(wall, results, profile)
 
 
+@contextlib.contextmanager
+def one_cpu() -> Iterator[bool]:
+    """Run the threads started inside on one CPU (they inherit the calling thread's affinity); False if not possible.
+
+    ``os.sched_setaffinity(0, ...)`` sets the calling thread's affinity on
+    Linux, and the threads it starts inherit it; it is restored on the way out.
+    """
+    getter = getattr(os, "sched_getaffinity", None)
+    setter = getattr(os, "sched_setaffinity", None)
+    if getter is None or setter is None or len(getter(0)) < 2:
+        yield False
+        return
+    before = getter(0)
+    setter(0, {min(before)})
+    try:
+        yield True
+    finally:
+        setter(0, before)
+
+
 def threads_latency(epochs: int, top: int = 8) -> Latency:
-    """The latency dataflow on 2 threads of this process, and a profile of worker 0."""
-    return _latency(epochs, 2, 1, top)
+    """The latency dataflow on 2 threads of this process, a profile of worker 0, 1 worker for comparison,
+    and the 2 threads again on one CPU.
+
+    The 1-worker run comes just before, so that both meet the same load on a
+    shared machine.  The run on one CPU shows what handing the GIL from one CPU
+    to another costs: the waiting thread is woken on the other CPU, and the
+    engine's state moves between the CPUs' caches at every hand-over.
+    """
+    single = _latency(epochs, 1, 1, 0).workers[0]
+    measured = _latency(epochs, 2, 1, top)
+    pinned = None
+    with one_cpu() as pinned_down:
+        if pinned_down:
+            pinned = _latency(epochs, 2, 1, 0)
+    return dataclasses.replace(measured, single=single, pinned=pinned)
 
 
 def processes_latency(epochs: int, top: int = 8) -> Latency:
@@ -231,7 +271,8 @@ def explain_threads(measured: Latency, goal: float) -> list[str]:
         f"a time, so an epoch takes at least that sum: {serial / goal:.2f}× the goal of {_us(goal)} before any "
         f"waiting. The wall time was {_us(measured.wall)} per epoch, "
         + (
-            f"{_us(measured.wall - serial)} of it neither worker running (parked, or handing over the GIL)."
+            f"{_us(measured.wall - serial)} of it neither worker running (parked, handing over the GIL, or the "
+            "machine running another program)."
             if measured.wall > serial
             else "no more than the CPU."
         ),
@@ -241,6 +282,31 @@ def explain_threads(measured: Latency, goal: float) -> list[str]:
         f"  To meet the goal, each worker's CPU per epoch must fit in {_us(goal / 2)}: at "
         f"{min(steps):.2f} steps per epoch that is {_us(need)} per step, against {_us(min(per_step))} measured."
     )
+    single = measured.single
+    if single is not None and single["steps"] > 0:
+        alone = single["thread_cpu"] / single["steps"]
+        lines.append(
+            f"  1 worker, run just before: {single['steps']:.2f} steps per epoch at {_us(alone)} of CPU per step, "
+            f"{_us(single['thread_cpu'])} per epoch. On 2 threads a step costs {min(per_step) / alone:.2f}× as much "
+            f"and an epoch takes {sum(steps) / single['steps']:.2f}× as many steps in all."
+        )
+    pinned = measured.pinned
+    if pinned is not None:
+        pinned_steps = sum(w["steps"] for w in pinned.workers)
+        pinned_cpu = sum(w["thread_cpu"] for w in pinned.workers)
+        pinned_step = pinned_cpu / max(pinned_steps, 1e-12)
+        dearer = min(per_step) / max(pinned_step, 1e-12)
+        lines.append(
+            f"  The same 2 threads with the process on one CPU: {_us(pinned.wall)} per epoch "
+            f"({pinned.wall / max(measured.wall, 1e-12):.2f}× the time on 2 CPUs), {_us(pinned_cpu)} of CPU in "
+            f"{pinned_steps:.2f} steps, {_us(pinned_step)} per step. "
+            + (
+                f"A step on 2 CPUs costs {dearer:.2f}× as much: the difference is the GIL changing CPU (the waiting "
+                "thread is woken on the other CPU, and the engine's state moves between the CPUs' caches)."
+                if dearer > 1.2
+                else f"A step on 2 CPUs costs {dearer:.2f}× as much: in this run the GIL's changing CPU added little."
+            )
+        )
     return lines + _profile_table("Profile of worker 0 of 2 threads", measured.profile)
 
 
@@ -335,13 +401,14 @@ def collatz_rounds(limit: int, workers: int) -> Loop:
     return Loop(workers, wall, cpu, len(rounds), messages[0], messages[1], sum(steps) / workers)
 
 
-def explain_loop(ones: list[Loop], twos: list[Loop], goal: float) -> list[str]:
+def explain_loop(ones: list[Loop], twos: list[Loop], goal: float, pinned: list[Loop] | None = None) -> list[str]:
     """Markdown: why the loop on 2 threads takes more than ``goal`` times 1 worker's time.
 
     ``ones`` and ``twos`` are runs of :func:`collatz_rounds` on 1 worker and 2
     threads; the figures are those of each setting's run of median CPU, with
     the range of records per message over the runs (it varies with how the
-    threads interleave).
+    threads interleave).  ``pinned`` are runs on 2 threads with the process on
+    one CPU (see :func:`one_cpu`).
     """
 
     def median_run(loops: list[Loop]) -> Loop:
@@ -372,6 +439,14 @@ def explain_loop(ones: list[Loop], twos: list[Loop], goal: float) -> list[str]:
             f"threads {two_steps:.0f} steps ({two_steps / one_steps:.2f}×) at {two.cpu / two_steps * 1e6:.0f} µs "
             f"each, and sent {two.messages} messages against {one.messages} "
             f"({two.messages / max(one.messages, 1):.2f}×) with the same records."
+        )
+    if pinned:
+        on_one = median_run(pinned)
+        lines.append(
+            f"  The same 2 threads with the process on one CPU: {on_one.wall / max(one.wall, 1e-9):.2f}× 1 worker's "
+            f"time, {on_one.cpu * 1e3:.1f} ms of CPU ({on_one.cpu / max(one.cpu, 1e-9):.2f}× 1 worker's), "
+            f"{on_one.messages} messages, {on_one.records / max(on_one.messages, 1):.1f} records per message: "
+            "what the 2 threads lose to the GIL changing CPU is the difference from the run on 2 CPUs."
         )
     return lines
 

@@ -900,11 +900,14 @@ def _loop_limits(cfg: Config, judged: Row, log: Log, runs: int = 3) -> list[str]
     if judged.result != MISS:
         return []
     log("  measuring what limits the loop ...")
-    ones, twos = [], []
+    ones, twos, pinned = [], [], []
     for _ in range(runs):  # interleaved, as the goal's runs are
         ones.append(latency_limits.collatz_rounds(cfg.collatz_limit, 1))
         twos.append(latency_limits.collatz_rounds(cfg.collatz_limit, 2))
-    return ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL)
+        with latency_limits.one_cpu() as pinned_down:
+            if pinned_down:
+                pinned.append(latency_limits.collatz_rounds(cfg.collatz_limit, 2))
+    return ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL, pinned)
 
 
 # ---------------------------------------------------------------------------- COST and scaling on processes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -38,6 +39,7 @@ def _quiet(message: str) -> None:
 
 
 def test_two_threads_are_explained_by_steps_and_cpu_per_step() -> None:
+    affinity = os.sched_getaffinity(0)
     measured = limits.threads_latency(200, top=5)
     assert len(measured.workers) == 2
     for worker in measured.workers:
@@ -56,6 +58,11 @@ def test_two_threads_are_explained_by_steps_and_cpu_per_step() -> None:
     assert abs(float(serial.group(1)) - cpu) < 0.11
     assert "| function | calls per epoch | own µs per epoch |" in text
     assert len([line for line in lines if line.startswith("| `")]) == 5
+    assert measured.single is not None and measured.single["steps"] >= 1
+    assert re.search(rf"1 worker, run just before: {NUMBER} steps per epoch at {NUMBER} µs of CPU per step", text)
+    if measured.pinned is not None:  # more than one CPU to leave
+        assert re.search(rf"The same 2 threads with the process on one CPU: {NUMBER} µs per epoch", text)
+    assert len(os.sched_getaffinity(0)) == len(affinity)  # the pinned run gave back every CPU
 
 
 def test_two_processes_split_their_cpu_between_the_worker_and_other_threads() -> None:
@@ -129,6 +136,8 @@ def test_missed_goals_print_their_explanation() -> None:
     assert not any("What limits 2 processes" in line for line in lines)
     loop = run._loop_limits(cfg, _row("2 threads in 1 process", stats.MISS), _quiet, runs=1)
     assert loop[0] == "### What limits the loop" and re.search(rf"{NUMBER} records per message", loop[2])
+    if len(os.sched_getaffinity(0)) > 1:
+        assert any(line.startswith("  The same 2 threads with the process on one CPU") for line in loop)
     samples = {key: stats.Sample.of([value]) for key, value in (("loop", 0.1), ("builtins", 0.2), ("record", 0.3))}
     no_regression = _row("pytimely record-wise: no regression (issue 18 measured 0.46–0.52× the loop)", stats.MISS)
     pipeline = run._pipeline_limits(cfg, [no_regression], samples)
