@@ -329,8 +329,9 @@ def explain_processes(measured: Latency, goal: float, one_worker_cpu: float | No
         + (f"1 worker's process spends {_us(one_worker_cpu)} of CPU per epoch. " if one_worker_cpu is not None else "")
         + f"The busiest worker thread alone needs {_us(worker_cpu)} per epoch, {worker_cpu / goal:.2f}× the goal of "
         f"{_us(goal)}, and its whole process {_us(busiest)} ({busiest / goal:.2f}×). What the wall time holds "
-        f"beyond the busiest worker's CPU ({_us(max(measured.wall - worker_cpu, 0.0))}) is the other process's "
-        "turn and the frames' trips between them (each a send, a reader thread woken, a worker woken).",
+        f"beyond the busiest worker's CPU ({_us(max(measured.wall - worker_cpu, 0.0))}) is that worker waiting: "
+        "for the other process's worker, and for the frames between them (each a send, a reader thread woken, "
+        "a worker woken).",
     ]
     return lines + _profile_table("Profile of worker 0 of 2 processes", measured.profile)
 
@@ -446,7 +447,7 @@ def explain_loop(ones: list[Loop], twos: list[Loop], goal: float, pinned: list[L
             f"  The same 2 threads with the process on one CPU: {on_one.wall / max(one.wall, 1e-9):.2f}× 1 worker's "
             f"time, {on_one.cpu * 1e3:.1f} ms of CPU ({on_one.cpu / max(one.cpu, 1e-9):.2f}× 1 worker's), "
             f"{on_one.messages} messages, {on_one.records / max(on_one.messages, 1):.1f} records per message: "
-            "what the 2 threads lose to the GIL changing CPU is the difference from the run on 2 CPUs."
+            "the difference from the runs on 2 CPUs is what running the 2 threads on different CPUs cost here."
         )
     return lines
 
