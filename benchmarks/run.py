@@ -868,12 +868,12 @@ def section_loop(cfg: Config, log: Log) -> Section:
     import scaling
 
     values: dict[int, list[float]] = {1: [], 2: []}
-    per_message: dict[int, float] = {}
+    per_message: dict[int, list[float]] = {1: [], 2: []}
     for rep in range(cfg.repeat):
         for workers in (1, 2):
             result = scaling.collatz_once(cfg.collatz_limit, workers)
             values[workers].append(result["seconds"])
-            per_message[workers] = result["per_message"]
+            per_message[workers].append(result["per_message"])
             log(f"  collatz rep {rep + 1}/{cfg.repeat} {workers} worker(s) {result['seconds']:.3f} s")
     one, two = Sample.of(values[1]), Sample.of(values[2])
     judged = judge_time_ratio(timed_row("2 threads in 1 process", two), two, one, "1 worker", LOOP_GOAL)
@@ -888,7 +888,15 @@ def section_loop(cfg: Config, log: Log) -> Section:
             "Every round is a round of progress between the workers."
         ],
         rows,
-        [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."],
+        [
+            "Records per exchanged message (median, and range over the repetitions: on 2 threads it depends on "
+            "how the threads interleave): "
+            + ", ".join(
+                f"{Sample.of(sizes).median:.1f} ({min(sizes):.1f}–{max(sizes):.1f}) on {label}"
+                for sizes, label in ((per_message[1], "1 worker"), (per_message[2], "2 threads"))
+            )
+            + "."
+        ],
         extra,
     )
 
