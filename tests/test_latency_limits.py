@@ -109,7 +109,11 @@ def test_the_pipeline_line_says_what_the_goal_leaves_the_engine() -> None:
     assert "the loop takes 100 ns per record" in text
     assert "builtin `map`/`filter` 200 ns" in text and "pipeline 300 ns" in text
     assert "the engine adds 100 ns per record" in text
-    assert "allows 200 ns per record, which leaves the engine 0 ns per record: it must shed 100 ns (100%" in text
+    assert "allows 200 ns per record, which the function calls alone exceed by 0 ns" in text  # never "-0"
+    text = "\n".join(limits.explain_pipeline(1_000_000, 0.1, 0.25, 0.3, 0.5))
+    assert "which the function calls alone exceed by 50 ns: no engine cost would meet it" in text
+    text = "\n".join(limits.explain_pipeline(1_000_000, 0.1, 0.15, 0.3, 0.5))
+    assert "allows 200 ns per record, which leaves the engine 50 ns per record: it must shed 100 ns (67%" in text
 
 
 def test_met_goals_print_no_explanation() -> None:
