@@ -246,6 +246,7 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             )
         )
     engine = samples["record"].median - samples["builtins"].median
+    extra = _pipeline_limits(cfg, rows, samples)
     return Section(
         f"Record pipeline, 1 worker ({cfg.records:,} ints)",
         [
@@ -279,7 +280,23 @@ def section_pipeline(cfg: Config, log: Log) -> Section:
             "like-for-like pair is that one and pytimely's `map_batch` running the same function once per epoch. "
             "bytewax's time includes building its dataflow inside `run_main` (about half a millisecond).",
         ],
+        extra,
     )
+
+
+def _pipeline_limits(cfg: Config, rows: list[Row], samples: dict[str, Sample]) -> list[str]:
+    """If the record-wise no-regression goal missed: what it leaves the engine per record (this run's medians)."""
+    import latency_limits
+
+    if not any(row.result == MISS and row.variant.startswith("pytimely record-wise: no regression") for row in rows):
+        return []
+    return latency_limits.explain_pipeline(
+        cfg.records,
+        samples["loop"].median,
+        samples["builtins"].median,
+        samples["record"].median,
+        PIPELINE_NO_REGRESSION,
+    ) + [""]
 
 
 # ---------------------------------------------------------------------------- 2. epoch latency
@@ -390,6 +407,7 @@ def section_latency(cfg: Config, log: Log) -> Section:
         row.issue = 18
         row.comparison = f"{ratio(samples[key].median, one.median):.2f}× the time of 1 worker"
         rows.append(judge_at_most(row, samples[key].median, LATENCY_GOALS[key], f"{LATENCY_GOALS[key] * 1e6:.0f} µs"))
+    limit_lines = _latency_limits(cfg, rows, detail, log)
     cpu_notes = []
     for (workers, processes), label in (((1, 1), "1 worker"), ((2, 1), "2 threads"), ((1, 2), "2 processes")):
         steps = Sample.of([step for step, _ in detail[(workers, processes)]]).median
@@ -428,7 +446,37 @@ def section_latency(cfg: Config, log: Log) -> Section:
         ],
         rows,
         notes,
+        limit_lines,
     )
+
+
+LIMIT_EPOCHS = 2_000
+"""Epochs of the runs that explain a missed latency goal (fewer in ``--quick``)."""
+
+
+def _latency_limits(
+    cfg: Config, rows: list[Row], detail: dict[tuple[int, int], list[tuple[float, float]]], log: Log
+) -> list[str]:
+    """For the missed 2-thread and 2-process latency goals: what the steps, CPU and a profile say limits them."""
+    import latency_limits
+
+    missed = {
+        key
+        for key, label in (("threads", "2 threads in 1 process"), ("processes", "2 processes × 1 worker"))
+        if any(row.result == MISS and row.variant.endswith(label) for row in rows)
+    }
+    if not missed:
+        return []
+    log("  measuring what limits the missed latency goals ...")
+    lines = ["### What limits the missed latency goals", ""]
+    if "threads" in missed:
+        measured = latency_limits.threads_latency(min(cfg.latency_epochs, LIMIT_EPOCHS))
+        lines += latency_limits.explain_threads(measured, LATENCY_GOALS["threads"]) + [""]
+    if "processes" in missed:
+        one_worker_cpu = Sample.of([cpu for _, cpu in detail[(1, 1)]]).median / 1e6
+        measured = latency_limits.processes_latency(min(cfg.process_latency_epochs, LIMIT_EPOCHS))
+        lines += latency_limits.explain_processes(measured, LATENCY_GOALS["processes"], one_worker_cpu) + [""]
+    return lines
 
 
 # ---------------------------------------------------------------------------- 3. connected components
@@ -785,6 +833,7 @@ def section_startup(cfg: Config, log: Log) -> Section:
         timed_row("fresh interpreter: `import runtime`", samples["import"]),
         timed_row("fresh interpreter: `import runtime`, then the 2-process `execute`", samples["fresh"]),
     ]
+    extra = _startup_limits(cfg, two, log)
     return Section(
         "Start-up of a 2-process `execute`",
         [
@@ -794,7 +843,19 @@ def section_startup(cfg: Config, log: Log) -> Section:
             "pays, its own imports included."
         ],
         rows,
+        extra=extra,
     )
+
+
+def _startup_limits(cfg: Config, judged: Row, log: Log) -> list[str]:
+    """If the start-up goal missed: where a 2-process ``execute``'s time goes, measured now."""
+    import latency_limits
+
+    if judged.result != MISS:
+        return []
+    log("  measuring where the start-up goes ...")
+    measured = latency_limits.startup_timeline(2, rounds=1 if cfg.quick else 3)
+    return ["### What limits the start-up", ""] + latency_limits.explain_startup(measured, STARTUP_GOAL)
 
 
 # ---------------------------------------------------------------------------- a loop with exchange on threads
@@ -807,17 +868,18 @@ def section_loop(cfg: Config, log: Log) -> Section:
     import scaling
 
     values: dict[int, list[float]] = {1: [], 2: []}
-    per_message: dict[int, float] = {}
+    per_message: dict[int, list[float]] = {1: [], 2: []}
     for rep in range(cfg.repeat):
         for workers in (1, 2):
             result = scaling.collatz_once(cfg.collatz_limit, workers)
             values[workers].append(result["seconds"])
-            per_message[workers] = result["per_message"]
+            per_message[workers].append(result["per_message"])
             log(f"  collatz rep {rep + 1}/{cfg.repeat} {workers} worker(s) {result['seconds']:.3f} s")
     one, two = Sample.of(values[1]), Sample.of(values[2])
     judged = judge_time_ratio(timed_row("2 threads in 1 process", two), two, one, "1 worker", LOOP_GOAL)
     judged.issue = 18
     rows = [timed_row("1 worker (baseline)", one), judged]
+    extra = _loop_limits(cfg, judged, log)
     return Section(
         f"A loop with exchange: Collatz on 1 worker and 2 threads (numbers 1 to {cfg.collatz_limit:,})",
         [
@@ -826,8 +888,34 @@ def section_loop(cfg: Config, log: Log) -> Section:
             "Every round is a round of progress between the workers."
         ],
         rows,
-        [f"Records per exchanged message: {per_message[1]:.1f} on 1 worker, {per_message[2]:.1f} on 2 threads."],
+        [
+            "Records per exchanged message (median, and range over the repetitions: on 2 threads it depends on "
+            "how the threads interleave): "
+            + ", ".join(
+                f"{Sample.of(sizes).median:.1f} ({min(sizes):.1f}–{max(sizes):.1f}) on {label}"
+                for sizes, label in ((per_message[1], "1 worker"), (per_message[2], "2 threads"))
+            )
+            + "."
+        ],
+        extra,
     )
+
+
+def _loop_limits(cfg: Config, judged: Row, log: Log, runs: int = 3) -> list[str]:
+    """If the loop's goal missed: rounds, messages and steps on 1 worker and 2 threads, from ``runs`` more runs."""
+    import latency_limits
+
+    if judged.result != MISS:
+        return []
+    log("  measuring what limits the loop ...")
+    ones, twos, pinned = [], [], []
+    for _ in range(runs):  # interleaved, as the goal's runs are
+        ones.append(latency_limits.collatz_rounds(cfg.collatz_limit, 1))
+        twos.append(latency_limits.collatz_rounds(cfg.collatz_limit, 2))
+        with latency_limits.one_cpu() as pinned_down:
+            if pinned_down:
+                pinned.append(latency_limits.collatz_rounds(cfg.collatz_limit, 2))
+    return ["### What limits the loop", ""] + latency_limits.explain_loop(ones, twos, LOOP_GOAL, pinned)
 
 
 # ---------------------------------------------------------------------------- COST and scaling on processes

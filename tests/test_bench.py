@@ -180,6 +180,18 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     for job in ("wordcount, record-wise", "wordcount, columnar (NumPy arrays of words)", "WCC, columnar"):
         for reading in ("without reading", "reading included"):
             assert f"**COST of {job}, {reading}**: " in issue
+    explained = {  # a missed goal says what limits it (benchmarks/latency_limits.py), a met one says nothing
+        "pytimely, 2 threads in 1 process": "- **What limits 2 threads**",
+        "pytimely, 2 processes × 1 worker": "- **What limits 2 processes**",
+        "2 threads in 1 process": "- **What limits the loop on 2 threads**",
+        "`execute(idle, workers=1, processes=2)`, `runtime` already imported": "- **Where the start-up goes**",
+        "pytimely record-wise: no regression (issue 18 measured 0.46–0.52× the loop)": (
+            "- **What limits the record-wise pipeline**"
+        ),
+    }
+    for variant, line in explained.items():
+        row = next(row for row in issue.splitlines() if f"| {variant} |" in row)
+        assert (line in text) == ("**MISS**" in row), variant
     assert "| workload | single thread | 1 process | 2 processes | 4 processes |" in text
     assert "`os.cpu_count()` = " in text and "affinity" in text
     assert "edges: pytimely columnar, 1 worker" in text and "ns per edge" in text
