@@ -15,7 +15,7 @@ from scopes.batches import BatchError, is_batch, is_columnar
 from scopes.errors import ScopeError, TimestampError
 from scopes.hooks import ProgressObserver
 from scopes.operator import Capability, Operator, OutputPort
-from scopes.order import less_equal
+from scopes.order import Time, less_equal
 from scopes.timestamp import UINT64_MAX, IntegerType, TimestampType
 
 __all__ = ["BATCH_SIZE", "InputHandle"]
@@ -139,7 +139,7 @@ class InputHandle:
         for start in range(0, size, BATCH_SIZE):
             send(time, batch[start : start + BATCH_SIZE])
 
-    def advance_to(self, time: Any) -> None:
+    def advance_to(self, time: Time) -> None:
         """Move to ``time``: records sent from now on carry it.  Time may not go backwards."""
         capability = self._capability
         if capability is None:
