@@ -11,8 +11,13 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
   sees a child) and ``Subgraph``, built through :mod:`scopes.subgraph_builder`, its
   locations numbered by :mod:`scopes.location_index`, its progress exchanged by
   :mod:`scopes.progcaster`.
-* :mod:`scopes.operator`, :mod:`scopes.stream`, :mod:`scopes.builder`: operators,
-  capabilities, notifications, streams, inputs, probes and loops.
+* :mod:`scopes.operator`, :mod:`scopes.operator_builder`: operators, capabilities,
+  notifications, and assembling an operator.
+* :mod:`scopes.core`: the plain stream and scope the operator families
+  (:mod:`scopes.per_record`, :mod:`scopes.routing`, ..., :mod:`scopes.sources`,
+  :mod:`scopes.loops`) are written against.
+* :mod:`scopes.stream`: ``Stream`` and ``ScopeBuilder``, the facade users call,
+  delegating to the families; :mod:`scopes.builder` gathers the building names.
 
 :mod:`scopes.native` runs first: it selects the optional mypyc-compiled build of
 the progress path when one is built and matches the sources (else pure Python).

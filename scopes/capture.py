@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from scopes.antichain import Antichain
 from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
+from scopes.core import Scope, StreamCore
 from scopes.errors import ReplayError
 from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInfo, OutputPort
@@ -42,9 +43,8 @@ from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
 from scopes.timestamp import PathSummary
 
-if TYPE_CHECKING:
-    from scopes.builder import ScopeBuilder
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
 class Progress(NamedTuple):
@@ -123,7 +123,7 @@ class CaptureOperator(Operator):
                 finish()
 
 
-def capture_into(stream: Stream, pusher: EventPusher, name: str = "Capture") -> None:
+def capture_into(stream: StreamCore, pusher: EventPusher, name: str = "Capture") -> None:
     """Record ``stream`` into ``pusher``: every frontier change and every message batch, in order.
 
     Each worker records what arrives on its own share of the stream, together
@@ -256,7 +256,7 @@ class RecorderCursor:
         return None
 
 
-def capture(stream: Stream, name: str = "Capture") -> CaptureRecorder:
+def capture(stream: StreamCore, name: str = "Capture") -> CaptureRecorder:
     """Record ``stream`` in memory; returns this worker's :class:`CaptureRecorder`."""
     recorder = CaptureRecorder(stream.scope.context.new_lock())
     capture_into(stream, recorder, name)
@@ -307,7 +307,7 @@ def recording_identity(recording: Any) -> str:
     return identity if isinstance(identity, str) else "?"
 
 
-def replay_into(recordings: Iterable[Any], scope: ScopeBuilder, name: str = "Replay") -> Stream:
+def replay_into(recordings: Iterable[Any], scope: Scope[S], name: str = "Replay") -> S:
     """Reproduce recorded streams in ``scope``; returns the replayed stream.
 
     ``recordings`` is the list of *all* recordings, the same on every worker:
@@ -352,7 +352,12 @@ class _Replayer:
     """The replay operator's logic: takes the available events of each stream and applies them."""
 
     def __init__(
-        self, streams: list[_ReplayedStream], output: OutputPort, info: OperatorInfo, scope: ScopeBuilder, where: str
+        self,
+        streams: list[_ReplayedStream],
+        output: OutputPort,
+        info: OperatorInfo,
+        scope: Scope[StreamCore],
+        where: str,
     ) -> None:
         self.streams = streams
         self.internal = output.internal

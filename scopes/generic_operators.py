@@ -10,9 +10,10 @@ function taking the operator's handles.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes.channels import ChannelContract
+from scopes.core import Scope, StreamCore
 from scopes.operator import (
     Capability,
     Notificator,
@@ -24,9 +25,8 @@ from scopes.operator_builder import OperatorBuilder
 from scopes.reachability import SummarySpec
 from scopes.signatures import check_function, check_logic, describe_operator
 
-if TYPE_CHECKING:
-    from scopes.builder import ScopeBuilder
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 UnaryConstructor = Callable[[Capability, OperatorInfo], Callable[[OperatorInput, OperatorOutput], None]]
 """``constructor(capability, info)`` returning ``logic(input, output)``."""
@@ -39,15 +39,15 @@ GenericLogic = Callable[[list[OperatorInput], list[OperatorOutput]], None]
 
 
 def generic(
-    scope: ScopeBuilder,
+    scope: Scope[S],
     name: str,
-    inputs: Sequence[tuple[Stream, ChannelContract]],
+    inputs: Sequence[tuple[S, ChannelContract]],
     outputs: int,
     constructor: Callable[..., GenericLogic],
     summary: SummarySpec = None,
     notify: bool = True,
     frontiers: bool = False,
-) -> list[Stream]:
+) -> list[S]:
     """Build an operator with any number of inputs and outputs.
 
     ``constructor(capabilities, info)`` receives this worker's initial capability
@@ -77,13 +77,13 @@ def generic(
 
 
 def unary(
-    stream: Stream,
+    stream: S,
     contract: ChannelContract,
     name: str,
     constructor: UnaryConstructor,
     summary: SummarySpec,
     notify: bool,
-) -> Stream:
+) -> S:
     """One input, one output; ``constructor(capability, info)`` returns ``logic(input, output)``."""
     where = describe_operator(name, stream.scope.path)
     check_function(constructor, ("capability", "info"), "the constructor", where)
@@ -97,14 +97,14 @@ def unary(
 
 
 def binary(
-    stream: Stream,
-    other: Stream,
+    stream: S,
+    other: S,
     contracts: tuple[ChannelContract, ChannelContract],
     name: str,
     constructor: BinaryConstructor,
     summary: SummarySpec,
     notify: bool,
-) -> Stream:
+) -> S:
     """Two inputs, one output; ``constructor(capability, info)`` returns ``logic(input1, input2, output)``."""
     where = describe_operator(name, stream.scope.path)
     check_function(constructor, ("capability", "info"), "the constructor", where)
@@ -119,12 +119,12 @@ def binary(
 
 
 def unary_notify(
-    stream: Stream,
+    stream: S,
     contract: ChannelContract,
     name: str,
     logic: Callable[[OperatorInput, OperatorOutput, Notificator], None],
     notify_at: Sequence[Any],
-) -> Stream:
+) -> S:
     """One input with a notificator: ``logic(input, output, notificator)``."""
     where = describe_operator(name, stream.scope.path)
     check_function(logic, ("input", "output", "notificator"), "the unary_notify logic", where)
@@ -133,13 +133,13 @@ def unary_notify(
 
 
 def binary_notify(
-    stream: Stream,
-    other: Stream,
+    stream: S,
+    other: S,
     contracts: tuple[ChannelContract, ChannelContract],
     name: str,
     logic: Callable[[OperatorInput, OperatorInput, OperatorOutput, Notificator], None],
     notify_at: Sequence[Any],
-) -> Stream:
+) -> S:
     """Two inputs with a notificator watching both: ``logic(input1, input2, output, notificator)``."""
     where = describe_operator(name, stream.scope.path)
     check_function(logic, ("input1", "input2", "output", "notificator"), "the binary_notify logic", where)

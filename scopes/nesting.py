@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
+from scopes.core import Scope, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.location import Source, Target
 
-if TYPE_CHECKING:
-    from scopes.builder import ScopeBuilder
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
-def enter(stream: Stream, scope: ScopeBuilder) -> Stream:
+def enter(stream: S, scope: Scope[S]) -> S:
     """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope.
 
     ``scope`` must be the scope being built (its body is running).
@@ -29,7 +29,7 @@ def enter(stream: Stream, scope: ScopeBuilder) -> Stream:
     return _enter(stream, scope)
 
 
-def _enter(stream: Stream, scope: ScopeBuilder) -> Stream:
+def _enter(stream: S, scope: Scope[S]) -> S:
     if scope is stream.scope:
         return stream
     parent = scope.parent
@@ -51,7 +51,7 @@ def _enter(stream: Stream, scope: ScopeBuilder) -> Stream:
     return scope.new_stream(Source(0, port), inner_tee, f"{stream.name}>enter")
 
 
-def leave(stream: Stream) -> Stream:
+def leave(stream: S) -> S:
     """Take ``stream`` out of its nested scope into the parent scope."""
     scope = stream.scope
     parent = scope.parent
@@ -67,7 +67,7 @@ def leave(stream: Stream) -> Stream:
     return parent.new_stream(Source(scope.index_in_parent, port), outer_tee, f"{stream.name}>leave")
 
 
-def is_ancestor(ancestor: ScopeBuilder, scope: ScopeBuilder | None) -> bool:
+def is_ancestor(ancestor: Scope[StreamCore], scope: Scope[StreamCore] | None) -> bool:
     """Whether ``ancestor`` is ``scope`` or encloses it."""
     while scope is not None:
         if scope is ancestor:

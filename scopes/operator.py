@@ -10,7 +10,7 @@ come with a :class:`CapabilityRef` that can be retained.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 from scopes.antichain import MutableAntichain
 from scopes.batches import Batch, is_columnar
@@ -83,7 +83,7 @@ class OutputPort:
         if owner is not None and not owner.running:
             owner.activate()
 
-    def send(self, time: Any, batch: Batch) -> None:
+    def send(self, time: Time, batch: Batch) -> None:
         """Count and push a non-empty batch (no capability check: for the runtime's own operators)."""
         if len(batch):  # not `if batch:`, which a NumPy array refuses
             produced = self.produced
@@ -142,7 +142,9 @@ class InputPort:
         typed for the record-wise case, a list, and receives a columnar batch
         exactly as it was sent (the columnar operators test ``is_columnar``).
         """
-        message = self.puller.pull()
+        # A channel's message holds a batch of any kind (``Message``); the logic is typed for the
+        # record-wise case.  Narrowed here for the type checker only: a ``cast`` would be a call per message.
+        message: tuple[Any, list[Any]] | None = self.puller.pull()  # type: ignore[assignment]
         if message is not None:
             consumed = self.consumed
             time = message[0]
@@ -150,7 +152,7 @@ class InputPort:
             self.owner.current_time = time
         else:
             self.owner.current_time = None
-        return cast("tuple[Any, list[Any]] | None", message)
+        return message
 
     def advance_frontier(self, updates: Updates) -> None:
         """Apply changes to the times that may still arrive here (pushed by the operator's scope)."""

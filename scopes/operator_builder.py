@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from scopes.channels import ChannelContract, ExchangePusher, KeyCheckPusher, Pipeline, Receiver
+from scopes.core import Scope, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.location import Source, Target
 from scopes.operator import (
@@ -19,17 +20,19 @@ from scopes.operator import (
     OutputPort,
 )
 from scopes.reachability import SummarySpec, connectivity_from
-from scopes.signatures import describe_operator, describe_stream
+from scopes.signatures import describe_operator
 
-if TYPE_CHECKING:
-    from scopes.builder import ScopeBuilder
-    from scopes.stream import Stream
+S_co = TypeVar("S_co", bound=StreamCore, covariant=True)
+"""The class of the streams the operator's scope makes (for users, :class:`~scopes.stream.Stream`)."""
 
 
-class OperatorBuilder:
-    """Builds one operator in a scope: add inputs and outputs, then :meth:`build` with its logic."""
+class OperatorBuilder(Generic[S_co]):
+    """Builds one operator in a scope: add inputs and outputs, then :meth:`build` with its logic.
 
-    def __init__(self, scope: ScopeBuilder, name: str, notify: bool = False, reads: Stream | None = None) -> None:
+    Its outputs' streams are made by the scope, so they are of the scope's stream class.
+    """
+
+    def __init__(self, scope: Scope[S_co], name: str, notify: bool = False, reads: StreamCore | None = None) -> None:
         """Reserve a place for operator ``name`` in ``scope``, refused unless ``scope`` is being built.
 
         ``reads`` is the stream the operator is built on, named if it is refused.
@@ -58,7 +61,7 @@ class OperatorBuilder:
         context = self.scope.context
         return OperatorInfo(self.name, self.index, self.address, context.worker_index, context.peers, self.activate)
 
-    def new_input(self, stream: Stream, contract: ChannelContract = Pipeline) -> InputPort:
+    def new_input(self, stream: StreamCore, contract: ChannelContract = Pipeline) -> InputPort:
         """Connect ``stream`` to a new input, distributing records by ``contract``."""
         if stream.scope is not self.scope:
             raise ScopeBoundaryError(
@@ -86,7 +89,7 @@ class OperatorBuilder:
             self.operator.adopt(input_port)
         return input_port
 
-    def new_output(self) -> tuple[OutputPort, Stream]:
+    def new_output(self) -> tuple[OutputPort, S_co]:
         """Create a new output and the stream that carries what it sends."""
         port = OutputPort(self.name, len(self.outputs), self.scope.timestamp_type)
         observer = self.scope.subgraph.observer

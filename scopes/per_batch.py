@@ -16,19 +16,20 @@ call per message.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes.batches import describe_value, is_batch
 from scopes.channels import Pipeline
+from scopes.core import StreamCore
 from scopes.errors import UserFunctionError
 from scopes.operator_builder import OperatorBuilder
 from scopes.signatures import check_function, describe_operator
 
-if TYPE_CHECKING:
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
-def map_batch(stream: Stream, function: Callable[[Any], Any], name: str) -> Stream:
+def map_batch(stream: S, function: Callable[[Any], Any], name: str) -> S:
     """Replace each batch ``b`` by ``function(b)``, which must return a batch; empty results are dropped."""
     where = describe_operator(name, stream.scope.path)
     check_function(function, ("batch",), "the map_batch function", where)

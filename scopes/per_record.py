@@ -11,22 +11,20 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from itertools import chain as _itertools_chain
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 from scopes.channels import ChannelContract, Pipeline
+from scopes.core import Stage, StreamCore
 from scopes.errors import UserFunctionError
 from scopes.operator import Capability
 from scopes.operator_builder import OperatorBuilder
 from scopes.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
 
-if TYPE_CHECKING:
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 chain_from_iterable = _itertools_chain.from_iterable
-
-Stage = Callable[[Iterable[Any]], Iterable[Any]]
-"""A fused stage: turns the records of one message into the records it passes on, lazily."""
 
 MAX_FUSED = 32
 """The most stages fused into one operator; longer chains continue in a new operator."""
@@ -43,11 +41,11 @@ def identity(batch: list[Any]) -> list[Any]:
 
 
 def pipe(
-    stream: Stream,
+    stream: S,
     name: str,
     transform: Callable[[list[Any]], list[Any]],
     contract: ChannelContract = Pipeline,
-) -> Stream:
+) -> S:
     """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time."""
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, contract)
@@ -65,38 +63,40 @@ def pipe(
     return result
 
 
-def _check(stream: Stream, function: Any, parameters: tuple[str, ...], role: str, name: str) -> None:
+def _check(stream: StreamCore, function: Any, parameters: tuple[str, ...], role: str, name: str) -> None:
     check_function(function, parameters, role, describe_operator(name, stream.scope.path))
 
 
-def stage(stream: Stream, name: str, kind: str, apply: Stage) -> Stream:
+def stage(stream: S, name: str, kind: str, apply: Stage) -> S:
     """Add a stateless per-record stage, fused with the stage that produced ``stream`` if possible."""
     chain = stream.chain
     stream.scope.check_building(name, stream)
-    if chain is not None and chain.last is stream and not stream.tee.pushers and len(chain.stages) < MAX_FUSED:
-        return chain.extend(name, kind, apply)
+    if chain is not None and not stream.tee.pushers:
+        fused = chain.extend_after(stream, name, kind, apply)
+        if fused is not None:
+            return fused
     return Chain(stream, name, kind, apply).streams[0]
 
 
-def map_records(stream: Stream, function: Callable[[Any], Any], name: str) -> Stream:
+def map_records(stream: S, function: Callable[[Any], Any], name: str) -> S:
     """Replace each record ``x`` by ``function(x)``."""
     _check(stream, function, ("record",), "the map function", name)
     return stage(stream, name, "map", lambda records: map(function, records))
 
 
-def flat_map(stream: Stream, function: Callable[[Any], Iterable[Any]], name: str) -> Stream:
+def flat_map(stream: S, function: Callable[[Any], Iterable[Any]], name: str) -> S:
     """Replace each record ``x`` by the records of ``function(x)``, which must be iterable."""
     _check(stream, function, ("record",), "the flat_map function", name)
     return stage(stream, name, "flat_map", lambda records: chain_from_iterable(map(function, records)))
 
 
-def filter_records(stream: Stream, predicate: Callable[[Any], bool], name: str) -> Stream:
+def filter_records(stream: S, predicate: Callable[[Any], bool], name: str) -> S:
     """Keep the records for which ``predicate`` is true."""
     _check(stream, predicate, ("record",), "the filter predicate", name)
     return stage(stream, name, "filter", lambda records: filter(predicate, records))
 
 
-def inspect(stream: Stream, function: Callable[[Any], None], name: str) -> Stream:
+def inspect(stream: S, function: Callable[[Any], None], name: str) -> S:
     """Call ``function(record)`` on each record and pass the records on unchanged."""
     _check(stream, function, ("record",), "the inspect function", name)
 
@@ -108,7 +108,7 @@ def inspect(stream: Stream, function: Callable[[Any], None], name: str) -> Strea
     return pipe(stream, name, transform)
 
 
-def inspect_batch(stream: Stream, function: Callable[[Any, list[Any]], None], name: str) -> Stream:
+def inspect_batch(stream: S, function: Callable[[Any, list[Any]], None], name: str) -> S:
     """Call ``function(time, batch)`` on each message and pass it on unchanged."""
     _check(stream, function, ("time", "batch"), "the inspect_batch function", name)
     builder = OperatorBuilder(stream.scope, name, reads=stream)
@@ -126,7 +126,7 @@ def inspect_batch(stream: Stream, function: Callable[[Any, list[Any]], None], na
     return result
 
 
-class Chain:
+class Chain(Generic[S]):
     """Consecutive stateless stages (``map``, ``filter``, ``flat_map``) run as one operator.
 
     Each stage has its own output (and stream), so the graph keeps every stream;
@@ -136,14 +136,14 @@ class Chain:
 
     __slots__ = ("builder", "operator", "stages", "outputs", "streams", "last", "names", "kinds")
 
-    def __init__(self, stream: Stream, name: str, kind: str, apply: Stage) -> None:
+    def __init__(self, stream: S, name: str, kind: str, apply: Stage) -> None:
         """Start a chain reading ``stream``, with one stage ``apply`` called ``name``."""
         builder = OperatorBuilder(stream.scope, name, reads=stream)
         port = builder.new_input(stream, Pipeline)
         self.builder = builder
         self.stages: list[Stage] = []
         self.outputs: list[Any] = []
-        self.streams: list[Stream] = []
+        self.streams: list[S] = []
         self.names: list[str] = []
         self.kinds: list[str] = []
         pull = port.pull
@@ -175,10 +175,19 @@ class Chain:
                 raise
 
         self.operator = builder.build(logic)
-        self.last: Stream | None = None
+        self.last: S | None = None
         self.extend(name, kind, apply)
 
-    def extend(self, name: str, kind: str, apply: Stage) -> Stream:
+    def extend_after(self, stream: StreamCore, name: str, kind: str, apply: Stage) -> S | None:
+        """Append stage ``apply`` reading ``stream`` if that is this chain's last stream and there is room.
+
+        Returns the new stage's stream, or ``None`` (then ``apply`` starts a chain of its own).
+        """
+        if stream is not self.last or len(self.stages) >= MAX_FUSED:
+            return None
+        return self.extend(name, kind, apply)
+
+    def extend(self, name: str, kind: str, apply: Stage) -> S:
         """Append stage ``apply`` (a ``kind`` stage called ``name``); return its stream."""
         output, stream = self.builder.new_output()
         self.stages.append(apply)

@@ -12,18 +12,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from functools import reduce
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes.channels import Pipeline
+from scopes.core import StreamCore
 from scopes.generic_operators import unary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import check_function, describe_operator
 
-if TYPE_CHECKING:
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
-def accumulate(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> Stream:
+def accumulate(stream: S, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> S:
     """Fold the records of each time, ``acc = fold(acc, record)``, from a deep copy of ``initial``.
 
     Each time starts from its own ``copy.deepcopy(initial)``, so a mutable
@@ -33,7 +34,7 @@ def accumulate(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], na
     return per_time(stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc))
 
 
-def accumulate_batch(stream: Stream, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> Stream:
+def accumulate_batch(stream: S, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> S:
     """Fold the batches of each time, ``acc = fold(acc, batch)`` once per batch, from a deep copy of ``initial``.
 
     The batch is passed as it is (a list, NumPy array or Arrow batch), so the fold
@@ -44,14 +45,12 @@ def accumulate_batch(stream: Stream, initial: Any, fold: Callable[[Any, Any], An
     return per_time(stream, name, lambda: copy.deepcopy(initial), fold)
 
 
-def count(stream: Stream, name: str) -> Stream:
+def count(stream: S, name: str) -> S:
     """Emit the number of records (rows, for columnar batches) at each time, once the time is complete."""
     return per_time(stream, name, int, lambda total, batch: total + len(batch))
 
 
-def per_time(
-    stream: Stream, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, list[Any]], Any]
-) -> Stream:
+def per_time(stream: S, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, list[Any]], Any]) -> S:
     """One value per time, folded batch by batch from ``start()``, emitted when the time completes."""
     values: dict[Any, Any] = {}
     capabilities: dict[Any, Capability] = {}

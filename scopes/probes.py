@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes.antichain import Antichain, MutableAntichain
 from scopes.channels import ChannelContract, Pipeline
+from scopes.core import StreamCore
 from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInput
 from scopes.operator_builder import OperatorBuilder
@@ -20,8 +21,8 @@ from scopes.order import Time
 from scopes.signatures import check_function, describe_operator
 from scopes.timestamp import PathSummary
 
-if TYPE_CHECKING:
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
 class ProbeHandle:
@@ -136,13 +137,13 @@ class ProbeOperator(Operator):
                 self.handle.update(updates)
 
 
-def build_probe(stream: Stream, handle: ProbeHandle, name: str, passthrough: bool) -> Stream | None:
+def build_probe(stream: S, handle: ProbeHandle, name: str, passthrough: bool) -> S | None:
     """A probe on ``stream`` reporting to ``handle``; with ``passthrough``, also a copy of the stream."""
     # no notify: the logic only drains messages, so frontier changes need not wake it
     # (the operator still receives them in push_external_progress, for the handle)
     builder = OperatorBuilder(stream.scope, name, notify=False, reads=stream)
     port = builder.new_input(stream, Pipeline)
-    result: Stream | None = None
+    result: S | None = None
     output = None
     if passthrough:
         output, result = builder.new_output()
@@ -158,14 +159,14 @@ def build_probe(stream: Stream, handle: ProbeHandle, name: str, passthrough: boo
     return result
 
 
-def probe(stream: Stream, name: str) -> ProbeHandle:
+def probe(stream: StreamCore, name: str) -> ProbeHandle:
     """Consume ``stream`` and return a handle that reports its frontier."""
     handle = ProbeHandle()
     build_probe(stream, handle, name, passthrough=False)
     return handle
 
 
-def probe_with(stream: Stream, handle: ProbeHandle, name: str) -> Stream:
+def probe_with(stream: S, handle: ProbeHandle, name: str) -> S:
     """Add ``stream``'s frontier to ``handle``; return the stream's copy, unchanged."""
     result = build_probe(stream, handle, name, passthrough=True)
     assert result is not None
@@ -173,7 +174,7 @@ def probe_with(stream: Stream, handle: ProbeHandle, name: str) -> Stream:
 
 
 def sink(
-    stream: Stream,
+    stream: StreamCore,
     contract: ChannelContract,
     name: str,
     logic: Callable[[OperatorInput], None],

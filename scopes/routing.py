@@ -10,26 +10,27 @@ later times.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes.channels import BatchKey, Broadcast, Exchange, ExchangeBatch, Pipeline
+from scopes.core import StreamCore
 from scopes.errors import BuildError, CapabilityError
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
 
-if TYPE_CHECKING:
-    from scopes.stream import Stream
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
-def exchange(stream: Stream, key: Callable[[Any], Hashable], name: str) -> Stream:
+def exchange(stream: S, key: Callable[[Any], Hashable], name: str) -> S:
     """Move each record to the worker its ``key(record)`` selects."""
     check_function(key, ("record",), "the exchange key", describe_operator(name, stream.scope.path))
     return pipe(stream, name, identity, Exchange(key))
 
 
-def exchange_batch(stream: Stream, key: BatchKey, name: str) -> Stream:
+def exchange_batch(stream: S, key: BatchKey, name: str) -> S:
     """Move each row of each batch to the worker its key selects (see :class:`~scopes.channels.ExchangeBatch`).
 
     ``key`` is a column (field) name, or a function ``batch -> keys`` returning one
@@ -41,12 +42,12 @@ def exchange_batch(stream: Stream, key: BatchKey, name: str) -> Stream:
     return pipe(stream, name, identity, ExchangeBatch(key, where))
 
 
-def broadcast(stream: Stream, name: str) -> Stream:
+def broadcast(stream: S, name: str) -> S:
     """Send every record to every worker."""
     return pipe(stream, name, identity, Broadcast)
 
 
-def concat(stream: Stream, others: tuple[Stream, ...], name: str) -> Stream:
+def concat(stream: S, others: tuple[S, ...], name: str) -> S:
     """Merge ``stream`` with ``others`` into one stream."""
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     ports = [builder.new_input(each, Pipeline) for each in (stream, *others)]
@@ -63,7 +64,7 @@ def concat(stream: Stream, others: tuple[Stream, ...], name: str) -> Stream:
     return result
 
 
-def partition(stream: Stream, parts: int, route: Callable[[Any], int], name: str) -> list[Stream]:
+def partition(stream: S, parts: int, route: Callable[[Any], int], name: str) -> list[S]:
     """Split into ``parts`` streams; record ``x`` goes to stream ``route(x)``."""
     if parts.__class__ is not int or parts < 1:
         raise BuildError(f"partition '{name}' needs a number of parts >= 1, got {parts!r}")
@@ -94,7 +95,7 @@ def partition(stream: Stream, parts: int, route: Callable[[Any], int], name: str
     return [result for _, result in outputs]
 
 
-def branch(stream: Stream, predicate: Callable[[Any], bool], name: str) -> tuple[Stream, Stream]:
+def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S]:
     """Split by ``predicate``: returns ``(records where false, records where true)``."""
     check_function(predicate, ("record",), "the branch predicate", describe_operator(name, stream.scope.path))
     builder = OperatorBuilder(stream.scope, name, reads=stream)
@@ -118,7 +119,7 @@ def branch(stream: Stream, predicate: Callable[[Any], bool], name: str) -> tuple
     return false_stream, true_stream
 
 
-def delay(stream: Stream, new_time: Callable[[Any, Any], Any], name: str) -> Stream:
+def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
     """Move each record to the later time ``new_time(record, time)``."""
     check_function(new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path))
     builder = OperatorBuilder(stream.scope, name, reads=stream)

@@ -11,27 +11,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scopes.errors import BuildError
-
-if TYPE_CHECKING:
-    from scopes.stream import Stream
 
 
 def describe_operator(name: str, scope_path: Sequence[str]) -> str:
     """``operator 'name' in scope 'outer' > 'inner'``, for error messages."""
     scope = " > ".join(repr(part) for part in scope_path)
     return f"operator '{name}' in scope {scope}" if scope else f"operator '{name}'"
-
-
-def describe_stream(stream: Stream) -> str:
-    """``stream 'name' (made by operator 'op' in scope 'outer' > 'inner')``, for error messages."""
-    scope = stream.scope
-    node = stream.source.node
-    maker = f"operator '{scope.subgraph.child_names[node]}'" if node else "the scope's entrance"
-    path = " > ".join(repr(part) for part in scope.path)
-    return f"stream '{stream.name}' (made by {maker} in scope {path})"
 
 
 def check_function(function: Any, parameters: Sequence[str], role: str, where: str) -> None:

@@ -1,8 +1,13 @@
-"""``Stream``: the output of an operator, and the methods that build operators reading it.
+"""``Stream`` and ``ScopeBuilder``: the classes users build dataflows with, a facade over the operator families.
 
-Every method builds an operator in the stream's scope and returns the stream(s)
-it produces.  ``Stream`` is a facade: the operators live in one module per
-family, and the methods delegate to them.
+Every method of :class:`Stream` builds an operator in the stream's scope and
+returns the stream(s) it produces; every method of :class:`ScopeBuilder` builds
+an input, a source, a loop or a nested scope.  Both are facades: the data is
+:class:`~scopes.core.StreamCore`'s and :class:`~scopes.core.Scope`'s, the
+operators live in one module per family, written against those, and the
+methods delegate to them.  ``Stream`` and ``ScopeBuilder`` name each other (a
+stream's scope, the streams a scope makes), so they share this module;
+:mod:`scopes.builder` gathers ``ScopeBuilder`` with the rest of the building names.
 
 * :mod:`scopes.per_record`: ``map``, ``flat_map``, ``filter``, ``inspect`` (fused),
   ``inspect_batch``.
@@ -14,6 +19,9 @@ family, and the methods delegate to them.
   ``_notify`` variants, and :func:`~scopes.generic_operators.generic`.
 * :mod:`scopes.probes`: ``probe``, ``probe_with``, ``sink``.
 * :mod:`scopes.nesting`: ``enter``, ``leave``.
+* :mod:`scopes.capture`: ``capture``, ``capture_into`` and ``ScopeBuilder.replay``.
+* :mod:`scopes.sources`: ``ScopeBuilder.new_input``, ``to_stream``, ``source``.
+* :mod:`scopes.loops`: ``ScopeBuilder.loop_variable``, ``connect_loop``.
 
 Data moves as ``(time, batch)`` messages: the per-record operators call the
 user's function once per record and do nothing else per record; the per-batch
@@ -25,39 +33,45 @@ lists, the per-batch ones take any kind.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from scopes import capture as _capture
 from scopes import generic_operators as _generic
-from scopes import nesting, per_batch, per_record, per_time, probes, routing
+from scopes import loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes.channels import ChannelContract, Tee
+from scopes.core import BuildContext, Scope, StreamCore
+from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, UnaryConstructor, generic
+from scopes.input_handle import InputHandle
 from scopes.location import Source
-from scopes.operator import Notificator, Operator, OperatorInput, OperatorOutput
+from scopes.loops import LoopHandle
+from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.probes import ProbeHandle
 from scopes.reachability import SummarySpec
+from scopes.subgraph import Subgraph
+from scopes.timestamp import (
+    INTEGER,
+    IdentityRefinement,
+    PathSummary,
+    ProductRefinement,
+    ProductType,
+    Refinement,
+    TimestampType,
+)
 
-if TYPE_CHECKING:
-    from scopes.builder import LoopHandle, ScopeBuilder
-    from scopes.per_record import Chain
-    from scopes.probes import ProbeHandle
+R = TypeVar("R")
 
 
-class Stream:
-    """A stream of timestamped records produced by one operator output."""
+class Stream(StreamCore):
+    """A stream of timestamped records produced by one operator output, with a method per operator."""
 
-    __slots__ = ("scope", "source", "tee", "name", "chain")
+    __slots__ = ()
+
+    scope: ScopeBuilder
 
     def __init__(self, scope: ScopeBuilder, source: Source, tee: Tee, name: str) -> None:
-        """Describe output ``source`` of ``scope``, whose messages go through ``tee``."""
-        self.scope = scope
-        self.source = source
-        self.tee = tee
-        self.name = name
-        self.chain: Chain | None = None
-        """The fused per-record stages that end at this stream, while more may join them."""
-
-    def __repr__(self) -> str:
-        return f"Stream({self.name!r} in scope {self.scope.name!r} at {self.source!r})"
+        """Output ``source`` of ``scope``, whose messages go through ``tee``; see :meth:`ScopeBuilder.new_stream`."""
+        super().__init__(scope, source, tee, name)
 
     # ------------------------------------------------------------------ per-record operators
 
@@ -274,4 +288,120 @@ class Stream:
         handle.connect(self)
 
 
-__all__ = ["BinaryConstructor", "Operator", "Stream", "UnaryConstructor", "generic"]
+class ScopeBuilder(Scope[Stream]):
+    """Builds operators in one scope.  Passed to the function given to ``worker.dataflow``.
+
+    The scope's data and build-time checks are :class:`~scopes.core.Scope`'s; this
+    class makes its streams :class:`~scopes.stream.Stream` objects and adds inputs,
+    sources, loops and nested scopes.
+    """
+
+    def __init__(
+        self,
+        subgraph: Subgraph,
+        context: BuildContext,
+        parent: ScopeBuilder | None = None,
+        index_in_parent: int = 0,
+    ) -> None:
+        """Wrap ``subgraph``; ``parent`` is the enclosing scope's builder (``None`` at top level)."""
+        super().__init__(subgraph, context, parent, index_in_parent)
+        self.parent: ScopeBuilder | None = parent
+        self.children: list[ScopeBuilder] = []
+        self.loops: list[LoopHandle] = []
+
+    def new_stream(self, source: Source, tee: Tee, name: str) -> Stream:
+        """The stream in this scope produced at ``source``, whose messages go through ``tee``."""
+        return Stream(self, source, tee, name)
+
+    # ------------------------------------------------------------------ inputs
+
+    def new_input(self, name: str = "Input") -> tuple[InputHandle, Stream]:
+        """A stream fed from outside: returns ``(handle, stream)``."""
+        return sources.new_input(self, name)
+
+    def to_stream(self, records: Iterable[Any], name: str = "ToStream") -> Stream:
+        """A stream of ``records`` at the minimum time, emitted in batches."""
+        return sources.to_stream(records, self, name)
+
+    def replay(self, recordings: Iterable[Any], name: str = "Replay") -> Stream:
+        """Replay all ``recordings`` (the same list on every worker), each on one worker.
+
+        Worker ``i`` takes recordings ``i``, ``i + peers``, ...; see
+        :func:`scopes.capture.replay_into`.
+        """
+        return _capture.replay_into(recordings, self, name)
+
+    def source(
+        self,
+        name: str,
+        constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+    ) -> Stream:
+        """A programmable input: ``constructor(capability, info)`` returns ``logic(output)``."""
+        return sources.source(self, name, constructor)
+
+    # ------------------------------------------------------------------ nested scopes
+
+    def _nested(
+        self,
+        name: str,
+        timestamp_type: TimestampType,
+        refinement: Refinement,
+        body: Callable[[ScopeBuilder], R],
+    ) -> R:
+        self.check_building(name)
+        index = self.subgraph.graph.reserve_child(name)
+        parent_subgraph = self.subgraph
+        child = Subgraph(
+            name,
+            self.subgraph.address + (index,),
+            timestamp_type,
+            refinement,
+            self.context.allocator,
+            self.context.next_channel(),
+            lambda: parent_subgraph.activate_child(index),
+        )
+        child.observer = parent_subgraph.observer
+        parent_subgraph.graph.set_child(index, child)
+        inner = ScopeBuilder(child, self.context, self, index)
+        self.children.append(inner)
+        with inner.open():
+            return body(inner)
+
+    def scoped(self, name: str, body: Callable[[ScopeBuilder], R], inner: TimestampType = INTEGER) -> R:
+        """Run ``body`` in a nested scope whose times are ``Product(outer, inner)``."""
+        product = ProductType(self.timestamp_type, inner)
+        return self._nested(name, product, ProductRefinement(product), body)
+
+    def iterative(self, body: Callable[[ScopeBuilder], R], name: str = "Iterative") -> R:
+        """Run ``body`` in a nested loop scope with an integer loop counter."""
+        return self.scoped(name, body, INTEGER)
+
+    def region(self, body: Callable[[ScopeBuilder], R], name: str = "Region") -> R:
+        """Run ``body`` in a nested scope with this scope's own timestamps (for structure only)."""
+        return self._nested(name, self.timestamp_type, IdentityRefinement(self.timestamp_type), body)
+
+    def loop_variable(self, summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, Stream]:
+        """A stream fed back from later in this scope, each time advanced by ``summary``.
+
+        ``summary`` may be an int (advance the loop counter by that much), an
+        :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+        or a full path summary for this scope's timestamps.  Close the loop with
+        ``stream.connect_loop(handle)``.
+        """
+        handle, stream = loops.loop_variable(self, summary, name)
+        self.loops.append(handle)
+        return handle, stream
+
+    def check_complete(self) -> None:
+        """Raise :class:`~scopes.errors.BuildError` if a loop in this scope (or below) is open."""
+        for loop in self.loops:
+            if not loop.connected:
+                raise BuildError(
+                    f"loop variable '{loop.name}' in scope '{self.name}' was never connected; "
+                    "close the loop with stream.connect_loop(handle)"
+                )
+        for child in self.children:
+            child.check_complete()
+
+
+__all__ = ["BinaryConstructor", "Operator", "ScopeBuilder", "Stream", "UnaryConstructor", "generic"]

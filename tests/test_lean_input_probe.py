@@ -66,9 +66,9 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # this counts the calls of the path without hooks
     calls = _calls_by_function(EPOCHS)
     # integer times are validated inline by send/advance_to
-    for name in (("builder.py", "_check_open"), ("timestamp.py", "validate")):
+    for name in (("input_handle.py", "_check_open"), ("timestamp.py", "validate")):
         assert calls.get(name, 0) == 0, (name, calls.get(name))
-    assert calls[("builder.py", "release")] == 1  # only as the input operator's logic, not from advance_to
+    assert calls[("input_handle.py", "release")] == 1  # only as the input operator's logic, not from advance_to
     assert calls.get(("order.py", "less_equal"), 0) <= 1  # the capability's own check remains
     # the only probe shares its antichain with the handle: no second update
     assert calls.get(("probes.py", "update"), 0) == 0

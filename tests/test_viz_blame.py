@@ -158,8 +158,8 @@ def test_the_stuck_pane_prints_the_lines(recording: Recorder) -> None:
 
 def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # the audit turns the hooks on, as logging does
-    import scopes.builder
     import scopes.operator
+    import scopes.sources
     import scopes.subgraph_builder
 
     calls: dict[str, int] = {}
@@ -171,13 +171,13 @@ def test_no_site_is_looked_up_when_logging_is_off(monkeypatch: pytest.MonkeyPatc
 
         return user_site
 
-    for module in (scopes.builder, scopes.subgraph_builder, scopes.operator):
+    for module in (scopes.sources, scopes.subgraph_builder, scopes.operator):
         monkeypatch.setattr(module, "user_site", counting(module.__name__))
     execute(lambda worker: _small(worker), workers=1)
     assert calls == {}
     with Recorder():
         execute(lambda worker: _small(worker), workers=1)
-    assert set(calls) == {"scopes.builder", "scopes.subgraph_builder", "scopes.operator"}  # with logging on, all do
+    assert set(calls) == {"scopes.sources", "scopes.subgraph_builder", "scopes.operator"}  # with logging on, all do
 
 
 def _small(worker: Any) -> None:

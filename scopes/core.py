@@ -1,0 +1,219 @@
+"""The plain data the operator families are written against: a scope being built, and a stream in it.
+
+Timely dataflow's ``Stream`` is a plain struct (its scope, the port that makes
+it, the channel its messages go through) and every operator family is written
+against it; the methods users call come from the families.  This module is that
+struct for pytimely, and the scope it lives in:
+
+* :class:`StreamCore`: a stream's scope, :class:`~scopes.location.Source`, tee and
+  name.  :class:`~scopes.stream.Stream`, the class users call ``map`` or
+  ``exchange`` on, derives from it and adds one method per operator.
+* :class:`Scope`: a scope while it is built: its subgraph, the worker's
+  :class:`BuildContext`, its parent, and the checks that operators are added
+  only to the scope whose body is running.  Its streams come from
+  :meth:`Scope.new_stream`, which :class:`~scopes.builder.ScopeBuilder` implements by
+  making a :class:`~scopes.stream.Stream`.
+
+The families (:mod:`scopes.per_record`, :mod:`scopes.routing`, ...) and
+:mod:`scopes.operator_builder` import this module, never :mod:`scopes.stream` or
+:mod:`scopes.builder`: each takes a stream of any class ``S`` and returns streams
+of the same class, made by the stream's own scope (a ``Scope[S]``).  So the
+facade imports the families and nothing imports the facade back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Generic, Protocol, Self, TypeVar
+
+from scopes.channels import Allocator, Tee
+from scopes.errors import ScopeBoundaryError
+from scopes.input_handle import InputHandle
+from scopes.location import Source
+from scopes.subgraph import Subgraph
+from scopes.timestamp import TimestampType
+
+__all__ = ["BuildContext", "Scope", "StageChain", "StreamCore", "describe_stream"]
+
+S_co = TypeVar("S_co", bound="StreamCore", covariant=True)
+"""The class of the streams a scope makes (for users, :class:`~scopes.stream.Stream`)."""
+
+Stage = Callable[[Iterable[Any]], Iterable[Any]]
+"""A fused per-record stage: turns the records of one message into the records it passes on, lazily."""
+
+
+class BuildContext:
+    """Per-worker state shared by every scope being built: channels and open inputs."""
+
+    def __init__(self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
+        """Build with channels from ``allocator``.
+
+        ``new_lock()`` makes a lock for state that other threads read (a
+        :class:`~scopes.capture.CaptureRecorder`); the runtime passes
+        ``threading.Lock``, and the default, which does not lock, suits one thread.
+        """
+        self.allocator = allocator
+        self.new_lock = new_lock
+        self.worker_index = allocator.index
+        self.peers = allocator.peers
+        self._next_channel = 0
+        self.inputs: list[InputHandle] = []
+        # the scopes whose building function is running, outermost first; operators may
+        # be added only to the last one (the others wait for it, as in timely's borrows)
+        self.building: list[Scope[StreamCore]] = []
+
+    def next_channel(self) -> int:
+        """A fresh channel identifier (the same sequence on every worker)."""
+        channel = self._next_channel
+        self._next_channel += 1
+        return channel
+
+
+class Scope(Generic[S_co]):
+    """One scope while its dataflow is built: where operators go, and which streams it makes.
+
+    Subclasses say what a stream is by implementing :meth:`new_stream`
+    (:class:`~scopes.builder.ScopeBuilder` makes :class:`~scopes.stream.Stream`).
+    """
+
+    def __init__(
+        self,
+        subgraph: Subgraph,
+        context: BuildContext,
+        parent: Scope[S_co] | None = None,
+        index_in_parent: int = 0,
+    ) -> None:
+        """Wrap ``subgraph``; ``parent`` is the enclosing scope (``None`` at top level)."""
+        self.subgraph = subgraph
+        self.context = context
+        self.parent = parent
+        self.index_in_parent = index_in_parent
+
+    def new_stream(self, source: Source, tee: Tee, name: str) -> S_co:
+        """The stream in this scope produced at ``source``, whose messages go through ``tee``."""
+        raise NotImplementedError(f"{type(self).__name__} does not say what its streams are")
+
+    @property
+    def name(self) -> str:
+        """The scope's name."""
+        return self.subgraph.name
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """The type of this scope's timestamps."""
+        return self.subgraph.timestamp_type
+
+    @property
+    def index(self) -> int:
+        """This worker's index."""
+        return self.context.worker_index
+
+    @property
+    def peers(self) -> int:
+        """The number of workers."""
+        return self.context.peers
+
+    @property
+    def address(self) -> tuple[int, ...]:
+        """This scope's address among the worker's scopes."""
+        return self.subgraph.address
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """The names of this scope and the scopes enclosing it, outermost first."""
+        names: list[str] = []
+        scope: Scope[StreamCore] | None = self
+        while scope is not None:
+            names.append(scope.name)
+            scope = scope.parent
+        return tuple(reversed(names))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.timestamp_type!r}, address={self.address})"
+
+    @contextmanager
+    def open(self) -> Iterator[Self]:
+        """While the ``with`` block runs, this is the scope operators are built in."""
+        building = self.context.building
+        building.append(self)
+        try:
+            yield self
+        finally:
+            building.pop()
+
+    def check_building(self, operator: str, stream: StreamCore | None = None) -> None:
+        """Refuse to build ``operator`` here unless this is the scope being built now.
+
+        A stream of a nested scope whose body has returned must ``leave()`` first
+        (timely enforces this with its types; progress tracking relies on it).
+        Operators of a scope enclosing the one being built may still be built (they
+        stay in that scope: their streams must ``enter()`` to be used inside, which
+        :meth:`~scopes.operator_builder.OperatorBuilder.new_input` checks).
+        ``stream`` is the stream the operator reads, named in the error.
+        """
+        building = self.context.building
+        if building and building[-1] is self:
+            return
+        if self in building:
+            return  # an operator of an enclosing scope, built from inside a nested body: it stays outside
+        raise ScopeBoundaryError(self.boundary_message(operator, stream))
+
+    def boundary_message(self, operator: str, stream: StreamCore | None) -> str:
+        """Why ``operator``, reading ``stream`` of this scope, may not be built now."""
+        building = self.context.building
+        here = " > ".join(repr(part) for part in self.path)
+        subject = f"scope {here}" if stream is None else describe_stream(stream)
+        if not building:
+            return (
+                f"{subject} is used by new operator '{operator}' after its dataflow was built; "
+                "build every operator inside the function given to worker.dataflow"
+            )
+        current = building[-1]
+        now = " > ".join(repr(part) for part in current.path)
+        if self in building:
+            return (
+                f"{subject} is used by new operator '{operator}' inside nested scope {now}, "
+                "without enter(): bring the stream into the nested scope with "
+                f"stream.enter(scope) and build '{operator}' there"
+            )
+        return (
+            f"{subject} is used by new operator '{operator}' in scope {now}, but its scope's "
+            "body has already returned, and the stream never left it: take it out with "
+            "stream.leave() (return stream.leave() from the body) and use the stream leave() returns"
+        )
+
+
+class StageChain(Protocol[S_co]):
+    """The fused per-record operator that made a stream (:class:`scopes.per_record.Chain`)."""
+
+    def extend_after(self, stream: StreamCore, name: str, kind: str, apply: Stage) -> S_co | None:
+        """A new last stage ``apply`` reading ``stream``, fused in; ``None`` if it cannot join."""
+        ...
+
+
+class StreamCore:
+    """A stream of timestamped records produced by one operator output: where it comes from, nothing more."""
+
+    __slots__ = ("scope", "source", "tee", "name", "chain")
+
+    def __init__(self, scope: Scope[Self], source: Source, tee: Tee, name: str) -> None:
+        """Describe output ``source`` of ``scope``, whose messages go through ``tee``."""
+        self.scope = scope
+        self.source = source
+        self.tee = tee
+        self.name = name
+        self.chain: StageChain[Self] | None = None
+        """The fused per-record stages that made this stream, while more may join them."""
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r} in scope {self.scope.name!r} at {self.source!r})"
+
+
+def describe_stream(stream: StreamCore) -> str:
+    """``stream 'name' (made by operator 'op' in scope 'outer' > 'inner')``, for error messages."""
+    scope = stream.scope
+    node = stream.source.node
+    maker = f"operator '{scope.subgraph.child_names[node]}'" if node else "the scope's entrance"
+    path = " > ".join(repr(part) for part in scope.path)
+    return f"stream '{stream.name}' (made by {maker} in scope {path})"

@@ -1,0 +1,109 @@
+"""Loop variables: a stream fed back from later in its own scope, each time advanced by a summary.
+
+:meth:`ScopeBuilder.loop_variable <scopes.builder.ScopeBuilder.loop_variable>` and
+:meth:`Stream.connect_loop <scopes.stream.Stream.connect_loop>` call this module
+(timely's ``Feedback`` operator and ``ConnectLoop``).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from scopes.antichain import Antichain
+from scopes.channels import Pipeline
+from scopes.core import Scope, StreamCore
+from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.operator import Operator, OutputPort
+from scopes.operator_builder import OperatorBuilder
+from scopes.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
+
+__all__ = ["LoopHandle", "loop_variable"]
+
+S = TypeVar("S", bound=StreamCore)
+
+
+def loop_variable(scope: Scope[S], summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, S]:
+    """A stream fed back from later in this scope, each time advanced by ``summary``.
+
+    ``summary`` may be an int (advance the loop counter by that much), an
+    :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+    or a full path summary for this scope's timestamps.  Close the loop with
+    ``stream.connect_loop(handle)``; the scope's builder keeps the handle to check it is.
+    """
+    timestamp_type = scope.timestamp_type
+    resolved: PathSummary
+    if isinstance(summary, (int, IntegerSummary)):
+        step = summary if isinstance(summary, IntegerSummary) else IntegerSummary(summary)
+        if isinstance(timestamp_type, ProductType) and isinstance(timestamp_type.inner, IntegerType):
+            resolved = timestamp_type.feedback(step.step, step.limit)
+        elif isinstance(timestamp_type, IntegerType):
+            resolved = step
+        else:
+            raise BuildError(
+                f"loop_variable in scope '{scope.name}': an integer summary does not fit "
+                f"{timestamp_type!r} timestamps; pass a PathSummary for them"
+            )
+    elif isinstance(summary, PathSummary):
+        resolved = summary
+    else:
+        raise BuildError(f"loop_variable in scope '{scope.name}': {summary!r} is not a summary")
+    if not resolved.advances():
+        raise BuildError(
+            f"loop_variable '{name}' in scope '{scope.name}': summary {resolved!r} does not "
+            "advance time, so records could circulate forever; use a step of at least 1"
+        )
+    builder = OperatorBuilder(scope, name)
+    output, stream = builder.new_output()
+    builder.set_summary({})
+    operator = builder.build(None)
+    for capability in builder.initial_capabilities():
+        capability.drop()
+    return LoopHandle(scope, builder, operator, output, resolved, name), stream
+
+
+class LoopHandle:
+    """The open end of a loop variable; close it with ``stream.connect_loop(handle)``."""
+
+    def __init__(
+        self,
+        scope: Scope[StreamCore],
+        builder: OperatorBuilder[StreamCore],
+        operator: Operator,
+        output: OutputPort,
+        summary: PathSummary,
+        name: str,
+    ) -> None:
+        """Created by :func:`loop_variable`."""
+        self.scope = scope
+        self.name = name
+        self.summary = summary
+        self._builder = builder
+        self._operator = operator
+        self._output = output
+        self.connected = False
+
+    def connect(self, stream: StreamCore) -> None:
+        """Feed ``stream`` back into the loop."""
+        if self.connected:
+            raise BuildError(f"loop variable '{self.name}' in scope '{self.scope.name}' is already connected")
+        if stream.scope is not self.scope:
+            raise ScopeBoundaryError(
+                f"loop variable '{self.name}' belongs to scope '{self.scope.name}' but stream "
+                f"'{stream.name}' is in scope '{stream.scope.name}'; move streams between scopes "
+                "with stream.enter(scope) and stream.leave()"
+            )
+        self.scope.check_building(self.name, stream)
+        port = self._builder.new_input(stream, Pipeline)
+        operator = self._operator
+        operator.connectivity = [[Antichain([self.summary])]]
+        summary = self.summary
+        output = self._output
+
+        def logic() -> None:
+            while (message := port.pull()) is not None:
+                later = summary.results_in(message[0])
+                if later is not None:
+                    output.send(later, message[1])
+
+        operator.set_logic(logic)
+        self.connected = True

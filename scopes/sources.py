@@ -1,0 +1,88 @@
+"""Sources: the operators that bring records into a scope, from outside or from an iterable.
+
+:meth:`~scopes.builder.ScopeBuilder.new_input` (records sent through an
+:class:`~scopes.input_handle.InputHandle`), :func:`to_stream` (an iterable) and
+:func:`source` (the user's own logic, holding capabilities).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from itertools import islice
+from typing import Any, TypeVar
+
+from scopes.callsite import user_site
+from scopes.core import Scope, StreamCore
+from scopes.input_handle import BATCH_SIZE, InputHandle
+from scopes.operator import Capability, OperatorInfo, OperatorOutput
+from scopes.operator_builder import OperatorBuilder
+from scopes.signatures import check_function, check_logic, describe_operator
+
+__all__ = ["new_input", "source", "to_stream"]
+
+S = TypeVar("S", bound=StreamCore)
+
+
+def new_input(scope: Scope[S], name: str = "Input") -> tuple[InputHandle, S]:
+    """A stream fed from outside: returns ``(handle, stream)``."""
+    builder = OperatorBuilder(scope, name)
+    output, stream = builder.new_output()
+    operator = builder.build(None)
+    capability = builder.initial_capabilities(track=False)[0]
+    handle = InputHandle(name, scope.timestamp_type, capability, output, builder.activate)
+    operator.set_logic(handle.release)
+    scope.context.inputs.append(handle)
+    if scope.subgraph.observer is not None:
+        handle.observe(scope.subgraph.observer, builder.address)
+        scope.subgraph.observer.input_event(builder.address, name, "created", handle.time, user_site())
+    return handle, stream
+
+
+def to_stream(records: Iterable[Any], scope: Scope[S], name: str = "ToStream") -> S:
+    """A stream of ``records`` at the scope's minimum time, emitted in batches as it is scheduled."""
+    iterator = iter(records)
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
+        held: list[Capability] = [capability]
+
+        def logic(output: OperatorOutput) -> None:
+            if not held:
+                return
+            session = output.session(held[0])
+            for _ in range(64):
+                chunk = list(islice(iterator, BATCH_SIZE))
+                if chunk:
+                    session.give_batch(chunk)
+                if len(chunk) < BATCH_SIZE:
+                    held.pop().drop()
+                    return
+            info.activate()
+
+        return logic
+
+    return source(scope, name, constructor)
+
+
+def source(
+    scope: Scope[S],
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+) -> S:
+    """A programmable input: ``constructor(capability, info)`` returns ``logic(output)``.
+
+    The logic runs when the operator is first scheduled and whenever it is
+    activated (``info.activate()``); it sends under capabilities it holds, and
+    must downgrade or drop them for downstream operators to make progress.
+    """
+    where = describe_operator(name, scope.path)
+    check_function(constructor, ("capability", "info"), "the source constructor", where)
+    builder = OperatorBuilder(scope, name)
+    output_port, stream = builder.new_output()
+    operator = builder.build(None)
+    _, outputs = builder.handles(operator)
+    capability = builder.initial_capabilities()[0]
+    logic = constructor(capability, builder.info)
+    check_logic(logic, ("output",), where)
+    handle = outputs[0]
+    operator.set_logic(lambda: logic(handle), outputs)
+    return stream
