@@ -66,8 +66,10 @@ from runtime.communication.wire import (
     decode_batch,
     decode_value,
     encode_batch,
+    encode_value,
     frame,
     frame_head,
+    prefixed_head,
 )
 from runtime.errors import ConfigurationError
 from scopes.batches import Batch
@@ -77,6 +79,8 @@ HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
 """Seconds without any frame after which a process is reported as lost."""
+HEAD_CACHE = 256
+"""Encoded headers of untimed (progress) frames one worker keeps: the same few go out every step."""
 FLUSH_BYTES = 1 << 18
 """Buffered bytes for one destination process that trigger an early send."""
 
@@ -510,6 +514,8 @@ class ProcessCommunicator(FabricCommunicator):
         self._credit_threshold = max(1, fabric.send_window // 4)
         self._channels_of: dict[int, list[int]] = {}
         """The channels allocated for each dataflow (by index)."""
+        self._heads: dict[tuple[int, Address, tuple[int, ...], int], bytes] = {}
+        """Encoded headers of untimed data frames (progress batches), by channel, address, receivers and path."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
@@ -594,7 +600,7 @@ class ProcessCommunicator(FabricCommunicator):
                     break
                 out.popleft()
                 sent += len(payload)
-                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+                pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
         if owed:
@@ -603,6 +609,18 @@ class ProcessCommunicator(FabricCommunicator):
         if pieces:
             self.fabric.mesh.send_pieces(process, pieces)
         return not out
+
+    def _head(self, channel: int, address: Address, receivers: list[int], time: Any, path: int, length: int) -> bytes:
+        """The head of a data frame: for an untimed one (a progress batch), its header encoded once and kept."""
+        if time is not None:
+            return frame_head([DATA, channel, address, receivers, time, path], length)
+        key = (channel, address, tuple(receivers), path)
+        encoded = self._heads.get(key)
+        if encoded is None:
+            if len(self._heads) >= HEAD_CACHE:
+                self._heads.clear()
+            encoded = self._heads[key] = encode_value([DATA, channel, address, receivers, None, path])
+        return prefixed_head(encoded, length)
 
     def flush(self) -> None:
         """Send every buffered message that fits its receiver's window, and the credit owed.

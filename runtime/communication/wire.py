@@ -361,6 +361,11 @@ def frame_head(header: list[Any], payload_length: int) -> bytes:
     return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
 
 
+def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
+    """:func:`frame_head` for a header already encoded with :func:`encode_value` (a sender may keep it)."""
+    return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
+
+
 def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
     """One frame: the length prefix, the encoded ``header``, then ``payload``."""
     return b"".join((frame_head(header, len(payload)), payload))
