@@ -17,9 +17,11 @@ receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
 processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
-of the window, or with any frame it sends to that process; what it owes below that
-goes back at the next heartbeat.  A message larger than the window is sent
-when nothing else is in flight.  A sender keeps what does not fit in its
+of the window, or with any frame it sends to that process once it owes a
+sixty-fourth of the window (:data:`PIGGYBACK_SHARE`); what it owes below that
+goes back at the next heartbeat.  A message is sent whatever its size when at
+most that sixty-fourth is in flight (so credit too small to travel with other
+frames never holds a sender back).  A sender keeps what does not fit in its
 buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the worker
 then keeps stepping its dataflows (so that it keeps pulling what others send
 it, and returning their credit) until the buffer has gone.  Receiving is
@@ -90,6 +92,10 @@ SEND_WINDOW_VARIABLE = "PYTIMELY_SEND_WINDOW"
 """The environment variable that sets the send window in bytes (e.g. ``65536``, ``64K``, ``8M``)."""
 MIN_SEND_WINDOW = 1 << 16
 """The smallest send window accepted."""
+PIGGYBACK_SHARE = 64
+"""Credit travels with other frames once a worker owes ``window // PIGGYBACK_SHARE`` bytes; a sender may send
+over the window while at most that much is in flight.  Below it, a worker that answers every frame (progress, each
+step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 
@@ -155,6 +161,8 @@ class ProcessFabric:
             send_window = send_window_from(os.environ.get(SEND_WINDOW_VARIABLE))
         self.send_window = send_window
         """Bytes this process may have in flight to each other process (see the module docstring)."""
+        self.slack = send_window // PIGGYBACK_SHARE
+        """Bytes in flight below which anything may be sent, and credit owed below which none travels with data."""
         self.unacknowledged = [0] * processes
         """Bytes sent to each process that it has not returned as credit yet."""
         self.most_unacknowledged = 0
@@ -206,13 +214,13 @@ class ProcessFabric:
     # ------------------------------------------------------------------ flow control
 
     def reserve(self, process: int, size: int) -> bool:
-        """Take ``size`` bytes of the window to ``process`` if they fit, or if nothing is in flight.
+        """Take ``size`` bytes of the window to ``process`` if they fit, or if at most :attr:`slack` is in flight.
 
-        So the bytes in flight stay at most the window, or one message larger than it.
+        So the bytes in flight stay at most the window, or the slack and one message larger than it.
         """
         with self._credit_lock:
             used = self.unacknowledged[process]
-            if used and used + size > self.send_window:
+            if used > self.slack and used + size > self.send_window:
                 return False
             used += size
             self.unacknowledged[process] = used
@@ -586,8 +594,8 @@ class ProcessCommunicator(FabricCommunicator):
     def _send(self, process: int, all_credit: bool = False) -> bool:
         """Send the buffered messages for ``process`` that fit its window; whether all went.
 
-        The credit owed to ``process`` travels with them (``all_credit`` is kept for
-        the callers that return credit alone).
+        The credit owed to ``process`` travels with them if it is at least the fabric's
+        :attr:`~ProcessFabric.slack` (or ``all_credit``: the callers that return credit alone).
         """
         out = self._out.get(process)
         pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
@@ -603,7 +611,7 @@ class ProcessCommunicator(FabricCommunicator):
                 pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
-        if owed:
+        if owed and (all_credit or owed >= self.fabric.slack):
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
