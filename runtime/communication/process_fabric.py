@@ -520,6 +520,9 @@ class ProcessCommunicator(FabricCommunicator):
         self._owed = [0] * fabric.processes
         """Bytes pulled from each other process and not yet returned to it as credit."""
         self._credit_threshold = max(1, fabric.send_window // 4)
+        self._piggyback = max(1, fabric.slack // fabric.workers)
+        """Credit owed that travels with data: a share of the slack, so that the workers of this process together
+        keep below the slack what they hold back (the sender may send while no more than the slack is in flight)."""
         self._channels_of: dict[int, list[int]] = {}
         """The channels allocated for each dataflow (by index)."""
         self._heads: dict[tuple[int, Address, tuple[int, ...], int], bytes] = {}
@@ -594,8 +597,8 @@ class ProcessCommunicator(FabricCommunicator):
     def _send(self, process: int, all_credit: bool = False) -> bool:
         """Send the buffered messages for ``process`` that fit its window; whether all went.
 
-        The credit owed to ``process`` travels with them if it is at least the fabric's
-        :attr:`~ProcessFabric.slack` (or ``all_credit``: the callers that return credit alone).
+        The credit owed to ``process`` travels with them if it is at least this worker's share of
+        the fabric's :attr:`~ProcessFabric.slack` (or ``all_credit``: the callers that return credit alone).
         """
         out = self._out.get(process)
         pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
@@ -611,7 +614,7 @@ class ProcessCommunicator(FabricCommunicator):
                 pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
-        if owed and (all_credit or owed >= self.fabric.slack):
+        if owed and (all_credit or owed >= self._piggyback):
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
