@@ -324,26 +324,28 @@ class Subgraph(Operate):
         produced: Sequence[ChangeBatch[Any]],
     ) -> bool:
         """Run the children that need it and report progress visible at this scope's boundary."""
-        self._running = True  # (an exception ends the worker: it needs no reset)
-        if self._external:
-            self._accept_frontier()
-        if self._input_counts:
-            self._harvest_inputs()
         progcaster = self._progcaster
-        if progcaster.broadcasting:
-            progcaster.receive()
         tracker = self._tracker
         assert tracker is not None
-        if progcaster.final or tracker.pending or self._num_outputs:
-            self._propagate(internal, consumed, produced)
-        if self._heap:
-            self._schedule_children()
-        if progcaster.local:
-            progcaster.send(self.observer)
-            progcaster.receive()
-        if progcaster.final:
-            self._propagate(internal, consumed, produced)
-        self._running = False
+        self._running = True
+        try:
+            if self._external:
+                self._accept_frontier()
+            if self._input_counts:
+                self._harvest_inputs()
+            if progcaster.broadcasting:
+                progcaster.receive()
+            if progcaster.final or tracker.pending or self._num_outputs:
+                self._propagate(internal, consumed, produced)
+            if self._heap:
+                self._schedule_children()
+            if progcaster.local:
+                progcaster.send(self.observer)
+                progcaster.receive()
+            if progcaster.final:
+                self._propagate(internal, consumed, produced)
+        finally:  # a caller that catches an error and steps on must still hear of activations
+            self._running = False
         # A child activated during the run that has not run yet (or progress still to apply) asks for
         # another run; one activated and run within this run does not, and costs its parent no empty step.
         if self._active or progcaster.final:
