@@ -97,6 +97,8 @@ class Subgraph(Operate):
         # run-time state
         self._active: set[int] = set()
         self._heap: list[int] = []
+        self._running = False
+        """Whether :meth:`pull_internal_progress` runs: it asks the parent for another run at its end if needed."""
         self._progcaster = Progcaster(address)
         self._external: list[list[tuple[Any, int]]] = []
         self._incomplete: list[bool] = []
@@ -127,7 +129,8 @@ class Subgraph(Operate):
         if index not in self._active:
             self._active.add(index)
             heapq.heappush(self._heap, index)
-            self._activate_parent()
+            if not self._running:  # else the run ends by asking for another if the child has not run
+                self._activate_parent()
 
     def activate_address(self, path: Sequence[int]) -> None:
         """Activate the operator at ``path`` relative to this subgraph (ignored if not built yet)."""
@@ -321,24 +324,30 @@ class Subgraph(Operate):
         produced: Sequence[ChangeBatch[Any]],
     ) -> bool:
         """Run the children that need it and report progress visible at this scope's boundary."""
-        if self._external:
-            self._accept_frontier()
-        if self._input_counts:
-            self._harvest_inputs()
         progcaster = self._progcaster
-        if progcaster.broadcasting:
-            progcaster.receive()
         tracker = self._tracker
         assert tracker is not None
-        if progcaster.final or tracker.pending or self._num_outputs:
-            self._propagate(internal, consumed, produced)
-        if self._heap:
-            self._schedule_children()
-        if progcaster.local:
-            progcaster.send(self.observer)
-            progcaster.receive()
-        if progcaster.final:
-            self._propagate(internal, consumed, produced)
+        self._running = True
+        try:
+            if self._external:
+                self._accept_frontier()
+            if self._input_counts:
+                self._harvest_inputs()
+            if progcaster.broadcasting:
+                progcaster.receive()
+            if progcaster.final or tracker.pending or self._num_outputs:
+                self._propagate(internal, consumed, produced)
+            if self._heap:
+                self._schedule_children()
+            if progcaster.local:
+                progcaster.send(self.observer)
+                progcaster.receive()
+            if progcaster.final:
+                self._propagate(internal, consumed, produced)
+        finally:  # a caller that catches an error and steps on must still hear of activations
+            self._running = False
+        # A child activated during the run that has not run yet (or progress still to apply) asks for
+        # another run; one activated and run within this run does not, and costs its parent no empty step.
         if self._active or progcaster.final:
             self._activate_parent()
         # Children just told of a frontier change (the last one: empty) have not run

@@ -17,9 +17,11 @@ receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
 processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
-of the window, or with any frame it sends to that process; what it owes below that
-goes back at the next heartbeat.  A message larger than the window is sent
-when nothing else is in flight.  A sender keeps what does not fit in its
+of the window, or with any frame it sends to that process once it owes a
+sixty-fourth of the window (:data:`PIGGYBACK_SHARE`); what it owes below that
+goes back at the next heartbeat.  A message is sent whatever its size when at
+most that sixty-fourth is in flight (so credit too small to travel with other
+frames never holds a sender back).  A sender keeps what does not fit in its
 buffer and reports itself :meth:`ProcessCommunicator.backlogged`; the worker
 then keeps stepping its dataflows (so that it keeps pulling what others send
 it, and returning their credit) until the buffer has gone.  Receiving is
@@ -66,8 +68,10 @@ from runtime.communication.wire import (
     decode_batch,
     decode_value,
     encode_batch,
+    encode_value,
     frame,
     frame_head,
+    prefixed_head,
 )
 from runtime.errors import ConfigurationError
 from scopes.batches import Batch
@@ -77,6 +81,8 @@ HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
 """Seconds without any frame after which a process is reported as lost."""
+HEAD_CACHE = 256
+"""Encoded headers of untimed (progress) frames one worker keeps: the same few go out every step."""
 FLUSH_BYTES = 1 << 18
 """Buffered bytes for one destination process that trigger an early send."""
 
@@ -86,6 +92,10 @@ SEND_WINDOW_VARIABLE = "PYTIMELY_SEND_WINDOW"
 """The environment variable that sets the send window in bytes (e.g. ``65536``, ``64K``, ``8M``)."""
 MIN_SEND_WINDOW = 1 << 16
 """The smallest send window accepted."""
+PIGGYBACK_SHARE = 64
+"""Credit travels with other frames once a worker owes ``window // PIGGYBACK_SHARE`` bytes; a sender may send
+over the window while at most that much is in flight.  Below it, a worker that answers every frame (progress, each
+step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 
@@ -151,6 +161,8 @@ class ProcessFabric:
             send_window = send_window_from(os.environ.get(SEND_WINDOW_VARIABLE))
         self.send_window = send_window
         """Bytes this process may have in flight to each other process (see the module docstring)."""
+        self.slack = send_window // PIGGYBACK_SHARE
+        """Bytes in flight below which anything may be sent, and credit owed below which none travels with data."""
         self.unacknowledged = [0] * processes
         """Bytes sent to each process that it has not returned as credit yet."""
         self.most_unacknowledged = 0
@@ -202,13 +214,13 @@ class ProcessFabric:
     # ------------------------------------------------------------------ flow control
 
     def reserve(self, process: int, size: int) -> bool:
-        """Take ``size`` bytes of the window to ``process`` if they fit, or if nothing is in flight.
+        """Take ``size`` bytes of the window to ``process`` if they fit, or if at most :attr:`slack` is in flight.
 
-        So the bytes in flight stay at most the window, or one message larger than it.
+        So the bytes in flight stay at most the window, or the slack and one message larger than it.
         """
         with self._credit_lock:
             used = self.unacknowledged[process]
-            if used and used + size > self.send_window:
+            if used > self.slack and used + size > self.send_window:
                 return False
             used += size
             self.unacknowledged[process] = used
@@ -508,8 +520,13 @@ class ProcessCommunicator(FabricCommunicator):
         self._owed = [0] * fabric.processes
         """Bytes pulled from each other process and not yet returned to it as credit."""
         self._credit_threshold = max(1, fabric.send_window // 4)
+        self._piggyback = max(1, fabric.slack // fabric.workers)
+        """Credit owed that travels with data: a share of the slack, so that the workers of this process together
+        keep below the slack what they hold back (the sender may send while no more than the slack is in flight)."""
         self._channels_of: dict[int, list[int]] = {}
         """The channels allocated for each dataflow (by index)."""
+        self._heads: dict[tuple[int, Address, tuple[int, ...], int], bytes] = {}
+        """Encoded headers of untimed data frames (progress batches), by channel, address, receivers and path."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
@@ -580,8 +597,8 @@ class ProcessCommunicator(FabricCommunicator):
     def _send(self, process: int, all_credit: bool = False) -> bool:
         """Send the buffered messages for ``process`` that fit its window; whether all went.
 
-        The credit owed to ``process`` travels with them (``all_credit`` is kept for
-        the callers that return credit alone).
+        The credit owed to ``process`` travels with them if it is at least this worker's share of
+        the fabric's :attr:`~ProcessFabric.slack` (or ``all_credit``: the callers that return credit alone).
         """
         out = self._out.get(process)
         pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
@@ -594,15 +611,27 @@ class ProcessCommunicator(FabricCommunicator):
                     break
                 out.popleft()
                 sent += len(payload)
-                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+                pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
-        if owed:
+        if owed and (all_credit or owed >= self._piggyback):
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
             self.fabric.mesh.send_pieces(process, pieces)
         return not out
+
+    def _head(self, channel: int, address: Address, receivers: list[int], time: Any, path: int, length: int) -> bytes:
+        """The head of a data frame: for an untimed one (a progress batch), its header encoded once and kept."""
+        if time is not None:
+            return frame_head([DATA, channel, address, receivers, time, path], length)
+        key = (channel, address, tuple(receivers), path)
+        encoded = self._heads.get(key)
+        if encoded is None:
+            if len(self._heads) >= HEAD_CACHE:
+                self._heads.clear()
+            encoded = self._heads[key] = encode_value([DATA, channel, address, receivers, None, path])
+        return prefixed_head(encoded, length)
 
     def flush(self) -> None:
         """Send every buffered message that fits its receiver's window, and the credit owed.

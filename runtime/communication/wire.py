@@ -210,8 +210,20 @@ def _tuple_of_scalars(record: tuple[Any, ...]) -> bool:
     return True
 
 
+SMALL_BATCH = 16
+"""Batches of at most this many records are checked for the fast path record by record (a progress batch, every
+step): building the sets of types costs more than the loop for a handful."""
+
+
 def _is_fast(batch: list[Any]) -> bool:
     scalars = _SCALARS
+    if len(batch) <= SMALL_BATCH:
+        for record in batch:
+            cls = record.__class__
+            if cls in scalars or (cls is tuple and _tuple_of_scalars(record)):
+                continue
+            return False
+        return True
     kinds = set(map(type, batch))
     if kinds <= scalars:
         return True
@@ -373,6 +385,11 @@ def frame_head(header: list[Any], payload_length: int) -> bytes:
     """
     encoded = encode_value(header)
     return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
+
+
+def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
+    """:func:`frame_head` for a header already encoded with :func:`encode_value` (a sender may keep it)."""
+    return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
 
 
 def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
