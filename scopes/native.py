@@ -23,7 +23,14 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-MODULES = ("scopes.antichain", "scopes.change_batch", "scopes.reachability")
+MODULES = (
+    "scopes.antichain",
+    "scopes.change_batch",
+    "scopes.reachability",
+    "scopes.visit_order",
+    "scopes.progcaster",
+    "scopes.subgraph",
+)
 """The modules the compiled build contains (mypyc compiles them as one group)."""
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent

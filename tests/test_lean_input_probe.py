@@ -76,7 +76,8 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     if "scopes.antichain" not in compiled_modules():  # the profiler does not see compiled functions
         assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
     # the probe is not woken by frontier changes: one activation per pushed message and per input event
-    assert calls[("subgraph.py", "activate_child")] <= 4
+    if "scopes.subgraph" not in compiled_modules():
+        assert calls[("subgraph.py", "activate_child")] <= 4
 
 
 def test_the_probe_does_not_ask_to_be_notified() -> None:

@@ -28,31 +28,23 @@ def test_batches_are_compacted_and_own_batches_not_mailed() -> None:
             sent.append(list(batch))
             self.inner.push(time, batch)
 
-    original = Progcaster.connect
+    def main(worker: Any) -> int:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.map(lambda x: x).exchange(lambda x: x).probe()
 
-    def connect(self: Progcaster, allocator: Any, channel: int) -> None:
-        original(self, allocator, channel)
-        self._pushers = [Recording(p) for p in self._pushers]
+        handle, probe = worker.dataflow(build)
+        # wrapped once connected, not by patching Progcaster.connect: the compiled build calls it natively
+        progcaster: Progcaster = worker.dataflows[0].root._progcaster
+        assert len(progcaster._pushers) == worker.peers - 1
+        progcaster._pushers = [Recording(p) for p in progcaster._pushers]
+        for epoch in range(5):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(handle.time))
+        return 0
 
-    Progcaster.connect = connect  # type: ignore[method-assign]
-    try:
-
-        def main(worker: Any) -> int:
-            def build(scope: ScopeBuilder) -> Any:
-                handle, stream = scope.new_input()
-                return handle, stream.map(lambda x: x).exchange(lambda x: x).probe()
-
-            handle, probe = worker.dataflow(build)
-            assert len(worker.dataflows[0].root._progcaster._pushers) == worker.peers - 1
-            for epoch in range(5):
-                handle.send(epoch)
-                handle.advance_to(epoch + 1)
-                worker.step_while(lambda: probe.less_than(handle.time))
-            return 0
-
-        execute(main, workers=2, stall_timeout=10)
-    finally:
-        Progcaster.connect = original  # type: ignore[method-assign]
+    execute(main, workers=2, stall_timeout=10)
     assert sent, "no progress batch was sent to the other worker"
     for batch in sent:
         assert batch, "an empty batch was sent"
