@@ -356,7 +356,7 @@ class Loop:
 
 def collatz_rounds(limit: int, workers: int) -> Loop:
     """``scaling.collatz_once``'s dataflow, counting the exchanged messages, their records, rounds and steps."""
-    from scopes import ScopeBuilder, Stream
+    import scaling
 
     lock = threading.Lock()
     messages = [0, 0]
@@ -369,35 +369,11 @@ def collatz_rounds(limit: int, workers: int) -> Loop:
             messages[1] += len(batch)
             rounds.add(t)
 
-    def main(worker: Any) -> None:
-        def build(scope: ScopeBuilder) -> Any:
-            handle, stream = scope.new_input()
-
-            def body(inner: ScopeBuilder) -> Stream:
-                loop, feedback = inner.loop_variable(1)
-                running, finished = stream.enter(inner).concat(feedback).branch(lambda n: n == 1)
-                (
-                    running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
-                    .exchange(lambda n: n)
-                    .inspect_batch(count)
-                    .connect_loop(loop)
-                )
-                return finished.leave()
-
-            return handle, scope.iterative(body).probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
-        handle.close()
-
-        def running() -> bool:
-            steps[worker.index] += 1
-            return not probe.done()
-
-        worker.step_while(running)
+    def on_step(index: int) -> None:
+        steps[index] += 1
 
     wall, cpu = time.perf_counter(), time.process_time()
-    execute(main, workers=workers)
+    execute(partial(scaling.collatz_worker, limit=limit, count=count, on_step=on_step), workers=workers)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return Loop(workers, wall, cpu, len(rounds), messages[0], messages[1], sum(steps) / workers)
 

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,44 @@ def shape_in_child(shape: str, count: int, timeout: float = 300) -> dict[str, fl
     return result
 
 
+def collatz_worker(
+    worker: Any, limit: int, count: Callable[[Any, list[int]], None], on_step: Callable[[int], None] | None = None
+) -> None:
+    """One worker of the Collatz loop over ``1..limit``: ``count(time, batch)`` sees every exchanged message.
+
+    Every number iterates the Collatz map in an ``iterative`` scope, exchanged
+    by value each round, until it reaches 1.  ``on_step(worker index)`` is called
+    before each step (to count them).
+    """
+
+    def build(scope: ScopeBuilder) -> Any:
+        handle, stream = scope.new_input()
+
+        def body(inner: ScopeBuilder) -> Stream:
+            loop, feedback = inner.loop_variable(1)
+            running, finished = stream.enter(inner).concat(feedback).branch(lambda n: n == 1)
+            (
+                running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
+                .exchange(lambda n: n)
+                .inspect_batch(count)
+                .connect_loop(loop)
+            )
+            return finished.leave()
+
+        return handle, scope.iterative(body).probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
+    handle.close()
+
+    def running() -> bool:
+        if on_step is not None:
+            on_step(worker.index)
+        return not probe.done()
+
+    worker.step_while(running)
+
+
 def collatz_once(limit: int, workers: int) -> dict[str, float]:
     """Run the Collatz loop once; seconds and records per exchanged message."""
     lock = threading.Lock()
@@ -129,30 +169,8 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
             stats[0] += 1
             stats[1] += len(batch)
 
-    def main(worker: Any) -> None:
-        def build(scope: ScopeBuilder) -> Any:
-            handle, stream = scope.new_input()
-
-            def body(inner: ScopeBuilder) -> Stream:
-                loop, feedback = inner.loop_variable(1)
-                running, finished = stream.enter(inner).concat(feedback).branch(lambda n: n == 1)
-                (
-                    running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
-                    .exchange(lambda n: n)
-                    .inspect_batch(count)
-                    .connect_loop(loop)
-                )
-                return finished.leave()
-
-            return handle, scope.iterative(body).probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
     start = time.perf_counter()
-    execute(main, workers=workers)
+    execute(partial(collatz_worker, limit=limit, count=count), workers=workers)
     return {"seconds": time.perf_counter() - start, "per_message": stats[1] / max(stats[0], 1)}
 
 
