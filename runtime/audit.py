@@ -43,7 +43,7 @@ from typing import Any
 
 from runtime.errors import AuditViolation
 from scopes.hooks import ProgressObserver
-from scopes.order import less_equal
+from scopes.order import Time, less_equal
 
 AUDIT_VARIABLE = "PYTIMELY_AUDIT"
 """The environment variable that turns the audit on for every worker (``1``)."""
@@ -311,11 +311,13 @@ class Auditor:
             if new:
                 self._ever.add(key)
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
+    def input_event(
+        self, address: tuple[int, ...], name: str, action: str, time: Time, site: str | None = None
+    ) -> None:
         """Nothing to check."""
 
     def capability_site(
-        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+        self, address: tuple[int, ...], output: int, time: Time, diff: int, action: str, site: str
     ) -> None:
         """Nothing to check: the pointstamps say what is held."""
 

@@ -44,6 +44,7 @@ from runtime.errors import ConfigurationError
 from runtime.execute import execute
 from runtime.worker import Worker
 from scopes.builder import ScopeBuilder
+from scopes.order import Time
 from scopes.stream import Stream
 from scopes.timestamp import INTEGER, TimestampType
 
@@ -261,7 +262,7 @@ class _Collector:
         self.name = name
         self.into = into
 
-    def __call__(self, time: Any, batch: Any) -> None:
+    def __call__(self, time: Time, batch: Any) -> None:
         self.into.append([self.name, time, _as_records(batch)])
 
 
@@ -330,7 +331,7 @@ def _run_worker(
     return {"collected": collected, "frontiers": frontiers}
 
 
-def _behind(probes: list[Any], time: Any) -> bool:
+def _behind(probes: list[Any], time: Time) -> bool:
     """Whether some output has not passed ``time`` yet."""
     return any(probe.less_equal(time) for probe in probes)
 

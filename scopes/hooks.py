@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from scopes.order import Time
+
 
 class ProgressObserver(Protocol):
     """Receives events from scopes code; each method must be cheap and never raise."""
@@ -81,13 +83,15 @@ class ProgressObserver(Protocol):
         """Frontier changes ``(location, time, diff)`` computed by ``scope``'s tracker."""
         ...
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
+    def input_event(
+        self, address: tuple[int, ...], name: str, action: str, time: Time, site: str | None = None
+    ) -> None:
         """An input handle was ``"created"`` (at ``site`` in the user's code), ``"advanced"`` (to ``time``) or
         ``"closed"``."""
         ...
 
     def capability_site(
-        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+        self, address: tuple[int, ...], output: int, time: Time, diff: int, action: str, site: str
     ) -> None:
         """A capability for ``time`` on ``output`` of the operator at ``address`` came (``diff`` 1) or went (-1).
 

@@ -97,7 +97,7 @@ class _Unowned:
     __slots__ = ("current_time",)
 
     def __init__(self) -> None:
-        self.current_time: Any = None
+        self.current_time: Time | None = None
 
 
 class InputPort:
@@ -180,7 +180,7 @@ class Capability:
 
     __slots__ = ("_time", "_output", "_valid", "_token", "_site", "__weakref__")
 
-    def __init__(self, time: Any, output: OutputPort) -> None:
+    def __init__(self, time: Time, output: OutputPort) -> None:
         """Mint a capability; operators receive these from the runtime rather than create them."""
         self._time = time
         self._output = output
@@ -191,7 +191,7 @@ class Capability:
         output.held += 1
 
     @classmethod
-    def initial(cls, time: Any, output: OutputPort) -> Capability:
+    def initial(cls, time: Time, output: OutputPort) -> Capability:
         """Adopt an operator's initial capability, already counted in its internal summary."""
         capability: Capability = cls.__new__(cls)
         capability._time = time
@@ -249,7 +249,7 @@ class Capability:
         """Whether the capability is still held (not dropped)."""
         return self._valid
 
-    def _check(self, verb: str, time: Any) -> None:
+    def _check(self, verb: str, time: Time) -> None:
         """Refuse to ``verb`` (downgrade, delay) a dropped capability, or to a time of the wrong type.
 
         The messages are only formatted when something is wrong: this runs on
@@ -284,7 +284,7 @@ class Capability:
                 self._token = None
             output.capability_changed()
 
-    def _moved(self, time: Any) -> None:
+    def _moved(self, time: Time) -> None:
         """Report a downgrade to ``time``, from where the user's code made it (or where it was held before)."""
         self._report(-1)
         self._time = time
@@ -333,7 +333,7 @@ class Capability:
         return f"Capability(time={self._time!r}, output={self._output.port}{state})"
 
 
-def _check_time(port: OutputPort, time: Any, action: str) -> None:
+def _check_time(port: OutputPort, time: Time, action: str) -> None:
     """Raise :class:`CapabilityError` unless ``time`` is a timestamp of the port's scope."""
     timestamp_type = port.timestamp_type
     if timestamp_type is not None and not timestamp_type.contains(time):
@@ -352,7 +352,7 @@ class CapabilityRef:
 
     __slots__ = ("_time", "_operator", "_input", "_valid", "_token")
 
-    def __init__(self, time: Any, operator: Operator, input_port: int) -> None:
+    def __init__(self, time: Time, operator: Operator, input_port: int) -> None:
         """Create the reference; the runtime does this for each received message."""
         self._time = time
         self._operator = operator
@@ -465,9 +465,9 @@ class OutputBuffer:
         """Buffer for output ``port``."""
         self.port = port
         self.records: list[Any] = []
-        self.time: Any = OutputBuffer.NO_TIME
+        self.time: Any = OutputBuffer.NO_TIME  # a Time once switched to one; NO_TIME, a sentinel, before
 
-    def switch(self, time: Any) -> None:
+    def switch(self, time: Time) -> None:
         """Send what is held, then hold records at ``time``."""
         self.flush()
         self.time = time
@@ -493,7 +493,7 @@ class Session:
 
     __slots__ = ("_buffer", "time", "_capability", "_token")
 
-    def __init__(self, buffer: OutputBuffer, time: Any, capability: Capability | CapabilityRef) -> None:
+    def __init__(self, buffer: OutputBuffer, time: Time, capability: Capability | CapabilityRef) -> None:
         """Send into ``buffer`` at ``time``, under ``capability``."""
         self._buffer = buffer
         self.time = time
@@ -627,7 +627,7 @@ class Notificator:
             held[-1].track("notify_at")
         self._requests += 1
 
-    def _complete(self, time: Any) -> bool:
+    def _complete(self, time: Time) -> bool:
         for frontier in self._frontiers:
             if frontier.less_equal(time):
                 return False
@@ -710,7 +710,7 @@ class Operator(Operate):
         self._activate: Activator | None = None
         # Run-time state read by capabilities and failure reports.
         self.running = False
-        self.current_time: Any = None
+        self.current_time: Time | None = None
         for port in inputs:
             port.owner = self
         for output in outputs:
@@ -889,13 +889,13 @@ class Operator(Operate):
 
     # checks ------------------------------------------------------------------
 
-    def lend(self, time: Any, input_port: int) -> CapabilityRef:
+    def lend(self, time: Time, input_port: int) -> CapabilityRef:
         """The capability reference for a message at ``time`` on ``input_port``, valid until the logic returns."""
         ref = CapabilityRef(time, self, input_port)
         self._refs.append(ref)
         return ref
 
-    def check_ref(self, ref: CapabilityRef, output: int, time: Any) -> OutputPort:
+    def check_ref(self, ref: CapabilityRef, output: int, time: Time) -> OutputPort:
         """The port of ``output`` if ``ref`` allows a capability for ``time`` there; raises otherwise."""
         if not ref.valid:
             raise CapabilityError(
@@ -921,14 +921,14 @@ class Operator(Operate):
             )
         return self.output_ports[output]
 
-    def _reaches(self, input_port: int, output: int, time: Any, target: Any) -> bool:
+    def _reaches(self, input_port: int, output: int, time: Time, target: Time) -> bool:
         for summary in self._connectivity[input_port].get(output, ()):
             result = summary.results_in(time)
             if result is not None and less_equal(result, target):
                 return True
         return False
 
-    def check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Any) -> None:
+    def check_send(self, capability: Capability | CapabilityRef, port: OutputPort, time: Time) -> None:
         """Raise :class:`CapabilityError` unless ``capability`` allows sending at ``time`` on ``port``."""
         _check_time(port, time, "send")
         if isinstance(capability, Capability):

@@ -24,6 +24,7 @@ from typing import Any
 
 import graphviz  # type: ignore[import-untyped]
 
+from scopes.order import Time
 from viz.errors import RenderError
 from viz.explain import Blocker, explain
 from viz.model import Address, Edge, Loc, Model, ScopeInfo, View
@@ -56,7 +57,7 @@ def format_frontier(times: Sequence[Any]) -> str:
     return "{" + text + "}"
 
 
-def _time(time: Any) -> str:
+def _time(time: Time) -> str:
     if isinstance(time, tuple) and len(time) == 2:
         return f"({_time(time[0])}, {_time(time[1])})"
     return str(time)

@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from scopes.order import less_equal
+from scopes.order import Time, less_equal
 from viz.model import Loc, Model, View
 
 
@@ -50,7 +50,7 @@ class Blocker:
     kind: str
     """``"capability"``, ``"messages"``, ``"input"`` or ``"progress"``."""
     location: Loc
-    time: Any
+    time: Time
     count: int
     path: list[Loc]
     """Locations from the blocker to the stuck location, both included."""
@@ -87,7 +87,7 @@ def _predecessors(model: Model, loc: Loc) -> list[Loc]:
     return [(scope, node, i, False) for i, outputs in enumerate(op.reach) if port in outputs]
 
 
-def explain(model: Model, loc: Loc, time: Any, view: View | None = None) -> list[Blocker]:
+def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> list[Blocker]:
     """The pointstamps that keep ``time`` (or earlier) possible at ``loc``, each with its path.
 
     ``view`` defaults to all workers combined.  The result is empty when the

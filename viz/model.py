@@ -51,7 +51,7 @@ from runtime.instrument import (
     Scheduled,
     WorkerShutdown,
 )
-from scopes.order import less_equal
+from scopes.order import Time, less_equal
 from viz.errors import SelectionError
 
 Address = tuple[int, ...]
@@ -116,14 +116,14 @@ class InputState:
 
     address: Address
     name: str
-    time: Any
+    time: Time
     advanced: bool = False
     closed: bool = False
     site: str | None = None
     """Where the user's code created the handle (``file.py:LINE``), when the recording says."""
 
 
-def _add(counts: dict[Any, int], time: Any, diff: int) -> None:
+def _add(counts: dict[Any, int], time: Time, diff: int) -> None:
     value = counts.get(time, 0) + diff
     if value:
         counts[time] = value
@@ -178,7 +178,7 @@ class View:
         """The positive pointstamp counts at ``loc``."""
         return {time: count for time, count in self.pointstamps.get(loc, {}).items() if count > 0}
 
-    def sites(self, loc: Loc, time: Any) -> list[tuple[str, str]]:
+    def sites(self, loc: Loc, time: Time) -> list[tuple[str, str]]:
         """Where the user's code took the capabilities held at ``loc`` for ``time``: ``(action, site)`` pairs.
 
         The places whose capabilities are still held, or, when the recording

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import RecordingError
+from scopes.order import Time
 
 K_OPERATOR = 1
 K_CHANNEL = 2
@@ -190,7 +191,7 @@ class InputChanged(Event):
     address: tuple[int, ...]
     name: str
     action: str
-    time: Any
+    time: Time
     site: str | None = None
 
 
@@ -200,7 +201,7 @@ class CapabilitySite(Event):
 
     address: tuple[int, ...]
     output: int
-    time: Any
+    time: Time
     diff: int
     action: str
     site: str

@@ -22,6 +22,7 @@ from runtime.instrumentation.events import (
     K_SCHEDULE,
     K_SHUTDOWN,
 )
+from scopes.order import Time
 
 
 class Instrument:
@@ -112,7 +113,9 @@ class Instrument:
         if batch:
             self._emit(K_FRONTIERS, scope, batch)
 
-    def input_event(self, address: tuple[int, ...], name: str, action: str, time: Any, site: str | None = None) -> None:
+    def input_event(
+        self, address: tuple[int, ...], name: str, action: str, time: Time, site: str | None = None
+    ) -> None:
         """Log an input handle being created (at ``site``), advanced or closed."""
         if site is None:
             self._emit(K_INPUT, tuple(address), name, action, time)
@@ -120,7 +123,7 @@ class Instrument:
             self._emit(K_INPUT, tuple(address), name, action, time, site)
 
     def capability_site(
-        self, address: tuple[int, ...], output: int, time: Any, diff: int, action: str, site: str
+        self, address: tuple[int, ...], output: int, time: Time, diff: int, action: str, site: str
     ) -> None:
         """Log a capability coming (``diff`` 1) or going (-1), with where the user's code took it."""
         self._emit(K_CAPABILITY, tuple(address), output, time, diff, action, site)
