@@ -177,6 +177,31 @@ def explain(label: str, one_process_seconds: float, records: int, costs: Exchang
     )
 
 
+def explain_waiting(label: str, one: tuple[float, float], two: tuple[float, float], goal: float) -> str:
+    """One Markdown sentence: how much of 2 processes' time is CPU and how much is waiting.
+
+    ``one`` and ``two`` are ``(wall seconds, CPU seconds of the busiest process)`` medians of the
+    same run, without reading.  If the busiest process only computed, the speed-up would be
+    ``one wall / two CPU``; what the wall time holds beyond that CPU is the process waiting.
+    """
+    one_wall, one_cpu = one
+    two_wall, two_cpu = two
+    cpu_bound = one_wall / two_cpu if two_cpu else float("inf")
+    waiting = max(two_wall - two_cpu, 0.0)
+    needed = one_wall / goal
+    return (
+        f"- **{label}, CPU against waiting**: 1 process takes {_seconds(one_wall)} ({_seconds(one_cpu)} of CPU); "
+        f"of 2 processes' {_seconds(two_wall)} the busier spends {_seconds(two_cpu)} computing "
+        f"({two_cpu / one_cpu:.2f}× 1 process's CPU, where an even split of the work would be 0.50×) and "
+        f"{_seconds(waiting)} waiting (in its profile below, the lock `acquire`). Computing alone, 2 processes "
+        f"would be {cpu_bound:.2f}× as fast as 1; the goal of {goal:g}× needs them done in {_seconds(needed)}."
+    )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value >= 1 else f"{value * 1e3:.0f} ms"
+
+
 def _profiled(worker: Any, target: str, kwargs: dict[str, Any], top: int) -> list[tuple[str, int, float, float]]:
     """Run ``target`` (``"module:function"``) on ``worker`` under cProfile; its top functions by own time."""
     import cProfile

@@ -1151,6 +1151,14 @@ def _cost_limits(
                 rounds=2 if cfg.quick else 5,
             )
             lines.append(limits.explain(job.label, one, words, costs, ceiling))
+        medians = {
+            processes: (
+                Sample.of([t.without_reading for t in times[job.key][processes]]).median,
+                Sample.of([t.cpu for t in times[job.key][processes]]).median,
+            )
+            for processes in (1, 2)
+        }
+        lines.append(limits.explain_waiting(job.label, medians[1], medians[2], COST_GOALS[job.key]))
     lines.append("")
     for job in missed:
         if job.key == "WCC columnar":

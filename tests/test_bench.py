@@ -192,6 +192,9 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
     for variant, line in explained.items():
         row = next(row for row in issue.splitlines() if f"| {variant} |" in row)
         assert (line in text) == ("**MISS**" in row), variant
+    for job in ("wordcount, record-wise", "wordcount, columnar (NumPy arrays of words)", "WCC, columnar"):
+        row = next(row for row in issue.splitlines() if f"| {job}, 2 processes × 1 worker |" in row)
+        assert (f"- **{job}, CPU against waiting**: " in text) == ("**MISS**" in row), job
     assert "| workload | single thread | 1 process | 2 processes | 4 processes |" in text
     assert "`os.cpu_count()` = " in text and "affinity" in text
     assert "edges: pytimely columnar, 1 worker" in text and "ns per edge" in text

@@ -146,3 +146,13 @@ def test_missed_goals_print_their_explanation() -> None:
     no_regression = _row("pytimely record-wise: no regression (issue 18 measured 0.46–0.52× the loop)", stats.MISS)
     pipeline = run._pipeline_limits(cfg, [no_regression], samples)
     assert pipeline[0].startswith("- **What limits the record-wise pipeline**")
+
+
+def test_a_missed_cost_goal_splits_two_processes_time_into_computing_and_waiting() -> None:
+    import limits as cost_limits
+
+    line = cost_limits.explain_waiting("WCC, columnar", (2.62, 2.60), (1.81, 1.40), 1.6)
+    assert "1 process takes 2.62 s (2.60 s of CPU)" in line
+    assert "the busier spends 1.40 s computing (0.54× 1 process's CPU" in line
+    assert "410 ms waiting" in line
+    assert "2 processes would be 1.87× as fast as 1" in line and "done in 1.64 s" in line
