@@ -181,6 +181,7 @@ def test_quick_run_renders_every_section_without_spark(tmp_path: Path) -> None:
         for reading in ("without reading", "reading included"):
             assert f"**COST of {job}, {reading}**: " in issue
     explained = {  # a missed goal says what limits it (benchmarks/latency_limits.py), a met one says nothing
+        "pytimely, 1 worker": "- **What limits 1 worker against bytewax**",
         "pytimely, 2 threads in 1 process": "- **What limits 2 threads**",
         "pytimely, 2 processes × 1 worker": "- **What limits 2 processes**",
         "2 threads in 1 process": "- **What limits the loop on 2 threads**",
