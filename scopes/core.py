@@ -23,6 +23,7 @@ facade imports the families and nothing imports the facade back.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Generic, Protocol, Self, TypeVar
@@ -70,7 +71,7 @@ class BuildContext:
         return channel
 
 
-class Scope(Generic[S_co]):
+class Scope(ABC, Generic[S_co]):
     """One scope while its dataflow is built: where operators go, and which streams it makes.
 
     Subclasses say what a stream is by implementing :meth:`new_stream`
@@ -90,9 +91,9 @@ class Scope(Generic[S_co]):
         self.parent = parent
         self.index_in_parent = index_in_parent
 
+    @abstractmethod
     def new_stream(self, source: Source, tee: Tee, name: str) -> S_co:
         """The stream in this scope produced at ``source``, whose messages go through ``tee``."""
-        raise NotImplementedError(f"{type(self).__name__} does not say what its streams are")
 
     @property
     def name(self) -> str:
