@@ -323,7 +323,7 @@ BatchKey = str | Callable[[Any], Any]
 
 
 class BatchKeys:
-    """Computes the routing hashes of a batch's rows for :class:`ExchangeBatch`, checking the key as it goes.
+    """Computes the destinations of a batch's rows for :class:`ExchangeBatch`, checking the key as it goes.
 
     ``where`` names the exchange operator (and its scope path) in error messages.
     """
@@ -377,13 +377,6 @@ class BatchKeys:
             str(self.key),
             available,
         )
-
-    def hashes(self, batch: Any, time: Any) -> np.ndarray:
-        """The stable hash of each row's key, as a ``uint64`` array with one entry per row."""
-        keys = self.keys(batch, time)
-        if is_arrow(keys):  # an Arrow column, or an Arrow array of keys
-            return stable_hash_arrow(keys)
-        return stable_hash_array(keys)
 
     def destinations(self, batch: Any, time: Any, peers: int) -> np.ndarray:
         """The worker (``stable_hash(key) % peers``) of each row, as an integer array with one entry per row.
