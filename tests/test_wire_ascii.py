@@ -105,3 +105,26 @@ def test_each_receiver_gets_its_own_copy_of_an_unpacked_array() -> None:
 def test_a_peer_that_sends_something_else_under_the_packed_name_is_refused(payload: bytes, complaint: str) -> None:
     with pytest.raises(WireError, match=complaint):
         decode_batch(BATCH_NDARRAY_ASCII, payload)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_under_the_packed_name_decode_to_a_str_array_or_a_wire_error(data: bytes) -> None:
+    try:
+        array = decode_batch(BATCH_NDARRAY_ASCII, data)
+    except WireError:
+        return
+    assert array.dtype.kind == "U" and array.flags.writeable
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 200), st.binary(min_size=1, max_size=8))
+def test_a_packed_payload_damaged_anywhere_decodes_to_a_str_array_or_a_wire_error(at: int, junk: bytes) -> None:
+    payload = bytearray(encode_batch(np.array(["word", "other"] * (ASCII_PACK_MIN // 2)))[1])
+    at %= len(payload)
+    payload[at : at + len(junk)] = junk
+    try:
+        array = decode_batch(BATCH_NDARRAY_ASCII, bytes(payload))
+    except WireError:
+        return
+    assert array.dtype.kind == "U"
