@@ -108,9 +108,15 @@ def _dtype_spec(dtype: Any) -> Any:
     return str(dtype.str)
 
 
-def _dtype_from_spec(spec: Any) -> Any:
+MAX_DTYPE_DEPTH = 16
+"""How deep structured and sub-array dtype descriptions may nest in a received array header."""
+
+
+def _dtype_from_spec(spec: Any, depth: int = 0) -> Any:
     import numpy
 
+    if depth > MAX_DTYPE_DEPTH:
+        raise ColumnarDecodeError(f"a numpy dtype description nests more than {MAX_DTYPE_DEPTH} deep")
     if spec.__class__ is str:
         return numpy.dtype(spec)
     if spec.__class__ is list and spec and spec[0] == "struct" and len(spec) == 6:
@@ -118,14 +124,14 @@ def _dtype_from_spec(spec: Any) -> Any:
         return numpy.dtype(
             {
                 "names": list(names),
-                "formats": [_dtype_from_spec(item) for item in formats],
+                "formats": [_dtype_from_spec(item, depth + 1) for item in formats],
                 "offsets": list(offsets),
                 "itemsize": int(itemsize),
                 "titles": list(titles),
             }
         )
     if spec.__class__ is list and spec and spec[0] == "sub" and len(spec) == 3:
-        return numpy.dtype((_dtype_from_spec(spec[1]), tuple(spec[2])))
+        return numpy.dtype((_dtype_from_spec(spec[1], depth + 1), tuple(spec[2])))
     raise ColumnarDecodeError(f"not a numpy dtype description: {spec!r:.100}")
 
 
@@ -138,6 +144,11 @@ def ndarray_parts(array: Any) -> tuple[bytes, Any]:
     dtype = array.dtype
     if dtype.hasobject:
         raise _object_dtype_error(dtype)
+    if dtype.itemsize == 0:
+        raise ColumnarEncodeError(
+            f"a numpy array of dtype {dtype} has elements of no bytes, which no reader accepts (their count "
+            f"could not be checked against the data); give it a dtype of at least one byte, or send a list"
+        )
     try:
         header = msgpack.packb([_dtype_spec(dtype), list(array.shape)], use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as error:
@@ -241,6 +252,9 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         dtype = _dtype_from_spec(spec)
         if dtype.hasobject:
             raise ColumnarDecodeError(f"received a numpy array of dtype {dtype}, which would need unpickling")
+        if dtype.itemsize == 0:
+            # zero bytes an element: any element count fits in no data, so 20 bytes could declare 2**40 records
+            raise ColumnarDecodeError(f"received a numpy array of dtype {dtype}, whose elements take no bytes")
         shape = tuple(shape_list)
         if any(extent.__class__ is not int or extent < 0 for extent in shape):
             raise ColumnarDecodeError(f"not an array shape: {shape_list!r:.100}")
@@ -311,12 +325,21 @@ def _aligned_reads(pyarrow: Any) -> Any:
 
 
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
-    """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``."""
+    """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``.
+
+    The data is validated fully (``validate(full=True)``: every offset, dictionary index and child
+    length) before it is returned, so hostile bytes raise :class:`ColumnarDecodeError` instead of
+    crashing the process when a column is read.
+    """
     what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
     pyarrow = _pyarrow(what)
     try:
         reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data), options=_aligned_reads(pyarrow))
         table = reader.read_all()
+        # Arrow's IPC reader checks only that buffers lie inside the message: an offset that points
+        # outside its data (a checksum cannot tell a crafted batch) crashed the process when the column
+        # was read.  Full validation checks every offset, index and child before anything uses the data.
+        table.validate(full=True)
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
         raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error
     if kind == ARROW_TABLE:
