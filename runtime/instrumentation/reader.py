@@ -114,7 +114,6 @@ class RecordingStream:
             self.version = VERSION
             return start[len(RECORDING_MAGIC) :]
         if 0x81 <= start[0] <= 0x8F and (len(start) < 8 or start[1:8] == b"\xa6format"):
-            self._format_1()
             self.version = 1
             dialect = codec.RECORDING_V1.cached() if self._cache_times else codec.RECORDING_V1
             self._unpacker = dialect.unpacker(min(_V1_MAX_BUFFER, self.max_pending or _V1_MAX_BUFFER))
@@ -173,15 +172,18 @@ class RecordingStream:
         out: list[Any] = []
         try:
             unpacker.feed(data)
-            out.extend(unpacker)
+            for item in unpacker:
+                if self.header is None:
+                    self._check_header(item, 0)  # refuses the file (unless asked) before any event is read
+                else:
+                    out.append(item)
         except msgpack.BufferFull:
             raise self._too_large() from None
+        except RecordingError:
+            raise
         except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
             problem = codec.decode_error(error, codec.RECORDING_V1)
-            done = self.events + len(out) - (1 if self.header is None and out else 0)
-            raise RecordingError(f"{self.where}: corrupted after {done} events ({problem})") from None
-        if self.header is None and out:
-            self._check_header(out.pop(0), 0)
+            raise RecordingError(f"{self.where}: corrupted after {self.events + len(out)} events ({problem})") from None
         self._check_events(out, unpacker.tell())
         self.events += len(out)
         return out
@@ -201,6 +203,8 @@ class RecordingStream:
             )
         if version != self.version:
             raise self._corrupt(offset, f"declares format version {version!r} in a file of version {self.version}")
+        if version == 1:
+            self._format_1()
         self.header = value
 
     def _check_events(self, events: Sequence[Any], offset: int) -> None:
