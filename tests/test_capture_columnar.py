@@ -29,7 +29,6 @@ from runtime.eventlog import (
     encode_event,
     event_log_bytes,
     header_frame,
-    frame,
     read_event_log,
     write_events,
 )

@@ -38,7 +38,15 @@ from runtime.communication.wire import (
 )
 from runtime.communication.wire import frame as wire_frame
 from runtime.errors import DecodeError, TimelyRuntimeError
-from runtime.eventlog import MAGIC, EventEncodeError, EventLogError, EventReader, EventWriter, event_log_bytes, header_frame
+from runtime.eventlog import (
+    MAGIC,
+    EventEncodeError,
+    EventLogError,
+    EventReader,
+    EventWriter,
+    event_log_bytes,
+    header_frame,
+)
 from runtime.framing import RECORDING_MAGIC, frame
 from runtime.instrument import END_FRAME, RecordingError, RecordingStream, encode_events, encode_header
 from scopes.capture import Batch, Progress

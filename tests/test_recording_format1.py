@@ -62,7 +62,10 @@ def test_every_reader_refuses_format_1_unless_asked_saying_how_to_ask(tmp_path: 
 
 def test_format_1_is_read_when_asked_with_a_warning(tmp_path: Path) -> None:
     path = v1_file(tmp_path)
-    expected = [InputChanged(0, 1, 1.25, (0, 1), "input", "advanced", 3), InputChanged(0, 2, 1.5, (0, 1), "input", "advanced", 4)]
+    expected = [
+        InputChanged(0, 1, 1.25, (0, 1), "input", "advanced", 3),
+        InputChanged(0, 2, 1.5, (0, 1), "input", "advanced", 4),
+    ]
     with pytest.warns(UncheckedRecordingWarning, match="format version 1, read without checksums"):
         recording = read_recording(path, allow_format_1=True)
     assert recording.events == expected and recording.unchecked is not None and str(path) in recording.unchecked
