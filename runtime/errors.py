@@ -232,7 +232,7 @@ class RecordingCorrupt(RecordingError, DecodeError):
         self.offset = offset
 
 
-class UncheckedRecordingWarning(UserWarning):
+class UncheckedRecordingWarning(TimelyRuntimeError, UserWarning):
     """A recording of format version 1 was read (on request): it has no checksums, so damage reads as other data."""
 
 
