@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
 import subprocess
@@ -21,12 +22,16 @@ from pathlib import Path
 import msgpack  # type: ignore[import-untyped]
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime.communication.wire import BATCH_NDARRAY, decode_batch, encode_batch
-from runtime.errors import EncodingError, WireError
+from runtime.communication.arraycodec import _compressed
+from runtime.communication.wire import BATCH_ARROW, BATCH_NDARRAY, decode_batch, encode_batch
+from runtime.errors import ColumnarDecodeError, EncodingError, WireError
 from runtime.eventlog import (
     EventEncodeError,
     EventLogCorrupt,
+    EventReader,
     EventWriter,
     event_log_bytes,
     header_frame,
@@ -176,3 +181,45 @@ def test_honest_arrays_still_round_trip() -> None:
     for array in (np.arange(5), np.zeros((2, 0), "<i4"), np.array([b"ab", b"c"]), np.zeros(3, "V2")):
         back = decode_batch(*encode_batch(array))
         assert back.dtype == array.dtype and back.shape == array.shape and back.tobytes() == array.tobytes()
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_compressed_arrow_buffers_are_refused_before_they_are_decompressed(compression: str, dictionary: bool) -> None:
+    pa = pytest.importorskip("pyarrow")
+    column = pa.array(np.zeros(1_000_000, np.int64))  # 8 MB that compress to a few KB
+    if dictionary:
+        column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1_000_000, np.int32)), column)
+    batch = pa.record_batch({"x": column})
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
+        writer.write_batch(batch)
+    data = sink.getvalue().to_pybytes()
+    assert len(data) < 200_000
+    with pytest.raises(WireError, match="compressed Arrow buffers"):
+        decode_batch(BATCH_ARROW, data)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*compressed Arrow buffers"):
+        read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, data)])]))
+
+
+def read_event_log_bytes(data: bytes) -> list[object]:
+    return [event for event in EventReader(io.BytesIO(data)) if event is not None]
+
+
+def test_honest_arrow_batches_still_round_trip() -> None:
+    pa = pytest.importorskip("pyarrow")
+    words = pa.array(["a", None, "ccc", "a"]).dictionary_encode()
+    batch = pa.record_batch({"w": words, "n": pa.array([1, 2, None, 4]), "l": pa.array([[1], [], None, [2, 3]])})
+    table = pa.Table.from_batches([batch, batch.slice(1, 2)])
+    for value in (batch, table, batch.slice(0, 0), pa.table({"x": pa.array([], pa.int8())})):
+        back = decode_batch(*encode_batch(value))
+        assert type(back) is type(value) and back.equals(value)
+        assert back.to_pylist() == value.to_pylist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_the_compression_check_reads_any_metadata_within_bounds(meta: bytes) -> None:
+    with contextlib.suppress(ColumnarDecodeError):
+        assert _compressed(meta) in (True, False)

@@ -324,6 +324,71 @@ def _aligned_reads(pyarrow: Any) -> Any:
         return None
 
 
+_MESSAGE_DICTIONARY_BATCH = 2
+_MESSAGE_RECORD_BATCH = 3
+
+
+def _fb_field(meta: bytes, table: int, index: int) -> int:
+    """The position of field ``index`` of the flatbuffer table at ``table``, or 0 when absent (bounds-checked)."""
+    (back,) = struct.unpack_from("<i", meta, table)
+    vtable = table - back
+    if not 0 <= vtable <= len(meta) - 4:
+        raise ColumnarDecodeError("an Arrow IPC message's metadata points outside itself")
+    (size,) = struct.unpack_from("<H", meta, vtable)
+    slot = 4 + 2 * index
+    if slot + 2 > size:
+        return 0
+    (offset,) = struct.unpack_from("<H", meta, vtable + slot)
+    return table + offset if offset else 0
+
+
+def _fb_table(meta: bytes, at: int) -> int:
+    """The table an offset field at ``at`` refers to."""
+    (offset,) = struct.unpack_from("<I", meta, at)
+    if not 0 <= at + offset <= len(meta) - 4:
+        raise ColumnarDecodeError("an Arrow IPC message's metadata points outside itself")
+    return at + offset
+
+
+def _compressed(meta: bytes) -> bool:
+    """Whether the Arrow IPC message whose flatbuffer metadata is ``meta`` declares compressed buffers.
+
+    Reads the ``Message`` table (``header_type``, ``header``) and its record
+    batch (directly, or inside a dictionary batch) for the ``compression`` field.
+    """
+    try:
+        message = _fb_table(meta, 0)
+        kind_at = _fb_field(meta, message, 1)
+        kind = meta[kind_at] if kind_at else 0
+        header_at = _fb_field(meta, message, 2)
+        if kind not in (_MESSAGE_RECORD_BATCH, _MESSAGE_DICTIONARY_BATCH) or not header_at:
+            return False
+        batch = _fb_table(meta, header_at)
+        if kind == _MESSAGE_DICTIONARY_BATCH:
+            data_at = _fb_field(meta, batch, 1)
+            if not data_at:
+                return False
+            batch = _fb_table(meta, data_at)
+        return _fb_field(meta, batch, 3) != 0
+    except (struct.error, IndexError):
+        raise ColumnarDecodeError("an Arrow IPC message's metadata is malformed") from None
+
+
+def _refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
+    """Refuse an IPC stream with compressed buffers before any is decompressed.
+
+    pytimely never writes them; a compressed buffer declares the size it
+    decompresses to, so 24 KB could make a reader allocate 800 MB (and a frame
+    of 1 GiB, terabytes).
+    """
+    for message in pyarrow.ipc.MessageReader.open_stream(buffer):
+        if _compressed(message.metadata.to_pybytes()):
+            raise ColumnarDecodeError(
+                f"{what} holds compressed Arrow buffers, which pytimely never writes and does not read (their "
+                "declared sizes are not bounded by the bytes received)"
+            )
+
+
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``.
 
@@ -334,12 +399,16 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
     pyarrow = _pyarrow(what)
     try:
-        reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data), options=_aligned_reads(pyarrow))
+        buffer = pyarrow.py_buffer(data)
+        _refuse_compressed(pyarrow, buffer, what)
+        reader = pyarrow.ipc.open_stream(buffer, options=_aligned_reads(pyarrow))
         table = reader.read_all()
         # Arrow's IPC reader checks only that buffers lie inside the message: an offset that points
         # outside its data (a checksum cannot tell a crafted batch) crashed the process when the column
         # was read.  Full validation checks every offset, index and child before anything uses the data.
         table.validate(full=True)
+    except ColumnarDecodeError:
+        raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
         raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error
     if kind == ARROW_TABLE:
