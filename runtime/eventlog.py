@@ -383,7 +383,7 @@ class EventReader:
             return False
         offset, payload = taken
         try:
-            header = codec.decode(payload, codec.CAPTURE)
+            header = codec.decode(payload, codec.PLAIN)  # a map of plain values, at most 64 KiB
         except DecodeError as error:
             raise self._corrupt(offset, f"(the header) cannot be decoded: {error}") from error
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
@@ -524,26 +524,34 @@ class EventReader:
         return f"EventReader({self.name!r}, offset={self._frames.start})"
 
 
-def timestamp_type_named(name: object) -> TimestampType | None:
+MAX_TIMESTAMP_DEPTH = codec.MAX_DEPTH
+"""How deep ``Product`` types may nest in a timestamp type's name that a reader recognises."""
+
+
+def timestamp_type_named(name: object, depth: int = 0) -> TimestampType | None:
     """The built-in timestamp type called ``name`` (``integer``, ``Product[integer, integer]``, ...), else ``None``.
 
-    A log of a user-defined timestamp type has a name this does not know: its
-    times are then not checked against it.
+    A log of a user-defined timestamp type has a name this does not know: a
+    reader refuses it unless it is given that type.  So does a name nesting
+    ``Product`` more than :data:`MAX_TIMESTAMP_DEPTH` deep (no time could be
+    decoded that deep anyway).
     """
     if name == INTEGER.name:
         return INTEGER
+    if depth >= MAX_TIMESTAMP_DEPTH:
+        return None
     if not isinstance(name, str) or not name.startswith("Product[") or not name.endswith("]"):
         return None
     inside = name[len("Product[") : -1]
-    depth = 0
+    brackets = 0
     for index, char in enumerate(inside):  # split at the comma between the two halves, not inside a half
         if char == "[":
-            depth += 1
+            brackets += 1
         elif char == "]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            outer = timestamp_type_named(inside[:index].strip())
-            inner = timestamp_type_named(inside[index + 1 :].strip())
+            brackets -= 1
+        elif char == "," and brackets == 0:
+            outer = timestamp_type_named(inside[:index].strip(), depth + 1)
+            inner = timestamp_type_named(inside[index + 1 :].strip(), depth + 1)
             if outer is None or inner is None:
                 return None
             return ProductType(outer, inner)

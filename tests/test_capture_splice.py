@@ -188,3 +188,24 @@ def test_a_user_timestamp_type_is_read_when_the_reader_is_given_it_and_its_times
     bad = log_declaring("ticks", [msgpack.packb([1, -5, [1]])])
     with pytest.raises(EventLogCorrupt, match=f"byte offset {len(bad) - len(frame(msgpack.packb([1, -5, [1]])))}"):
         list(EventReader(io.BytesIO(bad), Ticks()))
+
+
+def test_a_timestamp_name_nested_too_deep_is_refused_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "deep.log"
+    name = "Product[integer, " * 3000 + "integer" + "]" * 3000
+    path.write_bytes(log_declaring(name, []))
+    with pytest.raises(EventLogFormatError, match=f"byte offset {len(MAGIC)}.*not a built-in one"):
+        read_event_log(path)
+    nested = "integer"
+    for _ in range(5):
+        nested = f"Product[{nested}, integer]"
+    write_events(path, [], ProductTypeOf(nested))
+    assert read_event_log(path) == []
+
+
+def ProductTypeOf(name: str) -> TimestampType:  # noqa: N802 - reads as a type
+    from runtime.eventlog import timestamp_type_named
+
+    found = timestamp_type_named(name)
+    assert found is not None and found.name == name
+    return found
