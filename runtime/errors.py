@@ -232,6 +232,10 @@ class RecordingCorrupt(RecordingError, DecodeError):
         self.offset = offset
 
 
+class UncheckedRecordingWarning(TimelyRuntimeError, UserWarning):
+    """A recording of format version 1 was read (on request): it has no checksums, so damage reads as other data."""
+
+
 class RecordingTooLarge(RecordingError):
     """A reader's bound on unfinished data was passed: one event (or frame) needs more bytes than it may hold.
 

@@ -6,21 +6,27 @@ back as an iterable for :func:`~scopes.capture.replay_into`.  The format is
 versioned msgpack, documented in ``docs/capture-format.md``:
 
 * a header: the 8 magic bytes :data:`MAGIC`, then one frame holding a msgpack map
-  ``{"format": "pytimely-events", "version": 2, "timestamp": <type name>}``;
-* then one frame per event.
+  ``{"format": "pytimely-events", "version": 3, "timestamp": <type name>}``;
+* then one frame per event, chained (version 3 on): each event frame's checksum
+  covers its number and the previous frame's checksum
+  (:class:`~runtime.framing.FrameChain`), so a frame dropped, repeated or
+  moved is refused at its byte offset like a damaged one.
 
 Columnar batches (numpy arrays, Arrow record batches and tables) are written
 as themselves, as msgpack extension types holding the array's memory or Arrow's
 IPC stream (:mod:`runtime.communication.arraycodec`), never as rows; they are read back as
-the same kind of batch.  Version 2 added them; logs of version 1 are still read.
+the same kind of batch.  Version 2 added them; version 3 chains the frames.
+Logs of versions 1 and 2 are still read, each frame checked on its own.
 
 Frames are those of :mod:`runtime.framing` (length, CRC-32, payload), which
 recordings share; payloads are decoded by :mod:`runtime.codec`'s bounded
 decoder.  A damaged or truncated log raises an :class:`EventLogCorrupt`
 naming the log and the byte offset of the damaged frame; nothing at or after
 the damage is returned.  So does an event whose times are not of the
-timestamp type the header declares.  A recording, or any other file, is
-refused with :class:`EventLogFormatError` saying what it is.
+timestamp type the header declares; a log whose timestamp type is not a
+built-in one is read only when the reader is told that type (its times are
+then checked with it).  A recording, or any other file, is refused with
+:class:`EventLogFormatError` saying what it is.
 """
 
 from __future__ import annotations
@@ -51,7 +57,16 @@ from runtime.errors import (
     EventLogTruncated,
     EventLogVersionError,
 )
-from runtime.framing import CAPTURE_MAGIC, MAX_FRAME_BYTES, FrameBuffer, FrameDamage, frame, what_file
+from runtime.framing import (
+    CAPTURE_MAGIC,
+    HEAD,
+    MAX_FRAME_BYTES,
+    FrameBuffer,
+    FrameChain,
+    FrameDamage,
+    frame,
+    what_file,
+)
 from scopes.capture import Batch, CaptureEvent, Progress
 from scopes.timestamp import INTEGER, ProductType, TimestampType
 
@@ -61,11 +76,14 @@ MAGIC = CAPTURE_MAGIC
 FORMAT_NAME = "pytimely-events"
 """The value of the header's ``format`` field."""
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """The format version this module writes."""
 
-READ_VERSIONS = (1, 2)
-"""The format versions this module reads (version 1 has no columnar batches)."""
+READ_VERSIONS = (1, 2, 3)
+"""The format versions this module reads (version 1 has no columnar batches; before 3, frames are not chained)."""
+
+CHAINED_VERSION = 3
+"""The first format version whose event frames are chained (:class:`~runtime.framing.FrameChain`)."""
 
 EXTENSION_CODES = (EXT_PRODUCT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_NDARRAY, EXT_ARROW_BATCH, EXT_ARROW_TABLE)
 """The extension types of :mod:`runtime.codec` a log holds (the same codes in every version)."""
@@ -99,7 +117,10 @@ def decode_event(payload: bytes) -> CaptureEvent:
     if isinstance(value, list) and value:
         kind = value[0]
         if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
-            return Progress([(pair[0], pair[1]) for pair in value[1]])
+            updates = value[1]
+            if all(pair.__class__ is list and len(pair) == 2 for pair in updates):
+                return Progress([(pair[0], pair[1]) for pair in updates])
+            raise DecodeError("a Progress record holds an update that is not a [time, diff] pair")
         if (
             kind == EVENT_MESSAGES
             and len(value) == 3
@@ -110,9 +131,18 @@ def decode_event(payload: bytes) -> CaptureEvent:
 
 
 def header_frame(timestamp: TimestampType) -> bytes:
-    """The magic bytes and header frame of a log of ``timestamp`` times."""
+    """The magic bytes and header frame of a log of ``timestamp`` times.
+
+    The header frame's checksum (its bytes 12 to 16) starts the chain of the event frames.
+    """
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "timestamp": timestamp.name}
     return MAGIC + frame(codec.pack_capture(header))
+
+
+def _header_checksum(data: bytes) -> int:
+    """The checksum of the header frame in ``data`` (the output of :func:`header_frame`)."""
+    _, checksum = HEAD.unpack_from(data, len(MAGIC))
+    return int(checksum)
 
 
 # ---------------------------------------------------------------------- writing
@@ -149,7 +179,9 @@ class EventWriter:
             raise TypeError(f"EventWriter needs a path, a binary file or a socket, got {target!r}")
         self.closed = False
         self.bytes_written = 0
-        self._write(header_frame(timestamp))
+        header = header_frame(timestamp)
+        self._chain = FrameChain(_header_checksum(header))
+        self._write(header)
 
     def _write(self, data: bytes) -> None:
         if self.closed:
@@ -170,7 +202,7 @@ class EventWriter:
             raise EventEncodeError(
                 f"event log {self.name}: cannot write the event at time {time!r}: {error}", self.name
             ) from error
-        self._write(frame(payload))
+        self._write(self._chain.frame(payload))
 
     def flush(self) -> None:
         """Push buffered bytes to the file (sockets are not buffered)."""
@@ -351,7 +383,7 @@ class EventReader:
             return False
         offset, payload = taken
         try:
-            header = codec.decode(payload, codec.CAPTURE)
+            header = codec.decode(payload, codec.PLAIN)  # a map of plain values, at most 64 KiB
         except DecodeError as error:
             raise self._corrupt(offset, f"(the header) cannot be decoded: {error}") from error
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
@@ -380,9 +412,24 @@ class EventReader:
                 f"{expected.name!r} timestamps were expected; replay it into a scope of its own timestamp type",
                 self.name,
             )
+        times = expected if expected is not None else timestamp_type_named(header.get("timestamp"))
+        if times is None:
+            raise self._unknown_timestamp(header.get("timestamp"), offset)
         self.header = header
-        self._times = expected if expected is not None else timestamp_type_named(header.get("timestamp"))
+        self._times = times
+        if version >= CHAINED_VERSION:
+            self._frames.chain = FrameChain(self._frames.last_checksum)
         return True
+
+    def _unknown_timestamp(self, name: Any, offset: int) -> EventLogFormatError:
+        """The error for a header whose timestamp type this reader cannot check times against."""
+        shown = f"{name!r:.80}" if isinstance(name, str) else codec.describe(name)
+        return EventLogFormatError(
+            f"event log {self.name}: its header (the frame at byte offset {offset}) declares the timestamp "
+            f"type {shown}, which is not a built-in one, so its times cannot be checked; give the reader "
+            "that timestamp type (EventReader(path, timestamp=...), LogFile(path, timestamp)) to read it",
+            self.name,
+        )
 
     def _refuse_other_kind(self, prefix: bytes) -> None:
         kind = what_file(prefix)
@@ -477,26 +524,34 @@ class EventReader:
         return f"EventReader({self.name!r}, offset={self._frames.start})"
 
 
-def timestamp_type_named(name: object) -> TimestampType | None:
+MAX_TIMESTAMP_DEPTH = codec.MAX_DEPTH
+"""How deep ``Product`` types may nest in a timestamp type's name that a reader recognises."""
+
+
+def timestamp_type_named(name: object, depth: int = 0) -> TimestampType | None:
     """The built-in timestamp type called ``name`` (``integer``, ``Product[integer, integer]``, ...), else ``None``.
 
-    A log of a user-defined timestamp type has a name this does not know: its
-    times are then not checked against it.
+    A log of a user-defined timestamp type has a name this does not know: a
+    reader refuses it unless it is given that type.  So does a name nesting
+    ``Product`` more than :data:`MAX_TIMESTAMP_DEPTH` deep (no time could be
+    decoded that deep anyway).
     """
     if name == INTEGER.name:
         return INTEGER
+    if depth >= MAX_TIMESTAMP_DEPTH:
+        return None
     if not isinstance(name, str) or not name.startswith("Product[") or not name.endswith("]"):
         return None
     inside = name[len("Product[") : -1]
-    depth = 0
+    brackets = 0
     for index, char in enumerate(inside):  # split at the comma between the two halves, not inside a half
         if char == "[":
-            depth += 1
+            brackets += 1
         elif char == "]":
-            depth -= 1
-        elif char == "," and depth == 0:
-            outer = timestamp_type_named(inside[:index].strip())
-            inner = timestamp_type_named(inside[index + 1 :].strip())
+            brackets -= 1
+        elif char == "," and brackets == 0:
+            outer = timestamp_type_named(inside[:index].strip(), depth + 1)
+            inner = timestamp_type_named(inside[index + 1 :].strip(), depth + 1)
             if outer is None or inner is None:
                 return None
             return ProductType(outer, inner)
@@ -536,6 +591,17 @@ def write_events(path: Any, events: list[CaptureEvent], timestamp: TimestampType
             writer.push(event)
 
 
+def event_log_bytes(payloads: list[bytes], timestamp: TimestampType = INTEGER) -> bytes:
+    """A whole log (magic, header, chained frames) holding the event ``payloads`` as they are.
+
+    For tools and tests that make payloads themselves (:func:`encode_event`, or
+    hand-made ones): each is framed as the writer would frame it, unchecked.
+    """
+    header = header_frame(timestamp)
+    chain = FrameChain(_header_checksum(header))
+    return header + b"".join(chain.frame(payload) for payload in payloads)
+
+
 def read_event_log(path: Any, timestamp: TimestampType | None = None) -> list[CaptureEvent]:
     """Every event of the log at ``path`` (raising on damage)."""
     return [event for event in EventReader(path, timestamp) if event is not None]
@@ -557,6 +623,7 @@ __all__ = [
     "READ_VERSIONS",
     "decode_event",
     "encode_event",
+    "event_log_bytes",
     "read_event_log",
     "write_events",
 ]

@@ -8,6 +8,11 @@ single flipped bit anywhere in a frame always fails the check.
 :class:`FrameBuffer` splits received bytes back into payloads, remembering
 the byte offset of each frame from the start of the file or stream, so that
 damage can be reported where it is.
+
+A per-frame checksum cannot see whole frames dropped, repeated or swapped.
+A :class:`FrameChain` (capture logs of format version 3 on) folds each frame's
+position and the previous frame's checksum into its CRC-32, so a frame read
+anywhere but right after its predecessor fails its check.
 """
 
 from __future__ import annotations
@@ -42,6 +47,43 @@ def what_file(prefix: bytes) -> str | None:
     return None
 
 
+_LINK = struct.Struct(">QI")
+
+
+class FrameChain:
+    """The link between consecutive chained frames: the next frame's number and the previous frame's checksum.
+
+    Frame ``n`` (numbered from 1 after the unchained frame that starts the
+    chain) has the checksum ``CRC-32(length bytes + payload)`` computed from
+    the seed ``CRC-32(n as 8 bytes + previous checksum as 4 bytes)``.  A writer
+    and a reader each keep one, started from the same checksum.
+    """
+
+    __slots__ = ("index", "previous")
+
+    def __init__(self, previous: int) -> None:
+        """A chain whose first frame follows a frame of checksum ``previous``."""
+        self.index = 1
+        self.previous = previous
+
+    def checksum(self, length: bytes | bytearray | memoryview, payload: bytes | bytearray | memoryview) -> int:
+        """The checksum the next frame must have, given its 4 length bytes and its payload."""
+        seed = zlib.crc32(_LINK.pack(self.index, self.previous))
+        return zlib.crc32(payload, zlib.crc32(length, seed))
+
+    def advance(self, checksum: int) -> None:
+        """The next frame, of checksum ``checksum``, has been written or read."""
+        self.index += 1
+        self.previous = checksum
+
+    def frame(self, payload: bytes) -> bytes:
+        """``payload`` framed as the chain's next frame (and the chain advanced past it)."""
+        length = struct.pack(">I", len(payload))
+        checksum = self.checksum(length, payload)
+        self.advance(checksum)
+        return length + struct.pack(">I", checksum) + payload
+
+
 def frame(payload: bytes) -> bytes:
     """``payload`` with its length and checksum in front."""
     length = struct.pack(">I", len(payload))
@@ -52,10 +94,17 @@ class FrameBuffer:
     """Bytes received so far, split into checked frames: :meth:`feed`, then :meth:`take` until ``None``."""
 
     def __init__(self, start: int = 0, max_frame: int = MAX_FRAME_BYTES) -> None:
-        """A buffer whose first byte is at offset ``start`` of its file or stream."""
+        """A buffer whose first byte is at offset ``start`` of its file or stream.
+
+        Frames are checked alone until :attr:`chain` is set; from then on each is
+        checked as the chain's next frame.  :attr:`last_checksum` is the checksum
+        of the last frame taken (to start a chain from).
+        """
         self.buffer = bytearray()
         self.start = start
         self.max_frame = max_frame
+        self.chain: FrameChain | None = None
+        self.last_checksum = 0
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes."""
@@ -90,8 +139,19 @@ class FrameBuffer:
         if len(buffer) < end:
             return None
         payload = bytes(buffer[HEAD.size : end])
-        if zlib.crc32(payload, zlib.crc32(buffer[0:4])) != checksum:
-            raise FrameDamage(self.start, "fails its CRC-32 check")
+        chain = self.chain
+        if chain is None:
+            if zlib.crc32(payload, zlib.crc32(buffer[0:4])) != checksum:
+                raise FrameDamage(self.start, "fails its CRC-32 check")
+        else:
+            if chain.checksum(buffer[0:4], payload) != checksum:
+                raise FrameDamage(
+                    self.start,
+                    f"fails its CRC-32 check as frame {chain.index} of the chain: it is damaged, or frames "
+                    "before it were dropped, repeated or reordered, or it belongs to another log",
+                )
+            chain.advance(checksum)
+        self.last_checksum = checksum
         offset = self.start
         del buffer[:end]
         self.start += end
@@ -105,6 +165,7 @@ class FrameBuffer:
 __all__ = [
     "CAPTURE_MAGIC",
     "FrameBuffer",
+    "FrameChain",
     "FrameDamage",
     "HEAD",
     "MAX_FRAME_BYTES",

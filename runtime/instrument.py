@@ -15,7 +15,7 @@ their names.
 
 from __future__ import annotations
 
-from runtime.errors import RecordingCorrupt, RecordingError, RecordingTooLarge
+from runtime.errors import RecordingCorrupt, RecordingError, RecordingTooLarge, UncheckedRecordingWarning
 from runtime.instrumentation.encoding import END_FRAME, FORMAT, FORMAT_V1, VERSION, encode_events, encode_header
 from runtime.instrumentation.events import (
     _CLASSES as _CLASSES,  # the kind -> class table, which tests read
@@ -108,6 +108,7 @@ __all__ = [
     "RecordingError",
     "RecordingStream",
     "RecordingTooLarge",
+    "UncheckedRecordingWarning",
     "Scheduled",
     "Sink",
     "TcpSink",

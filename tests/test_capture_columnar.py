@@ -27,10 +27,12 @@ from runtime.eventlog import (
     EventReader,
     EventWriter,
     encode_event,
-    frame,
+    event_log_bytes,
+    header_frame,
     read_event_log,
     write_events,
 )
+from scopes import INTEGER
 from scopes.capture import Batch, CaptureRecorder, Progress
 from scopes.hashing import stable_hash
 
@@ -159,10 +161,8 @@ def test_an_object_array_is_refused_when_written_saying_what_to_do() -> None:
 def test_a_damaged_array_payload_is_reported_as_damage_at_its_offset() -> None:
     good = encode_event(Batch(0, np.arange(4, dtype=np.int32)))
     damaged = good[:-4]  # the array's data one element short, inside a frame with a valid checksum
-    buffer = io.BytesIO()
-    EventWriter(buffer, close=False).finish()
-    header_end = len(buffer.getvalue())
-    data = buffer.getvalue() + frame(damaged)
+    header_end = len(header_frame(INTEGER))
+    data = event_log_bytes([damaged])
     with pytest.raises(EventLogCorrupt, match=f"byte offset {header_end}.*cannot be decoded") as failure:
         list(EventReader(io.BytesIO(data)))
     assert failure.value.offset == header_end

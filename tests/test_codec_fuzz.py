@@ -38,7 +38,15 @@ from runtime.communication.wire import (
 )
 from runtime.communication.wire import frame as wire_frame
 from runtime.errors import DecodeError, TimelyRuntimeError
-from runtime.eventlog import MAGIC, EventEncodeError, EventLogError, EventReader, EventWriter, header_frame
+from runtime.eventlog import (
+    MAGIC,
+    EventEncodeError,
+    EventLogError,
+    EventReader,
+    EventWriter,
+    event_log_bytes,
+    header_frame,
+)
 from runtime.framing import RECORDING_MAGIC, frame
 from runtime.instrument import END_FRAME, RecordingError, RecordingStream, encode_events, encode_header
 from scopes.capture import Batch, Progress
@@ -74,7 +82,7 @@ def every_decoder(data: bytes) -> list[tuple[str, Any]]:
         attempt(f"wire batch {path}", lambda path=path: decode_batch(path, data))
     attempt("wire frame header", lambda: list(FrameReader().feed(_raw_frame(data))))
     attempt("handshake frame header", lambda: list(FrameReader(1 << 16, plain=True).feed(_raw_frame(data))))
-    attempt("capture log event", lambda: list(EventReader(io.BytesIO(header_frame(INTEGER) + frame(data)))))
+    attempt("capture log event", lambda: list(EventReader(io.BytesIO(event_log_bytes([data])))))
     attempt("capture log header", lambda: list(EventReader(io.BytesIO(MAGIC + frame(data)))))
     attempt("recording frame", lambda: RecordingStream("fuzz").feed(encode_header(0) + frame(data)))
     attempt("recording header", lambda: RecordingStream("fuzz").feed(RECORDING_MAGIC + frame(data)))
@@ -84,7 +92,7 @@ def every_decoder(data: bytes) -> list[tuple[str, Any]]:
 
 def _feed_and_finish(data: bytes) -> Any:
     """What a recording stream makes of ``data``: an error, or events with a truncation note (a value cut short)."""
-    stream = RecordingStream("fuzz")
+    stream = RecordingStream("fuzz", allow_format_1=True)
     events = stream.feed(data)
     truncated = stream.finish()
     if truncated is not None:

@@ -35,6 +35,7 @@ from runtime.instrument import (
     Mark,
     RecordingCorrupt,
     RecordingError,
+    UncheckedRecordingWarning,
     encode_events,
     encode_header,
     read_recording,
@@ -149,8 +150,9 @@ def test_recordings_of_version_1_still_read_with_their_extension_codes(tmp_path:
         (8, 0, 2, 1.5, (0, 1), "input", "advanced", {1, 2}),  # not a msgpack type: version 1 wrote its repr
     ]
     path.write_bytes(v1_header() + b"".join(v1_pack(raw) for raw in raws))
-    recording = read_recording(path)
-    assert recording.truncated is None
+    with pytest.warns(UncheckedRecordingWarning, match="format version 1.*without checksums"):
+        recording = read_recording(path, allow_format_1=True)
+    assert recording.truncated is None and recording.unchecked is not None
     assert recording.events == [
         InputChanged(0, 1, 1.25, (0, 1), "input", "advanced", Product(3, 4)),
         InputChanged(0, 2, 1.5, (0, 1), "input", "advanced", "{1, 2}"),

@@ -179,9 +179,17 @@ def test_cli_refuses_a_newer_format_version(tmp_path: Path) -> None:
 
 
 def test_cli_refuses_an_empty_recording(tmp_path: Path) -> None:
+    from runtime.instrument import END_FRAME, encode_header
+
     path = tmp_path / "empty.msgpack"
-    write_recording(path, [])
+    path.write_bytes(encode_header(0) + END_FRAME)
     assert_clean_error(run_cli("--replay", str(path)), "holds no events")
+
+
+def test_cli_refuses_a_recording_of_format_1_unless_asked(tmp_path: Path) -> None:
+    path = tmp_path / "old.msgpack"
+    write_recording(path, [])
+    assert_clean_error(run_cli("--replay", str(path)), "format version 1", "no checksums", "--allow-format-1")
 
 
 def test_cli_refuses_a_port_in_use() -> None:

@@ -14,7 +14,16 @@ from helpers.recording_v1 import pack as _pack
 from helpers.viz_synthetic import ROOT, Script, finish, running
 
 import viz
-from runtime.instrument import K_CHANNEL, K_FRONTIERS, K_LOCATIONS, K_OPERATOR, Recorder
+from runtime.instrument import (
+    END_FRAME,
+    K_CHANNEL,
+    K_FRONTIERS,
+    K_LOCATIONS,
+    K_OPERATOR,
+    Recorder,
+    encode_events,
+    encode_header,
+)
 from viz.dot import to_graph
 from viz.errors import RenderError
 from viz.model import Model
@@ -145,6 +154,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def write_recording(path: Path, script: Script) -> None:
+    path.write_bytes(encode_header(0) + encode_events(script.raw) + END_FRAME)
+
+
+def write_recording_v1(path: Path, script: Script) -> None:
     with open(path, "wb") as handle:
         handle.write(_header(0))
         for raw in script.raw:
@@ -177,7 +190,7 @@ def test_cli_bad_recordings_give_one_clear_line(tmp_path: Path, content: bytes |
     log = tmp_path / "bad.msgpack"
     if content is not None:
         log.write_bytes(content)
-    result = run_cli("dot", str(log), "-o", str(tmp_path / "out.dot"))
+    result = run_cli("dot", str(log), "-o", str(tmp_path / "out.dot"), "--allow-format-1")
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -196,6 +209,20 @@ def test_cli_bad_selections_give_one_clear_line(tmp_path: Path) -> None:
         result = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"), *args)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert message in result.stderr, result.stderr
+
+
+def test_cli_reads_format_1_only_when_asked_and_warns(tmp_path: Path) -> None:
+    log = tmp_path / "old.msgpack"
+    write_recording_v1(log, running())
+    refused = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "format version 1" in refused.stderr and "--allow-format-1" in refused.stderr, refused.stderr
+    assert not (tmp_path / "o.dot").exists()
+    read = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"), "--allow-format-1")
+    assert read.returncode == 0, read.stderr
+    [warning] = read.stderr.strip().splitlines()
+    assert warning.startswith("python -m viz: warning:") and "without checksums" in warning
+    assert "numbers" in (tmp_path / "o.dot").read_text()
 
 
 def test_cli_recording_cut_short_uses_the_complete_events(tmp_path: Path) -> None:

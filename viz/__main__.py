@@ -1,7 +1,7 @@
 """``python -m viz``: draw a dataflow diagram from a recording.
 
     python -m viz dot LOG [LOG ...] -o out.svg [--at SECONDS] [--worker N] [--depth N]
-                                      [--stuck ADDRESS[:in|out:PORT]] [--time TIME]
+                                      [--stuck ADDRESS[:in|out:PORT]] [--time TIME] [--allow-format-1]
 
 The output format follows the file suffix (``.dot``/``.gv`` need no Graphviz;
 ``.svg``, ``.png``, ``.pdf`` need its ``dot`` program).  ``-o -`` writes DOT to
@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+import warnings
 from typing import Any
 
-from runtime.instrument import Event, RecordingError, read_recording
+from runtime.instrument import Event, RecordingError, UncheckedRecordingWarning, read_recording
 from viz.dot import Diagram, to_graph
 from viz.errors import SelectionError, VizError
 from viz.model import Loc, Model
@@ -38,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
         help="mark a location (default input 0) and explain what holds its frontier back, e.g. 0,3:in:0",
     )
     dot.add_argument("--time", default=None, help="the time the stuck location cannot pass (default: its frontier)")
+    dot.add_argument(
+        "--allow-format-1",
+        action="store_true",
+        help="also read recordings of format version 1, which have no checksums (damage reads as other data)",
+    )
     add_tui_parser(commands)
     return parser
 
@@ -67,7 +73,11 @@ def _parse_time(text: str) -> Any:
 def _dot(args: argparse.Namespace) -> int:
     events: list[Event] = []
     for path in args.logs:
-        recording = read_recording(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UncheckedRecordingWarning)  # said below, in the command's words
+            recording = read_recording(path, allow_format_1=args.allow_format_1)
+        if recording.unchecked is not None:
+            print(f"python -m viz: warning: {recording.unchecked}", file=sys.stderr)
         events.extend(recording.events)
         if recording.truncated is not None:
             print(

@@ -108,9 +108,15 @@ def _dtype_spec(dtype: Any) -> Any:
     return str(dtype.str)
 
 
-def _dtype_from_spec(spec: Any) -> Any:
+MAX_DTYPE_DEPTH = 16
+"""How deep structured and sub-array dtype descriptions may nest in a received array header."""
+
+
+def _dtype_from_spec(spec: Any, depth: int = 0) -> Any:
     import numpy
 
+    if depth > MAX_DTYPE_DEPTH:
+        raise ColumnarDecodeError(f"a numpy dtype description nests more than {MAX_DTYPE_DEPTH} deep")
     if spec.__class__ is str:
         return numpy.dtype(spec)
     if spec.__class__ is list and spec and spec[0] == "struct" and len(spec) == 6:
@@ -118,14 +124,14 @@ def _dtype_from_spec(spec: Any) -> Any:
         return numpy.dtype(
             {
                 "names": list(names),
-                "formats": [_dtype_from_spec(item) for item in formats],
+                "formats": [_dtype_from_spec(item, depth + 1) for item in formats],
                 "offsets": list(offsets),
                 "itemsize": int(itemsize),
                 "titles": list(titles),
             }
         )
     if spec.__class__ is list and spec and spec[0] == "sub" and len(spec) == 3:
-        return numpy.dtype((_dtype_from_spec(spec[1]), tuple(spec[2])))
+        return numpy.dtype((_dtype_from_spec(spec[1], depth + 1), tuple(spec[2])))
     raise ColumnarDecodeError(f"not a numpy dtype description: {spec!r:.100}")
 
 
@@ -138,6 +144,11 @@ def ndarray_parts(array: Any) -> tuple[bytes, Any]:
     dtype = array.dtype
     if dtype.hasobject:
         raise _object_dtype_error(dtype)
+    if dtype.itemsize == 0:
+        raise ColumnarEncodeError(
+            f"a numpy array of dtype {dtype} has elements of no bytes, which no reader accepts (their count "
+            f"could not be checked against the data); give it a dtype of at least one byte, or send a list"
+        )
     try:
         header = msgpack.packb([_dtype_spec(dtype), list(array.shape)], use_bin_type=True)
     except (TypeError, ValueError, OverflowError) as error:
@@ -241,6 +252,9 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         dtype = _dtype_from_spec(spec)
         if dtype.hasobject:
             raise ColumnarDecodeError(f"received a numpy array of dtype {dtype}, which would need unpickling")
+        if dtype.itemsize == 0:
+            # zero bytes an element: any element count fits in no data, so 20 bytes could declare 2**40 records
+            raise ColumnarDecodeError(f"received a numpy array of dtype {dtype}, whose elements take no bytes")
         shape = tuple(shape_list)
         if any(extent.__class__ is not int or extent < 0 for extent in shape):
             raise ColumnarDecodeError(f"not an array shape: {shape_list!r:.100}")
@@ -310,13 +324,91 @@ def _aligned_reads(pyarrow: Any) -> Any:
         return None
 
 
+_MESSAGE_DICTIONARY_BATCH = 2
+_MESSAGE_RECORD_BATCH = 3
+
+
+def _fb_field(meta: bytes, table: int, index: int) -> int:
+    """The position of field ``index`` of the flatbuffer table at ``table``, or 0 when absent (bounds-checked)."""
+    (back,) = struct.unpack_from("<i", meta, table)
+    vtable = table - back
+    if not 0 <= vtable <= len(meta) - 4:
+        raise ColumnarDecodeError("an Arrow IPC message's metadata points outside itself")
+    (size,) = struct.unpack_from("<H", meta, vtable)
+    slot = 4 + 2 * index
+    if slot + 2 > size:
+        return 0
+    (offset,) = struct.unpack_from("<H", meta, vtable + slot)
+    return table + offset if offset else 0
+
+
+def _fb_table(meta: bytes, at: int) -> int:
+    """The table an offset field at ``at`` refers to."""
+    (offset,) = struct.unpack_from("<I", meta, at)
+    if not 0 <= at + offset <= len(meta) - 4:
+        raise ColumnarDecodeError("an Arrow IPC message's metadata points outside itself")
+    return at + offset
+
+
+def _compressed(meta: bytes) -> bool:
+    """Whether the Arrow IPC message whose flatbuffer metadata is ``meta`` declares compressed buffers.
+
+    Reads the ``Message`` table (``header_type``, ``header``) and its record
+    batch (directly, or inside a dictionary batch) for the ``compression`` field.
+    """
+    try:
+        message = _fb_table(meta, 0)
+        kind_at = _fb_field(meta, message, 1)
+        kind = meta[kind_at] if kind_at else 0
+        header_at = _fb_field(meta, message, 2)
+        if kind not in (_MESSAGE_RECORD_BATCH, _MESSAGE_DICTIONARY_BATCH) or not header_at:
+            return False
+        batch = _fb_table(meta, header_at)
+        if kind == _MESSAGE_DICTIONARY_BATCH:
+            data_at = _fb_field(meta, batch, 1)
+            if not data_at:
+                return False
+            batch = _fb_table(meta, data_at)
+        return _fb_field(meta, batch, 3) != 0
+    except (struct.error, IndexError):
+        raise ColumnarDecodeError("an Arrow IPC message's metadata is malformed") from None
+
+
+def _refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
+    """Refuse an IPC stream with compressed buffers before any is decompressed.
+
+    pytimely never writes them; a compressed buffer declares the size it
+    decompresses to, so 24 KB could make a reader allocate 800 MB (and a frame
+    of 1 GiB, terabytes).
+    """
+    for message in pyarrow.ipc.MessageReader.open_stream(buffer):
+        if _compressed(message.metadata.to_pybytes()):
+            raise ColumnarDecodeError(
+                f"{what} holds compressed Arrow buffers, which pytimely never writes and does not read (their "
+                "declared sizes are not bounded by the bytes received)"
+            )
+
+
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
-    """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``."""
+    """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``.
+
+    The data is validated fully (``validate(full=True)``: every offset, dictionary index and child
+    length) before it is returned, so hostile bytes raise :class:`ColumnarDecodeError` instead of
+    crashing the process when a column is read.
+    """
     what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
     pyarrow = _pyarrow(what)
     try:
-        reader = pyarrow.ipc.open_stream(pyarrow.py_buffer(data), options=_aligned_reads(pyarrow))
+        buffer = pyarrow.py_buffer(data)
+        _refuse_compressed(pyarrow, buffer, what)
+        reader = pyarrow.ipc.open_stream(buffer, options=_aligned_reads(pyarrow))
         table = reader.read_all()
+        # Arrow's IPC reader checks only that buffers lie inside the message: an offset that points
+        # outside its data (a checksum cannot tell a crafted batch) crashed the process when the column
+        # was read.  Full validation checks every offset, index and child before anything uses the data.
+        table.validate(full=True)
+    except ColumnarDecodeError:
+        raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
         raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error
     if kind == ARROW_TABLE:

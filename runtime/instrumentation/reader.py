@@ -1,8 +1,16 @@
-"""Reading recordings, from files or as their bytes arrive, in either format version."""
+"""Reading recordings, from files or as their bytes arrive, in either format version.
+
+Format version 1 has no checksums: a flipped bit in it usually reads as other
+data.  It is read only on request (``allow_format_1=True``, or
+``--allow-format-1`` on ``python -m viz``), with a warning
+(:class:`~runtime.errors.UncheckedRecordingWarning`); otherwise it is refused
+with a :class:`~runtime.errors.RecordingError` saying how to ask.
+"""
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -10,7 +18,13 @@ from typing import Any, BinaryIO
 import msgpack  # type: ignore[import-untyped]
 
 from runtime import codec
-from runtime.errors import DecodeError, RecordingCorrupt, RecordingError, RecordingTooLarge
+from runtime.errors import (
+    DecodeError,
+    RecordingCorrupt,
+    RecordingError,
+    RecordingTooLarge,
+    UncheckedRecordingWarning,
+)
 from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
 from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
 from runtime.instrumentation.events import _CLASSES, Event, decode
@@ -25,6 +39,8 @@ class Recording:
 
     events: list[Event]
     truncated: str | None
+    unchecked: str | None = None
+    """Set (to the warning given) when the file was of format version 1, read on request without checksums."""
 
 
 class RecordingStream:
@@ -39,14 +55,24 @@ class RecordingStream:
     every call after one that raised.
     """
 
-    def __init__(self, where: str, cache_times: bool = False, max_pending: int | None = None) -> None:
+    def __init__(
+        self,
+        where: str,
+        cache_times: bool = False,
+        max_pending: int | None = None,
+        allow_format_1: bool = False,
+    ) -> None:
         """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once.
 
         ``max_pending`` bounds the bytes held for one unfinished frame (or, in
         version 1, one unfinished value): past it :meth:`feed` raises
-        :class:`RecordingTooLarge` instead of buffering more.
+        :class:`RecordingTooLarge` instead of buffering more.  A recording of
+        format version 1 (no checksums) is refused unless ``allow_format_1``;
+        when read, :attr:`unchecked` says so (the caller warns).
         """
         self.max_pending = max_pending
+        self.allow_format_1 = allow_format_1
+        self.unchecked: str | None = None
         self.where = where
         self.header: dict[Any, Any] | None = None
         self.version: int | None = None
@@ -97,6 +123,19 @@ class RecordingStream:
             raise RecordingError(f"{self.where}: this is {kind}, not a pytimely recording")
         raise RecordingError(f"{self.where}: not a pytimely recording (it starts with {start[:8]!r})")
 
+    def _format_1(self) -> None:
+        """Refuse a recording of format version 1, or note that it is read unchecked as asked."""
+        if not self.allow_format_1:
+            raise RecordingError(
+                f"{self.where}: this is a pytimely recording of format version 1, which has no checksums: "
+                "damage in it reads as other data, without an error. Read it only if you trust the file: "
+                "pass allow_format_1=True (python -m viz dot/tui: --allow-format-1), or record the run again"
+            )
+        self.unchecked = (
+            f"{self.where} is a recording of format version 1, read without checksums as asked: "
+            "damage in it would read as other data"
+        )
+
     def _feed_v2(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
         frames = self._frames
         frames.feed(data)
@@ -133,15 +172,18 @@ class RecordingStream:
         out: list[Any] = []
         try:
             unpacker.feed(data)
-            out.extend(unpacker)
+            for item in unpacker:
+                if self.header is None:
+                    self._check_header(item, 0)  # refuses the file (unless asked) before any event is read
+                else:
+                    out.append(item)
         except msgpack.BufferFull:
             raise self._too_large() from None
+        except RecordingError:
+            raise
         except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
             problem = codec.decode_error(error, codec.RECORDING_V1)
-            done = self.events + len(out) - (1 if self.header is None and out else 0)
-            raise RecordingError(f"{self.where}: corrupted after {done} events ({problem})") from None
-        if self.header is None and out:
-            self._check_header(out.pop(0), 0)
+            raise RecordingError(f"{self.where}: corrupted after {self.events + len(out)} events ({problem})") from None
         self._check_events(out, unpacker.tell())
         self.events += len(out)
         return out
@@ -161,6 +203,8 @@ class RecordingStream:
             )
         if version != self.version:
             raise self._corrupt(offset, f"declares format version {version!r} in a file of version {self.version}")
+        if version == 1:
+            self._format_1()
         self.header = value
 
     def _check_events(self, events: Sequence[Any], offset: int) -> None:
@@ -213,17 +257,23 @@ class RecordingStream:
         return None
 
 
-def iter_stream(stream: BinaryIO, where: str) -> Iterator[Event]:
+def iter_stream(stream: BinaryIO, where: str, allow_format_1: bool = False) -> Iterator[Event]:
     """Decode events from a binary stream holding a recording; raise :class:`RecordingError`.
 
     A recording cut short yields the events before the cut (see :func:`read_recording` to learn that it was).
+    Format version 1 is refused unless ``allow_format_1`` (then read with an :class:`UncheckedRecordingWarning`).
     """
-    decoder = RecordingStream(where)
+    decoder = RecordingStream(where, allow_format_1=allow_format_1)
+    warned = False
     while True:
         data = stream.read(_READ_CHUNK)
         if not data:
             break
-        for raw in decoder.feed(data):
+        raws = decoder.feed(data)
+        if decoder.unchecked is not None and not warned:
+            warned = True
+            warnings.warn(decoder.unchecked, UncheckedRecordingWarning, stacklevel=2)
+        for raw in raws:
             yield _decode_checked(raw, decoder)
     decoder.finish()
 
@@ -235,12 +285,15 @@ def _decode_checked(raw: tuple[Any, ...], decoder: RecordingStream) -> Event:
         raise RecordingError(f"{decoder.where}: corrupted after {decoder.events} events: {error}") from None
 
 
-def read_recording(path: str | os.PathLike[str]) -> Recording:
+def read_recording(path: str | os.PathLike[str], allow_format_1: bool = False) -> Recording:
     """Every event of a recording file, in file order, and whether (and why) it was cut short.
 
     Raises :class:`RecordingError` with one line saying what is wrong for a
     missing file, a directory, another kind of file, a newer version, or
-    damage (naming the byte offset in a file of format version 2).
+    damage (naming the byte offset in a file of format version 2).  A file of
+    format version 1 (no checksums) is refused unless ``allow_format_1``; then
+    it is read with an :class:`UncheckedRecordingWarning`, and the result's
+    ``unchecked`` says so.
     """
     where = str(path)
     try:
@@ -251,7 +304,7 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         raise RecordingError(f"{where}: is a directory, not a recording") from None
     except OSError as error:
         raise RecordingError(f"{where}: cannot open ({error.strerror})") from None
-    decoder = RecordingStream(where)
+    decoder = RecordingStream(where, allow_format_1=allow_format_1)
     events: list[Event] = []
     with handle:
         while True:
@@ -259,14 +312,18 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
             if not data:
                 break
             events.extend(_decode_checked(raw, decoder) for raw in decoder.feed(data))
-    return Recording(events, decoder.finish())
+    truncated = decoder.finish()
+    if decoder.unchecked is not None:
+        warnings.warn(decoder.unchecked, UncheckedRecordingWarning, stacklevel=2)
+    return Recording(events, truncated, decoder.unchecked)
 
 
-def read_events(path: str | os.PathLike[str]) -> list[Event]:
+def read_events(path: str | os.PathLike[str], allow_format_1: bool = False) -> list[Event]:
     """Every event of a recording file, in file order.
 
     A file cut short (a program killed while writing) yields the complete
     events before the cut; :func:`read_recording` also says whether it was.
-    Anything else that is wrong raises :class:`RecordingError` with one line saying what.
+    Anything else that is wrong raises :class:`RecordingError` with one line saying what;
+    format version 1 is read only with ``allow_format_1`` (see :func:`read_recording`).
     """
-    return read_recording(path).events
+    return read_recording(path, allow_format_1).events

@@ -17,9 +17,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
+from runtime.errors import UncheckedRecordingWarning
 from viz.errors import VizError
 
 ENV = "PYTIMELY_LOG"
@@ -34,6 +36,11 @@ def add_tui_parser(commands: Any) -> None:
         description="The pytimely terminal viewer. Press ? inside for the keys.",
     )
     tui.add_argument("--replay", nargs="+", metavar="LOG", help="recording file(s) to play back")
+    tui.add_argument(
+        "--allow-format-1",
+        action="store_true",
+        help="also play back recordings of format version 1, which have no checksums (damage reads as other data)",
+    )
     tui.add_argument("--listen", metavar="HOST:PORT", help="listen for programs run with --log tcp://HOST:PORT")
     tui.add_argument("--idle", type=float, default=3.0, help="seconds of silence before the stuck view opens")
     tui.add_argument("--diagram-dir", default=".", help="where the d key writes diagrams (default: here)")
@@ -116,7 +123,11 @@ def _build(args: argparse.Namespace) -> tuple[Any, Program | None]:
     from viz.tui.app import TimelyApp
 
     if args.replay:
-        events, truncated = load_recording(args.replay)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UncheckedRecordingWarning)
+            events, truncated = load_recording(args.replay, allow_format_1=args.allow_format_1)
+        for warning in caught:
+            print(f"python -m viz tui: warning: {warning.message}", file=sys.stderr)
         replay = Replay(events, truncated=truncated)
         replay.seek(len(replay))
         return TimelyApp(replay=replay, diagram_dir=args.diagram_dir), None

@@ -56,16 +56,19 @@ _KEPT_CLOSED = 256
 # ---------------------------------------------------------------------- replay
 
 
-def load_recording(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Event], list[str]]:
+def load_recording(
+    paths: Sequence[str | os.PathLike[str]], allow_format_1: bool = False
+) -> tuple[list[Event], list[str]]:
     """Every event of the recording files (one per process), in time order, and why any file looks cut short.
 
-    Raises :class:`TuiError` for a file that cannot be read at all.
+    Raises :class:`TuiError` for a file that cannot be read at all; files of
+    format version 1 (no checksums) only with ``allow_format_1``, with a warning.
     """
     events: list[Event] = []
     truncated: list[str] = []
     for path in paths:
         try:
-            recording = read_recording(path)
+            recording = read_recording(path, allow_format_1)
         except RecordingError as error:
             raise TuiError(str(error)) from None
         events.extend(recording.events)
@@ -279,8 +282,13 @@ class LiveListener:
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
         # Decoded by the project's bounded decoder; each distinct time is decoded once per connection,
         # and one unfinished event may hold at most MAX_PENDING_BYTES.
+        # A program of this release streams format version 2; version 1 streams (older programs) are still
+        # shown, as TCP's own checksum guards the bytes in flight (no file to be damaged at rest).
         stream = RecordingStream(
-            f"the connection from {connection.peer}", cache_times=True, max_pending=MAX_PENDING_BYTES
+            f"the connection from {connection.peer}",
+            cache_times=True,
+            max_pending=MAX_PENDING_BYTES,
+            allow_format_1=True,
         )
         sock.settimeout(0.2)
         header_deadline = time.monotonic() + HEADER_TIMEOUT

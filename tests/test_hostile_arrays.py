@@ -1,0 +1,225 @@
+"""Columnar batches crafted to lie: refused when read, from a file or the wire, never crashing the reader.
+
+* An Arrow batch whose string offsets point outside its data, in a frame with a
+  valid checksum, crashed (segfaulted) any reader once the column was read:
+  every Arrow batch is now validated fully before use.  The reads run in a
+  child process, so a regression fails the test instead of killing pytest.
+* A numpy array header of dtype ``|V0`` declaring 2**40 elements held in no
+  bytes was accepted, and replaying it iterated 2**40 records: dtypes of no
+  bytes are refused, and so is any element count the bytes cannot hold.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import msgpack  # type: ignore[import-untyped]
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.communication.arraycodec import _compressed
+from runtime.communication.wire import BATCH_ARROW, BATCH_NDARRAY, decode_batch, encode_batch
+from runtime.errors import ColumnarDecodeError, EncodingError, WireError
+from runtime.eventlog import (
+    EventEncodeError,
+    EventLogCorrupt,
+    EventReader,
+    EventWriter,
+    event_log_bytes,
+    header_frame,
+    read_event_log,
+)
+from scopes import INTEGER
+from scopes.capture import Batch
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENT_OFFSET = len(header_frame(INTEGER))
+
+CRAFTED_ARROW = textwrap.dedent(
+    """
+    import struct, sys
+    import pyarrow as pa
+    from runtime import execute
+    from runtime.communication.wire import decode_batch, encode_batch
+    from runtime.errors import WireError
+    from runtime.eventlog import EventLogCorrupt, LogFile, encode_event, event_log_bytes, read_event_log
+    from scopes import INTEGER
+    from scopes.capture import Batch, Progress, replay_into
+
+    # slot 1's offset points 1 GiB past the 5 bytes of data; the last offset is in range, so
+    # Arrow's basic checks (which building and the IPC reader do) pass
+    offsets = pa.py_buffer(struct.pack("<3i", 0, 1 << 30, 5))
+    column = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"hello")])
+    batch = pa.RecordBatch.from_arrays([column], names=["s"])
+    path = sys.argv[1]
+    for name, value in (("batch", batch), ("table", pa.Table.from_batches([batch]))):
+        with open(path, "wb") as handle:
+            handle.write(event_log_bytes([encode_event(Batch(0, value)), encode_event(Progress([(0, -1)]))]))
+        try:
+            events = read_event_log(path)
+        except EventLogCorrupt as error:
+            print(name, "file refused at", error.offset, "|", error, flush=True)
+        else:
+            print(name, "file read", events[0].data.column(0).to_pylist(), flush=True)
+        try:
+            def main(worker, path=path):
+                worker.dataflow(lambda scope: replay_into([LogFile(path, INTEGER)], scope).inspect_batch(
+                    lambda t, b: print(b.column(0).to_pylist())))
+            execute(main, workers=1, stall_timeout=5)
+        except Exception as error:
+            print(name, "replay refused |", type(error).__name__, error, repr(error.__cause__), flush=True)
+        else:
+            print(name, "replay ran", flush=True)
+        try:
+            received = decode_batch(*encode_batch(value))
+        except WireError as error:
+            print(name, "wire refused |", error, flush=True)
+        else:
+            print(name, "wire read", received.column(0).to_pylist(), flush=True)
+    """
+)
+
+
+def test_an_arrow_batch_with_an_offset_out_of_bounds_is_refused_not_a_crash(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    run = subprocess.run(
+        [sys.executable, "-c", CRAFTED_ARROW, str(tmp_path / "crafted.log")],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, (run.returncode, run.stdout, run.stderr[-2000:])
+    lines = run.stdout.splitlines()
+    for name in ("batch", "table"):
+        [file_line] = [line for line in lines if line.startswith(f"{name} file")]
+        assert file_line.startswith(f"{name} file refused at {EVENT_OFFSET} |"), file_line
+        assert "crafted.log" in file_line and f"byte offset {EVENT_OFFSET}" in file_line
+        assert "out of bounds" in file_line
+        [replay_line] = [line for line in lines if line.startswith(f"{name} replay")]
+        assert "refused" in replay_line and "EventLogCorrupt" in replay_line, replay_line
+        [wire_line] = [line for line in lines if line.startswith(f"{name} wire")]
+        assert wire_line.startswith(f"{name} wire refused |") and "out of bounds" in wire_line, wire_line
+
+
+def ndarray_bytes(spec: object, shape: list[int], data: bytes = b"") -> bytes:
+    """An encoded numpy array with a hand-written header (see runtime.communication.arraycodec)."""
+    header = msgpack.packb([spec, shape])
+    return struct.pack(">I", len(header)) + header + data
+
+
+def batch_event(array_bytes: bytes) -> bytes:
+    return msgpack.packb([1, 0, msgpack.ExtType(5, array_bytes)])
+
+
+def test_a_zero_byte_dtype_declaring_2_to_the_40_elements_is_refused(tmp_path: Path) -> None:
+    attack = ndarray_bytes("|V0", [1 << 40])
+    assert len(attack) <= 20
+    path = tmp_path / "v0.log"
+    path.write_bytes(event_log_bytes([batch_event(attack)]))
+    with pytest.raises(EventLogCorrupt, match="no bytes") as failure:
+        read_event_log(path)
+    assert failure.value.offset == EVENT_OFFSET and str(path) in str(failure.value)
+    with pytest.raises(WireError, match="no bytes"):
+        decode_batch(BATCH_NDARRAY, attack)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "|S0",
+        "<U0",
+        ["struct", [], [], [], 0, []],
+        ["sub", "<i4", [0]],
+        ["struct", ["a"], [["sub", "<i8", [0]]], [0], 0, [None]],
+    ],
+    ids=["S0", "U0", "empty struct", "empty sub-array", "struct of an empty sub-array"],
+)
+def test_every_dtype_of_no_bytes_is_refused(spec: object) -> None:
+    with pytest.raises(WireError, match="no bytes"):
+        decode_batch(BATCH_NDARRAY, ndarray_bytes(spec, [1 << 40]))
+
+
+@pytest.mark.parametrize(
+    ("spec", "shape", "data"),
+    [
+        ("<i8", [1 << 40], b"\0" * 8),
+        ("<i8", [1 << 20, 1 << 20], b"\0" * 16),
+        ("|u1", [3], b"\0" * 4),
+    ],
+)
+def test_element_counts_the_bytes_cannot_hold_are_refused(spec: str, shape: list[int], data: bytes) -> None:
+    with pytest.raises(WireError, match="needs .* bytes of data"):
+        decode_batch(BATCH_NDARRAY, ndarray_bytes(spec, shape, data))
+
+
+def test_dtype_descriptions_nest_only_so_deep() -> None:
+    spec: object = "<i2"
+    for _ in range(40):
+        spec = ["sub", spec, [1]]
+    with pytest.raises(WireError, match="nests more than"):
+        decode_batch(BATCH_NDARRAY, ndarray_bytes(spec, [1], b"\0\0"))
+
+
+def test_arrays_of_no_bytes_an_element_are_refused_when_written() -> None:
+    with pytest.raises(EventEncodeError, match="no bytes"):
+        EventWriter(io.BytesIO(), close=False).push(Batch(0, np.zeros(3, "V0")))
+    with pytest.raises(EncodingError, match="no bytes"):
+        encode_batch(np.zeros(3, [("a", "<i8", (0,))]))
+
+
+def test_honest_arrays_still_round_trip() -> None:
+    for array in (np.arange(5), np.zeros((2, 0), "<i4"), np.array([b"ab", b"c"]), np.zeros(3, "V2")):
+        back = decode_batch(*encode_batch(array))
+        assert back.dtype == array.dtype and back.shape == array.shape and back.tobytes() == array.tobytes()
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_compressed_arrow_buffers_are_refused_before_they_are_decompressed(compression: str, dictionary: bool) -> None:
+    pa = pytest.importorskip("pyarrow")
+    column = pa.array(np.zeros(1_000_000, np.int64))  # 8 MB that compress to a few KB
+    if dictionary:
+        column = pa.DictionaryArray.from_arrays(pa.array(np.zeros(1_000_000, np.int32)), column)
+    batch = pa.record_batch({"x": column})
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
+        writer.write_batch(batch)
+    data = sink.getvalue().to_pybytes()
+    assert len(data) < 200_000
+    with pytest.raises(WireError, match="compressed Arrow buffers"):
+        decode_batch(BATCH_ARROW, data)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*compressed Arrow buffers"):
+        read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, data)])]))
+
+
+def read_event_log_bytes(data: bytes) -> list[object]:
+    return [event for event in EventReader(io.BytesIO(data)) if event is not None]
+
+
+def test_honest_arrow_batches_still_round_trip() -> None:
+    pa = pytest.importorskip("pyarrow")
+    words = pa.array(["a", None, "ccc", "a"]).dictionary_encode()
+    batch = pa.record_batch({"w": words, "n": pa.array([1, 2, None, 4]), "l": pa.array([[1], [], None, [2, 3]])})
+    table = pa.Table.from_batches([batch, batch.slice(1, 2)])
+    for value in (batch, table, batch.slice(0, 0), pa.table({"x": pa.array([], pa.int8())})):
+        back = decode_batch(*encode_batch(value))
+        assert type(back) is type(value) and back.equals(value)
+        assert back.to_pylist() == value.to_pylist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_the_compression_check_reads_any_metadata_within_bounds(meta: bytes) -> None:
+    with contextlib.suppress(ColumnarDecodeError):
+        assert _compressed(meta) in (True, False)
