@@ -108,6 +108,23 @@ class EncodingError(TimelyRuntimeError, TypeError):
         self.type_name = type_name
 
 
+class InterleavingFailure(AssertionError, TimelyRuntimeError):
+    """A dataflow gave another answer under some message order than it gives without interleaving.
+
+    Attributes:
+        seed: the smallest seed whose order changed the answer.
+        schedule: the shrunk schedule of choices that changes it, for
+            :func:`runtime.testing.replay_interleaving`.
+        workers: how many simulated workers ran.
+    """
+
+    def __init__(self, message: str, seed: int, schedule: list[float | int], workers: int) -> None:
+        super().__init__(message)
+        self.seed = seed
+        self.schedule = schedule
+        self.workers = workers
+
+
 class SimulationError(TimelyRuntimeError):
     """The simulation itself could not continue (a worker never yielded, or too many turns)."""
 
