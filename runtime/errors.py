@@ -108,6 +108,18 @@ class EncodingError(TimelyRuntimeError, TypeError):
         self.type_name = type_name
 
 
+class CheckpointError(TimelyRuntimeError):
+    """A checkpoint cannot be used: see :class:`CheckpointCorrupt` and :class:`CheckpointMismatch`."""
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint file is damaged; the message gives its path and the byte offset of the damage."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint was written by another dataflow, worker count or format version."""
+
+
 class InterleavingFailure(AssertionError, TimelyRuntimeError):
     """A dataflow gave another answer under some message order than it gives without interleaving.
 

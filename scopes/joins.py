@@ -24,6 +24,7 @@ from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.generic_operators import binary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
+from scopes.state_registry import registry_of
 from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
@@ -86,6 +87,11 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
     if not isinstance(scope.timestamp_type, IntegerType):
         raise BuildError(
             f"{where} needs integer timestamps (the table is kept in time order), not {scope.timestamp_type!r}"
+        )
+    if registry_of(scope) is not None:
+        raise BuildError(
+            f"{where} keeps a table across epochs, which checkpoints do not cover yet: build this dataflow "
+            "without checkpoint=, or keep the table in a keyed operator (stateful_map, process) and join per time"
         )
     joiner = LatestJoin(how == "left")
 

@@ -30,6 +30,7 @@ from scopes.generic_operators import unary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
+from scopes.state_registry import OperatorState, registry_of
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -83,7 +84,7 @@ def stateful_map(
             out.append((key, output))
         return out
 
-    return in_time_order(stream, name, apply)
+    return in_time_order(stream, name, apply, states, initial)
 
 
 def fold(stream: S, initial: Callable[[], Any], function: Callable[[Any, Any], Any], name: str) -> S:
@@ -113,7 +114,7 @@ def running(stream: S, name: str, first: Callable[[Any], Any], function: Callabl
             changed[key] = None
         return [(key, states[key]) for key in changed]
 
-    return in_time_order(stream, name, apply)
+    return in_time_order(stream, name, apply, states)
 
 
 def process(
@@ -131,22 +132,40 @@ def process(
     if initial is not None:
         check_function(initial, (), "the initial-state function", where)
     operator = KeyedProcess(where, on_record, on_timer, initial)
+    registry = registry_of(stream.scope)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
-        capability.drop()
+        if registry is None:
+            capability.drop()
+        else:  # kept until the run knows whether it resumes: restored timers need capabilities
+            operator.initial_capability = capability
         return operator.step
 
-    return unary(stream, Pipeline, name, constructor, None, notify=True)
+    out = unary(stream, Pipeline, name, constructor, None, notify=True)
+    if registry is not None:
+        address = (*out.scope.address, out.source.node)
+        operator.tracked = registry.register(
+            address, name, where, operator.snapshot, operator.restore, initial and initial(), operator.settle
+        )
+    return out
 
 
 def in_time_order(
     stream: S,
     name: str,
     apply: Callable[[Any, list[Any]], list[Any]],
+    states: dict[Any, Any] | None = None,
+    initial: Callable[[], Any] | None = None,
 ) -> S:
-    """Buffer each time's records; once the time is complete, send ``apply(time, records)``, in time order."""
+    """Buffer each time's records; once the time is complete, send ``apply(time, records)``, in time order.
+
+    ``states`` is the operator's state per key: with checkpoints on, it is
+    registered (:mod:`scopes.state_registry`) and reported as of each time
+    before the next is applied.
+    """
     pending: dict[Any, list[Any]] = {}
     capabilities: dict[Any, Capability] = {}
+    tracked: list[OperatorState] = []
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
         capability.drop()
@@ -161,16 +180,39 @@ def in_time_order(
             frontier = input.frontier
             done = [time for time in capabilities if not frontier.less_equal(time)]
             for time in sorted(done):
+                if tracked:
+                    tracked[0].reached(time)
                 capability = capabilities.pop(time)
                 records = apply(time, pending.pop(time))
                 if records:
                     output.session(capability).give_batch(records)
                     output.flush()
                 capability.drop()
+            if tracked:
+                elements = frontier.elements
+                tracked[0].reached(min(elements) if elements else None)
 
         return logic
 
-    return unary(stream, Pipeline, name, constructor, None, notify=True)
+    out = unary(stream, Pipeline, name, constructor, None, notify=True)
+    if states is not None:
+        tracked.extend(track_state(out, name, states, initial))
+    return out
+
+
+def track_state(out: StreamCore, name: str, states: dict[Any, Any], initial: Callable[[], Any] | None) -> list[Any]:
+    """Register ``states`` (per key) for checkpoints when the dataflow has them: ``[OperatorState]`` or ``[]``."""
+    registry = registry_of(out.scope)
+    if registry is None:
+        return []
+
+    def restore(pairs: Any) -> None:
+        states.clear()
+        states.update((key, value) for key, value in pairs)
+
+    where = describe_operator(name, out.scope.path)
+    address = (*out.scope.address, out.source.node)
+    return [registry.register(address, name, where, lambda: list(states.items()), restore, initial and initial())]
 
 
 class KeyContext:
@@ -220,6 +262,8 @@ class KeyedProcess:
         self.pending: dict[Any, list[Any]] = {}
         self.capabilities: dict[Any, Capability] = {}
         self.timers: dict[Any, dict[Any, None]] = {}
+        self.initial_capability: Capability | None = None
+        self.tracked: OperatorState | None = None
 
     def step(self, input: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then run every complete time's records and timers in time order."""
@@ -227,15 +271,39 @@ class KeyedProcess:
             time = ref.time
             if time not in self.capabilities:
                 self.capabilities[time] = ref.retain()
-                self.pending[time] = []
-            self.pending[time].extend(batch)
+            self.pending.setdefault(time, []).extend(batch)
         frontier = input.frontier
         while True:
             ready = [time for time in self.capabilities if not frontier.less_equal(time)]
             if not ready:
-                return
+                break
             time = min(ready)
+            if self.tracked is not None:
+                self.tracked.reached(time)
             self.run_time(time, output)
+        if self.tracked is not None:
+            elements = frontier.elements
+            self.tracked.reached(min(elements) if elements else None)
+
+    def snapshot(self) -> Any:
+        """The state per key and the timers, as plain values, for a checkpoint."""
+        return [list(self.states.items()), [(time, list(keys)) for time, keys in self.timers.items()]]
+
+    def restore(self, saved: Any) -> None:
+        """Put back a :meth:`snapshot`; the restored timers get their capabilities in :meth:`settle`."""
+        states, timers = saved
+        self.states = dict((key, value) for key, value in states)
+        self.timers = {time: dict.fromkeys(keys) for time, keys in timers}
+
+    def settle(self) -> None:
+        """Take a capability for every restored timer from the initial one, then drop that."""
+        capability, self.initial_capability = self.initial_capability, None
+        if capability is None:
+            return
+        for time in self.timers:
+            if time not in self.capabilities:
+                self.capabilities[time] = capability.delayed(time)
+        capability.drop()
 
     def run_time(self, time: Any, output: OperatorOutput) -> None:
         """Apply ``time``'s records, then fire its timers, then release its capability."""

@@ -51,6 +51,7 @@ from scopes.operator import Capability, Notificator, Operator, OperatorInfo, Ope
 from scopes.probes import ProbeHandle
 from scopes.reachability import SummarySpec
 from scopes.signatures import describe_operator
+from scopes.state_registry import refuse_hand_written_under_checkpoints
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
     INTEGER,
@@ -244,6 +245,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """A one-input, one-output operator; ``constructor(capability, info)`` returns ``logic(input, output)``."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary(self, contract, name, constructor, summary, notify=False)
 
     def unary_frontier(
@@ -254,6 +256,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`unary`, and also scheduled when the input frontier changes."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary(self, contract, name, constructor, summary, notify=True)
 
     def unary_notify(
@@ -268,6 +271,7 @@ class Stream(StreamCore):
         ``logic(input, output, notificator)`` runs on new data and on frontier
         changes; times in ``notify_at`` are requested at the start.
         """
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary_notify(self, contract, name, logic, notify_at)
 
     def binary(
@@ -280,6 +284,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """A two-input operator; ``constructor(capability, info)`` returns ``logic(input1, input2, output)``."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary(self, other, (contract1, contract2), name, constructor, summary, notify=False)
 
     def binary_frontier(
@@ -292,6 +297,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`binary`, and also scheduled when either input frontier changes."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary(self, other, (contract1, contract2), name, constructor, summary, notify=True)
 
     def binary_notify(
@@ -304,6 +310,7 @@ class Stream(StreamCore):
         notify_at: Sequence[Any] = (),
     ) -> Stream:
         """A two-input operator with a notificator watching both input frontiers."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary_notify(self, other, (contract1, contract2), name, logic, notify_at)
 
     # ------------------------------------------------------------------ scopes and loops

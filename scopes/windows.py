@@ -19,9 +19,9 @@ in (for a session: of the session it would start alone); it goes to the
 ``late`` stream as its ``(key, value)`` pair, never dropped.  Whether a record is
 late depends only on its epoch and event time, not on the order things ran.
 
-Results are ``(key, (start, end), value)``.  Tumbling and sliding windows fold
-their records as they arrive, in arrival order; sessions fold theirs in event-time
-order once they close.  Windows need integer timestamps (the top-level scope's
+Results are ``(key, (start, end), value)``.  Records are applied one complete
+time after another, in time order (within a time, in arrival order); sessions
+fold theirs in event-time order once they close.  Windows need integer timestamps (the top-level scope's
 epochs, or a scope with integer times).
 """
 
@@ -36,8 +36,9 @@ from scopes.channels import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, UserFunctionError
 from scopes.generic_operators import generic
-from scopes.operator import Capability, CapabilityRef, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import check_function, describe_operator
+from scopes.state_registry import OperatorState, registry_of
 from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
@@ -165,24 +166,36 @@ class WindowBuilder(Generic[S]):
         return self._build(name, list, append)
 
     def reduce(self, function: Callable[[Any, Any], Any], name: str = "WindowReduce") -> Windowed[S]:
-        """``acc = function(acc, value)`` over each window's values, from its first value."""
+        """``acc = function(acc, value)`` over each window's values, from its first value.
+
+        ``None`` stands for "no value yet", so ``function`` should not return ``None``.
+        """
         check_function(function, ("accumulator", "value"), "the window reduce function", self._where(name))
-        empty = object()
-        return self._build(name, lambda: empty, lambda acc, value: value if acc is empty else function(acc, value))
+        return self._build(name, lambda: None, lambda acc, value: value if acc is None else function(acc, value))
 
     def _where(self, name: str) -> str:
         return describe_operator(name, self.keyed.scope.path)
 
     def _build(self, name: str, start: Callable[[], Any], fold: Callable[[Any, Any], Any]) -> Windowed[S]:
-        operator = WindowOperator(self.spec, self.event_time, self.lateness, start, fold, self._where(name))
+        where = self._where(name)
+        operator = WindowOperator(self.spec, self.event_time, self.lateness, start, fold, where)
+        stream = self.keyed
+        registry = registry_of(stream.scope)
 
         def constructor(capabilities: list[Capability], info: OperatorInfo) -> Any:
+            if registry is not None:  # kept until the run knows whether it resumes: restored windows need it
+                operator.initial = capabilities[0]
+                capabilities = capabilities[1:]
             for capability in capabilities:
                 capability.drop()
             return operator.step
 
-        stream = self.keyed
         down, late = generic(stream.scope, name, [(stream, Pipeline)], 2, constructor)
+        if registry is not None:
+            address = (*down.scope.address, down.source.node)
+            operator.tracked = registry.register(
+                address, name, where, operator.snapshot, operator.restore, start(), operator.settle
+            )
         return Windowed(down, late)
 
 
@@ -200,7 +213,14 @@ class _Open:
 
 
 class WindowOperator:
-    """The logic of a window operator: assign records, send the late ones, close windows at the frontier."""
+    """The logic of a window operator: send late records, apply complete times in order, close windows.
+
+    A record's lateness depends only on its epoch and event time, so late records
+    are sent as they arrive.  The others wait until their time is complete and are
+    then applied in time order: before time ``t`` is applied, every window that
+    closes before ``t`` has been sent, so the state at that moment is exactly the
+    state as of the times before ``t`` (what a checkpoint holds).
+    """
 
     def __init__(
         self,
@@ -222,18 +242,45 @@ class WindowOperator:
         self.sessions: dict[Any, list[_Open]] = {}
         self.closing: dict[int, list[_Open]] = {}
         self.capabilities: dict[int, Capability] = {}
+        self.pending: dict[int, list[tuple[Any, Any, int]]] = {}
+        self.holds: dict[int, Capability] = {}
+        self.initial: Capability | None = None
+        self.tracked: OperatorState | None = None
 
     def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
-        """Take the arrived records, then close every window the frontier has passed."""
+        """Send the late records, then apply every complete time and close the windows it passes."""
         down, late = outputs
         for ref, batch in inputs[0]:
             time = ref.time
-            lates = [pair for pair in batch if self.assign(pair, time, ref)]
+            lates = []
+            for pair in batch:
+                key, value = pair
+                event = time if self.event_time is None else self.event_of(value, key, time)
+                if self.late_for_some(event, time):
+                    lates.append(pair)
+                self.pending.setdefault(time, []).append((key, value, event))
             if lates:
                 late.session(ref).give_batch(lates)
+            if time not in self.holds and time in self.pending:
+                self.holds[time] = ref.retain(0)
         late.flush()
         frontier = inputs[0].frontier
-        for close in sorted(close for close in self.capabilities if not frontier.less_equal(close)):
+        for time in sorted(time for time in self.holds if not frontier.less_equal(time)):
+            self.close_before(time, down)
+            if self.tracked is not None:
+                self.tracked.reached(time)
+            hold = self.holds.pop(time)
+            for key, value, event in self.pending.pop(time, ()):
+                self.assign(key, value, event, time, hold)
+            hold.drop()
+        elements = frontier.elements
+        self.close_before(min(elements) if elements else None, down)
+        if self.tracked is not None:
+            self.tracked.reached(min(elements) if elements else None)
+
+    def close_before(self, time: int | None, down: OperatorOutput) -> None:
+        """Send every window closing before ``time`` (every one, for ``None``) and release its capability."""
+        for close in sorted(c for c in self.capabilities if time is None or c < time):
             capability = self.capabilities.pop(close)
             results = [self.result(window) for window in self.closing.pop(close, ()) if window.close == close]
             if results:
@@ -241,36 +288,38 @@ class WindowOperator:
                 down.flush()
             capability.drop()
 
-    def assign(self, pair: Any, time: int, ref: CapabilityRef) -> bool:
-        """Put ``pair`` into its windows; True if it is late for any of them."""
-        key, value = pair
-        event = time if self.event_time is None else self.event_of(value, key, time)
+    def late_for_some(self, event: int, time: int) -> bool:
+        """Whether a record of ``event`` at epoch ``time`` is late for a window it belongs in."""
         if isinstance(self.spec, Session):
-            return self.assign_session(key, value, event, time, ref)
-        late = False
+            return time > event + self.spec.gap - 1 + self.lateness
+        length = self.spec.length()
+        return any(time > start + length - 1 + self.lateness for start in self.spec.starts(event))
+
+    def assign(self, key: Any, value: Any, event: int, time: int, hold: Capability) -> None:
+        """Fold ``value`` into the windows of ``key`` it is on time for."""
+        if isinstance(self.spec, Session):
+            self.assign_session(key, value, event, time, hold)
+            return
         length = self.spec.length()
         for start in self.spec.starts(event):
             close = start + length - 1 + self.lateness
             if time > close:
-                late = True
                 continue
             window = self.windows.get((key, start))
             if window is None:
                 window = _Open(key, start, start + length, self.start(), close)
                 self.windows[(key, start)] = window
-                self.expect(window, ref)
+                self.expect(window, hold)
             window.value = self.fold(window.value, value)
-        return late
 
-    def assign_session(self, key: Any, value: Any, event: int, time: int, ref: CapabilityRef) -> bool:
-        """Merge ``value`` at ``event`` into the key's sessions still open at ``time``; True if it is late."""
+    def assign_session(self, key: Any, value: Any, event: int, time: int, hold: Capability) -> None:
+        """Merge ``value`` at ``event`` into the key's sessions still open at ``time`` (late ones are skipped)."""
         gap = self.spec.gap  # type: ignore[union-attr]
         if time > event + gap - 1 + self.lateness:
-            return True
-        sessions = self.sessions.setdefault(key, [])
+            return
         start, last, gathered = event, event, [(event, value)]
         kept = []
-        for session in sessions:
+        for session in self.sessions.get(key, ()):
             if session.close >= time and session.start - gap < event < session.end - 1 + gap:
                 start, last = min(start, session.start), max(last, session.end - 1)
                 gathered.extend(session.value)
@@ -280,14 +329,13 @@ class WindowOperator:
         merged = _Open(key, start, last + 1, gathered, last + gap - 1 + self.lateness)
         kept.append(merged)
         self.sessions[key] = kept
-        self.expect(merged, ref)
-        return False
+        self.expect(merged, hold)
 
-    def expect(self, window: _Open, ref: CapabilityRef) -> None:
+    def expect(self, window: _Open, hold: Capability) -> None:
         """Hold a capability at ``window``'s close time, and list it to close then."""
         self.closing.setdefault(window.close, []).append(window)
         if window.close not in self.capabilities:
-            self.capabilities[window.close] = ref.delayed(window.close, 0)
+            self.capabilities[window.close] = hold.delayed(window.close)
 
     def result(self, window: _Open) -> tuple[Any, tuple[int, int], Any]:
         """``(key, (start, end), value)`` for a closing window, which is forgotten."""
@@ -311,3 +359,33 @@ class WindowOperator:
                 f"not {type(event).__name__} {event!r:.60} (key {key!r:.60} at time {time})"
             )
         return event
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def snapshot(self) -> Any:
+        """The open windows and sessions, as plain values, for a checkpoint."""
+        windows = [[w.key, w.start, w.end, w.value, w.close] for w in self.windows.values()]
+        sessions = [[w.key, w.start, w.end, w.value, w.close] for ws in self.sessions.values() for w in ws]
+        return [windows, sessions]
+
+    def restore(self, saved: Any) -> None:
+        """Put back a :meth:`snapshot`; the capabilities to send them come in :meth:`settle`."""
+        windows, sessions = saved
+        for key, start, end, value, close in windows:
+            window = _Open(key, start, end, value, close)
+            self.windows[(key, start)] = window
+            self.closing.setdefault(close, []).append(window)
+        for key, start, end, value, close in sessions:
+            window = _Open(key, start, end, [tuple(item) for item in value], close)
+            self.sessions.setdefault(key, []).append(window)
+            self.closing.setdefault(close, []).append(window)
+
+    def settle(self) -> None:
+        """Take a capability for every restored window's close from the initial one, then drop that."""
+        initial, self.initial = self.initial, None
+        if initial is None:
+            return
+        for close in self.closing:
+            if close not in self.capabilities:
+                self.capabilities[close] = initial.delayed(close)
+        initial.drop()
