@@ -82,6 +82,16 @@ class CheckpointStore:
         self.keep = keep
         self.every = every
         self.resume_epoch = 0
+        self.durable: dict[int, int] = {}
+
+    def written_before(self, worker: int, time: int) -> None:
+        """Say that worker ``worker`` has made durable every output of the times before ``time``.
+
+        A program that writes its outputs itself (not through ``write_files``)
+        calls this after writing them; from its first call on, a checkpoint never
+        claims an epoch whose outputs could still be lost in a crash.
+        """
+        self.durable[worker] = max(self.durable.get(worker, 0), time)
 
     def directory(self, worker: int, peers: int) -> Path:
         """Where worker ``worker`` of ``peers`` keeps its files."""
@@ -216,7 +226,9 @@ class CheckpointManager:
         covered = self.registry.common_boundary()
         if covered is None or covered - covered % every <= self.written:
             return
-        boundary = min(covered, self.passed())
+        if self.store.durable.get(self.worker, ENDED) - every < self.written:
+            return
+        boundary = min(covered, self.passed(), self.store.durable.get(self.worker, ENDED))
         if boundary >= ENDED:  # the dataflow has ended: its last boundary is where its inputs stopped
             boundary = max((handle.time for handle in self.inputs), default=0)
         boundary -= boundary % every
