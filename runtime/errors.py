@@ -108,6 +108,35 @@ class EncodingError(TimelyRuntimeError, TypeError):
         self.type_name = type_name
 
 
+class CheckpointError(TimelyRuntimeError):
+    """A checkpoint cannot be used: see :class:`CheckpointCorrupt` and :class:`CheckpointMismatch`."""
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint file is damaged; the message gives its path and the byte offset of the damage."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """A checkpoint was written by another dataflow, worker count or format version."""
+
+
+class InterleavingFailure(AssertionError, TimelyRuntimeError):
+    """A dataflow gave another answer under some message order than it gives without interleaving.
+
+    Attributes:
+        seed: the smallest seed whose order changed the answer.
+        schedule: the shrunk schedule of choices that changes it, for
+            :func:`runtime.testing.replay_interleaving`.
+        workers: how many simulated workers ran.
+    """
+
+    def __init__(self, message: str, seed: int, schedule: list[float | int], workers: int) -> None:
+        super().__init__(message)
+        self.seed = seed
+        self.schedule = schedule
+        self.workers = workers
+
+
 class SimulationError(TimelyRuntimeError):
     """The simulation itself could not continue (a worker never yielded, or too many turns)."""
 

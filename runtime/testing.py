@@ -35,12 +35,13 @@ with the progress audit (:mod:`runtime.audit`).
 from __future__ import annotations
 
 import functools
+import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
 from scopes.builder import ScopeBuilder
@@ -213,6 +214,125 @@ def assert_agree(
                     f"but at {reference.frontiers[name]} on {reference.describe()}"
                 )
     return runs
+
+
+# ---------------------------------------------------------------------- interleavings
+
+
+def check_interleavings(
+    build: Build,
+    inputs: Epochs | Mapping[str, Epochs],
+    *,
+    workers: int = 2,
+    seeds: Iterable[int] = range(50),
+    close: bool = True,
+    shrink: int = 200,
+) -> DataflowRun:
+    """Run ``build`` under many seeded message orders; raise if any order changes the answer.
+
+    The reference is a plain run on one worker.  Each seed runs ``workers``
+    simulated workers (:mod:`runtime.communication.simulation`) whose turns and
+    message deliveries the seed decides, keeping only the FIFO order per channel
+    and pair of workers that timely promises.  On the first seed whose output
+    differs, hypothesis searches for a shorter schedule that still differs
+    (``shrink`` examples; 0 skips it), and :class:`~runtime.errors.InterleavingFailure`
+    reports the seed, the schedule and the difference.  The schedule replays
+    exactly with :func:`replay_interleaving`.  Returns the reference run.
+    """
+    from runtime.communication.simulation import RecordedChoices
+
+    reference = run_dataflow(build, inputs, close=close)
+    for seed in seeds:
+        recorded = RecordedChoices(random.Random(seed))
+        problems = _interleaving_differences(build, inputs, workers, close, reference, recorded)
+        if problems:
+            schedule = _shrunk(build, inputs, workers, close, reference, shrink) or recorded.schedule
+            raise InterleavingFailure(
+                f"the dataflow's output under simulated seed {seed} on {workers} workers differs from 1 worker's "
+                f"(missing = only without interleaving, unexpected = only under it):\n"
+                + "\n".join(problems)
+                + f"\nreplay it exactly with replay_interleaving(build, inputs, schedule, workers={workers}), where "
+                + (f"schedule = {schedule!r}" if len(schedule) <= 100 else "schedule is this error's .schedule")
+                + f" ({len(schedule)} choices)",
+                seed,
+                schedule,
+                workers,
+            )
+    return reference
+
+
+def replay_interleaving(
+    build: Build,
+    inputs: Epochs | Mapping[str, Epochs],
+    schedule: Sequence[float | int],
+    *,
+    workers: int = 2,
+    close: bool = True,
+) -> DataflowRun:
+    """Run ``build`` on ``workers`` simulated workers in exactly the order ``schedule`` (from a failure) fixes."""
+    from runtime.communication.simulation import ReplayedChoices
+
+    return _simulated_run(build, inputs, workers, close, ReplayedChoices(list(schedule)))
+
+
+def _simulated_run(build: Build, inputs: Any, workers: int, close: bool, choices: Any) -> DataflowRun:
+    from runtime.communication.simulation import simulate
+
+    spec = _input_spec(inputs)
+    main = functools.partial(_run_worker, build, spec, {"close": close, "per_epoch": False}, INTEGER)
+    return _gather(simulate(main, workers, choices=choices), spec, workers, 1)
+
+
+def _interleaving_differences(
+    build: Build, inputs: Any, workers: int, close: bool, reference: DataflowRun, choices: Any
+) -> list[str]:
+    run = _simulated_run(build, inputs, workers, close, choices)
+    problems = []
+    for name in sorted(set(reference.outputs) | set(run.outputs)):
+        for problem in _differences(run.outputs.get(name, {}), reference.outputs.get(name, {})):
+            problems.append(f"output {name!r}: {problem.strip()}")
+    return problems
+
+
+def _shrunk(
+    build: Build, inputs: Any, workers: int, close: bool, reference: DataflowRun, examples: int
+) -> list[float | int] | None:
+    """The shortest failing schedule hypothesis finds in ``examples`` tries, or None."""
+    try:
+        from hypothesis import HealthCheck, find, settings
+        from hypothesis import strategies as st
+        from hypothesis.errors import NoSuchExample
+    except ImportError:  # hypothesis is a test dependency: without it, the seed's whole schedule is reported
+        return None
+    if examples <= 0:
+        return None
+
+    from runtime.communication.simulation import RecordedChoices
+
+    best: list[list[float | int]] = []
+
+    def differs(source: Any) -> bool:
+        recorded = RecordedChoices(source)
+        if not _interleaving_differences(build, inputs, workers, close, reference, recorded):
+            return False
+        if not best or len(recorded.schedule) < len(best[0]):
+            best[:] = [recorded.schedule]
+        return True
+
+    options = settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    try:
+        find(st.randoms(use_true_random=False), differs, settings=options)
+    except NoSuchExample:
+        return None
+    if best and _interleaving_differences(build, inputs, workers, close, reference, _replayed(best[0])):
+        return best[0]
+    return None
+
+
+def _replayed(schedule: list[float | int]) -> Any:
+    from runtime.communication.simulation import ReplayedChoices
+
+    return ReplayedChoices(schedule)
 
 
 # ---------------------------------------------------------------------- inputs

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
+from runtime.checkpoints import CheckpointManager, CheckpointStore, new_registry, resume
 from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
@@ -61,6 +62,7 @@ class Dataflow:
         self.fingerprint: Fingerprint = []
         self.unverified: set[int] = set()
         self.fingerprints: Puller | None = None
+        self.checkpoints: CheckpointManager | None = None
 
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
@@ -157,8 +159,15 @@ class Worker:
         build: Callable[[ScopeBuilder], R],
         name: str | None = None,
         timestamp: TimestampType = INTEGER,
+        checkpoint: CheckpointStore | None = None,
     ) -> R:
-        """Build a new dataflow with ``build(scope)`` and return what it returns."""
+        """Build a new dataflow with ``build(scope)`` and return what it returns.
+
+        With ``checkpoint``, the dataflow's state is checkpointed into that
+        store at epoch boundaries, and resumed from its latest complete one
+        (:mod:`runtime.checkpoints`): the program then sends its inputs from
+        ``checkpoint.resume_epoch``.
+        """
         index = self._next_dataflow
         self._next_dataflow += 1
         label = name or f"dataflow {index}"
@@ -173,12 +182,21 @@ class Worker:
         )
         root.observer = combine(self.logger, self.auditor)
         scope = ScopeBuilder(root, self._context)
-        with scope.open():
-            result = build(scope)
+        registry = new_registry(checkpoint, timestamp, label)
+        inputs_before = len(self._context.inputs)
+        self._context.state_registry = registry
+        try:
+            with scope.open():
+                result = build(scope)
+        finally:
+            self._context.state_registry = None
         scope.check_complete()
         root.get_internal_summary()
         root.set_external_summary([], [])
         dataflow = Dataflow(index, label, root)
+        if checkpoint is not None and registry is not None:
+            inputs = self._context.inputs[inputs_before:]
+            dataflow.checkpoints = resume(checkpoint, registry, root, inputs, self.index, self.peers)
         if self.peers > 1:
             self._send_fingerprint(dataflow)
         self._dataflows[index] = dataflow
@@ -279,7 +297,10 @@ class Worker:
                 dataflow = self._dataflows.get(index)
                 if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
                     continue
-                if not dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING):
+                running = dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING)
+                if dataflow.checkpoints is not None:
+                    dataflow.checkpoints.poll()
+                if not running:
                     del self._dataflows[index]
                     self._active.discard(index)
                     comm.dataflow_completed(index)

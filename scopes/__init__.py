@@ -46,6 +46,7 @@ from scopes.errors import (
     TimelyError,
     TimestampError,
 )
+from scopes.keyed import KeyedStream
 from scopes.location import Source, Target
 from scopes.operate import Operate
 from scopes.operator import (
@@ -71,6 +72,7 @@ from scopes.timestamp import (
     ProductType,
     TimestampType,
 )
+from scopes.windows import Session, Sliding, Tumbling, Windowed
 
 __all__ = [
     "INTEGER",
@@ -90,6 +92,7 @@ __all__ = [
     "InputHandle",
     "IntegerSummary",
     "IntegerType",
+    "KeyedStream",
     "LoopHandle",
     "MutableAntichain",
     "Notificator",
@@ -108,6 +111,8 @@ __all__ = [
     "ScopeBoundaryError",
     "ScopeBuilder",
     "ScopeError",
+    "Session",
+    "Sliding",
     "Source",
     "Stream",
     "Subgraph",
@@ -117,6 +122,8 @@ __all__ = [
     "TimestampError",
     "TimestampType",
     "Tracker",
+    "Tumbling",
+    "Windowed",
     "generic",
     "less_equal",
     "less_than",

@@ -60,6 +60,8 @@ class BuildContext:
         self.peers = allocator.peers
         self._next_channel = 0
         self.inputs: list[InputHandle] = []
+        # the state registry of the dataflow being built when it runs with checkpoints (scopes.state_registry)
+        self.state_registry: Any = None
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
         self.building: list[Scope[StreamCore]] = []

@@ -37,17 +37,21 @@ from typing import Any, TypeVar
 
 from scopes import capture as _capture
 from scopes import generic_operators as _generic
+from scopes import keyed_state as _keyed_state
 from scopes import loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes.channels import ChannelContract, Tee
 from scopes.core import BuildContext, Scope, StreamCore
 from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, UnaryConstructor, generic
 from scopes.input_handle import InputHandle
+from scopes.keyed import KeyedStream
 from scopes.location import Source
 from scopes.loops import LoopHandle
 from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.probes import ProbeHandle
 from scopes.reachability import SummarySpec
+from scopes.signatures import describe_operator
+from scopes.state_registry import refuse_hand_written_under_checkpoints
 from scopes.subgraph import Subgraph
 from scopes.timestamp import (
     INTEGER,
@@ -58,6 +62,7 @@ from scopes.timestamp import (
     Refinement,
     TimestampType,
 )
+from scopes.windows import WindowBuilder
 
 R = TypeVar("R")
 
@@ -174,6 +179,35 @@ class Stream(StreamCore):
         """Emit the number of records (rows of columnar batches) at each time, once the time is complete."""
         return per_time.count(self, name)
 
+    # ------------------------------------------------------------------ keyed state, windows and joins
+
+    def key_by(self, key: Callable[[Any], Hashable], name: str = "KeyBy") -> KeyedStream[Stream]:
+        """``(key(record), record)`` pairs, each on the worker owning its key (see :mod:`scopes.keyed`)."""
+        return KeyedStream(_keyed_state.key_by(self, key, name))
+
+    def keyed(self, name: str = "Keyed") -> KeyedStream[Stream]:
+        """This stream's ``(key, value)`` pairs as a keyed stream, each on the worker owning its key."""
+        return KeyedStream(_keyed_state.keyed(self, name))
+
+    def window(
+        self,
+        spec: Any,
+        key: Callable[[Any], Hashable] | None = None,
+        event_time: Callable[[Any], int] | None = None,
+        lateness: int = 0,
+    ) -> WindowBuilder[Stream]:
+        """Windows of ``spec`` (:mod:`scopes.windows`) over the records keyed by ``key``.
+
+        A window needs a key: pass ``key=`` (``lambda record: None`` for one global
+        window per interval), or call it on ``key_by(key)``'s keyed stream.
+        """
+        if key is None:
+            raise BuildError(
+                f"{describe_operator('Window', self.scope.path)} has no key: pass key=... (a function of the record), "
+                "or call key_by(key).window(...); windows keep their state per key"
+            )
+        return self.key_by(key).window(spec, event_time, lateness)
+
     # ------------------------------------------------------------------ probes and sinks
 
     def capture_into(self, pusher: _capture.EventPusher, name: str = "Capture") -> None:
@@ -211,6 +245,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """A one-input, one-output operator; ``constructor(capability, info)`` returns ``logic(input, output)``."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary(self, contract, name, constructor, summary, notify=False)
 
     def unary_frontier(
@@ -221,6 +256,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`unary`, and also scheduled when the input frontier changes."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary(self, contract, name, constructor, summary, notify=True)
 
     def unary_notify(
@@ -235,6 +271,7 @@ class Stream(StreamCore):
         ``logic(input, output, notificator)`` runs on new data and on frontier
         changes; times in ``notify_at`` are requested at the start.
         """
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.unary_notify(self, contract, name, logic, notify_at)
 
     def binary(
@@ -247,6 +284,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """A two-input operator; ``constructor(capability, info)`` returns ``logic(input1, input2, output)``."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary(self, other, (contract1, contract2), name, constructor, summary, notify=False)
 
     def binary_frontier(
@@ -259,6 +297,7 @@ class Stream(StreamCore):
         summary: SummarySpec = None,
     ) -> Stream:
         """Like :meth:`binary`, and also scheduled when either input frontier changes."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary(self, other, (contract1, contract2), name, constructor, summary, notify=True)
 
     def binary_notify(
@@ -271,6 +310,7 @@ class Stream(StreamCore):
         notify_at: Sequence[Any] = (),
     ) -> Stream:
         """A two-input operator with a notificator watching both input frontiers."""
+        refuse_hand_written_under_checkpoints(self.scope, name)
         return _generic.binary_notify(self, other, (contract1, contract2), name, logic, notify_at)
 
     # ------------------------------------------------------------------ scopes and loops

@@ -28,7 +28,7 @@ import random
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from runtime.communication import Address, Stop
 from runtime.communication.fabric import MailboxPuller
@@ -48,6 +48,65 @@ TURN_TIMEOUT = 120.0
 """Real seconds one worker may keep the baton before the simulation gives up."""
 
 _NONE: list[Address] = []
+
+
+class Choices(Protocol):
+    """Where a simulation draws its decisions from: a :class:`random.Random`, or a recorded schedule."""
+
+    def random(self) -> float:
+        """A float in ``[0, 1)``."""
+        ...
+
+    def randrange(self, stop: int, /) -> int:
+        """An integer in ``[0, stop)``."""
+        ...
+
+
+class RecordedChoices:
+    """Choices drawn from ``source`` and written down, so that the run they made can be replayed exactly."""
+
+    def __init__(self, source: Choices) -> None:
+        """Record what ``source`` answers."""
+        self.source = source
+        self.schedule: list[float | int] = []
+
+    def random(self) -> float:
+        """The source's float, recorded."""
+        value = float(self.source.random())
+        self.schedule.append(value)
+        return value
+
+    def randrange(self, stop: int, /) -> int:
+        """The source's integer, recorded."""
+        value = int(self.source.randrange(stop))
+        self.schedule.append(value)
+        return value
+
+
+class ReplayedChoices:
+    """A recorded schedule played back; past its end, a fixed default (0.5, and the first choice)."""
+
+    def __init__(self, schedule: list[float | int]) -> None:
+        """Replay ``schedule``."""
+        self.schedule = list(schedule)
+        self.position = 0
+
+    def _next(self) -> float | int | None:
+        if self.position >= len(self.schedule):
+            return None
+        value = self.schedule[self.position]
+        self.position += 1
+        return value
+
+    def random(self) -> float:
+        """The next recorded float (0.5 once the schedule has run out)."""
+        value = self._next()
+        return 0.5 if value is None else min(max(float(value), 0.0), 0.999999)
+
+    def randrange(self, stop: int, /) -> int:
+        """The next recorded integer, within ``[0, stop)`` (0 once the schedule has run out)."""
+        value = self._next()
+        return 0 if value is None else int(value) % stop
 
 
 class _Baton:
@@ -95,10 +154,10 @@ class _Baton:
 class SimulatedNetwork:
     """Every message in flight, the workers' mailboxes, and the shared state of a simulation."""
 
-    def __init__(self, peers: int, seed: int, split_progress: bool = False) -> None:
-        """A network of ``peers`` workers whose delivery order is drawn from ``seed``."""
+    def __init__(self, peers: int, seed: int, split_progress: bool = False, choices: Choices | None = None) -> None:
+        """A network of ``peers`` workers whose delivery order is drawn from ``seed`` (or from ``choices``)."""
         self.peers = peers
-        self.rng = random.Random(seed)
+        self.rng: Choices = random.Random(seed) if choices is None else choices
         self.split_progress = split_progress
         self.baton = _Baton(peers)
         self.stop_reason: Stop | None = None
@@ -265,8 +324,13 @@ def simulate(
     seed: int = 0,
     split_progress: bool = False,
     max_turns: int = 2_000_000,
+    choices: Choices | None = None,
 ) -> list[R]:
     """Run ``main`` on ``workers`` simulated workers, interleaved and delivered as ``seed`` decides.
+
+    ``choices``, when given, replaces the seed as the source of every decision:
+    a :class:`RecordedChoices` writes the schedule down, a :class:`ReplayedChoices`
+    plays one back.
 
     Returns every worker's result in order, or raises
     :class:`~runtime.errors.WorkerFailed` like :func:`~runtime.execute`; a stuck
@@ -276,7 +340,7 @@ def simulate(
     """
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"simulate needs workers >= 1 (an int), got {workers!r}")
-    network = SimulatedNetwork(workers, seed, split_progress)
+    network = SimulatedNetwork(workers, seed, split_progress, choices)
     rng = network.rng
     deliver_bias = 0.1 + 0.8 * rng.random()
     results: list[R | None] = [None] * workers

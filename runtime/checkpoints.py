@@ -1,0 +1,299 @@
+"""Checkpoints: resume a dataflow after a crash from the last epoch every worker completed.
+
+``worker.dataflow(build, checkpoint=CheckpointStore(path))`` turns them on.  At
+every ``every``-th epoch boundary ``E`` that the whole dataflow has passed,
+each worker writes one file holding every stateful operator's state as of the
+times before ``E`` (:mod:`scopes.state_registry`).  A restarted program with
+the same dataflow and worker count finds the latest ``E`` for which *every*
+worker's file is there and sound, restores each operator's state from its file,
+advances the dataflow's inputs to ``E``, and tells the program where to resume
+(:attr:`CheckpointStore.resume_epoch`): it sends its inputs again from epoch
+``E``, and the output is what an uninterrupted run gives.
+
+Files, one per worker and boundary, under ``path/workers-W/worker-I/``::
+
+    magic (8 bytes)  version (u16)  header length (u32)  header (msgpack)
+    body length (u64)  body (msgpack: operator key -> encoded state)
+    BLAKE2b-256 of everything before it (32 bytes)
+
+A file is written under a hidden name (``.epoch-...tmp``), flushed to disk and
+renamed, so a file that has its name is whole.  A damaged file is refused with
+its path and byte offset, and the previous complete boundary is used instead; a
+file written by another dataflow shape or another worker count is refused with
+a message that says so.  Only the last ``keep`` boundaries are kept.  The path
+may be any directory every worker can reach (a local disk for one host, a
+shared file system for several).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+import warnings
+from pathlib import Path
+from typing import Any
+
+from runtime.communication.wire import decode_value, encode_value
+from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
+from runtime.fingerprint import Fingerprint, fingerprint
+from scopes.reachability import Tracker
+from scopes.state_registry import ENDED, StateRegistry
+from scopes.subgraph import Subgraph
+from scopes.timestamp import INTEGER, TimestampType
+
+MAGIC = b"\x89PTCK\r\n\x1a"
+"""The first 8 bytes of a checkpoint file."""
+
+VERSION = 1
+"""The checkpoint format this module writes and reads."""
+
+_HEAD = struct.Struct(">HI")
+_BODY = struct.Struct(">Q")
+_DIGEST = 32
+MAX_HEADER = 1 << 20
+"""Headers declaring more bytes than this are damage."""
+
+_NAME = re.compile(r"^epoch-(\d{20})\.ckpt$")
+
+
+def shape_of(fingerprint: Fingerprint) -> str:
+    """A short digest of a dataflow's structure, to recognise checkpoints of the same dataflow."""
+    return hashlib.blake2b(repr(fingerprint).encode(), digest_size=16).hexdigest()
+
+
+class CheckpointStore:
+    """A directory of checkpoints for one dataflow (see the module docstring).
+
+    ``keep`` complete boundaries are kept; a checkpoint is taken at every
+    ``every``-th epoch boundary.  After the dataflow is built,
+    :attr:`resume_epoch` is the epoch the program sends its inputs from: 0 for
+    a fresh start.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], keep: int = 3, every: int = 1) -> None:
+        """Checkpoints under ``path`` (made if missing)."""
+        if keep.__class__ is not int or keep < 1:
+            raise ConfigurationError(f"CheckpointStore needs keep >= 1 (an int), got {keep!r}")
+        if every.__class__ is not int or every < 1:
+            raise ConfigurationError(f"CheckpointStore needs every >= 1 (an int), got {every!r}")
+        self.path = Path(path)
+        self.keep = keep
+        self.every = every
+        self.resume_epoch = 0
+        self.durable: dict[int, int] = {}
+
+    def written_before(self, worker: int, time: int) -> None:
+        """Say that worker ``worker`` has made durable every output of the times before ``time``.
+
+        A program that writes its outputs itself (not through ``write_files``)
+        calls this after writing them; from its first call on, a checkpoint never
+        claims an epoch whose outputs could still be lost in a crash.
+        """
+        self.durable[worker] = max(self.durable.get(worker, 0), time)
+
+    def directory(self, worker: int, peers: int) -> Path:
+        """Where worker ``worker`` of ``peers`` keeps its files."""
+        return self.path / f"workers-{peers}" / f"worker-{worker}"
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, worker: int, peers: int, shape: str, boundary: int, states: dict[str, bytes]) -> Path:
+        """Write worker ``worker``'s file for ``boundary``: hidden, flushed, then renamed into place."""
+        directory = self.directory(worker, peers)
+        directory.mkdir(parents=True, exist_ok=True)
+        header = encode_value({"shape": shape, "workers": peers, "worker": worker, "epoch": boundary})
+        body = encode_value(states)
+        data = b"".join([MAGIC, _HEAD.pack(VERSION, len(header)), header, _BODY.pack(len(body)), body])
+        data += hashlib.blake2b(data, digest_size=_DIGEST).digest()
+        final = directory / f"epoch-{boundary:020d}.ckpt"
+        hidden = directory / f".{final.name}.{os.getpid()}.tmp"
+        with open(hidden, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(hidden, final)
+        _sync_directory(directory)
+        return final
+
+    def prune(self, worker: int, peers: int) -> None:
+        """Remove this worker's files beyond the last ``keep`` boundaries."""
+        boundaries = sorted(self.boundaries(worker, peers))
+        for boundary in boundaries[: -self.keep]:
+            (self.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ reading
+
+    def boundaries(self, worker: int, peers: int) -> set[int]:
+        """The boundaries worker ``worker`` has a file for (by name; not yet checked)."""
+        directory = self.directory(worker, peers)
+        if not directory.is_dir():
+            return set()
+        return {int(match.group(1)) for name in os.listdir(directory) if (match := _NAME.match(name))}
+
+    def read(self, path: Path, peers: int, worker: int, shape: str) -> dict[str, bytes]:
+        """The operator states in ``path``; :class:`CheckpointCorrupt` or :class:`CheckpointMismatch` if unfit."""
+        data = path.read_bytes()
+        if not data.startswith(MAGIC):
+            raise CheckpointCorrupt(f"{path}: not a pytimely checkpoint (no magic number at byte 0)")
+        if len(data) < len(MAGIC) + _HEAD.size + _BODY.size + _DIGEST:
+            raise CheckpointCorrupt(f"{path}: cut short at byte {len(data)}")
+        version, header_length = _HEAD.unpack_from(data, len(MAGIC))
+        if version != VERSION:
+            raise CheckpointMismatch(
+                f"{path}: checkpoint format version {version} at byte {len(MAGIC)}; this pytimely reads version "
+                f"{VERSION} only"
+            )
+        at = len(MAGIC) + _HEAD.size
+        if header_length > MAX_HEADER or at + header_length + _BODY.size + _DIGEST > len(data):
+            raise CheckpointCorrupt(f"{path}: header length {header_length} at byte {at - 4} overruns the file")
+        (body_length,) = _BODY.unpack_from(data, at + header_length)
+        end = at + header_length + _BODY.size + body_length
+        if end + _DIGEST != len(data):
+            raise CheckpointCorrupt(
+                f"{path}: body length {body_length} at byte {at + header_length} does not match the file's "
+                f"{len(data)} bytes"
+            )
+        if hashlib.blake2b(data[:end], digest_size=_DIGEST).digest() != data[end:]:
+            raise CheckpointCorrupt(f"{path}: the checksum at byte {end} does not match the {end} bytes before it")
+        header = decode_value(data[at : at + header_length])
+        if not isinstance(header, dict) or header.get("workers") != peers or header.get("worker") != worker:
+            raise CheckpointMismatch(f"{path}: written for another worker or worker count: {header!r:.200}")
+        if header.get("shape") != shape:
+            raise CheckpointMismatch(
+                f"{path}: written by another dataflow (its shape {header.get('shape')!r} is not this one's "
+                f"{shape!r}): resume with the same dataflow, or start afresh in another directory"
+            )
+        states = decode_value(data[at + header_length + _BODY.size : end])
+        if not isinstance(states, dict) or not all(isinstance(v, bytes) for v in states.values()):
+            raise CheckpointCorrupt(f"{path}: the body at byte {at + header_length + _BODY.size} is not a state map")
+        return states
+
+    def latest(self, worker: int, peers: int, shape: str) -> tuple[int, dict[str, bytes] | None]:
+        """The latest boundary every worker's sound file holds, and this worker's states there (0, None: none)."""
+        self._refuse_other_worker_counts(peers)
+        common = set.intersection(*(self.boundaries(w, peers) for w in range(peers)))
+        for boundary in sorted(common, reverse=True):
+            files = [self.directory(w, peers) / f"epoch-{boundary:020d}.ckpt" for w in range(peers)]
+            try:
+                found = [self.read(path, peers, w, shape) for w, path in enumerate(files)]
+            except CheckpointCorrupt as error:
+                warnings.warn(f"{error}; resuming from an earlier checkpoint", stacklevel=2)
+                continue
+            return boundary, found[worker]
+        return 0, None
+
+    def _refuse_other_worker_counts(self, peers: int) -> None:
+        if not self.path.is_dir():
+            return
+        for entry in sorted(os.listdir(self.path)):
+            match = re.match(r"^workers-(\d+)$", entry)
+            if match and int(match.group(1)) != peers and any((self.path / entry).rglob("epoch-*.ckpt")):
+                raise CheckpointMismatch(
+                    f"{self.path} holds checkpoints written by {match.group(1)} workers, and this run has {peers}: "
+                    f"resume with {match.group(1)} workers, or start afresh in another directory"
+                )
+
+
+class CheckpointManager:
+    """Writes one worker's checkpoints of one dataflow as the dataflow passes epoch boundaries."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        registry: StateRegistry,
+        tracker: Tracker,
+        inputs: list[Any],
+        worker: int,
+        peers: int,
+        shape: str,
+    ) -> None:
+        """Checkpoints of the dataflow whose top-level progress ``tracker`` follows, fed by ``inputs``."""
+        self.inputs = inputs
+        self.store = store
+        self.registry = registry
+        self.tracker = tracker
+        self.worker = worker
+        self.peers = peers
+        self.shape = shape
+        self.written = store.resume_epoch
+        self.locations = len(tracker.locations())
+
+    def poll(self) -> None:
+        """Write the latest boundary the dataflow has passed and every operator covers, if it is new."""
+        every = self.store.every
+        covered = self.registry.common_boundary()
+        if covered is None or covered - covered % every <= self.written:
+            return
+        if self.store.durable.get(self.worker, ENDED) - every < self.written:
+            return
+        boundary = min(covered, self.passed(), self.store.durable.get(self.worker, ENDED))
+        if boundary >= ENDED:  # the dataflow has ended: its last boundary is where its inputs stopped
+            boundary = max((handle.time for handle in self.inputs), default=0)
+        boundary -= boundary % every
+        if boundary <= self.written:
+            return
+        states = {key: operator.covering(boundary) for key, operator in self.registry.operators.items()}
+        ready = {key: state for key, state in states.items() if state is not None}
+        if len(ready) != len(states):
+            return
+        self.store.write(self.worker, self.peers, self.shape, boundary, ready)
+        self.written = boundary
+        for operator in self.registry.operators.values():
+            operator.forget_before(boundary)
+        self.store.prune(self.worker, self.peers)
+
+    def passed(self) -> int:
+        """The earliest time that may still be seen anywhere in the dataflow (``ENDED`` once nothing can)."""
+        earliest = ENDED
+        tracker = self.tracker
+        for index in range(self.locations):
+            for time in tracker.frontier_index(index).elements:
+                if time < earliest:
+                    earliest = time
+        return earliest
+
+
+def new_registry(store: CheckpointStore | None, timestamp: TimestampType, label: str) -> StateRegistry | None:
+    """The state registry for a dataflow built with ``store`` (None without checkpoints)."""
+    if store is None:
+        return None
+    if not isinstance(store, CheckpointStore):
+        raise ConfigurationError(f"checkpoint= takes a runtime.checkpoints.CheckpointStore, not {store!r}")
+    if timestamp is not INTEGER:
+        raise ConfigurationError(
+            f"dataflow {label!r} has {timestamp.name} timestamps; checkpoints are taken at integer epoch boundaries, "
+            "so build it over integer times (loops inside it may have any)"
+        )
+    return StateRegistry(store.every, encode_value, decode_value)
+
+
+def resume(
+    store: CheckpointStore, registry: StateRegistry, root: Subgraph, inputs: list[Any], worker: int, peers: int
+) -> CheckpointManager:
+    """Restore the latest complete checkpoint, if any, advance ``inputs`` to it, and start checkpointing."""
+    shape = shape_of(fingerprint(root))
+    boundary, states = store.latest(worker, peers, shape)
+    if states is not None:
+        registry.restore(boundary, states)
+    registry.settle()
+    store.resume_epoch = boundary
+    if boundary:
+        for handle in inputs:
+            handle.advance_to(boundary)
+    return CheckpointManager(store, registry, root.tracker, inputs, worker, peers, shape)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Flush a directory's entries (a rename) to disk, where the platform allows."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,151 @@
+"""Joins of keyed streams: per time, and against a slowly changing table.
+
+* :func:`join_per_time`: an equi-join of two keyed streams at each time.  Each
+  record is matched, as it arrives, with the other side's records of the same
+  key and time; a time's records are forgotten once both inputs have passed it.
+* :func:`join_latest`: each record of a stream with the latest value of its key
+  in a table, as of the record's time.  The table is a keyed stream of updates
+  (``None`` deletes a key).  A record at time ``t`` waits until the table's
+  updates up to ``t`` are all in; the table moves past ``t`` only once no record
+  at ``t`` or before can still arrive, so every record sees exactly the table
+  as of its own time, whatever the interleaving.
+
+Both sides are streams of ``(key, value)`` pairs routed by key, in the same scope; the results are
+``(key, (left, right))`` pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from scopes.channels import Pipeline
+from scopes.core import StreamCore
+from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.generic_operators import binary
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.signatures import describe_operator
+from scopes.state_registry import registry_of
+from scopes.timestamp import IntegerType
+
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
+
+JOIN_KINDS = ("inner", "left")
+"""What ``join_latest`` does with a record whose key has no table value: drop it, or keep it with ``None``."""
+
+
+def check_same_scope(left: S, right: S, name: str) -> str:
+    """The operator's description; :class:`ScopeBoundaryError` unless both streams are of one scope."""
+    where = describe_operator(name, left.scope.path)
+    if right.scope is not left.scope:
+        raise ScopeBoundaryError(
+            f"{where} joins streams of different scopes, {' > '.join(left.scope.path)!r} and "
+            f"{' > '.join(right.scope.path)!r}: bring one into the other's scope with enter() or leave()"
+        )
+    return where
+
+
+def join_per_time(left: S, right: S, name: str) -> S:
+    """``(key, (l, r))`` for every pair of records with the same key at the same time."""
+    check_same_scope(left, right, name)
+    sides: dict[Any, tuple[dict[Any, list[Any]], dict[Any, list[Any]]]] = {}
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Any:
+        capability.drop()
+
+        def logic(input1: OperatorInput, input2: OperatorInput, output: OperatorOutput) -> None:
+            for index, port in ((0, input1), (1, input2)):
+                for ref, batch in port:
+                    seen = sides.setdefault(ref.time, ({}, {}))
+                    mine, theirs = seen[index], seen[1 - index]
+                    matches = []
+                    for key, value in batch:
+                        mine.setdefault(key, []).append(value)
+                        for other in theirs.get(key, ()):
+                            matches.append((key, (value, other) if index == 0 else (other, value)))
+                    if matches:
+                        output.session(ref).give_batch(matches)
+            output.flush()
+            for time in [time for time in sides if _passed(input1, time) and _passed(input2, time)]:
+                del sides[time]
+
+        return logic
+
+    return binary(left, right, (Pipeline, Pipeline), name, constructor, None, notify=True)
+
+
+def _passed(port: OperatorInput, time: Any) -> bool:
+    return not port.frontier.less_equal(time)
+
+
+def join_latest(left: S, table: S, how: str, name: str) -> S:
+    """``(key, (value, table_value))`` with the table as of each record's time; see the module."""
+    where = check_same_scope(left, table, name)
+    if how not in JOIN_KINDS:
+        raise BuildError(f"{where}: how={how!r} is not one of {', '.join(JOIN_KINDS)}")
+    scope = left.scope
+    if not isinstance(scope.timestamp_type, IntegerType):
+        raise BuildError(
+            f"{where} needs integer timestamps (the table is kept in time order), not {scope.timestamp_type!r}"
+        )
+    if registry_of(scope) is not None:
+        raise BuildError(
+            f"{where} keeps a table across epochs, which checkpoints do not cover yet: build this dataflow "
+            "without checkpoint=, or keep the table in a keyed operator (stateful_map, process) and join per time"
+        )
+    joiner = LatestJoin(how == "left")
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Any:
+        capability.drop()
+        return joiner.step
+
+    return binary(left, table, (Pipeline, Pipeline), name, constructor, None, notify=True)
+
+
+class LatestJoin:
+    """The state of :func:`join_latest`: records waiting for their time, updates waiting to apply, the table."""
+
+    def __init__(self, keep_unmatched: bool) -> None:
+        """A join that keeps records without a table value (with ``None``) when ``keep_unmatched``."""
+        self.keep_unmatched = keep_unmatched
+        self.table: dict[Any, Any] = {}
+        self.records: dict[int, list[Any]] = {}
+        self.capabilities: dict[int, Capability] = {}
+        self.updates: dict[int, list[Any]] = {}
+
+    def step(self, records: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
+        """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
+        for ref, batch in records:
+            if ref.time not in self.capabilities:
+                self.capabilities[ref.time] = ref.retain()
+            self.records.setdefault(ref.time, []).extend(batch)
+        for ref, batch in updates:
+            self.updates.setdefault(ref.time, []).extend(batch)
+        for time in sorted(set(self.records) | set(self.updates)):
+            if updates.frontier.less_equal(time):
+                break
+            if time in self.updates:
+                if any(earlier < time for earlier in self.records) or records.frontier.less_than(time):
+                    break
+                for key, value in self.updates.pop(time):
+                    if value is None:
+                        self.table.pop(key, None)
+                    else:
+                        self.table[key] = value
+            if time in self.records:
+                self.send(time, self.records.pop(time), output)
+        for time in [time for time in self.capabilities if time not in self.records and _passed(records, time)]:
+            self.capabilities.pop(time).drop()
+
+    def send(self, time: int, pairs: list[Any], output: OperatorOutput) -> None:
+        """Join ``pairs`` at ``time`` against the table as it is now (as of ``time``)."""
+        table = self.table
+        joined = []
+        for key, value in pairs:
+            if key in table:
+                joined.append((key, (value, table[key])))
+            elif self.keep_unmatched:
+                joined.append((key, (value, None)))
+        if joined:
+            output.session(self.capabilities[time]).give_batch(joined)
+            output.flush()

@@ -1,0 +1,197 @@
+"""Operator state to checkpoint at epoch boundaries: what each stateful operator registers, pure.
+
+A checkpoint at epoch boundary ``E`` holds every stateful operator's state *as of
+the times before* ``E``: every record at a time ``< E`` applied, none at a time
+``>= E``.  Restarted from it, the inputs send again from epoch ``E`` and the
+computation continues as if it had never stopped.  That is the cut Naiad took:
+consistent because it is defined by timestamps, not by when things ran.
+
+An operator that keeps state across times registers an :class:`OperatorState`
+while the dataflow is built, and tells it, as it applies complete times in time
+order, when its state is as of the times before some time (:meth:`OperatorState.reached`).
+The registry encodes the state at every boundary ``E`` (a multiple of ``every``)
+that it crosses there, with the ``encode`` function the runtime gave it: an
+encoding taken at that moment is a true snapshot.  The runtime
+(:mod:`runtime.checkpoints`) writes a worker's file for ``E`` once every
+operator covers ``E`` and the dataflow has passed it everywhere.
+
+No files here: the registry holds encoded snapshots in memory until the runtime
+takes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scopes.errors import BuildError
+
+Encode = Callable[[Any], bytes]
+"""Turns an operator's state into bytes; raises for a state it cannot carry."""
+
+Decode = Callable[[bytes], Any]
+"""Turns bytes from :data:`Encode` back into the state."""
+
+ENDED = 1 << 62
+"""The boundary an operator covers once its input has ended: every later one."""
+
+
+class OperatorState:
+    """One stateful operator's snapshots: encoded states, each covering a range of boundaries."""
+
+    def __init__(
+        self,
+        key: str,
+        where: str,
+        registry: StateRegistry,
+        snapshot: Callable[[], Any],
+        restore: Callable[[Any], None],
+        settle: Callable[[], None] | None = None,
+    ) -> None:
+        """The state of the operator described by ``where``, filed under ``key``.
+
+        ``snapshot()`` returns the operator's state as plain values; ``restore(state)``
+        puts such a state back when the run resumes from a checkpoint;
+        ``settle()`` runs once the run knows whether it resumes (after any restore).
+        """
+        self.key = key
+        self.where = where
+        self.registry = registry
+        self.snapshot = snapshot
+        self.restore = restore
+        self.settle = settle
+        self.covered = 0
+        self.snapshots: list[tuple[int, int | None, bytes]] = []
+
+    def reached(self, before: int | None) -> None:
+        """The operator's state is now as of the times before ``before`` (``None``: as of every time).
+
+        ``snapshot()`` is called, and encoded, only when a boundary not yet
+        covered lies at or before ``before``.
+        """
+        every = self.registry.every
+        first = self.covered + every
+        if before is not None and before < first:
+            return
+        last = None if before is None else before - before % every
+        try:
+            encoded = self.registry.encode(self.snapshot())
+        except Exception as error:
+            raise BuildError(
+                f"{self.where} keeps state that a checkpoint cannot carry: {error}; keep state of plain values "
+                "(numbers, strings, bytes, lists, tuples, dicts), or run without checkpoint="
+            ) from error
+        self.snapshots.append((first, last, encoded))
+        self.covered = ENDED if last is None else last
+
+    def covering(self, boundary: int) -> bytes | None:
+        """The encoded state as of the times before ``boundary``, if this operator has it."""
+        for first, last, encoded in self.snapshots:
+            if first <= boundary and (last is None or boundary <= last):
+                return encoded
+        return None
+
+    def latest(self) -> int | None:
+        """The latest boundary covered (None: none yet; a huge number once the input has ended)."""
+        return self.covered if self.snapshots else None
+
+    def forget_before(self, boundary: int) -> None:
+        """Drop snapshots that cover only boundaries before ``boundary``."""
+        self.snapshots = [s for s in self.snapshots if s[1] is None or s[1] >= boundary]
+
+
+class StateRegistry:
+    """Every stateful operator of one dataflow on one worker, and the state they resume from."""
+
+    def __init__(self, every: int, encode: Encode, decode: Decode) -> None:
+        """Snapshots at every ``every``-th epoch boundary, encoded by ``encode``."""
+        if every.__class__ is not int or every < 1:
+            raise BuildError(f"checkpoints need every >= 1 (an int), got {every!r}")
+        self.every = every
+        self.encode = encode
+        self.decode = decode
+        self.operators: dict[str, OperatorState] = {}
+
+    def register(
+        self,
+        address: tuple[int, ...],
+        name: str,
+        where: str,
+        snapshot: Callable[[], Any],
+        restore: Callable[[Any], None],
+        initial: Any = None,
+        settle: Callable[[], None] | None = None,
+    ) -> OperatorState:
+        """Track the state of the operator at ``address`` (see :class:`OperatorState`).
+
+        ``initial``, a new key's state, is checked to be encodable now, so that
+        state a checkpoint cannot carry is refused when the dataflow is built.
+        """
+        key = "/".join(str(part) for part in address) + ":" + name
+        if key in self.operators:
+            raise BuildError(f"{where} registered its state twice")
+        if initial is not None:
+            try:
+                self.encode(initial)
+            except Exception as error:
+                raise BuildError(
+                    f"{where} keeps state that a checkpoint cannot carry: its initial state is "
+                    f"{type(initial).__name__} ({error}); keep state of plain values, or run without checkpoint="
+                ) from error
+        state = OperatorState(key, where, self, snapshot, restore, settle)
+        self.operators[key] = state
+        return state
+
+    def restore(self, boundary: int, states: Mapping[str, bytes]) -> None:
+        """Put back every operator's state as of the times before ``boundary``, from its encoded form."""
+        missing = sorted(set(self.operators) - set(states))
+        extra = sorted(set(states) - set(self.operators))
+        if missing or extra:
+            raise BuildError(
+                f"the checkpoint at epoch {boundary} does not fit this dataflow: it lacks the state of "
+                f"{missing or 'nothing'} and holds state for {extra or 'nothing'} that no operator here keeps"
+            )
+        for key, operator in self.operators.items():
+            operator.restore(self.decode(states[key]))
+            operator.covered = boundary
+            operator.snapshots = []
+
+    def settle(self) -> None:
+        """Tell every operator that restoring is over (it may release what it kept for it)."""
+        for operator in self.operators.values():
+            if operator.settle is not None:
+                operator.settle()
+
+    def common_boundary(self) -> int | None:
+        """The latest boundary every operator covers, or None (an operator has no snapshot yet).
+
+        With no stateful operator, every boundary is covered (:data:`ENDED`).
+        """
+        latest = ENDED
+        for state in self.operators.values():
+            covered = state.latest()
+            if covered is None:
+                return None
+            latest = min(latest, covered)
+        return latest
+
+
+def registry_of(scope: Any) -> StateRegistry | None:
+    """The state registry of the dataflow ``scope`` belongs to, when it runs with checkpoints."""
+    registry = getattr(scope.context, "state_registry", None)
+    return registry if isinstance(registry, StateRegistry) else None
+
+
+def refuse_hand_written_under_checkpoints(scope: Any, name: str) -> None:
+    """:class:`BuildError` for an operator written by hand in a dataflow with checkpoints.
+
+    Its state lives in the user's closures, which a checkpoint cannot see:
+    resumed, it would start empty and give a plausible wrong answer.
+    """
+    if registry_of(scope) is not None:
+        path = " > ".join(repr(part) for part in scope.path)
+        raise BuildError(
+            f"operator {name!r} in scope {path} is written by hand, and a checkpoint cannot see the state it keeps: "
+            "resumed, it would start empty. Keep its state in keyed operators (stateful_map, fold, process, windows), "
+            "or build this dataflow without checkpoint="
+        )

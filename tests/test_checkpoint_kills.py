@@ -1,0 +1,85 @@
+"""Kill -9 a process of a 2-process job with checkpoints at random points, 50 times: resumed, same output."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "helpers" / "checkpoint_program.py"
+KILLS = int(os.environ.get("PYTIMELY_CHECKPOINT_KILLS", "50"))
+
+
+def start(directory: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(PROGRAM), str(directory), "-n", "2"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def outputs(directory: Path) -> Counter[Any]:
+    found: Counter[Any] = Counter()
+    for path in (directory / "out").glob("worker-*/time-*.json"):
+        worker, at = path.parent.name, int(path.stem[5:])
+        found.update((worker, at, json.dumps(record)) for record in json.loads(path.read_text()))
+    return found
+
+
+def written(directory: Path) -> int:
+    return len(list((directory / "out").glob("worker-*/time-*.json")))
+
+
+def test_fifty_random_kills_each_resume_to_the_uninterrupted_output(tmp_path: Path) -> None:
+    reference = tmp_path / "reference"
+    done = start(reference)
+    assert done.wait(120) == 0, done.stderr.read().decode() if done.stderr else ""
+    expected = outputs(reference)
+    assert expected
+
+    rng = random.Random(2026)
+    kills = jobs = 0
+    job = tmp_path / "job-0"
+    while kills < KILLS:
+        process = start(job)
+        target = written(job) + rng.randrange(0, 12)
+        deadline = time.monotonic() + 60
+        while process.poll() is None and written(job) < target and time.monotonic() < deadline:
+            time.sleep(0.005)  # polling the job's progress: the kill point is a condition on it
+        workers = children(process.pid)
+        if process.poll() is None and workers:
+            os.kill(rng.choice(workers), signal.SIGKILL)
+            kills += 1
+            assert process.wait(60) != 0
+            continue
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        assert process.wait(60) == 0, f"job {jobs} failed after {kills} kills:\n{stderr}"
+        assert outputs(job) == expected, f"job {jobs} differs after {kills} kills"
+        jobs += 1
+        job = tmp_path / f"job-{jobs}"
+    process = start(job)  # the last job, killed KILLS times so far, runs to its end
+    assert process.wait(120) == 0, process.stderr.read().decode() if process.stderr else ""
+    assert outputs(job) == expected, f"the last job differs after {kills} kills"

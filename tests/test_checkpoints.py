@@ -1,0 +1,215 @@
+"""Checkpoints (runtime.checkpoints): resume from the last complete epoch with the answer of an uninterrupted run."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import execute
+from runtime.checkpoints import CheckpointStore
+from runtime.errors import CheckpointCorrupt, CheckpointMismatch, WorkerFailed
+from scopes import Exchange, Tumbling
+
+EPOCHS = [["a", "b", "a"], ["b", "c"], [], ["a"], ["c", "c", "b"], ["a", "b"], [], ["c"], ["a", "a"], ["b"]]
+
+
+class Crash(Exception):
+    """The simulated crash of a test run."""
+
+
+def streaks(scope: Any, words: Any) -> Any:
+    keyed = words.key_by(lambda w: w)
+    totals = keyed.fold(int, lambda n, w: n + 1).map(lambda kv: ("total", kv))
+    windows = keyed.window(Tumbling(3)).count().down.map(lambda r: ("window", r))
+    sessions = keyed.window(Tumbling(2)).collect().down.map(lambda r: ("collect", (r[0], r[1], len(r[2]))))
+
+    def on_record(context: Any, word: Any) -> None:
+        if context.state is None:
+            context.state = 0
+            context.set_timer(context.time + 2)
+        context.state += 1
+
+    def on_timer(context: Any) -> None:
+        context.emit(context.state)
+        context.state = None
+
+    timers = keyed.process(on_record, on_timer).map(lambda kv: ("timer", kv))
+    return totals.concat(windows, sessions, timers)
+
+
+def run(store: CheckpointStore | None, seen: list[Any], workers: int = 2, crash_after: int | None = None) -> None:
+    """Run the streaks dataflow, epoch by epoch, from the store's resume epoch; crash after ``crash_after``."""
+    lock = threading.Lock()
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            inp, words = scope.new_input("Words")
+            out = streaks(scope, words)
+            out.inspect_batch(lambda time, batch: _keep(lock, seen, time, batch))
+            return inp, out.probe()
+
+        inp, probe = worker.dataflow(build, checkpoint=store)
+        start = store.resume_epoch if store is not None else 0
+        for epoch in range(start, len(EPOCHS)):
+            if worker.index == 0:
+                inp.send_batch(EPOCHS[epoch])
+            inp.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+            if epoch == crash_after and worker.index == 0:
+                raise Crash(f"crash after epoch {epoch}")
+        inp.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=workers)
+
+
+def _keep(lock: threading.Lock, seen: list[Any], time: int, batch: list[Any]) -> None:
+    with lock:
+        seen.extend((time, record) for record in batch)
+
+
+def uninterrupted() -> Counter[Any]:
+    seen: list[Any] = []
+    run(None, seen)
+    return Counter(seen)
+
+
+@pytest.mark.parametrize("crash_after", [0, 3, 6])
+def test_a_resumed_run_gives_the_uninterrupted_answer(tmp_path: Path, crash_after: int) -> None:
+    first: list[Any] = []
+    with pytest.raises(WorkerFailed, match="crash after epoch"):
+        run(CheckpointStore(tmp_path), first, crash_after=crash_after)
+    store = CheckpointStore(tmp_path)
+    second: list[Any] = []
+    run(store, second)
+    resumed = store.resume_epoch
+    assert 0 < resumed <= crash_after + 1
+    kept = [(time, record) for time, record in first if time < resumed]
+    assert Counter(kept + second) == uninterrupted()
+
+
+def test_a_finished_run_resumes_at_its_end_and_sends_only_what_lies_after_it(tmp_path: Path) -> None:
+    first: list[Any] = []
+    run(CheckpointStore(tmp_path), first)
+    store = CheckpointStore(tmp_path)
+    again: list[Any] = []
+    run(store, again)
+    assert store.resume_epoch == len(EPOCHS)
+    # windows still open at the end close after the last epoch: times from the resume epoch on are sent again
+    assert again and Counter(again) == Counter(r for r in first if r[0] >= len(EPOCHS))
+
+
+def test_old_checkpoints_are_pruned_to_keep(tmp_path: Path) -> None:
+    run(CheckpointStore(tmp_path, keep=2), [])
+    for worker in range(2):
+        assert len(list((tmp_path / "workers-2" / f"worker-{worker}").glob("epoch-*.ckpt"))) == 2
+
+
+def test_every_takes_a_checkpoint_at_multiples_only(tmp_path: Path) -> None:
+    first: list[Any] = []
+    with pytest.raises(WorkerFailed):
+        run(CheckpointStore(tmp_path, every=4, keep=10), first, crash_after=6)
+    names = sorted(p.name for p in (tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))
+    assert names == ["epoch-00000000000000000004.ckpt"]
+    store = CheckpointStore(tmp_path, every=4)
+    second: list[Any] = []
+    run(store, second)
+    assert store.resume_epoch == 4
+    assert Counter([r for r in first if r[0] < 4] + second) == uninterrupted()
+
+
+# ---------------------------------------------------------------------- refusals and damage
+
+
+def crashed_store(tmp_path: Path) -> None:
+    with pytest.raises(WorkerFailed):
+        run(CheckpointStore(tmp_path, keep=10), [], crash_after=5)
+
+
+def test_a_damaged_checkpoint_is_refused_at_its_offset_and_the_previous_one_is_used(tmp_path: Path) -> None:
+    crashed_store(tmp_path)
+    files = sorted((tmp_path / "workers-2" / "worker-1").glob("epoch-*.ckpt"))
+    latest = files[-1]
+    data = bytearray(latest.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    latest.write_bytes(bytes(data))
+    store = CheckpointStore(tmp_path)
+    with pytest.warns(UserWarning, match=rf"{latest.name}: the checksum at byte \d+ does not match"):
+        run(store, [])
+    assert store.resume_epoch == int(files[-2].name[6:26])
+
+
+def test_a_cut_or_foreign_file_is_reported_with_its_path(tmp_path: Path) -> None:
+    crashed_store(tmp_path)
+    store = CheckpointStore(tmp_path)
+    path = sorted((tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))[-1]
+    path.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(CheckpointCorrupt, match="cut short at byte 30"):
+        store.read(path, 2, 0, "any")
+    path.write_bytes(b"PAR1" + bytes(100))
+    with pytest.raises(CheckpointCorrupt, match="not a pytimely checkpoint .no magic number at byte 0"):
+        store.read(path, 2, 0, "any")
+
+
+def test_another_worker_count_is_refused(tmp_path: Path) -> None:
+    crashed_store(tmp_path)
+    with pytest.raises(WorkerFailed) as caught:
+        run(CheckpointStore(tmp_path), [], workers=3)
+    assert isinstance(caught.value.__cause__, CheckpointMismatch)
+    assert "written by 2 workers, and this run has 3" in str(caught.value.__cause__)
+
+
+def test_another_dataflow_is_refused(tmp_path: Path) -> None:
+    crashed_store(tmp_path)
+
+    def main(worker: Any) -> None:
+        worker.dataflow(
+            lambda scope: scope.new_input("Other")[1].key_by(str).fold(int, max).probe(),
+            checkpoint=CheckpointStore(tmp_path),
+        )
+
+    with pytest.raises(WorkerFailed) as caught:
+        execute(main, workers=2)
+    assert isinstance(caught.value.__cause__, CheckpointMismatch)
+    assert "written by another dataflow" in str(caught.value.__cause__)
+
+
+def test_a_hand_written_operator_is_refused_when_built(tmp_path: Path) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            _, words = scope.new_input("Words")
+            return words.unary(Exchange(str), "MyCounter", lambda cap, info: lambda i, o: None).probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    with pytest.raises(WorkerFailed, match="'MyCounter' .* is written by hand, and a checkpoint cannot see"):
+        execute(main, workers=1)
+
+
+def test_state_a_checkpoint_cannot_carry_is_refused_when_built(tmp_path: Path) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            _, words = scope.new_input("Words")
+            return words.key_by(str).stateful_map(threading.Lock, lambda s, w: (s, w), name="Locks").probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    with pytest.raises(WorkerFailed, match="operator 'Locks' .* keeps state that a checkpoint cannot carry: .*lock"):
+        execute(main, workers=1)
+
+
+def test_a_join_against_a_table_is_refused_under_checkpoints(tmp_path: Path) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            _, a = scope.new_input("A")
+            _, b = scope.new_input("B")
+            return a.keyed().join_latest(b.keyed()).probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    with pytest.raises(WorkerFailed, match="keeps a table across epochs, which checkpoints do not cover yet"):
+        execute(main, workers=1)

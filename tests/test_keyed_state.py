@@ -1,0 +1,146 @@
+"""Keyed state (scopes.keyed) and joins (scopes.joins): state per key on its owner, applied in time order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime.errors import WorkerFailed
+from runtime.testing import assert_agree, assert_outputs, run_dataflow
+
+WORDS = [["a", "b", "a"], ["b"], [], ["a", "c"]]
+
+
+def running_counts(scope: Any, words: Any) -> Any:
+    return words.key_by(lambda w: w).stateful_map(lambda: 0, lambda n, w: (n + 1, n + 1))
+
+
+def folded(scope: Any, words: Any) -> Any:
+    return words.key_by(lambda w: w).fold(list, lambda acc, w: [*acc, w]).map(lambda kv: (kv[0], len(kv[1])))
+
+
+def reduced(scope: Any, pairs: Any) -> Any:
+    return pairs.keyed().reduce(max)
+
+
+def test_stateful_map_sees_the_state_of_the_times_before() -> None:
+    expected = {0: [("a", 1), ("b", 1), ("a", 2)], 1: [("b", 2)], 3: [("a", 3), ("c", 1)]}
+    for run in assert_agree(running_counts, WORDS):
+        assert_outputs(run, expected)
+
+
+def test_fold_emits_each_changed_key_once_per_complete_time() -> None:
+    expected = {0: [("a", 2), ("b", 1)], 1: [("b", 2)], 3: [("a", 3), ("c", 1)]}
+    for run in assert_agree(folded, WORDS):
+        assert_outputs(run, expected)
+
+
+def test_reduce_starts_from_each_keys_first_value() -> None:
+    pairs = [[("x", 3), ("y", 1)], [("x", 2), ("y", 5)]]
+    for run in assert_agree(reduced, pairs):
+        assert_outputs(run, {0: [("x", 3), ("y", 1)], 1: [("x", 3), ("y", 5)]})
+
+
+def test_stateful_map_forgets_a_key_whose_state_is_none() -> None:
+    def build(scope: Any, words: Any) -> Any:
+        return words.key_by(lambda w: w).stateful_map(lambda: 0, lambda n, w: (None if n == 1 else n + 1, n))
+
+    assert_outputs(run_dataflow(build, [["a"], ["a"], ["a"]], workers=2), {0: [("a", 0)], 1: [("a", 1)], 2: [("a", 0)]})
+
+
+def timers(scope: Any, events: Any) -> Any:
+    """Per key: count records, and report the count 2 epochs after the key's first record."""
+
+    def on_record(context: Any, value: Any) -> None:
+        if context.state is None:
+            context.state = 0
+            context.set_timer(context.time + 2)
+        context.state += 1
+
+    def on_timer(context: Any) -> None:
+        context.emit(("after 2", context.state))
+        context.state = None
+
+    return events.key_by(lambda e: e).process(on_record, on_timer)
+
+
+def test_per_key_timers_fire_once_the_frontier_passes_them() -> None:
+    events = [["a"], ["a", "b"], ["b"], ["a"], [], []]
+    expected = {2: [("a", ("after 2", 2))], 3: [("b", ("after 2", 2))], 5: [("a", ("after 2", 1))]}
+    for run in assert_agree(timers, events):
+        assert_outputs(run, expected)
+
+
+def test_a_timer_before_the_current_time_names_the_operator() -> None:
+    def build(scope: Any, events: Any) -> Any:
+        return events.key_by(str).process(lambda context, value: context.set_timer(context.time - 1))
+
+    with pytest.raises(WorkerFailed, match="operator 'Process'.*timer for key '1' at time 0 is before"):
+        run_dataflow(build, [[], [1]])
+
+
+def test_stateful_map_must_return_a_pair() -> None:
+    def build(scope: Any, words: Any) -> Any:
+        return words.key_by(str).stateful_map(lambda: 0, lambda n, w: n)
+
+    with pytest.raises(
+        WorkerFailed, match="stateful_map function of operator 'StatefulMap' in scope 'dataflow 0' must return"
+    ):
+        run_dataflow(build, [["a"]])
+
+
+def test_keyed_needs_pairs() -> None:
+    with pytest.raises(WorkerFailed, match="needs \\(key, value\\) pairs, got int 5; use key_by"):
+        run_dataflow(lambda scope, s: s.keyed().fold(int, max), [[5]])
+
+
+# ---------------------------------------------------------------------- joins
+
+
+def per_time_join(scope: Any, streams: Any) -> Any:
+    return streams["orders"].keyed().join(streams["users"].keyed())
+
+
+def test_join_pairs_records_of_the_same_key_and_time() -> None:
+    inputs = {
+        "orders": [[("u1", "o1"), ("u2", "o2")], [("u1", "o3")]],
+        "users": [[("u1", "ann"), ("u1", "ann2")], [("u2", "bob")]],
+    }
+    expected = {0: [("u1", ("o1", "ann")), ("u1", ("o1", "ann2"))]}
+    for run in assert_agree(per_time_join, inputs):
+        assert_outputs(run, expected)
+
+
+def latest_join(scope: Any, streams: Any) -> Any:
+    return streams["clicks"].keyed().join_latest(streams["names"].keyed(), how="left")
+
+
+def test_join_latest_sees_the_table_as_of_each_records_time() -> None:
+    inputs = {
+        "clicks": [[("u1", 1)], [("u1", 2), ("u2", 3)], [], [("u1", 4), ("u2", 5)]],
+        "names": [[("u1", "ann")], [("u2", "bob")], [("u1", "anne"), ("u2", None)], []],
+    }
+    expected = {
+        0: [("u1", (1, "ann"))],
+        1: [("u1", (2, "ann")), ("u2", (3, "bob"))],
+        3: [("u1", (4, "anne")), ("u2", (5, None))],
+    }
+    for run in assert_agree(latest_join, inputs):
+        assert_outputs(run, expected)
+
+
+def test_an_inner_join_latest_drops_records_without_a_table_value() -> None:
+    def build(scope: Any, streams: Any) -> Any:
+        return streams["clicks"].keyed().join_latest(streams["names"].keyed())
+
+    inputs = {"clicks": [[("u1", 1), ("u9", 2)]], "names": [[("u1", "ann")]]}
+    assert_outputs(run_dataflow(build, inputs, workers=2), {0: [("u1", (1, "ann"))]})
+
+
+def test_join_latest_refuses_an_unknown_kind() -> None:
+    def build(scope: Any, streams: Any) -> Any:
+        return streams["a"].keyed().join_latest(streams["b"].keyed(), how="outer")
+
+    with pytest.raises(WorkerFailed, match="how='outer' is not one of inner, left"):
+        run_dataflow(build, {"a": [[]], "b": [[]]})

@@ -1,0 +1,185 @@
+"""Event-time windows (scopes.windows): closed by the frontier, late records kept, same answer at every worker count."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.errors import WorkerFailed
+from runtime.testing import assert_agree, assert_outputs, run_dataflow
+from scopes import BuildError, ScopeBoundaryError
+from scopes.windows import Session, Sliding, Tumbling
+
+EPOCHS = [[(user, epoch) for user in ("ann", "bob", "cy")[: 1 + epoch % 3]] for epoch in range(9)]
+
+
+def tumbling_count(scope: Any, clicks: Any) -> Any:
+    return clicks.window(Tumbling(3), key=lambda click: click[0]).count().down
+
+
+def sliding_sum(scope: Any, clicks: Any) -> Any:
+    return clicks.key_by(lambda click: click[0]).window(Sliding(4, 2)).fold(0, lambda acc, c: acc + c[1]).down
+
+
+def sessions(scope: Any, clicks: Any) -> Any:
+    windowed = clicks.key_by(lambda click: click[0]).window(Session(2)).collect()
+    return windowed.down.map(lambda r: (r[0], r[1], tuple(r[2])))
+
+
+def late_split(scope: Any, events: Any) -> dict[str, Any]:
+    windowed = events.key_by(lambda e: e[0]).window(Tumbling(2), event_time=lambda e: e[1], lateness=1).count()
+    return {"down": windowed.down, "late": windowed.late}
+
+
+def oracle(epochs: list[list[Any]], starts: Any, length: int, fold: Any, initial: Any) -> dict[int, list[Any]]:
+    """Window results by close time, computed directly from the records."""
+    windows: dict[tuple[Any, int], Any] = {}
+    for epoch, records in enumerate(epochs):
+        for record in records:
+            for start in starts(epoch):
+                key = (record[0], start)
+                windows[key] = fold(windows.get(key, initial), record)
+    expected: dict[int, list[Any]] = defaultdict(list)
+    for (key, start), value in windows.items():
+        expected[start + length - 1].append((key, (start, start + length), value))
+    return expected
+
+
+def test_tumbling_counts_close_when_the_frontier_passes_their_end() -> None:
+    expected = oracle(EPOCHS, lambda e: [e - e % 3], 3, lambda acc, r: acc + 1, 0)
+    for run in assert_agree(tumbling_count, EPOCHS):
+        assert_outputs(run, expected)
+
+
+def test_sliding_windows_hold_each_record_in_size_over_step_windows() -> None:
+    def starts(e: int) -> list[int]:
+        return [s for s in range(e - 4, e + 1) if s % 2 == 0 and s <= e < s + 4]
+
+    expected = oracle(EPOCHS, starts, 4, lambda acc, r: acc + r[1], 0)
+    for run in assert_agree(sliding_sum, EPOCHS):
+        assert_outputs(run, expected)
+
+
+def test_sessions_merge_records_closer_than_the_gap() -> None:
+    epochs = [[("a", 0)], [("a", 1)], [], [("a", 3), ("b", 3)], [], [], [("a", 6)], [("a", 7), ("b", 7)]]
+    expected = {
+        1 + 1: [("a", (0, 2), (("a", 0), ("a", 1)))],
+        3 + 1: [("a", (3, 4), (("a", 3),)), ("b", (3, 4), (("b", 3),))],
+        7 + 1: [("a", (6, 8), (("a", 6), ("a", 7))), ("b", (7, 8), (("b", 7),))],
+    }
+    for run in assert_agree(sessions, epochs):
+        assert_outputs(run, expected)
+
+
+def test_a_session_bridged_by_a_later_record_merges_both_sides() -> None:
+    def bridged(scope: Any, events: Any) -> Any:
+        windowed = events.key_by(lambda e: e[0]).window(Session(3), event_time=lambda e: e[1], lateness=4)
+        return windowed.collect().down.map(lambda r: (r[0], r[1], tuple(sorted(v[1] for v in r[2]))))
+
+    # epoch 0 carries events 0 and 4 (two sessions); epoch 1 carries event 2, which joins them
+    run = run_dataflow(bridged, [[("k", 0), ("k", 4)], [("k", 2)]], workers=2)
+    assert_outputs(run, {4 + 3 - 1 + 4: [("k", (0, 5), (0, 2, 4))]})
+
+
+def test_event_times_ahead_of_epochs_wait_and_late_ones_go_to_the_late_stream() -> None:
+    # lateness 1: window [0, 2) closes at epoch 2; a record of event time 1 at epoch 3 is late
+    epochs = [[("k", 0)], [("k", 3)], [("k", 1)], [("k", 1), ("k", 2)]]
+    for run in assert_agree(late_split, epochs):
+        assert_outputs(run, {2: [("k", (0, 2), 2)], 4: [("k", (2, 4), 2)]}, "down")
+        assert_outputs(run, {3: [("k", ("k", 1))]}, "late")
+
+
+def test_without_event_times_nothing_is_late() -> None:
+    def counts(scope: Any, events: Any) -> dict[str, Any]:
+        windowed = events.window(Tumbling(2), key=lambda e: e).count()
+        return {"down": windowed.down, "late": windowed.late}
+
+    run = run_dataflow(counts, [[1], [1, 2], [3]], workers=2)
+    assert_outputs(run, {}, "late")
+    assert_outputs(run, {1: [(1, (0, 2), 2), (2, (0, 2), 1)], 3: [(3, (2, 4), 1)]}, "down")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 5)), max_size=6), min_size=1, max_size=8),
+    st.integers(1, 4),
+)
+def test_tumbling_counts_match_a_direct_count(epochs: list[list[Any]], size: int) -> None:
+    def build(scope: Any, records: Any) -> Any:
+        return records.window(Tumbling(size), key=lambda r: r[0]).count().down
+
+    counts: Counter[Any] = Counter()
+    for epoch, records in enumerate(epochs):
+        for key, _ in records:
+            counts[(key, epoch - epoch % size)] += 1
+    expected: dict[int, list[Any]] = defaultdict(list)
+    for (key, start), n in counts.items():
+        expected[start + size - 1].append((key, (start, start + size), n))
+    assert_outputs(run_dataflow(build, epochs, workers=2), expected)
+
+
+# ---------------------------------------------------------------------- misuse
+
+
+def refused(build: Any, error: type[Exception], message: str) -> None:
+    """``build`` fails when the dataflow is built, with ``error`` saying ``message``, at 1 and 2 workers."""
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as caught:
+            run_dataflow(build, [[1]], workers=workers)
+        assert isinstance(caught.value.__cause__, error), caught.value
+        assert re.search(message, str(caught.value.__cause__)), caught.value
+
+
+def test_a_window_without_a_key_is_refused_when_built() -> None:
+    refused(lambda scope, s: s.window(Tumbling(2)).count().down, BuildError, "has no key")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Tumbling(0), "size must be a positive integer"),
+        (lambda: Sliding(2, 3), "step .3. is longer than its size"),
+        (lambda: Session(-1), "gap must be a positive integer"),
+    ],
+)
+def test_bad_window_shapes_are_refused(make: Any, message: str) -> None:
+    with pytest.raises(BuildError, match=message):
+        make()
+
+
+def test_lateness_without_event_times_is_refused() -> None:
+    refused(lambda scope, s: s.window(Tumbling(2), key=str, lateness=3).count(), BuildError, "without event_time")
+
+
+def test_windows_inside_a_loop_are_refused() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        def body(inner: Any) -> Any:
+            return s.enter(inner).window(Tumbling(2), key=str).count().down.leave()
+
+        return scope.iterative(body)
+
+    refused(build, BuildError, "windows need integer timestamps")
+
+
+def test_an_event_time_that_is_not_an_integer_names_the_operator() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        return s.window(Tumbling(2), key=str, event_time=lambda r: "soon").count().down
+
+    with pytest.raises(WorkerFailed, match="event_time function of operator 'WindowCount'.*not str 'soon'"):
+        run_dataflow(build, [[1]])
+
+
+def test_a_join_across_scopes_is_refused() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        def body(inner: Any) -> Any:
+            inside = s.enter(inner).key_by(str)
+            return s.key_by(str).join(inside).leave()
+
+        return scope.iterative(body)
+
+    refused(build, ScopeBoundaryError, "joins streams of different scopes")
