@@ -16,8 +16,8 @@ SUFFIXES = {"parquet": ".parquet", "csv": ".csv", "json": ".jsonl"}
 def pyarrow_modules() -> tuple[Any, Any]:
     """``pyarrow`` and ``pyarrow.dataset``, or a :class:`ConfigurationError` saying how to install them."""
     try:
-        import pyarrow
-        import pyarrow.dataset
+        import pyarrow  # type: ignore[import-untyped]
+        import pyarrow.dataset  # type: ignore[import-untyped]
     except ImportError:
         raise ConfigurationError(
             "file sources and sinks read and write through pyarrow.dataset; install it with `pip install pyarrow`"

@@ -153,7 +153,9 @@ def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: st
     try:
         root.mkdir(parents=True, exist_ok=True)
         found = sorted(
-            entry.name for entry in root.iterdir() if entry.name == STAGING or entry.name.startswith(f"{partition}=")
+            entry.name
+            for entry in root.iterdir()
+            if entry.name.startswith(f"{partition}=") or (entry.name == STAGING and any(entry.iterdir()))
         )
     except OSError as error:
         raise FileSinkError(f"{where}: cannot create the directory {str(root)!r}: {error}") from error
