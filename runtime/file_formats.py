@@ -13,16 +13,23 @@ SUFFIXES = {"parquet": ".parquet", "csv": ".csv", "json": ".jsonl"}
 """The file name ending the sink writes for each ``pyarrow.dataset`` format."""
 
 
-def pyarrow_modules() -> tuple[Any, Any]:
-    """``pyarrow`` and ``pyarrow.dataset``, or a :class:`ConfigurationError` saying how to install them."""
+def pyarrow_module() -> Any:
+    """``pyarrow`` alone (the sink does without ``pyarrow.dataset``, which imports pandas)."""
     try:
         import pyarrow  # type: ignore[import-untyped]
-        import pyarrow.dataset  # type: ignore[import-untyped]
     except ImportError:
         raise ConfigurationError(
             "file sources and sinks read and write through pyarrow.dataset; install it with `pip install pyarrow`"
         ) from None
-    return pyarrow, pyarrow.dataset
+    return pyarrow
+
+
+def pyarrow_modules() -> tuple[Any, Any]:
+    """``pyarrow`` and ``pyarrow.dataset``, or a :class:`ConfigurationError` saying how to install them."""
+    pyarrow_module()
+    import pyarrow.dataset  # type: ignore[import-untyped]
+
+    return pyarrow_module(), pyarrow.dataset
 
 
 def arrow_format(format: str) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigurationError, FileSinkError
-from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_modules
+from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
 from scopes.channels import Exchange, Pipeline
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 
@@ -71,7 +71,7 @@ def write_files(
     ``overwrite=True``.  Returns a stream with the committed directory's path at
     each committed time (probe it to know an epoch is visible).
     """
-    pa, _ = pyarrow_modules()
+    pa = pyarrow_module()
     file_format = arrow_format(format)
     root = Path(directory)
     where = f"file sink {name!r} in scope {'/'.join(stream.scope.path)} on worker {stream.scope.index}"
