@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.errors import FileSourceError
 
 MAX_JSON_DEPTH = 100
 """The deepest nesting of arrays and objects a JSON Lines record may have; pyarrow's parser crashes far deeper."""
 
-CHUNK_BYTES = 1 << 18
-"""Bytes scanned at a time (the scan holds a few int32 arrays of this length)."""
+CHUNK_BYTES = 1 << 20
+"""Bytes scanned at a time (the scan holds a few arrays of this length)."""
 
 _BACKSLASH, _QUOTE, _NEWLINE = 0x5C, 0x22, 0x0A
 _OPENERS, _CLOSERS = (0x5B, 0x7B), (0x5D, 0x7D)
@@ -59,33 +60,63 @@ def check_json_depth(path: str | os.PathLike[str], where: str, limit: int = MAX_
 
 
 def _scan(chunk: bytes, state: _State, limit: int) -> int | None:
-    """Follow the depth through ``chunk``; return the 1-based line first deeper than ``limit``, or ``None``."""
+    """Follow the depth through ``chunk``; return the 1-based line first deeper than ``limit``, or ``None``.
+
+    Only the bytes that matter (brackets, quotes, backslashes, newlines) are
+    kept, each with its position; a backslash the last chunk ended an odd run
+    with is put back in front, at position -1.
+    """
     import numpy as np
 
     data = np.frombuffer(chunk, dtype=np.uint8)
-    index = np.arange(data.size, dtype=np.int32)
-    backslash = data == _BACKSLASH
-    # the last byte at or before each position that is not a backslash (a carried run counts as before 0)
-    other = np.maximum.accumulate(np.where(backslash, np.int32(-1 - state.backslashes), index))
-    run = index - other  # backslashes ending at each position
-    escaped = np.empty(data.size, dtype=bool)
-    escaped[0] = bool(state.backslashes & 1)
-    escaped[1:] = (run[:-1] & 1).astype(bool)
-    newline = data == _NEWLINE
-    quotes = np.cumsum((data == _QUOTE) & ~escaped, dtype=np.int32)
-    line_start = np.maximum.accumulate(np.where(newline, index, np.int32(-1)))
-    base = np.where(line_start >= 0, quotes[np.maximum(line_start, 0)], np.int32(-state.in_string))
-    in_string = ((quotes - base) & 1).astype(bool)
-    outside = ~in_string
-    steps = ((data == _OPENERS[0]) | (data == _OPENERS[1])) & outside
-    closing = ((data == _CLOSERS[0]) | (data == _CLOSERS[1])) & outside
-    walk = state.depth + np.cumsum(steps.astype(np.int32) - closing, dtype=np.int64)
+    special = data == _BACKSLASH
+    for byte in (_QUOTE, _NEWLINE, *_OPENERS, *_CLOSERS):
+        special |= data == byte
+    where = np.flatnonzero(special)
+    kinds = data[where]
+    if state.backslashes:
+        where = np.concatenate(([-1], where))
+        kinds = np.concatenate(([_BACKSLASH], kinds)).astype(np.uint8)
+    if not kinds.size:
+        return None
+    escaped, ends_odd_run = _escapes(where, kinds)
+    newline = kinds == _NEWLINE
+    quote = ((kinds == _QUOTE) & ~escaped).astype(np.int32)
+    lines_at = np.flatnonzero(newline)
+    if lines_at.size:  # a newline takes back its line's quotes: the count restarts at each line
+        if not newline[0]:  # a string carried from the last chunk goes on until the first newline
+            quote[0] += state.in_string
+        before = np.cumsum(quote)[lines_at]
+        quote[lines_at] = -np.diff(before, prepend=0)
+        in_string = (np.cumsum(quote) & 1).astype(bool)
+    else:
+        in_string = ((np.cumsum(quote) + state.in_string) & 1).astype(bool)
+    opening = ((kinds == _OPENERS[0]) | (kinds == _OPENERS[1])) & ~in_string
+    closing = ((kinds == _CLOSERS[0]) | (kinds == _CLOSERS[1])) & ~in_string
+    walk = state.depth + np.cumsum(opening.astype(np.int32) - closing, dtype=np.int64)
     depth = walk - np.minimum(np.minimum.accumulate(walk), 0)
     over = np.flatnonzero(depth > limit)
     if over.size:
         return state.lines + int(np.count_nonzero(newline[: over[0]])) + 1
     state.depth = int(depth[-1])
     state.in_string = int(in_string[-1])
-    state.backslashes = int(run[-1] & 1)
-    state.lines += int(np.count_nonzero(newline))
+    state.backslashes = int(ends_odd_run and int(where[-1]) == data.size - 1)
+    state.lines += int(lines_at.size)
     return None
+
+
+def _escapes(where: Any, kinds: Any) -> tuple[Any, bool]:
+    """Which kept bytes follow an odd run of backslashes, and whether the last kept byte ends such a run."""
+    import numpy as np
+
+    backslash = kinds == _BACKSLASH
+    if not backslash.any():
+        return np.zeros(kinds.size, dtype=bool), False
+    adjacent = np.zeros(kinds.size, dtype=bool)  # the byte just before this one is a kept backslash
+    adjacent[1:] = backslash[:-1] & (where[1:] == where[:-1] + 1)
+    order = np.arange(kinds.size, dtype=np.int32)
+    run_start = np.maximum.accumulate(np.where(backslash & adjacent, np.int32(0), order))
+    odd_run = backslash & ((order - run_start) % 2 == 0)  # ends an odd run of backslashes
+    escaped = np.zeros(kinds.size, dtype=bool)
+    escaped[1:] = adjacent[1:] & odd_run[:-1]
+    return escaped, bool(odd_run[-1])

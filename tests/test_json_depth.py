@@ -41,7 +41,7 @@ def scan(path: Path, limit: int) -> int | None:
     return None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(data=st.binary(max_size=200).map(lambda b: bytes(b'[]{}"\\\n a'[x % 9] for x in b)), chunk=st.integers(1, 17))
 def test_the_vectorised_scan_agrees_with_the_reference_across_chunk_boundaries(
     data: bytes, chunk: int, tmp_path_factory: pytest.TempPathFactory
@@ -61,3 +61,13 @@ def test_stray_closers_cannot_hide_openers_and_a_newline_ends_a_string(tmp_path:
     assert scan(path, 4) == 2
     path.write_bytes(b'{"s": "\\"[[[[[[["}\n')
     assert scan(path, 4) is None
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8])
+def test_state_carried_between_chunks_ends_at_a_newline(tmp_path: Path, chunk: int, monkeypatch) -> None:
+    """An unclosed string or a trailing backslash ends at a newline that starts the next chunk."""
+    monkeypatch.setattr(json_depth, "CHUNK_BYTES", chunk)
+    path = tmp_path / "f.jsonl"
+    for data in (b'"ab\n[[[[[\n', b'"a\\\n[[[[[\n', b'"a\\"\n"[[[[[["\n', b'\\\n"[[[[[["\n'):
+        path.write_bytes(data)
+        assert scan(path, 4) == reference(data, 4), data
