@@ -10,14 +10,15 @@ it).  The sink is two operators:
    its part to ``_pytimely_staging/epoch=T/`` (under a hidden name, flushed to
    disk, then renamed), sends a report of the part on, and only then drops the
    capability.
-2. ``CommitFiles`` receives the reports of ``T`` on one worker (exchanged by the
-   epoch's name).  Its input frontier passes ``T`` only when every worker's
+2. ``CommitFiles`` receives every report on one worker, which commits epochs
+   in time order.  Its input frontier passes ``T`` only when every worker's
    ``WriteFiles`` has dropped its capability at ``T``, that is, when every part
    of ``T`` is written and reported.  It then checks that the staging directory
    holds exactly the reported parts, flushes it, and renames it to ``epoch=T``
    in one step.  Its output carries the committed directory's path at ``T``.
 
-A crash at any moment leaves each epoch either committed whole or invisible.
+A crash at any moment leaves each epoch either committed whole or invisible,
+and (for integer times) the committed epochs are a prefix of those with records.
 A directory holding another run's epochs (or a crashed run's staging) is
 refused when the dataflow is built, unless ``overwrite=True`` (then worker 0
 removes them first, before any worker can write).
@@ -103,7 +104,8 @@ def write_files(
         capability.drop()
         return _Held(lambda time, batches: _commit(root, [r for batch in batches for r in batch], where))
 
-    return reports.unary_frontier(Exchange(lambda report: report[0]), f"Commit{name}", committer)
+    # one worker commits every epoch, in time order: a visible epoch T means every earlier epoch is visible too
+    return reports.unary_frontier(Exchange(lambda report: 0), f"Commit{name}", committer)
 
 
 class _Held:
@@ -127,7 +129,10 @@ class _Held:
             else:
                 entry[1].append(batch)
         frontier = input.frontier
-        for time in [time for time in held if not frontier.less_equal(time)]:
+        ready = [time for time in held if not frontier.less_equal(time)]
+        if all(time.__class__ is int for time in ready):
+            ready.sort()
+        for time in ready:
             capability, batches = held.pop(time)
             result = self.act(time, batches)
             if result is not None:
