@@ -106,13 +106,14 @@ def test_after_kill_9_of_one_process_every_visible_epoch_is_whole(tmp_path: Path
             )
             for out, victim, delay in group
         ]
-        for run, (out, _, _) in zip(runs, group, strict=True):
-            try:
-                _, err = run.communicate(timeout=60)
-            finally:
+        try:
+            errors = [run.communicate(timeout=60)[1] for run in runs]
+        finally:
+            for run in runs:
                 if run.poll() is None:
                     os.killpg(run.pid, signal.SIGKILL)
                     run.communicate()
+        for run, err, (out, _, _) in zip(runs, errors, group, strict=True):
             assert run.returncode != 0 and "killed by SIGKILL" in err, err[-2000:]
             committed.append(check_whole_epochs(out))
     assert min(committed) >= 1, committed  # each trial was killed after its first epoch was committed
