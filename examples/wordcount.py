@@ -17,7 +17,8 @@ With ``--input DIR`` the lines come from a directory of Parquet (or
 :func:`runtime.files.read_files`: the ``k``-th file in path order is epoch
 ``k``.  ``--write-sample DIR`` writes the random text there, one Parquet file
 per epoch, and ``--output DIR`` writes each epoch's ``(word, total)`` rows with
-:func:`runtime.files.write_files`, one Parquet file per epoch and worker::
+:func:`runtime.files.write_files`, one Parquet file per epoch and worker
+(replacing the epochs an earlier run wrote there)::
 
     .venv/bin/python examples/wordcount.py --write-sample /tmp/lines
     .venv/bin/python examples/wordcount.py -w 2 --input /tmp/lines --output /tmp/totals
@@ -139,7 +140,7 @@ def files_main(worker: Worker, source: str, format: str, output: str | None) -> 
         pairs = rows.flat_map(lambda row: [(word, 1) for word in str(row["line"]).split()], name="Split")
         totals = count_words(pairs).inspect_batch(collect, name="Collect")
         if output is not None:
-            write_files(totals, output, columns=("word", "total"), name="Totals")
+            write_files(totals, output, columns=("word", "total"), overwrite=True, name="Totals")
         return totals.probe()
 
     probe = worker.dataflow(build, name="wordcount")

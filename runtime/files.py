@@ -16,13 +16,19 @@ downstream operators see epochs complete while later files are still being
 read; with ``time_column`` any file may hold any time, so nothing completes
 before the source has read all its files.
 
-:func:`write_files` writes what reaches it as one file per epoch and worker,
-``DIRECTORY/epoch=T/part-WWWWW.EXT``, as soon as epoch ``T`` is complete at the
-sink.  Each file is written under a name starting with ``.`` (which
-``pyarrow.dataset`` and Spark skip), flushed to disk, then renamed into place,
-so a crash never leaves a half-written file where a reader would take it for a
-whole one.  The directory reads back with ``pyarrow.dataset.dataset(DIRECTORY,
+:func:`write_files` (in :mod:`runtime.file_sink`) writes what reaches it as
+one file per epoch and worker, ``DIRECTORY/epoch=T/part-WWWWW.EXT``.  Each
+worker writes its part of epoch ``T`` into the hidden staging directory
+``DIRECTORY/_pytimely_staging/epoch=T/`` once ``T`` is complete at its sink;
+once every worker's part is written, one worker renames that directory to
+``DIRECTORY/epoch=T``.  A reader therefore sees an epoch whole or not at all,
+whatever crashes.  The directory reads back with ``pyarrow.dataset.dataset(DIRECTORY,
 partitioning="hive")``.
+
+A file that lacks a column of the first file, has a column the first file lacks
+or has one of another type is refused, naming it.  A JSON Lines record nested
+more than :data:`~runtime.json_depth.MAX_JSON_DEPTH` arrays and objects deep is
+refused, naming its file and line, before pyarrow's parser reads the file.
 
 ``pyarrow`` is needed (``pip install pyarrow``); it is imported when a file
 source or sink is built.
@@ -30,50 +36,36 @@ source or sink is built.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigurationError, FileSinkError, FileSourceError
-from scopes.channels import Pipeline
-from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from runtime.errors import ConfigurationError, FileSourceError
+from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_modules
+from runtime.file_sink import STAGING, write_files
+from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
+from scopes.operator import Capability, OperatorInfo, OperatorOutput
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.dataset as ds  # type: ignore[import-untyped]
 
     from scopes.builder import ScopeBuilder
     from scopes.stream import Stream
 
-FORMATS = {"parquet": "parquet", "csv": "csv", "jsonl": "json", "json": "json"}
-"""The formats by the name a user gives, and the ``pyarrow.dataset`` format each one reads as."""
-
-SUFFIXES = {"parquet": ".parquet", "csv": ".csv", "json": ".jsonl"}
-"""The file name ending the sink writes for each ``pyarrow.dataset`` format."""
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "FORMATS",
+    "MAX_JSON_DEPTH",
+    "STAGING",
+    "SUFFIXES",
+    "read_files",
+    "write_files",
+]
 
 DEFAULT_BATCH_ROWS = 65_536
 """Rows per record batch a source reads (and sends) at a time."""
-
-
-def _pyarrow() -> tuple[Any, Any]:
-    try:
-        import pyarrow
-        import pyarrow.dataset
-    except ImportError:
-        raise ConfigurationError(
-            "file sources and sinks read and write through pyarrow.dataset; install it with `pip install pyarrow`"
-        ) from None
-    return pyarrow, pyarrow.dataset
-
-
-def _format(format: str) -> str:
-    try:
-        return FORMATS[format]
-    except KeyError:
-        raise ConfigurationError(f"unknown file format {format!r}; use one of {sorted(FORMATS)}") from None
 
 
 # ---------------------------------------------------------------------- the source
@@ -90,20 +82,39 @@ class _Unit:
     first_row: int | None
 
 
-def _dataset(path: str | os.PathLike[str], format: str, where: str) -> ds.Dataset:
-    _, dataset_module = _pyarrow()
+def _dataset(path: str | os.PathLike[str], format: str, where: str, scanned: set[str]) -> ds.Dataset:
+    """The dataset of the files under ``path`` in path order; its schema is the first file's.
+
+    The files are listed before any is opened, so that a JSON Lines file is
+    checked (and added to ``scanned``) before pyarrow's parser reads it.
+    """
+    pa, dataset_module = pyarrow_modules()
     location = Path(path)
     if not location.exists():
         raise FileSourceError(f"{where}: no such file or directory: {str(location)!r}")
     try:
-        dataset = dataset_module.dataset(str(location), format=format)
-    except Exception as error:  # pyarrow raises several kinds while it inspects the first file
-        raise FileSourceError(f"{where}: cannot open {str(location)!r} as {format}: {error}") from error
-    if not dataset.files:
+        files = sorted(dataset_module.dataset(str(location), format=format, schema=pa.schema([])).files)
+    except Exception as error:
+        raise FileSourceError(f"{where}: cannot list {str(location)!r}: {error}") from error
+    if not files:
         raise FileSourceError(
             f"{where}: {str(location)!r} holds no {format} files (names starting with . or _ are skipped)"
         )
-    return dataset
+    if format == "json":
+        check_json_depth(files[0], where)
+        scanned.add(files[0])
+    try:
+        return dataset_module.dataset(files, format=format)
+    except Exception as error:  # pyarrow raises several kinds while it inspects the first file
+        raise FileSourceError(f"{where}: cannot open {files[0]!r} as {format}: {error}") from error
+
+
+def _check_depths(paths: list[str], scanned: set[str], where: str) -> None:
+    """Bound the nesting of the JSON Lines files in ``paths`` not yet scanned (see :mod:`runtime.json_depth`)."""
+    for path in paths:
+        if path not in scanned:
+            check_json_depth(path, where)
+            scanned.add(path)
 
 
 def _units(dataset: Any, format: str, rows_per_epoch: int | None, where: str) -> list[_Unit]:
@@ -132,6 +143,12 @@ def _check_schema(dataset: Any, unit: _Unit, where: str) -> None:
     except Exception as error:
         raise FileSourceError(f"{where}: cannot read {unit.path!r}: {error}") from error
     expected = dataset.schema
+    for field in expected:
+        if physical.get_field_index(field.name) < 0:
+            raise FileSourceError(
+                f"{where}: {unit.path!r} lacks column {field.name!r} ({field.type}) that the first file "
+                f"{dataset.files[0]!r} has; every file must have the same schema ({expected.names})"
+            )
     for field in physical:
         index = expected.get_field_index(field.name)
         if index < 0:
@@ -226,9 +243,11 @@ def read_files(
 
     See the module documentation for how files are shared among workers and
     how times are chosen.  A missing path, a directory without such files, a
-    file whose schema differs from the first file's, or an unreadable file is
-    a :class:`~runtime.errors.FileSourceError` naming the file; schemas are
-    checked when the dataflow is built, reading errors when they happen.
+    file whose schema differs from the first file's (a column more, a column
+    less, or another type), a JSON Lines record nested too deep, or an
+    unreadable file is a :class:`~runtime.errors.FileSourceError` naming the
+    file; schemas and nesting are checked when the dataflow is built (each
+    worker checks the files it reads), reading errors when they happen.
     """
     where = f"file source {name!r} in scope {'/'.join(scope.path)} on worker {scope.index}"
     if rows_per_epoch is not None and time_column is not None:
@@ -237,22 +256,27 @@ def read_files(
         raise ConfigurationError(f"{where}: rows_per_epoch must be an int >= 1, got {rows_per_epoch!r}")
     if batch_rows.__class__ is not int or batch_rows < 1:
         raise ConfigurationError(f"{where}: batch_rows must be an int >= 1, got {batch_rows!r}")
-    arrow_format = _format(format)
-    dataset = _dataset(path, arrow_format, where)
+    file_format = arrow_format(format)
+    scanned: set[str] = set()
+    dataset = _dataset(path, file_format, where, scanned)
     if time_column is not None:
         field_index = dataset.schema.get_field_index(time_column)
         if field_index < 0:
             raise FileSourceError(
                 f"{where}: time_column {time_column!r} is not a column of {dataset.files[0]!r} ({dataset.schema.names})"
             )
-        pa, _ = _pyarrow()
+        pa, _ = pyarrow_modules()
         if not pa.types.is_integer(dataset.schema.field(field_index).type):
             raise FileSourceError(
                 f"{where}: time_column {time_column!r} has type {dataset.schema.field(field_index).type}, "
                 "but times must be integers"
             )
-    units = _units(dataset, arrow_format, rows_per_epoch, where)
+    if file_format == "json" and rows_per_epoch is not None:  # every file's rows are counted
+        _check_depths(dataset.files, scanned, where)
+    units = _units(dataset, file_format, rows_per_epoch, where)
     mine = units[scope.index :: scope.peers]
+    if file_format == "json":
+        _check_depths([unit.path for unit in mine], scanned, where)
     for unit in mine:
         _check_schema(dataset, unit, where)
     timing: Callable[[_Unit, Any, int], Iterator[tuple[int, Any]]]
@@ -300,100 +324,3 @@ def _by_column(batch: Any, column: str, where: str, unit: _Unit) -> Iterator[tup
     bounds = np.flatnonzero(np.diff(sorted_times)) + 1
     for start, end in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(order)])), strict=True):
         yield int(sorted_times[start]), batch.take(order[start:end])
-
-
-# ---------------------------------------------------------------------- the sink
-
-
-def write_files(
-    stream: Stream,
-    directory: str | os.PathLike[str],
-    *,
-    format: str = "parquet",
-    columns: Sequence[str] | None = None,
-    name: str = "WriteFiles",
-) -> None:
-    """Write ``stream`` as one file per complete epoch and worker under ``directory``.
-
-    Batches may be Arrow record batches or tables, NumPy structured arrays,
-    lists of dicts, or lists of tuples (then ``columns`` names their fields).
-    An epoch's file is written once the epoch is complete at the sink, under a
-    hidden name, then renamed into place (see the module documentation).  A
-    record that does not fit the format is a :class:`~runtime.errors.FileSinkError`
-    naming the file; the hidden partial file is removed.
-    """
-    pa, _ = _pyarrow()
-    arrow_format = _format(format)
-    root = Path(directory)
-    where = f"file sink {name!r} in scope {'/'.join(stream.scope.path)} on worker {stream.scope.index}"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise FileSinkError(f"{where}: cannot create the directory {str(root)!r}: {error}") from error
-    worker = stream.scope.index
-    pending: dict[Any, list[Any]] = {}
-
-    def logic(input: OperatorInput) -> None:
-        for time, batch in input.batches():
-            pending.setdefault(time, []).append(batch)
-        frontier = input.frontier
-        for time in [time for time in pending if not frontier.less_equal(time)]:
-            table = _table(pa, pending.pop(time), columns, where, time)
-            target = root / f"epoch={time}" / f"part-{worker:05d}{SUFFIXES[arrow_format]}"
-            _write_atomically(table, target, arrow_format, where)
-
-    stream.sink(Pipeline, name, logic)
-
-
-def _table(pa: Any, batches: list[Any], columns: Sequence[str] | None, where: str, time: Any) -> pa.Table:
-    tables = []
-    try:
-        for batch in batches:
-            if isinstance(batch, pa.Table):
-                tables.append(batch)
-            elif isinstance(batch, pa.RecordBatch):
-                tables.append(pa.Table.from_batches([batch]))
-            elif getattr(batch, "dtype", None) is not None and batch.dtype.names:
-                tables.append(pa.table({field: batch[field] for field in batch.dtype.names}))
-            elif batch and isinstance(batch[0], dict):
-                tables.append(pa.Table.from_pylist(list(batch)))
-            elif columns is not None:
-                tables.append(pa.Table.from_pylist([dict(zip(columns, record, strict=True)) for record in batch]))
-            elif len(batch):
-                raise FileSinkError(
-                    f"{where}: at time {time!r} the records are {type(batch[0]).__name__}s; send dicts or Arrow "
-                    "batches, or give columns=[...] to name the fields of tuples"
-                )
-        return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
-    except FileSinkError:
-        raise
-    except Exception as error:
-        raise FileSinkError(f"{where}: at time {time!r} the records do not form one table: {error}") from error
-
-
-def _write_atomically(table: Any, target: Path, format: str, where: str) -> None:
-    """Write ``table`` to a hidden file beside ``target``, flush it to disk, then rename it to ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    hidden = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    try:
-        if format == "parquet":
-            import pyarrow.parquet as pq  # type: ignore[import-untyped]
-
-            pq.write_table(table, hidden)
-        elif format == "csv":
-            import pyarrow.csv as pcsv  # type: ignore[import-untyped]
-
-            pcsv.write_csv(table, hidden)
-        else:
-            with open(hidden, "w", encoding="utf-8") as lines:
-                for row in table.to_pylist():
-                    lines.write(json.dumps(row, default=str))
-                    lines.write("\n")
-        with open(hidden, "rb") as written:
-            os.fsync(written.fileno())
-        os.replace(hidden, target)
-    except BaseException as error:
-        hidden.unlink(missing_ok=True)
-        if isinstance(error, Exception) and not isinstance(error, FileSinkError):
-            raise FileSinkError(f"{where}: cannot write {str(target)!r}: {error}") from error
-        raise

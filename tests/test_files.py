@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -270,7 +271,7 @@ def test_a_crash_while_writing_leaves_no_file_a_reader_would_take(tmp_path, monk
     assert "epoch=0/part-00000.parquet" in message and "disk full" in message
     leftovers = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     assert leftovers == []
-    assert not os.listdir(tmp_path / "out" / "epoch=0")
+    assert os.listdir(tmp_path / "out") == ["_pytimely_staging"]  # no epoch=0: it was never committed
 
 
 def test_the_wordcount_example_goes_from_parquet_files_to_per_epoch_parquet_results(tmp_path, capsys):
@@ -286,3 +287,45 @@ def test_the_wordcount_example_goes_from_parquet_files_to_per_epoch_parquet_resu
     for row in table.to_pylist():
         got.setdefault(row["epoch"], {})[row["word"]] = row["total"]
     assert got == expected
+
+
+def test_a_later_file_lacking_a_column_is_a_schema_conflict_naming_it(tmp_path):
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"x": [1, 2], "y": ["a", "b"]}), tmp_path / "in" / "a.parquet")
+    pq.write_table(pa.table({"x": [3]}), tmp_path / "in" / "b.parquet")
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as failure:
+            collect(tmp_path / "in", workers=workers)
+        message = str(root_cause(failure.value))
+        assert isinstance(root_cause(failure.value), FileSourceError)
+        assert "b.parquet" in message and "lacks column 'y' (string)" in message and "a.parquet" in message
+
+
+def test_a_json_lines_record_nested_10000_deep_is_refused_naming_file_and_line(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"x": 1}\n')
+    deep = '{"x": 2, "a": ' + "[" * 10_000 + "]" * 10_000 + "}\n"
+    (tmp_path / "in" / "b.jsonl").write_text('{"x": 3}\n{"x": 4}\n' + deep)
+    assert 20_000 < len(deep) < 21_000
+    for options in ({}, {"rows_per_epoch": 2}):
+        with pytest.raises(WorkerFailed) as failure:
+            collect(tmp_path / "in", workers=2, format="jsonl", **options)
+        message = str(root_cause(failure.value))
+        assert isinstance(root_cause(failure.value), FileSourceError)
+        assert "b.jsonl' line 3" in message and "more than 100 deep" in message
+    # the first file is the one pyarrow reads to learn the schema: it is checked before that
+    (tmp_path / "in" / "0.jsonl").write_text(deep)
+    with pytest.raises(WorkerFailed, match="0.jsonl' line 1"):
+        collect(tmp_path / "in", format="jsonl")
+
+
+def test_json_lines_brackets_in_strings_and_nesting_up_to_the_limit_read(tmp_path):
+    at_limit = '{"a": ' + "[" * 99 + "1" + "]" * 99 + "}"
+    in_strings = '{"a": [[1]], "s": "\\\\\\"[[[' + "[" * 500 + '\\\\", "t": "{{{' + "{" * 500 + '"}'
+    for name, line in (("limit", at_limit), ("strings", in_strings)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.jsonl").write_text(line + "\n")
+    [(_, _, deepest)] = collect(tmp_path / "limit", format="jsonl")
+    assert deepest["a"] == json.loads(at_limit)["a"]
+    [(_, _, strings)] = collect(tmp_path / "strings", format="jsonl")
+    assert strings["s"] == '\\"[[[' + "[" * 500 + "\\" and strings["t"] == "{{{" + "{" * 500

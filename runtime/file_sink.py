@@ -1,0 +1,269 @@
+"""The file sink: every worker's part of an epoch is written out of sight, then the whole epoch appears at once.
+
+``DIRECTORY`` holds committed epochs, ``DIRECTORY/epoch=T/part-WWWWW.EXT``, and
+the staging directory ``DIRECTORY/_pytimely_staging/`` (its name starts with
+``_``, so ``pyarrow.dataset``, Spark and :func:`runtime.files.read_files` skip
+it).  The sink is two operators:
+
+1. ``WriteFiles`` (on every worker, no exchange) keeps a capability at each time
+   ``T`` it has records for.  Once its input frontier has passed ``T`` it writes
+   its part to ``_pytimely_staging/epoch=T/`` (under a hidden name, flushed to
+   disk, then renamed), sends a report of the part on, and only then drops the
+   capability.
+2. ``CommitFiles`` receives every report on one worker, which commits epochs
+   in time order.  Its input frontier passes ``T`` only when every worker's
+   ``WriteFiles`` has dropped its capability at ``T``, that is, when every part
+   of ``T`` is written and reported.  It then checks that the staging directory
+   holds exactly the reported parts, flushes it, and renames it to ``epoch=T``
+   in one step.  Its output carries the committed directory's path at ``T``.
+
+A crash at any moment leaves each epoch either committed whole or invisible,
+and (for integer times) the committed epochs are a prefix of those with records.
+A directory holding another run's epochs (or a crashed run's staging) is
+refused when the dataflow is built, unless ``overwrite=True`` (then worker 0
+removes them first, before any worker can write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.errors import ConfigurationError, FileSinkError
+from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
+from scopes.channels import Exchange, Pipeline
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    from scopes.stream import Stream
+
+STAGING = "_pytimely_staging"
+"""The staging directory inside the sink's directory, where epochs are written before they are committed."""
+
+Report = tuple[str, int, str, int]
+"""What ``WriteFiles`` tells ``CommitFiles`` of one part: ``(epoch directory name, worker, file name, rows)``."""
+
+
+def write_files(
+    stream: Stream,
+    directory: str | os.PathLike[str],
+    *,
+    format: str = "parquet",
+    columns: Sequence[str] | None = None,
+    partition: str = "epoch",
+    overwrite: bool = False,
+    name: str = "WriteFiles",
+) -> Stream:
+    """Write ``stream`` as one file per epoch and worker, ``directory/PARTITION=T/part-WWWWW.EXT``.
+
+    Batches may be Arrow record batches or tables, NumPy structured arrays,
+    lists of dicts, or lists of tuples (then ``columns`` names their fields).
+    An epoch's directory appears only once every worker's part of it is on disk
+    (see the module documentation); read it back with
+    ``pyarrow.dataset.dataset(directory, partitioning="hive")``, which adds the
+    column ``partition``, so a record field of that name is refused.  A
+    directory that already holds epochs or a staging directory is refused unless
+    ``overwrite=True``.  Returns a stream with the committed directory's path at
+    each committed time (probe it to know an epoch is visible).
+    """
+    pa = pyarrow_module()
+    file_format = arrow_format(format)
+    root = Path(directory)
+    where = f"file sink {name!r} in scope {'/'.join(stream.scope.path)} on worker {stream.scope.index}"
+    _check_partition(partition, columns, where)
+    _prepare(root, partition, overwrite, stream.scope.index, where)
+    worker = stream.scope.index
+    part_name = f"part-{worker:05d}{SUFFIXES[file_format]}"
+
+    def write(time: Any, batches: list[Any]) -> Report | None:
+        table = _table(pa, batches, columns, where, time)
+        if not table.num_columns:
+            return None
+        if partition in table.column_names:
+            raise FileSinkError(
+                f"{where}: at time {time!r} the records have a field {partition!r}, the column a hive reader adds "
+                f"from the directory names ({partition}=T); rename the field or pass partition='another_name'"
+            )
+        epoch = f"{partition}={time}"
+        _write_atomically(table, root / STAGING / epoch / part_name, file_format, where)
+        return (epoch, worker, part_name, table.num_rows)
+
+    def writer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        capability.drop()
+        return _Held(write)
+
+    reports = stream.unary_frontier(Pipeline, name, writer)
+
+    def committer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        capability.drop()
+        return _Held(lambda time, batches: _commit(root, [r for batch in batches for r in batch], where))
+
+    # one worker commits every epoch, in time order: a visible epoch T means every earlier epoch is visible too
+    return reports.unary_frontier(Exchange(lambda report: 0), f"Commit{name}", committer)
+
+
+class _Held:
+    """Logic that gathers each time's batches under a capability and calls ``act(time, batches)`` once it is complete.
+
+    The capability is dropped only after ``act`` has returned (and its result, if
+    not ``None``, was sent at that time): downstream frontiers pass a time only
+    once its action is done everywhere.
+    """
+
+    def __init__(self, act: Callable[[Any, list[Any]], Any]) -> None:
+        self.act = act
+        self.held: dict[Any, tuple[Capability, list[Any]]] = {}
+
+    def __call__(self, input: OperatorInput, output: OperatorOutput) -> None:
+        held = self.held
+        for ref, batch in input:
+            entry = held.get(ref.time)
+            if entry is None:
+                held[ref.time] = (ref.retain(), [batch])
+            else:
+                entry[1].append(batch)
+        frontier = input.frontier
+        ready = [time for time in held if not frontier.less_equal(time)]
+        if all(time.__class__ is int for time in ready):
+            ready.sort()
+        for time in ready:
+            capability, batches = held.pop(time)
+            result = self.act(time, batches)
+            if result is not None:
+                output.session(capability).give(result)
+            capability.drop()
+
+
+def _check_partition(partition: str, columns: Sequence[str] | None, where: str) -> None:
+    if not isinstance(partition, str) or not partition or partition[0] in "._" or any(c in partition for c in "/=\\"):
+        raise ConfigurationError(
+            f"{where}: partition must be a column name not starting with '.' or '_' and without '/', '=' or '\\', "
+            f"got {partition!r}"
+        )
+    if columns is not None and partition in columns:
+        raise ConfigurationError(
+            f"{where}: columns {list(columns)} include {partition!r}, the column a hive reader adds from the "
+            f"directory names ({partition}=T); rename that field or pass partition='another_name'"
+        )
+
+
+def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: str) -> None:
+    """Create ``root``; refuse (or, with ``overwrite``, let worker 0 remove) another run's epochs and staging."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        found = sorted(
+            entry.name
+            for entry in root.iterdir()
+            if entry.name.startswith(f"{partition}=") or (entry.name == STAGING and any(entry.iterdir()))
+        )
+    except OSError as error:
+        raise FileSinkError(f"{where}: cannot create the directory {str(root)!r}: {error}") from error
+    if not found:
+        return
+    if not overwrite:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise FileSinkError(
+            f"{where}: {str(root)!r} already holds another run's output ({shown}); this run's epochs would mix "
+            "with it. Remove them, write to another directory, or pass overwrite=True to have them removed"
+        )
+    if worker == 0:  # no worker can write before every worker has built its dataflow
+        try:
+            for entry in found:
+                shutil.rmtree(root / entry)
+        except OSError as error:
+            raise FileSinkError(f"{where}: cannot clear {str(root / entry)!r}: {error}") from error
+
+
+def _commit(root: Path, reports: list[Report], where: str) -> str | None:
+    """Rename the staging directory of one epoch into place once it holds exactly the reported parts."""
+    if not reports:
+        return None
+    epoch = reports[0][0]
+    staged = root / STAGING / epoch
+    target = root / epoch
+    expected = sorted(report[2] for report in reports)
+    try:
+        present = sorted(entry for entry in os.listdir(staged) if entry[0] not in "._")
+    except OSError as error:
+        present = [f"none ({error})"]
+    if present != expected:
+        raise FileSinkError(
+            f"{where}: cannot commit {str(target)!r}: the workers wrote {expected} but {str(staged)!r} holds "
+            f"{present}; every process must write to the same directory (one shared file system) and no other "
+            "run may write there"
+        )
+    try:
+        _sync_directory(staged)
+        os.rename(staged, target)
+        _sync_directory(root)
+    except OSError as error:
+        raise FileSinkError(f"{where}: cannot commit {str(staged)!r} as {str(target)!r}: {error}") from error
+    return str(target)
+
+
+def _sync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _table(pa: Any, batches: list[Any], columns: Sequence[str] | None, where: str, time: Any) -> pa.Table:
+    tables = []
+    try:
+        for batch in batches:
+            if isinstance(batch, pa.Table):
+                tables.append(batch)
+            elif isinstance(batch, pa.RecordBatch):
+                tables.append(pa.Table.from_batches([batch]))
+            elif getattr(batch, "dtype", None) is not None and batch.dtype.names:
+                tables.append(pa.table({field: batch[field] for field in batch.dtype.names}))
+            elif batch and isinstance(batch[0], dict):
+                tables.append(pa.Table.from_pylist(list(batch)))
+            elif columns is not None:
+                tables.append(pa.Table.from_pylist([dict(zip(columns, record, strict=True)) for record in batch]))
+            elif len(batch):
+                raise FileSinkError(
+                    f"{where}: at time {time!r} the records are {type(batch[0]).__name__}s; send dicts or Arrow "
+                    "batches, or give columns=[...] to name the fields of tuples"
+                )
+        return pa.concat_tables(tables, promote_options="default") if tables else pa.table({})
+    except FileSinkError:
+        raise
+    except Exception as error:
+        raise FileSinkError(f"{where}: at time {time!r} the records do not form one table: {error}") from error
+
+
+def _write_atomically(table: Any, target: Path, format: str, where: str) -> None:
+    """Write ``table`` to a hidden file beside ``target``, flush it to disk, then rename it to ``target``."""
+    hidden = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if format == "parquet":
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+            pq.write_table(table, hidden)
+        elif format == "csv":
+            import pyarrow.csv as pcsv  # type: ignore[import-untyped]
+
+            pcsv.write_csv(table, hidden)
+        else:
+            with open(hidden, "w", encoding="utf-8") as lines:
+                for row in table.to_pylist():
+                    lines.write(json.dumps(row, default=str))
+                    lines.write("\n")
+        with open(hidden, "rb") as written:
+            os.fsync(written.fileno())
+        os.replace(hidden, target)
+    except BaseException as error:
+        hidden.unlink(missing_ok=True)
+        if isinstance(error, Exception) and not isinstance(error, FileSinkError):
+            raise FileSinkError(f"{where}: cannot write {str(target)!r}: {error}") from error
+        raise
