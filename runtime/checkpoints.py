@@ -277,7 +277,7 @@ def resume(
     boundary, states = store.latest(worker, peers, shape)
     if states is not None:
         registry.restore(boundary, states)
-    registry.settle()
+    registry.settle(boundary)
     store.resume_epoch = boundary
     if boundary:
         for handle in inputs:

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any
 from runtime.errors import ConfigurationError, FileSinkError
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
 from scopes.channels import Exchange, Pipeline
+from scopes.generic_operators import unary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.state_registry import registry_of
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -77,8 +79,12 @@ def write_files(
     root = Path(directory)
     where = f"file sink {name!r} in scope {'/'.join(stream.scope.path)} on worker {stream.scope.index}"
     _check_partition(partition, columns, where)
-    _prepare(root, partition, overwrite, stream.scope.index, where)
     worker = stream.scope.index
+    registry = registry_of(stream.scope)
+    if registry is None:
+        _prepare(root, partition, overwrite, worker, where)
+    else:  # resumed from a checkpoint, the epochs before it stay and the later ones are written again
+        registry.on_settle(lambda boundary: _prepare_to_resume(root, partition, overwrite, worker, where, boundary))
     part_name = f"part-{worker:05d}{SUFFIXES[file_format]}"
 
     def write(time: Any, batches: list[Any]) -> Report | None:
@@ -98,14 +104,14 @@ def write_files(
         capability.drop()
         return _Held(write)
 
-    reports = stream.unary_frontier(Pipeline, name, writer)
+    reports = unary(stream, Pipeline, name, writer, None, notify=True)
 
     def committer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
         capability.drop()
         return _Held(lambda time, batches: _commit(root, [r for batch in batches for r in batch], where))
 
     # one worker commits every epoch, in time order: a visible epoch T means every earlier epoch is visible too
-    return reports.unary_frontier(Exchange(lambda report: 0), f"Commit{name}", committer)
+    return unary(reports, Exchange(lambda report: 0), f"Commit{name}", committer, None, notify=True)
 
 
 class _Held:
@@ -178,6 +184,26 @@ def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: st
                 shutil.rmtree(root / entry)
         except OSError as error:
             raise FileSinkError(f"{where}: cannot clear {str(root / entry)!r}: {error}") from error
+
+
+def _prepare_to_resume(root: Path, partition: str, overwrite: bool, worker: int, where: str, boundary: int) -> None:
+    """Prepare ``root`` for a run resumed at epoch ``boundary`` (0: a fresh start, prepared as any run).
+
+    Committed epochs before ``boundary`` are this job's own and stay; worker 0
+    removes the later ones and the staging directory, which the run writes again.
+    """
+    if boundary == 0:
+        _prepare(root, partition, overwrite, worker, where)
+        return
+    if worker != 0 or not root.is_dir():
+        return
+    try:
+        for entry in sorted(root.iterdir()):
+            value = entry.name[len(partition) + 1 :] if entry.name.startswith(f"{partition}=") else None
+            if entry.name == STAGING or (value is not None and (not value.isdigit() or int(value) >= boundary)):
+                shutil.rmtree(entry)
+    except OSError as error:
+        raise FileSinkError(f"{where}: cannot clear {str(root)!r} to resume at epoch {boundary}: {error}") from error
 
 
 def _commit(root: Path, reports: list[Report], where: str) -> str | None:

@@ -111,6 +111,15 @@ class StateRegistry:
         self.encode = encode
         self.decode = decode
         self.operators: dict[str, OperatorState] = {}
+        self.settlers: list[Callable[[int], None]] = []
+
+    def on_settle(self, prepare: Callable[[int], None]) -> None:
+        """Call ``prepare(boundary)`` once the run knows the epoch it resumes from (0: a fresh start).
+
+        For what must be ready before the run goes on (a file sink clears the
+        epochs it will write again).
+        """
+        self.settlers.append(prepare)
 
     def register(
         self,
@@ -156,11 +165,13 @@ class StateRegistry:
             operator.covered = boundary
             operator.snapshots = []
 
-    def settle(self) -> None:
-        """Tell every operator that restoring is over (it may release what it kept for it)."""
+    def settle(self, boundary: int) -> None:
+        """Tell every operator that restoring is over (it may release what it kept), and run the settlers."""
         for operator in self.operators.values():
             if operator.settle is not None:
                 operator.settle()
+        for prepare in self.settlers:
+            prepare(boundary)
 
     def common_boundary(self) -> int | None:
         """The latest boundary every operator covers, or None (an operator has no snapshot yet).

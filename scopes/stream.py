@@ -42,7 +42,7 @@ from scopes import loops, nesting, per_batch, per_record, per_time, probes, rout
 from scopes.channels import ChannelContract, Tee
 from scopes.core import BuildContext, Scope, StreamCore
 from scopes.errors import BuildError
-from scopes.generic_operators import BinaryConstructor, UnaryConstructor, generic
+from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
 from scopes.input_handle import InputHandle
 from scopes.keyed import KeyedStream
 from scopes.location import Source
@@ -445,3 +445,21 @@ class ScopeBuilder(Scope[Stream]):
 
 
 __all__ = ["BinaryConstructor", "Operator", "ScopeBuilder", "Stream", "UnaryConstructor", "generic"]
+
+
+def generic(
+    scope: ScopeBuilder,
+    name: str,
+    inputs: Sequence[tuple[Stream, ChannelContract]],
+    outputs: int,
+    constructor: Callable[..., GenericLogic],
+    summary: SummarySpec = None,
+    notify: bool = True,
+    frontiers: bool = False,
+) -> list[Stream]:
+    """An operator with any number of inputs and outputs, written by hand (:func:`scopes.generic_operators.generic`).
+
+    Refused in a dataflow with checkpoints, whose state it would hide.
+    """
+    refuse_hand_written_under_checkpoints(scope, name)
+    return _generic.generic(scope, name, inputs, outputs, constructor, summary, notify, frontiers)

@@ -213,3 +213,55 @@ def test_a_join_against_a_table_is_refused_under_checkpoints(tmp_path: Path) -> 
 
     with pytest.raises(WorkerFailed, match="keeps a table across epochs, which checkpoints do not cover yet"):
         execute(main, workers=1)
+
+
+def run_to_files(checkpoints: Path, output: Path, crash_after: int | None = None) -> int:
+    """The running totals, written by write_files, with checkpoints; crash after ``crash_after``."""
+    from runtime.files import write_files
+
+    def main(worker: Any) -> int:
+        store = CheckpointStore(checkpoints)
+
+        def build(scope: Any) -> Any:
+            inp, words = scope.new_input("Words")
+            totals = words.key_by(lambda w: w).fold(int, lambda n, w: n + 1)
+            rows = totals.map(lambda kv: {"word": kv[0], "total": kv[1]})
+            return inp, write_files(rows, output, format="jsonl").probe()
+
+        inp, probe = worker.dataflow(build, checkpoint=store)
+        for epoch in range(store.resume_epoch, len(EPOCHS)):
+            if worker.index == 0:
+                inp.send_batch(EPOCHS[epoch])
+            inp.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+            if epoch == crash_after and worker.index == 0:
+                raise Crash(f"crash after epoch {epoch}")
+        inp.close()
+        worker.step_while(lambda: not probe.done())
+        return store.resume_epoch
+
+    return execute(main, workers=2)[0]
+
+
+def committed(output: Path) -> dict[str, list[str]]:
+    return {
+        epoch.name: sorted(line for part in epoch.iterdir() for line in part.read_text().splitlines())
+        for epoch in sorted(output.iterdir())
+        if epoch.name.startswith("epoch=")
+    }
+
+
+def test_write_files_resumes_without_writing_a_committed_epoch_twice(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    run_to_files(tmp_path / "plain-checkpoints", tmp_path / "plain")
+    expected = committed(tmp_path / "plain")
+    with pytest.raises(WorkerFailed, match="crash after epoch"):
+        run_to_files(tmp_path / "checkpoints", tmp_path / "out", crash_after=4)
+    before = {name: (tmp_path / "out" / name).stat().st_mtime_ns for name in committed(tmp_path / "out")}
+    resumed = run_to_files(tmp_path / "checkpoints", tmp_path / "out")
+    assert 0 < resumed <= 5
+    assert committed(tmp_path / "out") == expected
+    kept = [name for name in before if int(name[6:]) < resumed]
+    assert kept, "the crashed run committed epochs before its checkpoint"
+    for name in kept:  # epochs before the resume point were not written again
+        assert (tmp_path / "out" / name).stat().st_mtime_ns == before[name]
