@@ -32,6 +32,7 @@ from viz.tui.adapter import (
     stuck_places,
     unfinished_dataflows,
 )
+from viz.tui.diagram_file import reserve_diagram_path
 from viz.tui.live_feed import LiveFeed, Run
 from viz.tui.panes.channels import add_channel_columns, compose_channels, refresh_channels
 from viz.tui.panes.graph import GraphPane
@@ -63,6 +64,8 @@ class TimelyApp(App[int]):
     #stuck-text { padding: 0 1; }
     #graph-scroll { height: 1fr; }
     #graph-canvas { width: auto; height: auto; }
+    #footer-note { height: 1; display: none; color: $text-muted; padding: 0 1; }
+    #footer-note.shown { display: block; }
     Tree, DataTable { height: 1fr; }
     """
 
@@ -136,7 +139,6 @@ class TimelyApp(App[int]):
         self._auto_opened = False
         self.errors: list[str] = []
         self.last_diagram: str | None = None
-        self._diagrams = 0
         self.auto_stuck_opened = 0
 
     # ------------------------------------------------------------------ state access
@@ -232,6 +234,7 @@ class TimelyApp(App[int]):
                 yield from self.graph_pane.compose()
         if self.replay is not None:
             yield TimeSlider(id="slider")
+        yield Static(id="footer-note")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -488,20 +491,30 @@ class TimelyApp(App[int]):
             stuck = (place.loc, place.frontier[0])
         worker = self.worker if self.worker in model.workers else None
         diagram = Diagram(to_graph(model, worker=worker, stuck=stuck))
-        self._diagrams += 1
-        path = (self.diagram_dir / f"pytimely-diagram-{self._diagrams}.svg").resolve()
+        directory = self.diagram_dir
 
         def write() -> None:
+            path: Path | None = None
             try:
+                path = reserve_diagram_path(directory)  # numbered past every existing diagram: never overwrites
                 diagram.save(str(path))
             except Exception as error:  # noqa: BLE001 - shown to the user, never fatal
+                if path is not None:
+                    path.unlink(missing_ok=True)
                 self.call_from_thread(self.notify, f"diagram not written: {error}", severity="error", timeout=8)
                 return
             self.last_diagram = str(path)
             self.call_from_thread(self.notify, f"diagram written to {path}", title="diagram", timeout=8)
-            self.call_from_thread(self._refresh_status)
+            self.call_from_thread(self._show_diagram_path)
 
         self.run_worker(write, thread=True, group="diagram")
+
+    def _show_diagram_path(self) -> None:
+        """Say in the footer where the last diagram went (and in the status line)."""
+        note = self.query_one("#footer-note", Static)
+        note.update(f"diagram written to {self.last_diagram}")
+        note.add_class("shown")
+        self._refresh_status()
 
     # ------------------------------------------------------------------ refresh
 
