@@ -380,6 +380,8 @@ class Subgraph(Operate):
         sent is kept in :attr:`own_produced` for its parent to do the same.
         """
         assert self.observer is not None and self.refinement is not None
+        if not batch and not any(self._own_outputs):
+            return
         kinds = self._loc_kind
         ports = self._loc_port
         to_outer = self.refinement.to_outer
