@@ -410,7 +410,7 @@ def test_a_program_that_dies_stuck_shows_its_error_and_opens_the_stuck_view(tmp_
 
 
 def test_the_last_error_is_the_final_exception_of_the_output() -> None:
-    from viz.tui.cli import died_stuck, last_error
+    from viz.tui.program_errors import died_stuck, last_error
 
     output = [
         "some output",

@@ -32,7 +32,6 @@ from viz.tui.adapter import (
     stuck_places,
     unfinished_dataflows,
 )
-from viz.tui.cli import died_stuck
 from viz.tui.diagram_file import reserve_diagram_path
 from viz.tui.live_feed import LiveFeed, Run
 from viz.tui.panes.channels import add_channel_columns, compose_channels, refresh_channels
@@ -41,6 +40,7 @@ from viz.tui.panes.operators import add_operator_columns, compose_operators, ref
 from viz.tui.panes.stuck import StuckPane
 from viz.tui.panes.tree import TreePane
 from viz.tui.playback import Playback
+from viz.tui.program_errors import died_stuck
 from viz.tui.sources import Connection, LiveListener, Replay
 from viz.tui.table_order import TableOrder
 from viz.tui.widgets import HelpScreen, TimeSlider
