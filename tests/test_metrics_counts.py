@@ -43,7 +43,8 @@ def test_record_series_equal_each_workers_own_count_on_two_threads():
         check_worker(counts, samples)
 
 
-def test_record_series_equal_each_workers_own_count_on_two_processes(tmp_path):
+@pytest.mark.parametrize("flags", [["-n", "2"], ["-n", "2", "-w", "2"]], ids=["2 processes", "2 processes x 2 threads"])
+def test_record_series_equal_each_workers_own_count_on_two_processes(tmp_path, flags):
     program = tmp_path / "counted.py"
     program.write_text(
         textwrap.dedent(
@@ -60,14 +61,14 @@ def test_record_series_equal_each_workers_own_count_on_two_processes(tmp_path):
         )
     )
     done = subprocess.run(
-        [sys.executable, str(program), "-n", "2", "--metrics", "127.0.0.1:0"],
+        [sys.executable, str(program), *flags, "--metrics", "127.0.0.1:0"],
         capture_output=True,
         text=True,
         timeout=180,
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout.strip().splitlines()[-1])
-    assert len(results) == 2
+    assert len(results) == 2 * (2 if "-w" in flags else 1)
     for items, samples in results:
         counts = {(name, direction): value for (name, direction), value in items}
         check_worker(counts, [(labels, value) for labels, value in samples])
