@@ -238,7 +238,7 @@ def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerF
         what = f"{type(user).__name__}: {user}" if user is not None else str(operator)
         message = (
             f"worker {index} of {peers} failed in operator '{operator.operator}' "
-            f"(scope '{scope}', address {operator.address}) at time {operator.time!r}: {what}"
+            f"(scope '{scope}', address {operator.address}) {operator.when}: {what}"
         )
     else:
         message = f"worker {index} of {peers} failed: {type(error).__name__}: {error}"

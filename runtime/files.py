@@ -205,6 +205,8 @@ class _FileReader:
                 capability.downgrade(self.first_time(unit))
             self.batches = self._read(unit)
             self.row = 0
+        # an error reading it names the file and the earliest epoch still to come (not "time None")
+        self.info.position = f"reading {unit.path!r} (row {self.row}, epoch {capability.time!r} or later)"
         try:
             batch = next(self.batches, None)
         except FileSourceError:

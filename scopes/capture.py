@@ -269,13 +269,19 @@ def capture(stream: StreamCore, name: str = "Capture") -> CaptureRecorder:
 class _ReplayedStream:
     """One event stream being replayed, and the capabilities it holds."""
 
-    __slots__ = ("index", "events", "held", "open")
+    __slots__ = ("index", "identity", "events", "held", "open")
 
-    def __init__(self, index: int, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
+    def __init__(self, index: int, identity: str, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
         self.index = index
+        self.identity = identity
         self.events = events
         self.held: dict[Any, int] = {minimum: 1}
         self.open = True
+
+    def __str__(self) -> str:
+        """What the replay is doing, for an error raised while reading it (an operator's ``position``)."""
+        earliest = sorted(self.held, key=repr)[:3]
+        return f"replaying event stream {self.index} ({self.identity}), holding capabilities for times {earliest!r}"
 
     def close(self) -> None:
         self.open = False
@@ -299,6 +305,12 @@ class ReplayOperator(Operator):
     """
 
     kind = "Replay"
+
+
+def _identity(recording: Any) -> str:
+    """How an error names ``recording``: its log file's path, else its type."""
+    identity = recording_identity(recording)
+    return repr(identity) if identity != "?" else f"a {type(recording).__name__}"
 
 
 def recording_identity(recording: Any) -> str:
@@ -334,7 +346,10 @@ def replay_into(recordings: Iterable[Any], scope: Scope[S], name: str = "Replay"
     output, stream = builder.new_output()
     info = builder.info
     replayer = _Replayer(
-        [_ReplayedStream(index, _open(source), minimum) for index, source in enumerate(event_streams)],
+        [
+            _ReplayedStream(index, _identity(recording), _open(source), minimum)
+            for index, (recording, source) in enumerate(zip(mine, event_streams, strict=True))
+        ],
         output,
         info,
         scope,
@@ -425,6 +440,7 @@ class _Replayer:
     def drain(self, state: _ReplayedStream) -> bool:
         """Apply ``state``'s available events; return whether it waits for more (yielded ``None``)."""
         events = state.events
+        self.info.position = state  # an error names the recording and the times it still holds, not "time None"
         while state.open:
             try:
                 event = next(events)

@@ -34,7 +34,7 @@ from scopes.batches import (
     is_columnar,
     take,
 )
-from scopes.destinations import KeyRouter
+from scopes.destinations import KeyRouter, check_keys
 from scopes.errors import BuildError, OperatorFailed, UserFunctionError
 from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
 from scopes.lazy_import import lazy_module
@@ -185,7 +185,7 @@ class Receiver(NamedTuple):
         record = "one of the records"
         for candidate in batch if batch.__class__ is list else ():
             try:
-                key(candidate)
+                stable_hash(key(candidate))  # the key fails, or its value cannot be routed
             except Exception:  # noqa: BLE001 - looking for the record that fails, whatever it raises
                 record = f"record {candidate!r}"
                 break
@@ -553,10 +553,12 @@ class CheckBatchPusher:
 
 
 class KeyCheckPusher:
-    """The record-wise exchange on a single worker: every record stays, but its key is computed.
+    """The record-wise exchange on a single worker: every record stays, but its key is computed and checked.
 
-    The key's value is not needed to route anything, but calling it means a key
-    that fails, fails the same way whatever the number of workers.
+    The key's value is not needed to route anything, but calling it and
+    checking that it hashes stably (:func:`~scopes.destinations.check_keys`)
+    means a key that fails, or returns a value no worker count could route (a
+    list, a dict), fails the same way whatever the number of workers.
     """
 
     __slots__ = ("_key", "_queue", "receiver")
@@ -571,7 +573,7 @@ class KeyCheckPusher:
         """Compute every record's key, then queue the batch."""
         if batch.__class__ is list:
             try:
-                deque(map(self._key, batch), maxlen=0)  # every key, at C speed
+                check_keys(list(map(self._key, batch)))  # every key, at C speed, and their types
             except Exception as error:
                 if self.receiver is None:
                     raise

@@ -51,6 +51,22 @@ _CACHED_TYPES = frozenset({int, bool, float, str, bytes, type(None)})
 _INT_TYPES = frozenset({int, bool})
 
 
+def check_keys(keys: list[Any]) -> None:
+    """Refuse ``keys`` as routing them among several workers would: :class:`~scopes.hashing.KeyHashError`.
+
+    For one worker, where nothing is routed: the same type test as
+    :meth:`KeyRouter.destinations` (one ``set(map(type, ...))`` over the keys),
+    and :func:`stable_hash` per key only when some key is of another type.
+    """
+    types = set(map(type, keys))
+    if types <= _CACHED_TYPES:
+        return
+    if types == {tuple} and set(map(type, chain.from_iterable(keys))) <= _CACHED_TYPES:
+        return
+    for key in keys:
+        stable_hash(key)
+
+
 def _select(index: int) -> bytes:
     """A table that translates a destinations string into a mask of the records bound for worker ``index``."""
     return bytes(index) + b"\x01" + bytes(255 - index)

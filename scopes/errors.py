@@ -88,6 +88,7 @@ class OperatorFailed(ScopeError):
         time: the time of the batch being processed, or ``None`` when the operator
             was not processing a batch (for example, in a notification or a source).
         worker: the index of the worker the operator ran on.
+        position: what a source was doing (the file or epoch it was reading), or ``None``.
     """
 
     def __init__(
@@ -98,6 +99,7 @@ class OperatorFailed(ScopeError):
         scope_path: tuple[str, ...],
         time: object,
         worker: int,
+        position: str | None = None,
     ) -> None:
         super().__init__(message)
         self.operator = operator
@@ -105,6 +107,21 @@ class OperatorFailed(ScopeError):
         self.scope_path = scope_path
         self.time = time
         self.worker = worker
+        self.position = position
+
+    @property
+    def when(self) -> str:
+        """When it failed, for messages: see :func:`describe_when`."""
+        return describe_when(self.time, self.position)
+
+
+def describe_when(time: object, position: str | None) -> str:
+    """When an operator failed: at the batch's ``time``, else while doing ``position`` (a source), else neither."""
+    if time is not None:
+        return f"at time {time!r}"
+    if position:
+        return f"while {position}"
+    return "outside any batch (no input message was being processed)"
 
 
 class KeyHashError(ScopeError, TypeError):

@@ -17,7 +17,7 @@ from scopes.batches import Batch, is_columnar
 from scopes.callsite import user_site
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
-from scopes.errors import CapabilityError, OperatorFailed
+from scopes.errors import CapabilityError, OperatorFailed, describe_when
 from scopes.hooks import ProgressObserver
 from scopes.operate import ConnectivityLike, Operate, Updates
 from scopes.order import Time, in_time_order, less_equal
@@ -28,7 +28,7 @@ from scopes.timestamp import TimestampType
 class OperatorInfo:
     """What an operator knows about itself: its name, address, worker, and how to wake itself."""
 
-    __slots__ = ("name", "index", "address", "worker_index", "peers", "_activate")
+    __slots__ = ("name", "index", "address", "worker_index", "peers", "position", "_activate")
 
     def __init__(
         self,
@@ -46,6 +46,10 @@ class OperatorInfo:
         self.worker_index = worker_index
         self.peers = peers
         self._activate = activate
+        self.position: object | None = None
+        """What the operator's logic is doing, for an error it raises outside any batch: a source sets it to
+        a text, or to an object whose ``str()`` gives one when asked (for example ``"reading 'part-1.parquet'
+        (row 0, epoch 1 or later)"``); ``None``: nothing to add."""
 
     def activate(self) -> None:
         """Ask for the operator to be scheduled again, even without new input."""
@@ -711,6 +715,7 @@ class Operator(Operate):
         # Run-time state read by capabilities and failure reports.
         self.running = False
         self.current_time: Time | None = None
+        self.info: OperatorInfo | None = None  # the logic's info, whose position a failure reports
         for port in inputs:
             port.owner = self
         for output in outputs:
@@ -748,16 +753,16 @@ class Operator(Operate):
     def failure(self, error: Exception) -> OperatorFailed:
         """Describe ``error``, raised by the user's code inside this operator, as :class:`OperatorFailed`."""
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
-        when = (
-            f"at time {self.current_time!r}"
-            if self.current_time is not None
-            else "outside any batch (no input message was being processed)"
-        )
+        position = self.info.position if self.info is not None else None
+        position = None if position is None else str(position)
         message = (
-            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed {when} "
-            f"on worker {self.worker_index}: {type(error).__name__}: {error}"
+            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed "
+            f"{describe_when(self.current_time, position)} on worker {self.worker_index}: "
+            f"{type(error).__name__}: {error}"
         )
-        return OperatorFailed(message, self.name, self.address, self.scope_path, self.current_time, self.worker_index)
+        return OperatorFailed(
+            message, self.name, self.address, self.scope_path, self.current_time, self.worker_index, position
+        )
 
     @property
     def connectivity(self) -> Connectivity:

@@ -49,6 +49,7 @@ class OperatorBuilder(Generic[S_co]):
         self.outputs: list[OutputPort] = []
         self.summary: SummarySpec = None
         self.operator: Operator | None = None
+        self._info: OperatorInfo | None = None
 
     @property
     def where(self) -> str:
@@ -57,9 +58,13 @@ class OperatorBuilder(Generic[S_co]):
 
     @property
     def info(self) -> OperatorInfo:
-        """What the operator's logic may know about it."""
-        context = self.scope.context
-        return OperatorInfo(self.name, self.index, self.address, context.worker_index, context.peers, self.activate)
+        """What the operator's logic may know about it (one object per operator: the logic may set its position)."""
+        if self._info is None:
+            context = self.scope.context
+            self._info = OperatorInfo(
+                self.name, self.index, self.address, context.worker_index, context.peers, self.activate
+            )
+        return self._info
 
     def new_input(self, stream: StreamCore, contract: ChannelContract = Pipeline) -> InputPort:
         """Connect ``stream`` to a new input, distributing records by ``contract``."""
@@ -146,6 +151,7 @@ class OperatorBuilder(Generic[S_co]):
             **extra,
         )
         operator.locate(self.address, scope.path, scope.context.worker_index, self.activate)
+        operator.info = self.info
         operator.set_logic(logic, handles or [])
         scope.subgraph.graph.set_child(self.index, operator)
         self.operator = operator

@@ -17,6 +17,7 @@ without broadcasting them again.
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Sequence
 from functools import partial
 from time import perf_counter
@@ -105,6 +106,9 @@ class Subgraph(Operate):
         self._incomplete_count = 0
         self._output_caps: list[MutableAntichain[Any]] = []
         self._progress_channel = progress_channel
+        self._own_outputs: list[Counter[Any]] = []  # what nested scopes sent to the outputs on this worker
+        self.own_produced: list[list[tuple[Any, int]]] | None = None
+        """This worker's records sent at each output since the parent last took them (while logging)."""
 
     # ------------------------------------------------------------------ shape
 
@@ -171,6 +175,7 @@ class Subgraph(Operate):
         if self._peers > 1:
             self._progcaster.connect(self._allocator, self._progress_channel)
         self._num_outputs = self.graph.num_outputs
+        self._own_outputs = [Counter() for _ in range(self._num_outputs)]
         self._output_caps = [MutableAntichain() for _ in range(self._num_outputs)]
         self._external = [[] for _ in range(self.graph.num_inputs)]
         self._incomplete = [False] * len(self.children)
@@ -339,6 +344,8 @@ class Subgraph(Operate):
                 self._propagate(internal, consumed, produced)
             if self._heap:
                 self._schedule_children()
+            if self.observer is not None and self.refinement is not None and progcaster.broadcasting:
+                self._observe_own_boundary(progcaster.local)
             if progcaster.local:
                 progcaster.send(self.observer)
                 progcaster.receive()
@@ -353,6 +360,58 @@ class Subgraph(Operate):
         # Children just told of a frontier change (the last one: empty) have not run
         # yet; the scope is complete only once they have, or they would never see it.
         return self._incomplete_count > 0 or tracker.tracking_anything() or bool(self._active)
+
+    @property
+    def reports_own_messages(self) -> bool:
+        """Whether this scope logs the records crossing its boundary itself (this worker's share).
+
+        What its parent hears from it is every worker's share (its tracker's
+        view), right for progress but not a count of this worker's records, so
+        while it exchanges progress with peers it logs its own batch instead.
+        """
+        return self._progcaster.broadcasting
+
+    def _observe_own_boundary(self, batch: list[tuple[int, Any, int]]) -> None:
+        """Log the records this worker's batch, and its nested scopes' own shares, moved across the boundary.
+
+        Records from a local child to a scope output are in ``batch``; those from
+        a nested scope are not (its reports are every worker's), so its own
+        share is carried over in :meth:`_carry_own_outputs`.  What this scope
+        sent is kept in :attr:`own_produced` for its parent to do the same.
+        """
+        assert self.observer is not None and self.refinement is not None
+        if not batch and not any(self._own_outputs):
+            return
+        kinds = self._loc_kind
+        ports = self._loc_port
+        to_outer = self.refinement.to_outer
+        consumed: list[Counter[Any]] = [Counter() for _ in range(self.graph.num_inputs)]
+        produced, self._own_outputs = self._own_outputs, [Counter() for _ in range(self.graph.num_outputs)]
+        for loc, time, diff in batch:
+            kind = kinds[loc]
+            if kind == INNER:
+                continue
+            if kind == SCOPE_INPUT:
+                consumed[ports[loc]][time] -= diff
+            else:
+                produced[ports[loc]][time] += diff
+        if not any(consumed) and not any(produced):
+            return
+        outer_consumed = [[(to_outer(t), n) for t, n in port.items() if n] for port in consumed]
+        outer_produced = [[(to_outer(t), n) for t, n in port.items() if n] for port in produced]
+        self.own_produced = outer_produced
+        self.observer.messages(self.address, outer_consumed, outer_produced)
+
+    def _carry_own_outputs(self, index: int, produced: list[list[tuple[Any, int]]]) -> None:
+        """Count what nested scope ``index`` sent on this worker straight to this scope's outputs."""
+        kinds = self._loc_kind
+        ports = self._loc_port
+        for port, entries in enumerate(produced):
+            for loc, copies in self._edge_targets[index][port]:
+                if kinds[loc] != INNER:
+                    tally = self._own_outputs[ports[loc]]
+                    for time, count in entries:
+                        tally[time] += count * copies
 
     def _accept_frontier(self) -> None:
         pending = self._external
@@ -486,10 +545,16 @@ class Subgraph(Operate):
     ) -> None:
         progcaster = self._progcaster
         out = progcaster.local if local and progcaster.broadcasting else progcaster.final
-        if self.observer is not None and any(b.counts for b in (*consumed, *produced)):
-            self.observer.messages(
-                self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
-            )
+        if self.observer is not None:
+            child = self.children[index]
+            if local or not getattr(child, "reports_own_messages", False):
+                if any(b.counts for b in (*consumed, *produced)):
+                    self.observer.messages(
+                        self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
+                    )
+            elif own := getattr(child, "own_produced", None):
+                child.own_produced = None  # type: ignore[union-attr]
+                self._carry_own_outputs(index, own)
         for port, batch in enumerate(consumed):
             if counts := batch.counts:
                 loc = self._target_loc[index][port]

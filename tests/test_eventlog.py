@@ -351,6 +351,20 @@ def test_replaying_a_damaged_log_applies_nothing_after_the_damage(tmp_path):
     assert applied == [(e.time, e.data) for e in prefix if isinstance(e, Batch)]
 
 
+def test_an_error_reading_a_replayed_log_names_the_file_and_its_times_not_time_none(tmp_path):
+    [path] = capture_to_files(tmp_path, 1, epochs=4)
+    data = bytearray(path.read_bytes())
+    data[frame_offsets(bytes(data))[4] + 8] ^= 1  # the fourth event; capabilities still at time 0
+    path.write_bytes(bytes(data))
+    with pytest.raises(WorkerFailed) as failure:
+        replay_files([path], 1)
+    for error in (failure.value, failure.value.__cause__):
+        message = str(error)
+        assert "time None" not in message and "outside any batch" not in message, message
+        assert f"while replaying event stream 0 ({str(path)!r}), holding capabilities for times [0]" in message
+    assert isinstance(cause_below_operator(failure.value), EventLogCorrupt)
+
+
 def test_replaying_a_log_cut_at_a_frame_boundary_reports_the_stream_incomplete(tmp_path):
     [path] = capture_to_files(tmp_path, 1)
     data = path.read_bytes()

@@ -138,6 +138,53 @@ def test_exchange_with_unsupported_key_names_the_type() -> None:
     assert any(isinstance(e, KeyHashError) and "Opaque" in str(e) for e in chain)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("records", [1, 200], ids=["one record", "a whole batch"])
+@pytest.mark.parametrize(
+    "key", [lambda x: [x, 1], lambda x: (x, [1]), lambda x: {x: 1}], ids=["list", "tuple with a list", "dict"]
+)
+def test_a_key_that_cannot_be_routed_is_refused_at_every_worker_count(workers: int, records: int, key: Any) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.exchange(key, name="ByKey").probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(list(range(records)))
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+
+    with pytest.raises(Exception) as info:
+        execute(main, workers=workers, stall_timeout=5)
+    chain = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, KeyHashError) for e in chain), chain
+    assert "'ByKey'" in str(info.value)
+    assert any("for record 0" in str(e) for e in chain), chain  # the record whose key cannot be routed
+
+
+def test_keys_of_every_routable_type_pass_on_one_worker() -> None:
+    keys = [*KEYS, (1, "a"), bytearray(b"x")]
+
+    def main(worker: Any) -> list[Any]:
+        seen: list[Any] = []
+
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.exchange(lambda i: keys[i]).inspect(seen.append).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(list(range(len(keys))))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return seen
+
+    assert execute(main, workers=1) == [list(range(len(keys)))]
+
+
 def test_exchange_pusher_buffers_until_flush_and_sends_one_message_per_destination_and_time() -> None:
     queues = [LocalQueue(), LocalQueue()]
     pusher = ExchangePusher(lambda x: x, queues)

@@ -174,6 +174,24 @@ def test_an_unreadable_file_names_the_file(tmp_path):
     assert "part-01.parquet" in str(root_cause(failure.value))
 
 
+def test_a_file_damaged_while_the_source_reads_names_the_file_and_epoch_not_time_none(tmp_path):
+    make_parquet(tmp_path / "in", files=3)
+    damaged = tmp_path / "in" / "part-01.parquet"
+
+    def main(worker):
+        probe = worker.dataflow(lambda scope: read_files(scope, tmp_path / "in").probe())
+        damaged.write_bytes(b"PAR1" + b"garbage" * 20 + b"PAR1")  # after the schemas were checked
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main)
+    for error in (failure.value, failure.value.__cause__):
+        message = str(error)
+        assert "time None" not in message and "outside any batch" not in message, message
+        assert f"while reading {str(damaged)!r} (row 0, epoch 1 or later)" in message, message
+    assert isinstance(root_cause(failure.value), FileSourceError)
+
+
 def test_bad_options_are_refused_when_the_dataflow_is_built(tmp_path):
     make_parquet(tmp_path / "in", files=1)
     with pytest.raises(WorkerFailed, match="give rows_per_epoch or time_column, not both"):

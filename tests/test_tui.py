@@ -210,6 +210,31 @@ def test_diagram_key_writes_svg_and_shows_its_path(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_diagrams_are_numbered_past_existing_files_and_never_overwrite_them(tmp_path: Path) -> None:
+    (tmp_path / "pytimely-diagram-1.svg").write_text("an earlier session's")
+    (tmp_path / "pytimely-diagram-3.svg").write_text("another viewer's")
+
+    async def session(presses: int) -> tuple[str, str]:
+        app = replay_app(diagram_dir=tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            for _ in range(presses):
+                await pilot.press("d")
+                await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert app.errors == []
+            return str(app.last_diagram), text_of(app, "#footer-note")
+
+    first, footer = asyncio.run(session(2))
+    assert first == str(tmp_path / "pytimely-diagram-5.svg")
+    assert footer == f"diagram written to {first}"
+    second, _ = asyncio.run(session(1))  # a second session in the same directory
+    assert second == str(tmp_path / "pytimely-diagram-6.svg")
+    assert (tmp_path / "pytimely-diagram-1.svg").read_text() == "an earlier session's"
+    assert (tmp_path / "pytimely-diagram-3.svg").read_text() == "another viewer's"
+    for number in (4, 5, 6):
+        assert (tmp_path / f"pytimely-diagram-{number}.svg").read_text().lstrip().startswith("<?xml")
+
+
 def test_operator_rows_and_sparklines() -> None:
     state = TuiState(0.001)
     state.apply_all(synthetic_events(done=True))

@@ -12,7 +12,7 @@ from textual.widgets import Static, TabbedContent
 
 from viz.errors import RenderError
 from viz.tui.adapter import TuiState
-from viz.tui.graph import INSTALL_HINT, dot_source, draw, layout, parse_plain
+from viz.tui.graph import INSTALL_HINT, Cluster, Layout, Node, dot_source, draw, frame_title, layout, parse_plain
 
 
 def canvas_lines(app: object) -> list[str]:
@@ -143,3 +143,42 @@ def test_draw_spreads_a_small_graph_and_keeps_a_large_one_at_its_size() -> None:
     assert (large.width, large.height) == (240, 70)
     rows = [y for y in range(large.height) if "".join(large.chars[y]).strip()]
     assert rows[-1] - rows[0] > 20  # spread over the height, not a thin band
+
+
+PEEL = "Peel · Product[Product[integer, integer], integer]"
+
+
+@pytest.mark.parametrize("width", range(4, len(PEEL) + 6))
+def test_a_frame_title_is_shortened_at_a_word_boundary_with_an_ellipsis(width: int) -> None:
+    title = frame_title(PEEL, width)
+    assert len(title) <= width
+    if len(PEEL) + 2 <= width:
+        assert title == f" {PEEL} "
+        return
+    assert title.startswith(" ") and title.endswith("… "), title
+    kept = title[1:-2].rstrip()
+    assert PEEL.startswith(kept)
+    after = PEEL[len(kept) : len(kept) + 1]
+    # never a word cut in two ("…, i"), unless the first word alone does not fit
+    assert not (kept[-1:].isalnum() and after.isalnum()) or " " not in kept, title
+
+
+def test_frame_titles_at_some_widths() -> None:
+    assert frame_title(PEEL, 40) == " Peel · Product[Product[integer … "
+    assert frame_title(PEEL, 26) == " Peel · Product[Product[… "
+    assert frame_title(PEEL, 12) == " Peel … "
+    assert frame_title(PEEL, 5) == " Pe… "
+    assert frame_title(PEEL, 3) == ""
+
+
+def test_an_edge_through_a_frame_title_does_not_cut_it() -> None:
+    state = TuiState()
+    state.apply_all(synthetic_events())
+    model = state.model
+    box = Node("n", (9, 9), "operator", 0, 60, 4, x=5.0, y=2.0)  # not an operator of the model: a bare frame
+    row_of_title = 2.0 + (4 // 2 + 1) / 4.0  # the frame's top row, in inches (4 cells per inch)
+    edge = [(1.0, row_of_title), (9.0, row_of_title)]  # straight through it
+    plan = Layout(10.0, 4.0, {"n": box}, [edge], [Cluster((9,), PEEL, nodes=["n"])], ())
+    lines = draw(plan, model, model.view(), 100, 20).to_text().plain.splitlines()
+    titled = [line for line in lines if "Peel" in line]
+    assert len(titled) == 1 and f" {PEEL} " in titled[0], "\n".join(lines)

@@ -357,3 +357,87 @@ def test_the_viewer_starts_the_program_after_double_dash_and_keeps_its_final_sta
                 program.stop()
 
     asyncio.run(run())
+
+
+DIES_STUCK_PROGRAM = textwrap.dedent(
+    """
+    from runtime import execute_from_args
+
+    def main(worker):
+        def build(scope):
+            def constructor(capability, info):
+                held = [capability]  # never downgraded or dropped
+
+                def logic(output):
+                    assert held
+
+                return logic
+
+            return scope.source("Forever", constructor).map(lambda x: x, name="After").probe()
+
+        worker.dataflow(build, name="never-ends")
+
+    if __name__ == "__main__":
+        execute_from_args(main, stall_timeout=0.5)
+    """
+)
+
+
+def test_a_program_that_dies_stuck_shows_its_error_and_opens_the_stuck_view(tmp_path: Path) -> None:
+    """``viz tui -- python prog.py -w 2`` where the program fails with DataflowStuck: its error is on screen."""
+    import argparse
+
+    from textual.widgets import TabbedContent
+
+    from viz.tui.cli import _build
+
+    script = tmp_path / "stuck_program.py"
+    script.write_text(DIES_STUCK_PROGRAM)
+    args = argparse.Namespace(
+        replay=None, listen=None, idle=60.0, diagram_dir=str(tmp_path), program=[sys.executable, str(script), "-w", "2"]
+    )
+    app, program = _build(args)
+    assert program is not None
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            try:
+                await wait_until(pilot, lambda: program.process.poll() is not None, 60, "the program to end")
+                assert program.process.returncode == 1, Path(program.output).read_text()
+                error = app.query_one("#program-error", Static)
+                await wait_until(pilot, lambda: error.has_class("shown"), 10, "the program's error")
+                shown = str(error.render())
+                assert shown.startswith("program exited with status 1:"), shown
+                assert "DataflowStuck" in shown and "never-ends" in shown, shown
+                assert app.query_one(TabbedContent).active == "stuck"  # opened by itself, long before --idle
+                assert app.errors == []
+            finally:
+                program.stop()
+
+    asyncio.run(run())
+
+
+def test_the_last_error_is_the_final_exception_of_the_output() -> None:
+    from viz.tui.program_errors import died_stuck, last_error
+
+    output = [
+        "some output",
+        "Traceback (most recent call last):",
+        '  File "a.py", line 1, in <module>',
+        "    f()",
+        "ValueError: first",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "a.py", line 3, in <module>',
+        "    main()",
+        "runtime.errors.WorkerFailed: worker 0 of 2 failed: DataflowStuck: no worker can make progress:",
+        "  dataflow 'never-ends' holds time 0",
+    ]
+    lines = last_error(output)
+    assert lines == output[-2:]
+    assert died_stuck(lines)
+    assert not died_stuck(last_error(output[:5]))
+    assert last_error(["a", "", "b", "c"], limit=2) == ["b", "c"]  # no traceback: the last lines
+    assert last_error([*output, *[f"  more {i}" for i in range(20)]], limit=4)[-1] == "…"

@@ -32,6 +32,7 @@ from viz.tui.adapter import (
     stuck_places,
     unfinished_dataflows,
 )
+from viz.tui.diagram_file import reserve_diagram_path
 from viz.tui.live_feed import LiveFeed, Run
 from viz.tui.panes.channels import add_channel_columns, compose_channels, refresh_channels
 from viz.tui.panes.graph import GraphPane
@@ -39,6 +40,7 @@ from viz.tui.panes.operators import add_operator_columns, compose_operators, ref
 from viz.tui.panes.stuck import StuckPane
 from viz.tui.panes.tree import TreePane
 from viz.tui.playback import Playback
+from viz.tui.program_errors import died_stuck
 from viz.tui.sources import Connection, LiveListener, Replay
 from viz.tui.table_order import TableOrder
 from viz.tui.widgets import HelpScreen, TimeSlider
@@ -63,6 +65,10 @@ class TimelyApp(App[int]):
     #stuck-text { padding: 0 1; }
     #graph-scroll { height: 1fr; }
     #graph-canvas { width: auto; height: auto; }
+    #program-error { height: auto; max-height: 10; display: none; padding: 0 1; }
+    #program-error.shown { display: block; }
+    #footer-note { height: 1; display: none; color: $text-muted; padding: 0 1; }
+    #footer-note.shown { display: block; }
     Tree, DataTable { height: 1fr; }
     """
 
@@ -136,7 +142,7 @@ class TimelyApp(App[int]):
         self._auto_opened = False
         self.errors: list[str] = []
         self.last_diagram: str | None = None
-        self._diagrams = 0
+        self._program_ended = False
         self.auto_stuck_opened = 0
 
     # ------------------------------------------------------------------ state access
@@ -219,6 +225,7 @@ class TimelyApp(App[int]):
         """Status lines, the five panes, the replay slider and the key footer."""
         yield Static(id="status")
         yield Static(id="status2")
+        yield Static(id="program-error")
         with TabbedContent(initial="tree"):
             with TabPane("1 Tree", id="tree"):
                 yield from self.tree_pane.compose()
@@ -232,6 +239,7 @@ class TimelyApp(App[int]):
                 yield from self.graph_pane.compose()
         if self.replay is not None:
             yield TimeSlider(id="slider")
+        yield Static(id="footer-note")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -488,26 +496,57 @@ class TimelyApp(App[int]):
             stuck = (place.loc, place.frontier[0])
         worker = self.worker if self.worker in model.workers else None
         diagram = Diagram(to_graph(model, worker=worker, stuck=stuck))
-        self._diagrams += 1
-        path = (self.diagram_dir / f"pytimely-diagram-{self._diagrams}.svg").resolve()
+        directory = self.diagram_dir
 
         def write() -> None:
+            path: Path | None = None
             try:
+                path = reserve_diagram_path(directory)  # numbered past every existing diagram: never overwrites
                 diagram.save(str(path))
             except Exception as error:  # noqa: BLE001 - shown to the user, never fatal
+                if path is not None:
+                    path.unlink(missing_ok=True)
                 self.call_from_thread(self.notify, f"diagram not written: {error}", severity="error", timeout=8)
                 return
             self.last_diagram = str(path)
             self.call_from_thread(self.notify, f"diagram written to {path}", title="diagram", timeout=8)
-            self.call_from_thread(self._refresh_status)
+            self.call_from_thread(self._show_diagram_path)
 
         self.run_worker(write, thread=True, group="diagram")
+
+    def _check_program(self) -> None:
+        """Once the program started by the viewer has failed: show its last error; if it died stuck, the stuck view."""
+        code = self.program.process.poll()
+        if code is None:
+            return
+        self._program_ended = True
+        if code == 0:
+            return
+        lines = self.program.error_lines()
+        note = self.query_one("#program-error", Static)
+        note.update(Text("\n".join([f"program exited with status {code}:", *lines]), style="bold red"))
+        note.add_class("shown")
+        if died_stuck(lines):
+            self.stuck_loc = None
+            self.query_one(TabbedContent).active = "stuck"
+            self._dirty = True
+            self.refresh_panes()
+            self.notify("the program died stuck: the stuck view shows what held its frontiers back", title="stuck")
+
+    def _show_diagram_path(self) -> None:
+        """Say in the footer where the last diagram went (and in the status line)."""
+        note = self.query_one("#footer-note", Static)
+        note.update(f"diagram written to {self.last_diagram}")
+        note.add_class("shown")
+        self._refresh_status()
 
     # ------------------------------------------------------------------ refresh
 
     def _refresh_tick(self) -> None:
         if self.listener is not None:
             self._refresh_status()
+        if self.program is not None and not self._program_ended:
+            self._check_program()
         if self._dirty or self._graph_resized():
             self.refresh_panes()
 

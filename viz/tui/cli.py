@@ -23,6 +23,7 @@ from typing import Any
 
 from runtime.errors import UncheckedRecordingWarning
 from viz.errors import VizError
+from viz.tui.program_errors import ERROR_LINES, TAIL_BYTES, last_error
 
 ENV = "PYTIMELY_LOG"
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -80,6 +81,21 @@ class Program:
         code = self.process.poll()
         state = f"program running (pid {self.process.pid})" if code is None else f"program exited with status {code}"
         return f"{state}, output in {self.output}"
+
+    def error_lines(self, limit: int = ERROR_LINES) -> list[str]:
+        """The last error the program printed: its final exception and message, at most ``limit`` lines.
+
+        Read from the end of its output (at most :data:`TAIL_BYTES`): the lines
+        after the last traceback's frames, else the last non-empty lines.
+        """
+        try:
+            with open(self.output, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(handle.tell() - TAIL_BYTES, 0))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return last_error(text.splitlines(), limit)
 
     def stop(self) -> None:
         """Terminate the program if it still runs (bounded wait, then kill)."""

@@ -18,6 +18,7 @@ edges with arrowheads, then the boxes with each port's frontier.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -311,6 +312,27 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+def frame_title(label: str, width: int) -> str:
+    """``label`` padded with a space each side, in at most ``width`` cells, shortened at a word boundary with "…".
+
+    A word is a run of letters and digits, so ``Peel · Product[Product[integer,
+    integer], integer]`` may become ``Peel · Product[Product[integer, …``, never
+    ``… i``; a first word too long for the width is cut (``Pe…``).
+    """
+    if len(label) + 2 <= width:
+        return f" {label} "
+    room = width - 2  # the text and its ellipsis, between the two spaces
+    if room < 2:
+        return ""
+    cuts = sorted({0, *(end for word in re.finditer(r"\w+", label) for end in (word.start(), word.end()))})
+    for cut in reversed(cuts):
+        kept = label[:cut].rstrip(" ,·")
+        ellipsis = "…" if kept[-1:] in ("[", "(") else " …"  # "Product[…", "Peel …"
+        if kept and len(kept) + len(ellipsis) <= room:
+            return f" {kept}{ellipsis} "
+    return f" {label[: room - 1]}… "
+
+
 def _bezier(points: list[tuple[float, float]], steps: int) -> list[tuple[float, float]]:
     """Sample the cubic B-spline pieces ``plain`` gives (1 + 3k control points)."""
     samples = [points[0]]
@@ -338,14 +360,23 @@ def draw(plan: Layout, model: Model, view: View, width: int, height: int, busy: 
     for name, node in plan.nodes.items():
         cx, cy = cell(node.x, node.y)
         boxes[name] = (cx - node.width // 2, cy - node.height // 2, node.width, node.height)
-    _paint_clusters(canvas, plan, boxes)
+    titles = _paint_clusters(canvas, plan, boxes)
     _paint_edges(canvas, plan, cell)
+    for x, y, title, style in titles:  # over the edges: no edge crosses out part of a scope's name
+        canvas.text(x, y, title, style)
     _paint_nodes(canvas, plan, boxes, model, view, busy or set())
     return canvas.trimmed(width, height)
 
 
-def _paint_clusters(canvas: Canvas, plan: Layout, boxes: dict[str, tuple[int, int, int, int]]) -> None:
-    """Frame each scope around the boxes of its operators and its nested scopes, labelled with its name."""
+def _paint_clusters(
+    canvas: Canvas, plan: Layout, boxes: dict[str, tuple[int, int, int, int]]
+) -> list[tuple[int, int, str, str]]:
+    """Frame each scope around the boxes of its operators and its nested scopes; return the titles to write.
+
+    Each title ``(x, y, text, style)`` is the scope's name and timestamp, shortened to its frame
+    (:func:`frame_title`), for the caller to write once the edges are drawn.
+    """
+    titles: list[tuple[int, int, str, str]] = []
 
     def extent(cluster: Cluster) -> tuple[int, int, int, int] | None:
         parts = [boxes[name] for name in cluster.nodes if name in boxes]
@@ -368,12 +399,13 @@ def _paint_clusters(canvas: Canvas, plan: Layout, boxes: dict[str, tuple[int, in
         left, top, w, h = box
         style = "blue" if depth else "bright_blue"
         canvas.box(left, top, w, h, style)
-        canvas.text(left + 2, top, _fit(f" {cluster.label} ", w - 4), f"bold {style}")
+        titles.append((left + 2, top, frame_title(cluster.label, w - 4), f"bold {style}"))
         for child in cluster.children:
             paint_cluster(child, depth + 1)
 
     for cluster in plan.clusters:
         paint_cluster(cluster, 0)
+    return titles
 
 
 def _paint_edges(canvas: Canvas, plan: Layout, cell: Callable[[float, float], tuple[int, int]]) -> None:

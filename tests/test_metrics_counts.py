@@ -1,0 +1,74 @@
+"""Every record series of the metrics equals an independent count, per worker, for operators and nested scopes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+
+from runtime import execute  # noqa: E402
+from runtime.metrics import serve_metrics  # noqa: E402
+from tests.helpers.metrics_mains import counted_loop  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SCOPES = {"Loop", "Inner"}
+
+
+def check_worker(counts: dict[tuple[str, str], int], samples: list[tuple[dict[str, str], float]]) -> None:
+    """Each series of one worker against its own count (operators not counted sent and received nothing)."""
+    seen = set()
+    for labels, value in samples:
+        direction = "in" if labels["series"] == "operator_records_in" else "out"
+        key = (labels["operator"], direction)
+        seen.add(key)
+        assert value == counts.get(key, 0), f"worker {labels['worker']}: {key} is {value}, counted {counts.get(key, 0)}"
+    assert set(counts) <= seen, f"no series for {set(counts) - seen}"
+    assert {(scope, d) for scope in SCOPES for d in ("in", "out")} <= seen
+
+
+def test_record_series_equal_each_workers_own_count_on_two_threads():
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        results = execute(counted_loop, workers=2)
+    finally:
+        server.close()
+    assert results[0][0] != results[1][0]  # the workers' shares differ, so a total would not pass
+    for counts, samples in results:
+        check_worker(counts, samples)
+
+
+@pytest.mark.parametrize("flags", [["-n", "2"], ["-n", "2", "-w", "2"]], ids=["2 processes", "2 processes x 2 threads"])
+def test_record_series_equal_each_workers_own_count_on_two_processes(tmp_path, flags):
+    program = tmp_path / "counted.py"
+    program.write_text(
+        textwrap.dedent(
+            f"""
+            import json, sys
+            sys.path.insert(0, {str(ROOT)!r})
+            from runtime import execute_from_args
+            from tests.helpers.metrics_mains import counted_loop
+
+            if __name__ == "__main__":
+                results = execute_from_args(counted_loop)
+                print(json.dumps([[sorted(c.items()), s] for c, s in results]))
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(program), *flags, "--metrics", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(results) == 2 * (2 if "-w" in flags else 1)
+    for items, samples in results:
+        counts = {(name, direction): value for (name, direction), value in items}
+        check_worker(counts, [(labels, value) for labels, value in samples])
