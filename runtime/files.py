@@ -47,6 +47,8 @@ from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_module
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
 from scopes.operator import Capability, OperatorInfo, OperatorOutput
+from scopes.sources import programmable
+from scopes.state_registry import registry_of
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds  # type: ignore[import-untyped]
@@ -190,6 +192,16 @@ class _FileReader:
         self.position = 0
         self.batches: Iterator[Any] | None = None
         self.row = 0
+        self.resume_at = 0
+        self.timing_is_per_file = False
+
+    def resume(self, boundary: int) -> None:
+        """Resumed from a checkpoint at epoch ``boundary``: send only rows of that epoch and later."""
+        self.resume_at = boundary
+        if boundary and self.capability is not None and self.capability.time < boundary:
+            self.capability.downgrade(boundary)
+        if boundary and self.first_time is not None and self.timing_is_per_file:
+            self.units = [unit for unit in self.units if unit.file_index >= boundary]
 
     def __call__(self, output: OperatorOutput) -> None:
         capability = self.capability
@@ -201,7 +213,7 @@ class _FileReader:
             return
         unit = self.units[self.position]
         if self.batches is None:
-            if self.first_time is not None and capability.time != self.first_time(unit):
+            if self.first_time is not None and capability.time < self.first_time(unit):
                 capability.downgrade(self.first_time(unit))
             self.batches = self._read(unit)
             self.row = 0
@@ -218,6 +230,8 @@ class _FileReader:
             self.batches = None
         elif batch.num_rows:
             for time, piece in self.timing(unit, batch, self.row):
+                if time < self.resume_at:  # in the checkpoint this run resumed from
+                    continue
                 records = piece if self.columnar else piece.to_pylist()
                 output.session(capability, time).give_batch(records)
             self.row += batch.num_rows
@@ -294,10 +308,16 @@ def read_files(
         timing = lambda unit, batch, row: iter([(unit.file_index, batch)])  # noqa: E731
         first_time = lambda unit: unit.file_index  # noqa: E731
 
-    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
-        return _FileReader(capability, info, dataset, mine, timing, first_time, columnar, batch_rows, where)
+    registry = registry_of(scope)
 
-    return scope.source(name, constructor)
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
+        reader = _FileReader(capability, info, dataset, mine, timing, first_time, columnar, batch_rows, where)
+        reader.timing_is_per_file = rows_per_epoch is None and time_column is None
+        if registry is not None:
+            registry.on_settle(reader.resume)
+        return reader
+
+    return programmable(scope, name, constructor)
 
 
 def _by_rows(batch: Any, first_row: int, size: int) -> Iterator[tuple[int, Any]]:

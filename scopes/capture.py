@@ -36,11 +36,13 @@ from scopes.batches import batch_len, copy_batch
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.core import Scope, StreamCore
-from scopes.errors import ReplayError
+from scopes.errors import BuildError, ReplayError
 from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
+from scopes.signatures import describe_operator
+from scopes.state_registry import registry_of
 from scopes.timestamp import PathSummary
 
 S = TypeVar("S", bound=StreamCore)
@@ -342,6 +344,11 @@ def replay_into(recordings: Iterable[Any], scope: Scope[S], name: str = "Replay"
     mine = everything[scope.index :: scope.peers]
     event_streams = [recording() if callable(recording) else recording for recording in mine]
     minimum = scope.timestamp_type.minimum()
+    if registry_of(scope) is not None:
+        raise BuildError(
+            f"{describe_operator(name, scope.path)} replays recordings from their start, so a run resumed from a "
+            "checkpoint would replay what the checkpoint already holds: build this dataflow without checkpoint="
+        )
     builder = OperatorBuilder(scope, name)
     output, stream = builder.new_output()
     info = builder.info

@@ -17,8 +17,9 @@ from scopes.input_handle import BATCH_SIZE, InputHandle
 from scopes.operator import Capability, OperatorInfo, OperatorOutput
 from scopes.operator_builder import OperatorBuilder
 from scopes.signatures import check_function, check_logic, describe_operator
+from scopes.state_registry import refuse_hand_written_under_checkpoints, registry_of
 
-__all__ = ["new_input", "source", "to_stream"]
+__all__ = ["new_input", "programmable", "source", "to_stream"]
 
 S = TypeVar("S", bound=StreamCore)
 
@@ -39,11 +40,22 @@ def new_input(scope: Scope[S], name: str = "Input") -> tuple[InputHandle, S]:
 
 
 def to_stream(records: Iterable[Any], scope: Scope[S], name: str = "ToStream") -> S:
-    """A stream of ``records`` at the scope's minimum time, emitted in batches as it is scheduled."""
+    """A stream of ``records`` at the scope's minimum time, emitted in batches as it is scheduled.
+
+    Resumed from a checkpoint (:mod:`runtime.checkpoints`) after its time, it sends nothing again.
+    """
     iterator = iter(records)
+    registry = registry_of(scope)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
         held: list[Capability] = [capability]
+        if registry is not None:
+
+            def resumed(boundary: int) -> None:
+                if boundary > 0 and held:  # its records, all at the minimum time, are in the restored state
+                    held.pop().drop()
+
+            registry.on_settle(resumed)
 
         def logic(output: OperatorOutput) -> None:
             if not held:
@@ -60,7 +72,7 @@ def to_stream(records: Iterable[Any], scope: Scope[S], name: str = "ToStream") -
 
         return logic
 
-    return source(scope, name, constructor)
+    return programmable(scope, name, constructor)
 
 
 def source(
@@ -73,7 +85,20 @@ def source(
     The logic runs when the operator is first scheduled and whenever it is
     activated (``info.activate()``); it sends under capabilities it holds, and
     must downgrade or drop them for downstream operators to make progress.
+
+    Refused in a dataflow with checkpoints: a checkpoint cannot know where such
+    a source stands, so a resumed run would send its records again.
     """
+    refuse_hand_written_under_checkpoints(scope, name)
+    return programmable(scope, name, constructor)
+
+
+def programmable(
+    scope: Scope[S],
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+) -> S:
+    """:func:`source` for pytimely's own sources, which resume from checkpoints themselves."""
     where = describe_operator(name, scope.path)
     check_function(constructor, ("capability", "info"), "the source constructor", where)
     builder = OperatorBuilder(scope, name)

@@ -265,3 +265,94 @@ def test_write_files_resumes_without_writing_a_committed_epoch_twice(tmp_path: P
     assert kept, "the crashed run committed epochs before its checkpoint"
     for name in kept:  # epochs before the resume point were not written again
         assert (tmp_path / "out" / name).stat().st_mtime_ns == before[name]
+
+
+def read_and_total(source: Path, checkpoints: Path, seen: list[Any], crash_at: int | None = None) -> int:
+    """Running totals over a directory read by read_files (one file an epoch); crash on reaching ``crash_at``."""
+    from runtime.files import read_files
+
+    lock = threading.Lock()
+
+    def main(worker: Any) -> int:
+        store = CheckpointStore(checkpoints)
+
+        def build(scope: Any) -> Any:
+            words = read_files(scope, source).map(lambda row: row["word"])
+            totals = words.key_by(lambda w: w).fold(int, lambda n, w: n + 1)
+
+            def keep(time: int, batch: list[Any]) -> None:
+                if time == crash_at:
+                    raise Crash(f"crash at epoch {time}")
+                _keep(lock, seen, time, batch)
+
+            totals.inspect_batch(keep)
+            return totals.probe()
+
+        probe = worker.dataflow(build, checkpoint=store)
+        worker.step_while(lambda: not probe.done())
+        return store.resume_epoch
+
+    return execute(main, workers=2)[0]
+
+
+def test_read_files_resumes_from_the_checkpoints_epoch(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "in"
+    source.mkdir()
+    for epoch, words in enumerate(EPOCHS):
+        pq.write_table(pa.table({"word": pa.array(words, pa.string())}), source / f"part-{epoch:03d}.parquet")
+    expected: list[Any] = []
+    read_and_total(source, tmp_path / "plain", expected)
+    first: list[Any] = []
+    with pytest.raises(WorkerFailed, match="crash at epoch 5"):
+        read_and_total(source, tmp_path / "checkpoints", first, crash_at=5)
+    second: list[Any] = []
+    resumed = read_and_total(source, tmp_path / "checkpoints", second)
+    assert 0 < resumed <= 5
+    assert Counter([r for r in first if r[0] < resumed] + second) == Counter(expected)
+
+
+def test_to_stream_sends_nothing_again_once_resumed_past_it(tmp_path: Path) -> None:
+    def main(worker: Any) -> tuple[int, list[Any]]:
+        store = CheckpointStore(tmp_path)
+        seen: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            inp, more = scope.new_input("More")
+            words = scope.to_stream(["a", "b", "a"] if worker.index == 0 else []).concat(more)
+            totals = words.key_by(lambda w: w).fold(int, lambda n, w: n + 1)
+            totals.inspect_batch(lambda time, batch: seen.extend(batch))
+            return inp, totals.probe()
+
+        inp, probe = worker.dataflow(build, checkpoint=store)
+        for epoch in range(store.resume_epoch, 3):
+            inp.send_batch(["a"] if worker.index == 0 else [])
+            inp.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+        inp.close()
+        worker.step_while(lambda: not probe.done())
+        return store.resume_epoch, seen
+
+    first = execute(main, workers=2)
+    assert sorted(r for _, seen in first for r in seen) == [("a", 3), ("a", 4), ("a", 5), ("b", 1)]
+    again = execute(main, workers=2)
+    assert again[0][0] == 3 and not any(seen for _, seen in again)
+
+
+@pytest.mark.parametrize("kind", ["source", "replay"])
+def test_sources_that_cannot_resume_are_refused(tmp_path: Path, kind: str) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            if kind == "source":
+                stream = scope.source("Mine", lambda capability, info: lambda output: None)
+            else:
+                stream = scope.replay([[]])
+            return stream.probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    message = "is written by hand" if kind == "source" else "replays recordings from their start"
+    with pytest.raises(WorkerFailed, match=message):
+        execute(main, workers=1)
