@@ -24,7 +24,7 @@ from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.generic_operators import binary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
-from scopes.state_registry import registry_of
+from scopes.state_registry import OperatorState, registry_of
 from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
@@ -88,18 +88,18 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
         raise BuildError(
             f"{where} needs integer timestamps (the table is kept in time order), not {scope.timestamp_type!r}"
         )
-    if registry_of(scope) is not None:
-        raise BuildError(
-            f"{where} keeps a table across epochs, which checkpoints do not cover yet: build this dataflow "
-            "without checkpoint=, or keep the table in a keyed operator (stateful_map, process) and join per time"
-        )
     joiner = LatestJoin(how == "left")
 
     def constructor(capability: Capability, info: OperatorInfo) -> Any:
         capability.drop()
         return joiner.step
 
-    return binary(left, table, (Pipeline, Pipeline), name, constructor, None, notify=True)
+    out = binary(left, table, (Pipeline, Pipeline), name, constructor, None, notify=True)
+    registry = registry_of(scope)
+    if registry is not None:
+        address = (*out.scope.address, out.source.node)
+        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [])
+    return out
 
 
 class LatestJoin:
@@ -112,6 +112,7 @@ class LatestJoin:
         self.records: dict[int, list[Any]] = {}
         self.capabilities: dict[int, Capability] = {}
         self.updates: dict[int, list[Any]] = {}
+        self.tracked: OperatorState | None = None
 
     def step(self, records: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
@@ -127,6 +128,8 @@ class LatestJoin:
             if time in self.updates:
                 if any(earlier < time for earlier in self.records) or records.frontier.less_than(time):
                     break
+                if self.tracked is not None:  # every record before it is sent, every update before it applied
+                    self.tracked.reached(time)
                 for key, value in self.updates.pop(time):
                     if value is None:
                         self.table.pop(key, None)
@@ -136,6 +139,21 @@ class LatestJoin:
                 self.send(time, self.records.pop(time), output)
         for time in [time for time in self.capabilities if time not in self.records and _passed(records, time)]:
             self.capabilities.pop(time).drop()
+        if self.tracked is not None:
+            self.tracked.reached(self.settled_before(records, updates))
+
+    def settled_before(self, records: OperatorInput, updates: OperatorInput) -> int | None:
+        """The time before which every record is sent and every update applied (None: every time)."""
+        waiting = [*self.records, *self.updates, *records.frontier.elements, *updates.frontier.elements]
+        return min(waiting) if waiting else None
+
+    def snapshot(self) -> Any:
+        """The table, as plain values, for a checkpoint."""
+        return list(self.table.items())
+
+    def restore(self, saved: Any) -> None:
+        """Put back a :meth:`snapshot`."""
+        self.table = dict((key, value) for key, value in saved)
 
     def send(self, time: int, pairs: list[Any], output: OperatorOutput) -> None:
         """Join ``pairs`` at ``time`` against the table as it is now (as of ``time``)."""

@@ -202,17 +202,48 @@ def test_state_a_checkpoint_cannot_carry_is_refused_when_built(tmp_path: Path) -
         execute(main, workers=1)
 
 
-def test_a_join_against_a_table_is_refused_under_checkpoints(tmp_path: Path) -> None:
-    def main(worker: Any) -> None:
+def test_a_join_against_a_table_resumes_with_the_table_as_of_the_checkpoint(tmp_path: Path) -> None:
+    clicks = [[("u1", 1)], [("u1", 2), ("u2", 3)], [], [("u1", 4), ("u2", 5)], [("u2", 6)], [("u1", 7)]]
+    names = [[("u1", "ann")], [("u2", "bob")], [("u1", "anne"), ("u2", None)], [], [("u2", "bo")], []]
+
+    def main(worker: Any, crash_after: int | None, seen: list[Any], lock: threading.Lock) -> int:
+        store = CheckpointStore(tmp_path / ("plain" if crash_after == -1 else "checkpoints"))
+
         def build(scope: Any) -> Any:
-            _, a = scope.new_input("A")
-            _, b = scope.new_input("B")
-            return a.keyed().join_latest(b.keyed()).probe()
+            clicks_in, click_stream = scope.new_input("Clicks")
+            names_in, name_stream = scope.new_input("Names")
+            joined = click_stream.keyed().join_latest(name_stream.keyed(), how="left")
+            joined.inspect_batch(lambda time, batch: _keep(lock, seen, time, batch))
+            return clicks_in, names_in, joined.probe()
 
-        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+        clicks_in, names_in, probe = worker.dataflow(build, checkpoint=store)
+        for epoch in range(store.resume_epoch, len(clicks)):
+            if worker.index == 0:
+                clicks_in.send_batch(clicks[epoch])
+                names_in.send_batch(names[epoch])
+            clicks_in.advance_to(epoch + 1)
+            names_in.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+            if epoch == crash_after and worker.index == 0:
+                raise Crash(f"crash after epoch {epoch}")
+        clicks_in.close()
+        names_in.close()
+        worker.step_while(lambda: not probe.done())
+        return store.resume_epoch
 
-    with pytest.raises(WorkerFailed, match="keeps a table across epochs, which checkpoints do not cover yet"):
-        execute(main, workers=1)
+    def run_join(crash_after: int | None, seen: list[Any]) -> int:
+        lock = threading.Lock()
+        return execute(lambda worker: main(worker, crash_after, seen, lock), workers=2)[0]
+
+    expected: list[Any] = []
+    run_join(-1, expected)
+    first: list[Any] = []
+    with pytest.raises(WorkerFailed, match="crash after epoch 3"):
+        run_join(3, first)
+    second: list[Any] = []
+    resumed = run_join(None, second)
+    assert 0 < resumed <= 4
+    assert Counter([r for r in first if r[0] < resumed] + second) == Counter(expected)
 
 
 def run_to_files(checkpoints: Path, output: Path, crash_after: int | None = None) -> int:
