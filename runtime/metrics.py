@@ -13,6 +13,9 @@ name the program gave), ``scope`` (the scope path, ``dataflow/loop``) and
 
 ``pytimely_operator_records_in_total`` / ``_records_out_total``
     records received (sent) by the operator, over all its ports.
+``pytimely_operator_port_records_out_total`` (with ``port``)
+    records sent by each output of an operator that has several: a window's
+    late records are its ``port="1"``.
 ``pytimely_operator_batches_in_total`` / ``_batches_out_total``
     ``(time, batch)`` messages received (sent).
 ``pytimely_operator_activations_total`` / ``pytimely_operator_busy_seconds_total``
@@ -73,6 +76,7 @@ class _Operator:
     batches_out: int = 0
     activations: int = 0
     busy: float = 0.0
+    by_port: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -126,9 +130,16 @@ class MetricsState:
         for port in consumed:
             operator.batches_in += len(port)
             operator.records_in += sum(records for _, records in port)
-        for port in produced:
+        several = len(produced) > 1
+        for index, port in enumerate(produced):
             operator.batches_out += len(port)
-            operator.records_out += sum(records for _, records in port)
+            records = sum(records for _, records in port)
+            operator.records_out += records
+            if several:  # each output of an operator with several (a window's late records leave by port 1)
+                by_port = operator.by_port
+                while len(by_port) <= index:
+                    by_port.append(0)
+                by_port[index] += records
 
     def _frontier_changes(self, worker: int, scope: tuple[int, ...], changes: Any, at: float) -> None:
         for location, stamp, diff in changes:
@@ -179,6 +190,8 @@ class MetricsState:
                 labels = self._labels(worker, address, operator.name)
                 add("operator_records_in", labels, operator.records_in)
                 add("operator_records_out", labels, operator.records_out)
+                for port, records in enumerate(operator.by_port):
+                    add("operator_port_records_out", {**labels, "port": str(port)}, records)
                 add("operator_batches_in", labels, operator.batches_in)
                 add("operator_batches_out", labels, operator.batches_out)
                 add("operator_activations", labels, operator.activations)
@@ -267,6 +280,7 @@ class MetricsSink(Sink):
 _DESCRIPTIONS = {
     "operator_records_in": ("counter", "Records received by the operator over all its input ports."),
     "operator_records_out": ("counter", "Records sent by the operator over all its output ports."),
+    "operator_port_records_out": ("counter", "Records sent by each output of an operator with several outputs."),
     "operator_batches_in": ("counter", "(time, batch) messages received by the operator."),
     "operator_batches_out": ("counter", "(time, batch) messages sent by the operator."),
     "operator_activations": ("counter", "Times the operator was scheduled."),

@@ -183,3 +183,43 @@ def test_a_join_across_scopes_is_refused() -> None:
         return scope.iterative(body)
 
     refused(build, ScopeBoundaryError, "joins streams of different scopes")
+
+
+def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None:
+    pytest.importorskip("prometheus_client")
+    import time
+
+    from runtime import execute
+    from runtime.metrics import serve_metrics
+    from test_metrics import scrape
+
+    server = serve_metrics("127.0.0.1:0")
+    try:
+
+        def main(worker: Any) -> None:
+            def build(scope: Any) -> Any:
+                handle, events = scope.new_input("Events")
+                windowed = events.window(Tumbling(2), key=lambda e: e[0], event_time=lambda e: e[1], lateness=1)
+                counted = windowed.count(name="Sessions")
+                return handle, counted.down.concat(counted.late).probe()
+
+            handle, probe = worker.dataflow(build)
+            for epoch, records in enumerate([[("k", 0)], [("k", 3)], [("k", 1)], [("k", 1), ("k", 0)]]):
+                if worker.index == 0:
+                    handle.send_batch(records)
+                handle.advance_to(epoch + 1)
+            handle.close()
+            worker.step_while(lambda: not probe.done())
+
+        execute(main, workers=2)
+
+        def late() -> float:
+            samples = scrape(server.url).get("pytimely_operator_port_records_out_total", [])
+            return sum(v for labels, v in samples if labels["operator"] == "Sessions" and labels["port"] == "1")
+
+        deadline = time.monotonic() + 10
+        while late() != 2 and time.monotonic() < deadline:  # the events reach the endpoint from a writer thread
+            time.sleep(0.02)
+        assert late() == 2
+    finally:
+        server.close()
