@@ -189,9 +189,10 @@ def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None
     pytest.importorskip("prometheus_client")
     import time
 
+    from test_metrics import scrape
+
     from runtime import execute
     from runtime.metrics import serve_metrics
-    from test_metrics import scrape
 
     server = serve_metrics("127.0.0.1:0")
     try:
