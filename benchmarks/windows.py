@@ -1,0 +1,135 @@
+"""A windowed count, pytimely against bytewax 0.21.1, on the same Parquet files.
+
+``FILES`` files of click events (a ``user`` and the ``minute`` it clicked), one
+file per minute of arrival, are written once; both engines then count each
+user's clicks in tumbling windows of ``WINDOW`` minutes, from the rows the
+files hold (read before the clock starts, so the figure is the engines' own).
+
+* pytimely: one epoch per file, ``stream.window(Tumbling(WINDOW), key=user).count()``
+  on 1 worker; windows close when the frontier passes them.
+* bytewax: ``count_window`` with an ``EventClock`` on the click's minute (no
+  wait for system time) and a ``TumblingWindower``, fed by a ``TestingSource``,
+  ``run_main`` with ``epoch_interval=0``: its fastest single-worker set-up.
+
+Both answers are compared: a run whose counts differ raises.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+FILES = 60
+ROWS_PER_FILE = 5_000
+USERS = 500
+WINDOW = 5
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def write_files(directory: Path, files: int = FILES, rows: int = ROWS_PER_FILE, seed: int = 11) -> list[Path]:
+    """``files`` Parquet files of ``rows`` clicks each: file ``k`` holds clicks of minute ``k``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(seed)
+    paths = []
+    for minute in range(files):
+        users = [f"user{rng.randrange(USERS)}" for _ in range(rows)]
+        path = directory / f"clicks-{minute:05d}.parquet"
+        pq.write_table(pa.table({"user": users, "minute": [minute] * rows}), path)
+        paths.append(path)
+    return paths
+
+
+def read_epochs(paths: list[Path]) -> list[list[tuple[str, int]]]:
+    """Each file's rows as ``(user, minute)`` tuples, one list per file (epoch)."""
+    import pyarrow.parquet as pq
+
+    epochs = []
+    for path in paths:
+        table = pq.read_table(path)
+        epochs.append(list(zip(table.column("user").to_pylist(), table.column("minute").to_pylist(), strict=True)))
+    return epochs
+
+
+def pytimely_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[Any]]:
+    """Seconds for pytimely's windowed count on 1 worker, and its answer ``{(user, start): count}``."""
+    from runtime import execute
+    from scopes import Tumbling
+
+    def main(worker: Any) -> tuple[float, list[Any]]:
+        out: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            clicks_in, clicks = scope.new_input("Clicks")
+            counts = clicks.window(Tumbling(WINDOW), key=lambda click: click[0]).count().down
+            counts.inspect_batch(lambda time, batch: out.extend(batch))
+            return clicks_in, counts.probe()
+
+        clicks_in, probe = worker.dataflow(build)
+        start = time.perf_counter()
+        for epoch, rows in enumerate(epochs):
+            clicks_in.send_batch(rows)
+            clicks_in.advance_to(epoch + 1)
+            worker.step()
+        clicks_in.close()
+        worker.step_while(lambda: not probe.done())
+        return time.perf_counter() - start, out
+
+    gc.collect()
+    seconds, out = execute(main, workers=1)[0]
+    return seconds, Counter({(user, window[0]): count for user, window, count in out})
+
+
+def bytewax_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[Any]]:
+    """Seconds for bytewax's windowed count, and its answer ``{(user, start): count}``."""
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.operators.windowing import EventClock, TumblingWindower, count_window
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    stamped = [(user, BASE + timedelta(minutes=minute)) for rows in epochs for user, minute in rows]
+    flow = Dataflow("windowed_count")
+    clicks = op.input("clicks", flow, TestingSource(stamped))
+    clock = EventClock(lambda click: click[1], wait_for_system_duration=timedelta(0))
+    windower = TumblingWindower(length=timedelta(minutes=WINDOW), align_to=BASE)
+    counted = count_window("count", clicks, clock, windower, lambda click: click[0])
+    out: list[Any] = []
+    op.output("out", counted.down, TestingSink(out))
+    gc.collect()
+    start = time.perf_counter()
+    run_main(flow, epoch_interval=timedelta(0))
+    seconds = time.perf_counter() - start
+    return seconds, Counter({(user, window_id * WINDOW): count for user, (window_id, count) in out})
+
+
+def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
+    """Interleaved runs of both engines on the same files; raises if their answers differ."""
+    with tempfile.TemporaryDirectory() as directory:
+        epochs = read_epochs(write_files(Path(directory), files))
+    seconds: dict[str, list[float]] = {"pytimely": [], "bytewax": []}
+    for _ in range(repeat):
+        mine, ours = pytimely_count(epochs)
+        theirs_seconds, theirs = bytewax_count(epochs)
+        if ours != theirs:
+            differ = sorted(set(ours.items()) ^ set(theirs.items()))[:5]
+            raise RuntimeError(f"pytimely and bytewax counted different windows, for example {differ}")
+        seconds["pytimely"].append(mine)
+        seconds["bytewax"].append(theirs_seconds)
+    return seconds
+
+
+if __name__ == "__main__":
+    found = measure()
+    rows = FILES * ROWS_PER_FILE
+    for engine, values in found.items():
+        best = min(values)
+        print(f"{engine:9} {best:.3f} s  ({rows / best / 1e6:.2f} M clicks/s)")
+    print(f"pytimely / bytewax time: {min(found['pytimely']) / min(found['bytewax']):.2f}x")
