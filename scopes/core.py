@@ -26,7 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from scopes.channels import Allocator, Tee
 from scopes.errors import ScopeBoundaryError
@@ -34,6 +34,9 @@ from scopes.input_handle import InputHandle
 from scopes.location import Source
 from scopes.subgraph import Subgraph
 from scopes.timestamp import TimestampType
+
+if TYPE_CHECKING:
+    from scopes.probes import ProbeHandle
 
 __all__ = ["BuildContext", "Scope", "StageChain", "StreamCore", "describe_stream"]
 
@@ -45,7 +48,7 @@ Stage = Callable[[Iterable[Any]], Iterable[Any]]
 
 
 class BuildContext:
-    """Per-worker state shared by every scope being built: channels and open inputs."""
+    """Per-worker state shared by every scope being built: channels, inputs and probes."""
 
     def __init__(self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
         """Build with channels from ``allocator``.
@@ -62,6 +65,8 @@ class BuildContext:
         self.inputs: list[InputHandle] = []
         # the state registry of the dataflow being built when it runs with checkpoints (scopes.state_registry)
         self.state_registry: Any = None
+        self.probes: list[ProbeHandle] = []
+        """The probe handles of this worker's dataflows (the worker asks which ones a wait reads)."""
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
         self.building: list[Scope[StreamCore]] = []
