@@ -367,7 +367,8 @@ class Worker:
             return
         self._judged = len(consulted)
         if wait is not None:
-            holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, self._context.inputs)
+            inputs = self._context.inputs
+            holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, inputs)
             self._holding = holding
             self._comm.report_stuck(holding is not None)
         else:
