@@ -26,7 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from scopes.channels import Allocator, Tee
 from scopes.errors import ScopeBoundaryError
@@ -34,9 +34,6 @@ from scopes.input_handle import InputHandle
 from scopes.location import Source
 from scopes.subgraph import Subgraph
 from scopes.timestamp import TimestampType
-
-if TYPE_CHECKING:
-    from scopes.probes import ProbeHandle
 
 __all__ = ["BuildContext", "Scope", "StageChain", "StreamCore", "describe_stream"]
 
@@ -65,8 +62,9 @@ class BuildContext:
         self.inputs: list[InputHandle] = []
         # the state registry of the dataflow being built when it runs with checkpoints (scopes.state_registry)
         self.state_registry: Any = None
-        self.probes: list[ProbeHandle] = []
-        """The probe handles of this worker's dataflows (the worker asks which ones a wait reads)."""
+        self.probes: list[Any] = []
+        """The :class:`~scopes.probes.ProbeHandle` objects of this worker's dataflows (the worker asks
+        which ones a wait reads; typed loosely because :mod:`scopes.probes` builds on this module)."""
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
         self.building: list[Scope[StreamCore]] = []
