@@ -90,3 +90,14 @@ def test_a_wait_records_which_probes_its_condition_reads() -> None:
     unread.less_equal(3)
     unread.frontier()
     assert wait.consulted() == [read, unread]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+def test_a_worker_whose_main_returned_cannot_end_the_wait_either(shape: str) -> None:
+    """Worker 1 only drains; worker 0's own input holds the probe, so the wait is certain."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.one_forgets_main, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert "input 'Edges' is still open at time 0 (created at stall_mains.py:" in str(cause)

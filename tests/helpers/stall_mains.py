@@ -112,3 +112,12 @@ def timer_main(worker: Worker) -> list[Any]:
     handle.close()
     worker.step_while(lambda: not probe.done())
     return seen
+
+
+def one_forgets_main(worker: Worker) -> None:
+    """Worker 1's main returns at once (its input closes); worker 0 never advances its input and waits."""
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, _ = counted(worker)
+    if worker.index == 0:
+        handle.send(1)
+        worker.step_while(lambda: not probe.done())
