@@ -20,7 +20,12 @@ from runtime import DataflowStuck, WorkerFailed, execute
 from runtime.stalls import Wait
 from scopes.probes import ProbeHandle
 
-SHAPES = {"1 worker": {"workers": 1}, "2 threads": {"workers": 2}, "2 processes": {"workers": 1, "processes": 2}}
+SHAPES = {
+    "1 worker": {"workers": 1},
+    "2 threads": {"workers": 2},
+    "2 processes": {"workers": 1, "processes": 2},
+    "2 processes x 2 threads": {"workers": 2, "processes": 2},
+}
 """How each program is run."""
 
 
