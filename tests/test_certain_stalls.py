@@ -9,9 +9,7 @@ in :mod:`helpers.stall_mains`, each run on 1 worker, 2 threads and 2 processes.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Any
 
 import pytest
 from helpers import stall_mains
@@ -77,12 +75,6 @@ def test_a_probe_held_by_another_workers_open_input_is_not_certain(shape: str) -
 def test_a_capability_a_timer_drops_later_is_not_certain() -> None:
     """The operator's capability at 0 cannot come from the input, advanced to 1: the timer ends the wait."""
     assert execute(stall_mains.timer_main) == [["tick"]]
-
-
-def test_a_certain_stall_raises_before_the_warning(caplog: Any) -> None:
-    with caplog.at_level(logging.WARNING, logger="runtime.worker"), pytest.raises(WorkerFailed):
-        execute(stall_mains.forgotten_main)
-    assert not [record for record in caplog.records if record.name == "runtime.worker"]
 
 
 def test_a_wait_records_which_probes_its_condition_reads() -> None:
