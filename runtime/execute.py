@@ -44,8 +44,8 @@ def execute(
     to completion.  If any worker raises, every worker is stopped and the first
     failure is re-raised as :class:`~runtime.errors.WorkerFailed`, naming the
     worker (and, for an error in a user function, the operator and time).  A
-    stall that can never end (a worker waits in ``step_while`` for what only its
-    own open inputs hold back) fails within seconds with a
+    stall that can never end (every worker's ``main`` waits in ``step_while`` on
+    probes that only open inputs hold back, see :mod:`runtime.stalls`) fails within seconds with a
     :class:`~runtime.errors.DataflowStuck` cause explaining what holds the
     dataflows back; any other stall is explained once as a logged warning (see
     :class:`~runtime.worker.Worker`), unless ``stall_timeout`` is set: then no

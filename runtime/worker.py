@@ -19,6 +19,7 @@ from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
 from runtime.metrics import report_stall
+from runtime.stalls import Wait, describe_input, holding_inputs
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.change_batch import ChangeBatch
 from scopes.channels import Puller
@@ -39,7 +40,8 @@ CIRCULATING_EVERY = 30.0
 """Seconds between later reports of loops still circulating."""
 
 CERTAIN_STALL = 1.0
-"""Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``."""
+"""Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``
+(the default of :attr:`Worker.certain_stall`)."""
 
 _NOTHING: list[ChangeBatch[Any]] = []
 _ROOM_PARK = 0.01
@@ -94,12 +96,14 @@ class Worker:
     with work unfinished (a stall):
 
     * a stall that can never end raises :class:`~runtime.errors.DataflowStuck`
-      after :data:`CERTAIN_STALL` seconds: this worker waits in :meth:`step_while`,
-      so its ``main`` cannot act, and everything its dataflows wait for is held by
-      inputs that only this worker owns;
-    * any other stall (a streaming program waiting for outside data, a timer
-      loop) is explained once, as a warning through :mod:`logging`, after
-      :attr:`stall_warning` seconds, and the worker keeps running;
+      after :attr:`certain_stall` seconds: this worker waits in :meth:`step_while`
+      on a condition that reads probes, only open inputs (and what they could
+      still cause) hold those probes back, and every other worker's ``main``
+      waits the same way or has returned, so no one can advance or close them
+      (see :mod:`runtime.stalls`);
+    * any other stall (a streaming program waiting for outside data, a wait
+      with a deadline, a timer) is explained once, as a warning through
+      :mod:`logging`, after :attr:`stall_warning` seconds, and the worker keeps running;
     * with ``stall_timeout`` set, any stall that long raises ``DataflowStuck``.
     """
 
@@ -129,7 +133,12 @@ class Worker:
         self.stall_warning: float | None = STALL_WARNING
         """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
         self._stall_warned = False
-        self._waiting = False  # main is inside step_while, so it cannot feed its inputs
+        self.certain_stall: float = CERTAIN_STALL
+        """Seconds of stall before a stall known to be permanent raises ``DataflowStuck``."""
+        self._wait: Wait | None = None  # main is inside step_while, so it cannot feed its inputs
+        self._draining = False  # main has returned: only the dataflows can still move
+        self._judged: int | None = None  # consulted probes when this idle period was last judged
+        self._holding: set[tuple[int, ...]] | None = None  # inputs that alone hold the wait back
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
         if audit is None:
@@ -287,7 +296,8 @@ class Worker:
         if self._active:
             if self._idle:
                 self._idle = False
-                comm.report_idle(False)
+                comm.report_idle(False)  # also withdraws a report_stuck
+                self._judged = self._holding = None
                 if self._stall_reported:
                     self._stall_reported = False
                     report_stall(self.index, None)
@@ -326,12 +336,15 @@ class Worker:
             explanation = self.explain_stuck()
             report_stall(self.index, explanation)
             raise DataflowStuck(explanation)
-        if stalled > CERTAIN_STALL and self._waiting and self._stall_is_certain():
-            raise DataflowStuck(
-                f"{self.explain_stuck()}\nThis cannot change: worker {self.index} waits in step_while, "
-                "and only its own open inputs hold its dataflows back; advance or close them "
-                "before waiting for their results."
-            )
+        if stalled > self.certain_stall / 2:
+            self._judge()
+        if (
+            self._holding is not None
+            and self._wait is not None
+            and stalled > self.certain_stall
+            and self._comm.all_stuck()
+        ):
+            raise DataflowStuck(self._certain_message())
         warning = self.stall_warning
         if warning is not None and stalled > warning and not self._stall_reported:
             self._stall_reported = True
@@ -346,20 +359,42 @@ class Worker:
                 self.explain_stuck(),
             )
 
-    def _stall_is_certain(self) -> bool:
-        """Whether every pointstamp left is a capability of an open input that only this worker holds."""
-        owned: dict[tuple[tuple[int, ...], Any], int] = {}
-        for handle in self._context.inputs:
-            operator = handle.operator
-            if not handle.closed and operator is not None:
-                key = (operator.address, handle.time)
-                owned[key] = owned.get(key, 0) + 1
-        if not owned or self._comm.in_flight():
-            return False
-        for dataflow in self._dataflows.values():
-            if dataflow.unverified or not _only_owned(dataflow.root, owned):
-                return False
-        return True
+    def _judge(self) -> None:
+        """Tell the other workers whether this worker's ``main`` can only wait (once per idle period and wait)."""
+        wait = self._wait
+        consulted = wait.consulted() if wait is not None else []
+        if self._judged == len(consulted):
+            return
+        self._judged = len(consulted)
+        if wait is not None:
+            inputs = self._context.inputs
+            holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, inputs)
+            self._holding = holding
+            self._comm.report_stuck(holding is not None)
+        else:
+            self._comm.report_stuck(self._draining)
+
+    def _certain_message(self) -> str:
+        """The explanation of a certain stall, naming the inputs that hold it and where they were made."""
+        holding = self._holding or set()
+        mine = [
+            describe_input(handle)
+            for handle in self._context.inputs
+            if not handle.closed and handle.operator is not None and handle.operator.address in holding
+        ]
+        inputs = f" (input {', '.join(mine)})" if mine else " (of other workers)"
+        if self.peers == 1:
+            why = f"only its own open inputs{inputs} hold back the probe(s) its condition reads"
+        else:
+            why = (
+                f"only open inputs{inputs} hold back the probe(s) its condition reads, and every "
+                "other worker waits the same way or has returned, so none can advance or close them"
+            )
+        return (
+            f"{self.explain_stuck()}\nThis cannot change: worker {self.index} waits in step_while, and "
+            f"{why}. Advance or close the input(s) before waiting for their results (a wait that also "
+            "ends on something outside the dataflow, such as a deadline, belongs in a loop of worker.step())."
+        )
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
@@ -369,16 +404,23 @@ class Worker:
     def step_while(self, condition: Callable[[], bool]) -> None:
         """Step (parking when idle) while ``condition()`` holds.
 
-        If the wait can never end (every worker idle, and only this worker's own
-        open inputs hold its dataflows back), raises
-        :class:`~runtime.errors.DataflowStuck` after :data:`CERTAIN_STALL` seconds.
+        Like timely's ``step_while``, a condition that does not read the dataflow
+        (a deadline, an outside queue) just decides how long to step.  If the
+        condition reads probes, and the wait can never end (every worker idle,
+        only open inputs hold those probes back, and every worker's ``main``
+        waits the same way; see :mod:`runtime.stalls`), raises
+        :class:`~runtime.errors.DataflowStuck` after :attr:`certain_stall` seconds.
         """
-        waiting, self._waiting = self._waiting, True
+        outer, self._wait = self._wait, Wait(self._context.probes)
+        self._judged = self._holding = None
+        self._comm.report_stuck(False)
         try:
             while condition():
                 self.step_or_park(0.01)
         finally:
-            self._waiting = waiting
+            self._wait = outer
+            self._judged = self._holding = None
+            self._comm.report_stuck(False)
 
     def close_inputs(self) -> None:
         """Close every input this worker created (done automatically when ``main`` returns)."""
@@ -393,6 +435,8 @@ class Worker:
         again every :data:`CIRCULATING_EVERY` seconds: its scope and iterations.
         """
         self.close_inputs()
+        self._draining = True
+        self._judged = None
         started = time.monotonic()
         report = started + CIRCULATING_FIRST
         while self._dataflows:
@@ -422,8 +466,9 @@ class Worker:
         lines = [f"worker {self.index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
         open_inputs = [handle for handle in self._context.inputs if not handle.closed]
         for handle in open_inputs:
+            site = f" (created at {handle.site})" if handle.site else ""
             lines.append(
-                f"  input '{handle.name}' is still open at time {handle.time!r}: "
+                f"  input '{handle.name}' is still open at time {handle.time!r}{site}: "
                 "advance it with advance_to() or close() it"
             )
         for dataflow in self._dataflows.values():
@@ -479,22 +524,6 @@ def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) ->
                 f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} (for example time {earliest!r})"
             )
         _circulating(child, inner, found)
-
-
-def _only_owned(subgraph: Subgraph, owned: dict[tuple[tuple[int, ...], Any], int]) -> bool:
-    """Whether every positive pointstamp in ``subgraph`` (and below) is in ``owned``, with no more count."""
-    from scopes.location import Source
-
-    tracker = subgraph.tracker
-    for location in tracker.locations():
-        for time_, count in tracker.pointstamps(location).items():
-            if count <= 0:
-                continue
-            if not isinstance(location, Source) or location.node == 0:
-                return False
-            if count > owned.get((subgraph.address + (location.node,), time_), 0):
-                return False
-    return all(_only_owned(child, owned) for child in subgraph.children[1:] if isinstance(child, Subgraph))
 
 
 def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:

@@ -1,7 +1,8 @@
 """Where the user's code is: the first stack frame outside pytimely's own packages, as ``file.py:LINE``.
 
-Only called when instrumentation is on (its hook sites are guarded), so a
-program that does not log never walks its stack.
+Called while building: once per input (errors about an open input name its line), and
+for every operator only when instrumentation is on (those hook sites are guarded), so
+a running program that does not log never walks its stack.
 """
 
 from __future__ import annotations

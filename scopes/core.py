@@ -45,7 +45,7 @@ Stage = Callable[[Iterable[Any]], Iterable[Any]]
 
 
 class BuildContext:
-    """Per-worker state shared by every scope being built: channels and open inputs."""
+    """Per-worker state shared by every scope being built: channels, inputs and probes."""
 
     def __init__(self, allocator: Allocator, new_lock: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
         """Build with channels from ``allocator``.
@@ -62,6 +62,9 @@ class BuildContext:
         self.inputs: list[InputHandle] = []
         # the state registry of the dataflow being built when it runs with checkpoints (scopes.state_registry)
         self.state_registry: Any = None
+        self.probes: list[Any] = []
+        """The :class:`~scopes.probes.ProbeHandle` objects of this worker's dataflows (the worker asks
+        which ones a wait reads; typed loosely because :mod:`scopes.probes` builds on this module)."""
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
         self.building: list[Scope[StreamCore]] = []

@@ -51,6 +51,8 @@ class InputHandle:
         self._integer_times = type(timestamp_type) is IntegerType
         self._observer: ProgressObserver | None = None
         self._address: tuple[int, ...] = ()
+        self.site: str | None = None
+        """Where the user's code made this input, as ``file.py:LINE`` (``None``: unknown)."""
 
     def observe(self, observer: ProgressObserver, address: tuple[int, ...]) -> None:
         """Report advances and the close to ``observer``, as the input operator at ``address``."""

@@ -35,17 +35,28 @@ class ProbeHandle:
         # with the handle (one antichain update per frontier change instead of two)
         self._attached = 0
         self._sharing: ProbeOperator | None = None
+        self.reads = 0
+        """How many times the frontier was read (``less_than``, ``less_equal``, ``done``, ``frontier``).
+
+        The worker compares it before and during ``step_while`` to learn whether
+        the wait's condition reads this probe, which a certain stall requires.
+        """
+        self.operators: list[ProbeOperator] = []
+        """The probe operators reporting here (their addresses locate the probe in its dataflow)."""
 
     def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
+        self.reads += 1
         return self._frontier.less_than(time)
 
     def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
+        self.reads += 1
         return self._frontier.less_equal(time)
 
     def done(self) -> bool:
         """Whether no time at all may appear any more."""
+        self.reads += 1
         return self._frontier.is_empty()
 
     @property
@@ -55,6 +66,7 @@ class ProbeHandle:
         Reading it without the call (``list(probe.frontier)``, ``probe.frontier.elements``)
         still works, and warns that it is deprecated.
         """
+        self.reads += 1
         return ProbeFrontier(self._frontier.frontier().elements)
 
     def update(self, updates: Updates) -> None:
@@ -69,6 +81,7 @@ class ProbeHandle:
         report their changes to it separately again.
         """
         self._attached += 1
+        self.operators.append(probe)
         if self._attached == 1 and not self._frontier.counts():
             self._frontier = frontier
             self._sharing = probe
@@ -154,6 +167,9 @@ def build_probe(stream: S, handle: ProbeHandle, name: str, passthrough: bool) ->
                 output.send(message[0], message[1])
 
     builder.build(logic, operator_class=ProbeOperator, handle=handle)
+    probes = stream.scope.context.probes
+    if handle not in probes:
+        probes.append(handle)
     for capability in builder.initial_capabilities():
         capability.drop()
     return result

@@ -33,9 +33,10 @@ def new_input(scope: Scope[S], name: str = "Input") -> tuple[InputHandle, S]:
     handle = InputHandle(name, scope.timestamp_type, capability, output, builder.activate)
     operator.set_logic(handle.release)
     scope.context.inputs.append(handle)
+    handle.site = user_site()  # once per input, for errors that name where it was made
     if scope.subgraph.observer is not None:
         handle.observe(scope.subgraph.observer, builder.address)
-        scope.subgraph.observer.input_event(builder.address, name, "created", handle.time, user_site())
+        scope.subgraph.observer.input_event(builder.address, name, "created", handle.time, handle.site)
     return handle, stream
 
 

@@ -84,6 +84,13 @@ Stall detection
     ``DataflowStuck`` and the runner calls ``stop(Stop("stalled", worker))``, so
     every other worker explains its part too.
 
+    A stall is *certain* only if no worker's ``main`` can end it: each worker
+    says, with ``report_stuck(True)``, that its ``main`` waits in ``step_while``
+    on probes that nothing but open inputs (which no waiting ``main`` can
+    advance) holds back, and ``all_stuck()`` answers whether every worker that
+    has not finished says so.  ``report_idle(False)`` withdraws the claim.
+    Processes carry the claim in their heartbeats.
+
 Diagnosis
     ``in_flight()`` describes messages sent to this worker that it has not
     pulled yet (for ``DataflowStuck`` explanations).
@@ -189,6 +196,14 @@ class Communicator(Protocol):
 
     def stalled_for(self) -> float:
         """Seconds for which every worker has been waiting with nothing in flight (0.0 if not)."""
+        ...
+
+    def report_stuck(self, stuck: bool) -> None:
+        """Say whether this worker's ``main`` can only wait (see *Stall detection*); work withdraws it."""
+        ...
+
+    def all_stuck(self) -> bool:
+        """Whether every worker that has not finished reports that its ``main`` can only wait."""
         ...
 
     def in_flight(self) -> list[str]:

@@ -148,6 +148,8 @@ class ThreadFabric:
         self.last_idle: list[float] = [0.0] * peers
         """When each worker last reported an idle step."""
         self.finished: list[bool] = [False] * peers
+        self.stuck: list[bool] = [False] * peers
+        """Whether each worker reports that its ``main`` can only wait (see ``Communicator.report_stuck``)."""
         self._lock = threading.Lock()
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
 
@@ -191,6 +193,10 @@ class ThreadFabric:
                 return 0.0  # busy in user code between steps
             latest = max(latest, since)
         return now - latest if latest else 0.0
+
+    def all_stuck(self) -> bool:
+        """Whether every worker that has not finished reports that its ``main`` can only wait."""
+        return all(stuck or finished for stuck, finished in zip(self.stuck, self.finished, strict=True))
 
     def pending_messages(self, receiver: int) -> list[str]:
         """Non-empty mailboxes of ``receiver``, described."""
@@ -351,6 +357,7 @@ class FabricCommunicator:
                 fabric.idle_since[local] = now
         else:
             fabric.idle_since[local] = None
+            fabric.stuck[local] = False
 
     def finish(self) -> None:
         """This worker has returned."""
@@ -360,6 +367,15 @@ class FabricCommunicator:
         """Seconds every worker has been waiting with nothing pending."""
         stalled: float = self.fabric.stalled_for()
         return stalled
+
+    def report_stuck(self, stuck: bool) -> None:
+        """Say whether this worker's ``main`` can only wait."""
+        self.fabric.stuck[self._local] = stuck
+
+    def all_stuck(self) -> bool:
+        """Whether every unfinished worker says its ``main`` can only wait."""
+        stuck: bool = self.fabric.all_stuck()
+        return stuck
 
     def in_flight(self) -> list[str]:
         """Messages waiting in this worker's mailboxes."""

@@ -143,12 +143,16 @@ class ProcessFabric:
         self.idle_since: list[float | None] = [None] * workers
         self.last_idle: list[float] = [0.0] * workers
         self.finished: list[bool] = [False] * workers
+        self.stuck: list[bool] = [False] * workers
+        """Whether each local worker reports that its ``main`` can only wait."""
         self.sent = [0] * workers
         """Messages each local worker sent to workers of other processes."""
         self.arrived: dict[int, int] = {}
         """Messages that arrived from each other process (each counted by that connection's reader)."""
         self.beats: dict[int, tuple[float, float, int, int]] = {}
         """For each other process: (received at, waiting for, sent, arrived) from its last heartbeat."""
+        self.stuck_beats: dict[int, tuple[float, bool]] = {}
+        """For each other process: (received at, whether all its workers can only wait) from its last heartbeat."""
         self.byes: dict[int, bytes | memoryview] = {}
         """The payload of each process's ``bye`` frame."""
         self._lock = threading.Lock()
@@ -271,8 +275,10 @@ class ProcessFabric:
         elif kind == CREDIT:
             self.credit(process, int(header[1]))
         elif kind == BEAT:
-            _, waiting_for, sent, arrived = header
-            self.beats[process] = (time.monotonic(), float(waiting_for), int(sent), int(arrived))
+            _, waiting_for, sent, arrived, stuck = header
+            now = time.monotonic()
+            self.beats[process] = (now, float(waiting_for), int(sent), int(arrived))
+            self.stuck_beats[process] = (now, stuck is True)
         elif kind == STOP:
             _, stop_kind, worker, detail = header
             self._stop_locally(Stop(stop_kind, worker, detail))
@@ -375,6 +381,23 @@ class ProcessFabric:
             return 0.0
         return waiting
 
+    def local_stuck(self) -> bool:
+        """Whether every local worker that has not finished reports that its ``main`` can only wait."""
+        return all(stuck or finished for stuck, finished in zip(self.stuck, self.finished, strict=True))
+
+    def all_stuck(self) -> bool:
+        """Whether every worker of every process reports that its ``main`` can only wait (fresh heartbeats)."""
+        if not self.local_stuck():
+            return False
+        now = time.monotonic()
+        for process in range(self.processes):
+            if process == self.process or process in self.byes:
+                continue
+            beat = self.stuck_beats.get(process)
+            if beat is None or not beat[1] or now - beat[0] > 4 * HEARTBEAT_PERIOD:
+                return False
+        return True
+
     # ------------------------------------------------------------------ heartbeats
 
     def start_heartbeats(self) -> None:
@@ -397,7 +420,7 @@ class ProcessFabric:
             waiting = self.local_waiting_for(now)
             if waiting == float("inf"):
                 waiting = 1e9
-            data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values())])
+            data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values()), self.local_stuck()])
             with self._credit_lock:
                 late, self._late_credit = self._late_credit, [0] * self.processes
             for process in range(self.processes):

@@ -167,6 +167,7 @@ class SimulatedNetwork:
         self.activations: list[list[Address]] = [[] for _ in range(peers)]
         self.idle_steps = [0] * peers
         self.finished = [False] * peers
+        self.stuck = [False] * peers
         self.delivered = 0
 
     def mailbox(self, channel: int, receiver: int) -> deque[Message]:
@@ -293,6 +294,8 @@ class SimulatedCommunicator:
         """Count consecutive idle steps."""
         steps = self.network.idle_steps
         steps[self._index] = steps[self._index] + 1 if idle else 0
+        if not idle:
+            self.network.stuck[self._index] = False
 
     def finish(self) -> None:
         """This worker has returned."""
@@ -301,6 +304,15 @@ class SimulatedCommunicator:
     def stalled_for(self) -> float:
         """Infinity once every worker has idled :data:`STALL_STEPS` times with nothing in flight."""
         return float("inf") if self.network.stalled() else 0.0
+
+    def report_stuck(self, stuck: bool) -> None:
+        """Say whether this worker's ``main`` can only wait."""
+        self.network.stuck[self._index] = stuck
+
+    def all_stuck(self) -> bool:
+        """Whether every unfinished worker says its ``main`` can only wait."""
+        network = self.network
+        return all(stuck or finished for stuck, finished in zip(network.stuck, network.finished, strict=True))
 
     def in_flight(self) -> list[str]:
         """Messages to this worker, delivered or not, that it has not pulled."""

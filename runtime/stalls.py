@@ -1,0 +1,145 @@
+"""When a stall is certain: a wait in ``step_while`` that nothing can ever end.
+
+A worker waiting in :meth:`~runtime.worker.Worker.step_while` is stuck for ever
+when both hold:
+
+* the wait's condition reads the dataflow's progress: it consulted at least one
+  probe during the wait (a :class:`Wait` compares each probe's read count with
+  the count when the wait began);
+* every pointstamp that holds one of those probes back is the capability of an
+  open input, or a capability or message that such a capability could still
+  cause at that time: for a pointstamp ``(loc, t)`` some input capability at
+  ``t0`` reaches ``loc`` along a path summary ``s`` with ``s(t0) <= t``.  Then
+  the probe's frontier is fixed by the inputs' capabilities alone (whatever else
+  happens downstream of them cannot move it), and only a ``main`` that advances
+  or closes an input can move it.
+
+With several workers, an input capability counts only if its worker's ``main``
+waits in the same way too, which the communicator settles
+(:meth:`~runtime.communication.Communicator.all_stuck`).  A condition that never
+reads a probe (a deadline, an outside queue) is never judged stuck, nor is a
+probe held back by anything else (an operator waiting on a timer, another
+worker's ``main`` still running, a probe inside a nested scope).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from scopes.antichain import Antichain
+from scopes.input_handle import InputHandle
+from scopes.location import Location, Source, Target
+from scopes.order import less_equal
+from scopes.probes import ProbeHandle
+from scopes.reachability import Tracker
+from scopes.subgraph import Subgraph
+from scopes.timestamp import PathSummary
+
+__all__ = ["Wait", "describe_input", "holding_inputs"]
+
+
+class Hosted(Protocol):
+    """What the judgement needs of a hosted dataflow (``runtime.worker.Dataflow``)."""
+
+    root: Subgraph
+    unverified: set[int]
+
+
+class Wait:
+    """One call of ``step_while``: which probes its condition has read since it began."""
+
+    def __init__(self, probes: Sequence[ProbeHandle]) -> None:
+        """Remember how often each of ``probes`` had been read when the wait began."""
+        self._probes = list(probes)
+        self._reads = [probe.reads for probe in self._probes]
+
+    def consulted(self) -> list[ProbeHandle]:
+        """The probes read since the wait began."""
+        return [probe for probe, before in zip(self._probes, self._reads, strict=True) if probe.reads != before]
+
+
+def holding_inputs(
+    probes: Sequence[ProbeHandle], dataflows: Mapping[int, Hosted], inputs: Sequence[InputHandle]
+) -> set[tuple[int, ...]] | None:
+    """The addresses of the input operators that alone hold ``probes`` back, or ``None`` if not certain.
+
+    ``None`` when no probe was read, when some pointstamp holding a probe back
+    cannot be traced to an input's capability, when a probe sits in a dataflow
+    not yet verified or inside a nested scope, or when nothing holds them back.
+    A probe whose dataflow has completed is done for ever and holds nothing.
+    """
+    holding: set[tuple[int, ...]] = set()
+    for probe in probes:
+        for operator in probe.operators:
+            address = operator.address
+            hosted = dataflows.get(address[0])
+            if hosted is None:
+                continue
+            if hosted.unverified or len(address) != 2:
+                return None
+            nodes = _input_nodes(address[0], inputs)
+            held = _held_by(hosted.root.tracker, Target(address[1], 0), nodes)
+            if held is None:
+                return None
+            holding.update((address[0], node) for node in held)
+    return holding or None
+
+
+def describe_input(handle: InputHandle) -> str:
+    """``'Name' (created at file.py:LINE) at time T`` for messages."""
+    site = f" (created at {handle.site})" if handle.site else ""
+    return f"'{handle.name}'{site} at time {handle.time!r}"
+
+
+def _input_nodes(dataflow: int, inputs: Sequence[InputHandle]) -> set[int]:
+    """The top-level nodes of ``dataflow`` that are inputs (every worker builds the same ones)."""
+    nodes: set[int] = set()
+    for handle in inputs:
+        operator = handle.operator
+        if operator is not None and len(operator.address) == 2 and operator.address[0] == dataflow:
+            nodes.add(operator.address[1])
+    return nodes
+
+
+def _held_by(tracker: Tracker, goal: Target, inputs: set[int]) -> set[int] | None:
+    """The input nodes holding ``goal`` back, if every pointstamp holding it back comes from them."""
+    positive = [
+        (location, time_)
+        for location in tracker.locations()
+        for time_, count in tracker.pointstamps(location).items()
+        if count > 0
+    ]
+    origins = [(loc, t) for loc, t in positive if isinstance(loc, Source) and loc.node in inputs]
+    closures: dict[Location, dict[Location, Antichain[PathSummary]]] = {}
+    held: set[int] = set()
+    for location, time_ in positive:
+        if not _reaches(tracker, closures, location, time_, goal, None):
+            continue
+        if isinstance(location, Source) and location.node in inputs:
+            held.add(location.node)
+        elif not any(_reaches(tracker, closures, loc, t0, location, time_) for loc, t0 in origins):
+            return None
+    return held
+
+
+def _reaches(
+    tracker: Tracker,
+    closures: dict[Location, dict[Location, Antichain[PathSummary]]],
+    start: Location,
+    time_: Any,
+    goal: Location,
+    at_most: Any,
+) -> bool:
+    """Whether ``time_`` at ``start`` can result in a time at ``goal`` (one ``<= at_most``, if given)."""
+    closure = closures.get(start)
+    if closure is None:
+        closure = closures[start] = tracker.summaries_from(start)
+    paths = closure.get(goal)
+    if paths is None:
+        return False
+    for summary in paths.elements:
+        result = summary.results_in(time_)
+        if result is not None and (at_most is None or less_equal(result, at_most)):
+            return True
+    return False

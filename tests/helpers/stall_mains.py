@@ -1,0 +1,123 @@
+"""Programs for the certain-stall tests (issue 26): importable, so that they also run on 2 processes.
+
+Each sets ``worker.certain_stall`` small, so that a stall judged certain raises
+within a fraction of a second and a wait that lasts :data:`OUTSIDE_WAIT` seconds
+outlives that delay several times over.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from runtime.worker import Worker
+
+CERTAIN_STALL = 0.2
+"""The tests' ``worker.certain_stall``: seconds of stall before a certain one raises."""
+
+OUTSIDE_WAIT = 1.5
+"""Seconds a program waits for something outside the dataflow (longer than the default certain delay, 1 s)."""
+
+
+def counted(worker: Worker) -> tuple[Any, Any, list[Any]]:
+    """The issue's dataflow: an input 'Edges', exchanged, counted per time, probed; counts go to the list."""
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Edges")
+        counts = stream.exchange(lambda x: x).count()
+        counts.inspect(lambda record: seen.append(record))
+        return handle, counts.probe()
+
+    handle, probe = worker.dataflow(build, name="edges")
+    return handle, probe, seen
+
+
+def deadline_main(worker: Worker) -> list[Any]:
+    """Shape 1: ``step_while`` on a wall-clock deadline (polling outside), then more input: healthy."""
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, seen = counted(worker)
+    handle.send_batch(list(range(10)))
+    handle.advance_to(1)
+    deadline = time.monotonic() + OUTSIDE_WAIT
+    worker.step_while(lambda: time.monotonic() < deadline)  # polling an outside source
+    handle.send_batch(list(range(10)))
+    handle.advance_to(2)
+    worker.step_while(lambda: probe.less_than(2))
+    return sorted(seen)
+
+
+def forgotten_main(worker: Worker) -> None:
+    """Shape 2: the input is never advanced or closed, and ``main`` waits for the probe to finish."""
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, _ = counted(worker)
+    handle.send(1)
+    worker.step_while(lambda: not probe.done())
+
+
+def other_input_main(worker: Worker) -> list[Any]:
+    """Worker 1 waits on a probe that worker 0's open input holds, while worker 0 polls outside: healthy."""
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, seen = counted(worker)
+    if worker.index == 0:
+        deadline = time.monotonic() + OUTSIDE_WAIT
+        while time.monotonic() < deadline:  # a streaming main, waiting for outside data
+            worker.step()
+        handle.send_batch([1, 2, 3])
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return sorted(seen)
+
+
+def timer_main(worker: Worker) -> list[Any]:
+    """A user operator holds a capability at time 0 until a timer fires; ``main`` waits on the probe: healthy.
+
+    The input has advanced to 1, so it cannot be the cause of the capability at
+    0: the stall is not certain, and the timer ends it.
+    """
+    worker.certain_stall = CERTAIN_STALL
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Ticks")
+
+        def constructor(capability: Any, info: Any) -> Any:
+            held = [capability]
+            fired = threading.Event()
+
+            def fire() -> None:
+                fired.set()
+                info.activate()
+
+            timer = threading.Timer(OUTSIDE_WAIT, fire)
+            timer.daemon = True
+            timer.start()
+
+            def logic(output: Any) -> None:
+                if held and fired.is_set():
+                    output.session(held[0]).give("tick")
+                    held.pop().drop()
+
+            return logic
+
+        ticks = scope.source("Timer", constructor)
+        merged = stream.concat(ticks)
+        merged.inspect(lambda record: seen.append(record))
+        return handle, merged.probe()
+
+    handle, probe = worker.dataflow(build, name="timed")
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return seen
+
+
+def one_forgets_main(worker: Worker) -> None:
+    """Worker 1's main returns at once (its input closes); worker 0 never advances its input and waits."""
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, _ = counted(worker)
+    if worker.index == 0:
+        handle.send(1)
+        worker.step_while(lambda: not probe.done())

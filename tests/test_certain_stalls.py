@@ -1,0 +1,100 @@
+"""Issue 26, items 1-4: a stall is an error exactly when it is certain.
+
+Certain: the wait's condition reads a probe, and everything holding that probe
+back is open inputs (or what they could still cause) whose ``main`` waits too.
+Then ``DataflowStuck`` is raised within ``worker.certain_stall`` seconds and names
+the line that created the input.  Anything else keeps running.  The programs are
+in :mod:`helpers.stall_mains`, each run on 1 worker, 2 threads and 2 processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import stall_mains
+
+from runtime import DataflowStuck, WorkerFailed, execute
+from runtime.stalls import Wait
+from scopes.probes import ProbeHandle
+
+SHAPES = {
+    "1 worker": {"workers": 1},
+    "2 threads": {"workers": 2},
+    "2 processes": {"workers": 1, "processes": 2},
+    "2 processes x 2 threads": {"workers": 2, "processes": 2},
+}
+"""How each program is run."""
+
+
+def edges_line() -> int:
+    """The line of ``stall_mains.py`` that creates the 'Edges' input."""
+    lines = Path(stall_mains.__file__).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if 'new_input("Edges")' in line)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_step_while_on_a_deadline_steps_until_it_passes(shape: str) -> None:
+    """Item 1: the condition reads no probe, so the wait is not a stall that can be certain."""
+    results = execute(stall_mains.deadline_main, **SHAPES[shape])
+    assert sum(sum(counts) for counts in results) == 20 * len(results)  # each worker sends 10 at time 0, 10 at 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_waiting_for_a_probe_an_unadvanced_input_holds_raises(shape: str) -> None:
+    """Items 2 and 4: count()'s capability at the input's time is the input's doing; the error names the line."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.forgotten_main, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    message = str(cause)
+    assert f"input 'Edges' is still open at time 0 (created at stall_mains.py:{edges_line()})" in message
+    assert "This cannot change" in message or "no worker can make progress" in message
+
+
+def test_the_certain_error_says_why_and_where() -> None:
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.forgotten_main)
+    message = str(failure.value.__cause__)
+    assert "This cannot change: worker 0 waits in step_while, and only its own open inputs" in message
+    assert f"(input 'Edges' (created at stall_mains.py:{edges_line()}) at time 0)" in message
+    assert "operator 'Count'" in message
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+def test_a_probe_held_by_another_workers_open_input_is_not_certain(shape: str) -> None:
+    """Worker 1 waits; worker 0's main polls outside with step() and feeds its input later."""
+    results = execute(stall_mains.other_input_main, **SHAPES[shape])
+    assert sum(sum(counts) for counts in results) == 3
+
+
+@pytest.mark.timeout(60)
+def test_a_capability_a_timer_drops_later_is_not_certain() -> None:
+    """The operator's capability at 0 cannot come from the input, advanced to 1: the timer ends the wait."""
+    assert execute(stall_mains.timer_main) == [["tick"]]
+
+
+def test_a_wait_records_which_probes_its_condition_reads() -> None:
+    read, unread = ProbeHandle(), ProbeHandle()
+    wait = Wait([read, unread])
+    assert wait.consulted() == []
+    read.done()
+    assert wait.consulted() == [read]
+    unread.less_than(3)
+    unread.less_equal(3)
+    unread.frontier()
+    assert wait.consulted() == [read, unread]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+def test_a_worker_whose_main_returned_cannot_end_the_wait_either(shape: str) -> None:
+    """Worker 1 only drains; worker 0's own input holds the probe, so the wait is certain."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.one_forgets_main, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert "input 'Edges' is still open at time 0 (created at stall_mains.py:" in str(cause)
