@@ -7,6 +7,7 @@ import re
 from functools import partial
 
 import pytest
+from helpers import audit_mains
 from helpers.example_loader import load_example
 
 from runtime import execute
@@ -110,6 +111,22 @@ def test_the_audit_catches_the_broken_operator_on_two_workers(operator_that_forg
     assert "operator 'ByValue' (scope 'broken', address (0, 3))" in message
     assert re.search(r"at time \d", message) and re.search(r"on worker \d", message)
     assert "safety" in message or "channel balance" in message
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_the_audit_names_an_operator_that_over_counts_instead_of_hanging(workers, processes):
+    # Without check 5 the run hangs (here: until stall_timeout, DataflowStuck); the audit names the lie within a second.
+    with pytest.raises(WorkerFailed) as failure:
+        execute(audit_mains.over_counting, workers=workers, processes=processes, audit=True, stall_timeout=30)
+    message = str(audit_error(failure.value)) if processes == 1 else str(failure.value)
+    assert "AuditViolation" in message or processes == 1
+    assert re.search(r"over-count, on worker \d", message)
+    assert "counted in flight to input 0 of operator 'ByValue' (scope 'broken', address (0, 3))" in message
+    broken_output = "operator 'Broken' (scope 'broken', address (0, 2)) output 0 counted 101 record(s) at time 0"
+    assert re.search(re.escape(broken_output) + r" on worker \d", message)
+    if processes == 1:
+        assert f"produced {101 * workers} record(s) at that time and it consumed {100 * workers}" in message
 
 
 # ---------------------------------------------------------------------- each check alone
