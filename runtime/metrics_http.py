@@ -34,8 +34,8 @@ class _QuietHandler(WSGIRequestHandler):
 
     def setup(self) -> None:
         """Time out every read and write of the request after the server's :attr:`request_timeout`."""
-        self.timeout = self.server.request_timeout  # type: ignore[attr-defined]
         super().setup()
+        self.connection.settimeout(getattr(self.server, "request_timeout", REQUEST_TIMEOUT))
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         """Log nothing: a scrape every few seconds would flood the log."""

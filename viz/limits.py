@@ -49,7 +49,7 @@ def clip(text: str) -> str:
 
 def clip_optional(text: str | None) -> str | None:
     """:func:`clip` for a field that may be ``None`` (or not text: returned as it is)."""
-    return clip(text) if text.__class__ is str else text  # type: ignore[arg-type]
+    return clip(text) if isinstance(text, str) else text
 
 
 def clip_raw(raw: Sequence[Any]) -> Sequence[Any]:

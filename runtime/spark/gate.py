@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from runtime.communication.wire import WireError, frame
 from runtime.spark.errors import SparkError
