@@ -150,7 +150,7 @@ def test_short_connections_leave_no_threads_behind() -> None:
         eventually(reaped, 30, "the ended threads to be forgotten")
         eventually(lambda: listener.reading_threads == 0, 30, "the reading threads to end")
         assert threads() <= before + 1
-        assert len(listener.connections) <= sources._KEPT_CLOSED + 1
+        assert len(listener.connections) <= sources._KEPT_CLOSED + MAX_CONNECTIONS
     finally:
         listener.close()
     eventually(lambda: threads() < before, 10, "the accepting thread to end")

@@ -41,7 +41,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 
 from runtime.communication.wire import WireError, frame
-from runtime.spark.errors import SparkError
+from runtime.spark.errors import GateRefused as GateRefused
 
 log = logging.getLogger("runtime.spark.gate")
 
@@ -56,10 +56,6 @@ _PROOF_SIZE = 32
 _MAX_STR = 512
 _MAX_FIELDS = 8
 _POLL = 0.2
-
-
-class GateRefused(SparkError):
-    """A driver's listener and a task did not prove the same token to each other, or the handshake failed."""
 
 
 def _proof(token: str, role: bytes, first: bytes, second: bytes) -> bytes:
