@@ -129,6 +129,32 @@ def test_the_audit_names_an_operator_that_over_counts_instead_of_hanging(workers
         assert f"produced {101 * workers} record(s) at that time and it consumed {100 * workers}" in message
 
 
+def idle_with_an_open_input(worker: Worker) -> str:
+    """A correct program that idles (input open, nothing in flight) well past the audit's quiet period."""
+    import time
+
+    from runtime.audit import AUDIT_QUIET
+
+    def build(scope):
+        handle, numbers = scope.new_input("numbers")
+        return handle, counting(scope, numbers).probe()
+
+    handle, probe = worker.dataflow(build, name="idle")
+    handle.send_batch(list(range(50)))
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    quiet_until = time.monotonic() + 3 * AUDIT_QUIET
+    while time.monotonic() < quiet_until:  # every worker idle, the input open: a stall, and no lie
+        worker.step()
+    return "done"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_correct_program_idling_with_an_open_input_passes_the_over_count_check(workers):
+    assert execute(idle_with_an_open_input, workers=workers, audit=True) == ["done"] * workers
+
+
 # ---------------------------------------------------------------------- each check alone
 
 
