@@ -15,7 +15,7 @@ import time
 import pytest
 from helpers.bounds import eventually, rss, threads
 
-from runtime.instrument import K_OPERATOR, OperatorCreated, encode_events, encode_header
+from runtime.instrument import K_OPERATOR, K_POINTSTAMPS, OperatorCreated, encode_events, encode_header
 from viz import limits
 from viz.model import Model
 from viz.tui import sources
@@ -55,6 +55,32 @@ def test_huge_operator_names_are_clipped_and_neither_the_queue_nor_the_model_gro
         name = state.model.operators[(0, 1)].name
         assert name.startswith("a" * limits.MAX_NAME) and name.endswith(f"[{BIG - limits.MAX_NAME:,} more characters]")
         assert len(name) < limits.MAX_NAME + 40
+        assert rss() - before < 64 << 20, f"the viewer grew by {(rss() - before) >> 20} MiB"
+    finally:
+        sender.close()
+        listener.close()
+
+
+@pytest.mark.timeout(120)
+def test_huge_timestamps_in_progress_events_are_clipped_too() -> None:
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    state = TuiState()
+    before = rss()
+    sender = connect(listener)
+    try:
+        sender.sendall(encode_header(0) + encode_events([operator(0, "Op")]))
+        for index in range(60):  # a pointstamp at a 3 MiB time, never retracted: 180 MiB if kept whole
+            huge = chr(ord("a") + index % 26) * BIG + str(index)
+            sender.sendall(encode_events([(K_POINTSTAMPS, 0, index + 2, time.monotonic(), (0,), ((0, huge, 1),))]))
+            for _connection, raws in listener.take():
+                apply_raw(state, raws)
+        eventually(lambda: listener.received == 61, 30, "the 61 events")
+        for _connection, raws in listener.take():
+            apply_raw(state, raws)
+        state.model.settle()
+        times = [t for counts in state.model.workers[0].tracked.values() for t in counts]
+        assert times and all(len(t) < limits.MAX_NAME + 40 and t.endswith("more characters]") for t in times)
         assert rss() - before < 64 << 20, f"the viewer grew by {(rss() - before) >> 20} MiB"
     finally:
         sender.close()

@@ -6,7 +6,11 @@ the viewer hold are bounded:
 
 * every name, site and other text field of a structure event longer than
   :data:`MAX_NAME` characters is cut to that length and ends with a marker
-  saying how much was cut (:func:`clip`, :func:`clip_raw`);
+  saying how much was cut (:func:`clip`, :func:`clip_raw`); the frequent
+  events (progress, messages) are walked too, to the same effect, whenever
+  the bytes that brought them average more than :data:`LARGE_EVENT` bytes an
+  event (:func:`clip_deep`): long text or bytes there can only be a huge
+  timestamp;
 * a :class:`~viz.model.Model` holds at most :data:`MAX_OPERATORS` operators,
   :data:`MAX_SCOPES` scopes, :data:`MAX_EDGES` channels, :data:`MAX_WORKERS`
   workers and :data:`MAX_INPUTS` input handles per worker; events beyond
@@ -20,6 +24,8 @@ from typing import Any
 
 MAX_NAME = 512
 """Characters kept of one name, site or other text field; a longer one is clipped with a marker."""
+LARGE_EVENT = 1024
+"""Bytes per event above which the viewer walks frequent events for long text (they are about 50 bytes)."""
 MAX_OPERATORS = 100_000
 """Operators (scopes included) one model holds."""
 MAX_SCOPES = 20_000
@@ -60,3 +66,24 @@ def clip_raw(raw: Sequence[Any]) -> Sequence[Any]:
     if not any(field.__class__ is str and len(field) > MAX_NAME + _MARKER_ROOM for field in raw):
         return raw
     return tuple(clip(field) if field.__class__ is str else field for field in raw)
+
+
+def clip_deep(value: Any, depth: int = 0) -> Any:
+    """``value`` with every ``str`` (and ``bytes``) inside tuples and lists clipped as :func:`clip` does.
+
+    Returns ``value`` itself when nothing needs clipping.  Nesting deeper than
+    64 levels is returned as it is (the decoder bounds nesting already).
+    """
+    kind = value.__class__
+    if kind is str:
+        return clip(value)
+    if kind is bytes:
+        if len(value) <= MAX_NAME + _MARKER_ROOM:
+            return value
+        return value[:MAX_NAME] + f"...[{len(value) - MAX_NAME:,} more bytes]".encode()
+    if (kind is tuple or kind is list) and depth < 64:
+        clipped = [clip_deep(item, depth + 1) for item in value]
+        if all(new is old for new, old in zip(clipped, value, strict=True)):
+            return value
+        return tuple(clipped) if kind is tuple else clipped
+    return value

@@ -52,7 +52,7 @@ from runtime.instrument import (
     read_recording,
 )
 from viz.errors import TuiError as TuiError
-from viz.limits import clip_raw
+from viz.limits import LARGE_EVENT, clip_deep, clip_raw
 from viz.tui.adapter import TuiState
 from viz.tui.ingest import HOT, Raw
 
@@ -328,6 +328,7 @@ class LiveListener:
         )
         sock.settimeout(0.2)
         header_deadline = time.monotonic() + HEADER_TIMEOUT
+        unclipped = 0  # bytes received since the last batch of events
         try:
             while not self._stop.is_set():
                 if stream.header is None and time.monotonic() > header_deadline:
@@ -344,6 +345,7 @@ class LiveListener:
                 if not data:
                     break
                 connection.last_active = time.monotonic()
+                unclipped += len(data)
                 batch = stream.feed(data)
                 if connection.process is None and stream.header is not None:
                     process = stream.header.get("process")
@@ -352,7 +354,11 @@ class LiveListener:
                     connection.pid = pid if pid.__class__ is int else None
                 if not batch:
                     continue
-                batch = [raw if raw[0] in HOT else clip_raw(raw) for raw in batch]  # long names cut here
+                if unclipped > LARGE_EVENT * len(batch):  # big events: only a huge time can make one big
+                    batch = [clip_deep(raw) for raw in batch]
+                else:
+                    batch = [raw if raw[0] in HOT else clip_raw(raw) for raw in batch]  # long names cut here
+                size, unclipped = unclipped, 0
                 connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})
                 connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
                 connection.events += len(batch)
@@ -360,8 +366,8 @@ class LiveListener:
                 with self._lock:
                     self.received += len(batch)
                     self._queued += len(batch)
-                    self._queued_bytes += len(data)
-                    self._queue.append((stamp, connection, batch, len(data)))
+                    self._queued_bytes += size
+                    self._queue.append((stamp, connection, batch, size))
         except RecordingTooLarge as error:
             connection.error = f"an event larger than the limit of {error.limit:,} bytes"
         except RecordingError as error:
