@@ -138,6 +138,7 @@ def test_idle_connections_that_sent_a_header_cannot_lock_a_real_program_out(monk
     monkeypatch.setattr(sources, "IDLE_EVICTION", 0.3)
     listener = LiveListener("127.0.0.1", 0)
     listener.start()
+    before = threads()
     idle = []
     try:
         for _ in range(MAX_CONNECTIONS):
@@ -150,6 +151,7 @@ def test_idle_connections_that_sent_a_header_cannot_lock_a_real_program_out(monk
         real.sendall(encode_header(1) + encode_events([operator(0, "Real")]))
         eventually(lambda: any(c.events == 1 and c.process == 1 for c in listener.connections), 10, "the real program")
         assert listener.refused == 0 and listener.evicted == 1
+        assert threads() <= before + MAX_CONNECTIONS  # one reader per open connection
         assert sum(1 for c in listener.connections if c.open) == MAX_CONNECTIONS
         evicted = [c for c in listener.connections if c.error and "idle to make room" in c.error]
         assert len(evicted) == 1 and evicted[0].process == 0
