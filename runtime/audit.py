@@ -26,6 +26,16 @@ they happen:
    arrived, and nothing arrived that was not counted.  Channels into and out
    of nested scopes are left out: a scope reports what crosses its boundary
    as its own ledger knows it, over every worker.
+5. **Nothing is counted that was never sent.** When every worker has been
+   idle for :data:`AUDIT_QUIET` seconds with no message in flight anywhere
+   (the communication layer says so) and none unread in this worker's
+   mailboxes, every message sent has been received and read: a count of
+   messages still waiting at an operator input means an operator counted
+   records it never sent (an over-count, which would otherwise hang the run,
+   or end it only at ``stall_timeout``).  The violation names the input, the
+   time, and each operator output feeding it with what it counted on this
+   worker; in a single process, also what the feeding channels produced and
+   the input consumed over every worker.
 
 The first violation raises :class:`~runtime.errors.AuditViolation` in the
 worker, naming the check, the operator (name, scope path and address), the
@@ -38,12 +48,15 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runtime.errors import AuditViolation
 from scopes.hooks import ProgressObserver
 from scopes.order import Time, less_equal
+
+AUDIT_QUIET = 0.5
+"""Seconds every worker must have been idle, with nothing in flight, before check 5 judges the counts."""
 
 AUDIT_VARIABLE = "PYTIMELY_AUDIT"
 """The environment variable that turns the audit on for every worker (``1``)."""
@@ -102,6 +115,21 @@ class ProcessLedger:
                 for time, records in counts:
                     self._produced[(scope, node, port, time)] += records
 
+    def balance(self, key: tuple[tuple[int, ...], int, int, Any]) -> tuple[int, int] | None:
+        """Records produced for and consumed at input ``(scope, node, port, time)`` over every worker.
+
+        ``None`` unless this process holds every worker (otherwise its counts are partial).
+        """
+        if self.local_workers != self.peers:
+            return None
+        scope, node, port, time = key
+        with self._lock:
+            produced = 0
+            for source, target, _, copies in self._channels.get(scope, ()):
+                if target == (node, port):
+                    produced += self._produced[(scope, source[0], source[1], time)] * copies
+            return produced, self._consumed[key]
+
     def completed(self, dataflow: int, describe: Any) -> None:
         """One worker completed ``dataflow``; after the last one, check every channel's balance."""
         with self._lock:
@@ -158,6 +186,9 @@ class Auditor:
         # inputs fed by a nested scope or a scope's own input: their counts arrive as the scope's ledger
         # reports them, which may be after the consumer's, so they may dip below zero for a moment
         self._sources: dict[tuple[tuple[int, ...], int, int], set[int]] = {}
+        self._feeders: dict[tuple[tuple[int, ...], int, int], set[tuple[int, int]]] = {}
+        self._claimed: Counter[tuple[tuple[int, ...], int, Any]] = Counter()
+        """Records this worker's operators counted as produced, per (address, output, time)."""
 
     # ------------------------------------------------------------------ naming
 
@@ -202,6 +233,7 @@ class Auditor:
     ) -> None:
         """Remember inputs fed across a scope boundary; give the edge to the process ledger."""
         self._sources.setdefault((scope, target[0], target[1]), set()).add(source[0])
+        self._feeders.setdefault((scope, target[0], target[1]), set()).add(source)
         if self.ledger is not None:
             self.ledger.channel(scope, source, target, contract, copies)
 
@@ -244,6 +276,10 @@ class Auditor:
                         f"but the frontier there had already passed it ({sorted(frontier, key=repr)}): the ledger let "
                         "the frontier advance while these records were in flight",
                     )
+        claimed = self._claimed
+        for port, counts in enumerate(produced):
+            for time, records in counts:
+                claimed[(address, port, time)] += records
         if self.ledger is not None:
             self.ledger.count(address, consumed, produced)
 
@@ -276,6 +312,46 @@ class Auditor:
         """Whether input ``port`` of ``node`` receives from a nested scope or from ``scope``'s own inputs."""
         return any(
             source == 0 or scope + (source,) in self._scopes for source in self._sources.get((scope, node, port), ())
+        )
+
+    def stalled(self, seconds: float, unread: Callable[[], Sequence[str]]) -> None:
+        """Check 5: after every worker was idle ``seconds`` with nothing in flight, no messages are counted waiting.
+
+        ``unread()`` describes messages waiting unread in this worker's mailboxes
+        (then nothing is judged: they are still to be read).
+        """
+        if seconds < AUDIT_QUIET:
+            return
+        for scope, counts in self._counts.items():
+            table = self._tables.get(scope, ())
+            for (location, time), value in counts.items():
+                if value <= 0 or location >= len(table) or table[location][2] or table[location][0] == 0:
+                    continue
+                if unread():
+                    return
+                self._over_count(scope, table[location][0], table[location][1], time, value, seconds)
+
+    def _over_count(self, scope: tuple[int, ...], node: int, port: int, time: Any, value: int, seconds: float) -> None:
+        feeders = sorted(self._feeders.get((scope, node, port), ()))
+        claims = "; ".join(
+            f"{self.describe(scope + (source,))} output {output} counted "
+            f"{self._claimed[(scope + (source,), output, time)]} record(s) at time {time!r} on worker {self.worker}"
+            for source, output in feeders
+            if source != 0
+        )
+        balance = self.ledger.balance((scope, node, port, time)) if self.ledger is not None else None
+        totals = (
+            f"; over all {self.peers} worker(s) the channels feeding it produced {balance[0]} record(s) at that "
+            f"time and it consumed {balance[1]}"
+            if balance is not None
+            else ""
+        )
+        self._fail(
+            "over-count",
+            f"every worker has been idle for {seconds:.1f} s with no message in flight, yet {value} record(s) "
+            f"at time {time!r} are counted in flight to input {port} of {self.describe(scope + (node,))}: an "
+            f"operator feeding it counted records it never sent ({claims or 'fed across a scope boundary'}"
+            f"{totals}), unless that input's operator left records unread without asking to run again",
         )
 
     def local_pointstamps(self, scope: tuple[int, ...], changes: Iterable[tuple[int, Any, int]]) -> None:

@@ -372,17 +372,18 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
     """
     global _current
     try:
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry, make_wsgi_app
     except ImportError:
         raise ConfigurationError("--metrics needs prometheus_client: `pip install prometheus_client`") from None
     from runtime import instrument
+    from runtime.metrics_http import start_server
 
     host, port = parse_address(spec, process)
     state = MetricsState()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(state))
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        server, thread = start_server(host, port, make_wsgi_app(registry))  # bounded: see runtime.metrics_http
     except OSError as error:
         raise ConfigurationError(f"--metrics {spec!r}: cannot listen on {host}:{port}: {error.strerror}") from None
     sink = MetricsSink(state)

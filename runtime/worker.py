@@ -331,6 +331,8 @@ class Worker:
         """Raise for a stall that is certain or longer than ``stall_timeout``; warn once for another."""
         if not stalled:
             return
+        if self.auditor is not None:  # the audit names an over-count before any stall is reported
+            self.auditor.stalled(stalled, self._comm.in_flight)
         timeout = self.stall_timeout
         if timeout is not None and stalled > timeout:
             explanation = self.explain_stuck()

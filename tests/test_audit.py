@@ -7,6 +7,7 @@ import re
 from functools import partial
 
 import pytest
+from helpers import audit_mains
 from helpers.example_loader import load_example
 
 from runtime import execute
@@ -110,6 +111,48 @@ def test_the_audit_catches_the_broken_operator_on_two_workers(operator_that_forg
     assert "operator 'ByValue' (scope 'broken', address (0, 3))" in message
     assert re.search(r"at time \d", message) and re.search(r"on worker \d", message)
     assert "safety" in message or "channel balance" in message
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_the_audit_names_an_operator_that_over_counts_instead_of_hanging(workers, processes):
+    # Without check 5 the run hangs (here: until stall_timeout, DataflowStuck); the audit names the lie within a second.
+    with pytest.raises(WorkerFailed) as failure:
+        execute(audit_mains.over_counting, workers=workers, processes=processes, audit=True, stall_timeout=30)
+    message = str(audit_error(failure.value)) if processes == 1 else str(failure.value)
+    assert "AuditViolation" in message or processes == 1
+    assert re.search(r"over-count, on worker \d", message)
+    assert "counted in flight to input 0 of operator 'ByValue' (scope 'broken', address (0, 3))" in message
+    broken_output = "operator 'Broken' (scope 'broken', address (0, 2)) output 0 counted 101 record(s) at time 0"
+    assert re.search(re.escape(broken_output) + r" on worker \d", message)
+    if processes == 1:
+        assert f"produced {101 * workers} record(s) at that time and it consumed {100 * workers}" in message
+
+
+def idle_with_an_open_input(worker: Worker) -> str:
+    """A correct program that idles (input open, nothing in flight) well past the audit's quiet period."""
+    import time
+
+    from runtime.audit import AUDIT_QUIET
+
+    def build(scope):
+        handle, numbers = scope.new_input("numbers")
+        return handle, counting(scope, numbers).probe()
+
+    handle, probe = worker.dataflow(build, name="idle")
+    handle.send_batch(list(range(50)))
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    quiet_until = time.monotonic() + 3 * AUDIT_QUIET
+    while time.monotonic() < quiet_until:  # every worker idle, the input open: a stall, and no lie
+        worker.step()
+    return "done"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_correct_program_idling_with_an_open_input_passes_the_over_count_check(workers):
+    assert execute(idle_with_an_open_input, workers=workers, audit=True) == ["done"] * workers
 
 
 # ---------------------------------------------------------------------- each check alone

@@ -316,15 +316,14 @@ def test_the_drivers_listeners_decode_plain_values_only() -> None:
 
 
 def test_the_drivers_listeners_close_at_once_not_at_their_next_poll(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runtime.spark import rendezvous
+    from runtime.spark import gate, rendezvous
 
-    monkeypatch.setattr(rendezvous, "_POLL", 30.0)  # without waking it, the accepting thread would sleep on
+    monkeypatch.setattr(gate, "_POLL", 30.0)  # without waking it, the accepting thread would sleep on
     meeting = rendezvous.Rendezvous("127.0.0.1", "token", 2)
     server = ProgressServer("127.0.0.1", "token", lambda event: None)
-    server._sock.settimeout(30.0)
-    time.sleep(0.5)  # the progress server's accepting thread is now in an accept with the long timeout
+    time.sleep(0.5)  # both accepting threads are now in an accept with the long timeout
     started = time.perf_counter()
     meeting.close()
     server.close()
     assert time.perf_counter() - started < 1.0
-    assert not meeting._thread.is_alive() and not any(thread.is_alive() for thread in server._threads)
+    assert not meeting.gate._thread.is_alive() and not server.gate._thread.is_alive()

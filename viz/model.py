@@ -52,7 +52,9 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.order import Time, less_equal
+from viz import limits
 from viz.errors import SelectionError
+from viz.limits import clip, clip_optional
 
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
@@ -220,6 +222,8 @@ class Model:
         self.last_t: float | None = None
         self.dropped = 0
         self.events = 0
+        self.over_limit = 0
+        """Events not applied because they would have grown the model past a limit of :mod:`viz.limits`."""
         self.local_mode = False
         """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
@@ -289,6 +293,9 @@ class Model:
         if isinstance(event, EventsDropped):
             self.dropped += event.count
             return
+        if self._beyond_limits(event):
+            self.over_limit += 1
+            return
         view = self.worker_view(event.worker)
         view.events += 1
         view.last_t = event.t
@@ -319,10 +326,10 @@ class Model:
         elif isinstance(event, InputChanged):
             state = view.inputs.get(event.address)
             if state is None:
-                state = view.inputs[event.address] = InputState(event.address, event.name, event.time)
+                state = view.inputs[event.address] = InputState(event.address, clip(event.name), event.time)
             state.time = event.time
             if event.site is not None:
-                state.site = event.site
+                state.site = clip_optional(event.site)
             if event.action == "advanced":
                 state.advanced = True
             elif event.action == "closed":
@@ -330,7 +337,7 @@ class Model:
         elif isinstance(event, CapabilitySite):
             loc = (event.address[:-1], event.address[-1], event.output, True)
             sites = view.capability_sites.setdefault(loc, {}).setdefault(event.time, {})
-            where = (event.action, event.site)
+            where = (clip(event.action), clip(event.site))
             sites[where] = sites.pop(where, 0) + event.diff  # the last changed last: see View.sites
         elif isinstance(event, OperatorCreated):
             self._operator(event)
@@ -348,12 +355,40 @@ class Model:
         elif isinstance(event, WorkerShutdown):
             view.shut_down = True
 
+    def _beyond_limits(self, event: Event) -> bool:
+        """Whether applying ``event`` would add a worker, scope, operator, channel or input past its limit."""
+        if event.worker not in self.workers and len(self.workers) >= limits.MAX_WORKERS:
+            return True
+        scopes: tuple[Address, ...] = ()
+        if isinstance(event, OperatorCreated):
+            if event.address not in self.operators and len(self.operators) >= limits.MAX_OPERATORS:
+                return True
+            scopes = (event.address[:-1], event.address) if event.scope_timestamp is not None else (event.address[:-1],)
+        elif isinstance(event, ChannelCreated):
+            if len(self._edge_keys) >= limits.MAX_EDGES:
+                return True
+            scopes = (event.scope,)
+        elif isinstance(event, (PointstampsChanged, LocalPointstampsChanged, FrontiersChanged, LocationsDefined)):
+            scopes = (event.scope,)
+        elif isinstance(event, InputChanged):
+            view = self.workers.get(event.worker)
+            if view is not None and event.address not in view.inputs and len(view.inputs) >= limits.MAX_INPUTS:
+                return True
+        new = sum(1 for scope in scopes if scope and scope not in self.scopes)
+        return len(self.scopes) + new > limits.MAX_SCOPES
+
     def _operator(self, event: OperatorCreated) -> None:
         self._names.clear()
         if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
             return
         info = OperatorInfo(
-            event.address, event.name, event.inputs, event.outputs, event.reach, event.scope_timestamp, event.site
+            event.address,
+            clip(event.name),
+            event.inputs,
+            event.outputs,
+            event.reach,
+            clip_optional(event.scope_timestamp),
+            clip_optional(event.site),
         )
         self.operators[event.address] = info
         if info.is_scope:

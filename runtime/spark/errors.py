@@ -75,3 +75,7 @@ class TaskFailed(SparkError):
 
 class RendezvousFailed(SparkError):
     """A task could not learn its peers' addresses from the driver in time."""
+
+
+class GateRefused(SparkError):
+    """A driver's listener and a task did not prove the same token to each other, or the handshake failed."""

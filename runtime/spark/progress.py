@@ -2,7 +2,7 @@
 
 The driver's :class:`ProgressServer` listens on the driver's host; every task
 connects with a :class:`ProgressReporter`, proves it knows the job's token
-(the first frame), then sends events: msgpack maps such as ``{"event":
+(a challenge and response: :mod:`runtime.spark.gate`), then sends events: msgpack maps such as ``{"event":
 "round", "task": 1, "round": 3, "records": 2827}``.  Events are best effort:
 a task that cannot reach the driver runs on without reporting, and nothing a
 task sends is ever unpickled.
@@ -11,7 +11,6 @@ task sends is ever unpickled.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import socket
 import threading
 import time
@@ -19,51 +18,48 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication.wire import FrameReader, WireError, frame
+from runtime.spark.gate import Gate, GateRefused, prove
 
 TaskEvent = dict[str, Any]
 """One progress event: ``event`` (its kind), ``task``, ``attempt``, ``at`` (seconds since the epoch) and more."""
 
-_MAX_FRAME = 1 << 20
+MAX_EVENT_FRAME = 64 << 10
+"""Bytes of one progress event frame from a proven task; a larger one ends that task's reporting."""
+MAX_REPORTERS = 1024
+"""Proven task connections the progress server reads at once (one thread each); more are refused."""
 
 
 class ProgressServer:
-    """Accepts task connections and calls ``on_event(event)`` (on its own threads) for each event."""
+    """Accepts task connections and calls ``on_event(event)`` (on its own threads) for each event.
+
+    A connection proves the job's token before anything else is read (see
+    :mod:`runtime.spark.gate`); after that, an event frame may hold at most
+    :data:`MAX_EVENT_FRAME` bytes, and at most :data:`MAX_REPORTERS` proven
+    connections (one thread each) are open at once.
+    """
 
     def __init__(self, host: str, token: str, on_event: Callable[[TaskEvent], None]) -> None:
         """Listen on ``host`` (an ephemeral port); call :meth:`close` when the job is over."""
-        self._token = token
         self._on_event = on_event
-        self._sock = socket.create_server((host, 0))
-        self._sock.settimeout(0.2)
-        self.host = host
-        self.port = int(self._sock.getsockname()[1])
         self._closed = threading.Event()
-        self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        accept = threading.Thread(target=self._accept, name="pytimely-progress", daemon=True)
-        accept.start()
-        self._threads.append(accept)
+        self.host = host
+        self._gate = Gate(host, token, "pytimely-progress", self._read, max_proven=MAX_REPORTERS)
+        self.port = self._gate.port
 
     @property
     def address(self) -> str:
         """``host:port`` for the tasks."""
         return f"{self.host}:{self.port}"
 
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            reader = threading.Thread(target=self._read, args=(conn,), name="pytimely-progress-task", daemon=True)
-            reader.start()
-            self._threads.append(reader)
+    @property
+    def gate(self) -> Gate:
+        """The listener's :class:`~runtime.spark.gate.Gate` (its limits and refusals)."""
+        return self._gate
 
-    def _read(self, conn: socket.socket) -> None:
-        reader = FrameReader(_MAX_FRAME, plain=True)  # plain values only: nothing from a socket runs a codec
-        trusted = False
+    def _read(self, conn: socket.socket, fields: list[Any]) -> None:
+        """Read a proven task's events until it closes the connection or the server closes."""
+        reader = FrameReader(MAX_EVENT_FRAME, plain=True)  # plain values only: nothing from a socket runs a codec
         conn.settimeout(0.5)
         with conn:
             while not self._closed.is_set():
@@ -77,12 +73,7 @@ class ProgressServer:
                     return
                 try:
                     for header, _ in reader.feed(data):
-                        if not trusted:
-                            token = header[1] if len(header) == 2 and header[0] == "hello" else ""
-                            if not isinstance(token, str) or not hmac.compare_digest(token, self._token):
-                                return
-                            trusted = True
-                        elif header and isinstance(header[0], dict):
+                        if header and isinstance(header[0], dict):
                             with self._lock:
                                 self._on_event(header[0])
                 except WireError:
@@ -91,12 +82,7 @@ class ProgressServer:
     def close(self) -> None:
         """Stop listening and reading."""
         self._closed.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread now, not at its next poll
-        with contextlib.suppress(OSError):
-            self._sock.close()
-        for thread in self._threads:
-            thread.join(timeout=1.0)
+        self._gate.close()
 
 
 class ProgressReporter:
@@ -110,11 +96,15 @@ class ProgressReporter:
         self._lock = threading.Lock()
         if address:
             host, _, port = address.rpartition(":")
+            sock: socket.socket | None = None
             try:
-                self._sock = socket.create_connection((host, int(port)), timeout=5.0)
-                self._sock.sendall(frame(["hello", token]))
-            except OSError:
-                self._sock = None
+                sock = socket.create_connection((host, int(port)), timeout=5.0)
+                prove(sock, token, time.monotonic() + 5.0)
+                sock.settimeout(5.0)
+                self._sock = sock
+            except (OSError, WireError, GateRefused):
+                if sock is not None:
+                    sock.close()
 
     def report(self, event: str, **fields: Any) -> None:
         """Send ``{"event": event, "task": ..., "attempt": ..., "at": ..., **fields}`` to the driver."""

@@ -16,12 +16,23 @@ drops events instead, and says how many.
 The listener holds at most :data:`MAX_CONNECTIONS` connections open and at
 most :data:`MAX_PENDING_BYTES` of one connection's unfinished event; a
 connection must send the stream's header within :data:`HEADER_TIMEOUT`
-seconds.  Connections beyond the limit are closed at once and counted
-(:attr:`LiveListener.refused`, shown in the viewer's header).
+seconds.  When a connection arrives with :data:`MAX_CONNECTIONS` open, the
+open connection that has been silent longest is closed to make room for it
+if it has sent nothing for :data:`IDLE_EVICTION` seconds (connections with no
+header first), so connections that send a header and then idle cannot keep a
+real program out; a program whose connection was closed this way reconnects
+when it next has events to send.  Only when every open connection is active
+is the new one closed at once and counted (:attr:`LiveListener.refused`, shown
+in the viewer's header).  The queue holds at most :data:`MAX_QUEUED_BYTES`
+bytes of received events (and ``capacity`` events); beyond that the listener
+stops reading.  Every text field of a structure event is clipped to
+:data:`viz.limits.MAX_NAME` characters before it is queued, and the threads
+of closed connections are forgotten as new ones arrive.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import socket
@@ -41,8 +52,9 @@ from runtime.instrument import (
     read_recording,
 )
 from viz.errors import TuiError as TuiError
+from viz.limits import LARGE_EVENT, clip_deep, clip_raw
 from viz.tui.adapter import TuiState
-from viz.tui.ingest import Raw
+from viz.tui.ingest import HOT, Raw
 
 MAX_CONNECTIONS = 32
 """Program connections the live viewer holds open at once (one per process); more are refused."""
@@ -50,6 +62,10 @@ MAX_PENDING_BYTES = 4 << 20
 """Bytes of one connection's incomplete event the viewer buffers; a larger event ends that connection."""
 HEADER_TIMEOUT = 10.0
 """Seconds a new connection has to send the stream's header before the viewer closes it."""
+IDLE_EVICTION = 2.0
+"""Seconds of silence after which an open connection may be closed to make room for a new one."""
+MAX_QUEUED_BYTES = 32 << 20
+"""Bytes of received events the queue holds before the listener stops reading (the screen is far behind)."""
 _KEPT_CLOSED = 256
 
 
@@ -184,6 +200,8 @@ class Connection:
     error: str | None = None
     workers: set[int] = field(default_factory=set)
     shut_down: set[int] = field(default_factory=set)
+    last_active: float = field(default_factory=time.monotonic)
+    """When the connection last delivered bytes (or opened), on ``time.monotonic``."""
     skew: float | None = None
     """The smallest ``arrival - event time`` seen: the program's clock against ours, plus the quickest trip."""
 
@@ -231,13 +249,18 @@ class LiveListener:
             raise TuiError(f"cannot listen on {host}:{port}: {reason}; choose another port") from None
         self.port = self._server.getsockname()[1]
         self._server.settimeout(0.2)
-        self._queue: deque[tuple[float, Connection, list[Raw]]] = deque()
+        self._queue: deque[tuple[float, Connection, list[Raw], int]] = deque()
         self._queued = 0
+        self._queued_bytes = 0
+        self._sockets: dict[int, socket.socket] = {}
+        """The open connections' sockets, by ``id`` of their :class:`Connection`."""
         self.capacity = capacity
         self.connections: list[Connection] = []
         self.received = 0
         self.refused = 0
-        """Connections closed at once because :data:`MAX_CONNECTIONS` were open."""
+        """Connections closed at once because :data:`MAX_CONNECTIONS` were open and none was idle."""
+        self.evicted = 0
+        """Idle connections closed to make room for a new one."""
         self.last_refused: str | None = None
         """The address of the last connection refused, and why."""
         self._stop = threading.Event()
@@ -265,7 +288,8 @@ class LiveListener:
                 return
             connection = Connection(f"{peer[0]}:{peer[1]}")
             with self._lock:
-                if sum(1 for c in self.connections if c.open) >= MAX_CONNECTIONS:
+                self._threads = [thread for thread in self._threads if thread.is_alive()]  # reap
+                if sum(1 for c in self.connections if c.open) >= MAX_CONNECTIONS and not self._evict_idle():
                     self.refused += 1
                     self.last_refused = f"{connection.peer}: {MAX_CONNECTIONS} connections already open"
                     sock.close()
@@ -275,9 +299,29 @@ class LiveListener:
                     forget = {id(c) for c in closed[: len(closed) - _KEPT_CLOSED]}
                     self.connections = [c for c in self.connections if id(c) not in forget]
                 self.connections.append(connection)
-            thread = threading.Thread(target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True)
-            self._threads.append(thread)
+                self._sockets[id(connection)] = sock
+                thread = threading.Thread(target=self._read_loop, args=(sock, connection), name="tui-read", daemon=True)
+                self._threads.append(thread)
             thread.start()
+
+    def _evict_idle(self) -> bool:
+        """Close the open connection silent longest, if silent :data:`IDLE_EVICTION` s (the caller holds the lock).
+
+        Connections that have not sent the stream's header go first.
+        """
+        now = time.monotonic()
+        idle = [
+            c for c in self.connections if c.open and id(c) in self._sockets and now - c.last_active >= IDLE_EVICTION
+        ]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: (c.process is not None or c.pid is not None, c.last_active))
+        victim.error = f"closed after {now - victim.last_active:.0f} s idle to make room for a new connection"
+        victim.open = False
+        self.evicted += 1
+        with contextlib.suppress(OSError):
+            self._sockets.pop(id(victim)).shutdown(socket.SHUT_RDWR)  # its reading thread then ends
+        return True
 
     def _read_loop(self, sock: socket.socket, connection: Connection) -> None:
         # Decoded by the project's bounded decoder; each distinct time is decoded once per connection,
@@ -292,12 +336,14 @@ class LiveListener:
         )
         sock.settimeout(0.2)
         header_deadline = time.monotonic() + HEADER_TIMEOUT
+        unclipped = 0  # bytes received since the last batch of events
         try:
             while not self._stop.is_set():
                 if stream.header is None and time.monotonic() > header_deadline:
                     raise RecordingError(f"not a pytimely event stream (no header within {HEADER_TIMEOUT:g} s)")
-                if self._queued > self.capacity:
+                if self._queued > self.capacity or self._queued_bytes > MAX_QUEUED_BYTES:
                     # The screen is far behind: stop reading, so the program's sink drops (and counts) instead.
+                    connection.last_active = time.monotonic()  # silent because we do not read: not idle
                     time.sleep(0.01)
                     continue
                 try:
@@ -306,6 +352,8 @@ class LiveListener:
                     continue
                 if not data:
                     break
+                connection.last_active = time.monotonic()
+                unclipped += len(data)
                 batch = stream.feed(data)
                 if connection.process is None and stream.header is not None:
                     process = stream.header.get("process")
@@ -314,6 +362,11 @@ class LiveListener:
                     connection.pid = pid if pid.__class__ is int else None
                 if not batch:
                     continue
+                if unclipped > LARGE_EVENT * len(batch):  # big events: only a huge time can make one big
+                    batch = [clip_deep(raw) for raw in batch]
+                else:
+                    batch = [raw if raw[0] in HOT else clip_raw(raw) for raw in batch]  # long names cut here
+                size, unclipped = unclipped, 0
                 connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})
                 connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
                 connection.events += len(batch)
@@ -321,15 +374,18 @@ class LiveListener:
                 with self._lock:
                     self.received += len(batch)
                     self._queued += len(batch)
-                    self._queue.append((stamp, connection, batch))
+                    self._queued_bytes += size
+                    self._queue.append((stamp, connection, batch, size))
         except RecordingTooLarge as error:
             connection.error = f"an event larger than the limit of {error.limit:,} bytes"
         except RecordingError as error:
             connection.error = str(error) if stream.header is None else f"not a pytimely event stream ({error})"
         except OSError as error:
-            connection.error = f"connection lost ({error.strerror or error})"
+            connection.error = connection.error or f"connection lost ({error.strerror or error})"
         finally:
             connection.open = False
+            with self._lock:
+                self._sockets.pop(id(connection), None)
             sock.close()
 
     def take(self, limit: int = 20_000) -> list[tuple[Connection, list[Raw]]]:
@@ -341,12 +397,15 @@ class LiveListener:
         taken: list[tuple[Connection, list[Raw]]] = []
         count = 0
         queue = self._queue
+        size = 0
         with self._lock:
             while queue and count < limit:
-                _, connection, batch = queue.popleft()
+                _, connection, batch, nbytes = queue.popleft()
                 taken.append((connection, batch))
                 count += len(batch)
+                size += nbytes
             self._queued -= count
+            self._queued_bytes -= size
         return taken
 
     @property
@@ -362,6 +421,17 @@ class LiveListener:
     def queued(self) -> int:
         """Events received but not yet taken."""
         return self._queued
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of the events received but not yet taken (as they came over the wire)."""
+        return self._queued_bytes
+
+    @property
+    def reading_threads(self) -> int:
+        """Threads reading connections, alive now."""
+        with self._lock:
+            return sum(1 for thread in self._threads if thread.is_alive() and thread.name == "tui-read")
 
     def close(self) -> None:
         """Stop accepting and reading; close every socket (bounded wait)."""
