@@ -286,3 +286,22 @@ def test_join_keys_of_types_that_do_not_convert_are_refused_with_both_columns_na
     join = _Join("operator 'Join'", ("k",), ("k",), "inner", ("", "_right"))
     with pytest.raises(BatchError, match="'k' is int64 but the right key column 'k' is string"):
         join.join([pa.table({"k": [1]})], [pa.table({"k": ["x"]})])
+
+
+# ---------------------------------------------------------------------------------------------- the columnar wordcount
+
+
+def test_the_columnar_wordcount_counts_in_c_with_or_without_pyarrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers.example_loader import load_example
+
+    columnar = load_example("wordcount_columnar")
+    records = load_example("wordcount")
+    lines = np.array(["", "  a  b ", "a\tb c", "é a"], dtype=str)
+    expected = sorted(" ".join(lines.tolist()).split())
+    assert sorted(columnar.split_lines_arrow(lines).column("word").to_pylist()) == expected
+    assert sorted(columnar.split_lines_numpy(lines)["word"].tolist()) == expected
+    text = records.random_text(3, 40, 11)
+    assert columnar.run(text, workers=2) == records.reference(text)
+    monkeypatch.setattr(columnar, "ARROW", False)
+    assert isinstance(columnar.split_lines(lines), np.ndarray)
+    assert columnar.run(text, workers=2) == records.reference(text)
