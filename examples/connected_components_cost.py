@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib
 import importlib.util
 import os
 import sys
@@ -368,7 +369,10 @@ def weak_components(edges: Stream, method: str) -> Stream:
     """``(node, smallest id of its weakly connected component)`` for every node on an edge, on its owner.
 
     ``edges`` carries :data:`EDGES` arrays on the workers that read them (they never move).
+    scipy, when it is the method, is imported here, while the dataflow is built.
     """
+    if method == "scipy":
+        importlib.import_module("scipy.sparse.csgraph")
     labels, contracted = grouped(local_components(edges, method, "LocalComponents"), True, "Representatives")
 
     def body(inner: ScopeBuilder) -> Stream:
