@@ -252,3 +252,18 @@ def test_ascii_arrow_strings_are_hashed_without_a_python_call_per_distinct_value
     hashes = hashing.stable_hash_arrow(pa.array(words))
     assert calls == []
     assert hashes.tolist() == [original(word) for word in words]
+
+
+def test_an_arrow_table_exchanged_by_a_string_column_hashes_it_in_arrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key column of a table is a chunked array: it is hashed as Arrow, not converted to Python objects."""
+    import scopes.hashing as hashing
+    from scopes.channels import BatchKeys
+
+    calls: list[Any] = []
+    original = hashing.stable_hash
+    monkeypatch.setattr(hashing, "stable_hash", lambda key: calls.append(key) or original(key))
+    words = [f"word{number}" for number in range(3_000)]
+    table = pa.table({"word": words, "count": list(range(3_000))})
+    keys = BatchKeys("word", "operator 'ByWord'")
+    assert keys.destinations(table, 0, 3).tolist() == [original(word) % 3 for word in words]
+    assert calls == []
