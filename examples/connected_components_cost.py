@@ -72,6 +72,9 @@ PAIRS = np.dtype([("node", np.int64), ("label", np.int64)])
 """A node and a label: its local representative, a pointer, or its component's smallest id."""
 METHODS = ("scipy", "numpy")
 """How local components are found: scipy's ``connected_components``, or :func:`union_find`."""
+SCIPY_EDGES = 4_000_000
+"""With scipy, larger edge sets go to :func:`union_find` (about as fast): scipy's one call holds the GIL for all
+of it, and a process whose threads cannot run for seconds misses its heartbeats and is taken for dead."""
 
 
 def default_method() -> str:
@@ -197,8 +200,12 @@ def union_find(src: np.ndarray, dst: np.ndarray, nodes: int) -> np.ndarray:
 
 
 def smallest_mates(src: np.ndarray, dst: np.ndarray, nodes: int, method: str) -> np.ndarray:
-    """For each node ``0 .. nodes - 1``, the smallest node of its weakly connected component."""
-    if method == "numpy":
+    """For each node ``0 .. nodes - 1``, the smallest node of its weakly connected component.
+
+    Above :data:`SCIPY_EDGES` edges, ``scipy`` means :func:`union_find` too, whose
+    NumPy steps each hold the GIL briefly.
+    """
+    if method == "numpy" or len(src) > SCIPY_EDGES:
         return union_find(src, dst, nodes)
     from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
     from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]

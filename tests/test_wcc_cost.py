@@ -158,3 +158,18 @@ def test_a_long_shuffled_path_needs_several_rounds_and_still_matches(workers: in
     outputs = execute(partial(threads_main, edges=edges_array(src, dst), method="scipy"), workers=workers)
     assert set(found_labels(outputs).values()) == {0}
     assert len(found_labels(outputs)) == 20_000
+
+
+def test_large_edge_sets_go_to_the_union_find_even_with_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scipy holds the GIL for its whole call: past SCIPY_EDGES the union-find (short NumPy steps) runs instead."""
+    calls: list[int] = []
+    real = cost.union_find
+    monkeypatch.setattr(cost, "union_find", lambda src, dst, nodes: calls.append(len(src)) or real(src, dst, nodes))
+    monkeypatch.setattr(cost, "SCIPY_EDGES", 100)
+    src, dst = random_graph(1_000, 3_000, seed=3)
+    pairs = cost.local_pairs(src, dst, "scipy")
+    assert calls == [1_000]
+    expected = expected_labels(src, dst)
+    assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected
+    cost.local_pairs(src[:50], dst[:50], "scipy")
+    assert calls == [1_000], "a small edge set still goes to scipy"
