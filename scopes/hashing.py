@@ -329,8 +329,8 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
     drop from their ends) are hashed as a ``U`` array, column by column when they
     are ASCII; other values one by one.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     kind = dictionary.type
     if (
@@ -350,8 +350,8 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     distinct values are hashed (:func:`_hash_dictionary`); numeric columns go through
     :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one.
     """
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
