@@ -30,6 +30,11 @@ iterate rows in Python.
     need the columns of a side that a worker may never have seen).  Needs
     pyarrow.
 
+When the program has imported pyarrow, building either operator imports
+Arrow's query engine (``pyarrow.acero``, which ``group_by`` and ``join`` load on
+first use), so that its half second of imports is not spent in the first time
+with data.
+
 Misuse that can be seen when the dataflow is built (an unknown function, no
 key, an output name used twice, an unknown join type, pyarrow missing for a
 join) raises :class:`~scopes.errors.BuildError` naming the operator.  A batch
@@ -40,6 +45,7 @@ time and the columns the batch has.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,7 +57,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, KeyColumnError
 from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
-from scopes.lazy_import import lazy_module
+from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
 
@@ -346,10 +352,22 @@ def finish(plan: AggregationPlan, partials: Any) -> Any:
     return result
 
 
+def prepare_arrow() -> None:
+    """Import Arrow's query engine now if the program uses pyarrow (never imports pyarrow itself).
+
+    ``Table.group_by`` and ``Table.join`` import ``pyarrow.acero`` (and with it
+    ``pyarrow.dataset`` and pandas) on first use: half a second that would
+    otherwise land in the first time with data.
+    """
+    if loaded("pyarrow") is not None:
+        importlib.import_module("pyarrow.acero")
+
+
 def aggregate_batch(stream: S, keys: str | Sequence[str], aggregations: Sequence[Sequence[str]], name: str) -> S:
     """Per key and time, the aggregations of the stream's columnar batches (see the module's docstring)."""
     where = describe_operator(name, stream.scope.path)
     plan = plan_aggregation(keys, aggregations, where)
+    prepare_arrow()
     local = unary(stream, Pipeline, f"{name}Partial", _partial_constructor(plan, where), None, notify=False)
     return unary(local, key_contract(plan.keys, where), name, _final_constructor(plan), None, notify=True)
 
@@ -430,6 +448,8 @@ def join_batch(
         raise BuildError(f"{where}: join_batch joins with Arrow; install pyarrow (pip install 'pytimely[files]')")
     if other.scope is not stream.scope:
         raise BuildError(f"{where}: both streams of a join must be in one scope")
+    importlib.import_module("pyarrow")
+    prepare_arrow()
     join = _Join(where, left, right, join_type, suffixes)
     inputs = [(stream, key_contract(left, where)), (other, key_contract(right, where))]
     return generic(stream.scope, name, inputs, 1, join.constructor, notify=True, frontiers=True)[0]

@@ -305,3 +305,24 @@ def test_the_columnar_wordcount_counts_in_c_with_or_without_pyarrow(monkeypatch:
     monkeypatch.setattr(columnar, "ARROW", False)
     assert isinstance(columnar.split_lines(lines), np.ndarray)
     assert columnar.run(text, workers=2) == records.reference(text)
+
+
+def test_a_program_using_pyarrow_imports_arrows_query_engine_while_it_builds() -> None:
+    """group_by and join import pyarrow.acero on first use: done at build time, not in the first time with data."""
+    import subprocess
+    import sys
+
+    program = (
+        "import sys, pyarrow\n"
+        "from runtime import execute\n"
+        "def main(worker):\n"
+        "    def build(scope):\n"
+        "        handle, stream = scope.new_input()\n"
+        "        stream.aggregate_batch('k', [('v', 'sum')]).probe()\n"
+        "        return handle\n"
+        "    worker.dataflow(build).close()\n"
+        "execute(main)\n"
+        "print('pyarrow.acero' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "True"
