@@ -7,10 +7,12 @@ and :func:`write_edges` write once per run (fixed seeds):
   count each epoch's words.  pytimely runs ``benchmarks/cluster.py``'s dataflow
   (record-wise, with a local combiner, or columnar) on P processes of 1 worker;
   the single-threaded program is :func:`wordcount_loop` (one ``Counter`` over
-  each epoch's words, the fastest plain-Python form we measured).
+  each epoch's words, the fastest plain-Python form we measured), or
+  :func:`wordcount_value_counts` (pyarrow's split and ``value_counts`` in C).
 * **WCC**: random directed edges ``src<TAB>dst`` over ``edges // 2`` nodes; the
-  weakly connected components.  pytimely runs ``examples/connected_components_columnar.py``'s
-  dataflow on P processes; the single-threaded program is scipy's
+  weakly connected components.  pytimely runs ``examples/connected_components_cost.py``'s
+  dataflow (local components in C, representatives merged in a loop) on P
+  processes; the single-threaded program is scipy's
   ``connected_components(..., connection="weak")`` on a CSR matrix (:func:`scipy_wcc`).
 
 Every pytimely worker reads only its own byte range of each file
@@ -45,7 +47,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
         sys.path.insert(0, _path)
 
 import cluster  # noqa: E402
-import connected_components_columnar as columnar_wcc  # type: ignore[import-not-found]  # noqa: E402
+import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
 
 from runtime import Worker, execute  # noqa: E402
 from scopes import ScopeBuilder  # noqa: E402
@@ -182,6 +184,30 @@ def wordcount_loop(paths: list[str]) -> Timing:
     return Timing(with_reading, time.perf_counter() - began, words)
 
 
+def wordcount_value_counts(paths: list[str]) -> Timing:
+    """The other single-threaded program: pyarrow splits each epoch's text and ``value_counts`` counts it, in C.
+
+    With reading: read each file, then split and count.  Without: the texts
+    already in memory (as one Arrow string each), split and counted.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    def count(text: str) -> int:
+        words = pc.utf8_split_whitespace(pa.array([text])).flatten()
+        counts = pc.value_counts(words.filter(pc.not_equal(words, "")))
+        return int(pc.sum(counts.field("counts")).as_py() or 0)
+
+    began = time.perf_counter()
+    words = sum(count(Path(path).read_text()) for path in paths)
+    with_reading = time.perf_counter() - began
+    texts = [Path(path).read_text() for path in paths]
+    began = time.perf_counter()
+    for text in texts:
+        count(text)
+    return Timing(with_reading, time.perf_counter() - began, words)
+
+
 # ---------------------------------------------------------------------------- weakly connected components
 
 
@@ -198,13 +224,13 @@ def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: i
     root is a node whose label is its own id, so the roots of all workers are
     the components that have an edge.
     """
-    edges = np.empty(len(src), columnar_wcc.EDGE)
+    edges = np.empty(len(src), cost_wcc.EDGES)
     edges["src"], edges["dst"] = src, dst
     found: list[Any] = []
 
     def build(scope: ScopeBuilder) -> Any:
         handle, stream = scope.new_input("Edges")
-        labels = columnar_wcc.weak_labels(stream, nodes)
+        labels = cost_wcc.weak_components(stream, cost_wcc.default_method())
         return handle, labels.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
 
     handle, probe = worker.dataflow(build, name="wcc cost")
@@ -216,12 +242,12 @@ def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: i
     handle.close()
     worker.step_while(lambda: not probe.done())
     end, cpu = time.perf_counter(), time.process_time() - cpu
-    labels = columnar_wcc.concat_arrays(found, columnar_wcc.OFFER)
+    labels = cost_wcc.concat(found, cost_wcc.PAIRS)
     return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu
 
 
 def wcc(path: str, nodes: int, processes: int) -> Timing:
-    """pytimely's columnar WCC on ``processes`` processes of 1 worker; the check is the components with an edge."""
+    """pytimely's COST-style WCC on ``processes`` processes of 1 worker; the check is the components with an edge."""
     began = time.perf_counter()
     results = execute(partial(wcc_worker, path=path, nodes=nodes), workers=1, processes=processes)
     wall = time.perf_counter() - began

@@ -1,18 +1,20 @@
-"""Streaming word count written columnar: NumPy batches of words, exchanged by a vectorised hash.
+"""Streaming word count written columnar: words split and counted in C, only ``(word, count)`` pairs exchanged.
 
 The same computation as ``examples/wordcount.py``, on the same text and with the
 same flags and output, but each operator handles a whole batch per call:
 
 * each worker sends its share of an epoch's lines as one NumPy array of strings
-  (dtype ``str``, which the wire between processes carries as raw memory;
-  ``send_batch`` of an array is one message);
-* ``map_batch`` splits all the lines of a batch into one array of words;
-* ``exchange_batch`` routes the words by their own value: the word's stable hash
-  is computed once per distinct word per batch, and each worker receives one
-  array of words per epoch from each worker (never single records);
-* the counting operator counts a whole array with one ``Counter`` call and,
-  once the epoch is complete, emits ``(word, total so far)`` for each word seen
-  in it, exactly as the record-wise version does.
+  (``send_batch`` of an array is one message);
+* ``map_batch`` splits all the lines of a batch into a column of words: with
+  pyarrow, ``pyarrow.compute.utf8_split_whitespace`` in C, giving an Arrow table;
+  without it, one ``str.split`` of the joined lines, giving a NumPy structured
+  array;
+* ``aggregate_batch("word", [("word", "count", "count")])`` counts each batch
+  where it is (Arrow's hash aggregation, or a NumPy sort), exchanges only one
+  ``(word, count)`` row per distinct word by the word's stable hash, and adds
+  the partial counts on the word's owner once the epoch is complete;
+* a last ``map_batch`` keeps the running totals and emits ``(word, total so
+  far)`` for each word counted in the epoch, exactly as the record-wise version.
 
 Run it with ``python examples/wordcount_columnar.py -w 2`` (or ``-n 2 -w 1`` for
 two processes); it checks its answer against the same plain-Python reference.
@@ -21,8 +23,8 @@ two processes); it checks its answer against the same plain-Python reference.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
-from collections import Counter
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,32 +38,54 @@ from wordcount import Totals, combine, random_text, reference  # noqa: E402
 
 from runtime import Worker, execute, execute_from_args  # noqa: E402
 from runtime.cluster import cluster_arguments  # noqa: E402
-from scopes import Notificator, OperatorInput, OperatorOutput, Pipeline, ScopeBuilder, Stream  # noqa: E402
+from scopes import ScopeBuilder, Stream  # noqa: E402
+
+ARROW = importlib.util.find_spec("pyarrow") is not None
+"""Whether lines are split with pyarrow (else with NumPy)."""
+if ARROW:  # imported with the example, not by the first batch
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 
-def split_lines(lines: np.ndarray) -> np.ndarray:
-    """All the words of a batch of lines, as one NumPy ``str`` array (one call per batch)."""
-    return np.array(" ".join(lines.tolist()).split(), dtype=str)
+def split_lines_numpy(lines: np.ndarray) -> np.ndarray:
+    """All the words of a batch of lines as a structured array with one ``word`` column (one call per batch)."""
+    words = np.array(" ".join(lines.tolist()).split(), dtype=str)
+    result = np.empty(len(words), [("word", words.dtype)])
+    result["word"] = words
+    return result
+
+
+def split_lines_arrow(lines: np.ndarray) -> Any:
+    """All the words of a batch of lines as an Arrow table with one ``word`` column, split in C."""
+    words = pc.utf8_split_whitespace(pa.array(lines)).flatten()
+    return pa.table({"word": words.filter(pc.not_equal(words, ""))})  # an empty line splits into [""]
+
+
+def split_lines(lines: np.ndarray) -> Any:
+    """:func:`split_lines_arrow` when pyarrow is installed, else :func:`split_lines_numpy`."""
+    return split_lines_arrow(lines) if ARROW else split_lines_numpy(lines)
+
+
+def word_counts(batch: Any) -> tuple[list[str], list[int]]:
+    """The ``word`` and ``count`` columns of an aggregated batch (Arrow table or structured array) as lists."""
+    if isinstance(batch, np.ndarray):
+        return batch["word"].tolist(), batch["count"].tolist()
+    return batch.column("word").to_pylist(), batch.column("count").to_pylist()
 
 
 def count_words(words: Stream) -> Stream:
-    """Running totals of a stream of word arrays, emitted as ``(word, total)`` once each epoch is done."""
-    pending: dict[Any, Counter[str]] = {}
-    totals: Counter[str] = Counter()
+    """Running totals of a stream of word columns, emitted as ``(word, total)`` once each epoch is done."""
+    totals: dict[str, int] = {}
 
-    def logic(input: OperatorInput, output: OperatorOutput, notificator: Notificator) -> None:
-        for ref, batch in input:
-            counts = pending.get(ref.time)
-            if counts is None:
-                counts = pending[ref.time] = Counter()
-                notificator.notify_at(ref.retain())
-            counts.update(batch.tolist())  # one C-speed count per batch
-        for capability in notificator:
-            counts = pending.pop(capability.time)
-            totals.update(counts)
-            output.session(capability).give_batch([(word, totals[word]) for word in counts])
+    def running(batch: Any) -> list[tuple[str, int]]:
+        result = []
+        for word, count in zip(*word_counts(batch), strict=True):  # one step per distinct word of the epoch
+            total = totals[word] = totals.get(word, 0) + count
+            result.append((word, total))
+        return result
 
-    return words.exchange_batch(lambda batch: batch, name="ByWord").unary_notify(Pipeline, "Count", logic)
+    counts = words.aggregate_batch("word", [("word", "count", "count")], name="Count")
+    return counts.map_batch(running, name="Totals")
 
 
 def worker_main(worker: Worker, text: list[list[str]], lockstep: bool = True) -> list[tuple[int, str, int]]:

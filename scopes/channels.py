@@ -389,7 +389,8 @@ class BatchKeys:
         keys = self.keys(batch, time)
         if keys.__class__ is np.ndarray and keys.dtype.kind in "iu" and keys.ndim == 1 and not peers & (peers - 1):
             return np.bitwise_and(keys, peers - 1)
-        hashes = stable_hash_arrow(keys) if is_arrow(keys) else stable_hash_array(keys)
+        arrow = keys.__class__.__module__.startswith("pyarrow")  # an Arrow column (array or chunked array)
+        hashes = stable_hash_arrow(keys) if arrow else stable_hash_array(keys)
         return hashes % np.uint64(peers)
 
     def keys(self, batch: Any, time: Any) -> Any:

@@ -322,15 +322,36 @@ def remember(cache: dict[Any, Any], keys: list[Any], value_of: Callable[[Any], A
     return True
 
 
+def _hash_dictionary(dictionary: Any) -> np.ndarray:
+    """:func:`stable_hash` of each distinct value of an Arrow dictionary.
+
+    Strings without nulls or NUL characters (which a NumPy ``U`` array would
+    drop from their ends) are hashed as a ``U`` array, column by column when they
+    are ASCII; other values one by one.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    kind = dictionary.type
+    if (
+        (pa.types.is_string(kind) or pa.types.is_large_string(kind))
+        and len(dictionary)
+        and not dictionary.null_count
+        and not pc.any(pc.match_substring(dictionary, "\x00")).as_py()
+    ):
+        return stable_hash_array(np.array(dictionary.to_pylist(), dtype=str))
+    return stable_hash_array(_object_array(dictionary.to_pylist()))
+
+
 def stable_hash_arrow(values: Any) -> np.ndarray:
     """:func:`stable_hash` of every element of an Arrow array or chunked array (nulls hash as ``None``).
 
     String and binary columns are dictionary-encoded in Arrow, so only the
-    distinct values are hashed in Python; numeric columns go through
+    distinct values are hashed (:func:`_hash_dictionary`); numeric columns go through
     :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one.
     """
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
@@ -347,7 +368,7 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     else:
         encoded = None
     if encoded is not None:
-        distinct = stable_hash_array(_object_array(encoded.dictionary.to_pylist()))
+        distinct = _hash_dictionary(encoded.dictionary)
         indices = encoded.indices
         if indices.null_count:
             hashes = np.full(len(indices), _NONE_HASH, dtype=np.uint64)

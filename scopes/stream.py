@@ -12,6 +12,8 @@ stream's scope, the streams a scope makes), so they share this module;
 * :mod:`scopes.per_record`: ``map``, ``flat_map``, ``filter``, ``inspect`` (fused),
   ``inspect_batch``.
 * :mod:`scopes.per_batch`: ``map_batch`` (one call per batch; columnar batches).
+* :mod:`scopes.columnar_ops`: ``aggregate_batch``, ``join_batch`` (per-key aggregation
+  and equi-join of columnar batches, computed by NumPy or Arrow).
 * :mod:`scopes.routing`: ``exchange``, ``exchange_batch``, ``broadcast``, ``concat``,
   ``partition``, ``branch``, ``delay``.
 * :mod:`scopes.per_time`: ``count``, ``accumulate``, ``accumulate_batch``.
@@ -36,9 +38,9 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from scopes import capture as _capture
+from scopes import columnar_ops, loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes import generic_operators as _generic
 from scopes import keyed_state as _keyed_state
-from scopes import loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes.channels import ChannelContract, Tee
 from scopes.core import BuildContext, Scope, StreamCore
 from scopes.errors import BuildError
@@ -112,6 +114,42 @@ class Stream(StreamCore):
         return a batch of any kind; empty results are not sent.
         """
         return per_batch.map_batch(self, function, name)
+
+    def aggregate_batch(
+        self,
+        keys: str | Sequence[str],
+        aggregations: Sequence[Sequence[str]],
+        name: str = "AggregateBatch",
+    ) -> Stream:
+        """Per key and time: ``count``, ``sum``, ``min``, ``max`` or ``mean`` of columns (:mod:`scopes.columnar_ops`).
+
+        ``keys`` names the key column(s) of NumPy structured arrays or Arrow
+        batches; each aggregation is ``(column, function)`` (output ``column_function``)
+        or ``(column, function, name)``.  Each batch is reduced to partial
+        aggregates where it is, only the partials are exchanged by key, and one
+        batch per worker and time (keys, then the aggregations) is emitted when
+        the time is complete.
+        """
+        return columnar_ops.aggregate_batch(self, keys, aggregations, name)
+
+    def join_batch(
+        self,
+        other: Stream,
+        keys: str | Sequence[str],
+        right_keys: str | Sequence[str] | None = None,
+        join_type: str = "inner",
+        suffixes: tuple[str, str] = ("", "_right"),
+        name: str = "JoinBatch",
+    ) -> Stream:
+        """Per time, the equi-join of this stream's rows with ``other``'s on key columns (:mod:`scopes.columnar_ops`).
+
+        Both sides are exchanged by key and joined with Arrow's ``Table.join``
+        (``join_type``: ``inner``, ``left semi`` or ``left anti``) once the time is
+        complete on both; ``right_keys`` names ``other``'s key columns when they
+        differ, and ``suffixes`` tell apart the other columns both sides have.
+        Emits Arrow tables.
+        """
+        return columnar_ops.join_batch(self, other, keys, right_keys, join_type, suffixes, name)
 
     # ------------------------------------------------------------------ routing
 

@@ -328,3 +328,19 @@ def test_peak_memory_is_the_childs_own_not_its_parents() -> None:
     )
     del ballast
     assert 5 < float(done.stdout.strip()) < 150
+
+
+def test_cost_jobs_agree_with_their_single_threaded_programs(tmp_path: Path) -> None:
+    """The COST WCC (representatives merged in a loop) and the columnar wordcount (aggregate_batch) on 1 and 2
+    processes find what scipy, the ``Counter`` loop and pyarrow's ``value_counts`` find."""
+    pytest.importorskip("scipy")
+    pytest.importorskip("pyarrow")
+    edges = str(tmp_path / "edges.tsv")
+    nodes = cost.write_edges(Path(edges), 6_000)
+    paths = cost.write_wordcount_text(tmp_path, 2, 300)
+    components = cost.scipy_wcc(edges, nodes).check
+    words = cost.wordcount_loop(paths).check
+    assert cost.wordcount_value_counts(paths).check == words == 2 * 300 * cost.WORDS_PER_LINE
+    for processes in (1, 2):
+        assert cost.wcc(edges, nodes, processes).check == components
+        assert cost.wordcount(paths, "columnar", processes).check == words

@@ -222,3 +222,48 @@ def test_the_string_cache_restarts_rather_than_grow_past_its_limit(monkeypatch: 
     many = np.array([f"ü{number}" for number in range(20)])  # more new keys than the cache holds at all
     assert hashing.stable_hash_array(many).tolist() == [stable_hash(word) for word in many.tolist()]
     assert len(hashing._string_hashes) <= 8
+
+
+def test_arrow_string_dictionaries_hash_as_numpy_strings_but_keep_trailing_nuls() -> None:
+    """Distinct strings are hashed as a NumPy ``U`` array when none has a NUL (the array would drop it)."""
+    values = ["word1", "word2", "é", "word1", "", "tab\there"]
+    assert stable_hash_arrow(pa.array(values)).tolist() == [stable_hash(value) for value in values]
+    with_nul = ["a\x00", "a", "\x00", "b"]
+    assert stable_hash_arrow(pa.array(with_nul)).tolist() == [stable_hash(value) for value in with_nul]
+    assert stable_hash(with_nul[0]) != stable_hash(with_nul[1])
+    dictionary = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0]), pa.array(["x", None]))
+    assert stable_hash_arrow(dictionary).tolist() == [stable_hash("x"), stable_hash(None), stable_hash("x")]
+
+
+def test_ascii_arrow_strings_are_hashed_without_a_python_call_per_distinct_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import scopes.hashing as hashing
+
+    calls: list[Any] = []
+    original = hashing.stable_hash
+
+    def counting(key: Any) -> int:
+        calls.append(key)
+        return original(key)
+
+    monkeypatch.setattr(hashing, "stable_hash", counting)
+    words = [f"word{number}" for number in range(5_000)] * 2
+    hashes = hashing.stable_hash_arrow(pa.array(words))
+    assert calls == []
+    assert hashes.tolist() == [original(word) for word in words]
+
+
+def test_an_arrow_table_exchanged_by_a_string_column_hashes_it_in_arrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key column of a table is a chunked array: it is hashed as Arrow, not converted to Python objects."""
+    import scopes.hashing as hashing
+    from scopes.channels import BatchKeys
+
+    calls: list[Any] = []
+    original = hashing.stable_hash
+    monkeypatch.setattr(hashing, "stable_hash", lambda key: calls.append(key) or original(key))
+    words = [f"word{number}" for number in range(3_000)]
+    table = pa.table({"word": words, "count": list(range(3_000))})
+    keys = BatchKeys("word", "operator 'ByWord'")
+    assert keys.destinations(table, 0, 3).tolist() == [original(word) % 3 for word in words]
+    assert calls == []

@@ -1,0 +1,492 @@
+"""Weakly connected components the COST way: components of each worker's edges in C, then only representatives merge.
+
+Run ``python examples/connected_components_cost.py --check`` to label every node
+of ``examples/data/debian-bookworm-depends.tsv.gz`` with the smallest id of its
+weakly connected component and compare the components with scipy's.  Any
+``src<TAB>dst`` file works (gzip or plain): integer ids are used as they are,
+other names become 64-bit ids by a hash (:func:`name_ids`).
+
+How it works (McSherry, Isard and Murray's COST lesson: a linear-time
+algorithm in C on each core, and as little as possible between cores):
+
+1. **Read.** Every worker reads and parses only its own share of the file's
+   lines (:func:`read_share`, :func:`parse_share`).
+2. **Local components, in C.** Each worker interns its nodes (integer ids that
+   are small enough are used as array indices; others go through ``np.unique``)
+   and labels the components of its own edges with scipy's
+   ``connected_components`` or, without scipy, a vectorised union-find
+   (:func:`union_find`).  It emits one pair ``(node, rep)`` per node it saw,
+   ``rep`` being the smallest id of the node's local component.
+3. **Representatives.** The pairs are exchanged by node.  The owner of a node
+   takes the smallest of its representatives ``m`` (its provisional label), and
+   every other representative ``r`` of it becomes an edge ``r - m`` of the
+   *contracted graph*, whose nodes are only local representatives.
+4. **The loop.** The contracted graph goes around a loop scope: each round
+   repeats steps 2 and 3 on it (components of each worker's contracted edges,
+   pairs exchanged by node), emitting a pointer ``node -> smaller
+   representative`` per node and the next, smaller, contracted graph.  The loop
+   ends by itself when no worker has contracted edges left.
+5. **Labels.** The pointers (few: only representatives have them) are
+   broadcast; each worker labels them with their components' smallest ids (the
+   pointers are edges: step 2 again) and maps its nodes' provisional labels
+   through them.
+
+Every node on an edge gets the smallest id of its weakly connected component,
+on the worker that owns it (``node % peers``, or its hash's).
+
+Run ``python examples/connected_components_cost.py --help`` for the options;
+``-w``, ``-n``, ``-p``, ``-h`` and ``--log`` are the cluster flags of every example.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
+    sys.path.insert(0, str(ROOT))
+
+from runtime import execute_from_args  # noqa: E402
+from runtime.cluster import cluster_arguments  # noqa: E402
+from runtime.worker import Worker  # noqa: E402
+from scopes import Broadcast, OperatorInfo, OperatorInput, OperatorOutput, Pipeline, ScopeBuilder, Stream  # noqa: E402
+from scopes.channels import ChannelContract, ExchangeBatch  # noqa: E402
+from scopes.generic_operators import generic  # noqa: E402
+
+DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
+EDGES = np.dtype([("src", np.int64), ("dst", np.int64)])
+"""An edge batch: ``(src, dst)`` node ids."""
+PAIRS = np.dtype([("node", np.int64), ("label", np.int64)])
+"""A node and a label: its local representative, a pointer, or its component's smallest id."""
+METHODS = ("scipy", "numpy")
+"""How local components are found: scipy's ``connected_components``, or :func:`union_find`."""
+SCIPY_EDGES = 4_000_000
+"""With scipy, larger edge sets go to :func:`union_find` (about as fast): scipy's one call holds the GIL for all
+of it, and a process whose threads cannot run for seconds misses its heartbeats and is taken for dead."""
+
+
+def default_method() -> str:
+    """``scipy`` when it is installed, else ``numpy`` (the vectorised union-find)."""
+    return "scipy" if importlib.util.find_spec("scipy") is not None else "numpy"
+
+
+# ---------------------------------------------------------------------- reading and parsing
+
+
+def read_share(path: str | Path, index: int, peers: int) -> bytes:
+    """The whole lines of ``path`` whose first byte lies in byte range ``index`` of ``peers`` equal ranges.
+
+    A plain file is read from its range only; a gzip file is decompressed (it
+    cannot be entered in the middle) and its text cut the same way.
+    """
+    path = str(path)
+    if path.endswith(".gz"):
+        with gzip.open(path, "rb") as file:
+            data: bytes = file.read()
+        low, high = len(data) * index // peers, len(data) * (index + 1) // peers
+        start = 0 if low == 0 else data.find(b"\n", low - 1) + 1 or len(data)
+        stop = len(data) if high >= len(data) else data.find(b"\n", high - 1) + 1 or len(data)
+        return data[start:stop] if start < stop else b""
+    size = os.path.getsize(path)
+    low, high = size * index // peers, size * (index + 1) // peers
+    with open(path, "rb") as file:
+        position = 0
+        if low > 0:
+            file.seek(low - 1)
+            file.readline()  # the rest of the line that started before this share
+            position = file.tell()
+        if position >= high:
+            return b""
+        chunk = file.read(high - position)
+        if chunk and not chunk.endswith(b"\n"):
+            chunk += file.readline()  # the line that starts in this share ends after it
+    return chunk
+
+
+def numeric_file(path: str | Path) -> bool:
+    """Whether the first line of ``path`` is two integers (every worker decides the same way)."""
+    opener: Callable[..., Any] = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as file:
+        fields = file.readline().split(b"\t")[:2]
+    return len(fields) == 2 and all(field.strip().lstrip(b"-").isdigit() for field in fields)
+
+
+def parse_ints(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` ``int64`` columns of ``src<TAB>dst`` lines of decimal integers."""
+    fields = chunk.split()
+    if len(fields) % 2:
+        raise ValueError("an edge line does not have two fields")
+    pairs = np.array(fields, dtype=np.bytes_).astype(np.int64).reshape(-1, 2)
+    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+
+
+def name_ids(names: np.ndarray) -> np.ndarray:
+    """A 64-bit FNV-1a hash of each name of a bytes (``S``) array, as ``int64`` ids (the same on every worker).
+
+    Computed a byte column at a time; bytes past a name's end (the array's zero
+    padding) leave its hash alone, so names of any width hash alike.
+    """
+    width = names.dtype.itemsize
+    octets = np.ascontiguousarray(names).view(np.uint8).reshape(len(names), width)
+    lengths = np.char.str_len(names) if len(names) else np.zeros(0, np.int64)
+    hashes = np.full(len(names), 0xCBF29CE484222325, np.uint64)
+    prime = np.uint64(0x100000001B3)
+    for column in range(width):
+        live = lengths > column
+        hashes = np.where(live, (hashes ^ octets[:, column].astype(np.uint64)) * prime, hashes)
+    return (hashes >> np.uint64(1)).astype(np.int64)  # non-negative, to stay below the "no label" sentinel
+
+
+def parse_names(chunk: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Lines ``name<TAB>name`` interned locally: ``(src, dst, names, ids)``.
+
+    ``src`` and ``dst`` are local indices into ``names`` (the distinct names,
+    ordered by their ids) and ``ids`` (:func:`name_ids`, increasing).  Lines
+    without a tab are skipped.
+    """
+    lines = chunk.split(b"\n")
+    if chunk.count(b"\t") == len(lines) - (not lines[-1]):
+        flat = chunk.replace(b"\t", b"\n").split()
+    else:
+        flat = [field for line in lines if b"\t" in line for field in line.split(b"\t")[:2]]
+    names, inverse = np.unique(np.array(flat, dtype=np.bytes_), return_inverse=True)
+    ids = name_ids(names)
+    order = np.argsort(ids, kind="stable")
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    local = rank[inverse].reshape(-1, 2)
+    return np.ascontiguousarray(local[:, 0]), np.ascontiguousarray(local[:, 1]), names[order], ids[order]
+
+
+# ---------------------------------------------------------------------- local components in C
+
+
+def union_find(src: np.ndarray, dst: np.ndarray, nodes: int) -> np.ndarray:
+    """Each node's smallest component-mate (its root), by vectorised hooking and pointer jumping.
+
+    Every round hooks the larger root of each edge whose ends have different
+    roots onto the smaller (``np.minimum.at``), then jumps pointers until every
+    node points at a root; only the edges still between two roots stay.  A
+    parent is never larger than its node, so each root is its component's
+    smallest node.
+    """
+    parent = np.arange(nodes, dtype=np.int64)
+    while len(src):
+        low, high = parent[src], parent[dst]
+        apart = low != high
+        low, high = low[apart], high[apart]
+        if not len(low):
+            break
+        np.minimum.at(parent, np.maximum(low, high), np.minimum(low, high))
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
+        src, dst = src[apart], dst[apart]
+    return parent
+
+
+def smallest_mates(src: np.ndarray, dst: np.ndarray, nodes: int, method: str) -> np.ndarray:
+    """For each node ``0 .. nodes - 1``, the smallest node of its weakly connected component.
+
+    Above :data:`SCIPY_EDGES` edges, ``scipy`` means :func:`union_find` too, whose
+    NumPy steps each hold the GIL briefly.
+    """
+    if method == "numpy" or len(src) > SCIPY_EDGES:
+        return union_find(src, dst, nodes)
+    from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+
+    matrix = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(nodes, nodes))
+    count, labels = connected_components(matrix, directed=True, connection="weak")
+    # scipy numbers components in the order of their smallest node: a label is new where it exceeds all before
+    if nodes:
+        seen = np.maximum.accumulate(np.concatenate(([-1], labels[:-1])))
+        firsts = np.flatnonzero(labels > seen)
+        if len(firsts) != count or not np.array_equal(labels[firsts], np.arange(count)):
+            firsts = np.full(count, nodes, np.int64)  # another numbering: the minimum per label
+            np.minimum.at(firsts, labels, np.arange(nodes))
+        return firsts[labels].astype(np.int64, copy=False)
+    return np.zeros(0, np.int64)
+
+
+def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray | None = None) -> np.ndarray:
+    """One :data:`PAIRS` row ``(node, smallest id of its local component)`` per node on an edge, sorted by node.
+
+    ``src`` and ``dst`` are node ids, or with ``ids`` local indices into
+    ``ids`` (increasing global ids).  Non-negative ids below about four times
+    the number of ids are used as array indices; others are interned with
+    ``np.unique``.
+    """
+    if ids is None:
+        if not len(src):
+            return np.empty(0, PAIRS)
+        low, high = min(int(src.min()), int(dst.min())), max(int(src.max()), int(dst.max()))
+        if low >= 0 and high < 4 * (len(src) + len(dst)) + 1024:
+            mates = smallest_mates(src, dst, high + 1, method)
+            present = np.zeros(high + 1, np.bool_)
+            present[src] = True
+            present[dst] = True
+            nodes = np.flatnonzero(present)
+            result = np.empty(len(nodes), PAIRS)
+            result["node"], result["label"] = nodes, mates[nodes]
+            return result
+        ids, inverse = np.unique(np.concatenate((src, dst)), return_inverse=True)
+        src, dst = inverse[: len(src)], inverse[len(src) :]
+    mates = smallest_mates(src, dst, len(ids), method)
+    result = np.empty(len(ids), PAIRS)
+    result["node"], result["label"] = ids, ids[mates]
+    return result
+
+
+# ---------------------------------------------------------------------- representatives
+
+
+def representatives(pairs: np.ndarray, first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Group ``(node, rep)`` pairs by node: ``(labels or pointers, contracted edges)``.
+
+    Each node's label is its smallest representative ``m``; every other
+    representative ``r`` gives the contracted edge ``(r, m)`` (duplicates
+    dropped).  With ``first``, every node's ``(node, m)`` is returned;
+    otherwise only the pointers ``(node, m)`` with ``m < node``.
+    """
+    nodes, reps = pairs["node"], pairs["label"]
+    edges = np.empty((0, 2), np.int64)
+    if len(nodes) > 1 and not bool((nodes[1:] > nodes[:-1]).all()):  # else one pair per node: nothing to group
+        bound = int(nodes.max()) + 1
+        if int(nodes.min()) >= 0 and bound < min(4 * len(nodes) + 1024, 1 << 31):  # small ids: index by node
+            best = np.full(bound, np.iinfo(np.int64).max, np.int64)
+            np.minimum.at(best, nodes, reps)
+            each = best[nodes]
+            apart = reps != each
+            nodes = np.flatnonzero(best != np.iinfo(np.int64).max)
+            smallest = best[nodes]
+            keys = np.unique(reps[apart] * bound + each[apart])  # reps and labels are nodes: below bound
+            edges = np.stack((keys // bound, keys % bound), axis=1)
+        else:
+            order = np.argsort(nodes, kind="stable")
+            nodes, reps = nodes[order], reps[order]
+            starts = np.concatenate(([0], np.flatnonzero(nodes[1:] != nodes[:-1]) + 1))
+            smallest = np.minimum.reduceat(reps, starts)
+            each = np.repeat(smallest, np.diff(np.append(starts, len(nodes))))
+            apart = reps != each
+            edges = np.unique(np.stack((reps[apart], each[apart]), axis=1), axis=0)
+            nodes = nodes[starts]
+    else:
+        smallest = reps
+    keep = slice(None) if first else smallest < nodes
+    labels = np.empty(len(nodes[keep]), PAIRS)
+    labels["node"], labels["label"] = nodes[keep], smallest[keep]
+    contracted = np.empty(len(edges), EDGES)
+    contracted["src"], contracted["dst"] = edges[:, 0], edges[:, 1]
+    return labels, contracted
+
+
+def resolve(labels: np.ndarray, pointers: np.ndarray, method: str) -> np.ndarray:
+    """``labels`` with each label replaced by the smallest id of its component among ``pointers`` (edges)."""
+    if not len(pointers) or not len(labels):
+        return labels
+    roots = local_pairs(pointers["node"], pointers["label"], method)
+    at = np.searchsorted(roots["node"], labels["label"])
+    at[at == len(roots)] = 0
+    hit = roots["node"][at] == labels["label"]
+    result = labels.copy()
+    result["label"][hit] = roots["label"][at[hit]]
+    return result
+
+
+# ---------------------------------------------------------------------- the dataflow
+
+
+def concat(parts: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """One array of ``parts`` (an empty one of ``dtype`` if there are none)."""
+    if not parts:
+        return np.empty(0, dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def per_time(
+    inputs: Sequence[tuple[Stream, ChannelContract]],
+    name: str,
+    outputs: int,
+    compute: Callable[[list[list[np.ndarray]]], Sequence[np.ndarray]],
+) -> list[Stream]:
+    """An operator that gathers each time's batches from every input and, once the time is complete,
+    sends ``compute(batches per input)``'s arrays, one per output."""
+    scope = inputs[0][0].scope
+
+    def constructor(capabilities: list[Any], info: OperatorInfo, frontiers: list[Any]) -> Any:
+        for capability in capabilities:
+            capability.drop()
+        pending: dict[Any, tuple[list[Any], list[list[np.ndarray]]]] = {}
+
+        def logic(ins: list[OperatorInput], outs: list[OperatorOutput]) -> None:
+            for port, input in enumerate(ins):
+                for ref, batch in input:
+                    entry = pending.get(ref.time)
+                    if entry is None:
+                        entry = pending[ref.time] = ([ref.retain(o) for o in range(outputs)], [[] for _ in ins])
+                    entry[1][port].append(batch)  # type: ignore[arg-type]
+            done = [t for t in pending if not any(frontier.less_equal(t) for frontier in frontiers)]
+            for time in sorted(done):
+                held, batches = pending.pop(time)
+                for output, capability, result in zip(outs, held, compute(batches), strict=True):
+                    output.session(capability).give_batch(result)
+                    output.flush()
+                    capability.drop()
+
+        return logic
+
+    return generic(scope, name, list(inputs), outputs, constructor, notify=True, frontiers=True)
+
+
+def columns(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ``src`` and ``dst`` columns of an :data:`EDGES` array."""
+    return edges["src"], edges["dst"]
+
+
+def local_components(edges: Stream, method: str, name: str) -> Stream:
+    """Step 2: each time's edges on each worker become ``(node, smallest id of its local component)`` pairs."""
+    return per_time(
+        [(edges, Pipeline)], name, 1, lambda batches: [local_pairs(*columns(concat(batches[0], EDGES)), method)]
+    )[0]
+
+
+def grouped(pairs: Stream, first: bool, name: str) -> list[Stream]:
+    """Step 3: pairs exchanged by node and grouped (:func:`representatives`): ``[labels, contracted edges]``."""
+    return per_time(
+        [(pairs, ExchangeBatch("node"))], name, 2, lambda batches: representatives(concat(batches[0], PAIRS), first)
+    )
+
+
+def weak_components(edges: Stream, method: str) -> Stream:
+    """``(node, smallest id of its weakly connected component)`` for every node on an edge, on its owner.
+
+    ``edges`` carries :data:`EDGES` arrays on the workers that read them (they never move).
+    scipy, when it is the method, is imported here, while the dataflow is built.
+    """
+    if method == "scipy":
+        importlib.import_module("scipy.sparse.csgraph")
+    labels, contracted = grouped(local_components(edges, method, "LocalComponents"), True, "Representatives")
+
+    def body(inner: ScopeBuilder) -> Stream:
+        handle, again = inner.loop_variable(1, name="Contracted")
+        round_edges = contracted.enter(inner).concat(again)
+        pairs = local_components(round_edges, method, "RoundComponents")
+        pointers, smaller = grouped(pairs, False, "RoundRepresentatives")
+        smaller.connect_loop(handle)
+        return pointers.leave()
+
+    pointers = edges.scope.iterative(body, name="Contract")
+
+    def labelled(batches: list[list[np.ndarray]]) -> list[np.ndarray]:
+        return [resolve(concat(batches[0], PAIRS), concat(batches[1], PAIRS), method)]
+
+    return per_time([(labels, Pipeline), (pointers, Broadcast)], "Labels", 1, labelled)[0]
+
+
+# ---------------------------------------------------------------------- running it
+
+
+def share_edges(path: str | Path, index: int, peers: int) -> np.ndarray:
+    """Worker ``index`` of ``peers``'s share of the file's edges, parsed, as an :data:`EDGES` array."""
+    chunk = read_share(path, index, peers)
+    if numeric_file(path):
+        src, dst = parse_ints(chunk)
+    else:
+        local_src, local_dst, _, ids = parse_names(chunk)
+        src, dst = ids[local_src], ids[local_dst]
+    edges = np.empty(len(src), EDGES)
+    edges["src"], edges["dst"] = src, dst
+    return edges
+
+
+def run_edges(worker: Worker, edges: np.ndarray, method: str) -> np.ndarray:
+    """Run :func:`weak_components` on this worker's ``edges``; return the :data:`PAIRS` labels it owns."""
+    found: list[np.ndarray] = []
+
+    def build(scope: ScopeBuilder) -> Any:
+        handle, stream = scope.new_input("Edges")
+        labels = weak_components(stream, method)
+        return handle, labels.inspect_batch(lambda time, batch: found.append(batch), name="Collect").probe()
+
+    handle, probe = worker.dataflow(build, name="wcc cost")
+    if len(edges):
+        handle.send_batch(edges)
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return concat(found, PAIRS)
+
+
+def file_worker(worker: Worker, path: str, method: str) -> tuple[list[int], list[int], float, float]:
+    """Read and parse this worker's share of ``path``, label it; return ``(nodes, labels, read s, compute s)``."""
+    start = perf_counter()
+    edges = share_edges(path, worker.index, worker.peers)
+    read = perf_counter() - start
+    start = perf_counter()
+    labels = run_edges(worker, edges, method)
+    return labels["node"].tolist(), labels["label"].tolist(), read, perf_counter() - start
+
+
+# ---------------------------------------------------------------------- checking and the command line
+
+
+def scipy_labels(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """scipy's answer for edges ``src -> dst`` of any int64 ids: ``(nodes on an edge, smallest id of component)``."""
+    pairs = local_pairs(src, dst, "scipy")
+    return pairs["node"], pairs["label"]
+
+
+def whole_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """All the file's edges as id columns, read by one process (for the check)."""
+    edges = share_edges(path, 0, 1)
+    return edges["src"], edges["dst"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False, parents=[cluster_arguments()])
+    parser.add_argument("--help", action="help", help="show this help message and exit")
+    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT, help="'src<TAB>dst' lines, plain or gzip")
+    parser.add_argument("--method", choices=METHODS, default=default_method(), help="local components by")
+    parser.add_argument("--check", action="store_true", help="compare with scipy's connected_components")
+    args = parser.parse_args(argv)
+
+    start = perf_counter()
+    outputs = execute_from_args(partial(file_worker, path=str(args.input), method=args.method), argv)
+    wall = perf_counter() - start
+    nodes = np.concatenate([np.asarray(out[0], np.int64) for out in outputs])
+    labels = np.concatenate([np.asarray(out[1], np.int64) for out in outputs])
+    count = len(np.unique(labels))
+    print(f"Weakly connected components of {args.input.name}, COST style ({args.method} on each worker)")
+    print(f"  {len(nodes):,} nodes on an edge; {count:,} components; {args.workers * args.processes} worker(s)")
+    reads = ", ".join(f"{out[2]:.3f}" for out in outputs)
+    computes = ", ".join(f"{out[3]:.3f}" for out in outputs)
+    print(f"  wall {wall:.3f} s; per worker: read {reads} s, compute {computes} s")
+    if not args.check:
+        return 0
+    src, dst = whole_file(args.input)
+    start = perf_counter()
+    expected_nodes, expected = scipy_labels(src, dst)
+    print(f"  scipy (one process, file already parsed): {perf_counter() - start:.3f} s")
+    order = np.argsort(nodes)
+    ok = np.array_equal(nodes[order], expected_nodes) and np.array_equal(labels[order], expected)
+    print(f"  check against scipy.sparse.csgraph.connected_components: {'OK' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,525 @@
+"""Columnar operators that keep the user's work in C: a per-key aggregation and an equi-join.
+
+Both take NumPy structured arrays or Arrow record batches and tables, and never
+iterate rows in Python.
+
+``aggregate_batch(keys, aggregations)``
+    One row per distinct key and time, emitted when the time is complete, with
+    ``count``, ``sum``, ``min``, ``max`` or ``mean`` of value columns.  Each
+    aggregation is ``(column, function)`` (output column ``column_function``, as
+    Arrow names it) or ``(column, function, output name)``.  Work happens in
+    three steps: every batch is reduced to partial aggregates on the worker
+    that holds it (the batches of one time that arrive in one invocation are
+    combined into one partial batch), only the partials are exchanged by key,
+    and the owner of a key combines them once the time is complete (a mean
+    travels as a sum and a count).  NumPy batches are grouped with a sort and
+    ``ufunc.reduceat``; Arrow batches with ``Table.group_by(...).aggregate``.
+    The output has the key columns, then the aggregations, in the kind of the
+    input (a structured array, or an Arrow table when any partial was Arrow).
+    Sums of integers are ``int64`` (``uint64`` for unsigned), means ``float64``;
+    Arrow's ``count`` skips nulls, a NumPy column counts every row.
+
+``join_batch(other, keys)``
+    Per time, the equi-join of this stream's rows with ``other``'s on key
+    columns, as Arrow ``Table.join`` computes it on the worker that owns the
+    key (both sides are exchanged by key).  The result, one Arrow table per
+    worker and time, is emitted when the time is complete on both inputs; it
+    has the left key columns, the left's other columns, then the right's other
+    columns, a suffix telling apart names present on both sides.  The join
+    types are ``inner``, ``left semi`` and ``left anti`` (an outer join would
+    need the columns of a side that a worker may never have seen).  Needs
+    pyarrow.
+
+When the program has imported pyarrow, building either operator imports
+Arrow's query engine (``pyarrow.acero``, which ``group_by`` and ``join`` load on
+first use), so that its half second of imports is not spent in the first time
+with data.
+
+Misuse that can be seen when the dataflow is built (an unknown function, no
+key, an output name used twice, an unknown join type, pyarrow missing for a
+join) raises :class:`~scopes.errors.BuildError` naming the operator.  A batch
+without a named column the operator needs fails the operator with a
+:class:`~scopes.errors.KeyColumnError` naming the operator, the column, the
+time and the columns the batch has.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scopes.batches import batch_kind, column_names, concat_batches, describe_value, is_arrow
+from scopes.channels import ExchangeBatch, Pipeline
+from scopes.core import StreamCore
+from scopes.errors import BatchError, BuildError, KeyColumnError
+from scopes.generic_operators import generic, unary
+from scopes.hashing import stable_hash_array, stable_hash_arrow
+from scopes.lazy_import import lazy_module, loaded
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.signatures import describe_operator
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
+
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
+
+FUNCTIONS = ("count", "sum", "min", "max", "mean")
+"""The aggregation functions :func:`aggregate_batch` knows."""
+JOIN_TYPES = ("inner", "left semi", "left anti")
+"""The join types :func:`join_batch` knows."""
+
+_PARTS = {"count": ("count",), "sum": ("sum",), "min": ("min",), "max": ("max",), "mean": ("sum", "count")}
+"""The partial aggregates each function is computed from."""
+_COMBINE = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+"""How partial aggregates of one part combine."""
+_REDUCE = {"sum": "add", "min": "minimum", "max": "maximum"}
+"""The NumPy ufunc that reduces a part."""
+_SEPARATOR = "\x1f"
+"""Joins a part and a column into a partial column's name (a name no user column is expected to have)."""
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class AggregationPlan:
+    """What :func:`aggregate_batch` computes: key columns, outputs ``(column, function, name)`` and partials."""
+
+    where: str
+    keys: tuple[str, ...]
+    outputs: tuple[tuple[str, str, str], ...]
+
+    @property
+    def partials(self) -> tuple[tuple[str, str], ...]:
+        """The distinct ``(column, part)`` partial aggregates, in a fixed order."""
+        found: dict[tuple[str, str], None] = {}
+        for column, function, _ in self.outputs:
+            for part in _PARTS[function]:
+                found[(column, part)] = None
+        return tuple(found)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns a batch must have: the keys and the aggregated columns."""
+        return tuple(dict.fromkeys(self.keys + tuple(column for column, _, _ in self.outputs)))
+
+
+def partial_name(column: str, part: str) -> str:
+    """The name of the partial column holding ``part`` of ``column``."""
+    return f"{part}{_SEPARATOR}{column}"
+
+
+def key_columns(keys: str | Sequence[str], where: str, role: str = "key") -> tuple[str, ...]:
+    """``keys`` as a non-empty tuple of distinct column names, or a :class:`BuildError`."""
+    names = (keys,) if isinstance(keys, str) else tuple(keys)
+    if not names:
+        raise BuildError(f"{where}: no {role} column given; name at least one column")
+    for name in names:
+        if not isinstance(name, str):
+            raise BuildError(f"{where}: {role} columns must be column names (str), got {name!r}")
+    if len(set(names)) != len(names):
+        raise BuildError(f"{where}: a {role} column is named twice in {list(names)}")
+    return names
+
+
+def plan_aggregation(keys: str | Sequence[str], aggregations: Sequence[Sequence[str]], where: str) -> AggregationPlan:
+    """Check the arguments of :func:`aggregate_batch` and return its plan, or raise :class:`BuildError`."""
+    key_names = key_columns(keys, where)
+    if isinstance(aggregations, str) or not aggregations:
+        raise BuildError(
+            f"{where}: aggregations must be a non-empty list of (column, function) or (column, function, name), "
+            f"got {aggregations!r}"
+        )
+    outputs: list[tuple[str, str, str]] = []
+    for item in aggregations:
+        if isinstance(item, str) or len(item) not in (2, 3) or not all(isinstance(part, str) for part in item):
+            raise BuildError(
+                f"{where}: an aggregation must be (column, function) or (column, function, name), got {item!r}"
+            )
+        column, function = item[0], item[1]
+        if function not in FUNCTIONS:
+            raise BuildError(
+                f"{where}: unknown aggregation function {function!r} for column {column!r}; "
+                f"the functions are {', '.join(FUNCTIONS)}"
+            )
+        outputs.append((column, function, item[2] if len(item) == 3 else f"{column}_{function}"))
+    names = list(key_names) + [name for _, _, name in outputs]
+    for name in names:
+        if names.count(name) > 1:
+            raise BuildError(
+                f"{where}: the output column {name!r} is named twice (keys and aggregations must have distinct "
+                "names); give the aggregation a name: (column, function, name)"
+            )
+        if _SEPARATOR in name:
+            raise BuildError(f"{where}: the column name {name!r} contains the reserved character \\x1f")
+    return AggregationPlan(where, key_names, tuple(outputs))
+
+
+# ---------------------------------------------------------------------------------------------- checks and keys
+
+
+def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any) -> None:
+    """Raise unless ``batch`` is a structured array or Arrow batch with every column in ``needed``."""
+    if not is_arrow(batch) and not (isinstance(batch, np.ndarray) and batch.dtype.names is not None):
+        raise BatchError(
+            f"{where}: the batch at time {time!r} is {batch_kind(batch)} {describe_value(batch)}; this operator "
+            "needs named columns: a NumPy structured array or an Arrow RecordBatch or Table"
+        )
+    names = column_names(batch)
+    for name in needed:
+        if name not in names:
+            raise KeyColumnError(
+                f"{where}: no column {name!r} in the {batch_kind(batch)} at time {time!r}; "
+                f"its columns are {list(names)}",
+                name,
+                names,
+            )
+
+
+def key_hashes(batch: Any, keys: Sequence[str]) -> np.ndarray:
+    """One ``uint64`` per row combining :func:`~scopes.hashing.stable_hash` of each key column (on every worker)."""
+    result: np.ndarray | None = None
+    for key in keys:
+        hashes = stable_hash_arrow(batch.column(key)) if is_arrow(batch) else stable_hash_array(batch[key])
+        result = hashes.copy() if result is None else (result * np.uint64(0x100000001B3)) ^ hashes
+    assert result is not None
+    return result
+
+
+def key_contract(keys: Sequence[str], where: str) -> ExchangeBatch:
+    """The exchange that sends rows with equal keys to one worker: by the column, or by :func:`key_hashes`."""
+    if len(keys) == 1:
+        return ExchangeBatch(keys[0], where)
+    names = tuple(keys)
+    return ExchangeBatch(lambda batch: key_hashes(batch, names), where)
+
+
+# ---------------------------------------------------------------------------------------------- NumPy grouping
+
+
+def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, starts, distinct keys)``: rows sorted by key, where each group starts, and its key."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    if len(ordered) == 0:
+        return order, np.empty(0, np.intp), ordered
+    starts = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1))
+    return order, starts, ordered[starts]
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """``values`` in the type sums are kept in: ``int64``, ``uint64`` or ``float64`` (others unchanged)."""
+    kind = values.dtype.kind
+    if kind in "ib":
+        return values.astype(np.int64, copy=False)
+    if kind == "u":
+        return values.astype(np.uint64, copy=False)
+    if kind == "f":
+        return values.astype(np.float64, copy=False)
+    return values
+
+
+def _reduce_numpy(batch: np.ndarray, keys: Sequence[str], parts: Sequence[tuple[str, str, str]]) -> np.ndarray:
+    """Group ``batch`` by ``keys``; each ``(source column, reduction, output column)`` is reduced per group.
+
+    The reduction is ``count`` (rows) or ``sum``, ``min``, ``max``.  Returns a
+    structured array of the key columns and the output columns.
+    """
+    from numpy.lib import recfunctions
+
+    key_values = batch[keys[0]] if len(keys) == 1 else recfunctions.repack_fields(batch[list(keys)])
+    order, starts, distinct = _group(key_values)
+    columns: list[tuple[str, np.ndarray]] = []
+    for source, reduction, output in parts:
+        if reduction == "count":
+            ends = np.append(starts[1:], len(batch)) if len(starts) else starts
+            columns.append((output, (ends - starts).astype(np.int64)))
+            continue
+        values = batch[source][order]
+        if reduction == "sum":
+            values = _widened(values)
+        reduced = getattr(np, _REDUCE[reduction]).reduceat(values, starts) if len(starts) else values[:0]
+        columns.append((output, reduced))
+    key_fields = [(keys[0], distinct.dtype)] if len(keys) == 1 else [(k, distinct.dtype[k]) for k in keys]
+    result = np.empty(len(distinct), [*key_fields] + [(name, values.dtype) for name, values in columns])
+    if len(keys) == 1:
+        result[keys[0]] = distinct
+    else:
+        for key in keys:
+            result[key] = distinct[key]
+    for name, values in columns:
+        result[name] = values
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- Arrow grouping
+
+
+def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, str, str]]) -> Any:
+    """:func:`_reduce_numpy` for an Arrow table, with ``Table.group_by(...).aggregate`` (one thread)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    if batch_kind(table) == "RecordBatch":
+        table = pa.Table.from_batches([table])
+    grouped = table.group_by(list(keys), use_threads=False).aggregate(
+        [(source, reduction) for source, reduction, _ in parts]
+    )
+    arrays = [grouped.column(key) for key in keys]
+    arrays += [grouped.column(f"{source}_{reduction}") for source, reduction, _ in parts]
+    return pa.table(arrays, names=list(keys) + [output for _, _, output in parts])
+
+
+def to_arrow(batch: Any) -> Any:
+    """An Arrow table of ``batch`` (a structured array is converted column by column; Arrow is kept)."""
+    import pyarrow as pa
+
+    if batch_kind(batch) == "Table":
+        return batch
+    if is_arrow(batch):
+        return pa.Table.from_batches([batch])
+    names = list(batch.dtype.names)
+    return pa.table([pa.array(batch[name]) for name in names], names=names)
+
+
+def _reduce(batch: Any, keys: Sequence[str], parts: Sequence[tuple[str, str, str]]) -> Any:
+    """:func:`_reduce_arrow` or :func:`_reduce_numpy`, by the batch's kind."""
+    if is_arrow(batch):
+        return _reduce_arrow(batch, keys, parts)
+    return _reduce_numpy(batch, keys, parts)
+
+
+def _concat(batches: list[Any], where: str) -> Any:
+    """One batch of partials: all NumPy, or all converted to Arrow when any is Arrow."""
+    if len(batches) > 1 and any(is_arrow(batch) for batch in batches) and not all(map(is_arrow, batches)):
+        batches = [to_arrow(batch) for batch in batches]
+    try:
+        return concat_batches(batches)
+    except (BatchError, TypeError, ValueError) as error:
+        kinds = sorted({str(getattr(batch, "dtype", None) or batch.schema) for batch in batches})
+        raise BatchError(
+            f"{where}: the partial aggregates of one time do not have one type ({'; '.join(kinds)}); "
+            "give every batch of the stream the same column types"
+        ) from error
+
+
+# ---------------------------------------------------------------------------------------------- the operator
+
+
+def partial_aggregates(plan: AggregationPlan, batch: Any) -> Any:
+    """``batch`` reduced to one row of partial aggregates per distinct key."""
+    parts = [(column, part, partial_name(column, part)) for column, part in plan.partials]
+    return _reduce(batch, plan.keys, parts)
+
+
+def combine_partials(plan: AggregationPlan, partials: list[Any]) -> Any:
+    """Several batches of partial aggregates (one time) combined into one, one row per distinct key."""
+    batch = _concat(partials, plan.where)
+    if len(partials) == 1:
+        return batch
+    parts = [(partial_name(c, p), _COMBINE[p], partial_name(c, p)) for c, p in plan.partials]
+    return _reduce(batch, plan.keys, parts)
+
+
+def finish(plan: AggregationPlan, partials: Any) -> Any:
+    """The output batch (keys, then every aggregation) from combined partial aggregates."""
+    if is_arrow(partials):
+        import pyarrow as pa
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        arrays = [partials.column(key) for key in plan.keys]
+        for column, function, _ in plan.outputs:
+            if function == "mean":
+                total = pc.cast(partials.column(partial_name(column, "sum")), pa.float64())
+                arrays.append(pc.divide(total, partials.column(partial_name(column, "count"))))
+            else:
+                arrays.append(partials.column(partial_name(column, function)))
+        return pa.table(arrays, names=list(plan.keys) + [name for _, _, name in plan.outputs])
+    columns: list[tuple[str, np.ndarray]] = [(key, partials[key]) for key in plan.keys]
+    for column, function, name in plan.outputs:
+        if function == "mean":
+            total = partials[partial_name(column, "sum")].astype(np.float64)
+            columns.append((name, total / partials[partial_name(column, "count")]))
+        else:
+            columns.append((name, partials[partial_name(column, function)]))
+    result = np.empty(len(partials), [(name, values.dtype) for name, values in columns])
+    for name, values in columns:
+        result[name] = values
+    return result
+
+
+def prepare_arrow() -> None:
+    """Import Arrow's query engine now if the program uses pyarrow (never imports pyarrow itself).
+
+    ``Table.group_by`` and ``Table.join`` import ``pyarrow.acero`` (and with it
+    ``pyarrow.dataset`` and pandas) on first use: half a second that would
+    otherwise land in the first time with data.
+    """
+    if loaded("pyarrow") is not None:
+        importlib.import_module("pyarrow.acero")
+
+
+def aggregate_batch(stream: S, keys: str | Sequence[str], aggregations: Sequence[Sequence[str]], name: str) -> S:
+    """Per key and time, the aggregations of the stream's columnar batches (see the module's docstring)."""
+    where = describe_operator(name, stream.scope.path)
+    plan = plan_aggregation(keys, aggregations, where)
+    prepare_arrow()
+    local = unary(stream, Pipeline, f"{name}Partial", _partial_constructor(plan, where), None, notify=False)
+    return unary(local, key_contract(plan.keys, where), name, _final_constructor(plan), None, notify=True)
+
+
+def _partial_constructor(plan: AggregationPlan, where: str) -> Callable[[Capability, OperatorInfo], Any]:
+    """The local step: each invocation's batches of one time become one batch of partial aggregates."""
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        capability.drop()
+
+        def logic(input: OperatorInput, output: OperatorOutput) -> None:
+            found: dict[Any, tuple[Any, list[Any]]] = {}
+            for ref, batch in input:
+                if not len(batch):
+                    continue
+                check_columns(batch, plan.columns, where, ref.time)
+                entry = found.get(ref.time)
+                if entry is None:
+                    entry = found[ref.time] = (ref.retain(), [])
+                entry[1].append(partial_aggregates(plan, batch))
+            for capability, partials in found.values():
+                output.session(capability).give_batch(combine_partials(plan, partials))
+                capability.drop()
+
+        return logic
+
+    return constructor
+
+
+def _final_constructor(plan: AggregationPlan) -> Callable[[Capability, OperatorInfo], Any]:
+    """The owner's step: partials of a time gathered, combined and finished once the time is complete."""
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        capability.drop()
+        pending: dict[Any, tuple[Capability, list[Any]]] = {}
+
+        def logic(input: OperatorInput, output: OperatorOutput) -> None:
+            for ref, batch in input:
+                entry = pending.get(ref.time)
+                if entry is None:
+                    entry = pending[ref.time] = (ref.retain(), [])
+                entry[1].append(batch)
+            frontier = input.frontier
+            for time in sorted(time for time in pending if not frontier.less_equal(time)):
+                capability, partials = pending.pop(time)
+                output.session(capability).give_batch(finish(plan, combine_partials(plan, partials)))
+                output.flush()
+                capability.drop()
+
+        return logic
+
+    return constructor
+
+
+# ---------------------------------------------------------------------------------------------- the join
+
+
+def join_batch(
+    stream: S,
+    other: S,
+    keys: str | Sequence[str],
+    right_keys: str | Sequence[str] | None,
+    join_type: str,
+    suffixes: tuple[str, str],
+    name: str,
+) -> S:
+    """Per time, the equi-join of ``stream``'s rows with ``other``'s on key columns (see the module's docstring)."""
+    where = describe_operator(name, stream.scope.path)
+    left = key_columns(keys, where)
+    right = left if right_keys is None else key_columns(right_keys, where, "right key")
+    if len(right) != len(left):
+        raise BuildError(f"{where}: {len(left)} left key column(s) {list(left)} but {len(right)} right {list(right)}")
+    if join_type not in JOIN_TYPES:
+        raise BuildError(f"{where}: unknown join type {join_type!r}; the join types are {', '.join(JOIN_TYPES)}")
+    if len(suffixes) != 2 or suffixes[0] == suffixes[1] or not all(isinstance(s, str) for s in suffixes):
+        raise BuildError(f"{where}: suffixes must be two different strings, got {suffixes!r}")
+    if importlib.util.find_spec("pyarrow") is None:
+        raise BuildError(f"{where}: join_batch joins with Arrow; install pyarrow (pip install 'pytimely[files]')")
+    if other.scope is not stream.scope:
+        raise BuildError(f"{where}: both streams of a join must be in one scope")
+    importlib.import_module("pyarrow")
+    prepare_arrow()
+    join = _Join(where, left, right, join_type, suffixes)
+    inputs = [(stream, key_contract(left, where)), (other, key_contract(right, where))]
+    return generic(stream.scope, name, inputs, 1, join.constructor, notify=True, frontiers=True)[0]
+
+
+@dataclass(frozen=True)
+class _Join:
+    """The arguments of one :func:`join_batch`, and its operator's constructor."""
+
+    where: str
+    left: tuple[str, ...]
+    right: tuple[str, ...]
+    join_type: str
+    suffixes: tuple[str, str]
+
+    def join(self, lefts: list[Any], rights: list[Any]) -> Any:
+        """The join of the rows of one time (``None`` when it has no rows)."""
+        if not lefts or (not rights and self.join_type != "left anti"):
+            return None
+        table = to_arrow(_concat(lefts, self.where))
+        if not rights:
+            return table
+        return table.join(
+            self.matched(table, to_arrow(_concat(rights, self.where))),
+            keys=list(self.left),
+            right_keys=list(self.right),
+            join_type=self.join_type,
+            left_suffix=self.suffixes[0] or None,
+            right_suffix=self.suffixes[1] or None,
+            use_threads=False,
+        )
+
+    def matched(self, left: Any, right: Any) -> Any:
+        """``right`` with each key column cast to the type of its left key column (``int32`` and ``int64`` join)."""
+        for left_key, right_key in zip(self.left, self.right, strict=True):
+            wanted, have = left.schema.field(left_key).type, right.schema.field(right_key).type
+            if wanted == have:
+                continue
+            try:
+                values = right.column(right_key).cast(wanted)
+            except Exception as error:  # Arrow raises several kinds for a cast it cannot do
+                raise BatchError(
+                    f"{self.where}: the left key column {left_key!r} is {wanted} but the right key column "
+                    f"{right_key!r} is {have}, which does not convert; give both key columns one type"
+                ) from error
+            right = right.set_column(right.schema.get_field_index(right_key), right_key, values)
+        return right
+
+    def constructor(self, capabilities: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Any:
+        """Gather both sides per time; join a time once neither input frontier can reach it."""
+        capabilities[0].drop()
+        pending: dict[Any, tuple[Capability, list[Any], list[Any]]] = {}
+
+        def logic(inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
+            for side, (input, needed) in enumerate(zip(inputs, (self.left, self.right), strict=True)):
+                for ref, batch in input:
+                    if not len(batch):
+                        continue
+                    check_columns(batch, needed, self.where, ref.time)
+                    entry = pending.get(ref.time)
+                    if entry is None:
+                        entry = pending[ref.time] = (ref.retain(), [], [])
+                    (entry[2] if side else entry[1]).append(batch)
+            done = [t for t in pending if not any(frontier.less_equal(t) for frontier in frontiers)]
+            for time in sorted(done):
+                capability, lefts, rights = pending.pop(time)
+                result = self.join(lefts, rights)
+                if result is not None and result.num_rows:
+                    outputs[0].session(capability).give_batch(result)
+                    outputs[0].flush()
+                capability.drop()
+
+        return logic

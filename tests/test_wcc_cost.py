@@ -1,0 +1,175 @@
+"""examples/connected_components_cost.py: local components in C, representatives merged in a loop.
+
+Checked against scipy's ``connected_components`` on random graphs (1 worker, 2
+threads, 2 processes; scipy and the NumPy union-find on each worker) and on
+the Debian graph; reading shares and hashing names checked on their own.
+"""
+
+from __future__ import annotations
+
+import gzip
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers.example_loader import load_example
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime import execute
+
+cost = load_example("connected_components_cost")
+scipy_sparse = pytest.importorskip("scipy.sparse")
+csgraph = pytest.importorskip("scipy.sparse.csgraph")
+STALL = 60.0
+
+
+def expected_labels(src: np.ndarray, dst: np.ndarray) -> dict[int, int]:
+    """scipy's components of any int ids, as node -> smallest id of its component (nodes on an edge)."""
+    ids, inverse = np.unique(np.concatenate((src, dst)), return_inverse=True)
+    local = inverse.reshape(2, -1)
+    matrix = scipy_sparse.coo_matrix((np.ones(len(src)), (local[0], local[1])), shape=(len(ids), len(ids)))
+    _, labels = csgraph.connected_components(matrix, directed=True, connection="weak")
+    smallest = np.full(labels.max() + 1 if len(labels) else 0, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(smallest, labels, ids)
+    return dict(zip(ids.tolist(), smallest[labels].tolist(), strict=True))
+
+
+def found_labels(outputs: list[Any]) -> dict[int, int]:
+    result: dict[int, int] = {}
+    for nodes, labels, *_ in outputs:
+        for node, label in zip(nodes, labels, strict=True):
+            assert node not in result, f"node {node} labelled on two workers"
+            result[node] = label
+    return result
+
+
+def edges_array(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    edges = np.empty(len(src), cost.EDGES)
+    edges["src"], edges["dst"] = src, dst
+    return edges
+
+
+def threads_main(worker: Any, edges: np.ndarray, method: str) -> tuple[list[int], list[int]]:
+    labels = cost.run_edges(worker, edges[worker.index :: worker.peers], method)
+    return labels["node"].tolist(), labels["label"].tolist()
+
+
+def random_graph(edges: int, nodes: int, seed: int, spread: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, nodes, edges) * spread, rng.integers(0, nodes, edges) * spread
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=60),
+    spread=st.sampled_from([1, 10**12, -3]),
+    workers=st.sampled_from([1, 2, 3]),
+    method=st.sampled_from(cost.METHODS),
+)
+def test_small_graphs_match_scipy(pairs: list[tuple[int, int]], spread: int, workers: int, method: str) -> None:
+    """Dense ids, ids far apart (interned with np.unique), negative ids; any number of threads."""
+    src = np.array([a for a, _ in pairs], np.int64) * spread
+    dst = np.array([b for _, b in pairs], np.int64) * spread
+    outputs = execute(partial(threads_main, edges=edges_array(src, dst), method=method), workers=workers)
+    assert found_labels(outputs) == expected_labels(src, dst)
+
+
+@pytest.mark.parametrize("method", cost.METHODS)
+@pytest.mark.parametrize(("edges", "nodes"), [(20_000, 40_000), (60_000, 20_000), (200_000, 100_000)])
+def test_random_graphs_on_two_threads_match_scipy(edges: int, nodes: int, method: str) -> None:
+    src, dst = random_graph(edges, nodes, seed=edges)
+    outputs = execute(partial(threads_main, edges=edges_array(src, dst), method=method), workers=2)
+    assert found_labels(outputs) == expected_labels(src, dst)
+
+
+def write_edges(path: Path, src: np.ndarray, dst: np.ndarray) -> None:
+    path.write_text("".join(f"{a}\t{b}\n" for a, b in zip(src.tolist(), dst.tolist(), strict=True)))
+
+
+@pytest.mark.parametrize("method", cost.METHODS)
+def test_a_million_edges_read_by_two_processes_match_scipy(tmp_path: Path, method: str) -> None:
+    src, dst = random_graph(1_000_000, 500_000, seed=28)
+    path = tmp_path / "edges.tsv"
+    write_edges(path, src, dst)
+    outputs = execute(
+        partial(cost.file_worker, path=str(path), method=method), workers=1, processes=2, stall_timeout=STALL
+    )
+    assert found_labels(outputs) == expected_labels(src, dst)
+    assert all(len(nodes) for nodes, *_ in outputs), "both processes own nodes"
+
+
+def test_the_debian_graph_matches_scipy_on_two_processes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cost.main(["--check", "-n", "2", "-w", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "203 components" in out and "check against scipy.sparse.csgraph.connected_components: OK" in out
+    assert cost.main(["--check", "-w", "2", "--method", "numpy"]) == 0
+    assert "numpy on each worker" in capsys.readouterr().out
+
+
+def test_without_scipy_the_example_uses_the_union_find(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = cost.importlib.util.find_spec
+    monkeypatch.setattr(cost.importlib.util, "find_spec", lambda name: None if name == "scipy" else real(name))
+    assert cost.default_method() == "numpy"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 2_000), st.integers(0, 2_000)), max_size=300),
+    nodes=st.integers(1, 2_001),
+)
+def test_union_find_gives_each_node_its_components_smallest_node(pairs: list[tuple[int, int]], nodes: int) -> None:
+    src = np.array([a % nodes for a, _ in pairs], np.int64)
+    dst = np.array([b % nodes for _, b in pairs], np.int64)
+    assert np.array_equal(cost.union_find(src, dst, nodes), cost.smallest_mates(src, dst, nodes, "scipy"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lines=st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99)), max_size=40),
+    peers=st.integers(1, 5),
+    gz=st.booleans(),
+)
+def test_every_line_is_in_exactly_one_share(tmp_path_factory: Any, lines: list[Any], peers: int, gz: bool) -> None:
+    text = "".join(f"{a}\t{b}\n" for a, b in lines).encode()
+    path = tmp_path_factory.mktemp("share") / ("e.tsv.gz" if gz else "e.tsv")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    shares = [cost.read_share(path, index, peers) for index in range(peers)]
+    assert b"".join(shares) == text
+    assert all(not share or share.endswith(b"\n") for share in shares)
+
+
+def test_names_hash_alike_at_any_width_and_apart_when_different() -> None:
+    names = np.array([b"libc6", b"python3", b"a-very-long-package-name-indeed"], dtype=np.bytes_)
+    narrow = np.array([b"libc6", b"python3"], dtype=np.bytes_)
+    assert cost.name_ids(names)[:2].tolist() == cost.name_ids(narrow).tolist()
+    many = np.array([f"pkg{number}".encode() for number in range(50_000)], dtype=np.bytes_)
+    ids = cost.name_ids(many)
+    assert len(np.unique(ids)) == len(many) and (ids >= 0).all()
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_long_shuffled_path_needs_several_rounds_and_still_matches(workers: int) -> None:
+    """A path's edges scattered over workers: local components are short, so the loop must merge for rounds."""
+    order = np.random.default_rng(5).permutation(20_000)
+    src, dst = order[:-1].astype(np.int64), order[1:].astype(np.int64)
+    outputs = execute(partial(threads_main, edges=edges_array(src, dst), method="scipy"), workers=workers)
+    assert set(found_labels(outputs).values()) == {0}
+    assert len(found_labels(outputs)) == 20_000
+
+
+def test_large_edge_sets_go_to_the_union_find_even_with_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scipy holds the GIL for its whole call: past SCIPY_EDGES the union-find (short NumPy steps) runs instead."""
+    calls: list[int] = []
+    real = cost.union_find
+    monkeypatch.setattr(cost, "union_find", lambda src, dst, nodes: calls.append(len(src)) or real(src, dst, nodes))
+    monkeypatch.setattr(cost, "SCIPY_EDGES", 100)
+    src, dst = random_graph(1_000, 3_000, seed=3)
+    pairs = cost.local_pairs(src, dst, "scipy")
+    assert calls == [1_000]
+    expected = expected_labels(src, dst)
+    assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected
+    cost.local_pairs(src[:50], dst[:50], "scipy")
+    assert calls == [1_000], "a small edge set still goes to scipy"
