@@ -143,6 +143,16 @@ def connected_pair(on_lost: Callable[[PeerLost], None]) -> tuple[Mesh, Mesh]:
     return first, second
 
 
+class BrokenSocket(socket.socket):
+    """The connection as it is when the peer has gone: every send fails."""
+
+    def sendall(self, *_: Any, **__: Any) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def sendmsg(self, *_: Any, **__: Any) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
 def test_a_failed_send_reports_the_loss_after_releasing_the_lock_so_stopping_can_send_again() -> None:
     lost: list[PeerLost] = []
 
@@ -152,7 +162,8 @@ def test_a_failed_send_reports_the_loss_after_releasing_the_lock_so_stopping_can
 
     first, second = connected_pair(on_lost)
     try:
-        first._sockets[1].shutdown(socket.SHUT_WR)  # every send to process 1 now fails at once
+        real = first._sockets[1]
+        first._sockets[1] = BrokenSocket(fileno=os.dup(real.fileno()))  # every send to process 1 now fails
         sender = threading.Thread(target=first.send, args=(1, frame(["data"], b"x" * 100)), daemon=True)
         sender.start()
         sender.join(10.0)
