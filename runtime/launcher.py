@@ -166,7 +166,9 @@ def execute_processes(
     try:
         for index, listener in enumerate(listeners):
             children.append(
-                _spawn(index, listener, endpoints, workers, token, spec, (stall_timeout, connect_timeout, tls), env, ended)
+                _spawn(
+                    index, listener, endpoints, workers, token, spec, (stall_timeout, connect_timeout, tls), env, ended
+                )
             )
             listener.close()
         _wait(children, ended)

@@ -10,6 +10,7 @@ starts; and two real processes compute over TLS.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -119,10 +120,8 @@ class Recorder:
         except OSError:
             pass
         for sock in (source, sink):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self.listener.close()
@@ -247,9 +246,26 @@ def test_two_processes_compute_over_tls_from_the_command_line(pki: Path, tmp_pat
     env = dict(os.environ, PYTIMELY_TOKEN="secret", PYTHONHASHSEED="0")
     processes = [
         subprocess.Popen(
-            [sys.executable, str(script), "-n", "2", "-h", str(hostfile), "-p", str(index),
-             "--tls", str(pki / f"node{index}.pem"), str(pki / f"node{index}.key"), "--tls-ca", str(pki / "ca.pem")],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                str(script),
+                "-n",
+                "2",
+                "-h",
+                str(hostfile),
+                "-p",
+                str(index),
+                "--tls",
+                str(pki / f"node{index}.pem"),
+                str(pki / f"node{index}.key"),
+                "--tls-ca",
+                str(pki / "ca.pem"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for index in range(2)
     ]

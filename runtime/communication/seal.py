@@ -11,11 +11,13 @@ Each send is cut into records of at most :data:`RECORD_MAX` bytes::
     [u32 length][8-byte head tag][length bytes][16-byte tag]
 
 where, with ``n`` the record's number in its direction (counted from 0 by
-both ends, never sent), ``head tag = MAC(n, length)`` and
-``tag = MAC(n, length, bytes)`` (keyed BLAKE2b).  The receiver checks the head
-tag before it waits for the body (so a changed length is caught at once, not
-after waiting for bytes that never come), and the tag before anything in the
-body is decoded: a changed, dropped, repeated, reordered or spliced record
+both ends, never sent), ``head tag = MAC(n, length, "head")`` and
+``tag = MAC(n, length, bytes)``: HMAC-SHA256 truncated (OpenSSL's SHA-256
+uses the CPU's SHA instructions where there are some, and measured faster
+than keyed BLAKE2b; ``benchmarks/wire_columnar.py`` measures the cost).
+The receiver checks the head tag before it waits for the body (so a changed
+length is caught at once, not after waiting for bytes that never come), and
+the tag before anything in the body is decoded: a changed, dropped, repeated, reordered or spliced record
 fails, and :class:`~runtime.errors.SealError` says which record and why.
 The frames of :mod:`runtime.communication.wire` travel inside the records
 unchanged: the frame interface the fabric sees is the same.
@@ -41,6 +43,7 @@ KEY_SIZE = 32
 
 _HEAD = struct.Struct("!I8s")
 _NUMBERED = struct.Struct("!QI")
+_HEAD_LABEL = b"head"
 HEAD_SIZE = _HEAD.size
 """Bytes before a record's body: its length and head tag."""
 OVERHEAD = HEAD_SIZE + TAG_SIZE
@@ -65,8 +68,7 @@ class Sealer:
 
     def __init__(self, key: bytes) -> None:
         """Seal with ``key`` (one direction's session key)."""
-        self._head_mac = hashlib.blake2b(key=key, digest_size=HEAD_TAG_SIZE)
-        self._mac = hashlib.blake2b(key=key, digest_size=TAG_SIZE)
+        self._mac = hmac.new(key, digestmod="sha256")
         self._number = 0
 
     def seal(self, pieces: list[bytes | memoryview]) -> list[bytes | memoryview]:
@@ -96,15 +98,15 @@ class Sealer:
     def _record(self, body: list[bytes | memoryview], size: int, out: list[bytes | memoryview]) -> None:
         numbered = _NUMBERED.pack(self._number, size)
         self._number += 1
-        head = self._head_mac.copy()
-        head.update(numbered)
+        head = self._mac.copy()
+        head.update(numbered + _HEAD_LABEL)
         mac = self._mac.copy()
         mac.update(numbered)
         for piece in body:
             mac.update(piece)
-        out.append(_HEAD.pack(size, head.digest()))
+        out.append(_HEAD.pack(size, head.digest()[:HEAD_TAG_SIZE]))
         out.extend(body)
-        out.append(mac.digest())
+        out.append(mac.digest()[:TAG_SIZE])
 
 
 class Opener:
@@ -118,8 +120,7 @@ class Opener:
 
     def __init__(self, key: bytes) -> None:
         """Open records sealed with ``key``."""
-        self._head_mac = hashlib.blake2b(key=key, digest_size=HEAD_TAG_SIZE)
-        self._mac = hashlib.blake2b(key=key, digest_size=TAG_SIZE)
+        self._mac = hmac.new(key, digestmod="sha256")
         self._number = 0
         self._capacity = 2 * (RECORD_MAX + OVERHEAD)
         self._buffer = bytearray(self._capacity)
@@ -150,9 +151,9 @@ class Opener:
             start = self._start
             length, head_tag = _HEAD.unpack_from(self._buffer, start)
             numbered = _NUMBERED.pack(self._number, length)
-            head = self._head_mac.copy()
-            head.update(numbered)
-            if not hmac.compare_digest(head.digest(), head_tag):
+            head = self._mac.copy()
+            head.update(numbered + _HEAD_LABEL)
+            if not hmac.compare_digest(head.digest()[:HEAD_TAG_SIZE], head_tag):
                 raise SealError(f"record {self._number}: its head (length {length}) failed its MAC")
             if length > RECORD_MAX:
                 raise SealError(f"record {self._number}: {length} bytes, over the limit of {RECORD_MAX}")
@@ -162,7 +163,7 @@ class Opener:
             mac = self._mac.copy()
             mac.update(numbered)
             mac.update(view[start + HEAD_SIZE : end])
-            if not hmac.compare_digest(mac.digest(), view[end : end + TAG_SIZE]):
+            if not hmac.compare_digest(mac.digest()[:TAG_SIZE], view[end : end + TAG_SIZE]):
                 raise SealError(f"record {self._number} ({length} bytes): its body failed its MAC")
             self._number += 1
             self._start = end + TAG_SIZE
