@@ -278,3 +278,20 @@ def test_two_processes_compute_over_tls_from_the_command_line(pki: Path, tmp_pat
                 process.communicate()
     for process, (out, err) in zip(processes, outcomes, strict=True):
         assert process.returncode == 0 and out == f"results [{sum(range(1000))}, 0]\n", out + err
+
+
+def test_a_local_cluster_started_with_tls_passes_it_to_its_children(pki: Path, tmp_path: Path) -> None:
+    script = tmp_path / "tls_local.py"
+    script.write_text(SCRIPT.format(root=str(ROOT)))
+    node = pki / "node0"
+    tls = ["--tls", f"{node}.pem", f"{node}.key"]
+    done = subprocess.run(
+        [sys.executable, str(script), "-n", "2", *tls, "--tls-ca", str(pki / "ca.pem")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == f"results [{sum(range(1000))}, 0]\n", done.stdout + done.stderr
+    wrong = subprocess.run(
+        [sys.executable, str(script), "-n", "2", *tls, "--tls-ca", "missing.pem"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert wrong.returncode != 0 and "TLS: the CA certificate file 'missing.pem' does not exist" in wrong.stderr
