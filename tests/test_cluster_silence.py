@@ -22,8 +22,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from runtime.communication.process_fabric import SILENCE_LIMIT
+from runtime.communication.process_fabric import SILENCE_LIMIT, ProcessFabric
+from runtime.communication.tcp import PeerLost
 from runtime.launcher import SUSPENDED_LIMIT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,3 +197,43 @@ def test_a_launched_child_paused_below_the_silence_limit_goes_on(tmp_path: Path)
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.communicate()
+
+
+class StuckMesh:
+    """A mesh to processes 1 and 2, both silent; a send to process 2 blocks until it is reported lost (as the
+    real mesh's shutdown of a lost peer's connection ends a send blocked on it)."""
+
+    def __init__(self) -> None:
+        self.endpoints = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+        self.last_heard = {1: time.monotonic() - 60, 2: time.monotonic() - 60}
+        self.reported: list[int] = []
+        self.unblocked = threading.Event()
+        self.fabric: Any = None
+
+    def offer(self, process: int, data: bytes) -> bool:
+        return False  # a data send is under way to each
+
+    def send(self, process: int, data: bytes) -> None:
+        if process == 2:
+            self.unblocked.wait(30)
+
+    def report_silence(self, process: int, seconds: float) -> None:
+        if process in self.reported:
+            return
+        self.reported.append(process)
+        if process == 2:
+            self.unblocked.set()
+        self.fabric.on_lost(PeerLost(f"lost process {process}: nothing arrived", process, self.endpoints[process]))
+
+
+def test_two_silent_peers_are_both_reported_though_telling_one_about_the_other_blocks() -> None:
+    mesh = StuckMesh()
+    fabric = ProcessFabric(0, 3, 1, mesh)  # type: ignore[arg-type]
+    mesh.fabric = fabric
+    fabric.start_heartbeats()
+    try:
+        eventually(lambda: sorted(mesh.reported) == [1, 2], 10, "both silent processes reported")
+    finally:
+        mesh.unblocked.set()
+        fabric.stop_heartbeats()
+    assert fabric.lost is not None and fabric.stop_reason is not None

@@ -179,6 +179,8 @@ class ProcessFabric:
         """Whether each local worker waits for credit (it is woken when credit arrives)."""
         self._communicators: list[ProcessCommunicator] = []
         self._beating = threading.Event()
+        self._silenced: set[int] = set()
+        """Processes the heartbeat thread found silent (each reported once)."""
         self._heart: threading.Thread | None = None
         self.lost: PeerLost | None = None
         """The first connection this process lost, if any."""
@@ -403,8 +405,15 @@ class ProcessFabric:
                 late, self._late_credit = self._late_credit, [0] * self.processes
             for process in range(self.processes):  # silence first: nothing here waits on a send
                 heard = mesh.last_heard.get(process, now)
-                if process != self.process and process not in self.byes and now - heard > SILENCE_LIMIT:
-                    mesh.report_silence(process, now - heard)
+                if process in self._silenced or process == self.process or process in self.byes:
+                    continue
+                if now - heard > SILENCE_LIMIT:
+                    # reported on a thread of its own: stopping tells the other processes, and a send to
+                    # one of them may wait, while this thread must go on watching them all
+                    self._silenced.add(process)
+                    threading.Thread(
+                        target=mesh.report_silence, args=(process, now - heard), name="timely-silence", daemon=True
+                    ).start()
             for process in range(self.processes):
                 if process == self.process or process in self.byes:
                     continue

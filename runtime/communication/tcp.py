@@ -518,7 +518,6 @@ class Mesh:
                 _shutdown(sock)
             for thread in pending.values():
                 thread.join(timeout=1.0)
-            self._wrapped.clear()
 
     def _live(self, accepted: socket.socket) -> socket.socket:
         """The socket an accepted connection now uses: its TLS socket once wrapped (under the state lock)."""
@@ -552,6 +551,7 @@ class Mesh:
             sock.close()
         with state:
             self._evicted.discard(accepted)
+            self._wrapped.pop(accepted, None)
 
     def _wrap(self, accepted: socket.socket, deadline: float, state: threading.Lock) -> socket.socket:
         """``accepted`` as the server side of a TLS connection, its TLS handshake done before ``deadline``."""
