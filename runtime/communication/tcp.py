@@ -674,7 +674,7 @@ class Mesh:
 
     def send(self, process: int, data: bytes) -> None:
         """Send whole frames to ``process`` (thread-safe; frames from one thread stay in order)."""
-        self.send_pieces(process, [data])
+        self._send(process, [data])
 
     def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:
         """Send the concatenation of ``pieces`` to ``process`` without joining them first (thread-safe).
@@ -683,6 +683,9 @@ class Mesh:
         ``sendmsg`` gathers up to :data:`_GATHER` buffers per call.  Nothing is
         sent to a process reported lost; a failure is reported after the lock is released.
         """
+        self._send(process, pieces)
+
+    def _send(self, process: int, pieces: list[bytes | memoryview]) -> None:
         lock = self._locks.get(process)
         if lock is None or process in self._reported:
             return  # not connected (yet), or lost: nothing can be waiting for this
