@@ -106,9 +106,13 @@ class Recorder:
         while True:
             try:
                 client, _ = self.listener.accept()
-                server = socket.create_connection((self.target.host, self.target.port))
             except OSError:
                 return
+            try:
+                server = socket.create_connection((self.target.host, self.target.port))
+            except OSError:  # the target does not listen yet: the connecting side tries again
+                client.close()
+                continue
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 

@@ -55,25 +55,30 @@ wait on a data send.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import logging
 import os
 import select
 import socket
 import ssl
-import struct
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
-
+from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
+from runtime.communication.handshake import MAGIC as MAGIC
+from runtime.communication.handshake import NONCE_SIZE
+from runtime.communication.handshake import Channel as _Channel
+from runtime.communication.handshake import decode_handshake as decode_handshake
+from runtime.communication.handshake import fields as _fields
+from runtime.communication.handshake import hash_fingerprint as hash_fingerprint
+from runtime.communication.handshake import proof as _proof
+from runtime.communication.handshake import refusal as _refusal
 from runtime.communication.seal import Opener, Sealer, session_keys
 from runtime.communication.tls import TlsConfig
-from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
+from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError
 from runtime.errors import ClusterError as ClusterError
 from runtime.errors import ClusterStopped as ClusterStopped
 from runtime.errors import ConnectTimeout as ConnectTimeout
@@ -82,20 +87,12 @@ from runtime.errors import PeerLost as PeerLost
 from runtime.errors import SealError
 from runtime.errors import TamperedFrame as TamperedFrame
 
-_PREFIX = struct.Struct("!II")
-
 log = logging.getLogger("runtime.communication.tcp")
 
-MAGIC = "pytimely"
 HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
-HANDSHAKE_MAX_FRAME = 1024
-"""The largest handshake frame accepted, in bytes (a real one is under 100)."""
-_NONCE_SIZE = 16
-_PROOF_SIZE = 32
-_MAX_REASON = 512
 _RECV_SIZE = 1 << 20
 
 
@@ -158,65 +155,12 @@ def read_hostfile(path: str) -> list[Endpoint]:
     return endpoints
 
 
-def hash_fingerprint() -> int:
-    """The hash of a fixed string: equal in two processes iff they hash strings alike."""
-    return hash("pytimely: exchange routes records by hash") & 0xFFFFFFFF
-
-
-def _proof(token: str, role: str, first: bytes, second: bytes) -> bytes:
-    return hmac.new(token.encode("utf-8"), role.encode() + first + second, hashlib.sha256).digest()
-
-
 def _describe(sock: socket.socket) -> str:
     try:
         host, port = sock.getpeername()[:2]
         return f"{host}:{port}"
     except OSError:
         return "an unknown address"
-
-
-def decode_handshake(head: bytes) -> list[Any]:
-    """One handshake message: a flat list of scalars, decoded as plain msgpack with strict limits.
-
-    No extension type is decoded (so no codec runs) and nothing nests; any
-    other input raises :class:`~runtime.communication.wire.WireError`.
-    """
-    try:
-        message = msgpack.unpackb(
-            head,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=_MAX_REASON,
-            max_bin_len=_PROOF_SIZE,
-            max_array_len=8,
-            max_map_len=0,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.UnpackException) as error:
-        raise WireError(f"a malformed handshake frame ({type(error).__name__}: {error})") from None
-    if message.__class__ is not list or not message or message[0].__class__ is not str:
-        raise WireError("a handshake frame must be a list that starts with the message's name")
-    for field in message:
-        if field.__class__ not in (str, bytes, int):
-            raise WireError(f"a handshake frame holds a {type(field).__name__}, not a plain field (str, bytes, int)")
-    return message
-
-
-def _fields(message: list[Any], name: str, *types: type) -> list[Any]:
-    """``message``'s fields after its name, checked to be ``name`` and ``types`` exactly; else :class:`WireError`."""
-    if message[0] != name or len(message) != len(types) + 1:
-        raise WireError(f"expected a {name} of {len(types)} field(s), got {message[0]!r} with {len(message) - 1}")
-    for position, (field, kind) in enumerate(zip(message[1:], types, strict=True), 1):
-        if field.__class__ is not kind:
-            raise WireError(f"field {position} of the {name} has type {type(field).__name__}, not {kind.__name__}")
-    return message[1:]
-
-
-def _refusal(message: list[Any]) -> str | None:
-    """The reason of a well-formed ``refused`` message, else None."""
-    if message[0] == "refused" and len(message) == 2 and message[1].__class__ is str:
-        return str(message[1])
-    return None
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -230,55 +174,6 @@ def _writable(sock: socket.socket) -> bool:
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLOUT)
     return any(events & select.POLLOUT for _, events in poller.poll(0))
-
-
-class _Channel:
-    """Blocking frame I/O on one socket, used during the handshake.
-
-    It reads exactly one frame at a time and never more: the peer may send its
-    first data right after the handshake, and those bytes belong to the
-    connection's reader thread.  Every frame sent or received is added to
-    :attr:`transcript`, from which the session keys are derived.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.transcript = hashlib.blake2b(digest_size=32)
-
-    def send(self, header: list[Any]) -> None:
-        data = frame(header)
-        self.transcript.update(data)
-        self.sock.sendall(data)
-
-    def _exactly(self, size: int, deadline: float) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("the handshake timed out")
-            self.sock.settimeout(remaining)
-            data = self.sock.recv(size - len(chunks))
-            if not data:
-                raise ConnectionError("the connection closed during the handshake")
-            chunks += data
-        return bytes(chunks)
-
-    def receive(self, deadline: float) -> list[Any]:
-        """The next handshake message (see :func:`decode_handshake`), read before ``deadline``."""
-        prefix = self._exactly(8, deadline)
-        body, head = _PREFIX.unpack(prefix)
-        if body > HANDSHAKE_MAX_FRAME:
-            hint = ""
-            if prefix[:2] == b"\x16\x03":
-                hint = "; it looks like TLS: give every process the same --tls and --tls-ca options, or none"
-            raise WireError(
-                f"a handshake frame of {body} bytes is too large (the limit is {HANDSHAKE_MAX_FRAME}){hint}"
-            )
-        if head != body or body == 0:
-            raise WireError("a handshake frame must be a header alone")
-        data = self._exactly(body, deadline)
-        self.transcript.update(_PREFIX.pack(body, head) + data)
-        return decode_handshake(data)
 
 
 class Mesh:
@@ -425,7 +320,7 @@ class Mesh:
     def _handshake_as_connector(self, peer: int, sock: socket.socket, deadline: float) -> tuple[bytes, bytes]:
         """Handshake with ``peer``; return the session keys ``(sending, receiving)``."""
         channel = _Channel(sock)
-        nonce = os.urandom(_NONCE_SIZE)
+        nonce = os.urandom(NONCE_SIZE)
         channel.send(["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()])
         answer = channel.receive(deadline)
         keys = session_keys(self._token, channel.transcript.digest())
@@ -624,10 +519,10 @@ class Mesh:
         except WireError as error:
             self._refuse(channel, who, f"malformed hello: {error}")
             return None
-        if len(their_nonce) != _NONCE_SIZE:
-            self._refuse(channel, who, f"malformed hello: a nonce of {len(their_nonce)} bytes, not {_NONCE_SIZE}")
+        if len(their_nonce) != NONCE_SIZE:
+            self._refuse(channel, who, f"malformed hello: a nonce of {len(their_nonce)} bytes, not {NONCE_SIZE}")
             return None
-        nonce = os.urandom(_NONCE_SIZE)
+        nonce = os.urandom(NONCE_SIZE)
         channel.send(
             [
                 "challenge",
