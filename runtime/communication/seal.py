@@ -32,8 +32,10 @@ from collections.abc import Iterator
 
 from runtime.errors import SealError
 
-RECORD_MAX = 1 << 20
-"""The largest record body in bytes; a longer send is cut into several records."""
+RECORD_MAX = 1 << 18
+"""The largest record body in bytes (256 KiB, the fabric's flush size); a longer send is cut into several records.
+
+Each connection's :class:`Opener` holds two records at most, so a process's receive buffers stay at 0.5 MiB a peer."""
 HEAD_TAG_SIZE = 8
 """Bytes of a record's head tag (over its number and length)."""
 TAG_SIZE = 16
