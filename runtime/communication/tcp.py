@@ -170,7 +170,9 @@ def _shutdown(sock: socket.socket) -> None:
 
 
 def _writable(sock: socket.socket) -> bool:
-    """Whether ``sock`` has room to send a few bytes now (its buffer is not full)."""
+    """Whether ``sock`` has room to send a few bytes now (its buffer is not full, and it is open)."""
+    if sock.fileno() < 0:
+        return False
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLOUT)
     return any(events & select.POLLOUT for _, events in poller.poll(0))
