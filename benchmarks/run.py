@@ -1439,6 +1439,20 @@ def add_profiles(sections: dict[str, Section], cfg: Config) -> None:
 
 # ---------------------------------------------------------------------------- main
 
+
+def section_mac(cfg: Config, log: Log) -> Section:
+    """Issue 27: what the keyed MAC on every record costs the TCP path (``wire_columnar.mac_rates``)."""
+    import wire_columnar
+
+    rates = wire_columnar.mac_rates(32 if cfg.quick else 256, cfg.repeat)
+    rows = [timed_row(name, Sample.of(values), unit="MB/s") for name, values in rates.items()]
+    return Section(
+        "Keyed MAC on the wire",
+        ["`benchmarks/wire_columnar.py` `mac_rates`: MB/s over 64 KiB frames, with and without the MAC."],
+        rows,
+    )
+
+
 SECTIONS: dict[str, Callable[[Config, Log], Section]] = {
     "pipeline": section_pipeline,
     "latency": section_latency,
@@ -1450,6 +1464,7 @@ SECTIONS: dict[str, Callable[[Config, Log], Section]] = {
     "shape": section_shape,
     "instrument": section_instrument,
     "spark": section_spark,
+    "mac": section_mac,
 }
 
 RUN_LAST = ("graphs", "spark")

@@ -9,7 +9,9 @@
    ``bytes`` copy of that memory for scale;
 2. an exchange by key column of numpy / Arrow batches (``exchange_batch``)
    and of the same rows as records (``exchange``), on 1 process and on 2
-   processes of 1 worker, median of the repetitions.
+   processes of 1 worker, median of the repetitions;
+3. the keyed MAC's cost (:func:`mac_rates`): MB/s of splitting frames alone,
+   of opening sealed records and splitting them, and of sealing.
 
 Times on a shared machine are noisy: compare the ratios within one run.
 """
@@ -111,6 +113,58 @@ def exchange_table(batches: int, rows: int, repeat: int) -> None:
         print(f"{kind:<10}{one_s:>20.2f} s{two_s:>12.2f} s{start_s:>8.2f} s{two_s - start_s:>15.2f} s{str(same):>7}")
 
 
+def mac_rates(megabytes: int, repeat: int) -> dict[str, list[float]]:
+    """MB/s of the TCP path over ``megabytes`` of 64 KiB frames, with and without the keyed MAC (issue 27).
+
+    ``frames only``: what the reader did before records were sealed (copy each
+    received 1 MB piece, as ``recv_into`` does, and split it into frames);
+    ``opened and split``: the same through :class:`~runtime.communication.seal.Opener`
+    (each record's MAC checked first); ``sealed``: the sender's
+    :meth:`~runtime.communication.seal.Sealer.seal` (each record's MAC computed).
+    Every run's rate is returned, one list per variant.
+    """
+    from runtime.communication.seal import Opener, Sealer, session_keys
+
+    key = session_keys("benchmark", b"transcript")[0]
+    payload = bytes(65536 - 32)
+    one = frame_head([0, 1, 2, 3, 0, 0], len(payload)) + payload
+    data = memoryview(one * (megabytes * (1 << 20) // len(one)))
+    stream = memoryview(b"".join(bytes(piece) for piece in Sealer(key).seal([data])))
+
+    def frames_only() -> None:
+        reader, buffer = FrameReader(), memoryview(bytearray(RECV_SIZE))
+        for start in range(0, len(data), RECV_SIZE):
+            piece = data[start : start + RECV_SIZE]
+            buffer[: len(piece)] = piece
+            for _ in reader.feed(buffer[: len(piece)]):
+                pass
+
+    def opened() -> None:
+        reader, opener, position = FrameReader(), Opener(key), 0
+        while position < len(stream):
+            space = opener.space()
+            take = min(len(space), RECV_SIZE, len(stream) - position)
+            space[:take] = stream[position : position + take]
+            position += take
+            for body in opener.received(take):
+                for _ in reader.feed(body):
+                    pass
+
+    def sealed() -> None:
+        Sealer(key).seal([data])
+
+    size = len(data) / 1e6
+    variants = {"frames only": frames_only, "opened and split": opened, "sealed": sealed}
+    return {name: [size / best_of(1, run) for _ in range(repeat)] for name, run in variants.items()}
+
+
+def mac_table(megabytes: int, repeat: int) -> None:
+    """Print :func:`mac_rates`: median MB/s of each variant."""
+    print(f"\nkeyed MAC on {megabytes} MB of 64 KiB frames (MB/s, median of {repeat})")
+    for name, rates in mac_rates(megabytes, repeat).items():
+        print(f"  {name:<18} {statistics.median(rates):10.0f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the wire round-trip batch")
@@ -121,6 +175,7 @@ def main() -> int:
     np.random.seed(0)
     wire_table(args.rows, args.repeat)
     exchange_table(args.batches, args.batch_rows, args.repeat)
+    mac_table(256, args.repeat)
     return 0
 
 

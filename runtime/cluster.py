@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from runtime.cluster_member import LOG_VARIABLE, run_process
 from runtime.communication.tcp import Endpoint, read_hostfile
+from runtime.communication.tls import tls_config
 from runtime.errors import ConfigurationError
 from runtime.execute import execute
 from runtime.instrument import configure_from, logging_active, stop_logging
@@ -44,6 +45,8 @@ class ClusterConfig:
     token: str | None = None
     log: str | None = None
     metrics: str | None = None
+    tls: tuple[str, str, str] | None = None
+    """Certificate, key and CA files: every connection is TLS (``--tls CERT KEY --tls-ca CA``)."""
 
 
 def cluster_arguments() -> argparse.ArgumentParser:
@@ -68,14 +71,30 @@ def cluster_arguments() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help=f"serve Prometheus /metrics at HOST:PORT, process P at PORT+P (default: ${METRICS_VARIABLE})",
     )
+    group.add_argument(
+        "--tls",
+        nargs=2,
+        default=None,
+        metavar=("CERT", "KEY"),
+        help="encrypt every connection with TLS: this process's certificate and key (PEM); needs --tls-ca",
+    )
+    group.add_argument(
+        "--tls-ca", default=None, metavar="CA", help="the CA (PEM) that signed every process's --tls certificate"
+    )
     return parser
 
 
 def parse_cluster_args(argv: Sequence[str] | None = None) -> tuple[ClusterConfig, list[str]]:
     """Parse the cluster flags in ``argv`` (default ``sys.argv[1:]``); return them and the other arguments."""
     args, rest = cluster_arguments().parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    if (args.tls is None) != (args.tls_ca is None):
+        raise ConfigurationError(
+            "--tls CERT KEY and --tls-ca CA go together: each process needs its certificate and key, and the CA "
+            "that signed every process's certificate"
+        )
+    tls = (args.tls[0], args.tls[1], args.tls_ca) if args.tls is not None else None
     config = ClusterConfig(
-        args.workers, args.processes, args.process, args.hostfile, args.token, args.log, args.metrics
+        args.workers, args.processes, args.process, args.hostfile, args.token, args.log, args.metrics, tls
     )
     if config.workers < 1:
         raise ConfigurationError(f"-w/--workers must be at least 1, got {config.workers}")
@@ -120,7 +139,8 @@ def execute_from_args(
     are started separately (on this or other hosts) with the same flags;
     ``-h/--hostfile FILE``: one ``host:port`` per line, process ``i`` listens at
     line ``i`` (default ``127.0.0.1:2101+i``); ``--token T``: the cluster's shared
-    secret, else ``$PYTIMELY_TOKEN`` (required with ``-p`` and several processes).
+    secret, else ``$PYTIMELY_TOKEN`` (required with ``-p`` and several processes);
+    ``--tls CERT KEY --tls-ca CA``: every connection TLS, certificates checked against ``CA``.
 
     Without ``-p``, ``-n P`` starts ``P`` processes on this machine, as
     ``execute(main, processes=P, workers=W)`` does (``main`` must then be
@@ -146,8 +166,9 @@ def execute_from_args(
                 metrics.close()
             if configured is not None:
                 stop_logging()
+    tls = tls_config(*config.tls) if config.tls is not None else None  # bad files fail here, before any process
     if config.process is None:
-        return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout)
+        return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)
     token = config.token or os.environ.get(TOKEN_VARIABLE)
     if not token:
         raise ConfigurationError(
@@ -155,5 +176,5 @@ def execute_from_args(
             f"set {TOKEN_VARIABLE} or pass --token, with the same value in every process"
         )
     return run_process(
-        main, config.process, endpoints_for(config), config.workers, token, stall_timeout, connect_timeout
+        main, config.process, endpoints_for(config), config.workers, token, stall_timeout, connect_timeout, tls=tls
     )

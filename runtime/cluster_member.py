@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from runtime.communication import Stop
 from runtime.communication.process_fabric import ProcessFabric, decode_results
 from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
+from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.execute import run_workers
@@ -55,8 +56,11 @@ def run_process(
     listener: socket.socket | None = None,
     gather: bool = True,
     on_fabric: Callable[[ProcessFabric], None] | None = None,
+    tls: TlsConfig | None = None,
 ) -> list[R]:
     """Run process ``process`` of the cluster at ``endpoints``: join the mesh, run ``W`` workers, finish.
+
+    With ``tls``, every connection of the mesh is TLS (see :mod:`runtime.communication.tls`).
 
     Returns every worker's result in worker order if ``gather`` (results travel
     to every process), else only this process's workers' results.  Raises
@@ -69,7 +73,7 @@ def run_process(
     metrics = serve_from_environment(process)
     try:
         return _run_process(
-            main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric
+            main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric, tls
         )
     finally:
         if metrics is not None:
@@ -89,6 +93,7 @@ def _run_process(
     listener: socket.socket | None,
     gather: bool,
     on_fabric: Callable[[ProcessFabric], None] | None,
+    tls: TlsConfig | None,
 ) -> list[R]:
     processes = len(endpoints)
     holder: list[ProcessFabric] = []
@@ -99,6 +104,7 @@ def _run_process(
         on_frame=lambda peer, header, payload: holder[0].on_frame(peer, header, payload),
         on_lost=lambda error: holder[0].on_lost(error),
         listener=listener,
+        tls=tls,
     )
     fabric = ProcessFabric(process, processes, workers, mesh)
     holder.append(fabric)
@@ -286,6 +292,7 @@ def child_main() -> None:
             listener=listener,
             gather=False,
             on_fabric=watch,
+            tls=tls_config(*job["tls"]) if job.get("tls") else None,
         )
         try:
             data = frame(["ok", results])

@@ -207,6 +207,14 @@ class PeerLost(ClusterError):
         self.address = address
 
 
+class TamperedFrame(PeerLost):
+    """Bytes from another process failed their authentication: changed, dropped, reordered or spliced in flight.
+
+    A :class:`PeerLost` (the connection cannot be trusted any more) whose
+    ``process`` and ``address`` name the peer the bytes claimed to come from.
+    """
+
+
 class ClusterStopped(ClusterError):
     """This process stopped because another process asked it to (interrupted, or lost a peer itself)."""
 
@@ -279,6 +287,10 @@ class RecordingTooLarge(RecordingError):
 
 class WireError(DecodeError):
     """Bytes received from a peer do not follow the wire protocol."""
+
+
+class SealError(WireError):
+    """A sealed record failed its keyed MAC (see :mod:`runtime.communication.seal`)."""
 
 
 class FrameTooLarge(TimelyRuntimeError):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
@@ -55,8 +56,10 @@ SILENT_DEATH_GRACE = 2.0
 """Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
 ANSWER_GRACE = 1.0
 """Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
-SUSPENDED_LIMIT = 3.0
-"""Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost."""
+SUSPENDED_LIMIT = SILENCE_LIMIT
+"""Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost:
+the silence limit its peers apply, so a child paused for less goes on, and one paused for longer is named
+within 10 s of its pause."""
 
 POLL_INTERVAL = 0.02
 """Seconds between the launcher's looks at its children when no child's pipe has closed."""
@@ -127,6 +130,7 @@ def execute_processes(
     workers: int = 1,
     stall_timeout: float | None = None,
     connect_timeout: float = CONNECT_TIMEOUT,
+    tls: tuple[str, str, str] | None = None,
 ) -> list[R]:
     """Run ``main`` in ``processes`` new processes of ``workers`` worker threads; return every result in order.
 
@@ -136,7 +140,8 @@ def execute_processes(
     results travel back in the wire encoding, so they must be encodable too.
     Raises :class:`~runtime.errors.WorkerFailed` for a failed worker (with the
     remote traceback as a note) or stuck dataflows, and
-    :class:`~runtime.communication.tcp.PeerLost` when a process died.
+    :class:`~runtime.communication.tcp.PeerLost` when a process died.  ``tls`` (certificate,
+    key and CA files) makes the children's connections TLS (:mod:`runtime.communication.tls`).
     """
     if processes.__class__ is not int or processes < 1:
         raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")
@@ -161,7 +166,9 @@ def execute_processes(
     try:
         for index, listener in enumerate(listeners):
             children.append(
-                _spawn(index, listener, endpoints, workers, token, spec, stall_timeout, connect_timeout, env, ended)
+                _spawn(
+                    index, listener, endpoints, workers, token, spec, (stall_timeout, connect_timeout, tls), env, ended
+                )
             )
             listener.close()
         _wait(children, ended)
@@ -183,11 +190,11 @@ def _spawn(
     workers: int,
     token: str,
     spec: dict[str, Any],
-    stall_timeout: float | None,
-    connect_timeout: float,
+    settings: tuple[float | None, float, tuple[str, str, str] | None],
     env: dict[str, str],
     ended: threading.Event,
 ) -> _Child:
+    stall_timeout, connect_timeout, tls = settings
     read_fd, write_fd = os.pipe()
     try:
         popen = subprocess.Popen(
@@ -206,6 +213,7 @@ def _spawn(
         "token": token,
         "stall_timeout": stall_timeout,
         "connect_timeout": connect_timeout,
+        "tls": list(tls) if tls is not None else None,
         "listener_fd": listener.fileno(),
         "result_fd": write_fd,
         "parent": os.getpid(),

@@ -30,7 +30,8 @@ arrives, so two processes that wait for each other's room still pull each
 other's data.
 
 Frames are ``data``, ``credit``, ``beat`` (a heartbeat every
-:data:`HEARTBEAT_PERIOD` seconds: whether every worker of the sender has been
+:data:`HEARTBEAT_PERIOD` seconds, sent by :meth:`~runtime.communication.tcp.Mesh.offer`, so never
+waiting on a data send: whether every worker of the sender has been
 waiting and for how long, how many messages its workers sent to other
 processes, and how many messages from other processes arrived), ``stop`` (a
 reason to stop, relayed to every process) and ``bye`` (the sender's workers
@@ -182,6 +183,8 @@ class ProcessFabric:
         """Whether each local worker waits for credit (it is woken when credit arrives)."""
         self._communicators: list[ProcessCommunicator] = []
         self._beating = threading.Event()
+        self._silenced: set[int] = set()
+        """Processes the heartbeat thread found silent (each reported once)."""
         self._heart: threading.Thread | None = None
         self.lost: PeerLost | None = None
         """The first connection this process lost, if any."""
@@ -423,13 +426,25 @@ class ProcessFabric:
             data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values()), self.local_stuck()])
             with self._credit_lock:
                 late, self._late_credit = self._late_credit, [0] * self.processes
+            for process in range(self.processes):  # silence first: nothing here waits on a send
+                heard = mesh.last_heard.get(process, now)
+                if process in self._silenced or process == self.process or process in self.byes:
+                    continue
+                if now - heard > SILENCE_LIMIT:
+                    # reported on a thread of its own: stopping tells the other processes, and a send to
+                    # one of them may wait, while this thread must go on watching them all
+                    self._silenced.add(process)
+                    threading.Thread(
+                        target=mesh.report_silence, args=(process, now - heard), name="timely-silence", daemon=True
+                    ).start()
             for process in range(self.processes):
                 if process == self.process or process in self.byes:
                     continue
-                mesh.send(process, frame([CREDIT, late[process]]) + data if late[process] else data)
-                heard = mesh.last_heard.get(process, now)
-                if now - heard > SILENCE_LIMIT:
-                    mesh.report_silence(process, now - heard)
+                # a beat is skipped while a data send to that process is under way (its bytes are heard
+                # there) or its socket is full; the credit it would carry waits for the next beat
+                if not mesh.offer(process, frame([CREDIT, late[process]]) + data if late[process] else data):
+                    with self._credit_lock:
+                        self._late_credit[process] += late[process]
             for local, communicator in enumerate(self._communicators):  # leftover credit: once per beat
                 if communicator.owes_credit:
                     self.credit_due[local] = True

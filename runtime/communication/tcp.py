@@ -32,50 +32,67 @@ also compare the cluster size and the string-hash fingerprint, so that
 processes started with different ``PYTHONHASHSEED`` values (which would route
 exchanged records inconsistently) stop with an explanation.
 
+The handshake also derives one session key for each direction of the
+connection from the token and everything both sides said (their nonces
+included): after it, every byte travels in sealed records
+(:mod:`runtime.communication.seal`), each with a keyed MAC that the receiver
+checks before anything in it is decoded.  A record that fails is
+:class:`~runtime.errors.TamperedFrame`, naming the process it claimed to come
+from.  With a :class:`~runtime.communication.tls.TlsConfig`, every connection
+is TLS (both certificates checked against the cluster's CA) before the
+handshake starts.
+
 After the handshake, :class:`Mesh` runs one reader thread per connection that
-splits the stream into frames (:mod:`runtime.communication.wire`) and hands each to a
-callback; a connection that ends before the peer said goodbye is reported as
-lost, naming the process and its address.  Sending is thread-safe.
+opens the records, splits them into frames (:mod:`runtime.communication.wire`)
+and hands each to a callback; a connection that ends before the peer said
+goodbye is reported as lost, naming the process and its address.  Sending is
+thread-safe.  Nothing is called out while a connection's send lock is held, a
+lost peer's connection is shut down at once (so a send blocked on it ends), and
+:meth:`Mesh.offer` sends without ever waiting: heartbeats use it, so they never
+wait on a data send.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import logging
 import os
+import select
 import socket
-import struct
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
-
-from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame
+from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
+from runtime.communication.handshake import MAGIC as MAGIC
+from runtime.communication.handshake import NONCE_SIZE
+from runtime.communication.handshake import Channel as _Channel
+from runtime.communication.handshake import decode_handshake as decode_handshake
+from runtime.communication.handshake import fields as _fields
+from runtime.communication.handshake import hash_fingerprint as hash_fingerprint
+from runtime.communication.handshake import proof as _proof
+from runtime.communication.handshake import refusal as _refusal
+from runtime.communication.seal import Opener, Sealer, session_keys
+from runtime.communication.tls import TlsConfig
+from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError
 from runtime.errors import ClusterError as ClusterError
 from runtime.errors import ClusterStopped as ClusterStopped
 from runtime.errors import ConnectTimeout as ConnectTimeout
 from runtime.errors import HandshakeError as HandshakeError
 from runtime.errors import PeerLost as PeerLost
-
-_PREFIX = struct.Struct("!II")
+from runtime.errors import SealError
+from runtime.errors import TamperedFrame as TamperedFrame
 
 log = logging.getLogger("runtime.communication.tcp")
 
-MAGIC = "pytimely"
 HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
-HANDSHAKE_MAX_FRAME = 1024
-"""The largest handshake frame accepted, in bytes (a real one is under 100)."""
-_NONCE_SIZE = 16
-_PROOF_SIZE = 32
-_MAX_REASON = 512
 _RECV_SIZE = 1 << 20
 
 
@@ -89,6 +106,10 @@ def _send_all(sock: socket.socket, pieces: list[bytes | memoryview]) -> None:
     """Write every byte of ``pieces`` to ``sock``, in order, with gathered writes (blocking)."""
     if sum(map(len, pieces)) < _JOIN_BELOW:  # small: one copy is cheaper than the views
         sock.sendall(b"".join(pieces))
+        return
+    if isinstance(sock, ssl.SSLSocket):  # no sendmsg through TLS: it copies into its records anyway
+        for piece in pieces:
+            sock.sendall(piece)
         return
     views = [memoryview(piece).cast("B") for piece in pieces if len(piece)]
     start = 0
@@ -134,15 +155,6 @@ def read_hostfile(path: str) -> list[Endpoint]:
     return endpoints
 
 
-def hash_fingerprint() -> int:
-    """The hash of a fixed string: equal in two processes iff they hash strings alike."""
-    return hash("pytimely: exchange routes records by hash") & 0xFFFFFFFF
-
-
-def _proof(token: str, role: str, first: bytes, second: bytes) -> bytes:
-    return hmac.new(token.encode("utf-8"), role.encode() + first + second, hashlib.sha256).digest()
-
-
 def _describe(sock: socket.socket) -> str:
     try:
         host, port = sock.getpeername()[:2]
@@ -151,85 +163,19 @@ def _describe(sock: socket.socket) -> str:
         return "an unknown address"
 
 
-def decode_handshake(head: bytes) -> list[Any]:
-    """One handshake message: a flat list of scalars, decoded as plain msgpack with strict limits.
-
-    No extension type is decoded (so no codec runs) and nothing nests; any
-    other input raises :class:`~runtime.communication.wire.WireError`.
-    """
-    try:
-        message = msgpack.unpackb(
-            head,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=_MAX_REASON,
-            max_bin_len=_PROOF_SIZE,
-            max_array_len=8,
-            max_map_len=0,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.UnpackException) as error:
-        raise WireError(f"a malformed handshake frame ({type(error).__name__}: {error})") from None
-    if message.__class__ is not list or not message or message[0].__class__ is not str:
-        raise WireError("a handshake frame must be a list that starts with the message's name")
-    for field in message:
-        if field.__class__ not in (str, bytes, int):
-            raise WireError(f"a handshake frame holds a {type(field).__name__}, not a plain field (str, bytes, int)")
-    return message
+def _shutdown(sock: socket.socket) -> None:
+    """Shut ``sock`` down both ways (TLS included, without unwrapping it): blocked sends and reads end."""
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-def _fields(message: list[Any], name: str, *types: type) -> list[Any]:
-    """``message``'s fields after its name, checked to be ``name`` and ``types`` exactly; else :class:`WireError`."""
-    if message[0] != name or len(message) != len(types) + 1:
-        raise WireError(f"expected a {name} of {len(types)} field(s), got {message[0]!r} with {len(message) - 1}")
-    for position, (field, kind) in enumerate(zip(message[1:], types, strict=True), 1):
-        if field.__class__ is not kind:
-            raise WireError(f"field {position} of the {name} has type {type(field).__name__}, not {kind.__name__}")
-    return message[1:]
-
-
-def _refusal(message: list[Any]) -> str | None:
-    """The reason of a well-formed ``refused`` message, else None."""
-    if message[0] == "refused" and len(message) == 2 and message[1].__class__ is str:
-        return str(message[1])
-    return None
-
-
-class _Channel:
-    """Blocking frame I/O on one socket, used during the handshake.
-
-    It reads exactly one frame at a time and never more: the peer may send its
-    first data right after the handshake, and those bytes belong to the
-    connection's reader thread.
-    """
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def send(self, header: list[Any]) -> None:
-        self.sock.sendall(frame(header))
-
-    def _exactly(self, size: int, deadline: float) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError("the handshake timed out")
-            self.sock.settimeout(remaining)
-            data = self.sock.recv(size - len(chunks))
-            if not data:
-                raise ConnectionError("the connection closed during the handshake")
-            chunks += data
-        return bytes(chunks)
-
-    def receive(self, deadline: float) -> list[Any]:
-        """The next handshake message (see :func:`decode_handshake`), read before ``deadline``."""
-        body, head = _PREFIX.unpack(self._exactly(8, deadline))
-        if body > HANDSHAKE_MAX_FRAME:
-            raise WireError(f"a handshake frame of {body} bytes is too large (the limit is {HANDSHAKE_MAX_FRAME})")
-        if head != body or body == 0:
-            raise WireError("a handshake frame must be a header alone")
-        return decode_handshake(self._exactly(body, deadline))
+def _writable(sock: socket.socket) -> bool:
+    """Whether ``sock`` has room to send a few bytes now (its buffer is not full, and it is open)."""
+    if sock.fileno() < 0:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLOUT)
+    return any(events & select.POLLOUT for _, events in poller.poll(0))
 
 
 class Mesh:
@@ -249,8 +195,12 @@ class Mesh:
         on_frame: Callable[[int, list[Any], bytes | memoryview], None],
         on_lost: Callable[[PeerLost], None],
         listener: socket.socket | None = None,
+        tls: TlsConfig | None = None,
     ) -> None:
-        """Prepare the mesh; ``listener`` is an already bound listening socket (else one is bound)."""
+        """Prepare the mesh; ``listener`` is an already bound listening socket (else one is bound).
+
+        With ``tls``, every connection is TLS with both certificates checked against its CA.
+        """
         if not token:
             raise HandshakeError("a cluster needs a non-empty shared token")
         self.index = index
@@ -262,8 +212,13 @@ class Mesh:
         self._listener = listener
         self._sockets: dict[int, socket.socket] = {}
         self._locks: dict[int, threading.Lock] = {}
+        self._sealers: dict[int, Sealer] = {}
+        self._openers: dict[int, Opener] = {}
+        self._tls = tls
         self._finished: set[int] = set()
         self._reported: set[int] = set()
+        self._state = threading.Lock()
+        """Guards :attr:`_reported` and :attr:`_closing` (held only to test and set them, never across a call)."""
         self._closing = False
         self._readers: list[threading.Thread] = []
         self.last_heard: dict[int, float] = {}
@@ -273,6 +228,8 @@ class Mesh:
         self._refused_lock = threading.Lock()
         self._sockets_lock = threading.Lock()
         self._evicted: set[socket.socket] = set()
+        self._wrapped: dict[socket.socket, socket.socket] = {}
+        """Accepted connections now wrapped in TLS, to their TLS sockets (under :attr:`_sockets_lock`)."""
 
     def describe(self, process: int) -> str:
         """``process 2 (host:port)``."""
@@ -308,7 +265,9 @@ class Mesh:
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.last_heard[peer] = time.monotonic()
-            reader = threading.Thread(target=self._read, args=(peer, sock), name=f"timely-read-{peer}", daemon=True)
+            reader = threading.Thread(
+                target=self._read, args=(peer, sock, self._openers[peer]), name=f"timely-read-{peer}", daemon=True
+            )
             self._readers.append(reader)
         for reader in self._readers:
             reader.start()
@@ -336,7 +295,11 @@ class Mesh:
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                 continue
             try:
-                self._handshake_as_connector(peer, sock, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT))
+                step_deadline = min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
+                if self._tls is not None:
+                    sock.settimeout(max(0.01, step_deadline - time.monotonic()))
+                    sock = self._tls.client.wrap_socket(sock)
+                keys = self._handshake_as_connector(peer, sock, step_deadline)
             except (OSError, TimeoutError, WireError) as error:
                 sock.close()
                 last_error = error
@@ -346,21 +309,30 @@ class Mesh:
                 sock.close()
                 raise
             with self._sockets_lock:
-                self._sockets[peer] = sock
-                self._locks[peer] = threading.Lock()
+                self._keep(peer, sock, sending=keys[0], receiving=keys[1])
             return
 
-    def _handshake_as_connector(self, peer: int, sock: socket.socket, deadline: float) -> None:
+    def _keep(self, peer: int, sock: socket.socket, sending: bytes, receiving: bytes) -> None:
+        """Keep ``peer``'s authenticated connection and its session keys (under :attr:`_sockets_lock`)."""
+        self._sockets[peer] = sock
+        self._locks[peer] = threading.Lock()
+        self._sealers[peer] = Sealer(sending)
+        self._openers[peer] = Opener(receiving)
+
+    def _handshake_as_connector(self, peer: int, sock: socket.socket, deadline: float) -> tuple[bytes, bytes]:
+        """Handshake with ``peer``; return the session keys ``(sending, receiving)``."""
         channel = _Channel(sock)
-        nonce = os.urandom(_NONCE_SIZE)
+        nonce = os.urandom(NONCE_SIZE)
         channel.send(["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()])
         answer = channel.receive(deadline)
+        keys = session_keys(self._token, channel.transcript.digest())
         reason = _refusal(answer)
         if reason is not None:
             raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {reason}")
         if answer[0] == "challenge" and len(answer) > 1 and answer[1] != PROTOCOL_VERSION:
             raise HandshakeError(
-                f"{self.describe(peer)} speaks protocol version {answer[1]!r}, this process {PROTOCOL_VERSION}"
+                f"{self.describe(peer)} speaks protocol version {answer[1]!r}, this process {PROTOCOL_VERSION}; "
+                "run the same pytimely version in every process"
             )
         _, their_index, processes, their_nonce, their_proof, fingerprint = _fields(
             answer, "challenge", int, int, int, bytes, bytes, int
@@ -379,6 +351,7 @@ class Mesh:
         if reason is not None:
             raise HandshakeError(f"{self.describe(peer)} refused process {self.index}: {reason}")
         _fields(welcome, "welcome")
+        return keys
 
     def _check_configuration(self, peer: int, their_index: Any, processes: Any, fingerprint: Any) -> None:
         if their_index != peer or processes != self.processes:
@@ -437,12 +410,15 @@ class Mesh:
                 errors.append(error)
         finally:
             with state:
-                leftovers = [sock for sock in pending if sock not in self._sockets.values()]
+                leftovers = [self._live(sock) for sock in pending if self._live(sock) not in self._sockets.values()]
             for sock in leftovers:  # unblocks their threads, which then end
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+                _shutdown(sock)
             for thread in pending.values():
                 thread.join(timeout=1.0)
+
+    def _live(self, accepted: socket.socket) -> socket.socket:
+        """The socket an accepted connection now uses: its TLS socket once wrapped (under the state lock)."""
+        return self._wrapped.get(accepted, accepted)
 
     def _handshake_in_thread(
         self,
@@ -454,21 +430,38 @@ class Mesh:
     ) -> None:
         """Handshake with one accepted connection; keep it if it is an expected peer, else close it."""
         who = _describe(sock)
+        accepted = sock
         peer: int | None = None
         try:
-            peer = self._handshake_as_acceptor(sock, who, expected, deadline, state)
+            if self._tls is not None:
+                sock = self._wrap(accepted, deadline, state)
+            peer = self._handshake_as_acceptor(sock, accepted, who, expected, deadline, state)
         except HandshakeError as error:  # the real peer, misconfigured: the cluster cannot form
             with state:
                 errors.append(error)
         except (OSError, TimeoutError, WireError) as error:
-            if sock not in self._evicted:  # an evicted connection was logged when it was closed
+            if accepted not in self._evicted:  # an evicted connection was logged when it was closed
                 self._count_refusal(who, str(error) or type(error).__name__)
         except Exception as error:  # noqa: BLE001 - hostile input must never end the accept loop
             self._count_refusal(who, f"{type(error).__name__}: {error}")
         if peer is None:
             sock.close()
         with state:
-            self._evicted.discard(sock)
+            self._evicted.discard(accepted)
+            self._wrapped.pop(accepted, None)
+
+    def _wrap(self, accepted: socket.socket, deadline: float, state: threading.Lock) -> socket.socket:
+        """``accepted`` as the server side of a TLS connection, its TLS handshake done before ``deadline``."""
+        assert self._tls is not None
+        accepted.settimeout(max(0.01, deadline - time.monotonic()))
+        sock = self._tls.server.wrap_socket(accepted, server_side=True, do_handshake_on_connect=False)
+        with state:  # from now on, evicting it shuts down the TLS connection
+            self._wrapped[accepted] = sock
+            evicted = accepted in self._evicted
+        if evicted:
+            raise ConnectionError("closed to make room while starting TLS")
+        sock.do_handshake()
+        return sock
 
     def _evict_oldest(self, pending: dict[socket.socket, threading.Thread], state: threading.Lock) -> None:
         """Close the connection that has been handshaking longest, to make room for a new one.
@@ -478,16 +471,16 @@ class Mesh:
         an idle or stalling connection is what gets closed.
         """
         with state:
-            oldest = next((sock for sock in pending if sock not in self._sockets.values()), None)
+            oldest = next((sock for sock in pending if self._live(sock) not in self._sockets.values()), None)
             if oldest is None:
                 return
             self._evicted.add(oldest)
+            live = self._live(oldest)
         del pending[oldest]
         self._count_refusal(
-            _describe(oldest), f"closed to make room: {MAX_HANDSHAKES} connections were handshaking (the limit)"
+            _describe(live), f"closed to make room: {MAX_HANDSHAKES} connections were handshaking (the limit)"
         )
-        with contextlib.suppress(OSError):
-            oldest.shutdown(socket.SHUT_RDWR)
+        _shutdown(live)
 
     def _count_refusal(self, who: str, reason: str) -> None:
         with self._refused_lock:
@@ -500,7 +493,13 @@ class Mesh:
             channel.send(["refused", reason])
 
     def _handshake_as_acceptor(
-        self, sock: socket.socket, who: str, expected: set[int], deadline: float, state: threading.Lock
+        self,
+        sock: socket.socket,
+        accepted: socket.socket,
+        who: str,
+        expected: set[int],
+        deadline: float,
+        state: threading.Lock,
     ) -> int | None:
         channel = _Channel(sock)
         hello = channel.receive(deadline)
@@ -508,7 +507,12 @@ class Mesh:
             self._refuse(channel, who, "not a pytimely handshake")
             return None
         if hello[2] != PROTOCOL_VERSION:
-            self._refuse(channel, who, f"protocol version {hello[2]!r} (this process speaks {PROTOCOL_VERSION})")
+            self._refuse(
+                channel,
+                who,
+                f"protocol version {hello[2]!r} (this process speaks {PROTOCOL_VERSION}); run the same pytimely "
+                "version in every process",
+            )
             return None
         try:
             _, _, their_index, processes, their_nonce, fingerprint = _fields(
@@ -517,10 +521,10 @@ class Mesh:
         except WireError as error:
             self._refuse(channel, who, f"malformed hello: {error}")
             return None
-        if len(their_nonce) != _NONCE_SIZE:
-            self._refuse(channel, who, f"malformed hello: a nonce of {len(their_nonce)} bytes, not {_NONCE_SIZE}")
+        if len(their_nonce) != NONCE_SIZE:
+            self._refuse(channel, who, f"malformed hello: a nonce of {len(their_nonce)} bytes, not {NONCE_SIZE}")
             return None
-        nonce = os.urandom(_NONCE_SIZE)
+        nonce = os.urandom(NONCE_SIZE)
         channel.send(
             [
                 "challenge",
@@ -532,6 +536,7 @@ class Mesh:
                 hash_fingerprint(),
             ]
         )
+        receiving, sending = session_keys(self._token, channel.transcript.digest())
         answer = channel.receive(deadline)
         reason = _refusal(answer)
         if reason is not None:
@@ -547,7 +552,7 @@ class Mesh:
             return None
         # the peer has proved the token: from here on it is one of the cluster's processes
         with state:
-            if sock in self._evicted:
+            if accepted in self._evicted:
                 return None
             if their_index not in expected or their_index in self._sockets:
                 self._refuse(channel, who, f"unexpected process index {their_index!r}")
@@ -559,38 +564,61 @@ class Mesh:
                     channel.send(["refused", str(error)])
                 raise
             channel.send(["welcome"])
-            self._sockets[their_index] = sock
-            self._locks[their_index] = threading.Lock()
+            self._keep(their_index, sock, sending=sending, receiving=receiving)
         return their_index
 
     # ------------------------------------------------------------------ after the handshake
 
     def send(self, process: int, data: bytes) -> None:
         """Send whole frames to ``process`` (thread-safe; frames from one thread stay in order)."""
-        lock = self._locks.get(process)
-        if lock is None:
-            return  # not connected (yet): nothing can be waiting for this
-        with lock:
-            try:
-                self._sockets[process].sendall(data)
-            except OSError as error:
-                self._lost(process, f"sending failed: {error}")
+        self._send(process, [data])
 
     def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:
         """Send the concatenation of ``pieces`` to ``process`` without joining them first (thread-safe).
 
         Large payloads (columnar batches) go from their own buffers to the socket:
-        ``sendmsg`` gathers up to :data:`_GATHER` buffers per call.
+        ``sendmsg`` gathers up to :data:`_GATHER` buffers per call.  Nothing is
+        sent to a process reported lost; a failure is reported after the lock is released.
+        """
+        self._send(process, pieces)
+
+    def _send(self, process: int, pieces: list[bytes | memoryview]) -> None:
+        lock = self._locks.get(process)
+        if lock is None or process in self._reported:
+            return  # not connected (yet), or lost: nothing can be waiting for this
+        failure = None
+        with lock:
+            try:
+                _send_all(self._sockets[process], self._sealers[process].seal(pieces))
+            except OSError as error:
+                failure = error
+        if failure is not None:
+            self._lost(process, f"sending failed: {failure}")
+
+    def offer(self, process: int, data: bytes) -> bool:
+        """Send whole frames to ``process`` only if that needs no waiting; whether they went.
+
+        They do not go while another thread sends to ``process`` (a data send may
+        block for as long as the peer reads nothing), nor while its socket's
+        buffer is full: a heartbeat must never wait on either.
         """
         lock = self._locks.get(process)
-        if lock is None:
-            return
-        with lock:
+        if lock is None or process in self._reported or not lock.acquire(blocking=False):
+            return False
+        failure = None
+        try:
             sock = self._sockets[process]
-            try:
-                _send_all(sock, pieces)
-            except OSError as error:
-                self._lost(process, f"sending failed: {error}")
+            if not _writable(sock):
+                return False
+            _send_all(sock, self._sealers[process].seal([data]))
+        except OSError as error:
+            failure = error
+        finally:
+            lock.release()
+        if failure is not None:
+            self._lost(process, f"sending failed: {failure}")
+            return False
+        return True
 
     def said_goodbye(self, process: int) -> None:
         """``process`` has finished: its connection may now end without being a fault."""
@@ -600,47 +628,59 @@ class Mesh:
         """``process`` has sent nothing for ``seconds``: report it as lost."""
         self._lost(process, f"nothing arrived from it for {seconds:.1f} s")
 
-    def _lost(self, process: int, why: str) -> None:
-        if self._closing or process in self._finished or process in self._reported:
-            return
-        self._reported.add(process)
+    def _lost(self, process: int, why: str, kind: type[PeerLost] = PeerLost) -> None:
+        """Report ``process`` lost (once), after shutting its connection down so that no send stays blocked on it."""
+        with self._state:
+            if self._closing or process in self._finished or process in self._reported:
+                return
+            self._reported.add(process)
+        sock = self._sockets.get(process)
+        if sock is not None:
+            _shutdown(sock)
         self._on_lost(
-            PeerLost(
+            kind(
                 f"lost {self.describe(process)}: {why}; the other processes stop",
                 process,
                 str(self.endpoints[process]),
             )
         )
 
-    def _read(self, peer: int, sock: socket.socket) -> None:
+    def _read(self, peer: int, sock: socket.socket, opener: Opener) -> None:
         reader = FrameReader()
-        buffer = bytearray(_RECV_SIZE)
-        view = memoryview(buffer)
         on_frame = self._on_frame
         last_heard = self.last_heard
         why = "the connection closed"
+        kind: type[PeerLost] = PeerLost
         try:
             while True:
-                count = sock.recv_into(buffer)
+                count = sock.recv_into(opener.space())
                 if not count:
                     break
                 last_heard[peer] = time.monotonic()
-                for header, payload in reader.feed(view[:count]):
-                    on_frame(peer, header, payload)
+                for body in opener.received(count):  # nothing is decoded before its record is authentic
+                    for header, payload in reader.feed(body):
+                        on_frame(peer, header, payload)
         except OSError as error:
             why = f"the connection failed ({error})"
+        except SealError as error:
+            kind = TamperedFrame
+            why = (
+                f"what arrived from it failed authentication ({error}): it was changed, dropped or replayed on "
+                f"the way, or sent by something that does not know the token; process {self.index} refuses it. "
+                "Check the network path between them (--tls encrypts and protects it)"
+            )
         except WireError as error:
             why = f"it sent malformed data ({error})"
         except BaseException as error:  # noqa: BLE001 - a reader must always report its end
             why = f"handling its data failed ({type(error).__name__}: {error})"
-        self._lost(peer, why)
+        self._lost(peer, why, kind)
 
     def close(self) -> None:
         """Close every connection (what arrives afterwards is ignored)."""
-        self._closing = True
+        with self._state:
+            self._closing = True
         for sock in self._sockets.values():
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+            _shutdown(sock)
             sock.close()
         current = threading.current_thread()
         for reader in self._readers:

@@ -90,11 +90,12 @@ from runtime.communication.arraycodec import (
 from runtime.errors import DecodeError, TimelyRuntimeError, WireError
 from runtime.errors import FrameTooLarge as FrameTooLarge
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """Bumped whenever the wire format changes; peers with another version are refused.
 
 Version 3: extension types of :mod:`runtime.codec`'s one table (tuples were 1 and products 2 before).
-Version 4: the batch path :data:`BATCH_NDARRAY_ASCII`."""
+Version 4: the batch path :data:`BATCH_NDARRAY_ASCII`.
+Version 5: after the handshake, frames travel in records sealed with a keyed MAC (:mod:`runtime.communication.seal`)."""
 
 MAX_FRAME_SETTING = "PYTIMELY_MAX_FRAME_BYTES"
 """The environment variable that lowers (or raises) :data:`MAX_FRAME`, in bytes; the same in every process."""
