@@ -58,6 +58,7 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.shm_transport import OFFER, EventGate, ShmTransport
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
     MAX_FRAME,
@@ -183,6 +184,27 @@ class ProcessFabric:
         """The first connection this process lost, if any."""
         self.on_tick: Callable[[], None] | None = None
         """Called by the heartbeat thread at every beat (a child checks on its parent there)."""
+        self.shm: ShmTransport | None = None
+        """The shared-memory links to same-host processes, set before the mesh connects."""
+        self.links: ShmTransport | None = None
+        """:attr:`shm` once it links at least one process (else ``None``: every frame goes over TCP)."""
+
+    def use_links(self) -> None:
+        """After :meth:`ShmTransport.establish`: park workers on eventfds that also watch the rings' doorbells."""
+        shm = self.shm
+        if shm is None or not shm.links:
+            return
+        for signal in self.signals:
+            signal.event = EventGate(shm.doorbells)  # type: ignore[assignment]
+        self.links = shm
+
+    def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:
+        """Send frames to ``process``: through its shared-memory ring if linked, else over TCP."""
+        links = self.links
+        if links is not None and process in links.links:
+            links.send(process, pieces)
+        else:
+            self.mesh.send_pieces(process, pieces)
 
     def communicators(self) -> list[ProcessCommunicator]:
         """The communicators of this process's workers, in worker order."""
@@ -276,6 +298,9 @@ class ProcessFabric:
         elif kind == STOP:
             _, stop_kind, worker, detail = header
             self._stop_locally(Stop(stop_kind, worker, detail))
+        elif kind == OFFER:
+            if self.shm is not None:
+                self.shm.offer(process, header)
         elif kind == BYE:
             self.mesh.said_goodbye(process)
             with self._changed:
@@ -352,6 +377,8 @@ class ProcessFabric:
         for communicator in self._communicators:
             if communicator.buffered:
                 return -1.0
+        if self.links is not None and self.links.pending:
+            return -1.0
         return now - latest if latest else float("inf")
 
     def stalled_for(self) -> float:
@@ -417,7 +444,10 @@ class ProcessFabric:
     # ------------------------------------------------------------------ finishing
 
     def say_goodbye(self, payload: bytes = b"") -> None:
-        """Tell every other process that this process's workers have finished."""
+        """Tell every other process that this process's workers have finished (once their data left)."""
+        links = self.links
+        while links is not None and links.pending and self.stop_reason is None:
+            links.wait(0.05)  # the rings' readers make room; meanwhile this process reads its own rings
         data = frame([BYE], payload)
         for process in range(self.processes):
             if process != self.process:
@@ -425,9 +455,14 @@ class ProcessFabric:
 
     def wait_for_goodbyes(self) -> None:
         """Block until every other process said goodbye, or the computation stopped."""
-        with self._changed:
-            while len(self.byes) < self.processes - 1 and self.stop_reason is None:
-                self._changed.wait(0.5)
+        while True:
+            with self._changed:
+                if len(self.byes) >= self.processes - 1 or self.stop_reason is not None:
+                    return
+                if self.links is None:
+                    self._changed.wait(0.5)
+                    continue
+            self.links.wait(0.02)  # no worker reads the rings any more: what still arrives is credited here
 
     def pending_messages(self, local: int) -> list[str]:
         """Non-empty mailboxes of local worker ``local``, described."""
@@ -618,7 +653,7 @@ class ProcessCommunicator(FabricCommunicator):
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
-            self.fabric.mesh.send_pieces(process, pieces)
+            self.fabric.send_pieces(process, pieces)
         return not out
 
     def _head(self, channel: int, address: Address, receivers: list[int], time: Any, path: int, length: int) -> bytes:
@@ -641,6 +676,8 @@ class ProcessCommunicator(FabricCommunicator):
         so that an idle worker sends no frame per step just to return a few bytes.
         """
         fabric = self.fabric
+        if fabric.links is not None:
+            fabric.links.retry()
         if fabric.credit_due[self._local]:
             fabric.credit_due[self._local] = False
             self._return_credit()
@@ -672,14 +709,28 @@ class ProcessCommunicator(FabricCommunicator):
 
     def backlogged(self) -> bool:
         """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""
-        waiting = self.buffered
+        links = self.fabric.links
+        waiting = self.buffered or (links is not None and links.pending)
         self.fabric.waiting_for_room[self._local] = waiting
         return waiting
 
     def park(self, timeout: float | None) -> None:
         """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
         self.flush()
-        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+        links = self.fabric.links
+        if links is None:
+            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+            return
+        if not links.going_to_sleep():  # else a frame arrived meanwhile: read it instead of parking
+            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+        links.woke()
+
+    def take_activations(self) -> list[Address]:
+        """Read this process's shared-memory rings (when linked), then take the activations queued."""
+        links = self.fabric.links
+        if links is not None:
+            links.drain()
+        return super().take_activations()
 
     @property
     def owes_credit(self) -> bool:
@@ -704,7 +755,7 @@ class ProcessCommunicator(FabricCommunicator):
             out.clear()
             self._out_bytes[process] = 0
             if pieces:
-                self.fabric.mesh.send_pieces(process, pieces)
+                self.fabric.send_pieces(process, pieces)
         self.buffered = False
         self._return_credit()
 
