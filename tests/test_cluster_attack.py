@@ -26,6 +26,8 @@ import pytest
 from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
 from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame, register_codec
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

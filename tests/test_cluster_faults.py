@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent(
