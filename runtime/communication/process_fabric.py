@@ -58,6 +58,7 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.shm_transport import OFFER, EventGate, ShmTransport
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
@@ -276,6 +277,8 @@ class ProcessFabric:
             last = len(receivers) - 1
             base = self.base
             size = len(payload)
+            if last:  # decoded once, by the first receiver that pulls it
+                payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
             for i, receiver in enumerate(receivers):
                 local = receiver - base
                 owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
@@ -529,6 +532,8 @@ class _CreditingPuller:
             if size:
                 self._owed[process] += size
             try:
+                if payload.__class__ is SharedPayload:
+                    return time_, payload.take()
                 return time_, decode_batch(path, payload)
             except WireError as error:
                 raise WireError(

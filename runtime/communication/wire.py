@@ -415,11 +415,16 @@ def _aligned_buffer(size: int, head: int) -> memoryview:
 class FrameReader:
     """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
 
-    A frame of at least :data:`LARGE_FRAME` bytes is copied once into a buffer
-    of its own (gathered straight into it when it spans several :meth:`feed`
-    calls), and its payload is handed out as a writable ``memoryview`` of that
-    buffer: a numpy array decoded from it shares that memory instead of being
-    copied again.  Smaller frames' payloads are ``bytes``.
+    Each payload is copied once.  A frame that lies whole in the bytes fed is
+    split where it lies, and its payload copied out (``bytes``; a buffer of its
+    own for a frame of at least :data:`LARGE_FRAME` bytes).  A frame that spans
+    several :meth:`feed` calls is gathered straight into a buffer of its own as
+    its bytes arrive, and its payload is handed out as a writable
+    ``memoryview`` of that buffer.  The payload of a large frame lies at an
+    aligned address, so a numpy array decoded from it shares that memory
+    instead of being copied again.  Only a length prefix cut in two is kept
+    aside (at most 7 bytes); the bytes fed are never kept, so the caller may
+    reuse their buffer once the frames yielded have been handled.
     """
 
     def __init__(self, max_frame: int = MAX_FRAME, plain: bool = False) -> None:
@@ -429,55 +434,63 @@ class FrameReader:
         types only, no extension type, no registered codec (for a handshake,
         before the peer has proved the token).
         """
-        self._buffer = bytearray()
+        self._prefix = b""
         self._decode_header = decode_plain_value if plain else decode_value
         self._max = max_frame
         self._large: memoryview | None = None
         self._large_filled = 0
         self._large_head = 0
 
+    def _check(self, body: int, head: int) -> None:
+        if body > self._max or head > body:
+            raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+
+    def _gather(self, body: int, head: int, data: memoryview) -> None:
+        """Start gathering a frame of ``body`` bytes whose first bytes are ``data``."""
+        large = _aligned_buffer(body, head) if body >= LARGE_FRAME else memoryview(bytearray(body))
+        large[: len(data)] = data
+        self._large, self._large_filled, self._large_head = large, len(data), head
+
     def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes | memoryview]]:
         """Add received bytes; yield every frame now complete as ``(header, payload)``."""
-        if self._large is not None:
-            data = memoryview(data)
-            large = self._large
-            take = min(len(data), len(large) - self._large_filled)
-            large[self._large_filled : self._large_filled + take] = data[:take]
-            self._large_filled += take
-            if self._large_filled < len(large):
-                return
-            self._large = None
-            yield self._split(memoryview(large), self._large_head, decode=self._decode_header)
-            data = data[take:]
-            if not data:
-                return
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        size = len(buffer)
-        view = memoryview(buffer)
-        try:
+        view = memoryview(data)
+        decode = self._decode_header
+        while view:
+            if self._large is not None:
+                large = self._large
+                take = min(len(view), len(large) - self._large_filled)
+                large[self._large_filled : self._large_filled + take] = view[:take]
+                self._large_filled += take
+                view = view[take:]
+                if self._large_filled < len(large):
+                    return
+                self._large = None
+                yield self._split(large, self._large_head, decode=decode)
+                continue
+            if self._prefix:  # a length prefix cut in two: complete it, then gather its frame
+                need = 8 - len(self._prefix)
+                self._prefix += bytes(view[:need])
+                view = view[need:]
+                if len(self._prefix) < 8:
+                    return
+                body, head = _PREFIX.unpack(self._prefix)
+                self._prefix = b""
+                self._check(body, head)
+                self._gather(body, head, view[:0])
+                continue
+            start = 0
+            size = len(view)
             while size - start >= 8:
-                body, head = _PREFIX.unpack_from(buffer, start)
-                if body > self._max or head > body:
-                    raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+                body, head = _PREFIX.unpack_from(view, start)
+                self._check(body, head)
                 end = start + 8 + body
                 if end > size:
-                    if body >= LARGE_FRAME:
-                        large = _aligned_buffer(body, head)
-                        have = size - start - 8
-                        large[:have] = view[start + 8 : size]
-                        self._large, self._large_filled, self._large_head = large, have, head
-                        start = size
-                    break
-                yield self._split(
-                    view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=self._decode_header
-                )
+                    self._gather(body, head, view[start + 8 : size])
+                    return
+                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=decode)
                 start = end
-        finally:
-            view.release()
-            if start:
-                del buffer[:start]
+            self._prefix = bytes(view[start:])
+            return
 
     @staticmethod
     def _split(
@@ -494,9 +507,13 @@ class FrameReader:
             raise WireError("a frame header must be a non-empty array")
         if not copy:
             return header, body[head:]
-        return header, memoryview(bytearray(body[head:])) if large else bytes(body[head:])
+        if large:
+            own = _aligned_buffer(len(body) - head, 0)
+            own[:] = body[head:]
+            return header, own
+        return header, bytes(body[head:])
 
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buffer) + (self._large_filled + 8 if self._large is not None else 0)
+        return len(self._prefix) + (self._large_filled + 8 if self._large is not None else 0)
