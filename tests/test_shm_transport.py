@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import eventually
+from helpers import eventually, flow_control_mains
 
-from runtime import Worker
+from runtime import Worker, execute
 from runtime.cluster_member import run_process
 from runtime.communication.process_fabric import ProcessFabric
 from runtime.communication.shm_ring import MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
@@ -374,3 +374,14 @@ def _maps(pid: int) -> str:
         return Path(f"/proc/{pid}/maps").read_text()
     except OSError:
         return ""
+
+
+def test_arrays_larger_than_the_ring_pass_in_pieces_while_the_sender_keeps_stepping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 64 KiB ring and 1.6 MB arrays: the ring fills long before the send window does."""
+    monkeypatch.delenv("PYTIMELY_TRANSPORT", raising=False)
+    monkeypatch.setenv("PYTIMELY_SHM_RING_BYTES", "64K")
+    epochs, rows = 30, 200_000
+    main = functools.partial(flow_control_mains.slow_receiver, epochs=epochs, rows=rows, sleep=0.001)
+    assert execute(main, processes=2, stall_timeout=60) == [0, flow_control_mains.expected_total(epochs, rows)]

@@ -215,16 +215,18 @@ SMALL_BATCH = 16
 step): building the sets of types costs more than the loop for a handful."""
 
 
-def _is_fast(batch: list[Any]) -> bool:
+def _is_fast(batch: list[Any], kinds: set[type] | None = None) -> bool:
+    """Whether every record is a scalar or a (nested) tuple of scalars; ``kinds``: the records' types, if known."""
     scalars = _SCALARS
-    if len(batch) <= SMALL_BATCH:
+    if kinds is None and len(batch) <= SMALL_BATCH:
         for record in batch:
             cls = record.__class__
             if cls in scalars or (cls is tuple and _tuple_of_scalars(record)):
                 continue
             return False
         return True
-    kinds = set(map(type, batch))
+    if kinds is None:
+        kinds = set(map(type, batch))
     if kinds <= scalars:
         return True
     if not kinds - scalars <= _TUPLE_ONLY:
@@ -325,11 +327,14 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
                 return BATCH_NDARRAY_ASCII, _encode_columnar(kind, packed)
             return BATCH_NDARRAY, _encode_columnar(kind, batch)
         return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
-    if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
-        columns = _encode_columns(batch)
-        if columns is not None:
-            return BATCH_COLUMNS, columns
-    if _is_fast(batch):
+    kinds = None
+    if len(batch) >= COLUMNS_MIN:  # the records' types, walked once for the columns and the fast path
+        kinds = set(map(type, batch))
+        if kinds == _TUPLE_ONLY:
+            columns = _encode_columns(batch)
+            if columns is not None:
+                return BATCH_COLUMNS, columns
+    if _is_fast(batch, kinds):
         try:
             return BATCH_FAST, msgpack.packb(batch, use_bin_type=True)
         except (OverflowError, ValueError):  # an int beyond 64 bits: the general path carries it
