@@ -59,7 +59,7 @@ from typing import Any
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.shared_decode import SharedPayload
-from runtime.communication.shm_transport import OFFER, EventGate, ShmTransport
+from runtime.communication.shm_transport import OFFER, ShmTransport
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
     MAX_FRAME,
@@ -196,7 +196,7 @@ class ProcessFabric:
         if shm is None or not shm.links:
             return
         for signal in self.signals:
-            signal.event = EventGate(shm.doorbells)  # type: ignore[assignment]
+            signal.event = shm.gate()  # type: ignore[assignment]
         self.links = shm
 
     def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:

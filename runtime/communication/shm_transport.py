@@ -134,9 +134,11 @@ class EventGate:
             self._poll.register(fd, select.POLLIN)
 
     def set(self) -> None:
-        """Make a wake pending."""
-        with contextlib.suppress(BlockingIOError):
-            os.eventfd_write(self._fd, 1)
+        """Make a wake pending (nothing once closed)."""
+        fd = self._fd
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.eventfd_write(fd, 1)
 
     def is_set(self) -> bool:
         """Whether a wake is pending."""
@@ -155,9 +157,10 @@ class EventGate:
         return bool(events)
 
     def close(self) -> None:
-        """Release the eventfd."""
+        """Release the eventfd: a wake from a late thread (a stop relayed while closing) is then dropped."""
+        fd, self._fd = self._fd, -1
         with contextlib.suppress(OSError):
-            os.close(self._fd)
+            os.close(fd)
 
 
 class Link:
@@ -216,6 +219,7 @@ class ShmTransport:
         self._secrets = {peer: os.urandom(_SECRET) for peer in self.same_host}
         self._sleep_lock = threading.Lock()
         self._sleepers = 0
+        self._gates: list[EventGate] = []
         self._broken = False
         self.refused = 0
         """Connections to the abstract socket that were refused (wrong secret, another user, malformed)."""
@@ -376,6 +380,12 @@ class ShmTransport:
 
     # ------------------------------------------------------------------ running
 
+    def gate(self) -> EventGate:
+        """A worker's wake-up that also watches every incoming ring's doorbell (closed with the transport)."""
+        gate = EventGate(self.doorbells)
+        self._gates.append(gate)
+        return gate
+
     def serves(self, process: int) -> bool:
         """Whether frames to ``process`` go through shared memory."""
         return process in self.links
@@ -454,6 +464,9 @@ class ShmTransport:
         """Unmap every ring and close every doorbell."""
         for link in self._links:
             link.close()
+        for gate in self._gates:
+            gate.close()
+        self._gates = []
         self._links = []
         self.links = {}
         self.doorbells = ()
