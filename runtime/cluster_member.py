@@ -109,7 +109,9 @@ def _run_process(
         on_fabric(fabric)
     try:
         mesh.connect(connect_timeout)
-        shm.establish(time.monotonic() + connect_timeout)
+        shm.establish(time.monotonic() + connect_timeout, lambda: fabric.stop_reason is not None)
+        if fabric.stop_reason is not None:  # a peer was lost while linking
+            raise _stopped(fabric, fabric.stop_reason)
         fabric.use_links()
         fabric.start_heartbeats()
         try:

@@ -385,3 +385,15 @@ def test_arrays_larger_than_the_ring_pass_in_pieces_while_the_sender_keeps_stepp
     epochs, rows = 30, 200_000
     main = functools.partial(flow_control_mains.slow_receiver, epochs=epochs, rows=rows, sleep=0.001)
     assert execute(main, processes=2, stall_timeout=60) == [0, flow_control_mains.expected_total(epochs, rows)]
+
+
+def test_linking_ends_at_once_when_the_cluster_stops_meanwhile() -> None:
+    """A peer lost after the TCP handshake but before its offer: the loss is reported, not a 30 s deadline."""
+    endpoints = [Endpoint("127.0.0.1", 1), Endpoint("127.0.0.1", 2)]
+    silent: dict[int, Any] = {1: type("Silent", (), {"offer": lambda self, index, header: None})()}
+    transport = ShmTransport(0, endpoints, FakeMesh(0, silent), print, print)  # type: ignore[arg-type]
+    lost = threading.Event()
+    threading.Timer(0.2, lost.set).start()
+    started = time.monotonic()
+    transport.establish(started + 30, lost.is_set)
+    assert time.monotonic() - started < 5 and transport.links == {}

@@ -221,6 +221,7 @@ class ShmTransport:
         self._sleepers = 0
         self._gates: list[EventGate] = []
         self._broken = False
+        self._stopped: Callable[[], bool] = lambda: False
         self.refused = 0
         """Connections to the abstract socket that were refused (wrong secret, another user, malformed)."""
 
@@ -239,15 +240,17 @@ class ShmTransport:
             self._offers[process] = (wanted, name, secret)
             self._offered.notify_all()
 
-    def establish(self, deadline: float) -> None:
+    def establish(self, deadline: float, stopped: Callable[[], bool] = lambda: False) -> None:
         """Agree with every same-host peer whether to use shared memory, and link those that both want it.
 
         Runs after the TCP handshake (so only processes that proved the token
         take part) and before any worker starts.  Raises :class:`ClusterError`
-        if a peer does not answer before ``deadline``.
+        if a peer does not answer before ``deadline``; returns early, linking
+        nothing more, once ``stopped()`` holds (a peer was lost meanwhile).
         """
         if not self.same_host:
             return
+        self._stopped = stopped
         listener = None
         name = b""
         if self.wanted and any(peer > self.process for peer in self.same_host):
@@ -265,6 +268,8 @@ class ShmTransport:
                     self._connect(peer, deadline)
             if listener is not None:
                 self._accept(listener, {peer for peer in pairs if peer > self.process}, deadline)
+        except _Stopped:
+            return
         finally:
             if listener is not None:
                 listener.close()
@@ -275,6 +280,8 @@ class ShmTransport:
     def _wait_for_offers(self, deadline: float) -> None:
         with self._offered:
             while len(self._offers) < len(self.same_host):
+                if self._stopped():
+                    raise _Stopped
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     missing = ", ".join(self.mesh.describe(p) for p in self.same_host if p not in self._offers)
@@ -294,6 +301,8 @@ class ShmTransport:
                 sock.sendall(_HELLO.pack(self.process, secret))
                 self.links[peer] = self._trade_rings(peer, sock)
             except (OSError, WireError) as error:
+                if self._stopped():
+                    raise _Stopped from None
                 raise ClusterError(
                     f"process {self.process} could not link to {self.mesh.describe(peer)} through shared memory "
                     f"({type(error).__name__}: {error}); set {TRANSPORT_VARIABLE}=tcp to use TCP instead"
@@ -303,6 +312,8 @@ class ShmTransport:
 
     def _accept(self, listener: socket.socket, expected: set[int], deadline: float) -> None:
         while expected - set(self.links):
+            if self._stopped():
+                raise _Stopped
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 missing = ", ".join(self.mesh.describe(p) for p in sorted(expected - set(self.links)))
@@ -462,7 +473,7 @@ class ShmTransport:
 
     def close(self) -> None:
         """Unmap every ring and close every doorbell."""
-        for link in self._links:
+        for link in self.links.values():
             link.close()
         for gate in self._gates:
             gate.close()
@@ -470,6 +481,10 @@ class ShmTransport:
         self._links = []
         self.links = {}
         self.doorbells = ()
+
+
+class _Stopped(Exception):
+    """The cluster stopped while linking (a peer was lost): the caller reports why."""
 
 
 def _exactly(sock: socket.socket, size: int) -> bytes:
