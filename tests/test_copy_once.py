@@ -10,7 +10,16 @@ import pytest
 from runtime.communication import process_fabric
 from runtime.communication.process_fabric import DATA, ProcessFabric
 from runtime.communication.shared_decode import SharedPayload
-from runtime.communication.wire import FrameReader, WireError, encode_batch, frame, frame_head
+from runtime.communication.wire import (
+    FrameReader,
+    Parts,
+    WireError,
+    decode_batch,
+    encode_batch,
+    frame,
+    frame_head,
+    payload_pieces,
+)
 
 
 class QuietMesh:
@@ -81,3 +90,15 @@ def test_a_frame_fed_in_pieces_is_gathered_into_its_own_buffer() -> None:
         chunk[:] = b"\xff" * 999  # the caller reuses its buffer: nothing of it may be kept
     assert received == [(["big"], payload), (["small"], b"xyz")]
     assert reader.pending == 0
+
+
+def test_an_array_is_sent_from_its_own_memory_not_from_a_joined_copy() -> None:
+    np = pytest.importorskip("numpy")
+    array = np.arange(100_000, dtype=np.int64)
+    path, payload = encode_batch(array)
+    assert isinstance(payload, Parts) and len(payload) == len(bytes(payload)) > array.nbytes
+    assert np.shares_memory(np.frombuffer(payload.buffers[-1], dtype=np.int64), array)
+    pieces: list[Any] = []
+    payload_pieces(pieces, payload)
+    assert pieces == list(payload.buffers)  # the sender writes them one after the other into the socket or ring
+    assert (decode_batch(path, payload) == array).all()

@@ -73,6 +73,7 @@ from runtime.communication.wire import (
     encode_value,
     frame,
     frame_head,
+    payload_pieces,
     prefixed_head,
 )
 from runtime.errors import ConfigurationError
@@ -556,7 +557,7 @@ class ProcessCommunicator(FabricCommunicator):
         self._out_bytes: dict[int, int] = {}
         self._last_batch: Batch | None = None
         self._last_time: Any = None
-        self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
+        self._last_encoded: tuple[int, Any] = (0, b"")
         self._owed = [0] * fabric.processes
         """Bytes pulled from each other process and not yet returned to it as credit."""
         self._credit_threshold = max(1, fabric.send_window // 4)
@@ -651,7 +652,8 @@ class ProcessCommunicator(FabricCommunicator):
                     break
                 out.popleft()
                 sent += len(payload)
-                pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
+                pieces.append(self._head(channel, address, receivers, time_, path, len(payload)))
+                payload_pieces(pieces, payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
         if owed and (all_credit or owed >= self._piggyback):
@@ -755,7 +757,8 @@ class ProcessCommunicator(FabricCommunicator):
         for process, out in self._out.items():
             pieces: list[bytes | memoryview] = []
             for channel, address, receivers, time_, path, payload, _ in out:
-                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+                pieces.append(frame_head([DATA, channel, address, receivers, time_, path], len(payload)))
+                payload_pieces(pieces, payload)
                 self.fabric.charge(process, len(payload))
             out.clear()
             self._out_bytes[process] = 0

@@ -53,7 +53,7 @@ from typing import Any
 from runtime.communication.shm_ring import MAX_CAPACITY, MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
 from runtime.communication.tcp import Endpoint, Mesh
 from runtime.communication.wire import frame
-from runtime.errors import ClusterError, ConfigurationError, PeerLost, WireError
+from runtime.errors import ClusterError, ClusterStopped, ConfigurationError, PeerLost, WireError
 
 log = logging.getLogger("runtime.communication.shm_transport")
 
@@ -268,7 +268,7 @@ class ShmTransport:
                     self._connect(peer, deadline)
             if listener is not None:
                 self._accept(listener, {peer for peer in pairs if peer > self.process}, deadline)
-        except _Stopped:
+        except ClusterStopped:  # a peer was lost: the caller reports it
             return
         finally:
             if listener is not None:
@@ -281,7 +281,7 @@ class ShmTransport:
         with self._offered:
             while len(self._offers) < len(self.same_host):
                 if self._stopped():
-                    raise _Stopped
+                    raise ClusterStopped("the cluster stopped while linking")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     missing = ", ".join(self.mesh.describe(p) for p in self.same_host if p not in self._offers)
@@ -302,7 +302,7 @@ class ShmTransport:
                 self.links[peer] = self._trade_rings(peer, sock)
             except (OSError, WireError) as error:
                 if self._stopped():
-                    raise _Stopped from None
+                    raise ClusterStopped("the cluster stopped while linking") from None
                 raise ClusterError(
                     f"process {self.process} could not link to {self.mesh.describe(peer)} through shared memory "
                     f"({type(error).__name__}: {error}); set {TRANSPORT_VARIABLE}=tcp to use TCP instead"
@@ -313,7 +313,7 @@ class ShmTransport:
     def _accept(self, listener: socket.socket, expected: set[int], deadline: float) -> None:
         while expected - set(self.links):
             if self._stopped():
-                raise _Stopped
+                raise ClusterStopped("the cluster stopped while linking")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 missing = ", ".join(self.mesh.describe(p) for p in sorted(expected - set(self.links)))
@@ -481,10 +481,6 @@ class ShmTransport:
         self._links = []
         self.links = {}
         self.doorbells = ()
-
-
-class _Stopped(Exception):
-    """The cluster stopped while linking (a peer was lost): the caller reports why."""
 
 
 def _exactly(sock: socket.socket, size: int) -> bytes:

@@ -161,6 +161,38 @@ def _encode_columnar(kind: str, value: Any) -> bytes:
         raise EncodingError(str(error), type_name(value.__class__)) from None
 
 
+class Parts:
+    """An encoded payload in several buffers (an array's prefix, then its memory), sent without joining them.
+
+    ``len()`` is its size in bytes; a sender writes :attr:`buffers` one after
+    the other (:func:`payload_pieces`), so the array's memory is copied once,
+    into the socket or the shared-memory ring, never into a joined copy first.
+    """
+
+    __slots__ = ("buffers", "size")
+
+    def __init__(self, *buffers: Any) -> None:
+        """The payload that is the concatenation of ``buffers`` (bytes-like, C-contiguous)."""
+        self.buffers = tuple(memoryview(buffer).cast("B") for buffer in buffers)
+        self.size = sum(map(len, self.buffers))
+
+    def __len__(self) -> int:
+        """The payload's size in bytes."""
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        """The payload joined (a copy: for tests and rare paths)."""
+        return b"".join(self.buffers)
+
+
+def payload_pieces(pieces: list[Any], payload: Any) -> None:
+    """Append ``payload``'s buffers to ``pieces`` (a :class:`Parts` gives each of its own)."""
+    if payload.__class__ is Parts:
+        pieces.extend(payload.buffers)
+    else:
+        pieces.append(payload)
+
+
 def encode_value(value: Any) -> bytes:
     """Encode any wire-carried value (see the module docstring); raise :class:`EncodingError` if impossible."""
     try:
@@ -298,7 +330,7 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
         raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
 
 
-def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
+def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
     """Encode a batch once; return ``(path, bytes)`` for :func:`decode_batch`.
 
     A batch is a list of records, or a columnar batch (a numpy array, an Arrow
@@ -323,9 +355,12 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
             )
         if kind == NDARRAY:
             packed = ascii_packed(batch)
-            if packed is not None:
-                return BATCH_NDARRAY_ASCII, _encode_columnar(kind, packed)
-            return BATCH_NDARRAY, _encode_columnar(kind, batch)
+            path = BATCH_NDARRAY if packed is None else BATCH_NDARRAY_ASCII
+            try:
+                prefix, data = ndarray_parts(batch if packed is None else packed)
+            except ColumnarEncodeError as error:
+                raise EncodingError(str(error), type_name(batch.__class__)) from None
+            return path, Parts(prefix, data)  # the array's memory, not a copy
         return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
     kinds = None
     if len(batch) >= COLUMNS_MIN:  # the records' types, walked once for the columns and the fast path
@@ -342,8 +377,10 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
     return BATCH_GENERAL, encode_value(batch)
 
 
-def decode_batch(path: int, data: bytes | bytearray | memoryview) -> Any:
+def decode_batch(path: int, data: bytes | bytearray | memoryview | Parts) -> Any:
     """Rebuild a batch encoded by :func:`encode_batch` (a list, or the columnar batch that was sent)."""
+    if isinstance(data, Parts):  # not sent: joined (a copy), as the receiver would have it
+        data = memoryview(bytearray(bytes(data)))
     if path in (BATCH_NDARRAY, BATCH_NDARRAY_ASCII, BATCH_ARROW, BATCH_ARROW_TABLE):
         return _decode_columnar(path, data)
     if path == BATCH_COLUMNS:
@@ -397,9 +434,11 @@ def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
     return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
 
 
-def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
+def frame(header: list[Any], payload: bytes | memoryview | Parts = b"") -> bytes:
     """One frame: the length prefix, the encoded ``header``, then ``payload``."""
-    return b"".join((frame_head(header, len(payload)), payload))
+    pieces: list[Any] = [frame_head(header, len(payload))]
+    payload_pieces(pieces, payload)
+    return b"".join(pieces)
 
 
 def _aligned_buffer(size: int, head: int) -> memoryview:
@@ -512,11 +551,7 @@ class FrameReader:
             raise WireError("a frame header must be a non-empty array")
         if not copy:
             return header, body[head:]
-        if large:
-            own = _aligned_buffer(len(body) - head, 0)
-            own[:] = body[head:]
-            return header, own
-        return header, bytes(body[head:])
+        return header, memoryview(bytearray(body[head:])) if large else bytes(body[head:])
 
     @property
     def pending(self) -> int:
