@@ -80,12 +80,17 @@ def test_a_full_ring_keeps_the_rest_in_order_and_the_sleeping_reader_is_rung() -
     assert reader.sleep(True) is False  # nothing there: the reader may sleep
     writer.send([frame([1], b"x" * 50_000), frame([2], b"y" * 50_000)])
     assert writer_bell.rung == 1 and writer.pending_bytes > 0  # the second frame did not fit whole
+    writer.retry()
+    assert writer_bell.rung == 1  # one ring per sleep: the reader reads everything when it wakes
     assert reader.sleep(True) is True  # data came: the reader does not sleep after all
     reader.sleep(False)
     first = list(reader.frames())
     assert [header for header, _ in first] == [[1]]
     assert writer.retry() is True
     assert [(header, bytes(body)) for header, body in reader.frames()] == [([2], b"y" * 50_000)]
+    assert reader.sleep(True) is False  # a new sleep: the next frame rings again
+    writer.send([frame([3], b"z")])
+    assert writer_bell.rung == 2
 
 
 def test_a_large_payload_is_copied_once_into_an_aligned_buffer_of_its_own() -> None:

@@ -10,7 +10,7 @@ Layout (all counters little-endian ``u64``, each on its own cache line)::
 
     0    tail      bytes written since the ring was made (the writer's)
     64   head      bytes consumed since the ring was made (the reader's)
-    128  sleeping  1 while the reader is about to wait on its doorbell (the reader's)
+    128  sleeping  0 while the reader is awake, else the number of its current sleep (the reader's)
     192  waiting   1 while the writer waits for room (the writer's)
     4096 data      ``capacity`` bytes, written and read modulo ``capacity``
 
@@ -100,6 +100,7 @@ class RingWriter:
         """Bytes waiting for room in the ring."""
         self.written = 0
         """Bytes written into the ring so far."""
+        self._rung = 0
 
     def send(self, pieces: list[bytes | memoryview]) -> None:
         """Append ``pieces`` to the stream: into the ring what fits, the rest kept (in order) for :meth:`retry`."""
@@ -150,8 +151,11 @@ class RingWriter:
             counters[_TAIL] = tail
         counters[_WAITING] = 1 if pending else 0
         fence()  # publish the tail (and waiting) before reading whether the reader sleeps
-        if tail != start and counters[_SLEEPING]:
-            self._doorbell()
+        if tail != start:
+            sleep = counters[_SLEEPING]
+            if sleep and sleep != self._rung:  # one ring per sleep: the reader reads everything when it wakes
+                self._rung = sleep
+                self._doorbell()
 
 
 class RingReader:
@@ -175,6 +179,7 @@ class RingReader:
         self._filled = 0
         self._head_length = 0
         self._whole: memoryview = memoryview(b"")
+        self._sleeps = 0
         self.read = 0
         """Bytes consumed from the ring so far."""
 
@@ -186,9 +191,11 @@ class RingReader:
     def sleep(self, sleeping: bool) -> bool:
         """Say whether the reader is about to sleep; when going to sleep, whether data arrived meanwhile."""
         counters = self._ring.counters
-        counters[_SLEEPING] = 1 if sleeping else 0
         if not sleeping:
+            counters[_SLEEPING] = 0
             return False
+        self._sleeps += 1
+        counters[_SLEEPING] = self._sleeps
         fence()  # publish ``sleeping`` before reading the tail: a writer that missed it rang the doorbell
         return bool(counters[_TAIL] != counters[_HEAD])
 
