@@ -460,13 +460,13 @@ class FrameReader:
     """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
 
     Each payload is copied once.  A frame that lies whole in the bytes fed is
-    split where it lies, and its payload copied out (``bytes``; a buffer of its
-    own for a frame of at least :data:`LARGE_FRAME` bytes).  A frame that spans
-    several :meth:`feed` calls is gathered straight into a buffer of its own as
-    its bytes arrive, and its payload is handed out as a writable
-    ``memoryview`` of that buffer.  The payload of a large frame lies at an
-    aligned address, so a numpy array decoded from it shares that memory
-    instead of being copied again.  Only a length prefix cut in two is kept
+    split where it lies, and its payload copied out (``bytes``; a writable
+    buffer of its own for a frame of at least :data:`LARGE_FRAME` bytes).  A
+    frame that spans several :meth:`feed` calls is gathered straight into a
+    buffer of its own as its bytes arrive, and its payload is handed out as a
+    writable ``memoryview`` of that buffer; for a large frame the payload lies
+    at an aligned address.  A numpy array decoded from a writable payload
+    shares its memory instead of being copied again.  Only a length prefix cut in two is kept
     aside (at most 7 bytes); the bytes fed are never kept, so the caller may
     reuse their buffer once the frames yielded have been handled.
     """
