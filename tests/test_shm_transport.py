@@ -31,7 +31,7 @@ from runtime.communication.shm_transport import (
 )
 from runtime.communication.tcp import Endpoint
 from runtime.communication.wire import decode_value, frame, frame_head
-from runtime.errors import ConfigurationError, WireError
+from runtime.errors import ConfigurationError, PeerLost, WireError
 
 pytestmark = pytest.mark.skipif(not shared_memory_supported(), reason="needs Linux memfds and eventfds")
 
@@ -402,3 +402,16 @@ def test_linking_ends_at_once_when_the_cluster_stops_meanwhile() -> None:
     started = time.monotonic()
     transport.establish(started + 30, lost.is_set)
     assert time.monotonic() - started < 5 and transport.links == {}
+
+
+def test_malformed_bytes_in_a_ring_report_the_peer_as_lost() -> None:
+    first, second, received = linked_pair()
+    try:
+        first.send(1, [struct.pack("!II", 8, 9) + b"12345678"])  # a header longer than its frame
+        second.drain()
+        ((who, error),) = received
+        assert who == -1 and isinstance(error, PeerLost) and error.process == 0
+        assert "malformed data into its shared-memory ring" in str(error)
+    finally:
+        first.close()
+        second.close()
