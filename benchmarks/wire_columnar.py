@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from helpers import columnar_helpers  # noqa: E402
 
 from runtime import execute  # noqa: E402
-from runtime.communication.wire import FrameReader, decode_batch, encode_batch, frame_head  # noqa: E402
+from runtime.communication.wire import FrameReader, decode_batch, encode_batch, frame  # noqa: E402
 
 RECV_SIZE = 1 << 20
 """What the TCP reader receives at once."""
@@ -54,7 +54,7 @@ def best_of(repeat: int, function: Any) -> float:
 def round_trip(batch: Any) -> Any:
     """What two processes do: encode, join head and payload, read in 1 MB pieces (as the TCP reader), decode."""
     path, payload = encode_batch(batch)
-    data = memoryview(b"".join((frame_head([0, 1, 2, 3, 0, path], len(payload)), payload)))
+    data = memoryview(frame([0, 1, 2, 3, 0, path], payload))
     reader = FrameReader()
     frames = []
     for start in range(0, len(data), RECV_SIZE):

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 import types
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 
 from runtime.communication import Stop
 from runtime.communication.process_fabric import ProcessFabric, decode_results
+from runtime.communication.shm_transport import ShmTransport
 from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
@@ -108,10 +110,15 @@ def _run_process(
     )
     fabric = ProcessFabric(process, processes, workers, mesh)
     holder.append(fabric)
+    shm = fabric.shm = ShmTransport(process, endpoints, mesh, fabric.on_frame, fabric.on_lost)
     if on_fabric is not None:
         on_fabric(fabric)
     try:
         mesh.connect(connect_timeout)
+        shm.establish(time.monotonic() + connect_timeout, lambda: fabric.stop_reason is not None)
+        if fabric.stop_reason is not None:  # a peer was lost while linking
+            raise _stopped(fabric, fabric.stop_reason)
+        fabric.use_links()
         fabric.start_heartbeats()
         try:
             results = run_workers(main, fabric.communicators(), stall_timeout)
@@ -148,6 +155,7 @@ def _run_process(
     finally:
         fabric.stop_heartbeats()
         mesh.close()
+        shm.close()
 
 
 def _stopped(fabric: ProcessFabric, reason: Stop) -> BaseException:

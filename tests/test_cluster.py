@@ -24,6 +24,8 @@ from runtime.communication.tcp import ConnectTimeout, Endpoint, HandshakeError, 
 from runtime.communication.wire import FrameReader, frame
 from runtime.errors import DataflowStuck
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -24,7 +24,16 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
-from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError, frame, register_codec
+from runtime.communication.wire import (
+    PROTOCOL_VERSION,
+    FrameReader,
+    WireError,
+    frame,
+    register_codec,
+    unregister_codec,
+)
+
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,15 +138,20 @@ def test_the_handshake_decoder_never_runs_a_codec() -> None:
         pass
 
     register_codec(Secret, lambda value: 1, lambda encoded: calls.append(encoded), name="test-attack.Secret")
-    with pytest.raises(WireError):
-        decode_handshake(frame(["hello", Secret()])[8:])
+    try:
+        with pytest.raises(WireError):
+            decode_handshake(frame(["hello", Secret()])[8:])
+    finally:
+        unregister_codec(Secret)  # the test runs once per transport
     assert calls == []
 
 
 # ---------------------------------------------------------------------- one process, in threads
 
 
-def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(
+    caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest
+) -> None:
     endpoints = free_endpoints(2)
     decoded: list[Any] = []
 
@@ -145,6 +159,7 @@ def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(caplog: p
         pass
 
     register_codec(Secret, lambda value: 1, lambda encoded: decoded.append(encoded), name="test-attack.Secret2")
+    request.addfinalizer(lambda: unregister_codec(Secret))  # the test runs once per transport
     MALFORMED_WITH_CODEC = {**MALFORMED, "a codec value": hello(1, 2, Secret(), hash_fingerprint())}
     acceptor = Mesh(0, endpoints, "token", lambda *_: None, lambda *_: None)
     errors: list[BaseException] = []

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent(
@@ -72,6 +74,11 @@ def children_in_order(parent: int, seen: list[int]) -> list[int]:
     return seen
 
 
+def shared_memory_segments() -> set[str]:
+    """The pytimely entries of /dev/shm (none is ever made: rings are memfds, freed with their last process)."""
+    return {name for name in os.listdir("/dev/shm") if "pytimely" in name} if os.path.isdir("/dev/shm") else set()
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -86,6 +93,7 @@ def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signal
     """
     script = tmp_path / "faulty_cluster.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))
+    segments = shared_memory_segments()
     parent = subprocess.Popen(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -109,6 +117,7 @@ def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signal
         os.kill(seen[victim], sig)
         faulted = time.monotonic()
         out, err = parent.communicate(timeout=30)
+        assert shared_memory_segments() - segments == set()  # the rings have no name: nothing is left behind
         return time.monotonic() - faulted, out, err
     finally:
         if parent.poll() is None:

@@ -11,6 +11,8 @@ from helpers import columnar_helpers
 from runtime import execute
 from scopes.hashing import stable_hash
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 
 @pytest.mark.parametrize("kind", ["numpy", "arrow"])
 def test_a_columnar_exchange_on_two_processes_equals_one_process(kind: str) -> None:

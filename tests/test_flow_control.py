@@ -15,6 +15,8 @@ from runtime import execute
 from runtime.communication.process_fabric import DEFAULT_SEND_WINDOW, send_window_from
 from runtime.errors import ConfigurationError
 
+pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 

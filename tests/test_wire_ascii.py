@@ -120,7 +120,7 @@ def test_any_bytes_under_the_packed_name_decode_to_a_str_array_or_a_wire_error(d
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 200), st.binary(min_size=1, max_size=8))
 def test_a_packed_payload_damaged_anywhere_decodes_to_a_str_array_or_a_wire_error(at: int, junk: bytes) -> None:
-    payload = bytearray(encode_batch(np.array(["word", "other"] * (ASCII_PACK_MIN // 2)))[1])
+    payload = bytearray(bytes(encode_batch(np.array(["word", "other"] * (ASCII_PACK_MIN // 2)))[1]))
     at %= len(payload)
     payload[at : at + len(junk)] = junk
     try:

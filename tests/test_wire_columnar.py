@@ -36,7 +36,6 @@ from runtime.communication.wire import (
     encode_batch,
     encode_value,
     frame,
-    frame_head,
     register_codec,
 )
 
@@ -213,7 +212,7 @@ def test_encoding_copies_memory_and_does_nothing_per_row() -> None:
     array = np.arange(1_000_000, dtype=np.int64)
     path, data = encode_batch(array)
     assert len(data) - array.nbytes < 64
-    assert data.endswith(array.tobytes())
+    assert bytes(data).endswith(array.tobytes())
     table = pa.table({"x": array})
     assert len(encode_batch(table)[1]) - array.nbytes < 1024
 
@@ -243,7 +242,7 @@ def python_calls(function: Any) -> int:
 def through_the_wire(batch: Any) -> Any:
     """Encode, frame, split and decode ``batch`` as two processes do."""
     path, payload = encode_batch(batch)
-    data = b"".join((frame_head([0, 1, path], len(payload)), payload))
+    data = frame([0, 1, path], payload)
     ((header, body),) = list(FrameReader().feed(data))
     return decode_batch(header[2], body)
 
@@ -339,7 +338,8 @@ def test_other_batch_types_are_refused_naming_them() -> None:
 
 
 def test_a_corrupt_numpy_frame_gives_a_clear_error() -> None:
-    path, data = encode_batch(np.arange(10, dtype=np.int32))
+    path, parts = encode_batch(np.arange(10, dtype=np.int32))
+    data = bytes(parts)  # an array's payload is its prefix and its memory, joined here to damage it
     with pytest.raises(WireError, match=r"dtype int32 and shape \(10,\) needs 40 bytes of data, got 39"):
         decode_batch(path, data[:-1])
     with pytest.raises(WireError, match="columnar batch.*header claims"):

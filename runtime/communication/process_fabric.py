@@ -59,6 +59,8 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.shared_decode import SharedPayload
+from runtime.communication.shm_transport import OFFER, ShmTransport
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
     MAX_FRAME,
@@ -72,6 +74,7 @@ from runtime.communication.wire import (
     encode_value,
     frame,
     frame_head,
+    payload_pieces,
     prefixed_head,
 )
 from runtime.errors import ConfigurationError
@@ -190,6 +193,27 @@ class ProcessFabric:
         """The first connection this process lost, if any."""
         self.on_tick: Callable[[], None] | None = None
         """Called by the heartbeat thread at every beat (a child checks on its parent there)."""
+        self.shm: ShmTransport | None = None
+        """The shared-memory links to same-host processes, set before the mesh connects."""
+        self.links: ShmTransport | None = None
+        """:attr:`shm` once it links at least one process (else ``None``: every frame goes over TCP)."""
+
+    def use_links(self) -> None:
+        """After :meth:`ShmTransport.establish`: park workers on eventfds that also watch the rings' doorbells."""
+        shm = self.shm
+        if shm is None or not shm.links:
+            return
+        for signal in self.signals:
+            signal.event = shm.gate()  # type: ignore[assignment]
+        self.links = shm
+
+    def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:
+        """Send frames to ``process``: through its shared-memory ring if linked, else over TCP."""
+        links = self.links
+        if links is not None and process in links.links:
+            links.send(process, pieces)
+        else:
+            self.mesh.send_pieces(process, pieces)
 
     def communicators(self) -> list[ProcessCommunicator]:
         """The communicators of this process's workers, in worker order."""
@@ -261,6 +285,8 @@ class ProcessFabric:
             last = len(receivers) - 1
             base = self.base
             size = len(payload)
+            if last:  # decoded once, by the first receiver that pulls it
+                payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
             for i, receiver in enumerate(receivers):
                 local = receiver - base
                 owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
@@ -285,6 +311,9 @@ class ProcessFabric:
         elif kind == STOP:
             _, stop_kind, worker, detail = header
             self._stop_locally(Stop(stop_kind, worker, detail))
+        elif kind == OFFER:
+            if self.shm is not None:
+                self.shm.offer(process, header)
         elif kind == BYE:
             self.mesh.said_goodbye(process)
             with self._changed:
@@ -361,6 +390,8 @@ class ProcessFabric:
         for communicator in self._communicators:
             if communicator.buffered:
                 return -1.0
+        if self.links is not None and self.links.pending:
+            return -1.0
         return now - latest if latest else float("inf")
 
     def stalled_for(self) -> float:
@@ -455,7 +486,10 @@ class ProcessFabric:
     # ------------------------------------------------------------------ finishing
 
     def say_goodbye(self, payload: bytes = b"") -> None:
-        """Tell every other process that this process's workers have finished."""
+        """Tell every other process that this process's workers have finished (once their data left)."""
+        links = self.links
+        while links is not None and links.pending and self.stop_reason is None:
+            links.wait(0.05)  # the rings' readers make room; meanwhile this process reads its own rings
         data = frame([BYE], payload)
         for process in range(self.processes):
             if process != self.process:
@@ -463,9 +497,14 @@ class ProcessFabric:
 
     def wait_for_goodbyes(self) -> None:
         """Block until every other process said goodbye, or the computation stopped."""
-        with self._changed:
-            while len(self.byes) < self.processes - 1 and self.stop_reason is None:
-                self._changed.wait(0.5)
+        while True:
+            with self._changed:
+                if len(self.byes) >= self.processes - 1 or self.stop_reason is not None:
+                    return
+                if self.links is None:
+                    self._changed.wait(0.5)
+                    continue
+            self.links.wait(0.02)  # no worker reads the rings any more: what still arrives is credited here
 
     def pending_messages(self, local: int) -> list[str]:
         """Non-empty mailboxes of local worker ``local``, described."""
@@ -532,6 +571,8 @@ class _CreditingPuller:
             if size:
                 self._owed[process] += size
             try:
+                if payload.__class__ is SharedPayload:
+                    return time_, payload.take()
                 return time_, decode_batch(path, payload)
             except WireError as error:
                 raise WireError(
@@ -554,7 +595,7 @@ class ProcessCommunicator(FabricCommunicator):
         self._out_bytes: dict[int, int] = {}
         self._last_batch: Batch | None = None
         self._last_time: Any = None
-        self._last_encoded: tuple[int, bytes | memoryview] = (0, b"")
+        self._last_encoded: tuple[int, Any] = (0, b"")
         self._owed = [0] * fabric.processes
         """Bytes pulled from each other process and not yet returned to it as credit."""
         self._credit_threshold = max(1, fabric.send_window // 4)
@@ -649,14 +690,15 @@ class ProcessCommunicator(FabricCommunicator):
                     break
                 out.popleft()
                 sent += len(payload)
-                pieces += (self._head(channel, address, receivers, time_, path, len(payload)), payload)
+                pieces.append(self._head(channel, address, receivers, time_, path, len(payload)))
+                payload_pieces(pieces, payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
         if owed and (all_credit or owed >= self._piggyback):
             self._owed[process] = 0
             pieces.insert(0, frame([CREDIT, owed]))
         if pieces:
-            self.fabric.mesh.send_pieces(process, pieces)
+            self.fabric.send_pieces(process, pieces)
         return not out
 
     def _head(self, channel: int, address: Address, receivers: list[int], time: Any, path: int, length: int) -> bytes:
@@ -679,6 +721,8 @@ class ProcessCommunicator(FabricCommunicator):
         so that an idle worker sends no frame per step just to return a few bytes.
         """
         fabric = self.fabric
+        if fabric.links is not None:
+            fabric.links.retry()
         if fabric.credit_due[self._local]:
             fabric.credit_due[self._local] = False
             self._return_credit()
@@ -710,14 +754,28 @@ class ProcessCommunicator(FabricCommunicator):
 
     def backlogged(self) -> bool:
         """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""
-        waiting = self.buffered
+        links = self.fabric.links
+        waiting = self.buffered or (links is not None and links.pending)
         self.fabric.waiting_for_room[self._local] = waiting
         return waiting
 
     def park(self, timeout: float | None) -> None:
         """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
         self.flush()
-        self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+        links = self.fabric.links
+        if links is None:
+            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+            return
+        if not links.going_to_sleep():  # else a frame arrived meanwhile: read it instead of parking
+            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
+        links.woke()
+
+    def take_activations(self) -> list[Address]:
+        """Read this process's shared-memory rings (when linked), then take the activations queued."""
+        links = self.fabric.links
+        if links is not None:
+            links.drain()
+        return super().take_activations()
 
     @property
     def owes_credit(self) -> bool:
@@ -737,12 +795,13 @@ class ProcessCommunicator(FabricCommunicator):
         for process, out in self._out.items():
             pieces: list[bytes | memoryview] = []
             for channel, address, receivers, time_, path, payload, _ in out:
-                pieces += (frame_head([DATA, channel, address, receivers, time_, path], len(payload)), payload)
+                pieces.append(frame_head([DATA, channel, address, receivers, time_, path], len(payload)))
+                payload_pieces(pieces, payload)
                 self.fabric.charge(process, len(payload))
             out.clear()
             self._out_bytes[process] = 0
             if pieces:
-                self.fabric.mesh.send_pieces(process, pieces)
+                self.fabric.send_pieces(process, pieces)
         self.buffered = False
         self._return_credit()
 

@@ -162,6 +162,38 @@ def _encode_columnar(kind: str, value: Any) -> bytes:
         raise EncodingError(str(error), type_name(value.__class__)) from None
 
 
+class Parts:
+    """An encoded payload in several buffers (an array's prefix, then its memory), sent without joining them.
+
+    ``len()`` is its size in bytes; a sender writes :attr:`buffers` one after
+    the other (:func:`payload_pieces`), so the array's memory is copied once,
+    into the socket or the shared-memory ring, never into a joined copy first.
+    """
+
+    __slots__ = ("buffers", "size")
+
+    def __init__(self, *buffers: Any) -> None:
+        """The payload that is the concatenation of ``buffers`` (bytes-like, C-contiguous)."""
+        self.buffers = tuple(memoryview(buffer).cast("B") for buffer in buffers)
+        self.size = sum(map(len, self.buffers))
+
+    def __len__(self) -> int:
+        """The payload's size in bytes."""
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        """The payload joined (a copy: for tests and rare paths)."""
+        return b"".join(self.buffers)
+
+
+def payload_pieces(pieces: list[Any], payload: Any) -> None:
+    """Append ``payload``'s buffers to ``pieces`` (a :class:`Parts` gives each of its own)."""
+    if payload.__class__ is Parts:
+        pieces.extend(payload.buffers)
+    else:
+        pieces.append(payload)
+
+
 def encode_value(value: Any) -> bytes:
     """Encode any wire-carried value (see the module docstring); raise :class:`EncodingError` if impossible."""
     try:
@@ -216,16 +248,18 @@ SMALL_BATCH = 16
 step): building the sets of types costs more than the loop for a handful."""
 
 
-def _is_fast(batch: list[Any]) -> bool:
+def _is_fast(batch: list[Any], kinds: set[type] | None = None) -> bool:
+    """Whether every record is a scalar or a (nested) tuple of scalars; ``kinds``: the records' types, if known."""
     scalars = _SCALARS
-    if len(batch) <= SMALL_BATCH:
+    if kinds is None and len(batch) <= SMALL_BATCH:
         for record in batch:
             cls = record.__class__
             if cls in scalars or (cls is tuple and _tuple_of_scalars(record)):
                 continue
             return False
         return True
-    kinds = set(map(type, batch))
+    if kinds is None:
+        kinds = set(map(type, batch))
     if kinds <= scalars:
         return True
     if not kinds - scalars <= _TUPLE_ONLY:
@@ -297,7 +331,7 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
         raise WireError(f"cannot decode a columnar batch received from the wire: {error}") from error
 
 
-def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
+def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
     """Encode a batch once; return ``(path, bytes)`` for :func:`decode_batch`.
 
     A batch is a list of records, or a columnar batch (a numpy array, an Arrow
@@ -322,15 +356,21 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
             )
         if kind == NDARRAY:
             packed = ascii_packed(batch)
-            if packed is not None:
-                return BATCH_NDARRAY_ASCII, _encode_columnar(kind, packed)
-            return BATCH_NDARRAY, _encode_columnar(kind, batch)
+            path = BATCH_NDARRAY if packed is None else BATCH_NDARRAY_ASCII
+            try:
+                prefix, data = ndarray_parts(batch if packed is None else packed)
+            except ColumnarEncodeError as error:
+                raise EncodingError(str(error), type_name(batch.__class__)) from None
+            return path, Parts(prefix, data)  # the array's memory, not a copy
         return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
-    if len(batch) >= COLUMNS_MIN and batch[0].__class__ is tuple and set(map(type, batch)) == _TUPLE_ONLY:
-        columns = _encode_columns(batch)
-        if columns is not None:
-            return BATCH_COLUMNS, columns
-    if _is_fast(batch):
+    kinds = None
+    if len(batch) >= COLUMNS_MIN:  # the records' types, walked once for the columns and the fast path
+        kinds = set(map(type, batch))
+        if kinds == _TUPLE_ONLY:
+            columns = _encode_columns(batch)
+            if columns is not None:
+                return BATCH_COLUMNS, columns
+    if _is_fast(batch, kinds):
         try:
             return BATCH_FAST, msgpack.packb(batch, use_bin_type=True)
         except (OverflowError, ValueError):  # an int beyond 64 bits: the general path carries it
@@ -338,8 +378,10 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview]:
     return BATCH_GENERAL, encode_value(batch)
 
 
-def decode_batch(path: int, data: bytes | bytearray | memoryview) -> Any:
+def decode_batch(path: int, data: bytes | bytearray | memoryview | Parts) -> Any:
     """Rebuild a batch encoded by :func:`encode_batch` (a list, or the columnar batch that was sent)."""
+    if isinstance(data, Parts):  # not sent: joined (a copy), as the receiver would have it
+        data = memoryview(bytearray(bytes(data)))
     if path in (BATCH_NDARRAY, BATCH_NDARRAY_ASCII, BATCH_ARROW, BATCH_ARROW_TABLE):
         return _decode_columnar(path, data)
     if path == BATCH_COLUMNS:
@@ -393,9 +435,11 @@ def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
     return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
 
 
-def frame(header: list[Any], payload: bytes | memoryview = b"") -> bytes:
+def frame(header: list[Any], payload: bytes | memoryview | Parts = b"") -> bytes:
     """One frame: the length prefix, the encoded ``header``, then ``payload``."""
-    return b"".join((frame_head(header, len(payload)), payload))
+    pieces: list[Any] = [frame_head(header, len(payload))]
+    payload_pieces(pieces, payload)
+    return b"".join(pieces)
 
 
 def _aligned_buffer(size: int, head: int) -> memoryview:
@@ -416,11 +460,16 @@ def _aligned_buffer(size: int, head: int) -> memoryview:
 class FrameReader:
     """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
 
-    A frame of at least :data:`LARGE_FRAME` bytes is copied once into a buffer
-    of its own (gathered straight into it when it spans several :meth:`feed`
-    calls), and its payload is handed out as a writable ``memoryview`` of that
-    buffer: a numpy array decoded from it shares that memory instead of being
-    copied again.  Smaller frames' payloads are ``bytes``.
+    Each payload is copied once.  A frame that lies whole in the bytes fed is
+    split where it lies, and its payload copied out (``bytes``; a writable
+    buffer of its own for a frame of at least :data:`LARGE_FRAME` bytes).  A
+    frame that spans several :meth:`feed` calls is gathered straight into a
+    buffer of its own as its bytes arrive, and its payload is handed out as a
+    writable ``memoryview`` of that buffer; for a large frame the payload lies
+    at an aligned address.  A numpy array decoded from a writable payload
+    shares its memory instead of being copied again.  Only a length prefix cut in two is kept
+    aside (at most 7 bytes); the bytes fed are never kept, so the caller may
+    reuse their buffer once the frames yielded have been handled.
     """
 
     def __init__(self, max_frame: int = MAX_FRAME, plain: bool = False) -> None:
@@ -430,55 +479,63 @@ class FrameReader:
         types only, no extension type, no registered codec (for a handshake,
         before the peer has proved the token).
         """
-        self._buffer = bytearray()
+        self._prefix = b""
         self._decode_header = decode_plain_value if plain else decode_value
         self._max = max_frame
         self._large: memoryview | None = None
         self._large_filled = 0
         self._large_head = 0
 
+    def _check(self, body: int, head: int) -> None:
+        if body > self._max or head > body:
+            raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+
+    def _gather(self, body: int, head: int, data: memoryview) -> None:
+        """Start gathering a frame of ``body`` bytes whose first bytes are ``data``."""
+        large = _aligned_buffer(body, head) if body >= LARGE_FRAME else memoryview(bytearray(body))
+        large[: len(data)] = data
+        self._large, self._large_filled, self._large_head = large, len(data), head
+
     def feed(self, data: bytes | memoryview) -> Iterator[tuple[list[Any], bytes | memoryview]]:
         """Add received bytes; yield every frame now complete as ``(header, payload)``."""
-        if self._large is not None:
-            data = memoryview(data)
-            large = self._large
-            take = min(len(data), len(large) - self._large_filled)
-            large[self._large_filled : self._large_filled + take] = data[:take]
-            self._large_filled += take
-            if self._large_filled < len(large):
-                return
-            self._large = None
-            yield self._split(memoryview(large), self._large_head, decode=self._decode_header)
-            data = data[take:]
-            if not data:
-                return
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        size = len(buffer)
-        view = memoryview(buffer)
-        try:
+        view = memoryview(data)
+        decode = self._decode_header
+        while view:
+            if self._large is not None:
+                large = self._large
+                take = min(len(view), len(large) - self._large_filled)
+                large[self._large_filled : self._large_filled + take] = view[:take]
+                self._large_filled += take
+                view = view[take:]
+                if self._large_filled < len(large):
+                    return
+                self._large = None
+                yield self._split(large, self._large_head, decode=decode)
+                continue
+            if self._prefix:  # a length prefix cut in two: complete it, then gather its frame
+                need = 8 - len(self._prefix)
+                self._prefix += bytes(view[:need])
+                view = view[need:]
+                if len(self._prefix) < 8:
+                    return
+                body, head = _PREFIX.unpack(self._prefix)
+                self._prefix = b""
+                self._check(body, head)
+                self._gather(body, head, view[:0])
+                continue
+            start = 0
+            size = len(view)
             while size - start >= 8:
-                body, head = _PREFIX.unpack_from(buffer, start)
-                if body > self._max or head > body:
-                    raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+                body, head = _PREFIX.unpack_from(view, start)
+                self._check(body, head)
                 end = start + 8 + body
                 if end > size:
-                    if body >= LARGE_FRAME:
-                        large = _aligned_buffer(body, head)
-                        have = size - start - 8
-                        large[:have] = view[start + 8 : size]
-                        self._large, self._large_filled, self._large_head = large, have, head
-                        start = size
-                    break
-                yield self._split(
-                    view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=self._decode_header
-                )
+                    self._gather(body, head, view[start + 8 : size])
+                    return
+                yield self._split(view[start + 8 : end], head, copy=True, large=body >= LARGE_FRAME, decode=decode)
                 start = end
-        finally:
-            view.release()
-            if start:
-                del buffer[:start]
+            self._prefix = bytes(view[start:])
+            return
 
     @staticmethod
     def _split(
@@ -500,4 +557,4 @@ class FrameReader:
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buffer) + (self._large_filled + 8 if self._large is not None else 0)
+        return len(self._prefix) + (self._large_filled + 8 if self._large is not None else 0)
