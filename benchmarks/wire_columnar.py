@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 from helpers import columnar_helpers  # noqa: E402
 
 from runtime import execute  # noqa: E402
-from runtime.communication.wire import FrameReader, decode_batch, encode_batch, frame  # noqa: E402
+from runtime.communication.wire import FrameReader, decode_batch, encode_batch, frame, frame_head  # noqa: E402
 
 RECV_SIZE = 1 << 20
 """What the TCP reader receives at once."""
