@@ -528,11 +528,14 @@ def alike_runs(parts: list[Any]) -> list[list[Any]]:
 
 
 class CheckBatchPusher:
-    """The columnar exchange on a single worker: every row stays, but the batch kind and key column are checked.
+    """The columnar exchange on a single worker: every row stays, but the batch kind and the keys are checked.
 
     Checking on one worker too means a misused key fails the same way whatever
-    the number of workers.  The key function is not called: its result is not
-    needed to route anything.
+    the number of workers.  A key function is called once per batch, as on
+    several workers, and its keys are checked as routing would: one per row,
+    of a type that hashes stably.  Keys of a plain dtype (numbers, strings) or
+    an Arrow column are not hashed, since nothing is routed; other keys (an
+    object array, a list) are, as routing would, to refuse what cannot be hashed.
     """
 
     __slots__ = ("_keys", "_queue")
@@ -550,6 +553,11 @@ class CheckBatchPusher:
             names = batch.dtype.names
             if names is None or keys.key not in names:
                 keys.missing(batch, time)
+        elif not isinstance(keys.key, str):
+            found = keys.keys(batch, time)
+            plain = found.__class__ is np.ndarray and found.ndim == 1 and found.dtype.kind in "biufUS"
+            if not plain and not found.__class__.__module__.startswith("pyarrow"):
+                stable_hash_array(found)  # raises KeyHashError as routing would
         self._queue.push(time, batch)
 
 

@@ -268,3 +268,21 @@ def test_collatz_loop_with_exchange_does_not_fragment(workers: int) -> None:
     # asynchronously, so a round may take a few invocations, but the average stays
     # far above that (26 and 54 measured; one worker: 996).
     assert average > 8, stats
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_exchange_batch_key_function_is_checked_at_every_worker_count(workers: int) -> None:
+    import numpy as np
+
+    from runtime.testing import run_dataflow
+
+    def wrong_count(scope: Any, rows: Any) -> Any:
+        return rows.map_batch(np.asarray).exchange_batch(lambda batch: batch[:1])
+
+    def unhashable(scope: Any, rows: Any) -> Any:
+        return rows.map_batch(np.asarray).exchange_batch(lambda batch: [[value] for value in batch])
+
+    with pytest.raises(Exception, match=r"returned 1 keys for a ndarray batch of \d rows"):
+        run_dataflow(wrong_count, [[1, 2, 3]], workers=workers)
+    with pytest.raises(Exception, match="KeyHashError|hash"):
+        run_dataflow(unhashable, [[1, 2, 3]], workers=workers)
