@@ -28,7 +28,6 @@ the COST answer.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections import Counter
@@ -103,24 +102,8 @@ def write_edges(path: Path, edges: int, seed: int = SEED) -> int:
 
 
 def read_share(path: str, index: int, peers: int) -> bytes:
-    """The whole lines of ``path`` that start in byte range ``index`` of ``peers`` equal ranges.
-
-    Every line belongs to exactly one share: the one where its first byte lies.
-    """
-    size = os.path.getsize(path)
-    low, high = size * index // peers, size * (index + 1) // peers
-    with open(path, "rb") as file:
-        position = 0
-        if low > 0:
-            file.seek(low - 1)
-            file.readline()  # the rest of the line that started before this share
-            position = file.tell()
-        if position >= high:
-            return b""
-        chunk = file.read(high - position)
-        if chunk and not chunk.endswith(b"\n"):
-            chunk += file.readline()  # the line that starts in this share ends after it
-    return chunk
+    """The whole lines of ``path`` that start in byte range ``index`` of ``peers`` equal ranges (the example's)."""
+    return bytes(cost_wcc.read_share(path, index, peers))
 
 
 def parse_edges(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:

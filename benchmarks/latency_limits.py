@@ -107,18 +107,19 @@ def _top(profiler: cProfile.Profile, epochs: int, top: int) -> list[list[Any]]:
 
 
 def _count_sends() -> list[int]:
-    """Count the calls of the mesh's send methods in this process from now on (one frame batch each)."""
+    """Count the frame batches this process sends from now on, over TCP (the mesh) or shared memory (the rings)."""
+    from runtime.communication.shm_transport import ShmTransport
     from runtime.communication.tcp import Mesh
 
     counter = [0]
-    for name in ("send", "send_pieces"):
-        original = getattr(Mesh, name)
+    for owner, name in ((Mesh, "send"), (Mesh, "send_pieces"), (ShmTransport, "send")):
+        original = getattr(owner, name)
 
         def counted(self: Any, *args: Any, _original: Any = original) -> Any:
             counter[0] += 1
             return _original(self, *args)
 
-        setattr(Mesh, name, counted)
+        setattr(owner, name, counted)
     return counter
 
 

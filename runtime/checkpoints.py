@@ -20,7 +20,8 @@ A file is written under a hidden name (``.epoch-...tmp``), flushed to disk and
 renamed, so a file that has its name is whole.  A damaged file is refused with
 its path and byte offset, and the previous complete boundary is used instead; a
 file written by another dataflow shape or another worker count is refused with
-a message that says so.  Only the last ``keep`` boundaries are kept.  The path
+a message that says so.  Only the last ``keep`` boundaries that every worker
+has are kept (with any newer ones).  The path
 may be any directory every worker can reach (a local disk for one host, a
 shared file system for several).
 """
@@ -118,10 +119,18 @@ class CheckpointStore:
         return final
 
     def prune(self, worker: int, peers: int) -> None:
-        """Remove this worker's files beyond the last ``keep`` boundaries."""
-        boundaries = sorted(self.boundaries(worker, peers))
-        for boundary in boundaries[: -self.keep]:
-            (self.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt").unlink(missing_ok=True)
+        """Remove this worker's files older than the last ``keep`` boundaries that every worker has.
+
+        A worker may write ahead of another; pruning by its own files alone could
+        leave no boundary common to all, so the others' files decide what goes.
+        """
+        common = sorted(set.intersection(*(self.boundaries(w, peers) for w in range(peers))))
+        if len(common) <= self.keep:
+            return
+        floor = common[-self.keep]
+        for boundary in self.boundaries(worker, peers):
+            if boundary < floor:
+                (self.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ reading
 

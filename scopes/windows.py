@@ -216,10 +216,11 @@ class WindowOperator:
     """The logic of a window operator: send late records, apply complete times in order, close windows.
 
     A record's lateness depends only on its epoch and event time, so late records
-    are sent as they arrive.  The others wait until their time is complete and are
-    then applied in time order: before time ``t`` is applied, every window that
-    closes before ``t`` has been sent, so the state at that moment is exactly the
-    state as of the times before ``t`` (what a checkpoint holds).
+    are sent as they arrive.  The others wait until their time is complete; then
+    each complete time ``t``, in order, has its records applied and the windows
+    closing at ``t`` sent.  Before ``t`` is handled, the state is exactly the state
+    as of the times before ``t`` (what a checkpoint holds): every record before
+    ``t`` applied, every window closing before ``t`` sent, nothing of ``t`` or later.
     """
 
     def __init__(
@@ -265,28 +266,35 @@ class WindowOperator:
                 self.holds[time] = ref.retain(0)
         late.flush()
         frontier = inputs[0].frontier
-        for time in sorted(time for time in self.holds if not frontier.less_equal(time)):
-            self.close_before(time, down)
+        while True:  # records may open windows that close at complete times too: look again after each time
+            complete = [time for time in self.holds if not frontier.less_equal(time)]
+            complete.extend(close for close in self.capabilities if not frontier.less_equal(close))
+            if not complete:
+                break
+            time = min(complete)
+            # the state now is as of the times before ``time``: its records not applied, its windows not sent
             if self.tracked is not None:
                 self.tracked.reached(time)
-            hold = self.holds.pop(time)
-            for key, value, event in self.pending.pop(time, ()):
-                self.assign(key, value, event, time, hold)
-            hold.drop()
-        elements = frontier.elements
-        self.close_before(min(elements) if elements else None, down)
+            hold = self.holds.pop(time, None)
+            if hold is not None:
+                for key, value, event in self.pending.pop(time, ()):
+                    self.assign(key, value, event, time, hold)
+                hold.drop()
+            self.close_at(time, down)
         if self.tracked is not None:
+            elements = frontier.elements
             self.tracked.reached(min(elements) if elements else None)
 
-    def close_before(self, time: int | None, down: OperatorOutput) -> None:
-        """Send every window closing before ``time`` (every one, for ``None``) and release its capability."""
-        for close in sorted(c for c in self.capabilities if time is None or c < time):
-            capability = self.capabilities.pop(close)
-            results = [self.result(window) for window in self.closing.pop(close, ()) if window.close == close]
-            if results:
-                down.session(capability).give_batch(results)
-                down.flush()
-            capability.drop()
+    def close_at(self, close: int, down: OperatorOutput) -> None:
+        """Send the windows that close at ``close`` (the frontier has passed it) and release its capability."""
+        capability = self.capabilities.pop(close, None)
+        if capability is None:
+            return
+        results = [self.result(window) for window in self.closing.pop(close, ()) if window.close == close]
+        if results:
+            down.session(capability).give_batch(results)
+            down.flush()
+        capability.drop()
 
     def late_for_some(self, event: int, time: int) -> bool:
         """Whether a record of ``event`` at epoch ``time`` is late for a window it belongs in."""

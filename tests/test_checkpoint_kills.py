@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from helpers.process_tree import children
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "helpers" / "checkpoint_program.py"
 KILLS = int(os.environ.get("PYTIMELY_CHECKPOINT_KILLS", "50"))
@@ -26,19 +28,6 @@ def start(directory: Path) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 def outputs(directory: Path) -> Counter[Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -320,5 +321,9 @@ def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_mo
         server.close()
     assert value(seen["stalled"], "pytimely_stalled", worker=0) == 1
     cause = next(labels["cause"] for labels, _ in seen["stalled"]["pytimely_stall_info"])
-    assert cause == "input 'outside' is still open at time 0: advance it with advance_to() or close() it"
+    expected = (
+        r"input 'outside' is still open at time 0 \(created at test_metrics\.py:\d+\): "
+        r"advance it with advance_to\(\) or close\(\) it"
+    )
+    assert re.fullmatch(expected, cause), cause
     assert value(seen["moving"], "pytimely_stalled", worker=0) == 0

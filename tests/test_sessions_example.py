@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.process_tree import children
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "sessions.py"
@@ -25,19 +26,6 @@ def command(*args: str) -> list[str]:
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry))
-    return found
 
 
 @pytest.mark.parametrize("cluster", [["-w", "1"], ["-w", "2"]])

@@ -38,8 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import msgpack  # type: ignore[import-untyped]
-
+from runtime.communication.handshake import decode_handshake
 from runtime.communication.wire import WireError, frame
 from runtime.spark.errors import GateRefused as GateRefused
 
@@ -52,9 +51,6 @@ HANDSHAKE_MAX_FRAME = 1024
 MAX_UNPROVEN = 64
 """Connections the driver handshakes with at once; beyond it the oldest is closed to make room."""
 NONCE_SIZE = 16
-_PROOF_SIZE = 32
-_MAX_STR = 512
-_MAX_FIELDS = 8
 _POLL = 0.2
 
 
@@ -88,23 +84,7 @@ def read_small(sock: socket.socket, deadline: float) -> list[Any]:
         raise WireError(f"a handshake frame of {body} bytes is too large (the limit is {HANDSHAKE_MAX_FRAME})")
     if head != body or body == 0:
         raise WireError("a handshake frame must be a header alone")
-    try:
-        message = msgpack.unpackb(
-            _exactly(sock, body, deadline),
-            raw=False,
-            max_str_len=_MAX_STR,
-            max_bin_len=_PROOF_SIZE,
-            max_array_len=_MAX_FIELDS,
-            max_map_len=0,
-            max_ext_len=0,
-        )
-    except (ValueError, TypeError, msgpack.UnpackException) as error:
-        raise WireError(f"a malformed handshake frame ({type(error).__name__}: {error})") from None
-    if message.__class__ is not list or not message or message[0].__class__ is not str:
-        raise WireError("a handshake frame must be a list that starts with the message's name")
-    if any(field.__class__ not in (str, bytes, int) for field in message):
-        raise WireError("a handshake frame may hold only str, bytes and int fields")
-    return message
+    return decode_handshake(_exactly(sock, body, deadline))  # the cluster's handshake decoder, its limits
 
 
 def prove(sock: socket.socket, token: str, deadline: float, *fields: str | int) -> None:

@@ -22,6 +22,11 @@ def _children_of() -> dict[int, list[int]]:
     return children
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, now."""
+    return _children_of().get(pid, [])
+
+
 def _rss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as file:
