@@ -52,14 +52,14 @@ test: $(BENCH) debian
 	$(MAKE) lint
 
 # The suite again with the progress audit on (runtime/audit.py), which checks the progress
-# ledger as every computation runs. Spark's tests and the benchmarks' smoke run are left out:
-# they run no engine code the rest of the suite does not, and take minutes.
+# ledger as every computation runs. Spark's tests, the benchmarks' smoke run and the 50 checkpoint
+# kills are left out: they run no engine code the rest of the suite does not, and take minutes.
 # This pass runs the compiled build of the progress path (`make compiled`), so that both builds
 # are tested; the build is removed afterwards, pass or fail, and the checkout is pure Python again.
 test-audit: $(SPARK) debian
 	$(PY) -m runtime.compiled build
 	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 $(PY) -m pytest -q -p no:cacheprovider \
-	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py; \
+	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py --ignore=tests/test_checkpoint_kills.py; \
 	  status=$$?; $(PY) -m runtime.compiled remove; exit $$status
 
 # The optional compiled build: mypyc compiles the progress path into build/mypyc (outside the
