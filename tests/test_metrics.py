@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import eventually
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime import execute
@@ -79,12 +80,15 @@ def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
                 worker.step_while(lambda: probe.less_than(handle.time))
 
         execute(main, workers=2)
-        time.sleep(0.1)  # the events reach the endpoint from the writer thread
+
+        def inc_records() -> float:
+            found = scrape(server.url).get("pytimely_operator_records_in_total", [])
+            return sum(v for labels, v in found if labels["operator"] == "Inc")
+
+        eventually(lambda: inc_records() == 60, what="the events to reach the endpoint from the writer thread")
         samples = scrape(server.url)
     finally:
         server.close()
-    total_in = sum(v for labels, v in samples["pytimely_operator_records_in_total"] if labels["operator"] == "Inc")
-    assert total_in == 60
     labels = next(found for found, _ in samples["pytimely_operator_records_in_total"] if found["operator"] == "Inc")
     assert labels["scope"] == "flow/Loop"
     assert value(samples, "pytimely_operator_records_out_total", operator="numbers", worker=0) == 30
