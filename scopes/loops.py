@@ -15,6 +15,7 @@ from scopes.core import Scope, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.operator import Operator, OutputPort
 from scopes.operator_builder import OperatorBuilder
+from scopes.state_registry import refuse_later_times_under_checkpoints
 from scopes.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 
 __all__ = ["LoopHandle", "loop_variable"]
@@ -30,6 +31,8 @@ def loop_variable(scope: Scope[S], summary: int | PathSummary = 1, name: str = "
     or a full path summary for this scope's timestamps.  Close the loop with
     ``stream.connect_loop(handle)``; the scope's builder keeps the handle to check it is.
     """
+    if scope.parent is None:  # feedback at the top level moves records to later epochs
+        refuse_later_times_under_checkpoints(scope, name, "feeds records back to later epochs")
     timestamp_type = scope.timestamp_type
     resolved: PathSummary
     if isinstance(summary, (int, IntegerSummary)):

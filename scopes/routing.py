@@ -19,6 +19,7 @@ from scopes.operator_builder import OperatorBuilder
 from scopes.order import less_equal
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
+from scopes.state_registry import refuse_later_times_under_checkpoints
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -122,6 +123,7 @@ def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S
 def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
     """Move each record to the later time ``new_time(record, time)``."""
     check_function(new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path))
+    refuse_later_times_under_checkpoints(stream.scope, name, "delays records to later times")
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     output, result = builder.new_output()

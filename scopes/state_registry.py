@@ -206,3 +206,18 @@ def refuse_hand_written_under_checkpoints(scope: Any, name: str) -> None:
             "resumed, it would start empty. Keep its state in keyed operators (stateful_map, fold, process, windows), "
             "or build this dataflow without checkpoint="
         )
+
+
+def refuse_later_times_under_checkpoints(scope: Any, name: str, what: str) -> None:
+    """:class:`BuildError` for an operator that sends records at later epochs, in a dataflow with checkpoints.
+
+    Records moved past a checkpoint's boundary from before it are in no
+    operator's state and come from no input sent again: a resumed run would lose them.
+    """
+    if registry_of(scope) is not None:
+        path = " > ".join(repr(part) for part in scope.path)
+        raise BuildError(
+            f"operator {name!r} in scope {path} {what}, and records on their way to a later epoch are in no "
+            "checkpoint: a resumed run would lose them. Use windows or process() timers, which checkpoint what "
+            "they hold for later, or build this dataflow without checkpoint="
+        )

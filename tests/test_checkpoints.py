@@ -393,3 +393,55 @@ def test_sources_that_cannot_resume_are_refused(tmp_path: Path, kind: str) -> No
     message = "is written by hand" if kind == "source" else "replays recordings from their start"
     with pytest.raises(WorkerFailed, match=message):
         execute(main, workers=1)
+
+
+@pytest.mark.parametrize("kind", ["delay", "top-level feedback"])
+def test_moving_records_to_later_epochs_is_refused_under_checkpoints(tmp_path: Path, kind: str) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            _, numbers = scope.new_input("Numbers")
+            if kind == "delay":
+                return numbers.delay(lambda record, time: time + 1).probe()
+            handle, fed = scope.loop_variable(1)
+            numbers.concat(fed).filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(handle)
+            return numbers.probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    message = "delays records to later times" if kind == "delay" else "feeds records back to later epochs"
+    with pytest.raises(WorkerFailed, match=f"{message}, and records on their way to a later epoch are in no"):
+        execute(main, workers=1)
+
+
+def test_a_loop_inside_the_dataflow_resumes_under_checkpoints(tmp_path: Path) -> None:
+    def main(worker: Any) -> tuple[int, list[Any]]:
+        store = CheckpointStore(tmp_path)
+        seen: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            numbers_in, numbers = scope.new_input("Numbers")
+
+            def halve(inner: Any) -> Any:
+                handle, fed = inner.loop_variable(1)
+                again = numbers.enter(inner).concat(fed).map(lambda n: n // 2)
+                again.filter(lambda n: n > 0).connect_loop(handle)
+                return again.filter(lambda n: n == 0).leave()
+
+            zeros = scope.iterative(halve)
+            totals = zeros.key_by(lambda n: n).fold(int, lambda count, n: count + 1)
+            totals.inspect_batch(lambda time, batch: seen.extend((time, r) for r in batch))
+            return numbers_in, totals.probe()
+
+        numbers_in, probe = worker.dataflow(build, checkpoint=store)
+        for epoch in range(store.resume_epoch, 4):
+            if worker.index == 0:
+                numbers_in.send_batch([epoch + 5, epoch + 9])
+            numbers_in.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+        numbers_in.close()
+        worker.step_while(lambda: not probe.done())
+        return store.resume_epoch, seen
+
+    first = execute(main, workers=2)
+    assert sorted(r for _, seen in first for r in seen) == [(0, (0, 2)), (1, (0, 4)), (2, (0, 6)), (3, (0, 8))]
+    assert execute(main, workers=2)[0][0] == 4
