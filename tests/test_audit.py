@@ -92,7 +92,9 @@ def broken(worker: Worker) -> list[int]:
 
 
 def test_without_the_audit_the_broken_operator_goes_unnoticed(operator_that_forgets_what_it_sends):
-    execute(broken, workers=2, audit=False, stall_timeout=10)  # completes: the lie is silent
+    totals = execute(broken, workers=2, audit=False, stall_timeout=10)
+    # completes with a plausible answer (each worker counts its 100 records an epoch): the lie is silent
+    assert totals == [[100, 100, 100], [100, 100, 100]]
 
 
 def test_the_audit_catches_the_broken_operator_on_one_worker(operator_that_forgets_what_it_sends):
