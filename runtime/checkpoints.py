@@ -125,7 +125,7 @@ class CheckpointStore:
         leave no boundary common to all, so the others' files decide what goes.
         """
         common = sorted(set.intersection(*(self.boundaries(w, peers) for w in range(peers))))
-        if len(common) <= self.keep:
+        if len(common) < self.keep:
             return
         floor = common[-self.keep]
         for boundary in self.boundaries(worker, peers):
