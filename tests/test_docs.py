@@ -101,7 +101,9 @@ def test_every_relative_link_resolves(page: Path) -> None:
             continue  # http(s), mailto: not checked here
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
-        missing_anchor = anchor and resolved.suffix == ".md" and anchor not in heading_anchors(resolved)
-        if not resolved.exists() or missing_anchor:
+        if not resolved.exists():
+            broken.append(target)
+            continue
+        if anchor and resolved.suffix == ".md" and anchor not in heading_anchors(resolved):
             broken.append(target)
     assert broken == [], f"{page.name}: links that lead nowhere: {broken}"
