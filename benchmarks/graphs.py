@@ -76,6 +76,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
     sys.path.insert(0, str(ROOT))
 
+from harness import Log, Metric, Size, Skip, WrongAnswer, median  # noqa: E402
 from runtime.execute import execute  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
@@ -290,6 +291,29 @@ def table(result: dict[str, Any]) -> str:
         + ", ".join(f"{kind} {'met' if met else 'MISSED'}" for kind, met in goal.items()),
     ]
     return "\n".join(lines)
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: :func:`measure` without the record-wise examples; every variant's answer
+    checked against networkx; each row as a metric (``columnar_wcc_intern`` for ``columnar wcc + intern``)."""
+    try:
+        importlib.import_module("networkx")
+    except ImportError:
+        raise Skip("networkx is not installed (`make bench` installs it)") from None
+    log("  networkx, scipy, igraph and pytimely columnar on the Debian graph ...")
+    result = measure(size.repeat, record_wise=False, limit=20_000 if size.quick else None)
+    disagree = [name for name, same in result["agree"].items() if not same]
+    if disagree:
+        raise WrongAnswer(f"connected components: {', '.join(disagree)} disagree with networkx")
+    edges = result["graph"]["edges"]
+    found = {
+        name.replace(" + ", " ").replace(" ", "_"): Metric(row["median"], "s", f"{name}, {edges:,} edges")
+        for name, row in result["rows"].items()
+    }
+    for kind in KINDS:
+        read = [sum(pair) for pair in zip(result["rows"]["read"]["seconds"], result["rows"][f"columnar {kind} + intern"]["seconds"], strict=True)]
+        found[f"columnar_{kind}_read"] = Metric(median(read), "s", f"columnar {kind}, reading and interning included")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ try:  # the installed pytimely (so that another checkout's interpreter measures 
 except ImportError:  # pragma: no cover - run from a clone without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import Log, Metric, Size, in_seconds, interleaved, median  # noqa: E402
 from runtime import Worker, compiled_modules, execute  # noqa: E402
 
 GOAL_US = {"2 threads": 30.0, "2 processes": 60.0}
@@ -125,3 +128,51 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: seconds per epoch on 1 worker, 2 threads, 2 processes, fresh pure and compiled
+    interpreters and bytewax, interleaved; with each setting's CPU per epoch (busiest process) and steps per epoch."""
+    import epoch_latency
+
+    from scopes.native import manifest_problem
+
+    epochs, process_epochs = (1_000, 300) if size.quick else (10_000, 10_000)
+    settings: dict[str, Callable[[], tuple[float, float, float]]] = {
+        "one": partial(measure, epochs, 1, 1),
+        "threads": partial(measure, epochs, 2, 1),
+        "processes": partial(measure, process_epochs, 1, 2),
+        "pure": partial(measure_fresh, epochs, 1, 1, True),
+    }
+    compiled = manifest_problem()
+    if compiled is None:
+        settings["compiled"] = partial(measure_fresh, epochs, 1, 1, False)
+    detail: dict[str, list[tuple[float, float, float]]] = {key: [] for key in settings}
+
+    def timed(key: str) -> Callable[[], float]:
+        def run() -> float:
+            detail[key].append(settings[key]())
+            return detail[key][-1][0] / 1e6
+
+        return run
+
+    variants = {key: timed(key) for key in settings}
+    try:
+        import bytewax  # noqa: F401
+    except ImportError:
+        bytewax: str | None = "bytewax is not installed (`make bench` installs it)"
+    else:
+        bytewax = None
+        variants["bytewax"] = partial(epoch_latency.bytewax_epoch_interval_zero, epochs)
+    values = interleaved(variants, size, log, "latency")
+    found = {key: in_seconds(times, f"{key}, per epoch") for key, times in values.items()}
+    for key, runs in detail.items():
+        cpu = median([run[2] for run in runs]) / 1e6
+        found[f"{key}_cpu"] = Metric(cpu, "s", f"CPU per epoch of the busiest process, {key}")
+        found[f"{key}_steps"] = Metric(median([run[1] for run in runs]), "", f"steps per epoch of worker 0, {key}")
+        found[f"{key}_wait"] = Metric(found[key].value - cpu, "s", f"wall − CPU per epoch (waiting), {key}")
+    if compiled is not None:
+        found["compiled"] = Metric(math.nan, "", f"no compiled build ({compiled}; `make compiled` builds it)")
+    if bytewax is not None:
+        found["bytewax"] = Metric(math.nan, "", bytewax)
+    return found
