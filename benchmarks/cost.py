@@ -28,6 +28,7 @@ into the COST answer.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from collections import Counter
@@ -46,8 +47,8 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
 
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
-
 from harness import Log, Metric, Size, WrongAnswer, median  # noqa: E402
+
 from runtime import Worker, execute  # noqa: E402
 from scopes import ScopeBuilder  # noqa: E402
 
@@ -300,11 +301,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         edges_path = str(Path(directory) / "edges.tsv")
         nodes = write_edges(Path(edges_path), edges)
         singles = {"counter": lambda: wordcount_loop(paths), "scipy": lambda: scipy_wcc(edges_path, nodes)}
-        try:
-            import pyarrow  # type: ignore[import-untyped]  # noqa: F401
-        except ImportError:
-            pass
-        else:
+        if importlib.util.find_spec("pyarrow") is not None:
             singles["value_counts"] = lambda: wordcount_value_counts(paths)
         jobs = {f"wc_{v}": partial(wordcount, paths, variant) for v, variant in WORDCOUNT_KEYS.items()}
         jobs["wcc"] = partial(wcc, edges_path, nodes)
@@ -318,13 +315,22 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
                 for p in PROCESSES:
                     timing = run(p)
                     if timing.check != expected:
-                        raise WrongAnswer(f"{job} on {p} process(es) found {timing.check}, the single thread {expected}")
+                        raise WrongAnswer(
+                            f"{job} on {p} process(es) found {timing.check}, the single thread {expected}"
+                        )
                     runs[f"{job}_p{p}"].append(timing)
                     log(f"  cost {rep + 1}/{size.repeat} {job} on {p}: {timing.without_reading:.3f} s")
     found: dict[str, Metric] = {}
     for key, timings in runs.items():
-        job = key.rsplit("_p", 1)[0]
-        found.update(_timings(timings, key, f"{job} on {key.rsplit('_p', 1)[1]} process(es)", edges if job == "wcc" else words))
+        job, count = key.rsplit("_p", 1)
+        found.update(
+            _timings(
+                timings,
+                key,
+                f"{LABELS[job]} on {count} process{'es' if count != '1' else ''}",
+                edges if job == "wcc" else words,
+            )
+        )
     for key, timings in single_runs.items():
         found.update(_timings(timings, key, f"single thread, {key}", edges if key == "scipy" else words))
     for reading in ("", "_read"):
@@ -334,7 +340,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
             best = min((found[f"{job}_p{p}{reading}"] for job in jobs if job != "wcc"), key=lambda m: m.value)
             found[f"wc_best_p{p}{reading}"] = Metric(best.value, "s", f"the fastest wordcount ({best.what})")
     for job in jobs:
-        share = found[f"{job}_p2_cpu"].value / found[f"{job}_p1_cpu"].value
+        share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
         found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
     found["wcc_start_p2"] = Metric(
         found["wcc_p2_read"].value - found["wcc_p2"].value, "s", "start-up, reading and shutdown on 2 processes"
@@ -346,3 +352,9 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
 
 
 WORDCOUNT_KEYS = {"record": "record-wise", "combiner": "combiner", "columnar": "columnar"}
+LABELS = {
+    "wc_record": "record-wise wordcount",
+    "wc_combiner": "wordcount with a combiner",
+    "wc_columnar": "columnar wordcount",
+    "wcc": "columnar WCC",
+}

@@ -77,6 +77,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
     sys.path.insert(0, str(ROOT))
 
 from harness import Log, Metric, Size, Skip, WrongAnswer, median  # noqa: E402
+
 from runtime.execute import execute  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
@@ -311,7 +312,12 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         for name, row in result["rows"].items()
     }
     for kind in KINDS:
-        read = [sum(pair) for pair in zip(result["rows"]["read"]["seconds"], result["rows"][f"columnar {kind} + intern"]["seconds"], strict=True)]
+        read = [
+            sum(pair)
+            for pair in zip(
+                result["rows"]["read"]["seconds"], result["rows"][f"columnar {kind} + intern"]["seconds"], strict=True
+            )
+        ]
         found[f"columnar_{kind}_read"] = Metric(median(read), "s", f"columnar {kind}, reading and interning included")
     return found
 

@@ -231,10 +231,12 @@ def judge(goal: Goal, results: Results, skipped: Mapping[str, str]) -> Verdict:
         verdict.baseline = Metric(goal.baseline, unit, "the goal's constant")
     else:
         verdict.baseline = lookup(results, goal.workload, goal.baseline)
-    missing = [name for name, metric in ((goal.metric, verdict.measured), (goal.baseline, verdict.baseline)) if not metric]
-    if missing or verdict.measured is None or verdict.baseline is None:
-        own = results.get(goal.workload, {}).get(str(missing[0]))
-        verdict.why = own.what if own is not None else f"{goal.workload} reported no {missing[0]}"
+    for name, metric in ((goal.metric, verdict.measured), (str(goal.baseline), verdict.baseline)):
+        if metric is None:
+            workload, key = name.split(".", 1) if "." in name else (goal.workload, name)
+            reason = results.get(workload, {}).get(key)
+            verdict.why = reason.what if reason is not None else f"{workload} reported no {key}"
+    if verdict.measured is None or verdict.baseline is None:
         return verdict
     verdict.ratio = goal.ratio(verdict.measured.value, verdict.baseline.value)
     verdict.result = "met" if goal.met(verdict.ratio) else "missed"
@@ -318,7 +320,7 @@ def render(run: Run, verdicts: list[Verdict], costs: list[CostLine], results: Re
         f"- Duration: {sum(run.took.values()) / 60:.1f} min ({durations})",
     ]
     if run.noisy:
-        lines.append(f"- **Noisy run**: the load reached {NOISY_LOAD:g}; rerun on a quiet machine before quoting.")
+        lines.append(f"- **Noisy run**: the load reached {NOISY_LOAD:.1f}; rerun on a quiet machine before quoting.")
     lines += [
         "",
         f"**{tally['met']} goals met, {tally['missed']} missed, {tally['not measured']} not measured.** "
@@ -330,7 +332,9 @@ def render(run: Run, verdicts: list[Verdict], costs: list[CostLine], results: Re
     for v in verdicts:
         ratio = "" if math.isnan(v.ratio) else f"{v.ratio:.2f}×"
         result = {"met": "met", "missed": "**missed**"}.get(v.result, f"not measured: {v.why}")
-        lines.append(_row([v.goal.name, _metric_cell(v.measured), _metric_cell(v.baseline), ratio, v.goal.text(), result]))
+        lines.append(
+            _row([v.goal.name, _metric_cell(v.measured), _metric_cell(v.baseline), ratio, v.goal.text(), result])
+        )
     missed = [v for v in verdicts if v.result == "missed"]
     if missed:
         lines += ["", "## Missed goals and their measured causes", ""]

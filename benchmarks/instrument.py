@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from harness import Log, Metric, Size
 from statistics import median, quantiles
 from typing import Any
+
+from harness import Log, Metric, Size
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent

@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -35,6 +36,7 @@ except ImportError:  # pragma: no cover - run from a clone without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import Log, Metric, Size, in_seconds, interleaved, median  # noqa: E402
+
 from runtime import Worker, compiled_modules, execute  # noqa: E402
 
 GOAL_US = {"2 threads": 30.0, "2 processes": 60.0}
@@ -157,12 +159,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         return run
 
     variants = {key: timed(key) for key in settings}
-    try:
-        import bytewax  # noqa: F401
-    except ImportError:
-        bytewax: str | None = "bytewax is not installed (`make bench` installs it)"
-    else:
-        bytewax = None
+    if importlib.util.find_spec("bytewax") is not None:
         variants["bytewax"] = partial(epoch_latency.bytewax_epoch_interval_zero, epochs)
     values = interleaved(variants, size, log, "latency")
     found = {key: in_seconds(times, f"{key}, per epoch") for key, times in values.items()}
@@ -172,7 +169,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         found[f"{key}_steps"] = Metric(median([run[1] for run in runs]), "", f"steps per epoch of worker 0, {key}")
         found[f"{key}_wait"] = Metric(found[key].value - cpu, "s", f"wall − CPU per epoch (waiting), {key}")
     if compiled is not None:
-        found["compiled"] = Metric(math.nan, "", f"no compiled build ({compiled}; `make compiled` builds it)")
-    if bytewax is not None:
-        found["bytewax"] = Metric(math.nan, "", bytewax)
+        found["compiled"] = Metric(math.nan, "", f"{compiled} (`make compiled` builds it)")
+    if "bytewax" not in found:
+        found["bytewax"] = Metric(math.nan, "", "bytewax is not installed (`make bench` installs it)")
     return found

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved
+
 from runtime.execute import execute
 from runtime.worker import Worker
 from scopes import Stream

@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         run.took[name] = time.perf_counter() - began
     run.load_end = load()
+    skipped.update({name: "not run (--workloads)" for name in WORKLOADS if name not in chosen})
     verdicts = [judge(goal, results, skipped) for goal in goals if goal.workload in chosen]
     text = render(run, verdicts, [line for line in costs if line.workload in results], results)
     tally = {result: sum(v.result == result for v in verdicts) for result in ("met", "missed", "not measured")}

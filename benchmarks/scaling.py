@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median  # noqa: E402
+
 from runtime.execute import execute  # noqa: E402
 from scopes import INTEGER, Pipeline, ScopeBuilder, Stream, generic  # noqa: E402
 

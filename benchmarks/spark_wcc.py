@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness import Log, Metric, Size, Skip  # noqa: E402
+
 from runtime.spark import spark_session  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
@@ -356,7 +357,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
     if size.quick:
         raise Skip("left out of --quick (Spark takes minutes)")
     try:
-        import pyspark  # type: ignore[import-untyped]  # noqa: F401
+        import pyspark  # noqa: F401
     except ImportError:
         raise Skip("pyspark is not installed (`make bench` installs it)") from None
     warnings.filterwarnings("ignore", category=FutureWarning)

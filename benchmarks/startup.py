@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness import Log, Metric, Size, in_seconds, interleaved  # noqa: E402
+
 from runtime import Worker, execute  # noqa: E402
 
 
@@ -70,7 +71,10 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         return fresh[-1][0]
 
     values = interleaved(
-        {"one": partial(execute_seconds, 1), "two": partial(execute_seconds, 2), "import": fresh_import}, size, log, "startup"
+        {"one": partial(execute_seconds, 1), "two": partial(execute_seconds, 2), "import": fresh_import},
+        size,
+        log,
+        "startup",
     )
     return {
         "one": in_seconds(values["one"], "`execute` on 1 process"),
