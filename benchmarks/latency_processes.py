@@ -35,7 +35,7 @@ try:  # the installed pytimely (so that another checkout's interpreter measures 
 except ImportError:  # pragma: no cover - run from a clone without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import Log, Metric, Size, in_seconds, interleaved, median  # noqa: E402
+from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median  # noqa: E402
 
 from runtime import Worker, compiled_modules, execute  # noqa: E402
 
@@ -132,11 +132,29 @@ if __name__ == "__main__":
     main()
 
 
+def bytewax_epoch_interval_zero(epochs: int) -> float:
+    """Seconds per epoch of bytewax 0.21.1: ``epochs`` records, one per batch, through ``op.map``, with
+    ``epoch_interval=0`` so that every record closes an epoch (``run_main`` builds and runs: building included)."""
+    from datetime import timedelta
+
+    import bytewax.operators as op
+    from bytewax.dataflow import Dataflow
+    from bytewax.testing import TestingSink, TestingSource, run_main
+
+    flow = Dataflow("epoch_latency")
+    out: list[int] = []
+    op.output("out", op.map("map", op.input("ticks", flow, TestingSource(range(epochs))), plus_one), TestingSink(out))
+    start = time.perf_counter()
+    run_main(flow, epoch_interval=timedelta(0))
+    seconds = time.perf_counter() - start
+    if len(out) != epochs:
+        raise WrongAnswer(f"bytewax delivered {len(out)} records, expected {epochs}")
+    return seconds / epochs
+
+
 def bench(size: Size, log: Log) -> dict[str, Metric]:
     """The workload for ``run.py``: seconds per epoch on 1 worker, 2 threads, 2 processes, fresh pure and compiled
     interpreters and bytewax, interleaved; with each setting's CPU per epoch (busiest process) and steps per epoch."""
-    import epoch_latency
-
     from scopes.native import manifest_problem
 
     epochs, process_epochs = (1_000, 300) if size.quick else (10_000, 10_000)
@@ -160,7 +178,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
 
     variants = {key: timed(key) for key in settings}
     if importlib.util.find_spec("bytewax") is not None:
-        variants["bytewax"] = partial(epoch_latency.bytewax_epoch_interval_zero, epochs)
+        variants["bytewax"] = partial(bytewax_epoch_interval_zero, epochs)
     values = interleaved(variants, size, log, "latency")
     found = {key: in_seconds(times, f"{key}, per epoch") for key, times in values.items()}
     for key, runs in detail.items():

@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", "-o", type=Path, help="write the Markdown report here (default: print it)")
     parser.add_argument("--quick", action="store_true", help="small sizes and no Spark, for smoke testing")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"a subset of: {', '.join(WORKLOADS)}")
+    parser.add_argument(
+        "--workloads", "--sections", default=",".join(WORKLOADS), help=f"a subset of: {', '.join(WORKLOADS)}"
+    )
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.workloads.split(",") if name.strip()]
     unknown = [name for name in chosen if name not in WORKLOADS]
