@@ -152,6 +152,16 @@ def bytewax_epoch_interval_zero(epochs: int) -> float:
     return seconds / epochs
 
 
+LABELS = {
+    "one": "1 worker",
+    "threads": "2 threads",
+    "processes": "2 processes",
+    "pure": "1 worker, pure Python",
+    "compiled": "1 worker, compiled",
+    "bytewax": "bytewax, epoch_interval=0",
+}
+
+
 def bench(size: Size, log: Log) -> dict[str, Metric]:
     """The workload for ``run.py``: seconds per epoch on 1 worker, 2 threads, 2 processes, fresh pure and compiled
     interpreters and bytewax, interleaved; with each setting's CPU per epoch (busiest process) and steps per epoch."""
@@ -180,12 +190,13 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
     if importlib.util.find_spec("bytewax") is not None:
         variants["bytewax"] = partial(bytewax_epoch_interval_zero, epochs)
     values = interleaved(variants, size, log, "latency")
-    found = {key: in_seconds(times, f"{key}, per epoch") for key, times in values.items()}
+    found = {key: in_seconds(times, f"{LABELS[key]}, per epoch") for key, times in values.items()}
     for key, runs in detail.items():
         cpu = median([run[2] for run in runs]) / 1e6
-        found[f"{key}_cpu"] = Metric(cpu, "s", f"CPU per epoch of the busiest process, {key}")
-        found[f"{key}_steps"] = Metric(median([run[1] for run in runs]), "", f"steps per epoch of worker 0, {key}")
-        found[f"{key}_wait"] = Metric(found[key].value - cpu, "s", f"wall − CPU per epoch (waiting), {key}")
+        found[f"{key}_cpu"] = Metric(cpu, "s", f"CPU per epoch of the busiest process, {LABELS[key]}")
+        steps = median([run[1] for run in runs])
+        found[f"{key}_steps"] = Metric(steps, "", f"steps per epoch of worker 0, {LABELS[key]}")
+        found[f"{key}_wait"] = Metric(found[key].value - cpu, "s", f"wall − CPU per epoch (waiting), {LABELS[key]}")
     if compiled is not None:
         found["compiled"] = Metric(math.nan, "", f"{compiled} (`make compiled` builds it)")
     if "bytewax" not in found:

@@ -292,6 +292,20 @@ def bytewax_combined(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     return bytewax_pipeline(epochs, per_epoch, combine=True)
 
 
+LABELS = {
+    "loop": "the handwritten loop",
+    "builtins": "builtin map/filter",
+    "record": "record-wise",
+    "map_batch": "map_batch, two list functions",
+    "map_batch_fused": "map_batch, one list function",
+    "map_batch_epoch": "map_batch, the loop once per epoch",
+    "numpy": "NumPy batches",
+    "bytewax": "bytewax count_final",
+    "bytewax_combined": "bytewax with a combiner",
+    "bytewax_lists": "bytewax, one list per epoch",
+}
+
+
 def bench(size: Size, log: Log) -> dict[str, Metric]:
     """The workload for ``run.py``: every variant, interleaved, its counts checked; seconds and ns over the loop."""
     epochs, per_epoch = (4, 20_000) if size.quick else (20, 100_000)
@@ -320,10 +334,10 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         return run
 
     values = interleaved({key: checked(key) for key in runners}, size, log, "pipeline")
-    found = {key: in_seconds(times, f"{key}, {records:,} records") for key, times in values.items()}
+    found = {key: in_seconds(times, f"{LABELS[key]}, {records:,} records") for key, times in values.items()}
     for key in ("record", "map_batch", "map_batch_fused", "numpy"):
         extra = (found[key].value - found["loop"].value) / records * 1e9
-        found[f"{key}_over_loop"] = Metric(extra, "ns", f"{key}'s time per record beyond the loop's")
+        found[f"{key}_over_loop"] = Metric(extra, "ns", f"{LABELS[key]}: time per record beyond the loop's")
     if bytewax is None:
         fastest = min(found["bytewax"], found["bytewax_combined"], key=lambda metric: metric.value)
         found["bytewax_recordwise"] = Metric(fastest.value, "s", "bytewax record-wise, the faster configuration")
