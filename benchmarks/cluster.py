@@ -1,16 +1,14 @@
-"""The wordcount dataflow of the ``cost`` workload (``benchmarks/cost.py``) and ``profile_cluster.py``.
+"""The wordcount dataflow of the ``cost`` workload (``benchmarks/cost.py``).
 
 The dataflow splits lines into ``(word, 1)``, exchanges by word and counts per
-epoch with a notificator (record-wise, with a local combiner, or columnar).
-:func:`wordcount_worker` generates its share of the text (line ``i`` belongs to
-worker ``i % peers``) before timing starts, then sends every epoch at once.
+epoch with a notificator (record-wise, with a local combiner, or columnar);
+:func:`line` makes the ``i``-th line of a generated text.
 """
 
 from __future__ import annotations
 
 import random
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -110,33 +108,3 @@ def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = F
 
     handle, probe = worker.dataflow(build, name="wordcount")
     return handle, probe, counted
-
-
-def wordcount_worker(
-    worker: Worker, epochs: int, lines: int, combine: bool = False, columnar: bool = False
-) -> tuple[float, float, int, float]:
-    """Count words of ``epochs`` epochs of ``lines`` lines; return (start, end, words counted here, CPU s).
-
-    The dataflow is :func:`wordcount_dataflow`'s; each worker generates its share
-    of the text (line ``i`` of an epoch belongs to worker ``i % peers``).
-    """
-    handle, probe, counted = wordcount_dataflow(worker, combine, columnar)
-    mine: list[Any] = [
-        [line(e * lines + i) for i in range(worker.index, lines, worker.peers)] for e in range(epochs + 1)
-    ]
-    if columnar:
-        import numpy as np
-
-        mine = [np.array(batch) for batch in mine]  # fixed-width unicode: NumPy's own string dtype
-    handle.send_batch(mine[0])  # warm-up epoch, not timed
-    handle.advance_to(1)
-    worker.step_while(lambda: probe.less_than(1))
-    counted[0] = 0
-    start = time.perf_counter()
-    cpu = time.process_time()
-    for epoch in range(1, epochs + 1):
-        handle.send_batch(mine[epoch])
-        handle.advance_to(epoch + 1)
-    worker.step_while(lambda: probe.less_than(epochs + 1))
-    end = time.perf_counter()
-    return start, end, counted[0], time.process_time() - cpu
