@@ -91,7 +91,7 @@ demo: $(SPARK) debian
 	$(PY) examples/pipeline.py --check --log pipeline.msgpack --svg dataflow.svg
 
 # The baselines of `make bench` (bytewax 0.21.1, networkx, scipy, igraph, PySpark) come from the `bench` extra,
-# not from the product's dependencies. About 15 minutes on a quiet 2-core machine; the goals are in
+# not from the product's dependencies. About 13 minutes on a quiet 2-core machine; the goals are in
 # benchmarks/goals.toml. The compiled build is made for the 1-worker latency goal against bytewax (measured in a fresh
 # interpreter) and removed afterwards; every other workload runs pure Python (PYTIMELY_PURE=1).
 # `benchmarks/run.py --quick --repeat 1` is the smoke test (tests/test_bench.py runs it).
