@@ -3,8 +3,7 @@
 * :func:`execute_seconds`: the wall time of ``execute(idle, workers=1,
   processes=P)`` from a parent that has imported ``runtime`` already: spawning
   the children, their interpreters and imports, connecting them, running a
-  worker that returns at once, and shutting down.  Issue 18's goal: at most
-  0.2 s on 2 processes.
+  worker that returns at once, and shutting down.
 * :func:`fresh_seconds`: the same from a fresh interpreter (``python -c``),
   less a bare ``python -c pass``: what a user's script pays, its own import of
   ``runtime`` included.
