@@ -28,6 +28,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds
+
 FILES = 60
 ROWS_PER_FILE = 5_000
 USERS = 500
@@ -119,7 +121,7 @@ def bytewax_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[A
 
 
 def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
-    """Interleaved runs of both engines on the same files; raises if their answers differ."""
+    """Interleaved runs of both engines on the same files; :class:`WrongAnswer` if their counts differ."""
     with tempfile.TemporaryDirectory() as directory:
         epochs = read_epochs(write_files(Path(directory), files))
     seconds: dict[str, list[float]] = {"pytimely": [], "bytewax": []}
@@ -128,10 +130,25 @@ def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
         theirs_seconds, theirs = bytewax_count(epochs)
         if ours != theirs:
             differ = sorted(set(ours.items()) ^ set(theirs.items()))[:5]
-            raise RuntimeError(f"pytimely and bytewax counted different windows, for example {differ}")
+            raise WrongAnswer(f"pytimely and bytewax counted different windows, for example {differ}")
         seconds["pytimely"].append(mine)
         seconds["bytewax"].append(theirs_seconds)
     return seconds
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: both engines' windowed counts of the same clicks, their answers compared."""
+    try:
+        import bytewax  # noqa: F401
+    except ImportError:
+        raise Skip("bytewax is not installed (`make bench` installs it)") from None
+    files = 6 if size.quick else FILES
+    clicks = files * ROWS_PER_FILE
+    found = {key: in_seconds(times, f"{key}, {clicks:,} clicks") for key, times in measure(size.repeat, files).items()}
+    log(f"  windows: pytimely {found['pytimely'].text()}, bytewax {found['bytewax'].text()}")
+    for key in ("pytimely", "bytewax"):
+        found[f"{key}_ns"] = Metric(found[key].value / clicks * 1e9, "ns", f"{key}'s time per click")
+    return found
 
 
 if __name__ == "__main__":
