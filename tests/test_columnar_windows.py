@@ -1,0 +1,165 @@
+"""Columnar windows and joins (scopes.windows_columnar, scopes.joins_columnar) against pandas.
+
+Each dataflow runs on 1 worker, 2 threads and 2 processes and must give what
+pandas computes over the same rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+
+from runtime.errors import WorkerFailed  # noqa: E402
+from runtime.testing import assert_agree, assert_outputs, run_dataflow  # noqa: E402
+from scopes import BuildError, ScopeBoundaryError, Session, Sliding, Tumbling  # noqa: E402
+
+CONFIGURATIONS = ((1, 1), (2, 1), (1, 2))
+"""1 worker, 2 threads, 2 processes."""
+
+USERS = ("ann", "bob", "cy", "dee")
+# (user, event time, amount) per epoch; event times run up to 3 behind their epoch, so some rows are late
+ROWS = [
+    [(USERS[(epoch * 7 + i) % 4], max(0, epoch - (i * 5 + epoch) % 4), (epoch * 13 + i * 7) % 11) for i in range(6)]
+    for epoch in range(12)
+]
+LATENESS = 1
+
+
+def as_table(rows: Any) -> Any:
+    """A batch of ``(user, event, amount)`` rows as an Arrow table."""
+    users, events, amounts = zip(*rows, strict=True) if rows else ((), (), ())
+    return pa.table(
+        {"user": pa.array(users, pa.string()), "event": pa.array(events, pa.int64()), "amount": amounts},
+        schema=pa.schema([("user", pa.string()), ("event", pa.int64()), ("amount", pa.int64())]),
+    )
+
+
+def frame() -> Any:
+    """Every row with its epoch, as pandas sees it."""
+    return pd.DataFrame(
+        [(epoch, *row) for epoch, rows in enumerate(ROWS) for row in rows], columns=["epoch", "user", "event", "amount"]
+    )
+
+
+def rounded(table: Any) -> list[Any]:
+    """The rows of a result table, means rounded (Arrow and pandas may differ in the last bit)."""
+    return [{k: round(v, 9) if isinstance(v, float) else v for k, v in row.items()} for row in table.to_pylist()]
+
+
+# ---------------------------------------------------------------------- the dataflows (top level: 2 processes)
+
+
+def sliding_sums(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = (
+        rows.map_batch(as_table)
+        .key_by_columns("user")
+        .window(Sliding(4, 2), event_time="event", lateness=LATENESS)
+        .aggregate([("amount", "sum"), ("amount", "max"), ("amount", "mean"), ("event", "count", "rows")])
+    )
+    return {"down": windowed.down.map_batch(rounded), "late": windowed.late}
+
+
+def tumbling_counts(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = rows.map_batch(as_table).window_batch(Tumbling(3), keys="user", event_time="event", lateness=LATENESS)
+    result = windowed.count()
+    return {"down": result.down, "late": result.late}
+
+
+def epoch_sessions(scope: Any, rows: Any) -> Any:
+    return rows.map_batch(as_table).window_batch(Session(2), keys=["user"]).aggregate([("amount", "sum")]).down
+
+
+def late_sessions(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = (
+        rows.map_batch(as_table)
+        .window_batch(Session(2), keys="user", event_time="event", lateness=LATENESS)
+        .aggregate([("amount", "sum"), ("amount", "min")])
+    )
+    return {"down": windowed.down, "late": windowed.late}
+
+
+def late_sessions_record_wise(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = rows.key_by(lambda row: row[0]).window(Session(2), event_time=lambda row: row[1], lateness=LATENESS)
+    folded = windowed.fold((0, None), lambda acc, row: (acc[0] + row[2], row[2] if acc[1] is None else min(acc[1], row[2])))
+    down = folded.down.map(
+        lambda r: {"user": r[0], "window_start": r[1][0], "window_end": r[1][1], "amount_sum": r[2][0], "amount_min": r[2][1]}
+    )
+    late = folded.late.map(lambda pair: {"user": pair[1][0], "event": pair[1][1], "amount": pair[1][2]})
+    return {"down": down, "late": late}
+
+
+# ---------------------------------------------------------------------- pandas
+
+
+def windows_by_pandas(size: int, step: int, aggregations: dict[str, Any]) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """(results by close time, late rows by epoch) of sliding windows with event times and LATENESS."""
+    rows = frame()
+    first = rows.event - rows.event % step
+    first = first - ((first - rows.event + size - 1) // step) * step
+    late = rows[rows.epoch > first + size - 1 + LATENESS]
+    exploded = pd.concat(
+        [rows.assign(window_start=first + k * step) for k in range(size // step + 1)], ignore_index=True
+    )
+    exploded = exploded[(exploded.window_start <= exploded.event) & (exploded.event < exploded.window_start + size)]
+    exploded = exploded[exploded.epoch <= exploded.window_start + size - 1 + LATENESS]
+    grouped = exploded.groupby(["user", "window_start"]).agg(**aggregations).reset_index()
+    grouped["window_end"] = grouped.window_start + size
+    expected: dict[int, list[Any]] = defaultdict(list)
+    for record in grouped.to_dict("records"):
+        close = record["window_start"] + size - 1 + LATENESS
+        expected[close].append({k: round(v, 9) if isinstance(v, float) else v for k, v in record.items()})
+    lates: dict[int, list[Any]] = defaultdict(list)
+    for record in late.to_dict("records"):
+        lates[record.pop("epoch")].append(record)
+    return expected, lates
+
+
+def test_sliding_windows_aggregate_as_pandas_does_with_late_rows_apart() -> None:
+    expected, late = windows_by_pandas(
+        4, 2, {"amount_sum": ("amount", "sum"), "amount_max": ("amount", "max"), "amount_mean": ("amount", "mean"), "rows": ("event", "count")}
+    )
+    assert sum(map(len, late.values())) > 0  # the data has late rows, and rows on time for some windows only
+    for run in assert_agree(sliding_sums, ROWS, CONFIGURATIONS):
+        assert_outputs(run, expected, "down")
+        assert_outputs(run, late, "late")
+
+
+def test_tumbling_window_counts_as_pandas_does() -> None:
+    expected, late = windows_by_pandas(3, 3, {"count": ("amount", "size")})
+    for run in assert_agree(tumbling_counts, ROWS, CONFIGURATIONS):
+        assert_outputs(run, expected, "down")
+        assert_outputs(run, late, "late")
+
+
+def test_sessions_by_epoch_merge_rows_closer_than_the_gap_as_pandas_does() -> None:
+    epochs = [[row for row in rows if (epoch + len(row[0])) % 3] for epoch, rows in enumerate(ROWS)]
+    rows = pd.DataFrame(
+        [(epoch, user, amount) for epoch, batch in enumerate(epochs) for user, _, amount in batch],
+        columns=["epoch", "user", "amount"],
+    ).sort_values(["user", "epoch"])
+    rows["session"] = (rows.groupby("user").epoch.diff().fillna(99) >= 2).cumsum()
+    sessions = rows.groupby(["user", "session"]).agg(
+        window_start=("epoch", "min"), last=("epoch", "max"), amount_sum=("amount", "sum")
+    )
+    expected: dict[int, list[Any]] = defaultdict(list)
+    for record in sessions.reset_index().to_dict("records"):
+        expected[record["last"] + 1].append(
+            {"user": record["user"], "window_start": record["window_start"], "window_end": record["last"] + 1,
+             "amount_sum": record["amount_sum"]}
+        )
+    assert any(r["window_end"] - r["window_start"] > 1 for rs in expected.values() for r in rs)
+    for run in assert_agree(epoch_sessions, epochs, CONFIGURATIONS):
+        assert_outputs(run, expected)
+
+
+def test_sessions_with_lateness_match_the_record_wise_sessions() -> None:
+    reference = run_dataflow(late_sessions_record_wise, ROWS)
+    assert reference.output("late")
+    for run in assert_agree(late_sessions, ROWS, CONFIGURATIONS):
+        assert_outputs(run, reference.output("down"), "down")
+        assert_outputs(run, reference.output("late"), "late")
