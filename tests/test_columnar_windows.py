@@ -163,3 +163,18 @@ def test_sessions_with_lateness_match_the_record_wise_sessions() -> None:
     for run in assert_agree(late_sessions, ROWS, CONFIGURATIONS):
         assert_outputs(run, reference.output("down"), "down")
         assert_outputs(run, reference.output("late"), "late")
+
+
+def test_a_row_inside_or_between_open_sessions_merges_them_as_the_record_wise_sessions_do() -> None:
+    epochs = [
+        [("a", 0, 1), ("a", 4, 2), ("a", 1, 3), ("a", 2, 4), ("a", 3, 5), ("b", 9, 1)],
+        [("a", 8, 6), ("b", 5, 7)],
+        [("a", 3, 8), ("a", 5, 9), ("a", 6, 2), ("a", 7, 4), ("b", 7, 1)],
+        [],
+        [("a", 2, 10)],
+    ]
+    reference = run_dataflow(late_sessions_record_wise, epochs)
+    assert any(r["window_end"] - r["window_start"] >= 9 for r in reference.records("down"))  # 0..8 merged
+    for run in assert_agree(late_sessions, epochs, CONFIGURATIONS):
+        assert_outputs(run, reference.output("down"), "down")
+        assert_outputs(run, reference.output("late"), "late")
