@@ -14,15 +14,17 @@ the record-wise windows (:mod:`scopes.windows`):
   row's windows may have closed;
 * a row is *late* when its epoch is after the close time of a window it belongs
   in (for a session, of the session it would start alone); late rows go, as
-  they came, to the ``late`` stream (counted in the metrics as that output's
-  records), and are still counted in the windows they are on time for.
+  they came, to the ``late`` stream, and are still counted in the windows they
+  are on time for.  The metrics count them as the records of output port 1 of
+  the operator named as the window (``WindowCount`` by default).
 
 Work happens in two steps, as for ``aggregate_batch``: each batch is reduced
 where it is to partial aggregates per key and window (sessions: per key and
 event time), the late rows are split off there, and only the partials are
 exchanged by the key columns (:func:`~scopes.columnar_ops.key_contract`, the
-stable hash of every worker count) to the worker owning the key, which keeps
-the open windows and sends each once it closes.  The results are Arrow tables:
+stable hash of every worker count) to the worker owning the key, whose
+operator (the window's name followed by ``Close``) keeps the open windows and
+sends each once it closes.  The results are Arrow tables:
 the key columns, ``window_start``, ``window_end``, then the aggregations.
 
 With checkpoints, the open windows (Arrow tables of partial aggregates) are the
@@ -153,7 +155,7 @@ class ColumnarWindowBuilder(Generic[S]):
         needed += (self.event_time,) if self.event_time is not None else ()
         owner_plan = AggregationPlan(where, (*plan.keys, _START), plan.outputs)
         splitter = WindowSplitter(self.spec, self.event_time, self.lateness, owner_plan, needed, counts, where)
-        partials, late = generic(self.stream.scope, f"{name}Partial", [(self.stream, Pipeline)], 2, splitter.build)
+        partials, late = generic(self.stream.scope, name, [(self.stream, Pipeline)], 2, splitter.build)
         operator = ColumnarWindowOperator(self.spec, self.lateness, owner_plan, where)
         registry = registry_of(partials.scope)
 
@@ -165,7 +167,7 @@ class ColumnarWindowBuilder(Generic[S]):
             return operator.step
 
         contract = key_contract(plan.keys, where)
-        down = generic(partials.scope, name, [(partials, contract)], 1, constructor)[0]
+        down = generic(partials.scope, f"{name}Close", [(partials, contract)], 1, constructor)[0]
         if registry is not None:
             address = (*down.scope.address, down.source.node)
             operator.tracked = registry.register(

@@ -6,6 +6,7 @@ pandas computes over the same rows.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -178,3 +179,161 @@ def test_a_row_inside_or_between_open_sessions_merges_them_as_the_record_wise_se
     for run in assert_agree(late_sessions, epochs, CONFIGURATIONS):
         assert_outputs(run, reference.output("down"), "down")
         assert_outputs(run, reference.output("late"), "late")
+
+
+# ---------------------------------------------------------------------- misuse
+
+
+def refused(build: Any, error: type[Exception], message: str) -> None:
+    """``build`` fails when the dataflow is built, with ``error`` saying ``message``, at 1 and 2 workers."""
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as caught:
+            run_dataflow(build, [[("ann", 0, 1)]], workers=workers)
+        assert isinstance(caught.value.__cause__, error), caught.value
+        assert re.search(message, str(caught.value.__cause__)), caught.value
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda scope, s: s.window_batch(Tumbling(2)).count(), "'WindowBatch' .*has no key columns"),
+        (lambda scope, s: s.window_batch(Tumbling(2), keys=[]).count(), "no key column given"),
+        (lambda scope, s: s.key_by_columns(()).window(Tumbling(2)).count(), "no key column given"),
+        (lambda scope, s: s.window_batch(Tumbling(2), keys="user", lateness=2).count(), "without event_time="),
+        (lambda scope, s: s.window_batch(Tumbling(2), keys="user", event_time=len).count(), "names the column"),
+        (lambda scope, s: s.window_batch(Tumbling(2), keys="user").aggregate([("a", "median")]), "unknown aggregation"),
+        (lambda scope, s: s.window_batch(Tumbling(2), keys="user").count("window_end"), "'window_end' names the window"),
+    ],
+)
+def test_a_columnar_window_without_keys_or_with_bad_arguments_is_refused_when_built(build: Any, message: str) -> None:
+    refused(build, BuildError, message)
+
+
+def test_a_columnar_window_inside_a_loop_is_refused() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        return scope.iterative(lambda inner: s.enter(inner).window_batch(Tumbling(2), keys="user").count().down.leave())
+
+    refused(build, BuildError, "windows need integer timestamps")
+
+
+def test_a_missing_key_or_event_column_names_the_operator_the_column_and_the_time() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        return s.map_batch(as_table).window_batch(Tumbling(2), keys="name").count(name="Clicks").down
+
+    with pytest.raises(WorkerFailed, match=r"'Clicks'.*no column 'name'.*at time 0.*\['user', 'event', 'amount'\]"):
+        run_dataflow(build, [[("ann", 0, 1)]])
+
+    def floats(scope: Any, s: Any) -> Any:
+        tables = s.map_batch(lambda rows: as_table(rows).set_column(1, "event", pa.array([0.5] * len(rows))))
+        return tables.window_batch(Tumbling(2), keys="user", event_time="event").count().down
+
+    with pytest.raises(WorkerFailed, match="event-time column 'event' at time 0 must hold integers"):
+        run_dataflow(floats, [[("ann", 0, 1)]])
+
+
+def test_late_rows_are_counted_in_the_metrics_as_the_windows_port_1() -> None:
+    pytest.importorskip("prometheus_client")
+    from test_metrics import scrape
+
+    from runtime import execute
+    from runtime.metrics import serve_metrics
+    from helpers import eventually
+
+    server = serve_metrics("127.0.0.1:0")
+    try:
+
+        def main(worker: Any) -> None:
+            def build(scope: Any) -> Any:
+                handle, rows = scope.new_input("Rows")
+                windowed = rows.map_batch(as_table).window_batch(Tumbling(2), "user", event_time="event", lateness=1)
+                counted = windowed.count(name="Sessions")
+                return handle, counted.down.concat(counted.late).probe()
+
+            handle, probe = worker.dataflow(build)
+            for epoch, rows in enumerate([[("k", 0, 1)], [("k", 3, 1)], [("k", 1, 1)], [("k", 1, 1), ("k", 0, 1)]]):
+                if worker.index == 0:
+                    handle.send_batch(rows)
+                handle.advance_to(epoch + 1)
+            handle.close()
+            worker.step_while(lambda: not probe.done())
+
+        execute(main, workers=2)
+
+        def late() -> float:
+            samples = scrape(server.url).get("pytimely_operator_port_records_out_total", [])
+            return sum(v for labels, v in samples if labels["operator"] == "Sessions" and labels["port"] == "1")
+
+        eventually(lambda: late() == 2)  # the events reach the endpoint from a writer thread
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+class Crash(Exception):
+    """The simulated crash of a test run."""
+
+
+def windows_to_checkpoint(scope: Any, rows: Any) -> Any:
+    tables = rows.map_batch(as_table)
+    sliding = sliding_sums(scope, rows)
+    sessions = tables.window_batch(Session(2), keys="user", event_time="event", lateness=LATENESS)
+    summed = sessions.aggregate([("amount", "sum")], name="Sessions")
+    out = sliding["down"].map(lambda r: ("sliding", tuple(sorted(r.items()))))
+    return out.concat(summed.down.map_batch(lambda t: [("session", tuple(sorted(r.items()))) for r in t.to_pylist()]))
+
+
+def run_checkpointed(path: Any, seen: list[Any], crash_after: int | None = None) -> int:
+    """Run :func:`windows_to_checkpoint` on 2 workers from the store's resume epoch; crash after ``crash_after``."""
+    import threading
+
+    from runtime import execute
+    from runtime.checkpoints import CheckpointStore
+
+    lock = threading.Lock()
+
+    def main(worker: Any) -> int:
+        store = CheckpointStore(path) if path is not None else None
+
+        def build(scope: Any) -> Any:
+            handle, rows = scope.new_input("Rows")
+            out = windows_to_checkpoint(scope, rows)
+            out.inspect_batch(lambda time, batch: _keep(lock, seen, time, batch))
+            return handle, out.probe()
+
+        handle, probe = worker.dataflow(build, checkpoint=store)
+        start = store.resume_epoch if store is not None else 0
+        for epoch in range(start, len(ROWS)):
+            handle.send_batch(ROWS[epoch][worker.index :: worker.peers])
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+            if epoch == crash_after and worker.index == 0:
+                raise Crash(f"crash after epoch {epoch}")
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return start
+
+    return execute(main, workers=2)[0]
+
+
+def _keep(lock: Any, seen: list[Any], time: int, batch: Any) -> None:
+    with lock:
+        seen.extend((time, record) for record in batch)
+
+
+@pytest.mark.parametrize("crash_after", [2, 6])
+def test_a_columnar_window_resumes_from_its_checkpoint_with_the_uninterrupted_answer(tmp_path: Any, crash_after: int) -> None:
+    from collections import Counter
+
+    expected: list[Any] = []
+    run_checkpointed(None, expected)
+    assert any(record[0] == "session" for _, record in expected)
+    first: list[Any] = []
+    with pytest.raises(WorkerFailed, match="crash after epoch"):
+        run_checkpointed(tmp_path, first, crash_after)
+    assert list(tmp_path.glob("workers-2/worker-0/epoch-*.ckpt"))
+    second: list[Any] = []
+    resumed = run_checkpointed(tmp_path, second)
+    assert 0 < resumed <= crash_after + 1
+    assert Counter([r for r in first if r[0] < resumed] + second) == Counter(expected)
