@@ -227,7 +227,9 @@ def test_state_that_turns_unencodable_later_names_the_operator_and_the_type(tmp_
             inp.advance_to(epoch + 1)
             worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
 
-    with pytest.raises(WorkerFailed, match="operator 'Locks' .* keeps state that a checkpoint cannot carry: .*_thread.lock"):
+    with pytest.raises(
+        WorkerFailed, match="operator 'Locks' .* keeps state that a checkpoint cannot carry: .*_thread.lock"
+    ):
         execute(main, workers=1)
 
 

@@ -1,4 +1,4 @@
-"""Columnar joins by key columns (KeyedBatches.join, join_latest) against pandas, on 1 worker, 2 threads, 2 processes."""
+"""Columnar joins by key columns (KeyedBatches.join, join_latest) against pandas: 1 worker, 2 threads, 2 processes."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def orders_table(rows: Any) -> Any:
 
 def plans_table(rows: Any) -> Any:
     users, plans, gone = zip(*rows, strict=True) if rows else ((), (), ())
-    return pa.table([pa.array(users, pa.string()), pa.array(plans, pa.string()), pa.array(gone, pa.bool_())], schema=PLAN_SCHEMA)
+    return pa.table(
+        [pa.array(users, pa.string()), pa.array(plans, pa.string()), pa.array(gone, pa.bool_())], schema=PLAN_SCHEMA
+    )
 
 
 # ---------------------------------------------------------------------- the dataflows (top level: 2 processes)
@@ -134,7 +136,9 @@ def test_a_columnar_join_across_scopes_is_refused(method: str) -> None:
 
 def test_join_batch_across_scopes_is_refused_as_a_scope_boundary() -> None:
     def build(scope: Any, streams: dict[str, Any]) -> Any:
-        return scope.iterative(lambda inner: streams["clicks"].join_batch(streams["plans"].enter(inner), "user").leave())
+        return scope.iterative(
+            lambda inner: streams["clicks"].join_batch(streams["plans"].enter(inner), "user").leave()
+        )
 
     refused(build, ScopeBoundaryError, "'JoinBatch' .*joins streams of different scopes")
 
@@ -174,7 +178,9 @@ def run_plans(path: Path | None, seen: list[Any], crash_after: int | None = None
             clicks_in, clicks = scope.new_input("Clicks")
             plans_in, plans = scope.new_input("Plans")
             outputs = join_plans(scope, {"clicks": clicks, "plans": plans})
-            both = outputs["inner"].map_batch(lambda t: [("inner", r["user"], r["page"], r["plan"]) for r in t.to_pylist()])
+            both = outputs["inner"].map_batch(
+                lambda t: [("inner", r["user"], r["page"], r["plan"]) for r in t.to_pylist()]
+            )
             both = both.concat(outputs["left"].map_batch(lambda t: [("left", *r.values()) for r in t.to_pylist()]))
             both.inspect_batch(lambda time, batch: _keep(lock, seen, time, batch))
             return clicks_in, plans_in, both.probe()

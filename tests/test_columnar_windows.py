@@ -17,7 +17,7 @@ pd = pytest.importorskip("pandas")
 
 from runtime.errors import WorkerFailed  # noqa: E402
 from runtime.testing import assert_agree, assert_outputs, run_dataflow  # noqa: E402
-from scopes import BuildError, ScopeBoundaryError, Session, Sliding, Tumbling  # noqa: E402
+from scopes import BuildError, Session, Sliding, Tumbling  # noqa: E402
 
 CONFIGURATIONS = ((1, 1), (2, 1), (1, 2))
 """1 worker, 2 threads, 2 processes."""
@@ -86,9 +86,17 @@ def late_sessions(scope: Any, rows: Any) -> dict[str, Any]:
 
 def late_sessions_record_wise(scope: Any, rows: Any) -> dict[str, Any]:
     windowed = rows.key_by(lambda row: row[0]).window(Session(2), event_time=lambda row: row[1], lateness=LATENESS)
-    folded = windowed.fold((0, None), lambda acc, row: (acc[0] + row[2], row[2] if acc[1] is None else min(acc[1], row[2])))
+    folded = windowed.fold(
+        (0, None), lambda acc, row: (acc[0] + row[2], row[2] if acc[1] is None else min(acc[1], row[2]))
+    )
     down = folded.down.map(
-        lambda r: {"user": r[0], "window_start": r[1][0], "window_end": r[1][1], "amount_sum": r[2][0], "amount_min": r[2][1]}
+        lambda r: {
+            "user": r[0],
+            "window_start": r[1][0],
+            "window_end": r[1][1],
+            "amount_sum": r[2][0],
+            "amount_min": r[2][1],
+        }
     )
     late = folded.late.map(lambda pair: {"user": pair[1][0], "event": pair[1][1], "amount": pair[1][2]})
     return {"down": down, "late": late}
@@ -97,7 +105,9 @@ def late_sessions_record_wise(scope: Any, rows: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------- pandas
 
 
-def windows_by_pandas(size: int, step: int, aggregations: dict[str, Any]) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+def windows_by_pandas(
+    size: int, step: int, aggregations: dict[str, Any]
+) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
     """(results by close time, late rows by epoch) of sliding windows with event times and LATENESS."""
     rows = frame()
     first = rows.event - rows.event % step
@@ -122,7 +132,14 @@ def windows_by_pandas(size: int, step: int, aggregations: dict[str, Any]) -> tup
 
 def test_sliding_windows_aggregate_as_pandas_does_with_late_rows_apart() -> None:
     expected, late = windows_by_pandas(
-        4, 2, {"amount_sum": ("amount", "sum"), "amount_max": ("amount", "max"), "amount_mean": ("amount", "mean"), "rows": ("event", "count")}
+        4,
+        2,
+        {
+            "amount_sum": ("amount", "sum"),
+            "amount_max": ("amount", "max"),
+            "amount_mean": ("amount", "mean"),
+            "rows": ("event", "count"),
+        },
     )
     assert sum(map(len, late.values())) > 0  # the data has late rows, and rows on time for some windows only
     for run in assert_agree(sliding_sums, ROWS, CONFIGURATIONS):
@@ -150,8 +167,12 @@ def test_sessions_by_epoch_merge_rows_closer_than_the_gap_as_pandas_does() -> No
     expected: dict[int, list[Any]] = defaultdict(list)
     for record in sessions.reset_index().to_dict("records"):
         expected[record["last"] + 1].append(
-            {"user": record["user"], "window_start": record["window_start"], "window_end": record["last"] + 1,
-             "amount_sum": record["amount_sum"]}
+            {
+                "user": record["user"],
+                "window_start": record["window_start"],
+                "window_end": record["last"] + 1,
+                "amount_sum": record["amount_sum"],
+            }
         )
     assert any(r["window_end"] - r["window_start"] > 1 for rs in expected.values() for r in rs)
     for run in assert_agree(epoch_sessions, epochs, CONFIGURATIONS):
@@ -202,7 +223,10 @@ def refused(build: Any, error: type[Exception], message: str) -> None:
         (lambda scope, s: s.window_batch(Tumbling(2), keys="user", lateness=2).count(), "without event_time="),
         (lambda scope, s: s.window_batch(Tumbling(2), keys="user", event_time=len).count(), "names the column"),
         (lambda scope, s: s.window_batch(Tumbling(2), keys="user").aggregate([("a", "median")]), "unknown aggregation"),
-        (lambda scope, s: s.window_batch(Tumbling(2), keys="user").count("window_end"), "'window_end' names the window"),
+        (
+            lambda scope, s: s.window_batch(Tumbling(2), keys="user").count("window_end"),
+            "'window_end' names the window",
+        ),
     ],
 )
 def test_a_columnar_window_without_keys_or_with_bad_arguments_is_refused_when_built(build: Any, message: str) -> None:
@@ -233,11 +257,11 @@ def test_a_missing_key_or_event_column_names_the_operator_the_column_and_the_tim
 
 def test_late_rows_are_counted_in_the_metrics_as_the_windows_port_1() -> None:
     pytest.importorskip("prometheus_client")
+    from helpers import eventually
     from test_metrics import scrape
 
     from runtime import execute
     from runtime.metrics import serve_metrics
-    from helpers import eventually
 
     server = serve_metrics("127.0.0.1:0")
     try:
@@ -323,7 +347,9 @@ def _keep(lock: Any, seen: list[Any], time: int, batch: Any) -> None:
 
 
 @pytest.mark.parametrize("crash_after", [2, 6])
-def test_a_columnar_window_resumes_from_its_checkpoint_with_the_uninterrupted_answer(tmp_path: Any, crash_after: int) -> None:
+def test_a_columnar_window_resumes_from_its_checkpoint_with_the_uninterrupted_answer(
+    tmp_path: Any, crash_after: int
+) -> None:
     from collections import Counter
 
     expected: list[Any] = []
