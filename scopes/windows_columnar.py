@@ -371,7 +371,13 @@ class ColumnarWindowOperator:
         new = [table.append_column(_LAST, table.column(_START)).select(order) for table in new]
         if self.sessions is not None:
             new.insert(0, self.sessions.select(order))
-        table = pa.concat_tables(new)
+        try:
+            table = pa.concat_tables(new)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise BatchError(
+                f"{self.where}: the partial aggregates at time {time!r} do not have one type ({error}); "
+                "give every batch of the stream the same column types"
+            ) from error
         table = table.sort_by([(key, "ascending") for key in self.keys] + [(_START, "ascending")])
         table = table.append_column(_SEGMENT, pa.array(self.segments(table), pa.int64()))
         parts = [(_START, "min", _START), (_LAST, "max", _LAST)]

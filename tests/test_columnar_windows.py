@@ -389,3 +389,43 @@ def test_a_columnar_window_resumes_on_2_processes(tmp_path: Any) -> None:
     assert 0 < resumed <= 5
     kept = [line for line in seen("first") if json.loads(line)[0] < resumed]
     assert seen("plain") and Counter(kept + seen("second")) == Counter(seen("plain"))
+
+
+def as_array(rows: Any) -> Any:
+    """A batch of ``(user, event, amount)`` rows as a NumPy structured array."""
+    import numpy as np
+
+    return np.array(rows, dtype=[("user", "U8"), ("event", "i8"), ("amount", "i4")])
+
+
+def tumbling_counts_of_arrays(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = rows.map_batch(as_array).window_batch(Tumbling(3), keys="user", event_time="event", lateness=LATENESS)
+    result = windowed.count()
+    return {"down": result.down, "late": result.late}
+
+
+def test_structured_arrays_window_as_arrow_tables_do_and_late_rows_stay_arrays() -> None:
+    expected, late = windows_by_pandas(3, 3, {"count": ("amount", "size")})
+    late = {time: [(r["user"], r["event"], r["amount"]) for r in rows] for time, rows in late.items()}
+    for run in assert_agree(tumbling_counts_of_arrays, ROWS, ((1, 1), (2, 1))):
+        assert_outputs(run, expected, "down")
+        assert_outputs(run, late, "late")
+
+
+def test_sessions_with_lateness_give_one_answer_under_many_message_orders() -> None:
+    from runtime.testing import check_interleavings
+
+    check_interleavings(late_sessions, ROWS, seeds=range(8))
+
+
+@pytest.mark.parametrize("spec", [Session(3), Tumbling(3)])
+def test_batches_whose_column_types_differ_fail_naming_the_operator(spec: Any) -> None:
+    def mixed(rows: Any) -> Any:
+        table = as_table(rows)
+        return table.set_column(2, "amount", table.column("amount").cast(pa.float64())) if rows[0][2] % 2 else table
+
+    def build(scope: Any, s: Any) -> Any:
+        return s.map_batch(mixed).window_batch(spec, keys="user").aggregate([("amount", "min")], name="Spend").down
+
+    with pytest.raises(WorkerFailed, match="'SpendClose'.*do not have one type"):
+        run_dataflow(build, [[("ann", 0, 1)], [("ann", 0, 2)], [("ann", 0, 2)]])
