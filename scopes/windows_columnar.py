@@ -232,7 +232,8 @@ class WindowSplitter:
             if late_rows is not None and late_rows.any():
                 late.session(ref).give_batch(table.filter(late_rows) if is_arrow(batch) else batch[late_rows])
             if len(rows):
-                partial = self.partials(table.take(rows), starts)
+                whole = len(rows) == table.num_rows and np.array_equal(rows, np.arange(len(rows)))
+                partial = self.partials(table if whole else table.take(rows), starts)
                 down.session(ref).give_batch(partial)
         down.flush()
         late.flush()
