@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 pa = pytest.importorskip("pyarrow")
+pc = pytest.importorskip("pyarrow.compute")
 pd = pytest.importorskip("pandas")
 
 from runtime.errors import WorkerFailed  # noqa: E402
@@ -106,10 +107,12 @@ def late_sessions_record_wise(scope: Any, rows: Any) -> dict[str, Any]:
 
 
 def windows_by_pandas(
-    size: int, step: int, aggregations: dict[str, Any]
+    size: int, step: int, aggregations: dict[str, Any], keys: tuple[str, ...] = ("user",)
 ) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
     """(results by close time, late rows by epoch) of sliding windows with event times and LATENESS."""
     rows = frame()
+    if "odd" in keys:
+        rows["odd"] = rows.amount % 2
     first = rows.event - rows.event % step
     first = first - ((first - rows.event + size - 1) // step) * step
     late = rows[rows.epoch > first + size - 1 + LATENESS]
@@ -118,7 +121,7 @@ def windows_by_pandas(
     )
     exploded = exploded[(exploded.window_start <= exploded.event) & (exploded.event < exploded.window_start + size)]
     exploded = exploded[exploded.epoch <= exploded.window_start + size - 1 + LATENESS]
-    grouped = exploded.groupby(["user", "window_start"]).agg(**aggregations).reset_index()
+    grouped = exploded.groupby([*keys, "window_start"]).agg(**aggregations).reset_index()
     grouped["window_end"] = grouped.window_start + size
     expected: dict[int, list[Any]] = defaultdict(list)
     for record in grouped.to_dict("records"):
@@ -429,3 +432,21 @@ def test_batches_whose_column_types_differ_fail_naming_the_operator(spec: Any) -
 
     with pytest.raises(WorkerFailed, match="'SpendClose'.*do not have one type"):
         run_dataflow(build, [[("ann", 0, 1)], [("ann", 0, 2)], [("ann", 0, 2)]])
+
+
+def with_odd(rows: Any) -> Any:
+    table = as_table(rows)
+    return table.append_column("odd", pc.bit_wise_and(table.column("amount"), 1))
+
+
+def two_key_sums(scope: Any, rows: Any) -> dict[str, Any]:
+    keyed = rows.map_batch(with_odd).key_by_columns(["user", "odd"])
+    windowed = keyed.window(Tumbling(3), event_time="event", lateness=LATENESS).aggregate([("amount", "sum")])
+    return {"down": windowed.down, "late": windowed.late}
+
+
+def test_windows_keyed_by_two_columns_aggregate_as_pandas_does() -> None:
+    expected, late = windows_by_pandas(3, 3, {"amount_sum": ("amount", "sum")}, keys=("user", "odd"))
+    for run in assert_agree(two_key_sums, ROWS, CONFIGURATIONS):
+        assert_outputs(run, expected, "down")
+        assert_outputs(run, late, "late")
