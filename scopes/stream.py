@@ -14,6 +14,8 @@ stream's scope, the streams a scope makes), so they share this module;
 * :mod:`scopes.per_batch`: ``map_batch`` (one call per batch; columnar batches).
 * :mod:`scopes.columnar_ops`: ``aggregate_batch``, ``join_batch`` (per-key aggregation
   and equi-join of columnar batches, computed by NumPy or Arrow).
+* :mod:`scopes.keyed_columnar`, :mod:`scopes.windows_columnar`: ``key_by_columns``,
+  ``window_batch`` (windows and joins of columnar batches by key columns).
 * :mod:`scopes.routing`: ``exchange``, ``exchange_batch``, ``broadcast``, ``concat``,
   ``partition``, ``branch``, ``delay``.
 * :mod:`scopes.per_time`: ``count``, ``accumulate``, ``accumulate_batch``.
