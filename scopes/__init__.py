@@ -47,6 +47,7 @@ from scopes.errors import (
     TimestampError,
 )
 from scopes.keyed import KeyedStream
+from scopes.keyed_columnar import KeyedBatches
 from scopes.location import Source, Target
 from scopes.operate import Operate
 from scopes.operator import (
@@ -92,6 +93,7 @@ __all__ = [
     "InputHandle",
     "IntegerSummary",
     "IntegerType",
+    "KeyedBatches",
     "KeyedStream",
     "LoopHandle",
     "MutableAntichain",

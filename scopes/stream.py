@@ -14,6 +14,8 @@ stream's scope, the streams a scope makes), so they share this module;
 * :mod:`scopes.per_batch`: ``map_batch`` (one call per batch; columnar batches).
 * :mod:`scopes.columnar_ops`: ``aggregate_batch``, ``join_batch`` (per-key aggregation
   and equi-join of columnar batches, computed by NumPy or Arrow).
+* :mod:`scopes.keyed_columnar`, :mod:`scopes.windows_columnar`: ``key_by_columns``,
+  ``window_batch`` (windows and joins of columnar batches by key columns).
 * :mod:`scopes.routing`: ``exchange``, ``exchange_batch``, ``broadcast``, ``concat``,
   ``partition``, ``branch``, ``delay``.
 * :mod:`scopes.per_time`: ``count``, ``accumulate``, ``accumulate_batch``.
@@ -41,12 +43,14 @@ from scopes import capture as _capture
 from scopes import columnar_ops, loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes import generic_operators as _generic
 from scopes import keyed_state as _keyed_state
+from scopes import windows_columnar as _windows_columnar
 from scopes.channels import ChannelContract, Tee
 from scopes.core import BuildContext, Scope, StreamCore
 from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
 from scopes.input_handle import InputHandle
 from scopes.keyed import KeyedStream
+from scopes.keyed_columnar import KeyedBatches
 from scopes.location import Source
 from scopes.loops import LoopHandle
 from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
@@ -245,6 +249,27 @@ class Stream(StreamCore):
                 "or call key_by(key).window(...); windows keep their state per key"
             )
         return self.key_by(key).window(spec, event_time, lateness)
+
+    def key_by_columns(self, keys: str | Sequence[str], name: str = "KeyByColumns") -> KeyedBatches[Stream]:
+        """This stream's columnar batches keyed by the columns ``keys`` (see :mod:`scopes.keyed_columnar`).
+
+        Its operators (``window``, ``join``, ``join_latest``) exchange rows by the key columns.
+        """
+        return KeyedBatches(self, keys, name)
+
+    def window_batch(
+        self,
+        spec: Any,
+        keys: str | Sequence[str] | None = None,
+        event_time: str | None = None,
+        lateness: int = 0,
+        name: str = "WindowBatch",
+    ) -> _windows_columnar.ColumnarWindowBuilder[Stream]:
+        """Columnar windows of ``spec`` over the rows keyed by the ``keys`` columns (:mod:`scopes.windows_columnar`).
+
+        Pick ``aggregate([(column, function), ...])`` or ``count()`` on the result.
+        """
+        return _windows_columnar.window_batch(self, spec, keys, event_time, lateness, name)
 
     # ------------------------------------------------------------------ probes and sinks
 
