@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.columnar_ops import check_columns, key_columns, key_contract, prepare_arrow, to_arrow
 from scopes.core import StreamCore
-from scopes.errors import BatchError, BuildError
+from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
 from scopes.joins import check_same_scope
 from scopes.lazy_import import lazy_module
@@ -184,6 +184,7 @@ class LatestBatchJoin:
                 f"{self.where}: the table's updates at time {time!r} do not have the table's columns and types "
                 f"({error}); give every update batch one schema"
             ) from error
+        self.check_one_row_per_key(pa, table.slice(0 if self.table is None else self.table.num_rows), time)
         table = table.append_column(_SEQUENCE, pa.array(np.arange(table.num_rows), pa.int64()))
         latest = table.group_by(list(self.right), use_threads=False).aggregate([(_SEQUENCE, "max")])
         table = table.take(np.sort(latest.column(f"{_SEQUENCE}_max").to_numpy())).drop_columns([_SEQUENCE])
@@ -192,6 +193,25 @@ class LatestBatchJoin:
 
             table = table.filter(pc.invert(pc.fill_null(table.column(self.deletes), False)))
         self.table = table
+
+    def check_one_row_per_key(self, pa: Any, updates: Any, time: int) -> None:
+        """Refuse two different rows for one key among the updates of ``time``."""
+        keys = list(self.right)
+        per_key = updates.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+        if per_key.num_rows == updates.num_rows:
+            return
+        distinct = updates.group_by(updates.column_names, use_threads=False).aggregate([([], "count_all")])
+        per_distinct_key = distinct.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+        import pyarrow.compute as pc
+
+        clashing = per_distinct_key.filter(pc.greater(per_distinct_key.column("count_all"), 1))
+        if clashing.num_rows:
+            key = {name: clashing.column(name)[0].as_py() for name in keys}
+            raise ConflictingUpdates(
+                f"{self.where}: the table got different rows for key {key} at time {time!r}; which is the "
+                "latest would depend on the order messages arrive in, which differs between runs and worker "
+                "counts. Send one update per key and time (combine them first, for example with aggregate)"
+            )
 
     def send(self, time: int, batches: list[Any], output: OperatorOutput) -> None:
         """Join the rows of ``time`` against the table as it is now (as of ``time``)."""

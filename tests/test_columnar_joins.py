@@ -17,7 +17,7 @@ from runtime import execute  # noqa: E402
 from runtime.checkpoints import CheckpointStore  # noqa: E402
 from runtime.errors import WorkerFailed  # noqa: E402
 from runtime.testing import assert_agree, assert_outputs, run_dataflow  # noqa: E402
-from scopes import BuildError, ScopeBoundaryError  # noqa: E402
+from scopes import BuildError, ConflictingUpdates, ScopeBoundaryError  # noqa: E402
 
 CONFIGURATIONS = ((1, 1), (2, 1), (1, 2))
 """1 worker, 2 threads, 2 processes."""
@@ -218,3 +218,18 @@ def test_a_columnar_join_latest_resumes_with_the_table_as_of_the_checkpoint(tmp_
     resumed = run_plans(tmp_path, second)
     assert 0 < resumed <= 6
     assert Counter([r for r in first if r[0] < resumed] + second) == Counter(expected)
+
+
+def test_join_latest_refuses_two_different_rows_for_one_key_at_one_time_at_every_worker_count() -> None:
+    plans = [[("ann", "gold", False), ("ann", "free", False), ("bob", "free", False), ("bob", "free", False)]]
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as caught:
+            run_dataflow(join_plans, {"clicks": [[("ann", "home")]], "plans": plans}, workers=workers)
+        assert isinstance(caught.value.__cause__.__cause__, ConflictingUpdates), caught.value
+        assert "different rows for key {'user': 'ann'} at time 0" in str(caught.value)
+
+
+def test_join_latest_accepts_the_same_row_twice_for_one_key_and_time() -> None:
+    plans = [[("ann", "gold", False), ("ann", "gold", False)]]
+    run = run_dataflow(join_plans, {"clicks": [[("ann", "home")]], "plans": plans}, workers=2)
+    assert [row["plan"] for row in run.outputs["inner"].get(0, [])] == ["gold"]
