@@ -2,7 +2,7 @@
 
 Turn it on with ``execute(..., audit=True)`` or ``PYTIMELY_AUDIT=1``.  Each
 worker then gets an :class:`Auditor`, which receives the same hook calls as
-the instrumentation (:class:`scopes.hooks.ProgressObserver`) and checks, as
+the instrumentation (:class:`scopes.progress.hooks.ProgressObserver`) and checks, as
 they happen:
 
 1. **Safety.** A message consumed at an operator input bears a time the
@@ -52,8 +52,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runtime.errors import AuditViolation
-from scopes.hooks import ProgressObserver
-from scopes.order import Time, less_equal
+from scopes.progress.hooks import ProgressObserver
+from scopes.progress.order import Time, less_equal
 
 AUDIT_QUIET = 0.5
 """Seconds every worker must have been idle, with nothing in flight, before check 5 judges the counts."""

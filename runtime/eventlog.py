@@ -68,7 +68,7 @@ from runtime.framing import (
     what_file,
 )
 from scopes.capture import Batch, CaptureEvent, Progress
-from scopes.timestamp import INTEGER, ProductType, TimestampType
+from scopes.progress.timestamp import INTEGER, ProductType, TimestampType
 
 MAGIC = CAPTURE_MAGIC
 """The first 8 bytes of every event log (binary, and sensitive to newline mangling)."""

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runtime.barrier import SynchronizationTimeout
 from runtime.errors import TimelyRuntimeError
-from scopes.antichain import MutableAntichain
 from scopes.channels import Broadcast
-from scopes.operate import Updates
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
+from scopes.progress.antichain import MutableAntichain
+from scopes.progress.operate import Updates
 
 if TYPE_CHECKING:
     from runtime.worker import Worker

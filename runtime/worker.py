@@ -21,10 +21,10 @@ from runtime.instrument import Instrument, logger_for
 from runtime.metrics import report_stall
 from runtime.stalls import Wait, describe_input, holding_inputs
 from scopes.builder import BuildContext, ScopeBuilder
-from scopes.change_batch import ChangeBatch
 from scopes.channels import Puller
-from scopes.subgraph import Subgraph
-from scopes.timestamp import INTEGER, Product, TimestampType
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import INTEGER, Product, TimestampType
 
 R = TypeVar("R")
 
@@ -533,7 +533,7 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
 
     Counts are over all workers; for capabilities, the part ``worker`` holds is added.
     """
-    from scopes.location import Source
+    from scopes.progress.location import Source
 
     found: list[str] = []
     tracker = subgraph.tracker

@@ -31,19 +31,19 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from scopes.antichain import Antichain
 from scopes.batches import batch_len, copy_batch
-from scopes.change_batch import ChangeBatch
 from scopes.channels import Pipeline
 from scopes.core import Scope, StreamCore
 from scopes.errors import BuildError, ReplayError
-from scopes.operate import Updates
 from scopes.operator import Operator, OperatorInfo, OutputPort
 from scopes.operator_builder import OperatorBuilder
-from scopes.order import less_equal
+from scopes.progress.antichain import Antichain
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.operate import Updates
+from scopes.progress.order import less_equal
+from scopes.progress.timestamp import PathSummary
 from scopes.signatures import describe_operator
 from scopes.state_registry import registry_of
-from scopes.timestamp import PathSummary
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from scopes.batches import (
     Batch,
@@ -34,6 +34,7 @@ from scopes.batches import (
     is_columnar,
     take,
 )
+from scopes.channel_protocols import Activator, Allocator, Puller, Pusher
 from scopes.destinations import KeyRouter, check_keys
 from scopes.errors import BuildError, OperatorFailed, UserFunctionError
 from scopes.hashing import MASK64, stable_hash, stable_hash_array, stable_hash_arrow
@@ -46,49 +47,6 @@ else:
 
 Message = tuple[Any, Batch]
 """A batch of records sharing one timestamp: ``(time, records)``."""
-
-Activator = Callable[[], None]
-"""Marks an operator as needing to run."""
-
-
-class Pusher(Protocol):
-    """Accepts messages."""
-
-    def push(self, time: Any, batch: Batch) -> None:
-        """Deliver ``batch`` at ``time``; the receiver may take ownership of the list."""
-        ...
-
-
-class Puller(Protocol):
-    """Yields messages, or ``None`` when none are waiting."""
-
-    def pull(self) -> Message | None:
-        """Return the next waiting message, or ``None``."""
-        ...
-
-
-class Allocator(Protocol):
-    """Creates channels between the workers of one computation (implemented by the runtime)."""
-
-    @property
-    def index(self) -> int:
-        """This worker's index."""
-        ...
-
-    @property
-    def peers(self) -> int:
-        """The number of workers."""
-        ...
-
-    def allocate(self, channel: int, address: tuple[int, ...]) -> tuple[list[Pusher], Puller]:
-        """Create (or join) channel ``channel``.
-
-        Returns one pusher per worker, and this worker's puller.  Every worker must
-        allocate the same channels in the same order.  ``address`` names the
-        receiving operator, which is activated on each worker that receives a
-        message.
-        """
-        ...
 
 
 class LocalQueue:

@@ -5,7 +5,7 @@ it, the channel its messages go through) and every operator family is written
 against it; the methods users call come from the families.  This module is that
 struct for pytimely, and the scope it lives in:
 
-* :class:`StreamCore`: a stream's scope, :class:`~scopes.location.Source`, tee and
+* :class:`StreamCore`: a stream's scope, :class:`~scopes.progress.location.Source`, tee and
   name.  :class:`~scopes.stream.Stream`, the class users call ``map`` or
   ``exchange`` on, derives from it and adds one method per operator.
 * :class:`Scope`: a scope while it is built: its subgraph, the worker's
@@ -31,9 +31,9 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 from scopes.channels import Allocator, Tee
 from scopes.errors import ScopeBoundaryError
 from scopes.input_handle import InputHandle
-from scopes.location import Source
-from scopes.subgraph import Subgraph
-from scopes.timestamp import TimestampType
+from scopes.progress.location import Source
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import TimestampType
 
 __all__ = ["BuildContext", "Scope", "StageChain", "StreamCore", "describe_stream"]
 

@@ -22,7 +22,7 @@ from scopes.operator import (
     OperatorOutput,
 )
 from scopes.operator_builder import OperatorBuilder
-from scopes.reachability import SummarySpec
+from scopes.progress.reachability import SummarySpec
 from scopes.signatures import check_function, check_logic, describe_operator
 
 S = TypeVar("S", bound=StreamCore)

@@ -13,10 +13,10 @@ from typing import Any
 
 from scopes.batches import BatchError, is_batch, is_columnar
 from scopes.errors import ScopeError, TimestampError
-from scopes.hooks import ProgressObserver
 from scopes.operator import Capability, Operator, OutputPort
-from scopes.order import Time, less_equal
-from scopes.timestamp import UINT64_MAX, IntegerType, TimestampType
+from scopes.progress.hooks import ProgressObserver
+from scopes.progress.order import Time, less_equal
+from scopes.progress.timestamp import UINT64_MAX, IntegerType, TimestampType
 
 __all__ = ["BATCH_SIZE", "InputHandle"]
 

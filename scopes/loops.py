@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from scopes.antichain import Antichain
 from scopes.channels import Pipeline
 from scopes.core import Scope, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.operator import Operator, OutputPort
 from scopes.operator_builder import OperatorBuilder
+from scopes.progress.antichain import Antichain
+from scopes.progress.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 from scopes.state_registry import refuse_later_times_under_checkpoints
-from scopes.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 
 __all__ = ["LoopHandle", "loop_variable"]
 
@@ -27,7 +27,7 @@ def loop_variable(scope: Scope[S], summary: int | PathSummary = 1, name: str = "
     """A stream fed back from later in this scope, each time advanced by ``summary``.
 
     ``summary`` may be an int (advance the loop counter by that much), an
-    :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+    :class:`~scopes.progress.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
     or a full path summary for this scope's timestamps.  Close the loop with
     ``stream.connect_loop(handle)``; the scope's builder keeps the handle to check it is.
     """

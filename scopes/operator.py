@@ -1,6 +1,6 @@
 """Leaf operators: ports, capabilities, input and output handles, notifications.
 
-An :class:`Operator` is a :class:`~scopes.operate.Operate` whose work is a Python
+An :class:`Operator` is a :class:`~scopes.progress.operate.Operate` whose work is a Python
 function.  It holds explicit :class:`Capability` objects: to send at a time it
 must hold a capability for a time at or before it, and as long as it holds one
 the frontier downstream cannot pass that time.  Messages received at an input
@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from scopes.antichain import MutableAntichain
 from scopes.batches import Batch, is_columnar
 from scopes.callsite import user_site
-from scopes.change_batch import ChangeBatch
 from scopes.channels import Activator, Puller, Tee
 from scopes.errors import CapabilityError, OperatorFailed, describe_when
-from scopes.hooks import ProgressObserver
-from scopes.operate import ConnectivityLike, Operate, Updates
-from scopes.order import Time, in_time_order, less_equal
-from scopes.reachability import Connectivity, sparse
-from scopes.timestamp import TimestampType
+from scopes.progress.antichain import MutableAntichain
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.hooks import ProgressObserver
+from scopes.progress.operate import ConnectivityLike, Operate, Updates
+from scopes.progress.order import Time, in_time_order, less_equal
+from scopes.progress.reachability import Connectivity, sparse
+from scopes.progress.timestamp import TimestampType
 
 
 class OperatorInfo:
@@ -146,9 +146,9 @@ class InputPort:
         typed for the record-wise case, a list, and receives a columnar batch
         exactly as it was sent (the columnar operators test ``is_columnar``).
         """
-        # A channel's message holds a batch of any kind (``Message``); the logic is typed for the
-        # record-wise case.  Narrowed here for the type checker only: a ``cast`` would be a call per message.
-        message: tuple[Any, list[Any]] | None = self.puller.pull()  # type: ignore[assignment]
+        # A channel's message holds a batch of any kind (``Message``, typed ``Any`` there); the logic
+        # is typed for the record-wise case, so the batch is annotated as a list here.
+        message: tuple[Any, list[Any]] | None = self.puller.pull()
         if message is not None:
             consumed = self.consumed
             time = message[0]
@@ -679,7 +679,7 @@ class Notificator:
 
 
 class Operator(Operate):
-    """A leaf :class:`~scopes.operate.Operate` running a Python function when scheduled."""
+    """A leaf :class:`~scopes.progress.operate.Operate` running a Python function when scheduled."""
 
     local = True
 

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from scopes.channels import ChannelContract, ExchangePusher, KeyCheckPusher, Pipeline, Receiver
 from scopes.core import Scope, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.location import Source, Target
+from scopes.nesting import reserve_child
 from scopes.operator import (
     Capability,
     InputPort,
@@ -19,7 +19,8 @@ from scopes.operator import (
     OperatorOutput,
     OutputPort,
 )
-from scopes.reachability import SummarySpec, connectivity_from
+from scopes.progress.location import Source, Target
+from scopes.progress.reachability import SummarySpec, connectivity_from
 from scopes.signatures import describe_operator
 
 S_co = TypeVar("S_co", bound=StreamCore, covariant=True)
@@ -42,7 +43,7 @@ class OperatorBuilder(Generic[S_co]):
         self.name = name
         self.notify = notify
         subgraph = scope.subgraph
-        self.index = subgraph.graph.reserve_child(name)
+        self.index = reserve_child(subgraph, name)
         self.address = subgraph.address + (self.index,)
         self.activate = partial(subgraph.activate_child, self.index)
         self.inputs: list[InputPort] = []

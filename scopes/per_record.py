@@ -18,7 +18,7 @@ from scopes.core import Stage, StreamCore
 from scopes.errors import UserFunctionError
 from scopes.operator import Capability
 from scopes.operator_builder import OperatorBuilder
-from scopes.reachability import connectivity_from
+from scopes.progress.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)

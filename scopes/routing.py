@@ -16,8 +16,8 @@ from scopes.channels import BatchKey, Broadcast, Exchange, ExchangeBatch, Pipeli
 from scopes.core import StreamCore
 from scopes.errors import BuildError, CapabilityError
 from scopes.operator_builder import OperatorBuilder
-from scopes.order import less_equal
 from scopes.per_record import identity, pipe
+from scopes.progress.order import less_equal
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import refuse_later_times_under_checkpoints
 

@@ -47,15 +47,13 @@ from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
 from scopes.input_handle import InputHandle
 from scopes.keyed import KeyedStream
-from scopes.location import Source
 from scopes.loops import LoopHandle
 from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.probes import ProbeHandle
-from scopes.reachability import SummarySpec
-from scopes.signatures import describe_operator
-from scopes.state_registry import refuse_hand_written_under_checkpoints
-from scopes.subgraph import Subgraph
-from scopes.timestamp import (
+from scopes.progress.location import Source
+from scopes.progress.reachability import SummarySpec
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import (
     INTEGER,
     IdentityRefinement,
     PathSummary,
@@ -64,6 +62,8 @@ from scopes.timestamp import (
     Refinement,
     TimestampType,
 )
+from scopes.signatures import describe_operator
+from scopes.state_registry import refuse_hand_written_under_checkpoints
 from scopes.windows import WindowBuilder
 
 R = TypeVar("R")
@@ -427,7 +427,7 @@ class ScopeBuilder(Scope[Stream]):
         body: Callable[[ScopeBuilder], R],
     ) -> R:
         self.check_building(name)
-        index = self.subgraph.graph.reserve_child(name)
+        index = nesting.reserve_child(self.subgraph, name)
         parent_subgraph = self.subgraph
         child = Subgraph(
             name,
@@ -462,7 +462,7 @@ class ScopeBuilder(Scope[Stream]):
         """A stream fed back from later in this scope, each time advanced by ``summary``.
 
         ``summary`` may be an int (advance the loop counter by that much), an
-        :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+        :class:`~scopes.progress.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
         or a full path summary for this scope's timestamps.  Close the loop with
         ``stream.connect_loop(handle)``.
         """

@@ -73,10 +73,10 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     # the only probe shares its antichain with the handle: no second update
     assert calls.get(("probes.py", "update"), 0) == 0
     # five frontiers move per epoch (input capability, input output, map input and output, probe input)
-    if "scopes.antichain" not in compiled_modules():  # the profiler does not see compiled functions
+    if "scopes.progress.antichain" not in compiled_modules():  # the profiler does not see compiled functions
         assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
     # the probe is not woken by frontier changes: one activation per pushed message and per input event
-    if "scopes.subgraph" not in compiled_modules():
+    if "scopes.progress.subgraph" not in compiled_modules():
         assert calls[("subgraph.py", "activate_child")] <= 4
 
 
