@@ -72,7 +72,8 @@ class InputHandle:
     @property
     def operator(self) -> Operator | None:
         """The input operator this handle feeds."""
-        return self._output.owner
+        owner = self._output.owner
+        return owner if isinstance(owner, Operator) else None
 
     @property
     def closed(self) -> bool:
