@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from scopes.channels import ChannelContract, ExchangePusher, KeyCheckPusher, Pipeline, Receiver
+from scopes.channels import ChannelContract, Pipeline, Receiver
 from scopes.core import Scope, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.nesting import reserve_child
@@ -82,9 +82,8 @@ class OperatorBuilder(Generic[S_co]):
         port = len(self.inputs)
         context = self.scope.context
         channel = context.next_channel()
-        pusher, puller = contract.connect(context.allocator, channel, self.address, self.activate)
-        if isinstance(pusher, (ExchangePusher, KeyCheckPusher)):  # a failing key names this operator
-            pusher.receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
+        receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
+        pusher, puller = contract.connect(context.allocator, channel, receiver, self.activate)
         stream.tee.add(pusher)
         self.scope.subgraph.graph.connect(
             stream.source, Target(self.index, port), contract.copies(context.peers), contract.name
