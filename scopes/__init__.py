@@ -53,7 +53,7 @@ from scopes.operator import (
 from scopes.progress.antichain import Antichain, MutableAntichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.location import Source, Target
-from scopes.progress.operate import Operate
+from scopes.progress.operate import Operate, Scope
 from scopes.progress.order import PartialOrder, less_equal, less_than
 from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
@@ -105,6 +105,7 @@ __all__ = [
     "ProductType",
     "ProgressError",
     "Operate",
+    "Scope",
     "ScopeBoundaryError",
     "ScopeBuilder",
     "ScopeError",

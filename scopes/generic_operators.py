@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from scopes.channels import ChannelContract
-from scopes.core import Scope, StreamCore
+from scopes.core import ScopeCore, StreamCore
 from scopes.operator import (
     Capability,
     Notificator,
@@ -39,7 +39,7 @@ GenericLogic = Callable[[list[OperatorInput], list[OperatorOutput]], None]
 
 
 def generic(
-    scope: Scope[S],
+    scope: ScopeCore[S],
     name: str,
     inputs: Sequence[tuple[S, ChannelContract]],
     outputs: int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from scopes.channels import Pipeline
-from scopes.core import Scope, StreamCore
+from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.operator import Operator, OutputPort
 from scopes.operator_builder import OperatorBuilder
@@ -23,7 +23,7 @@ __all__ = ["LoopHandle", "loop_variable"]
 S = TypeVar("S", bound=StreamCore)
 
 
-def loop_variable(scope: Scope[S], summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, S]:
+def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, S]:
     """A stream fed back from later in this scope, each time advanced by ``summary``.
 
     ``summary`` may be an int (advance the loop counter by that much), an
@@ -69,7 +69,7 @@ class LoopHandle:
 
     def __init__(
         self,
-        scope: Scope[StreamCore],
+        scope: ScopeCore[StreamCore],
         builder: OperatorBuilder[StreamCore],
         operator: Operator,
         output: OutputPort,

@@ -15,7 +15,7 @@ from scopes.batches import Batch
 from scopes.callsite import user_site
 from scopes.channel_protocols import Activator, Pusher
 from scopes.channels import Tee
-from scopes.core import Scope, StreamCore
+from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.progress.location import Source, Target
 from scopes.progress.subgraph import Subgraph
@@ -96,7 +96,7 @@ def scope_output(subgraph: Subgraph) -> tuple[int, Pusher, Tee]:
     return index, _ScopeExit(tee, graph.refinement.to_outer), tee
 
 
-def enter(stream: S, scope: Scope[S]) -> S:
+def enter(stream: S, scope: ScopeCore[S]) -> S:
     """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope.
 
     ``scope`` must be the scope being built (its body is running).
@@ -113,7 +113,7 @@ def enter(stream: S, scope: Scope[S]) -> S:
     return _enter(stream, scope)
 
 
-def _enter(stream: S, scope: Scope[S]) -> S:
+def _enter(stream: S, scope: ScopeCore[S]) -> S:
     if scope is stream.scope:
         return stream
     parent = scope.parent
@@ -151,7 +151,7 @@ def leave(stream: S) -> S:
     return parent.new_stream(Source(scope.index_in_parent, port), outer_tee, f"{stream.name}>leave")
 
 
-def is_ancestor(ancestor: Scope[StreamCore], scope: Scope[StreamCore] | None) -> bool:
+def is_ancestor(ancestor: ScopeCore[StreamCore], scope: ScopeCore[StreamCore] | None) -> bool:
     """Whether ``ancestor`` is ``scope`` or encloses it."""
     while scope is not None:
         if scope is ancestor:

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from scopes.channels import ChannelContract, Pipeline, Receiver
-from scopes.core import Scope, StreamCore, describe_stream
+from scopes.core import ScopeCore, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.nesting import reserve_child
 from scopes.operator import (
@@ -33,7 +33,9 @@ class OperatorBuilder(Generic[S_co]):
     Its outputs' streams are made by the scope, so they are of the scope's stream class.
     """
 
-    def __init__(self, scope: Scope[S_co], name: str, notify: bool = False, reads: StreamCore | None = None) -> None:
+    def __init__(
+        self, scope: ScopeCore[S_co], name: str, notify: bool = False, reads: StreamCore | None = None
+    ) -> None:
         """Reserve a place for operator ``name`` in ``scope``, refused unless ``scope`` is being built.
 
         ``reads`` is the stream the operator is built on, named if it is refused.

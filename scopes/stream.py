@@ -3,7 +3,7 @@
 Every method of :class:`Stream` builds an operator in the stream's scope and
 returns the stream(s) it produces; every method of :class:`ScopeBuilder` builds
 an input, a source, a loop or a nested scope.  Both are facades: the data is
-:class:`~scopes.core.StreamCore`'s and :class:`~scopes.core.Scope`'s, the
+:class:`~scopes.core.StreamCore`'s and :class:`~scopes.core.ScopeCore`'s, the
 operators live in one module per family, written against those, and the
 methods delegate to them.  ``Stream`` and ``ScopeBuilder`` name each other (a
 stream's scope, the streams a scope makes), so they share this module;
@@ -42,7 +42,7 @@ from scopes import columnar_ops, loops, nesting, per_batch, per_record, per_time
 from scopes import generic_operators as _generic
 from scopes import keyed_state as _keyed_state
 from scopes.channels import ChannelContract, Tee
-from scopes.core import BuildContext, Scope, StreamCore
+from scopes.core import BuildContext, ScopeCore, StreamCore
 from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
 from scopes.input_handle import InputHandle
@@ -366,10 +366,10 @@ class Stream(StreamCore):
         handle.connect(self)
 
 
-class ScopeBuilder(Scope[Stream]):
+class ScopeBuilder(ScopeCore[Stream]):
     """Builds operators in one scope.  Passed to the function given to ``worker.dataflow``.
 
-    The scope's data and build-time checks are :class:`~scopes.core.Scope`'s; this
+    The scope's data and build-time checks are :class:`~scopes.core.ScopeCore`'s; this
     class makes its streams :class:`~scopes.stream.Stream` objects and adds inputs,
     sources, loops and nested scopes.
     """

@@ -1,7 +1,10 @@
 """The ``Operate`` interface: how a parent scope sees one element of its dataflow graph.
 
-This is timely's ``Operate``, not what users call a scope (that is the
-:class:`~scopes.builder.ScopeBuilder` passed to ``worker.dataflow``'s function).
+This is timely's ``Operate``, and the *Scope* interface of the design (seed 003:
+"Subgraphs implement a Scope interface"): :data:`Scope` here, and
+:data:`scopes.Scope`, are this class under that name.  It is not what users call
+a scope while building (that is the :class:`~scopes.builder.ScopeBuilder`
+passed to ``worker.dataflow``'s function).
 A child is a vertex with some inputs and outputs.  At construction it
 summarizes itself to its parent (:meth:`Operate.get_internal_summary`) and learns
 about the world around it (:meth:`Operate.set_external_summary`).  At run time the
@@ -113,3 +116,10 @@ class Operate(ABC):
         are always reported together.  Returns whether work remains that is not
         visible as capabilities at the outputs.
         """
+
+
+Scope = Operate
+"""The seed's *Scope* interface: a vertex of the dataflow graph as its parent sees it.
+
+The same class as :class:`Operate` (timely's name); leaf operators and
+:class:`~scopes.progress.subgraph.Subgraph` implement it."""
