@@ -429,16 +429,15 @@ class TeeObserver:
         return forward
 
 
-def combine(*observers: Any) -> Any:
-    """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`."""
+def combine(*observers: ProgressObserver | None) -> ProgressObserver | None:
+    """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`.
+
+    Typed with the hooks' interface, so that mypy checks at each call that the
+    :class:`Auditor` and the logger implement all of it.
+    """
     present = [candidate for candidate in observers if candidate is not None]
     if not present:
         return None
     if len(present) == 1:
         return present[0]
     return TeeObserver(*present)
-
-
-def as_observer(auditor: Auditor) -> ProgressObserver:
-    """``auditor`` as the hooks' interface (mypy checks here that :class:`Auditor` implements all of it)."""
-    return auditor
