@@ -20,7 +20,7 @@ from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
 from runtime.stall_watch import StallWatch
 from scopes.builder import BuildContext, ScopeBuilder
-from scopes.channels import Puller
+from scopes.channel_protocols import Puller
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType

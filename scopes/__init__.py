@@ -28,7 +28,8 @@ from scopes import native as _native
 _native.select(_sys.modules[__name__])
 
 from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, source, to_stream
-from scopes.channels import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
+from scopes.capability import Capability, CapabilityRef
+from scopes.contracts import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
 from scopes.errors import (
     BuildError,
     CapabilityError,
@@ -41,15 +42,10 @@ from scopes.errors import (
     TimelyError,
     TimestampError,
 )
+from scopes.handles import OperatorInput, OperatorOutput
 from scopes.keyed import KeyedStream
-from scopes.operator import (
-    Capability,
-    CapabilityRef,
-    Notificator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-)
+from scopes.notificator import Notificator
+from scopes.operator import OperatorInfo
 from scopes.progress.antichain import Antichain, MutableAntichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.location import Source, Target

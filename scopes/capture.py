@@ -32,11 +32,12 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from scopes.batches import batch_len, copy_batch
-from scopes.channels import Pipeline
+from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ReplayError
-from scopes.operator import Operator, OperatorInfo, OutputPort
+from scopes.operator import Operator, OperatorInfo
 from scopes.operator_builder import OperatorBuilder
+from scopes.ports import OutputPort
 from scopes.progress.antichain import Antichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.operate import Updates

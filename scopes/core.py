@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from scopes.channels import Allocator, Tee
+from scopes.channel_protocols import Allocator
 from scopes.errors import ScopeBoundaryError
 from scopes.input_handle import InputHandle
+from scopes.local_channels import Tee
 from scopes.progress.location import Source
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import TimestampType

@@ -12,15 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from scopes.channels import ChannelContract
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract
 from scopes.core import ScopeCore, StreamCore
-from scopes.operator import (
-    Capability,
-    Notificator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-)
+from scopes.handles import OperatorInput, OperatorOutput
+from scopes.notificator import Notificator
+from scopes.operator import OperatorInfo
 from scopes.operator_builder import OperatorBuilder
 from scopes.progress.reachability import SummarySpec
 from scopes.signatures import check_function, check_logic, describe_operator

@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from scopes.batches import BatchError, is_batch, is_columnar
+from scopes.capability import Capability
 from scopes.errors import ScopeError, TimestampError
-from scopes.operator import Capability, Operator, OutputPort
+from scopes.operator import Operator
+from scopes.ports import OutputPort
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.order import Time, less_equal
 from scopes.progress.timestamp import UINT64_MAX, IntegerType, TimestampType

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from scopes.channels import Pipeline
+from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.operator import Operator, OutputPort
+from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
+from scopes.ports import OutputPort
 from scopes.progress.antichain import Antichain
 from scopes.progress.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 from scopes.state_registry import refuse_later_times_under_checkpoints

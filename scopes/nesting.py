@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 from scopes.batches import Batch
 from scopes.callsite import user_site
 from scopes.channel_protocols import Activator, Pusher
-from scopes.channels import Tee
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.local_channels import Tee
 from scopes.progress.location import Source, Target
 from scopes.progress.subgraph import Subgraph
 

@@ -6,19 +6,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from scopes.channels import ChannelContract, Pipeline, Receiver
+from scopes.batch_keys import Receiver
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import ScopeCore, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.handles import OperatorInput, OperatorOutput
 from scopes.nesting import reserve_child
-from scopes.operator import (
-    Capability,
-    InputPort,
-    Operator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-    OutputPort,
-)
+from scopes.operator import Operator, OperatorInfo
+from scopes.ports import InputPort, OutputPort
 from scopes.progress.location import Source, Target
 from scopes.progress.reachability import SummarySpec, connectivity_from
 from scopes.signatures import describe_operator

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from scopes.batches import Batch
 from scopes.channel_protocols import Puller
-from scopes.channels import Tee
+from scopes.local_channels import Tee
 from scopes.progress.antichain import MutableAntichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.hooks import ProgressObserver

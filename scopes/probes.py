@@ -11,9 +11,10 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from scopes.channels import ChannelContract, Pipeline
+from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import StreamCore
-from scopes.operator import Operator, OperatorInput
+from scopes.handles import OperatorInput
+from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
 from scopes.progress.antichain import Antichain, MutableAntichain
 from scopes.progress.operate import Updates

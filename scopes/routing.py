@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from scopes.channels import BatchKey, Broadcast, Exchange, ExchangeBatch, Pipeline
+from scopes.batch_keys import BatchKey
+from scopes.contracts import Broadcast, Exchange, ExchangeBatch, Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, CapabilityError
 from scopes.operator_builder import OperatorBuilder

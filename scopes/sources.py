@@ -12,9 +12,11 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from scopes.callsite import user_site
+from scopes.capability import Capability
 from scopes.core import ScopeCore, StreamCore
+from scopes.handles import OperatorOutput
 from scopes.input_handle import BATCH_SIZE, InputHandle
-from scopes.operator import Capability, OperatorInfo, OperatorOutput
+from scopes.operator import OperatorInfo
 from scopes.operator_builder import OperatorBuilder
 from scopes.signatures import check_function, check_logic, describe_operator
 from scopes.state_registry import refuse_hand_written_under_checkpoints, registry_of

@@ -41,14 +41,18 @@ from scopes import capture as _capture
 from scopes import columnar_ops, loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes import generic_operators as _generic
 from scopes import keyed_state as _keyed_state
-from scopes.channels import ChannelContract, Tee
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract
 from scopes.core import BuildContext, ScopeCore, StreamCore
 from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
+from scopes.handles import OperatorInput, OperatorOutput
 from scopes.input_handle import InputHandle
 from scopes.keyed import KeyedStream
+from scopes.local_channels import Tee
 from scopes.loops import LoopHandle
-from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.notificator import Notificator
+from scopes.operator import Operator, OperatorInfo
 from scopes.probes import ProbeHandle
 from scopes.progress.location import Source
 from scopes.progress.reachability import SummarySpec
