@@ -66,7 +66,9 @@ class _ScopeExit:
 
 def reserve_child(subgraph: Subgraph, name: str) -> int:
     """Reserve a child index in ``subgraph`` for ``name``, noting where the user built it while an observer listens."""
-    site = user_site(2) if subgraph.observer is not None else None
+    site = None
+    if subgraph.observer is not None:
+        site = user_site(2)
     return subgraph.graph.reserve_child(name, site)
 
 
