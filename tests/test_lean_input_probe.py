@@ -184,8 +184,8 @@ def test_a_handle_reused_by_a_second_dataflow_stops_sharing_and_still_reports_bo
 def test_pipeline_messages_go_from_the_output_to_the_queue_without_a_tee_call() -> None:
     calls = _calls_by_function(EPOCHS)
     # two pipeline edges, one message each: only LocalQueue.push remains
-    assert calls[("channels.py", "push")] == 2
-    assert calls.get(("channels.py", "_push_all"), 0) == 0
+    assert calls[("local_channels.py", "push")] == 2
+    assert calls.get(("local_channels.py", "_push_all"), 0) == 0
 
 
 def test_a_tee_with_one_receiver_pushes_straight_to_it_and_with_more_copies_to_all_but_the_last() -> None:
