@@ -33,7 +33,7 @@ The extension table
     ===========  ====  =========================================================
     name         code  payload
     ===========  ====  =========================================================
-    PRODUCT      1     a :class:`~scopes.timestamp.Product`: ``[outer, inner]``
+    PRODUCT      1     a :class:`~scopes.progress.timestamp.Product`: ``[outer, inner]``
     TUPLE        2     a ``tuple``: an array of its items
     SET          3     a ``set``: an array of its items
     FROZENSET    4     a ``frozenset``: an array of its items
@@ -75,10 +75,10 @@ from runtime.communication.arraycodec import (
     split_ndarray,
 )
 from runtime.errors import DecodeError, EncodingError
-from scopes.timestamp import Product
+from scopes.progress.timestamp import Product
 
 EXT_PRODUCT = 1
-"""Extension code of a :class:`~scopes.timestamp.Product`: payload ``[outer, inner]``."""
+"""Extension code of a :class:`~scopes.progress.timestamp.Product`: payload ``[outer, inner]``."""
 EXT_TUPLE = 2
 """Extension code of a ``tuple``: payload an array of its items."""
 EXT_SET = 3

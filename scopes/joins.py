@@ -25,9 +25,9 @@ from scopes.core import StreamCore
 from scopes.errors import BuildError, ConflictingUpdates, ScopeBoundaryError
 from scopes.generic_operators import binary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.progress.timestamp import IntegerType
 from scopes.signatures import describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
