@@ -58,9 +58,9 @@ def running_counts(root: str, kill: bool) -> Any:
     def build(scope: ScopeBuilder, rows: Stream) -> Stream:
         def maybe_die(row: Any) -> Any:
             task = current_task()
-            if kill and task is not None and task.index == 1 and task.attempt == 0 and row[0] % 2000 >= 1400:
-                if checkpoints_common_to_both(Path(root)):
-                    os.kill(os.getpid(), signal.SIGKILL)
+            late = task is not None and task.index == 1 and task.attempt == 0 and row[0] % 2000 >= 1400
+            if kill and late and checkpoints_common_to_both(Path(root)):
+                os.kill(os.getpid(), signal.SIGKILL)
             return row
 
         return rows.map(maybe_die).key_by(lambda row: row[1]).fold(int, lambda n, _row: n + 1)
