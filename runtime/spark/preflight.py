@@ -21,7 +21,7 @@ from typing import Any
 
 from runtime.spark.connect import is_connect, setting
 from runtime.spark.errors import SlotsUnavailable, SparkSetupError
-from runtime.spark.sessions import warn_lacking
+from runtime.spark.sessions import same_python, warn_lacking
 
 JAVA_MINIMUM = 17
 """pyspark 4 runs on Java 17 or later."""
@@ -136,7 +136,7 @@ def check_session(spark: Any) -> None:
         return
     python = getattr(spark.sparkContext, "pythonExec", None)
     found = shutil.which(python) if python else None  # a bare name ("python3") is looked up on PATH
-    if found and os.path.realpath(found) != os.path.realpath(sys.executable):
+    if found and not same_python(found, sys.executable):
         warnings.warn(
             f"Spark runs Python tasks with {python} ({found}), not this interpreter ({sys.executable}); "
             f"set PYSPARK_PYTHON={sys.executable} before the session starts so that tasks import the same "

@@ -67,4 +67,20 @@ def _python_matches(spark: Any, wanted: str) -> bool:
         return False
     python = getattr(spark.sparkContext, "pythonExec", None)
     found = shutil.which(python) if python else None
-    return bool(found) and os.path.realpath(str(found)) == os.path.realpath(wanted)
+    return bool(found) and same_python(str(found), wanted)
+
+
+def same_python(one: str, other: str) -> bool:
+    """Whether two interpreter paths run the same Python with the same packages.
+
+    Two virtual environments' ``python`` are links to one interpreter, so their
+    real paths agree although their packages differ: the environment (the
+    directory holding ``pyvenv.cfg``) must be the same too.
+    """
+    return _environment(one) == _environment(other)
+
+
+def _environment(python: str) -> tuple[str, str | None]:
+    """The interpreter's real path and its virtual environment's directory (``None`` outside one)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+    return os.path.realpath(python), root if os.path.isfile(os.path.join(root, "pyvenv.cfg")) else None
