@@ -72,6 +72,8 @@ PORTS_SETTING = "spark.pytimely.ports"
 """The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
 WARM_UP_WAIT = 60.0
 """Seconds ``run_dataflow`` waits at most for a :func:`~runtime.spark.warm_up` job still running."""
+CLIENT_HOST_SETTING = "spark.pytimely.clientHost"
+"""On Spark Connect: the client's address, on which the tasks reach its listeners (rendezvous, progress)."""
 RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
@@ -250,6 +252,8 @@ def _network(
     default = "barrier" if is_connect(spark) else "driver"
     through_driver = _rendezvous_mode(setting(spark, RENDEZVOUS_SETTING, default) or default) == "driver"
     driver_host = setting(spark, "spark.driver.host", "127.0.0.1") or "127.0.0.1"
+    if is_connect(spark):  # the listeners run in the client, which need not be the server's driver host
+        driver_host = setting(spark, CLIENT_HOST_SETTING) or driver_host
     return bind_host, port_range, through_driver, driver_host
 
 

@@ -33,7 +33,7 @@ def all_gather(context: Any, address: str, index: int, timeout: float) -> list[s
     if not outcome:
         raise TaskFailed(
             f"{RETRY_MARKER} task {index}: the other tasks of the gang did not all reach the barrier within "
-            f"{timeout:.0f} s (run_dataflow connect_timeout=); a peer may not have started"
+            f"{timeout:g} s (run_dataflow connect_timeout=); a peer may not have started"
         )
     kind, value = outcome[0]
     if kind == "error":
