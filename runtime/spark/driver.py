@@ -28,10 +28,23 @@ Settings
     ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
     ``BarrierTaskContext.allGather`` instead, a second slower).
 
+Durable results, resuming, Spark Connect
+    ``durable=True`` keeps the result in a reliable checkpoint in the session's
+    checkpoint directory, ``durable="PATH"`` as Parquet files there, read back
+    (:mod:`runtime.spark.durable`); the default local checkpoint dies with an
+    executor.  ``checkpoint=DIR`` (a directory every executor reaches) makes
+    a retried gang resume from its last complete checkpoint rather than from
+    the start; each input batch is then its own epoch
+    (:mod:`runtime.spark.resume`).  On a Spark Connect session everything
+    works but the free-slot check and the warm-up wait, which need the JVM;
+    its tasks meet through ``allGather`` unless
+    ``spark.pytimely.rendezvous=driver``.
+
 Preflight
     The session must allow barrier mode (no speculation, no dynamic
-    allocation); ``spark.barrier.sync.timeout`` should be set (use
-    :func:`runtime.spark.spark_session`); a :func:`runtime.spark.warm_up`
+    allocation); the executors must import pytimely and its dependencies
+    (:mod:`runtime.spark.executors`); a task waits for its peers at most
+    ``connect_timeout`` seconds (:mod:`runtime.spark.gang`); a :func:`runtime.spark.warm_up`
     still running is waited for (up to :data:`WARM_UP_WAIT` seconds); if
     fewer than ``workers`` task slots are free after ``slot_wait`` seconds,
     a warning is issued and
@@ -194,43 +207,33 @@ def run_dataflow(
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
     ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
-    :mod:`runtime.instrument`.
-
-    ``durable`` keeps the result when an executor is lost after the job:
-    ``True`` (a reliable checkpoint into the session's checkpoint directory)
-    or a path the result is written to as Parquet and read back from; see
-    :mod:`runtime.spark.durable`.  ``checkpoint`` (a directory every executor
-    reaches) makes a retried gang resume from its last complete checkpoint
-    rather than from the start; each input batch is then its own epoch (see
-    :mod:`runtime.spark.resume`).  On a Spark Connect session everything
-    works but the free-slot check and warm-up wait, which need the JVM; the
-    tasks then meet through ``allGather`` unless ``spark.pytimely.rendezvous``
-    says ``driver``.
+    :mod:`runtime.instrument`.  ``durable``, ``checkpoint`` and Spark Connect: see the module's docstring.
     """
     spark = df.sparkSession
     workers = _checked_workers(spark, workers, retries, build)
     spark_schema, pa_schema = arrow_schema(schema)
-    check_durable(spark, durable)
     bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
-    _preflight(spark, workers, slot_wait)
-    if is_connect(spark) or df.rdd.getNumPartitions() != workers:
-        df = df.repartition(workers)
+    _preflight(spark, workers, slot_wait, durable)
+    df = df.repartition(workers) if is_connect(spark) or df.rdd.getNumPartitions() != workers else df
     # each attempt's token, number and servers are filled in by _run_attempts
     plan = TaskPlan(build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name)
-    plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range)
-    if checkpoint is not None:
-        plan = dataclasses.replace(plan, checkpoint=os.fspath(checkpoint))
+    plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range, checkpoint=_path(checkpoint))
     return _run_attempts(
         spark, df, spark_schema, plan, retries, driver_host, through_driver, on_progress, on_attempt, durable
     )
 
 
-def _preflight(spark: Any, workers: int, slot_wait: float) -> None:
+def _path(path: str | os.PathLike[str] | None) -> str | None:
+    return None if path is None else os.fspath(path)
+
+
+def _preflight(spark: Any, workers: int, slot_wait: float, durable: Durable = None) -> None:
     """The module docstring's preflight: barrier mode allowed, a warm-up done, ``workers`` slots free.
 
     Then the executors must import pytimely (:mod:`runtime.spark.executors`).  On Spark
     Connect there is no status tracker: Spark's own slot check decides.
     """
+    check_durable(spark, durable)
     check_session(spark)
     if not is_connect(spark):
         wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
