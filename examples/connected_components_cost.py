@@ -267,14 +267,16 @@ def representatives(pairs: np.ndarray, first: bool) -> tuple[np.ndarray, np.ndar
     edges = np.empty((0, 2), np.int64)
     if len(nodes) > 1 and not bool((nodes[1:] > nodes[:-1]).all()):  # else one pair per node: nothing to group
         bound = int(nodes.max()) + 1
-        if int(nodes.min()) >= 0 and bound < min(4 * len(nodes) + 1024, 1 << 31):  # small ids: index by node
+        # small ids: index by node.  Both columns must be non-negative: a node's representative is at most the
+        # node, but may be negative when the node is not, and the key packing below needs 0 <= rep < bound
+        if min(int(nodes.min()), int(reps.min())) >= 0 and bound < min(4 * len(nodes) + 1024, 1 << 31):
             best = np.full(bound, np.iinfo(np.int64).max, np.int64)
             np.minimum.at(best, nodes, reps)
             each = best[nodes]
             apart = reps != each
             nodes = np.flatnonzero(best != np.iinfo(np.int64).max)
             smallest = best[nodes]
-            keys = np.unique(reps[apart] * bound + each[apart])  # reps and labels are nodes: below bound
+            keys = np.unique(reps[apart] * bound + each[apart])  # 0 <= each <= rep <= its node < bound
             edges = np.stack((keys // bound, keys % bound), axis=1)
         else:
             order = np.argsort(nodes, kind="stable")
