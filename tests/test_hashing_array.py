@@ -282,8 +282,8 @@ def test_few_arrow_strings_hash_from_their_bytes_like_stable_hash(values: list[s
     array = pa.array(["pad"] * offset + values, pa.large_string() if large else pa.string()).slice(offset)
     assert len(array) <= hashing.DIRECT_ROWS
     assert stable_hash_arrow(array).tolist() == [stable_hash(value) for value in values]
-    binary = pa.array([value.encode("utf-8", "surrogatepass") for value in values], pa.binary())
-    assert stable_hash_arrow(binary).tolist() == [stable_hash(value.encode("utf-8", "surrogatepass")) for value in values]
+    encoded = [value.encode("utf-8", "surrogatepass") for value in values]
+    assert stable_hash_arrow(pa.array(encoded, pa.binary())).tolist() == [stable_hash(value) for value in encoded]
 
 
 def test_few_arrow_strings_skip_the_dictionary_and_one_very_long_string_falls_back(
