@@ -190,3 +190,17 @@ def test_large_edge_sets_go_to_the_union_find_even_with_scipy(monkeypatch: pytes
     assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected
     cost.local_pairs(src[:50], dst[:50], "scipy")
     assert calls == [1_000], "a small edge set still goes to scipy"
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(-(2**62), 2**62) | st.integers(-5, 5), max_size=80))
+def test_distinct_and_intern_agree_with_np_unique(values: list[int]) -> None:
+    """The sort-based helpers that replace np.unique (whose hash path is slow on 10^5 keys) give its answer."""
+    array = np.array(values, np.int64)
+    ids, inverse = cost.intern(array)
+    expected_ids, expected_inverse = np.unique(array, return_inverse=True)
+    assert ids.tolist() == expected_ids.tolist() and inverse.tolist() == expected_inverse.ravel().tolist()
+    assert cost.distinct(array).tolist() == expected_ids.tolist()
+    pairs = np.empty(len(array), cost.EDGES)
+    pairs["src"], pairs["dst"] = array // 3, array % 3
+    assert cost.distinct(pairs).tolist() == sorted(set(pairs.tolist()))
