@@ -268,7 +268,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
 
 
 def intern(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, inverse)``: the distinct values, sorted, and each value's index among them (``ids[inverse] == values``)."""
+    """``(ids, inverse)``: the distinct values, sorted, and the index of each value among them (``ids[inverse]``)."""
     order = np.argsort(values, kind="stable")
     ordered = values[order]
     new = np.empty(len(ordered), np.bool_)
