@@ -98,8 +98,7 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
         with gzip.open(path, "rb") as file:
             data: bytes = file.read()
         low, high = len(data) * index // peers, len(data) * (index + 1) // peers
-        start = 0 if low == 0 else data.find(b"\n", low - 1) + 1 or len(data)
-        stop = len(data) if high >= len(data) else data.find(b"\n", high - 1) + 1 or len(data)
+        start, stop = line_start(data, low), line_start(data, high)
         return data[start:stop] if start < stop else b""
     size = os.path.getsize(path)
     low, high = size * index // peers, size * (index + 1) // peers
@@ -115,6 +114,20 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
         if chunk and not chunk.endswith(b"\n"):
             chunk += file.readline()  # the line that starts in this share ends after it
     return chunk
+
+
+def line_start(data: bytes, position: int) -> int:
+    """The first offset at or after ``position`` where a line of ``data`` starts (``len(data)`` if none does).
+
+    A share takes the lines whose first byte lies in its range: the range
+    ``[low, high)`` holds the lines from ``line_start(low)`` to ``line_start(high)``.
+    (An empty range at offset 0 holds none: ``position - 1`` must not wrap to the end.)
+    """
+    if position <= 0:
+        return 0
+    if position >= len(data):
+        return len(data)
+    return data.find(b"\n", position - 1) + 1 or len(data)
 
 
 def numeric_file(path: str | Path) -> bool:
