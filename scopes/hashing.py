@@ -359,9 +359,10 @@ def _crc32_arrow_bytes(values: Any) -> np.ndarray | None:
     rows = len(values)
     large = values.type.id in (_large_string_id(), _large_binary_id())
     offsets_buffer, data_buffer = values.buffers()[1:3]
-    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[values.offset : values.offset + rows + 1]
-    starts = offsets[:-1].astype(np.int64)
-    lengths = offsets[1:] - offsets[:-1]
+    window = slice(values.offset, values.offset + rows + 1)
+    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[window].astype(np.int64)
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
     width = int(lengths.max()) if rows else 0
     total = int(offsets[-1] - offsets[0]) if rows else 0
     if rows * width > DIRECT_SPREAD * total + 4096:
