@@ -12,7 +12,7 @@ algorithm in C on each core, and as little as possible between cores):
 1. **Read.** Every worker reads and parses only its own share of the file's
    lines (:func:`read_share`, :func:`parse_share`).
 2. **Local components, in C.** Each worker interns its nodes (integer ids that
-   are small enough are used as array indices; others go through ``np.unique``)
+   are small enough are used as array indices; others are interned by a sort, :func:`intern`)
    and labels the components of its own edges with scipy's
    ``connected_components`` or, without scipy, a vectorised union-find
    (:func:`union_find`).  It emits one pair ``(node, rep)`` per node it saw,
@@ -72,9 +72,11 @@ PAIRS = np.dtype([("node", np.int64), ("label", np.int64)])
 """A node and a label: its local representative, a pointer, or its component's smallest id."""
 METHODS = ("scipy", "numpy")
 """How local components are found: scipy's ``connected_components``, or :func:`union_find`."""
-SCIPY_EDGES = 4_000_000
-"""With scipy, larger edge sets go to :func:`union_find` (about as fast): scipy's one call holds the GIL for all
-of it, and a process whose threads cannot run for seconds misses its heartbeats and is taken for dead."""
+SCIPY_EDGES = 500_000
+"""With scipy, larger edge sets go to :func:`union_find`: it is faster there (thread CPU, random graphs with two
+edges per node: 0.28 s against 0.41 s at 2 M edges, 0.76 s against 1.0 s at 4 M; below about 300 k edges scipy
+is as fast or faster), and its NumPy steps each hold the GIL briefly, where scipy's one call holds it for all of
+it (a process whose threads cannot run for seconds misses its heartbeats and is taken for dead)."""
 
 
 def default_method() -> str:
@@ -96,8 +98,7 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
         with gzip.open(path, "rb") as file:
             data: bytes = file.read()
         low, high = len(data) * index // peers, len(data) * (index + 1) // peers
-        start = 0 if low == 0 else data.find(b"\n", low - 1) + 1 or len(data)
-        stop = len(data) if high >= len(data) else data.find(b"\n", high - 1) + 1 or len(data)
+        start, stop = line_start(data, low), line_start(data, high)
         return data[start:stop] if start < stop else b""
     size = os.path.getsize(path)
     low, high = size * index // peers, size * (index + 1) // peers
@@ -113,6 +114,20 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
         if chunk and not chunk.endswith(b"\n"):
             chunk += file.readline()  # the line that starts in this share ends after it
     return chunk
+
+
+def line_start(data: bytes, position: int) -> int:
+    """The first offset at or after ``position`` where a line of ``data`` starts (``len(data)`` if none does).
+
+    A share takes the lines whose first byte lies in its range: the range
+    ``[low, high)`` holds the lines from ``line_start(low)`` to ``line_start(high)``.
+    (An empty range at offset 0 holds none: ``position - 1`` must not wrap to the end.)
+    """
+    if position <= 0:
+        return 0
+    if position >= len(data):
+        return len(data)
+    return data.find(b"\n", position - 1) + 1 or len(data)
 
 
 def numeric_file(path: str | Path) -> bool:
@@ -229,7 +244,7 @@ def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray |
     ``src`` and ``dst`` are node ids, or with ``ids`` local indices into
     ``ids`` (increasing global ids).  Non-negative ids below about four times
     the number of ids are used as array indices; others are interned with
-    ``np.unique``.
+    :func:`intern`.
     """
     if ids is None:
         if not len(src):
@@ -244,12 +259,39 @@ def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray |
             result = np.empty(len(nodes), PAIRS)
             result["node"], result["label"] = nodes, mates[nodes]
             return result
-        ids, inverse = np.unique(np.concatenate((src, dst)), return_inverse=True)
+        ids, inverse = intern(np.concatenate((src, dst)))
         src, dst = inverse[: len(src)], inverse[len(src) :]
     mates = smallest_mates(src, dst, len(ids), method)
     result = np.empty(len(ids), PAIRS)
     result["node"], result["label"] = ids, ids[mates]
     return result
+
+
+# ---------------------------------------------------------------------- sorting helpers
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a 1-D array, sorted (a sort and a comparison of neighbours).
+
+    ``np.unique`` gives the same, but NumPy 2's hash-based path is several times
+    slower on a hundred thousand ``int64`` keys than this sort.
+    """
+    ordered = np.sort(values, kind="stable" if values.dtype.names else "quicksort")
+    if len(ordered) < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def intern(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, inverse)``: the distinct values, sorted, and the index of each value among them (``ids[inverse]``)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(ordered), np.bool_)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(values), np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
 
 
 # ---------------------------------------------------------------------- representatives
@@ -267,14 +309,16 @@ def representatives(pairs: np.ndarray, first: bool) -> tuple[np.ndarray, np.ndar
     edges = np.empty((0, 2), np.int64)
     if len(nodes) > 1 and not bool((nodes[1:] > nodes[:-1]).all()):  # else one pair per node: nothing to group
         bound = int(nodes.max()) + 1
-        if int(nodes.min()) >= 0 and bound < min(4 * len(nodes) + 1024, 1 << 31):  # small ids: index by node
+        # small ids: index by node.  Both columns must be non-negative: a node's representative is at most the
+        # node, but may be negative when the node is not, and the key packing below needs 0 <= rep < bound
+        if min(int(nodes.min()), int(reps.min())) >= 0 and bound < min(4 * len(nodes) + 1024, 1 << 31):
             best = np.full(bound, np.iinfo(np.int64).max, np.int64)
             np.minimum.at(best, nodes, reps)
             each = best[nodes]
             apart = reps != each
             nodes = np.flatnonzero(best != np.iinfo(np.int64).max)
             smallest = best[nodes]
-            keys = np.unique(reps[apart] * bound + each[apart])  # reps and labels are nodes: below bound
+            keys = distinct(reps[apart] * bound + each[apart])  # 0 <= each <= rep <= its node < bound
             edges = np.stack((keys // bound, keys % bound), axis=1)
         else:
             order = np.argsort(nodes, kind="stable")
@@ -283,7 +327,10 @@ def representatives(pairs: np.ndarray, first: bool) -> tuple[np.ndarray, np.ndar
             smallest = np.minimum.reduceat(reps, starts)
             each = np.repeat(smallest, np.diff(np.append(starts, len(nodes))))
             apart = reps != each
-            edges = np.unique(np.stack((reps[apart], each[apart]), axis=1), axis=0)
+            pairs_apart = np.empty(int(np.count_nonzero(apart)), EDGES)
+            pairs_apart["src"], pairs_apart["dst"] = reps[apart], each[apart]
+            unique = distinct(pairs_apart)
+            edges = np.stack((unique["src"], unique["dst"]), axis=1)
             nodes = nodes[starts]
     else:
         smallest = reps

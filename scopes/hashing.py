@@ -343,6 +343,48 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
     return stable_hash_array(_object_array(dictionary.to_pylist()))
 
 
+DIRECT_ROWS = 1 << 14
+"""String and binary Arrow arrays up to this many rows are hashed from their bytes directly (no dictionary)."""
+DIRECT_SPREAD = 8
+"""Direct hashing pads every value to the longest; it is skipped when that would pass this many times the bytes."""
+
+
+def _crc32_arrow_bytes(values: Any) -> np.ndarray | None:
+    """``zlib.crc32`` of every value of an Arrow string or binary array without nulls, from its buffers.
+
+    A ``str`` hashes as the CRC-32 of its UTF-8 bytes (:func:`stable_hash`), which
+    are exactly what Arrow stores, so no Python string is made.  Returns ``None``
+    when padding the values to the longest would take too much memory.
+    """
+    rows = len(values)
+    large = values.type.id in (_large_string_id(), _large_binary_id())
+    offsets_buffer, data_buffer = values.buffers()[1:3]
+    window = slice(values.offset, values.offset + rows + 1)
+    offsets = np.frombuffer(offsets_buffer, np.int64 if large else np.int32)[window].astype(np.int64)
+    starts = offsets[:-1]
+    lengths = np.diff(offsets)
+    width = int(lengths.max()) if rows else 0
+    total = int(offsets[-1] - offsets[0]) if rows else 0
+    if rows * width > DIRECT_SPREAD * total + 4096:
+        return None
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    data = np.append(data[: int(offsets[-1]) if rows else 0], np.zeros(width, np.uint8))  # every index in range
+    columns = data[np.arange(width)[:, None] + starts]  # one byte position per row: what _crc32_rows walks
+    return _crc32_rows(columns.T, lengths)
+
+
+def _large_string_id() -> int:
+    import pyarrow as pa
+
+    return int(pa.large_string().id)
+
+
+def _large_binary_id() -> int:
+    import pyarrow as pa
+
+    return int(pa.large_binary().id)
+
+
 def stable_hash_arrow(values: Any) -> np.ndarray:
     """:func:`stable_hash` of every element of an Arrow array or chunked array (nulls hash as ``None``).
 
@@ -356,6 +398,12 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     kind = values.type
+    textual = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+    textual = textual or pa.types.is_large_binary(kind)
+    if textual and not values.null_count and len(values) <= DIRECT_ROWS:  # few rows: hashing them beats encoding
+        direct = _crc32_arrow_bytes(values)
+        if direct is not None:
+            return direct
     if pa.types.is_dictionary(kind):
         encoded = values
     elif (

@@ -267,3 +267,38 @@ def test_an_arrow_table_exchanged_by_a_string_column_hashes_it_in_arrow(monkeypa
     keys = BatchKeys("word", "operator 'ByWord'")
     assert keys.destinations(table, 0, 3).tolist() == [original(word) % 3 for word in words]
     assert calls == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.text(max_size=12), max_size=40),
+    offset=st.integers(0, 5),
+    large=st.booleans(),
+)
+def test_few_arrow_strings_hash_from_their_bytes_like_stable_hash(values: list[str], offset: int, large: bool) -> None:
+    """Up to DIRECT_ROWS strings are hashed from Arrow's UTF-8 buffer: any text, NULs, slices, large offsets."""
+    import scopes.hashing as hashing
+
+    array = pa.array(["pad"] * offset + values, pa.large_string() if large else pa.string()).slice(offset)
+    assert len(array) <= hashing.DIRECT_ROWS
+    assert stable_hash_arrow(array).tolist() == [stable_hash(value) for value in values]
+    encoded = [value.encode("utf-8", "surrogatepass") for value in values]
+    assert stable_hash_arrow(pa.array(encoded, pa.binary())).tolist() == [stable_hash(value) for value in encoded]
+
+
+def test_few_arrow_strings_skip_the_dictionary_and_one_very_long_string_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The direct path hashes without dictionary-encoding; padding to one huge value is refused (same answer)."""
+    import scopes.hashing as hashing
+
+    encoded: list[Any] = []
+    real = pa.compute.dictionary_encode
+    monkeypatch.setattr(pa.compute, "dictionary_encode", lambda values: encoded.append(1) or real(values))
+    words = [f"word{number}" for number in range(1_000)]
+    assert stable_hash_arrow(pa.array(words)).tolist() == [stable_hash(word) for word in words]
+    assert encoded == []
+    skewed = [*words, "x" * 100_000]
+    assert hashing._crc32_arrow_bytes(pa.array(skewed)) is None
+    assert stable_hash_arrow(pa.array(skewed)).tolist() == [stable_hash(word) for word in skewed]
+    assert encoded == [1]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers.example_loader import load_example
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runtime import execute
@@ -65,16 +65,33 @@ def random_graph(edges: int, nodes: int, seed: int, spread: int = 1) -> tuple[np
 @settings(max_examples=40, deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=60),
-    spread=st.sampled_from([1, 10**12, -3]),
+    spread=st.sampled_from([1, 10**12, -3, -(10**12)]),
     workers=st.sampled_from([1, 2, 3]),
     method=st.sampled_from(cost.METHODS),
 )
+@example(pairs=[(0, 2), (0, 1)], spread=-3, workers=3, method="scipy")  # issue 28: a node -9 that is no node
 def test_small_graphs_match_scipy(pairs: list[tuple[int, int]], spread: int, workers: int, method: str) -> None:
     """Dense ids, ids far apart (interned with np.unique), negative ids; any number of threads."""
     src = np.array([a for a, _ in pairs], np.int64) * spread
     dst = np.array([b for _, b in pairs], np.int64) * spread
     outputs = execute(partial(threads_main, edges=edges_array(src, dst), method=method), workers=workers)
     assert found_labels(outputs) == expected_labels(src, dst)
+
+
+def test_representatives_of_non_negative_nodes_may_be_negative() -> None:
+    """Node 0's local representatives -6 and -3 give the contracted edge -3 - -6 (not -9 - 0, as packed keys did)."""
+    pairs = np.array([(0, -6), (0, -3)], cost.PAIRS)
+    labels, contracted = cost.representatives(pairs, True)
+    assert labels.tolist() == [(0, -6)]
+    assert contracted.tolist() == [(-3, -6)]
+
+
+@pytest.mark.parametrize("method", cost.METHODS)
+def test_negative_ids_on_three_threads_match_scipy(method: str) -> None:
+    """The hypothesis failure of issue 28, explicitly: edges 0 - -6 and 0 - -3 on 3 workers are one component."""
+    src, dst = np.array([0, 0], np.int64), np.array([-6, -3], np.int64)
+    outputs = execute(partial(threads_main, edges=edges_array(src, dst), method=method), workers=3)
+    assert found_labels(outputs) == {-6: -6, -3: -6, 0: -6}
 
 
 @pytest.mark.parametrize("method", cost.METHODS)
@@ -132,6 +149,7 @@ def test_union_find_gives_each_node_its_components_smallest_node(pairs: list[tup
     peers=st.integers(1, 5),
     gz=st.booleans(),
 )
+@example(lines=[(0, 0)], peers=5, gz=True)  # a share whose range is empty at offset 0 took the first line too
 def test_every_line_is_in_exactly_one_share(tmp_path_factory: Any, lines: list[Any], peers: int, gz: bool) -> None:
     text = "".join(f"{a}\t{b}\n" for a, b in lines).encode()
     path = tmp_path_factory.mktemp("share") / ("e.tsv.gz" if gz else "e.tsv")
@@ -173,3 +191,17 @@ def test_large_edge_sets_go_to_the_union_find_even_with_scipy(monkeypatch: pytes
     assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected
     cost.local_pairs(src[:50], dst[:50], "scipy")
     assert calls == [1_000], "a small edge set still goes to scipy"
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(-(2**62), 2**62) | st.integers(-5, 5), max_size=80))
+def test_distinct_and_intern_agree_with_np_unique(values: list[int]) -> None:
+    """The sort-based helpers that replace np.unique (whose hash path is slow on 10^5 keys) give its answer."""
+    array = np.array(values, np.int64)
+    ids, inverse = cost.intern(array)
+    expected_ids, expected_inverse = np.unique(array, return_inverse=True)
+    assert ids.tolist() == expected_ids.tolist() and inverse.tolist() == expected_inverse.ravel().tolist()
+    assert cost.distinct(array).tolist() == expected_ids.tolist()
+    pairs = np.empty(len(array), cost.EDGES)
+    pairs["src"], pairs["dst"] = array // 3, array % 3
+    assert cost.distinct(pairs).tolist() == sorted(set(pairs.tolist()))
