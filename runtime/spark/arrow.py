@@ -35,8 +35,12 @@ def _mismatch(message: str, column: str | None, expected: str, found: str) -> Sc
     return SchemaMismatch(f"{FATAL_MARKER} {message}", column, expected, found)
 
 
-def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
-    """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error."""
+def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> list[pa.RecordBatch]:
+    """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error.
+
+    ``what`` names what the dataflow emitted, for the error (default: ``an Arrow RecordBatch``/``Table``).
+    """
+    what = what or f"an Arrow {type(batch).__name__}"
     if batch.schema.equals(schema):
         return [batch] if isinstance(batch, pa.RecordBatch) else batch.to_batches()
     have = {field.name: field for field in batch.schema}
@@ -44,7 +48,7 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
         found = have.get(field.name)
         if found is None:
             raise _mismatch(
-                f"the dataflow produced an Arrow {type(batch).__name__} without column '{field.name}' "
+                f"the dataflow produced {what} without column '{field.name}' "
                 f"(type {field.type}) of the output schema; it has {', '.join(have) or 'no columns'}",
                 field.name,
                 str(field.type),
@@ -53,8 +57,8 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
         if found.type != field.type:
             raise _mismatch(
                 f"column '{field.name}' has type {field.type} in the output schema, but the dataflow "
-                f"produced an Arrow {type(batch).__name__} where it has type {found.type}; "
-                f"cast it (e.g. batch.cast(schema)) or change the schema",
+                f"produced {what} where it has type {found.type}; "
+                f"cast it (e.g. batch.cast(schema), or the array's dtype) or change the schema",
                 field.name,
                 str(field.type),
                 str(found.type),
@@ -62,7 +66,7 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
     extra = [name for name in have if schema.get_field_index(name) < 0]
     if extra:
         raise _mismatch(
-            f"the dataflow produced an Arrow {type(batch).__name__} with column(s) {', '.join(extra)} "
+            f"the dataflow produced {what} with column(s) {', '.join(extra)} "
             f"that the output schema ({', '.join(schema.names)}) does not have",
             extra[0],
             "absent",
@@ -197,11 +201,13 @@ class OutputBatcher:
         """The record batches that one output record (a row or a columnar batch) completes."""
         schema = self.schema
         columnar = isinstance(record, pa.RecordBatch | pa.Table)
+        what = None
         if not columnar and type(record).__name__ == "ndarray" and type(record).__module__ == "numpy":
+            what = f"a numpy structured array (dtype {record.dtype})"
             record = numpy_to_arrow(record, schema)
             columnar = True
         if columnar:
-            return [*self.finish(), *conform_batch(record, schema)]
+            return [*self.finish(), *conform_batch(record, schema, what)]
         if not isinstance(record, tuple | list | dict):
             raise _mismatch(
                 f"output record {self.seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "

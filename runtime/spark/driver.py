@@ -52,8 +52,17 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
-from runtime.spark.errors import DataflowFailed, SparkSetupError
-from runtime.spark.failures import should_retry, summary, task_traceback
+from runtime.spark.errors import DataflowFailed, SparkError, SparkSetupError
+from runtime.spark.failures import (
+    OWN_FAILURE_WAIT,
+    FailureReports,
+    exception_line,
+    should_retry,
+    stopped_by_another,
+    summary,
+    task_traceback,
+    without_markers,
+)
 from runtime.spark.materialize import detach
 from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import ProgressServer, TaskEvent
@@ -252,15 +261,21 @@ def _run_attempts(
     rendezvous: Rendezvous | None = None
     progress: ProgressServer | None = None
     causes: list[str] = []
+    reports = FailureReports()
+
+    def on_event(event: TaskEvent) -> None:
+        reports.note(event)
+        if on_progress is not None:
+            on_progress(event)
+
     try:
         for attempt in range(retries + 1):
             if on_attempt is not None:
                 on_attempt(attempt, causes[-1] if causes else None)
             token = secrets.token_hex(16)
-            if on_progress is not None:
-                if progress is not None:
-                    progress.close()
-                progress = ProgressServer(driver_host, token, on_progress)
+            if progress is not None:
+                progress.close()
+            progress = ProgressServer(driver_host, token, on_event)  # always: the tasks report failures on it
             if through_driver:
                 if rendezvous is not None:
                     rendezvous.close()
@@ -278,9 +293,13 @@ def _run_attempts(
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                failed = _failure(str(error), attempt, retries, causes)
+                text = str(error)
+                own = None
+                if stopped_by_another(task_traceback(text)):  # the failing task's own report tells more
+                    own = reports.own_failure(attempt, OWN_FAILURE_WAIT)
+                failed = _failure(text, attempt, retries, causes, own)
                 if failed is not None:
-                    raise failed from error
+                    raise failed from SparkError(without_markers(text))
                 print(
                     f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({causes[-1]}); retrying",
                     file=sys.stderr,
@@ -295,13 +314,23 @@ def _run_attempts(
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover
 
 
-def _failure(text: str, attempt: int, retries: int, causes: list[str]) -> DataflowFailed | None:
-    """Note why attempt ``attempt`` failed (Spark's error ``text``); the error to raise, or ``None`` to retry."""
-    cause = summary(text)
+def _failure(
+    text: str, attempt: int, retries: int, causes: list[str], own: dict[str, Any] | None = None
+) -> DataflowFailed | None:
+    """Note why attempt ``attempt`` failed (Spark's error ``text``); the error to raise, or ``None`` to retry.
+
+    ``own`` is the failing task's own report, which wins over Spark's text
+    when Spark shows a task that was only stopped by it.
+    """
+    if own is not None:
+        traceback: str | None = without_markers(str(own["traceback"]))
+        cause = exception_line(traceback or "")[:600]
+        retry = bool(own.get("retry"))
+    else:
+        traceback, cause, retry = task_traceback(text), summary(text), should_retry(text)
     causes.append(cause)
-    traceback = task_traceback(text)
     shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
-    if not should_retry(text):
+    if not retry:
         return DataflowFailed(
             f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
             f"of {retries + 1}): {cause}{shown}",
