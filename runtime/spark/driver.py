@@ -52,6 +52,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
+from runtime.spark.driver_phases import DriverPhases, job_labels, partitions_without_running
 from runtime.spark.errors import DataflowFailed, SparkError, SparkSetupError
 from runtime.spark.failures import (
     OWN_FAILURE_WAIT,
@@ -151,19 +152,18 @@ def run_dataflow(
 ) -> Any:
     """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
 
-    ``df.repartition(workers)`` is fed to a barrier ``mapInArrow`` stage: each
-    task is one pytimely process (one worker) of a TCP mesh whose processes
-    find each other through ``BarrierTaskContext.allGather`` and a token the
-    driver makes for each attempt.
+    ``df`` (repartitioned unless its plan has ``workers`` partitions) feeds a
+    barrier ``mapInArrow`` stage: each task is one pytimely process (one
+    worker) of a TCP mesh; the tasks learn each other's addresses from the
+    driver, with a token it makes for each attempt (module docstring).
 
     Contract of ``build(scope, batches) -> Stream``: it is called once in every
     task with the dataflow's root scope and a stream of the task's
     ``pyarrow.RecordBatch`` es, at time 0.  With ``columnar=True`` each Arrow
     batch is one message of that stream, a columnar batch for the batch
-    operators (``map_batch``, ``exchange_batch`` by column, ...); otherwise
-    each is one *record* (of a list batch) for record-wise operators.  Nothing
-    is converted per row unless your operators do it; Arrow batches travel
-    between tasks in Arrow's IPC format.  ``build`` returns the output stream,
+    operators (``map_batch``, ``exchange_batch`` by column, ...); otherwise its
+    rows enter as one list batch of tuples in column order (converted column
+    by column).  Arrow batches travel between tasks in Arrow's IPC format.  ``build`` returns the output stream,
     whose messages may be Arrow record batches or tables with the schema's
     columns (handed to Spark as they are when their schema is the output
     schema, otherwise their columns are reordered), numpy structured arrays,
@@ -173,9 +173,6 @@ def run_dataflow(
     peers, the attempt and a ``report(event, **fields)`` that reaches
     ``on_progress`` on the driver.  ``build`` must be picklable by Spark
     (cloudpickle): a module-level function, or a closure over picklable values.
-
-    With ``columnar=False`` (the default) each Arrow batch's rows enter as
-    one list batch of tuples, in the DataFrame's column order.
 
     ``schema`` is a ``StructType``, a DDL string or a ``pyarrow.Schema``.  The
     returned DataFrame is already computed (``localCheckpoint``), so writing
@@ -191,22 +188,29 @@ def run_dataflow(
     attempt's failure.  ``on_attempt(number, failure)`` is called before each
     attempt (``failure`` is ``None`` for the first, else why the last failed).
 
+    The Spark UI shows the job as ``name`` (job group ``pytimely:NAME``); ``on_progress`` also gets
+    the driver's phases before the job (``task`` is ``None``): :mod:`runtime.spark.driver_phases`.
+
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
     ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
     :mod:`runtime.instrument`.
     """
-    spark = df.sparkSession
-    workers = _checked_workers(spark, workers, retries, build)
-    spark_schema, pa_schema = arrow_schema(schema)
-    bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
-    _preflight(spark, workers, slot_wait)
-    repartitioned = df if df.rdd.getNumPartitions() == workers else df.repartition(workers)
+    phases = DriverPhases(on_progress)
+    with phases.phase("arguments"):  # the first call imports pandas here, for Spark's Arrow types
+        spark = df.sparkSession
+        workers = _checked_workers(spark, workers, retries, build)
+        spark_schema, pa_schema = arrow_schema(schema)
+        bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
+    with phases.phase("preflight"):
+        _preflight(spark, workers, slot_wait)
+    with phases.phase("plan"):
+        repartitioned = df if partitions_without_running(df) == workers else df.repartition(workers)
     # each attempt's token, number and servers are filled in by _run_attempts
     plan = TaskPlan(build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name)
     plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range)
     return _run_attempts(
-        spark, repartitioned, spark_schema, plan, retries, driver_host, through_driver, on_progress, on_attempt
+        spark, repartitioned, spark_schema, plan, retries, driver_host, through_driver, phases, on_attempt
     )
 
 
@@ -254,10 +258,11 @@ def _run_attempts(
     retries: int,
     driver_host: str,
     through_driver: bool,
-    on_progress: Callable[[TaskEvent], None] | None,
+    phases: DriverPhases,
     on_attempt: Callable[[int, str | None], None] | None,
 ) -> Any:
     """Run the barrier stage until an attempt succeeds, a failure would repeat, or the retries are spent."""
+    on_progress = phases.on_progress
     rendezvous: Rendezvous | None = None
     progress: ProgressServer | None = None
     causes: list[str] = []
@@ -289,7 +294,9 @@ def _run_attempts(
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, attempt_plan), spark_schema, barrier=True)
             try:
-                return detach(result.localCheckpoint(eager=True))
+                with job_labels(spark.sparkContext, plan.name, plan.workers, attempt, retries):
+                    phases.event("submitted", attempt=attempt)
+                    return detach(result.localCheckpoint(eager=True))
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise
