@@ -95,3 +95,38 @@ def test_partitions_are_read_from_the_plan_where_it_is_certain_and_nothing_runs(
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
         context.setLocalProperty("spark.job.description", None)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a long, b string",
+        "n bigint,key STRING",
+        "x: double, y: int, z boolean",
+        "d date, bin binary, t tinyint, s smallint, f float, r real, i integer",
+    ],
+)
+def test_a_flat_ddl_schema_is_parsed_in_python_as_sparks_parser_does(
+    spark: Any, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql import types
+
+    from runtime.spark.ddl import simple_ddl
+    from runtime.spark.driver import arrow_schema
+
+    assert simple_ddl(text) == types._parse_datatype_string(text)
+
+    def no_jvm(text: str) -> Any:
+        raise AssertionError(f"Spark's parser was called for {text!r}")
+
+    monkeypatch.setattr(types, "_parse_datatype_string", no_jvm)
+    assert arrow_schema(text)[0] == simple_ddl(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["a array<int>", "`a b` int", "a decimal(10,2)", "a int not null", "t timestamp", "", "a int,", "a"]
+)
+def test_other_ddl_is_left_to_sparks_parser(text: str) -> None:
+    from runtime.spark.ddl import simple_ddl
+
+    assert simple_ddl(text) is None

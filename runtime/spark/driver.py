@@ -52,6 +52,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
+from runtime.spark.ddl import simple_ddl
 from runtime.spark.driver_phases import DriverPhases, job_labels, partitions_without_running
 from runtime.spark.errors import DataflowFailed, SparkError, SparkSetupError
 from runtime.spark.failures import (
@@ -91,7 +92,7 @@ def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
     if isinstance(schema, pa.Schema):
         return from_arrow_schema(schema), schema
     if isinstance(schema, str):
-        schema = _parse_datatype_string(schema)
+        schema = simple_ddl(schema) or _parse_datatype_string(schema)  # Spark's parser: a JVM round trip
     if not isinstance(schema, StructType):
         raise ConfigurationError(
             f"run_dataflow needs the output schema as a StructType, a DDL string such as "
