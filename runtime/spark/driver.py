@@ -198,7 +198,7 @@ def run_dataflow(
     :mod:`runtime.instrument`.
     """
     phases = DriverPhases(on_progress)
-    with phases.phase("arguments"):  # the first call imports pandas here, for Spark's Arrow types
+    with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
         workers = _checked_workers(spark, workers, retries, build)
         spark_schema, pa_schema = arrow_schema(schema)
