@@ -1,35 +1,18 @@
-"""Benchmark: wordcount with exchange on 1 process against 2 processes of 1 worker.
+"""The wordcount dataflow of the ``cost`` workload (``benchmarks/cost.py``).
 
-Each worker generates its share of the text (line ``i`` belongs to worker
-``i % peers``) before timing starts, then sends every epoch at once; the
-dataflow splits lines into ``(word, 1)``, exchanges by word and counts per
-epoch with a notificator.  The time reported is the dataflow's: from the
-moment every worker has built its dataflow and finished a warm-up epoch to the
-moment the last worker sees the final epoch complete (the slowest worker
-counts).  Process start-up (about a third of a second) is reported apart.
-
-Usage::
-
-    python benchmarks/cluster.py            # full size
-    python benchmarks/cluster.py --quick    # small, a smoke test
-
-From ``benchmarks/run.py``: ``from benchmarks.cluster import cluster_wordcount_row``
-and ``cluster_wordcount_row(quick, repeat)`` returns one Markdown table row
-(plus a note on the load) for the report.
+The dataflow splits lines into ``(word, 1)``, exchanges by word and counts per
+epoch with a notificator (record-wise, with a local combiner, or columnar);
+:func:`line` makes the ``i``-th line of a generated text.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -37,7 +20,7 @@ if str(ROOT) not in sys.path:
 if str(ROOT / "examples") not in sys.path:  # wordcount_columnar's split, for the columnar variant
     sys.path.append(str(ROOT / "examples"))
 
-from runtime import Worker, execute  # noqa: E402
+from runtime import Worker  # noqa: E402
 from scopes import (  # noqa: E402
     Capability,
     Exchange,
@@ -49,7 +32,6 @@ from scopes import (  # noqa: E402
     ScopeBuilder,
 )
 
-GOAL = 1.6
 WORDS = [f"word{number}" for number in range(5000)]
 """A vocabulary large enough that exchange balances it between workers."""
 
@@ -126,132 +108,3 @@ def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = F
 
     handle, probe = worker.dataflow(build, name="wordcount")
     return handle, probe, counted
-
-
-def wordcount_worker(
-    worker: Worker, epochs: int, lines: int, combine: bool = False, columnar: bool = False
-) -> tuple[float, float, int, float]:
-    """Count words of ``epochs`` epochs of ``lines`` lines; return (start, end, words counted here, CPU s).
-
-    The dataflow is :func:`wordcount_dataflow`'s; each worker generates its share
-    of the text (line ``i`` of an epoch belongs to worker ``i % peers``).
-    """
-    handle, probe, counted = wordcount_dataflow(worker, combine, columnar)
-    mine: list[Any] = [
-        [line(e * lines + i) for i in range(worker.index, lines, worker.peers)] for e in range(epochs + 1)
-    ]
-    if columnar:
-        import numpy as np
-
-        mine = [np.array(batch) for batch in mine]  # fixed-width unicode: NumPy's own string dtype
-    handle.send_batch(mine[0])  # warm-up epoch, not timed
-    handle.advance_to(1)
-    worker.step_while(lambda: probe.less_than(1))
-    counted[0] = 0
-    start = time.perf_counter()
-    cpu = time.process_time()
-    for epoch in range(1, epochs + 1):
-        handle.send_batch(mine[epoch])
-        handle.advance_to(epoch + 1)
-    worker.step_while(lambda: probe.less_than(epochs + 1))
-    end = time.perf_counter()
-    return start, end, counted[0], time.process_time() - cpu
-
-
-def columnar_wire_missing() -> str | None:
-    """Why the columnar variant cannot run on processes here (the wire cannot carry NumPy arrays), or ``None``."""
-    import numpy as np
-
-    from runtime.communication.wire import encode_batch
-
-    try:
-        encode_batch(cast(Any, np.array(["word"])))
-    except TypeError:
-        return (
-            "not measured: the wire between processes cannot carry NumPy arrays in this revision "
-            "(colio's part of the columnar contract, branch wip-colio, is not merged)"
-        )
-    return None
-
-
-def measure(
-    processes: int, epochs: int, lines: int, combine: bool = False, columnar: bool = False
-) -> tuple[float, float, int, float]:
-    """(dataflow seconds, wall seconds with start-up, words counted, CPU seconds of the busiest process)."""
-    began = time.perf_counter()
-    job = partial(wordcount_worker, epochs=epochs, lines=lines, combine=combine, columnar=columnar)
-    results = execute(job, workers=1, processes=processes)
-    wall = time.perf_counter() - began
-    if processes == 1:
-        start, end, words, cpu = results[0]
-        return end - start, wall, words, cpu
-    # perf_counter is system-wide on Linux (CLOCK_MONOTONIC), so starts and ends compare across processes
-    start = min(r[0] for r in results)
-    end = max(r[1] for r in results)
-    return end - start, wall, sum(r[2] for r in results), max(r[3] for r in results)
-
-
-def cluster_wordcount_row(quick: bool = False, repeat: int = 3, combine: bool = False) -> tuple[str, str]:
-    """Measure; return a Markdown table row and a note on the machine's load.
-
-    With ``combine`` the dataflow counts each batch locally before the exchange
-    (a combiner), so that far fewer records cross between processes.
-    """
-    epochs, lines = (4, 2_000) if quick else (10, 12_000)
-    expected = 8 * epochs * lines
-    load_before = os.getloadavg()
-    one: list[float] = []
-    two: list[float] = []
-    walls: dict[int, list[float]] = {1: [], 2: []}
-    cpus: dict[int, list[float]] = {1: [], 2: []}
-    for _ in range(repeat):
-        for processes, times in ((1, one), (2, two)):
-            seconds, wall, words, cpu = measure(processes, epochs, lines, combine)
-            cpus[processes].append(cpu)
-            if words != expected:
-                raise AssertionError(f"{processes} process(es) counted {words} words, expected {expected}")
-            times.append(seconds)
-            walls[processes].append(wall)
-    load_after = os.getloadavg()
-    speedup = min(one) / min(two)
-    verdict = "PASS" if speedup >= GOAL else f"MISS (short by {GOAL - speedup:.2f}x)"
-    rate1 = expected / min(one)
-    rate2 = expected / min(two)
-    row = (
-        f"| wordcount + exchange{' (with a local combiner)' if combine else ''}, "
-        f"1 process x 1 worker vs 2 processes x 1 worker "
-        f"({epochs} x {lines:,} lines, {expected:,} words) | {rate1:,.0f} words/s | {rate2:,.0f} words/s | "
-        f"{speedup:.2f}x (goal >= {GOAL}x) | {verdict} |"
-    )
-    note = (
-        f"Best of {repeat}; all runs: 1 process {', '.join(f'{t:.2f}' for t in one)} s, "
-        f"2 processes {', '.join(f'{t:.2f}' for t in two)} s (dataflow time; wall time with start-up: "
-        f"{min(walls[1]):.2f} s and {min(walls[2]):.2f} s). Load average (1, 5, 15 min) before: "
-        f"{', '.join(f'{x:.2f}' for x in load_before)}; after: {', '.join(f'{x:.2f}' for x in load_after)}; "
-        f"{os.cpu_count()} CPUs. CPU time in the timed part: {min(cpus[1]):.2f} s for 1 process, "
-        f"{min(cpus[2]):.2f} s for the busier of 2, so with a CPU free for each process the speed-up "
-        f"could reach at most about {min(cpus[1]) / min(cpus[2]):.2f}x."
-    )
-    return row, note
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Print the row and the note."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions (best is reported)")
-    args = parser.parse_args(argv)
-    rows = [cluster_wordcount_row(args.quick, args.repeat, combine) for combine in (False, True)]
-    print("| benchmark | 1 process | 2 processes | speed-up | goal |")
-    print("|---|---|---|---|---|")
-    for row, _ in rows:
-        print(row)
-    print()
-    for _, note in rows:
-        print(note)
-        print()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

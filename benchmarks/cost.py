@@ -22,16 +22,16 @@ of the whole job: for pytimely ``execute`` with process start-up, reading,
 the dataflow and shutdown) and **without reading** (pytimely: from the end of
 an empty warm-up epoch, when every process has read its share and connected,
 to the last worker's end; the baselines: the count or the CSR build and the
-algorithm on data already in memory).  :func:`cost_line` turns the times into
-the COST answer.
+algorithm on data already in memory).  ``goals.toml``'s COST lines turn the times
+into the COST answer.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -47,6 +47,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
 
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
+from harness import Log, Metric, Size, WrongAnswer, median  # noqa: E402
 
 from runtime import Worker, execute  # noqa: E402
 from scopes import ScopeBuilder  # noqa: E402
@@ -269,25 +270,91 @@ def scipy_wcc(path: str, nodes: int) -> Timing:
     return Timing(with_reading, without_reading, components_with_edges(src, dst, nodes, count))
 
 
-# ---------------------------------------------------------------------------- the COST answer
+# ---------------------------------------------------------------------------- the workload
+
+PROCESSES = (1, 2, 4)
 
 
-def cost(medians: Mapping[int, float], baseline: float) -> int | None:
-    """The fewest workers whose median time is below ``baseline``'s, or ``None`` if none is."""
-    for workers in sorted(medians):
-        if medians[workers] < baseline:
-            return workers
-    return None
+def _timings(runs: list[Timing], key: str, label: str, edges_or_words: int) -> dict[str, Metric]:
+    """Medians of ``runs`` (one process count) as metrics ``key``, ``key_read``, ``key_cpu`` and ``key_wait``."""
+    plain = median([t.without_reading for t in runs])
+    cpu = median([t.cpu for t in runs])
+    return {
+        key: Metric(plain, "s", label),
+        f"{key}_read": Metric(median([t.with_reading for t in runs]), "s", f"{label}, reading included"),
+        f"{key}_cpu": Metric(cpu, "s", f"CPU of the busiest process, {label}"),
+        f"{key}_wait": Metric(plain - cpu, "s", f"wall − CPU of the busiest process (waiting), {label}"),
+        f"{key}_ns": Metric(plain / edges_or_words * 1e9, "ns", f"per item, {label}"),
+    }
 
 
-def cost_line(medians: Mapping[int, float], baseline: float, baseline_name: str) -> str:
-    """``"2 workers (1.3× faster than ...)"`` or ``"never up to 4 workers (best: 0.8× ...)"``."""
-    workers = cost(medians, baseline)
-    if workers is not None:
-        speedup = baseline / medians[workers]
-        return f"{workers} worker{'s' if workers > 1 else ''} ({speedup:.2f}× {baseline_name})"
-    best = min(medians, key=lambda w: medians[w])
-    return (
-        f"never up to {max(medians)} workers (best: {best} worker{'s' if best > 1 else ''}, "
-        f"{baseline / medians[best]:.2f}× {baseline_name})"
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: wordcount (3 forms) and WCC on 1, 2 and 4 processes against the best single
+    thread, interleaved, every answer checked; the metrics the goals and COST lines of ``goals.toml`` name."""
+    import tempfile
+
+    epochs, lines, edges = (2, 1_000, 20_000) if size.quick else (10, 50_000, 4_000_000)
+    words = epochs * lines * WORDS_PER_LINE
+    with tempfile.TemporaryDirectory(prefix="pytimely-bench-") as directory:
+        log(f"  writing {words:,} words and {edges:,} edges ...")
+        paths = write_wordcount_text(Path(directory), epochs, lines)
+        edges_path = str(Path(directory) / "edges.tsv")
+        nodes = write_edges(Path(edges_path), edges)
+        singles = {"counter": lambda: wordcount_loop(paths), "scipy": lambda: scipy_wcc(edges_path, nodes)}
+        if importlib.util.find_spec("pyarrow") is not None:
+            singles["value_counts"] = lambda: wordcount_value_counts(paths)
+        jobs = {f"wc_{v}": partial(wordcount, paths, variant) for v, variant in WORDCOUNT_KEYS.items()}
+        jobs["wcc"] = partial(wcc, edges_path, nodes)
+        single_runs: dict[str, list[Timing]] = {key: [] for key in singles}
+        runs: dict[str, list[Timing]] = {f"{job}_p{p}": [] for job in jobs for p in PROCESSES}
+        for rep in range(size.repeat):
+            for key, single in singles.items():
+                single_runs[key].append(single())
+            for job, run in jobs.items():
+                expected = single_runs["scipy" if job == "wcc" else "counter"][-1].check
+                for p in PROCESSES:
+                    timing = run(p)
+                    if timing.check != expected:
+                        raise WrongAnswer(
+                            f"{job} on {p} process(es) found {timing.check}, the single thread {expected}"
+                        )
+                    runs[f"{job}_p{p}"].append(timing)
+                    log(f"  cost {rep + 1}/{size.repeat} {job} on {p}: {timing.without_reading:.3f} s")
+    found: dict[str, Metric] = {}
+    for key, timings in runs.items():
+        job, count = key.rsplit("_p", 1)
+        found.update(
+            _timings(
+                timings,
+                key,
+                f"{LABELS[job]} on {count} process{'es' if count != '1' else ''}",
+                edges if job == "wcc" else words,
+            )
+        )
+    for key, timings in single_runs.items():
+        found.update(_timings(timings, key, f"single thread, {key}", edges if key == "scipy" else words))
+    for reading in ("", "_read"):
+        fastest = min((found[f"{key}{reading}"] for key in single_runs if key != "scipy"), key=lambda m: m.value)
+        found[f"wc_single{reading}"] = Metric(fastest.value, "s", f"the faster single thread ({fastest.what})")
+        for p in PROCESSES:
+            best = min((found[f"{job}_p{p}{reading}"] for job in jobs if job != "wcc"), key=lambda m: m.value)
+            found[f"wc_best_p{p}{reading}"] = Metric(best.value, "s", f"the fastest wordcount ({best.what})")
+    for job in jobs:
+        share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
+        found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
+    found["wcc_start_p2"] = Metric(
+        found["wcc_p2_read"].value - found["wcc_p2"].value, "s", "start-up, reading and shutdown on 2 processes"
     )
+    found["wc_best_p1_vs_single"] = Metric(
+        found["wc_best_p1"].value / found["wc_single"].value, "x", "the fastest 1-process wordcount ÷ the single thread"
+    )
+    return found
+
+
+WORDCOUNT_KEYS = {"record": "record-wise", "combiner": "combiner", "columnar": "columnar"}
+LABELS = {
+    "wc_record": "record-wise wordcount",
+    "wc_combiner": "wordcount with a combiner",
+    "wc_columnar": "columnar wordcount",
+    "wcc": "columnar WCC",
+}

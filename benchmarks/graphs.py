@@ -1,57 +1,21 @@
-"""Weakly and strongly connected components of the Debian graph: pytimely columnar beside networkx.
+"""Weakly and strongly connected components of the Debian graph: pytimely columnar beside networkx, scipy, igraph.
 
-:func:`measure` times, side by side in one run, every variant below on
-``examples/data/debian-bookworm-depends.tsv.gz`` (274,855 edges, 63,597 packages),
-``repeat`` times each, interleaved (one repetition of every variant, then the
-next), so that drift in machine speed affects them alike:
+:func:`measure` times every variant ``repeat`` times, interleaved, on
+``examples/data/debian-bookworm-depends.tsv.gz`` (274,855 edges, 63,597 packages):
+``read`` (gunzip and split into names, in no total), ``networkx build`` (a ``DiGraph``
+of the name pairs), ``networkx wcc``/``scc``, ``intern`` (``np.unique`` over the names:
+pytimely's "build"), ``columnar wcc``/``scc`` (``examples/connected_components_columnar.py``
+and ``examples/scc_columnar.py`` on 1 worker, ``execute`` included), ``scipy``/``igraph``
+``build``, ``wcc`` and ``scc`` on the interned ids when installed, and, unless
+``record_wise=False``, ``examples/connected_components.py`` and ``examples/scc.py``
+record-wise.  ``X + build`` / ``X + intern`` rows sum the two per repetition.
 
-``read``
-    gunzip and split the file into names (the same for every variant; not in any total).
-``networkx build``
-    ``nx.DiGraph()`` and ``add_edges_from`` over the ``(str, str)`` pairs.
-``networkx wcc`` / ``networkx scc``
-    ``weakly_connected_components`` / ``strongly_connected_components`` on that graph.
-``networkx wcc + build`` / ``networkx scc + build``
-    the sum of the two, per repetition: what a networkx user pays after reading.
-``intern``
-    ``np.unique(..., return_inverse=True)`` over the names (pytimely's "build").
-``columnar wcc`` / ``columnar scc``
-    ``examples/connected_components_columnar.py`` / ``examples/scc_columnar.py``
-    on 1 worker (``execute(..., workers=1)``, start and shutdown included).
-``columnar wcc + intern`` / ``columnar scc + intern``
-    the sum, per repetition: the figure to set beside ``networkx ... + build``.
-``scipy build`` / ``scipy wcc`` / ``scipy scc`` (when scipy is installed)
-    a ``csr_matrix`` of the interned ids, then ``scipy.sparse.csgraph.connected_components``
-    with ``connection="weak"`` / ``"strong"``; ``... + build`` adds the matrix.
-``igraph build`` / ``igraph wcc`` / ``igraph scc`` (when igraph is installed)
-    ``igraph.Graph(n, edges, directed=True)`` of the interned ids, then
-    ``connected_components(mode="weak")`` / ``"strong"``; ``... + build`` adds the graph.
-``record-wise wcc`` / ``record-wise scc`` (unless ``record_wise=False``)
-    for reference: ``examples/connected_components.py`` (its label propagation,
-    on the interned ids as ``int`` tuples) and ``examples/scc.py`` (on the name
-    pairs), 1 worker.
-
-The result is plain data (JSON-serialisable)::
-
-    {
-      "graph": {"path": str, "edges": int, "nodes": int},
-      "repeat": int,
-      "rows": {name: {"seconds": [float, ...],   # one per repetition, in order
-                      "median": float, "min": float, "max": float,
-                      "spread": float}},        # (max - min) / median
-      "ratios": {name: float},                  # median / median, see RATIOS
-      "agree": {name: bool},                    # each variant's components equal networkx's
-      "goal": {"wcc": bool, "scc": bool},       # columnar + intern <= networkx + build (medians)
-    }
-
-``rows`` keys are the names above.  ``ratios`` holds, for ``wcc`` and ``scc``:
-``"columnar {kind} + intern / networkx {kind} + build"`` (the issue's goal: at
-most 1), ``"columnar {kind} / networkx {kind}"`` (algorithm alone), and with
-the record-wise variants ``"record-wise {kind} / networkx {kind} + build"``.
-
-Run ``python benchmarks/graphs.py`` for a table (``--repeat``, ``--no-record-wise``,
-``--limit-edges``, ``--json``).  Timings on a shared machine are noisy: read
-the ratios, which come from one interleaved run.
+The result is plain data (JSON-serialisable): ``{"graph": {"path", "edges", "nodes"},
+"repeat", "rows": {name: {"seconds": [...], "median", "min", "max", "spread"}},
+"ratios": {name: float}, "agree": {name: bool}, "goal": {"wcc": bool, "scc": bool}}``;
+``agree`` says whether each variant's components equal networkx's.  ``python
+benchmarks/graphs.py`` prints a table (``--repeat``, ``--no-record-wise``,
+``--limit-edges``, ``--json``).
 """
 
 from __future__ import annotations
@@ -75,6 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:  # the harness, when this module is loaded from a file
+    sys.path.append(str(ROOT / "benchmarks"))
+
+from harness import Log, Metric, Size, Skip, WrongAnswer, median  # noqa: E402
 
 from runtime.execute import execute  # noqa: E402
 
@@ -290,6 +258,34 @@ def table(result: dict[str, Any]) -> str:
         + ", ".join(f"{kind} {'met' if met else 'MISSED'}" for kind, met in goal.items()),
     ]
     return "\n".join(lines)
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: :func:`measure` without the record-wise examples; every variant's answer
+    checked against networkx; each row as a metric (``columnar_wcc_intern`` for ``columnar wcc + intern``)."""
+    try:
+        importlib.import_module("networkx")
+    except ImportError:
+        raise Skip("networkx is not installed (`make bench` installs it)") from None
+    log("  networkx, scipy, igraph and pytimely columnar on the Debian graph ...")
+    result = measure(size.repeat, record_wise=False, limit=20_000 if size.quick else None)
+    disagree = [name for name, same in result["agree"].items() if not same]
+    if disagree:
+        raise WrongAnswer(f"connected components: {', '.join(disagree)} disagree with networkx")
+    edges = result["graph"]["edges"]
+    found = {
+        name.replace(" + ", " ").replace(" ", "_"): Metric(row["median"], "s", f"{name}, {edges:,} edges")
+        for name, row in result["rows"].items()
+    }
+    for kind in KINDS:
+        read = [
+            sum(pair)
+            for pair in zip(
+                result["rows"]["read"]["seconds"], result["rows"][f"columnar {kind} + intern"]["seconds"], strict=True
+            )
+        ]
+        found[f"columnar_{kind}_read"] = Metric(median(read), "s", f"columnar {kind}, reading and interning included")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ from pathlib import Path
 from statistics import median, quantiles
 from typing import Any
 
+from harness import Log, Metric, Size
+
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 if str(REPO) not in sys.path:  # appended, not prepended: a hook-free copy put first on the path must win
@@ -252,6 +254,22 @@ def compare(repeat: int = 3) -> list[tuple[str, str, float]]:
     return [
         (name, variant, median(runs)) for name, per_variant in values.items() for variant, runs in per_variant.items()
     ]
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: the pipeline and the epoch latency with no hooks, logging off, to memory and
+    to a file, each run a fresh process, interleaved; with the spread of each (interquartile range ÷ median)."""
+    sizes = {"pipeline": 5_000 if size.quick else 20_000, "latency": 500 if size.quick else 2_000}
+    values, _ = measure_variants(
+        {"record pipeline": sizes["pipeline"], "epoch latency": sizes["latency"]}, max(size.repeat, 2), log
+    )
+    found: dict[str, Metric] = {}
+    for name, key in (("record pipeline", "pipeline"), ("epoch latency", "latency")):
+        for variant, runs in values[name].items():
+            label = variant.replace(" ", "_")
+            found[f"{key}_{label}"] = Metric(median(runs), "s", f"{name}, {variant}")
+            found[f"{key}_{label}_spread"] = Metric(relative_iqr(runs), "x", f"spread of {name}, {variant}")
+    return found
 
 
 if __name__ == "__main__":

@@ -19,17 +19,17 @@ Variants:
 * ``map_batch_fused``: pytimely ``map_batch`` with one list function doing the map and
   the filter in one pass, as the handwritten loop does;
 * ``numpy``: pytimely with NumPy batches (``map_batch`` and ``exchange_batch``).
-
-The last two need the columnar API (``Stream.map_batch``); :func:`missing_columnar`
-says when it is absent.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from typing import Any
+
+from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved
 
 from runtime.execute import execute
 from runtime.worker import Worker
@@ -135,17 +135,6 @@ def record(epochs: int, per_epoch: int) -> tuple[float, Counts]:
         lambda s: s.map(times_three_plus_one).filter(is_even).exchange(identity).count(),
         make_batches(epochs, per_epoch),
     )
-
-
-def missing_columnar() -> str | None:
-    """Why the columnar variants cannot run here, or ``None`` when they can."""
-    missing = [name for name in ("map_batch", "exchange_batch") if not hasattr(Stream, name)]
-    if missing:
-        return (
-            f"not measured: this revision has no `Stream.{'`/`Stream.'.join(missing)}` "
-            "(the columnar core, branch wip-colcore, is not merged)"
-        )
-    return None
 
 
 def map_batch_lists(epochs: int, per_epoch: int) -> tuple[float, Counts]:
@@ -301,3 +290,57 @@ def map_batch_epoch_function(epochs: int, per_epoch: int) -> tuple[float, Counts
 def bytewax_combined(epochs: int, per_epoch: int) -> tuple[float, Counts]:
     """bytewax with a per-batch combiner before its keyed exchange (see :func:`bytewax_pipeline`)."""
     return bytewax_pipeline(epochs, per_epoch, combine=True)
+
+
+LABELS = {
+    "loop": "the handwritten loop",
+    "builtins": "builtin map/filter",
+    "record": "record-wise",
+    "map_batch": "map_batch, two list functions",
+    "map_batch_fused": "map_batch, one list function",
+    "map_batch_epoch": "map_batch, the loop once per epoch",
+    "numpy": "NumPy batches",
+    "bytewax": "bytewax count_final",
+    "bytewax_combined": "bytewax with a combiner",
+    "bytewax_lists": "bytewax, one list per epoch",
+}
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: every variant, interleaved, its counts checked; seconds and ns over the loop."""
+    epochs, per_epoch = (4, 20_000) if size.quick else (20, 100_000)
+    records = epochs * per_epoch
+    runners: dict[str, Runner] = {
+        "loop": loop,
+        "builtins": builtins,
+        "record": record,
+        "map_batch": map_batch_lists,
+        "map_batch_fused": map_batch_fused,
+        "map_batch_epoch": map_batch_epoch_function,
+        "numpy": numpy_batches,
+    }
+    bytewax = missing_bytewax()
+    if bytewax is None:
+        runners.update(bytewax=bytewax_pipeline, bytewax_combined=bytewax_combined, bytewax_lists=bytewax_epoch_lists)
+    expected = expected_counts(epochs, per_epoch)
+
+    def checked(key: str) -> Callable[[], float]:
+        def run() -> float:
+            seconds, counts = runners[key](epochs, per_epoch)
+            if counts != expected:
+                raise WrongAnswer(f"record pipeline: {key} counted {counts}, expected {expected}")
+            return seconds
+
+        return run
+
+    values = interleaved({key: checked(key) for key in runners}, size, log, "pipeline")
+    found = {key: in_seconds(times, f"{LABELS[key]}, {records:,} records") for key, times in values.items()}
+    for key in ("record", "map_batch", "map_batch_fused", "numpy"):
+        extra = (found[key].value - found["loop"].value) / records * 1e9
+        found[f"{key}_over_loop"] = Metric(extra, "ns", f"{LABELS[key]}: time per record beyond the loop's")
+    if bytewax is None:
+        fastest = min(found["bytewax"], found["bytewax_combined"], key=lambda metric: metric.value)
+        found["bytewax_recordwise"] = Metric(fastest.value, "s", "bytewax record-wise, the faster configuration")
+    else:
+        found["bytewax_recordwise"] = Metric(math.nan, "", bytewax)
+    return found

@@ -1,6 +1,6 @@
 """Scaling benchmarks: timely's ``shape_scaling`` shapes, and a loop with an exchange inside.
 
-Run by ``benchmarks/run.py`` (sections 3 and 4 of the report); runnable alone too:
+Run by ``benchmarks/run.py`` (workloads ``loop`` and ``shape``); runnable alone too:
 ``python benchmarks/scaling.py shape operator 10000`` prints one JSON line.
 
 * **Shapes**: an input partitioned into N streams, then (a) one operator with N inputs
@@ -30,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median  # noqa: E402
 
 from runtime.execute import execute  # noqa: E402
 from scopes import INTEGER, Pipeline, ScopeBuilder, Stream, generic  # noqa: E402
@@ -172,6 +174,41 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
     start = time.perf_counter()
     execute(partial(collatz_worker, limit=limit, count=count), workers=workers)
     return {"seconds": time.perf_counter() - start, "per_message": stats[1] / max(stats[0], 1)}
+
+
+def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: the Collatz loop on 1 worker and on 2 threads, and records per message."""
+    limit = 300 if size.quick else 3_000
+    per_message: dict[int, list[float]] = {1: [], 2: []}
+
+    def run(workers: int) -> float:
+        result = collatz_once(limit, workers)
+        per_message[workers].append(result["per_message"])
+        return result["seconds"]
+
+    values = interleaved({"one": partial(run, 1), "two": partial(run, 2)}, size, log, "loop")
+    return {
+        "one": in_seconds(values["one"], f"1 worker, numbers 1 to {limit:,}"),
+        "two": in_seconds(values["two"], f"2 threads, numbers 1 to {limit:,}"),
+        "per_message_one": Metric(median(per_message[1]), "", "records per exchanged message on 1 worker"),
+        "per_message_two": Metric(median(per_message[2]), "", "records per exchanged message on 2 threads"),
+    }
+
+
+def bench_shape(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: both shapes with N ports (100,000; 1,000 in ``--quick``), each in a fresh
+    interpreter: seconds and peak resident MB."""
+    count = 1_000 if size.quick else 100_000
+    found: dict[str, Metric] = {}
+    for shape in SHAPES:
+        runs = [shape_in_child(shape, count) for _ in range(min(size.repeat, 3))]  # 30 s each at 100,000
+        if any(result is None for result in runs):
+            raise WrongAnswer(f"the {shape} shape with {count:,} ports failed or ran out of time")
+        log(f"  shape {shape}: {[round(result['seconds'], 2) for result in runs if result]} s")
+        found[shape] = in_seconds([r["seconds"] for r in runs if r], f"{shape} shape, N = {count:,}")
+        peak = median([r["peak_mb"] for r in runs if r])
+        found[f"{shape}_mb"] = Metric(peak, "MB", f"peak resident memory, {shape} shape, N = {count:,}")
+    return found
 
 
 if __name__ == "__main__":

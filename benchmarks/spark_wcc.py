@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from harness import Log, Metric, Size, Skip  # noqa: E402
+
 from runtime.spark import spark_session  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
@@ -342,6 +344,41 @@ def print_flagship(results: dict[str, Any]) -> None:
                 f"  {lp['read']:7.2f} s + {lp['propagate']:.2f} s  PySpark label propagation (read, propagate: "
                 f"{lp['iterations']} iterations, {status})"
             )
+
+
+BASELINE_ITERATIONS = 3
+"""Label propagation's iterations at 5 M edges in ``make bench`` (to the fixed point it took about 200 s)."""
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: :func:`measure_flagship` once at the Debian graph and at 5 M edges (left out
+    of ``--quick``): the pytimely stage beyond its dataflow, the whole flagship against the dataflow without
+    Spark, their stages, and PySpark's label propagation on the Debian graph."""
+    if size.quick:
+        raise Skip("left out of --quick (Spark takes minutes)")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise Skip("pyspark is not installed (`make bench` installs it)") from None
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    log("  the flagship at the Debian graph and at 5 M edges ...")
+    big = synthetic_graph(SYNTHETIC_PATH)
+    results = measure_flagship([DEFAULT_INPUT, big], "local[2]", True, {big.name: BASELINE_ITERATIONS})
+    found: dict[str, Metric] = {}
+    for key, name in (("debian", DEFAULT_INPUT.name), ("big", big.name)):
+        row = results[name]
+        stages, alone = row["flagship"], row["alone"]
+        for stage in FLAGSHIP_STAGES:
+            found[f"{key}_{stage.replace(' ', '_').replace('-', '_')}"] = Metric(stages[stage], "s", f"{name}: {stage}")
+        found[f"{key}_extra"] = Metric(stages["pytimely"] - stages["dataflow"], "s", f"{name}: stage beyond dataflow")
+        found[f"{key}_total"] = Metric(row["flagship total"], "s", f"{name}: the whole flagship")
+        without = alone["read"] + alone["intern"] + alone["dataflow"]
+        found[f"{key}_alone"] = Metric(without, "s", f"{name}: read, intern and dataflow without Spark")
+        propagation = row.get("label propagation", {})
+        if "read" in propagation and propagation["converged"]:
+            seconds = propagation["read"] + propagation["propagate"]
+            found[f"{key}_label_propagation"] = Metric(seconds, "s", f"{name}: PySpark label propagation")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,8 +5,11 @@ file per minute of arrival, are written once; both engines then count each
 user's clicks in tumbling windows of ``WINDOW`` minutes, from the rows the
 files hold (read before the clock starts, so the figure is the engines' own).
 
-* pytimely: one epoch per file, ``stream.window(Tumbling(WINDOW), key=user).count()``
-  on 1 worker; windows close when the frontier passes them.
+* pytimely: one epoch per file on 1 worker, in both forms: record-wise,
+  ``stream.window(Tumbling(WINDOW), key=user).count()`` on ``(user, minute)``
+  tuples, and columnar, ``stream.window_batch(Tumbling(WINDOW), keys="user").count()``
+  on the files' Arrow tables (its fastest form); windows close when the frontier
+  passes them.
 * bytewax: ``count_window`` with an ``EventClock`` on the click's minute (an
   hour's wait for system time: with none, its watermark moves with the wall
   clock and it drops clicks as late) and a ``TumblingWindower``, fed by a ``TestingSource``
@@ -27,6 +30,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds
 
 FILES = 60
 ROWS_PER_FILE = 5_000
@@ -65,8 +70,18 @@ def read_epochs(paths: list[Path]) -> list[list[tuple[str, int]]]:
     return epochs
 
 
-def pytimely_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[Any]]:
-    """Seconds for pytimely's windowed count on 1 worker, and its answer ``{(user, start): count}``."""
+def read_tables(paths: list[Path]) -> list[Any]:
+    """Each file as an Arrow table, one per file (epoch)."""
+    import pyarrow.parquet as pq
+
+    return [pq.read_table(path) for path in paths]
+
+
+def pytimely_count(epochs: list[Any], columnar: bool = False) -> tuple[float, Counter[Any]]:
+    """Seconds for pytimely's windowed count on 1 worker, and its answer ``{(user, start): count}``.
+
+    ``epochs`` are lists of ``(user, minute)`` tuples, or Arrow tables when ``columnar``.
+    """
     from runtime import execute
     from scopes import Tumbling
 
@@ -75,8 +90,12 @@ def pytimely_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[
 
         def build(scope: Any) -> Any:
             clicks_in, clicks = scope.new_input("Clicks")
-            counts = clicks.window(Tumbling(WINDOW), key=lambda click: click[0]).count().down
-            counts.inspect_batch(lambda time, batch: out.extend(batch))
+            if columnar:
+                counts = clicks.window_batch(Tumbling(WINDOW), keys="user").count().down
+                counts.inspect_batch(lambda time, table: out.append(table))
+            else:
+                counts = clicks.window(Tumbling(WINDOW), key=lambda click: click[0]).count().down
+                counts.inspect_batch(lambda time, batch: out.extend(batch))
             return clicks_in, counts.probe()
 
         clicks_in, probe = worker.dataflow(build)
@@ -91,6 +110,9 @@ def pytimely_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[
 
     gc.collect()
     seconds, out = execute(main, workers=1)[0]
+    if columnar:
+        rows = [row for table in out for row in table.to_pylist()]
+        return seconds, Counter({(row["user"], row["window_start"]): row["count"] for row in rows})
     return seconds, Counter({(user, window[0]): count for user, window, count in out})
 
 
@@ -119,19 +141,41 @@ def bytewax_count(epochs: list[list[tuple[str, int]]]) -> tuple[float, Counter[A
 
 
 def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
-    """Interleaved runs of both engines on the same files; raises if their answers differ."""
+    """Interleaved runs of both engines on the same files; :class:`WrongAnswer` if their counts differ."""
     with tempfile.TemporaryDirectory() as directory:
-        epochs = read_epochs(write_files(Path(directory), files))
-    seconds: dict[str, list[float]] = {"pytimely": [], "bytewax": []}
+        paths = write_files(Path(directory), files)
+        epochs, tables = read_epochs(paths), read_tables(paths)
+    seconds: dict[str, list[float]] = {"pytimely": [], "pytimely_columnar": [], "bytewax": []}
     for _ in range(repeat):
         mine, ours = pytimely_count(epochs)
+        columnar_seconds, columnar = pytimely_count(tables, columnar=True)
         theirs_seconds, theirs = bytewax_count(epochs)
-        if ours != theirs:
-            differ = sorted(set(ours.items()) ^ set(theirs.items()))[:5]
-            raise RuntimeError(f"pytimely and bytewax counted different windows, for example {differ}")
+        for form, answer in (("record-wise", ours), ("columnar", columnar)):
+            if answer != theirs:
+                differ = sorted(set(answer.items()) ^ set(theirs.items()))[:5]
+                raise WrongAnswer(f"pytimely ({form}) and bytewax counted different windows, for example {differ}")
         seconds["pytimely"].append(mine)
+        seconds["pytimely_columnar"].append(columnar_seconds)
         seconds["bytewax"].append(theirs_seconds)
     return seconds
+
+
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: both engines' windowed counts of the same clicks, their answers compared."""
+    try:
+        import bytewax  # noqa: F401
+    except ImportError:
+        raise Skip("bytewax is not installed (`make bench` installs it)") from None
+    files = 6 if size.quick else FILES
+    clicks = files * ROWS_PER_FILE
+    found = {key: in_seconds(times, f"{key}, {clicks:,} clicks") for key, times in measure(size.repeat, files).items()}
+    log(
+        f"  windows: pytimely {found['pytimely'].text()}, columnar {found['pytimely_columnar'].text()}, "
+        f"bytewax {found['bytewax'].text()}"
+    )
+    for key in ("pytimely", "pytimely_columnar", "bytewax"):
+        found[f"{key}_ns"] = Metric(found[key].value / clicks * 1e9, "ns", f"{key}'s time per click")
+    return found
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Turn it on with ``execute(..., audit=True)`` or ``PYTIMELY_AUDIT=1``.  Each
 worker then gets an :class:`Auditor`, which receives the same hook calls as
-the instrumentation (:class:`scopes.hooks.ProgressObserver`) and checks, as
+the instrumentation (:class:`scopes.progress.hooks.ProgressObserver`) and checks, as
 they happen:
 
 1. **Safety.** A message consumed at an operator input bears a time the
@@ -52,8 +52,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runtime.errors import AuditViolation
-from scopes.hooks import ProgressObserver
-from scopes.order import Time, less_equal
+from scopes.progress.hooks import ProgressObserver
+from scopes.progress.order import Time, less_equal
 
 AUDIT_QUIET = 0.5
 """Seconds every worker must have been idle, with nothing in flight, before check 5 judges the counts."""
@@ -429,16 +429,15 @@ class TeeObserver:
         return forward
 
 
-def combine(*observers: Any) -> Any:
-    """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`."""
+def combine(*observers: ProgressObserver | None) -> ProgressObserver | None:
+    """One observer for the given ones, skipping ``None``: ``None``, the only one, or a :class:`TeeObserver`.
+
+    Typed with the hooks' interface, so that mypy checks at each call that the
+    :class:`Auditor` and the logger implement all of it.
+    """
     present = [candidate for candidate in observers if candidate is not None]
     if not present:
         return None
     if len(present) == 1:
         return present[0]
     return TeeObserver(*present)
-
-
-def as_observer(auditor: Auditor) -> ProgressObserver:
-    """``auditor`` as the hooks' interface (mypy checks here that :class:`Auditor` implements all of it)."""
-    return auditor

@@ -39,10 +39,10 @@ from typing import Any
 from runtime.communication.wire import decode_value, encode_value
 from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
-from scopes.reachability import Tracker
+from scopes.progress.reachability import Tracker
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import INTEGER, TimestampType
 from scopes.state_registry import ENDED, StateRegistry
-from scopes.subgraph import Subgraph
-from scopes.timestamp import INTEGER, TimestampType
 
 MAGIC = b"\x89PTCK\r\n\x1a"
 """The first 8 bytes of a checkpoint file."""

@@ -33,7 +33,7 @@ The extension table
     ===========  ====  =========================================================
     name         code  payload
     ===========  ====  =========================================================
-    PRODUCT      1     a :class:`~scopes.timestamp.Product`: ``[outer, inner]``
+    PRODUCT      1     a :class:`~scopes.progress.timestamp.Product`: ``[outer, inner]``
     TUPLE        2     a ``tuple``: an array of its items
     SET          3     a ``set``: an array of its items
     FROZENSET    4     a ``frozenset``: an array of its items
@@ -75,10 +75,10 @@ from runtime.communication.arraycodec import (
     split_ndarray,
 )
 from runtime.errors import DecodeError, EncodingError
-from scopes.timestamp import Product
+from scopes.progress.timestamp import Product
 
 EXT_PRODUCT = 1
-"""Extension code of a :class:`~scopes.timestamp.Product`: payload ``[outer, inner]``."""
+"""Extension code of a :class:`~scopes.progress.timestamp.Product`: payload ``[outer, inner]``."""
 EXT_TUPLE = 2
 """Extension code of a ``tuple``: payload an array of its items."""
 EXT_SET = 3
@@ -130,8 +130,14 @@ _codecs_by_name: dict[str, Codec] = {}
 
 
 def type_name(cls: type) -> str:
-    """``module.QualifiedName`` of ``cls``."""
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """``module.QualifiedName`` of ``cls``.
+
+    The script a program runs is ``__main__`` in the process that started it and
+    ``__mp_main__`` in the processes started for it; both are called ``__main__``
+    here, so that a class defined in the script has one name in every process.
+    """
+    module = "__main__" if cls.__module__ == "__mp_main__" else cls.__module__
+    return f"{module}.{cls.__qualname__}"
 
 
 def _is_columnar_type(cls: type) -> bool:
@@ -147,8 +153,9 @@ def register_codec(
     ``encode(value)`` must return something the wire carries (built-ins,
     timestamps, or values of other registered types); ``decode`` receives that
     and must rebuild the value.  Every process of the computation must register
-    the same codecs under the same ``name`` (default: ``module.QualifiedName``);
-    registering at import time of the module that defines ``main`` does that.
+    the same codecs under the same ``name`` (default: ``module.QualifiedName``,
+    with the script being run called ``__main__`` in every process); registering
+    at import time of the module that defines ``main`` does that.
     Registering ``cls`` again replaces its codec.  ``decode`` is only ever
     called by :func:`decode` on values of the wire dialect, which is only used
     once a peer has proved the cluster's token.

@@ -67,8 +67,8 @@ from runtime.framing import (
     frame,
     what_file,
 )
-from scopes.capture import Batch, CaptureEvent, Progress
-from scopes.timestamp import INTEGER, ProductType, TimestampType
+from scopes.capture import CapturedBatch, CaptureEvent, Progress
+from scopes.progress.timestamp import INTEGER, ProductType, TimestampType
 
 MAGIC = CAPTURE_MAGIC
 """The first 8 bytes of every event log (binary, and sensitive to newline mangling)."""
@@ -91,7 +91,7 @@ EXTENSION_CODES = (EXT_PRODUCT, EXT_TUPLE, EXT_SET, EXT_FROZENSET, EXT_NDARRAY, 
 EVENT_PROGRESS = 0
 """First element of a Progress record: ``[0, [[time, diff], ...]]``."""
 EVENT_MESSAGES = 1
-"""First element of a Batch record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
+"""First element of a CapturedBatch record: ``[1, time, [record, ...]]`` or ``[1, time, columnar batch]``."""
 
 _READ_CHUNK = 1 << 16
 
@@ -106,9 +106,9 @@ def encode_event(event: CaptureEvent) -> bytes:
     """The msgpack payload of ``event`` (without framing)."""
     if isinstance(event, Progress):
         return codec.pack_capture([EVENT_PROGRESS, [[time, diff] for time, diff in event.updates]])
-    if isinstance(event, Batch):
+    if isinstance(event, CapturedBatch):
         return codec.pack_capture([EVENT_MESSAGES, event.time, event.data])
-    raise TypeError(f"{event!r} is not an event (Progress or Batch)")
+    raise TypeError(f"{event!r} is not an event (Progress or CapturedBatch)")
 
 
 def decode_event(payload: bytes) -> CaptureEvent:
@@ -126,7 +126,7 @@ def decode_event(payload: bytes) -> CaptureEvent:
             and len(value) == 3
             and (isinstance(value[2], list) or columnar_kind(value[2]) is not None)
         ):
-            return Batch(value[1], value[2])
+            return CapturedBatch(value[1], value[2])
     raise DecodeError(f"payload {codec.describe(value)} is not an event record")
 
 
@@ -198,7 +198,7 @@ class EventWriter:
         try:
             payload = encode_event(event)
         except (TypeError, OverflowError, ValueError) as error:
-            time = event.time if isinstance(event, Batch) else [t for t, _ in getattr(event, "updates", [])]
+            time = event.time if isinstance(event, CapturedBatch) else [t for t, _ in getattr(event, "updates", [])]
             raise EventEncodeError(
                 f"event log {self.name}: cannot write the event at time {time!r}: {error}", self.name
             ) from error
@@ -448,7 +448,7 @@ class EventReader:
         times = self._times
         if times is None:
             return
-        if isinstance(event, Batch):
+        if isinstance(event, CapturedBatch):
             if not times.contains(event.time):
                 raise self._wrong_time(event.time, offset)
         else:

@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigurationError, FileSinkError
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
-from scopes.channels import Exchange, Pipeline
+from scopes.capability import Capability
+from scopes.contracts import Exchange, Pipeline
 from scopes.generic_operators import unary
-from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.handles import OperatorInput, OperatorOutput
+from scopes.operator import OperatorInfo
 from scopes.state_registry import registry_of
 
 if TYPE_CHECKING:

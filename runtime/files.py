@@ -46,7 +46,9 @@ from runtime.errors import ConfigurationError, FileSourceError
 from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_modules
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
-from scopes.operator import Capability, OperatorInfo, OperatorOutput
+from scopes.capability import Capability
+from scopes.handles import OperatorOutput
+from scopes.operator import OperatorInfo
 from scopes.sources import programmable
 from scopes.state_registry import registry_of
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopes.subgraph import Subgraph
+from scopes.progress.subgraph import Subgraph
 
 Fingerprint = list[Any]
 """``[scope name, timestamp type, children, edges]``; see :func:`fingerprint`."""

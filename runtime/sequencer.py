@@ -25,16 +25,18 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runtime.barrier import SynchronizationTimeout
 from runtime.errors import TimelyRuntimeError
-from scopes.antichain import MutableAntichain
-from scopes.channels import Broadcast
-from scopes.operate import Updates
+from scopes.contracts import Broadcast
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
+from scopes.progress.antichain import MutableAntichain
+from scopes.progress.operate import Updates
 
 if TYPE_CHECKING:
     from runtime.worker import Worker
     from scopes.builder import ScopeBuilder
-    from scopes.operator import Capability, OperatorInfo, OperatorOutput
+    from scopes.capability import Capability
+    from scopes.handles import OperatorOutput
+    from scopes.operator import OperatorInfo
 
 T = TypeVar("T")
 

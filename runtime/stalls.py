@@ -27,14 +27,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from scopes.antichain import Antichain
 from scopes.input_handle import InputHandle
-from scopes.location import Location, Source, Target
-from scopes.order import less_equal
 from scopes.probes import ProbeHandle
-from scopes.reachability import Tracker
-from scopes.subgraph import Subgraph
-from scopes.timestamp import PathSummary
+from scopes.progress.antichain import Antichain
+from scopes.progress.location import Location, Source, Target
+from scopes.progress.order import less_equal
+from scopes.progress.reachability import Tracker
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import PathSummary
 
 __all__ = ["Wait", "describe_input", "holding_inputs"]
 

@@ -45,9 +45,9 @@ from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
 from scopes.builder import ScopeBuilder
-from scopes.order import Time
+from scopes.progress.order import Time
+from scopes.progress.timestamp import INTEGER, TimestampType
 from scopes.stream import Stream
-from scopes.timestamp import INTEGER, TimestampType
 
 DEFAULT_OUTPUT = "output"
 """The name under which a build function's single returned stream is collected."""

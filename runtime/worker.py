@@ -18,30 +18,22 @@ from runtime.communication import Communicator, Stop
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
-from runtime.metrics import report_stall
-from runtime.stalls import Wait, describe_input, holding_inputs
+from runtime.stall_watch import StallWatch
 from scopes.builder import BuildContext, ScopeBuilder
-from scopes.change_batch import ChangeBatch
-from scopes.channels import Puller
-from scopes.subgraph import Subgraph
-from scopes.timestamp import INTEGER, Product, TimestampType
+from scopes.channel_protocols import Puller
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import INTEGER, TimestampType
 
 R = TypeVar("R")
 
 log = logging.getLogger("runtime.worker")
-
-STALL_WARNING = 30.0
-"""Seconds every worker must wait, with work unfinished, before a worker logs why (once)."""
 
 CIRCULATING_FIRST = 5.0
 """Seconds after ``main`` returns before a loop still circulating is first reported."""
 
 CIRCULATING_EVERY = 30.0
 """Seconds between later reports of loops still circulating."""
-
-CERTAIN_STALL = 1.0
-"""Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``
-(the default of :attr:`Worker.certain_stall`)."""
 
 _NOTHING: list[ChangeBatch[Any]] = []
 _ROOM_PARK = 0.01
@@ -128,17 +120,8 @@ class Worker:
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self._several = communicator.peers > 1
-        self.stall_timeout = stall_timeout
-        self._stall_reported = False  # the metrics endpoint (if any) shows this worker as stalled
-        self.stall_warning: float | None = STALL_WARNING
-        """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
-        self._stall_warned = False
-        self.certain_stall: float = CERTAIN_STALL
-        """Seconds of stall before a stall known to be permanent raises ``DataflowStuck``."""
-        self._wait: Wait | None = None  # main is inside step_while, so it cannot feed its inputs
-        self._draining = False  # main has returned: only the dataflows can still move
-        self._judged: int | None = None  # consulted probes when this idle period was last judged
-        self._holding: set[tuple[int, ...]] | None = None  # inputs that alone hold the wait back
+        self._stalls = StallWatch(communicator.index, communicator.peers, communicator, self._context, self._dataflows)
+        self._stalls.stall_timeout = stall_timeout
         self.logger: Instrument | None = logger_for(communicator.index)
         """This worker's instrumentation logger; ``None`` when logging is off (the default)."""
         if audit is None:
@@ -297,10 +280,7 @@ class Worker:
             if self._idle:
                 self._idle = False
                 comm.report_idle(False)  # also withdraws a report_stuck
-                self._judged = self._holding = None
-                if self._stall_reported:
-                    self._stall_reported = False
-                    report_stall(self.index, None)
+                self._stalls.resumed()
             active = sorted(self._active)
             self._active.clear()
             for index in active:
@@ -321,82 +301,11 @@ class Worker:
         else:
             self._idle = True
             comm.report_idle(True)
-            self._check_stall(comm.stalled_for())
+            self._stalls.check(comm.stalled_for(), self.auditor)
         comm.flush()
         if self._several:
             comm.end_step(bool(self._active))
         return bool(self._dataflows)
-
-    def _check_stall(self, stalled: float) -> None:
-        """Raise for a stall that is certain or longer than ``stall_timeout``; warn once for another."""
-        if not stalled:
-            return
-        if self.auditor is not None:  # the audit names an over-count before any stall is reported
-            self.auditor.stalled(stalled, self._comm.in_flight)
-        timeout = self.stall_timeout
-        if timeout is not None and stalled > timeout:
-            explanation = self.explain_stuck()
-            report_stall(self.index, explanation)
-            raise DataflowStuck(explanation)
-        if stalled > self.certain_stall / 2:
-            self._judge()
-        if (
-            self._holding is not None
-            and self._wait is not None
-            and stalled > self.certain_stall
-            and self._comm.all_stuck()
-        ):
-            raise DataflowStuck(self._certain_message())
-        warning = self.stall_warning
-        if warning is not None and stalled > warning and not self._stall_reported:
-            self._stall_reported = True
-            report_stall(self.index, self.explain_stuck())
-        if warning is not None and stalled > warning and not self._stall_warned:
-            self._stall_warned = True
-            log.warning(
-                "every worker has waited %.0f s with work unfinished; this is normal for a program "
-                "waiting for outside data, and pytimely keeps running (pass stall_timeout to execute "
-                "to make a stall an error). This warning is given once.\n%s",
-                stalled,
-                self.explain_stuck(),
-            )
-
-    def _judge(self) -> None:
-        """Tell the other workers whether this worker's ``main`` can only wait (once per idle period and wait)."""
-        wait = self._wait
-        consulted = wait.consulted() if wait is not None else []
-        if self._judged == len(consulted):
-            return
-        self._judged = len(consulted)
-        if wait is not None:
-            inputs = self._context.inputs
-            holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, inputs)
-            self._holding = holding
-            self._comm.report_stuck(holding is not None)
-        else:
-            self._comm.report_stuck(self._draining)
-
-    def _certain_message(self) -> str:
-        """The explanation of a certain stall, naming the inputs that hold it and where they were made."""
-        holding = self._holding or set()
-        mine = [
-            describe_input(handle)
-            for handle in self._context.inputs
-            if not handle.closed and handle.operator is not None and handle.operator.address in holding
-        ]
-        inputs = f" (input {', '.join(mine)})" if mine else " (of other workers)"
-        if self.peers == 1:
-            why = f"only its own open inputs{inputs} hold back the probe(s) its condition reads"
-        else:
-            why = (
-                f"only open inputs{inputs} hold back the probe(s) its condition reads, and every "
-                "other worker waits the same way or has returned, so none can advance or close them"
-            )
-        return (
-            f"{self.explain_stuck()}\nThis cannot change: worker {self.index} waits in step_while, and "
-            f"{why}. Advance or close the input(s) before waiting for their results (a wait that also "
-            "ends on something outside the dataflow, such as a deadline, belongs in a loop of worker.step())."
-        )
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
@@ -413,16 +322,12 @@ class Worker:
         waits the same way; see :mod:`runtime.stalls`), raises
         :class:`~runtime.errors.DataflowStuck` after :attr:`certain_stall` seconds.
         """
-        outer, self._wait = self._wait, Wait(self._context.probes)
-        self._judged = self._holding = None
-        self._comm.report_stuck(False)
+        outer = self._stalls.begin_wait(self._context.probes)
         try:
             while condition():
                 self.step_or_park(0.01)
         finally:
-            self._wait = outer
-            self._judged = self._holding = None
-            self._comm.report_stuck(False)
+            self._stalls.end_wait(outer)
 
     def close_inputs(self) -> None:
         """Close every input this worker created (done automatically when ``main`` returns)."""
@@ -437,8 +342,7 @@ class Worker:
         again every :data:`CIRCULATING_EVERY` seconds: its scope and iterations.
         """
         self.close_inputs()
-        self._draining = True
-        self._judged = None
+        self._stalls.drain()
         started = time.monotonic()
         report = started + CIRCULATING_FIRST
         while self._dataflows:
@@ -458,108 +362,40 @@ class Worker:
 
     def circulating(self) -> list[str]:
         """The loop scopes with records or capabilities in them, each with its iterations."""
-        found: list[str] = []
-        for dataflow in self._dataflows.values():
-            _circulating(dataflow.root, (dataflow.name,), found)
-        return found
+        return self._stalls.circulating()
 
     def explain_stuck(self) -> str:
         """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
-        lines = [f"worker {self.index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
-        open_inputs = [handle for handle in self._context.inputs if not handle.closed]
-        for handle in open_inputs:
-            site = f" (created at {handle.site})" if handle.site else ""
-            lines.append(
-                f"  input '{handle.name}' is still open at time {handle.time!r}{site}: "
-                "advance it with advance_to() or close() it"
-            )
-        for dataflow in self._dataflows.values():
-            lines.append(f"  dataflow '{dataflow.name}':")
-            if dataflow.unverified:
-                waiting = ", ".join(str(peer) for peer in sorted(dataflow.unverified))
-                lines.append(
-                    f"    not started: worker(s) {waiting} have not built it (did every worker "
-                    "build the same dataflows?)"
-                )
-                continue
-            held = _pointstamps(dataflow.root, (dataflow.name,), self.index)
-            if not held:
-                lines.append("    (no capabilities or messages remain here; waiting for other workers)")
-            for what in held:
-                lines.append(f"    {what}")
-        for what in self._comm.in_flight():
-            lines.append(f"  {what}")
-        lines.append(
-            "An operator that holds a capability must downgrade or drop it, and every input "
-            "must be advanced or closed, for a dataflow to complete."
-        )
-        return "\n".join(lines)
+        return self._stalls.explain_stuck()
+
+    @property
+    def stall_timeout(self) -> float | None:
+        """Seconds of any stall before it raises ``DataflowStuck`` (``None``: never)."""
+        return self._stalls.stall_timeout
+
+    @stall_timeout.setter
+    def stall_timeout(self, seconds: float | None) -> None:
+        self._stalls.stall_timeout = seconds
+
+    @property
+    def stall_warning(self) -> float | None:
+        """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
+        return self._stalls.stall_warning
+
+    @stall_warning.setter
+    def stall_warning(self, seconds: float | None) -> None:
+        self._stalls.stall_warning = seconds
+
+    @property
+    def certain_stall(self) -> float:
+        """Seconds of stall before a stall known to be permanent raises ``DataflowStuck``."""
+        return self._stalls.certain_stall
+
+    @certain_stall.setter
+    def certain_stall(self, seconds: float) -> None:
+        self._stalls.certain_stall = seconds
 
 
 def _ordinal(index: int) -> str:
     suffix = "th" if 10 <= (index + 1) % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get((index + 1) % 10, "th")
     return f"{index + 1}{suffix}"
-
-
-def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) -> None:
-    """Describe, into ``found``, each loop scope in ``subgraph`` (or below) still holding times."""
-    for child in subgraph.children[1:]:
-        if not isinstance(child, Subgraph):
-            continue
-        inner = path + (child.name,)
-        tracker = child.tracker
-        times = [
-            time_
-            for location in tracker.locations()
-            for time_, count in tracker.pointstamps(location).items()
-            if count > 0 and isinstance(time_, Product)
-        ]
-        if times:
-            values = {time_.inner for time_ in times}
-            try:
-                iterations = sorted(values)
-            except TypeError:
-                iterations = sorted(values, key=repr)
-            shown = f"{iterations[0]!r}" if len(iterations) == 1 else f"{iterations[0]!r} to {iterations[-1]!r}"
-            earliest = min(times, key=lambda time_: (repr(time_.outer), repr(time_.inner)))
-            found.append(
-                f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} (for example time {earliest!r})"
-            )
-        _circulating(child, inner, found)
-
-
-def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
-    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
-
-    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
-    """
-    from scopes.location import Source
-
-    found: list[str] = []
-    tracker = subgraph.tracker
-    scope = " / ".join(path)
-    for location in tracker.locations():
-        if location.node == 0:
-            continue
-        name = subgraph.child_names[location.node]
-        address = subgraph.address + (location.node,)
-        for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
-            if count <= 0:
-                continue
-            if isinstance(location, Source):
-                held = getattr(subgraph.children[location.node], "held_capabilities", None)
-                mine = held()[location.port] if callable(held) else 0
-                found.append(
-                    f"operator '{name}' (scope '{scope}', address {address}) holds "
-                    f"{count} capability(ies) for time {time_!r} at output {location.port}"
-                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
-                )
-            else:
-                found.append(
-                    f"{count} message(s) at time {time_!r} wait at input {location.port} of "
-                    f"operator '{name}' (scope '{scope}', address {address})"
-                )
-    for child in subgraph.children[1:]:
-        if isinstance(child, Subgraph):
-            found.extend(_pointstamps(child, path + (child.name,), worker))
-    return found

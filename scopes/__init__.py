@@ -2,15 +2,12 @@
 
 Pure: no sockets, files or threads.  The pieces, bottom up:
 
-* :mod:`scopes.order`, :mod:`scopes.timestamp`: partial orders, timestamps
-  (integers and ``Product``), path summaries, refinements between nested scopes.
-* :mod:`scopes.antichain`, :mod:`scopes.change_batch`: frontiers and count updates.
-* :mod:`scopes.reachability`, :mod:`scopes.visit_order`: compiled path summaries, the
-  pointstamp tracker, and the orders it visits work in.
-* :mod:`scopes.operate`, :mod:`scopes.subgraph`: the ``Operate`` interface (how a parent
-  sees a child) and ``Subgraph``, built through :mod:`scopes.subgraph_builder`, its
-  locations numbered by :mod:`scopes.location_index`, its progress exchanged by
-  :mod:`scopes.progcaster`.
+* :mod:`scopes.progress`: the progress model, timely's ``progress/``: partial orders and
+  timestamps, antichains and change batches, locations, the reachability tracker, the
+  ``Operate`` interface (exported here as :data:`Scope` too: the seed's *Scope* interface) and
+  ``Subgraph``, its graph, locations and progress exchange.  It imports nothing of the rest of
+  :mod:`scopes` but the channel protocols (:mod:`scopes.channel_protocols`) and the errors.
+  The old flat paths (:mod:`scopes.antichain`, :mod:`scopes.subgraph`, ...) still import.
 * :mod:`scopes.operator`, :mod:`scopes.operator_builder`: operators, capabilities,
   notifications, and assembling an operator.
 * :mod:`scopes.core`: the plain stream and scope the operator families
@@ -30,13 +27,13 @@ from scopes import native as _native
 
 _native.select(_sys.modules[__name__])
 
-from scopes.antichain import Antichain, MutableAntichain
 from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, source, to_stream
-from scopes.change_batch import ChangeBatch
-from scopes.channels import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
+from scopes.capability import Capability, CapabilityRef
+from scopes.contracts import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
 from scopes.errors import (
     BuildError,
     CapabilityError,
+    ConflictingUpdates,
     CycleError,
     GraphError,
     ProgressError,
@@ -46,22 +43,19 @@ from scopes.errors import (
     TimelyError,
     TimestampError,
 )
+from scopes.handles import OperatorInput, OperatorOutput
 from scopes.keyed import KeyedStream
-from scopes.location import Source, Target
-from scopes.operate import Operate
-from scopes.operator import (
-    Capability,
-    CapabilityRef,
-    Notificator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-)
-from scopes.order import PartialOrder, less_equal, less_than
-from scopes.reachability import Tracker
-from scopes.stream import Stream, generic
-from scopes.subgraph import Subgraph
-from scopes.timestamp import (
+from scopes.keyed_columnar import KeyedBatches
+from scopes.notificator import Notificator
+from scopes.operator import OperatorInfo
+from scopes.progress.antichain import Antichain, MutableAntichain
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.location import Source, Target
+from scopes.progress.operate import Operate, Scope
+from scopes.progress.order import PartialOrder, less_equal, less_than
+from scopes.progress.reachability import Tracker
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import (
     INTEGER,
     UINT64_MAX,
     IntegerSummary,
@@ -72,6 +66,7 @@ from scopes.timestamp import (
     ProductType,
     TimestampType,
 )
+from scopes.stream import Stream, generic
 from scopes.windows import Session, Sliding, Tumbling, Windowed
 
 __all__ = [
@@ -80,6 +75,7 @@ __all__ = [
     "Antichain",
     "Broadcast",
     "BuildError",
+    "ConflictingUpdates",
     "Capability",
     "CapabilityError",
     "CapabilityRef",
@@ -92,6 +88,7 @@ __all__ = [
     "InputHandle",
     "IntegerSummary",
     "IntegerType",
+    "KeyedBatches",
     "KeyedStream",
     "LoopHandle",
     "MutableAntichain",
@@ -108,6 +105,7 @@ __all__ = [
     "ProductType",
     "ProgressError",
     "Operate",
+    "Scope",
     "ScopeBoundaryError",
     "ScopeBuilder",
     "ScopeError",

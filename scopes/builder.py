@@ -3,7 +3,7 @@
 ``worker.dataflow(build)`` calls ``build(scope)`` with a :class:`ScopeBuilder` for a
 new top-level scope.  Nested scopes (:meth:`ScopeBuilder.iterative`,
 :meth:`ScopeBuilder.scoped`, :meth:`ScopeBuilder.region`) are
-:class:`~scopes.subgraph.Subgraph` objects of their own, with builders of their own.
+:class:`~scopes.progress.subgraph.Subgraph` objects of their own, with builders of their own.
 
 The names live where they are made: ``ScopeBuilder`` beside ``Stream`` in
 :mod:`scopes.stream` (each names the other), the scope's data and

@@ -4,7 +4,7 @@ A captured stream is described completely by two kinds of :data:`CaptureEvent`:
 
 * :class:`Progress` ``(updates)``: changes ``(time, diff)`` to the frontier of the
   stream, exactly as the capturing operator saw them at its input.
-* :class:`Batch` ``(time, data)``: a batch that arrived at ``time``: a list of
+* :class:`CapturedBatch` ``(time, data)``: a batch that arrived at ``time``: a list of
   records, or a columnar batch (a numpy array, an Arrow record batch or table),
   recorded and replayed as itself, never as rows.
 
@@ -31,19 +31,20 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from scopes.antichain import Antichain
 from scopes.batches import batch_len, copy_batch
-from scopes.change_batch import ChangeBatch
-from scopes.channels import Pipeline
-from scopes.core import Scope, StreamCore
+from scopes.contracts import Pipeline
+from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ReplayError
-from scopes.operate import Updates
-from scopes.operator import Operator, OperatorInfo, OutputPort
+from scopes.operator import Operator, OperatorInfo
 from scopes.operator_builder import OperatorBuilder
-from scopes.order import less_equal
+from scopes.ports import OutputPort
+from scopes.progress.antichain import Antichain
+from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.operate import Updates
+from scopes.progress.order import less_equal
+from scopes.progress.timestamp import PathSummary
 from scopes.signatures import describe_operator
 from scopes.state_registry import registry_of
-from scopes.timestamp import PathSummary
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -55,14 +56,17 @@ class Progress(NamedTuple):
     updates: list[tuple[Any, int]]
 
 
-class Batch(NamedTuple):
+class CapturedBatch(NamedTuple):
     """A batch ``data`` that the captured stream carried at ``time``: a list of records or a columnar batch."""
 
     time: Any
     data: Any
 
 
-CaptureEvent = Progress | Batch
+Batch = CapturedBatch
+"""The old name of :class:`CapturedBatch` (renamed so as not to clash with :data:`scopes.batches.Batch`)."""
+
+CaptureEvent = Progress | CapturedBatch
 """One event of a captured stream."""
 
 
@@ -143,7 +147,7 @@ def capture_into(stream: StreamCore, pusher: EventPusher, name: str = "Capture")
 
     def logic() -> None:
         while (message := pull()) is not None:
-            push(Batch(message[0], message[1]))
+            push(CapturedBatch(message[0], message[1]))
 
     operator.set_logic(logic)
 
@@ -209,7 +213,7 @@ class CaptureRecorder:
 
     def batches(self) -> list[tuple[Any, Any]]:
         """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""
-        return [(event.time, event.data) for event in self.events() if isinstance(event, Batch)]
+        return [(event.time, event.data) for event in self.events() if isinstance(event, CapturedBatch)]
 
     def __len__(self) -> int:
         return len(self._events)
@@ -321,7 +325,7 @@ def recording_identity(recording: Any) -> str:
     return identity if isinstance(identity, str) else "?"
 
 
-def replay_into(recordings: Iterable[Any], scope: Scope[S], name: str = "Replay") -> S:
+def replay_into(recordings: Iterable[Any], scope: ScopeCore[S], name: str = "Replay") -> S:
     """Reproduce recorded streams in ``scope``; returns the replayed stream.
 
     ``recordings`` is the list of *all* recordings, the same on every worker:
@@ -378,7 +382,7 @@ class _Replayer:
         streams: list[_ReplayedStream],
         output: OutputPort,
         info: OperatorInfo,
-        scope: Scope[StreamCore],
+        scope: ScopeCore[StreamCore],
         where: str,
     ) -> None:
         self.streams = streams
@@ -464,10 +468,10 @@ class _Replayer:
                 return True
             if isinstance(event, Progress):
                 self.apply_progress(state, event.updates)
-            elif isinstance(event, Batch):
+            elif isinstance(event, CapturedBatch):
                 self.apply_messages(state, event.time, event.data)
             else:
-                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor Batch")
+                raise self.fail(state, f"yielded {event!r}, which is neither Progress nor CapturedBatch")
         return False
 
 
@@ -477,6 +481,7 @@ __all__ = [
     "CaptureEvent",
     "EventPusher",
     "Batch",
+    "CapturedBatch",
     "Progress",
     "RecorderCursor",
     "ReplayError",

@@ -57,6 +57,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, KeyColumnError
 from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
+from scopes.joins import check_same_scope
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -435,7 +436,7 @@ def join_batch(
     name: str,
 ) -> S:
     """Per time, the equi-join of ``stream``'s rows with ``other``'s on key columns (see the module's docstring)."""
-    where = describe_operator(name, stream.scope.path)
+    where = check_same_scope(stream, other, name)
     left = key_columns(keys, where)
     right = left if right_keys is None else key_columns(right_keys, where, "right key")
     if len(right) != len(left):
@@ -446,8 +447,6 @@ def join_batch(
         raise BuildError(f"{where}: suffixes must be two different strings, got {suffixes!r}")
     if importlib.util.find_spec("pyarrow") is None:
         raise BuildError(f"{where}: join_batch joins with Arrow; install pyarrow (pip install 'pytimely[files]')")
-    if other.scope is not stream.scope:
-        raise BuildError(f"{where}: both streams of a join must be in one scope")
     importlib.import_module("pyarrow")
     prepare_arrow()
     join = _Join(where, left, right, join_type, suffixes)

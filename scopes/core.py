@@ -5,20 +5,24 @@ it, the channel its messages go through) and every operator family is written
 against it; the methods users call come from the families.  This module is that
 struct for pytimely, and the scope it lives in:
 
-* :class:`StreamCore`: a stream's scope, :class:`~scopes.location.Source`, tee and
+* :class:`StreamCore`: a stream's scope, :class:`~scopes.progress.location.Source`, tee and
   name.  :class:`~scopes.stream.Stream`, the class users call ``map`` or
   ``exchange`` on, derives from it and adds one method per operator.
-* :class:`Scope`: a scope while it is built: its subgraph, the worker's
+* :class:`ScopeCore`: a scope while it is built: its subgraph, the worker's
   :class:`BuildContext`, its parent, and the checks that operators are added
   only to the scope whose body is running.  Its streams come from
-  :meth:`Scope.new_stream`, which :class:`~scopes.builder.ScopeBuilder` implements by
+  :meth:`ScopeCore.new_stream`, which :class:`~scopes.builder.ScopeBuilder` implements by
   making a :class:`~scopes.stream.Stream`.
 
 The families (:mod:`scopes.per_record`, :mod:`scopes.routing`, ...) and
 :mod:`scopes.operator_builder` import this module, never :mod:`scopes.stream` or
 :mod:`scopes.builder`: each takes a stream of any class ``S`` and returns streams
-of the same class, made by the stream's own scope (a ``Scope[S]``).  So the
+of the same class, made by the stream's own scope (a ``ScopeCore[S]``).  So the
 facade imports the families and nothing imports the facade back.
+
+``ScopeCore`` was called ``Scope`` here before; that name now belongs to the
+seed's *Scope* interface, :data:`scopes.Scope` (timely's ``Operate``).  The old
+``scopes.core.Scope`` still imports, with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from scopes.channels import Allocator, Tee
+from scopes.channel_protocols import Allocator
 from scopes.errors import ScopeBoundaryError
 from scopes.input_handle import InputHandle
-from scopes.location import Source
-from scopes.subgraph import Subgraph
-from scopes.timestamp import TimestampType
+from scopes.local_channels import Tee
+from scopes.progress.location import Source
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import TimestampType
 
-__all__ = ["BuildContext", "Scope", "StageChain", "StreamCore", "describe_stream"]
+__all__ = ["BuildContext", "ScopeCore", "StageChain", "StreamCore", "describe_stream"]
 
 S_co = TypeVar("S_co", bound="StreamCore", covariant=True)
 """The class of the streams a scope makes (for users, :class:`~scopes.stream.Stream`)."""
@@ -67,7 +72,7 @@ class BuildContext:
         which ones a wait reads; typed loosely because :mod:`scopes.probes` builds on this module)."""
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
-        self.building: list[Scope[StreamCore]] = []
+        self.building: list[ScopeCore[StreamCore]] = []
 
     def next_channel(self) -> int:
         """A fresh channel identifier (the same sequence on every worker)."""
@@ -76,7 +81,7 @@ class BuildContext:
         return channel
 
 
-class Scope(ABC, Generic[S_co]):
+class ScopeCore(ABC, Generic[S_co]):
     """One scope while its dataflow is built: where operators go, and which streams it makes.
 
     Subclasses say what a stream is by implementing :meth:`new_stream`
@@ -87,7 +92,7 @@ class Scope(ABC, Generic[S_co]):
         self,
         subgraph: Subgraph,
         context: BuildContext,
-        parent: Scope[S_co] | None = None,
+        parent: ScopeCore[S_co] | None = None,
         index_in_parent: int = 0,
     ) -> None:
         """Wrap ``subgraph``; ``parent`` is the enclosing scope (``None`` at top level)."""
@@ -129,7 +134,7 @@ class Scope(ABC, Generic[S_co]):
     def path(self) -> tuple[str, ...]:
         """The names of this scope and the scopes enclosing it, outermost first."""
         names: list[str] = []
-        scope: Scope[StreamCore] | None = self
+        scope: ScopeCore[StreamCore] | None = self
         while scope is not None:
             names.append(scope.name)
             scope = scope.parent
@@ -203,7 +208,7 @@ class StreamCore:
 
     __slots__ = ("scope", "source", "tee", "name", "chain")
 
-    def __init__(self, scope: Scope[Self], source: Source, tee: Tee, name: str) -> None:
+    def __init__(self, scope: ScopeCore[Self], source: Source, tee: Tee, name: str) -> None:
         """Describe output ``source`` of ``scope``, whose messages go through ``tee``."""
         self.scope = scope
         self.source = source
@@ -223,3 +228,18 @@ def describe_stream(stream: StreamCore) -> str:
     maker = f"operator '{scope.subgraph.child_names[node]}'" if node else "the scope's entrance"
     path = " > ".join(repr(part) for part in scope.path)
     return f"stream '{stream.name}' (made by {maker} in scope {path})"
+
+
+def __getattr__(name: str) -> Any:
+    """The old name ``Scope`` of :class:`ScopeCore`, still importable (with a :class:`DeprecationWarning`)."""
+    if name == "Scope":
+        import warnings
+
+        warnings.warn(
+            "scopes.core.Scope is now scopes.core.ScopeCore (the scope being built); "
+            "scopes.Scope is the seed's Scope interface (Operate)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ScopeCore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

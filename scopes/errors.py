@@ -69,6 +69,14 @@ class ScopeBoundaryError(BuildError):
     """
 
 
+class ConflictingUpdates(ScopeError, ValueError):
+    """A table got two different values for one key at one time.
+
+    Which of them is the latest would depend on the order messages arrive in,
+    which differs between runs and worker counts, so the join refuses to choose.
+    """
+
+
 class UserFunctionError(ScopeError, TypeError):
     """A user function returned something its operator cannot use (for example, a
     ``flat_map`` function returned a value that is not iterable)."""

@@ -12,17 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from scopes.channels import ChannelContract
-from scopes.core import Scope, StreamCore
-from scopes.operator import (
-    Capability,
-    Notificator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-)
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract
+from scopes.core import ScopeCore, StreamCore
+from scopes.handles import OperatorInput, OperatorOutput
+from scopes.notificator import Notificator
+from scopes.operator import OperatorInfo
 from scopes.operator_builder import OperatorBuilder
-from scopes.reachability import SummarySpec
+from scopes.progress.reachability import SummarySpec
 from scopes.signatures import check_function, check_logic, describe_operator
 
 S = TypeVar("S", bound=StreamCore)
@@ -39,7 +36,7 @@ GenericLogic = Callable[[list[OperatorInput], list[OperatorOutput]], None]
 
 
 def generic(
-    scope: Scope[S],
+    scope: ScopeCore[S],
     name: str,
     inputs: Sequence[tuple[S, ChannelContract]],
     outputs: int,

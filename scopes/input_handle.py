@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from scopes.batches import BatchError, is_batch, is_columnar
+from scopes.capability import Capability
 from scopes.errors import ScopeError, TimestampError
-from scopes.hooks import ProgressObserver
-from scopes.operator import Capability, Operator, OutputPort
-from scopes.order import Time, less_equal
-from scopes.timestamp import UINT64_MAX, IntegerType, TimestampType
+from scopes.operator import Operator
+from scopes.ports import OutputPort
+from scopes.progress.hooks import ProgressObserver
+from scopes.progress.order import Time, less_equal
+from scopes.progress.timestamp import UINT64_MAX, IntegerType, TimestampType
 
 __all__ = ["BATCH_SIZE", "InputHandle"]
 
@@ -72,7 +74,8 @@ class InputHandle:
     @property
     def operator(self) -> Operator | None:
         """The input operator this handle feeds."""
-        return self._output.owner
+        owner = self._output.owner
+        return owner if isinstance(owner, Operator) else None
 
     @property
     def closed(self) -> bool:

@@ -8,7 +8,9 @@
   (``None`` deletes a key).  A record at time ``t`` waits until the table's
   updates up to ``t`` are all in; the table moves past ``t`` only once no record
   at ``t`` or before can still arrive, so every record sees exactly the table
-  as of its own time, whatever the interleaving.
+  as of its own time, whatever the interleaving.  Two different values for one
+  key at one time are refused (:class:`~scopes.errors.ConflictingUpdates`):
+  which is the latest would depend on the message order.
 
 Both sides are streams of ``(key, value)`` pairs routed by key, in the same scope; the results are
 ``(key, (left, right))`` pairs.
@@ -20,12 +22,12 @@ from typing import Any, TypeVar
 
 from scopes.channels import Pipeline
 from scopes.core import StreamCore
-from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.errors import BuildError, ConflictingUpdates, ScopeBoundaryError
 from scopes.generic_operators import binary
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.progress.timestamp import IntegerType
 from scopes.signatures import describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -88,7 +90,7 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
         raise BuildError(
             f"{where} needs integer timestamps (the table is kept in time order), not {scope.timestamp_type!r}"
         )
-    joiner = LatestJoin(how == "left")
+    joiner = LatestJoin(how == "left", where)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Any:
         capability.drop()
@@ -105,9 +107,13 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
 class LatestJoin:
     """The state of :func:`join_latest`: records waiting for their time, updates waiting to apply, the table."""
 
-    def __init__(self, keep_unmatched: bool) -> None:
-        """A join that keeps records without a table value (with ``None``) when ``keep_unmatched``."""
+    def __init__(self, keep_unmatched: bool, where: str = "join_latest") -> None:
+        """A join that keeps records without a table value (with ``None``) when ``keep_unmatched``.
+
+        ``where`` names the operator in errors.
+        """
         self.keep_unmatched = keep_unmatched
+        self.where = where
         self.table: dict[Any, Any] = {}
         self.records: dict[int, list[Any]] = {}
         self.capabilities: dict[int, Capability] = {}
@@ -130,17 +136,31 @@ class LatestJoin:
                     break
                 if self.tracked is not None:  # every record before it is sent, every update before it applied
                     self.tracked.reached(time)
-                for key, value in self.updates.pop(time):
-                    if value is None:
-                        self.table.pop(key, None)
-                    else:
-                        self.table[key] = value
+                self.apply(self.updates.pop(time), time)
             if time in self.records:
                 self.send(time, self.records.pop(time), output)
         for time in [time for time in self.capabilities if time not in self.records and _passed(records, time)]:
             self.capabilities.pop(time).drop()
         if self.tracked is not None:
             self.tracked.reached(self.settled_before(records, updates))
+
+    def apply(self, updates: list[Any], time: int) -> None:
+        """Apply one time's updates, refusing two different values for one key."""
+        applied: dict[Any, Any] = {}
+        for key, value in updates:
+            if key in applied and applied[key] != value:
+                raise ConflictingUpdates(
+                    f"{self.where}: the table got two different values for key {key!r} at time {time!r} "
+                    f"({applied[key]!r} and {value!r}); which is the latest would depend on the order "
+                    "messages arrive in, which differs between runs and worker counts. Send one update "
+                    "per key and time (combine them first, for example with reduce)"
+                )
+            applied[key] = value
+        for key, value in applied.items():
+            if value is None:
+                self.table.pop(key, None)
+            else:
+                self.table[key] = value
 
     def settled_before(self, records: OperatorInput, updates: OperatorInput) -> int | None:
         """The time before which every record is sent and every update applied (None: every time)."""

@@ -6,6 +6,8 @@ of a key to the one worker that owns it, by a hash that is the same in every
 process, so per-key state lives in one place at every worker count.  A facade,
 as :class:`~scopes.stream.Stream` is: the operators live in
 :mod:`scopes.keyed_state`, :mod:`scopes.windows` and :mod:`scopes.joins`.
+The columnar counterpart, keyed by columns of Arrow batches, is
+:class:`~scopes.keyed_columnar.KeyedBatches` (``Stream.key_by_columns``).
 """
 
 from __future__ import annotations

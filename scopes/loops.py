@@ -9,25 +9,26 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from scopes.antichain import Antichain
-from scopes.channels import Pipeline
-from scopes.core import Scope, StreamCore
+from scopes.contracts import Pipeline
+from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.operator import Operator, OutputPort
+from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
+from scopes.ports import OutputPort
+from scopes.progress.antichain import Antichain
+from scopes.progress.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 from scopes.state_registry import refuse_later_times_under_checkpoints
-from scopes.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
 
 __all__ = ["LoopHandle", "loop_variable"]
 
 S = TypeVar("S", bound=StreamCore)
 
 
-def loop_variable(scope: Scope[S], summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, S]:
+def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str = "Feedback") -> tuple[LoopHandle, S]:
     """A stream fed back from later in this scope, each time advanced by ``summary``.
 
     ``summary`` may be an int (advance the loop counter by that much), an
-    :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+    :class:`~scopes.progress.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
     or a full path summary for this scope's timestamps.  Close the loop with
     ``stream.connect_loop(handle)``; the scope's builder keeps the handle to check it is.
     """
@@ -69,7 +70,7 @@ class LoopHandle:
 
     def __init__(
         self,
-        scope: Scope[StreamCore],
+        scope: ScopeCore[StreamCore],
         builder: OperatorBuilder[StreamCore],
         operator: Operator,
         output: OutputPort,

@@ -24,12 +24,12 @@ from pathlib import Path
 from types import ModuleType
 
 MODULES = (
-    "scopes.antichain",
-    "scopes.change_batch",
-    "scopes.reachability",
-    "scopes.visit_order",
-    "scopes.progcaster",
-    "scopes.subgraph",
+    "scopes.progress.antichain",
+    "scopes.progress.change_batch",
+    "scopes.progress.reachability",
+    "scopes.progress.visit_order",
+    "scopes.progress.progcaster",
+    "scopes.progress.subgraph",
 )
 """The modules the compiled build contains (mypyc compiles them as one group)."""
 
@@ -107,14 +107,14 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
             stacklevel=3,
         )
         return []
-    inner = str(build_dir / package.__name__)
-    package.__path__.insert(0, inner)
+    paths = _front_paths(package, build_dir)
     sys.path.append(str(build_dir))  # the group's shared library, imported by each compiled module
     try:
         for module in MODULES:
             importlib.import_module(module)
     except Exception as error:  # noqa: BLE001 - whatever a broken build raises, the sources still work
-        package.__path__.remove(inner)
+        for holder, inner in paths:
+            holder.__path__.remove(inner)
         sys.path.remove(str(build_dir))
         for module in MODULES:
             sys.modules.pop(module, None)
@@ -126,6 +126,21 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
         )
         return []
     return list(MODULES)
+
+
+def _front_paths(package: ModuleType, build_dir: Path) -> list[tuple[ModuleType, str]]:
+    """Put the build's directory of ``package`` and of each subpackage holding :data:`MODULES` first on its path.
+
+    Returns each ``(package, directory)`` added.  The subpackages (``scopes.progress``)
+    are imported here; their ``__init__`` imports none of the modules the build replaces.
+    """
+    added = []
+    for name in sorted({module.rsplit(".", 1)[0] for module in MODULES}):
+        holder = package if name == package.__name__ else importlib.import_module(name)
+        inner = str(build_dir.joinpath(*name.split(".")))
+        holder.__path__.insert(0, inner)
+        added.append((holder, inner))
+    return added
 
 
 def compiled_modules() -> list[str]:

@@ -1,18 +1,104 @@
-"""Moving streams between nested scopes: ``enter`` and ``leave``."""
+"""Moving streams between nested scopes: ``enter`` and ``leave``, and the data plane at a scope's boundary.
+
+A scope input counts the records entering at each time (the progress model's
+half, kept by :meth:`~scopes.progress.subgraph_builder.SubgraphBuilder.add_input`)
+and forwards them inside; a scope output forwards records out, changing their
+times (timely's ``enterleave``).
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from scopes.core import Scope, StreamCore
+from scopes.batches import Batch
+from scopes.callsite import user_site
+from scopes.channel_protocols import Activator, Pusher
+from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.location import Source, Target
+from scopes.local_channels import Tee
+from scopes.progress.location import Source, Target
+from scopes.progress.subgraph import Subgraph
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
 
 
-def enter(stream: S, scope: Scope[S]) -> S:
+class _ScopeEntrance:
+    """Receives parent-level messages at a scope input and forwards them inside."""
+
+    __slots__ = ("_tee", "_counts", "_to_inner", "_activate")
+
+    def __init__(self, tee: Tee, counts: dict[Any, int], to_inner: Callable[[Any], Any], activate: Activator) -> None:
+        self._tee = tee
+        self._counts = counts
+        self._to_inner = to_inner
+        self._activate = activate
+
+    def push(self, time: Any, batch: Batch) -> None:
+        inner = self._to_inner(time)
+        counts = self._counts
+        counts[inner] = counts.get(inner, 0) + len(batch)
+        self._tee.push(inner, batch)
+        self._activate()
+
+    def flush(self) -> None:
+        """Flush buffering pushers inside the scope (called by the sending operator's tee)."""
+        self._tee.flush()
+
+
+class _ScopeExit:
+    """Receives inner messages at a scope output and forwards them to the parent's receivers."""
+
+    __slots__ = ("_tee", "_to_outer")
+
+    def __init__(self, tee: Tee, to_outer: Callable[[Any], Any]) -> None:
+        self._tee = tee
+        self._to_outer = to_outer
+
+    def push(self, time: Any, batch: Batch) -> None:
+        self._tee.push(self._to_outer(time), batch)
+
+    def flush(self) -> None:
+        """Flush buffering pushers in the parent (called by the sending operator's tee)."""
+        self._tee.flush()
+
+
+def reserve_child(subgraph: Subgraph, name: str) -> int:
+    """Reserve a child index in ``subgraph`` for ``name``, noting where the user built it while an observer listens."""
+    site = None
+    if subgraph.observer is not None:
+        site = user_site(2)
+    return subgraph.graph.reserve_child(name, site)
+
+
+def scope_input(subgraph: Subgraph) -> tuple[int, Pusher, Tee]:
+    """Create an input of ``subgraph``.
+
+    Returns its index, the pusher the parent's upstream output should push
+    into, and the inner fan-out that inner operators attach to (``Source(0, i)``).
+    """
+    graph = subgraph.graph
+    index, counts = graph.add_input()
+    assert graph.refinement is not None  # add_input refuses a top-level dataflow
+    tee = Tee()
+    return index, _ScopeEntrance(tee, counts, graph.refinement.to_inner, graph.activate), tee
+
+
+def scope_output(subgraph: Subgraph) -> tuple[int, Pusher, Tee]:
+    """Create an output of ``subgraph``.
+
+    Returns its index, the pusher inner operators push into (``Target(0, o)``),
+    and the parent-level fan-out that the parent's operators attach to.
+    """
+    graph = subgraph.graph
+    index = graph.add_output()
+    assert graph.refinement is not None  # add_output refuses a top-level dataflow
+    tee = Tee()
+    return index, _ScopeExit(tee, graph.refinement.to_outer), tee
+
+
+def enter(stream: S, scope: ScopeCore[S]) -> S:
     """Bring ``stream`` into ``scope``, nested (at any depth) inside the stream's scope.
 
     ``scope`` must be the scope being built (its body is running).
@@ -29,7 +115,7 @@ def enter(stream: S, scope: Scope[S]) -> S:
     return _enter(stream, scope)
 
 
-def _enter(stream: S, scope: Scope[S]) -> S:
+def _enter(stream: S, scope: ScopeCore[S]) -> S:
     if scope is stream.scope:
         return stream
     parent = scope.parent
@@ -45,7 +131,7 @@ def _enter(stream: S, scope: Scope[S]) -> S:
                 f"scope '{scope.name}', which is not nested inside it"
             )
         return _enter(_enter(stream, parent), scope)
-    port, entrance, inner_tee = scope.subgraph.graph.new_input()
+    port, entrance, inner_tee = scope_input(scope.subgraph)
     stream.scope.subgraph.graph.connect(stream.source, Target(scope.index_in_parent, port))
     stream.tee.add(entrance)
     return scope.new_stream(Source(0, port), inner_tee, f"{stream.name}>enter")
@@ -61,13 +147,13 @@ def leave(stream: S) -> S:
     current = building[-1] if building else None
     if current is not scope and current is not parent:  # inside the body, or on the stream it returned
         raise ScopeBoundaryError(scope.boundary_message(f"{stream.name}>leave", stream))
-    port, exit_pusher, outer_tee = scope.subgraph.graph.new_output()
+    port, exit_pusher, outer_tee = scope_output(scope.subgraph)
     scope.subgraph.graph.connect(stream.source, Target(0, port))
     stream.tee.add(exit_pusher)
     return parent.new_stream(Source(scope.index_in_parent, port), outer_tee, f"{stream.name}>leave")
 
 
-def is_ancestor(ancestor: Scope[StreamCore], scope: Scope[StreamCore] | None) -> bool:
+def is_ancestor(ancestor: ScopeCore[StreamCore], scope: ScopeCore[StreamCore] | None) -> bool:
     """Whether ``ancestor`` is ``scope`` or encloses it."""
     while scope is not None:
         if scope is ancestor:

@@ -6,20 +6,17 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from scopes.channels import ChannelContract, ExchangePusher, KeyCheckPusher, Pipeline, Receiver
-from scopes.core import Scope, StreamCore, describe_stream
+from scopes.batch_keys import Receiver
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract, Pipeline
+from scopes.core import ScopeCore, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.location import Source, Target
-from scopes.operator import (
-    Capability,
-    InputPort,
-    Operator,
-    OperatorInfo,
-    OperatorInput,
-    OperatorOutput,
-    OutputPort,
-)
-from scopes.reachability import SummarySpec, connectivity_from
+from scopes.handles import OperatorInput, OperatorOutput
+from scopes.nesting import reserve_child
+from scopes.operator import Operator, OperatorInfo
+from scopes.ports import InputPort, OutputPort
+from scopes.progress.location import Source, Target
+from scopes.progress.reachability import SummarySpec, connectivity_from
 from scopes.signatures import describe_operator
 
 S_co = TypeVar("S_co", bound=StreamCore, covariant=True)
@@ -32,7 +29,9 @@ class OperatorBuilder(Generic[S_co]):
     Its outputs' streams are made by the scope, so they are of the scope's stream class.
     """
 
-    def __init__(self, scope: Scope[S_co], name: str, notify: bool = False, reads: StreamCore | None = None) -> None:
+    def __init__(
+        self, scope: ScopeCore[S_co], name: str, notify: bool = False, reads: StreamCore | None = None
+    ) -> None:
         """Reserve a place for operator ``name`` in ``scope``, refused unless ``scope`` is being built.
 
         ``reads`` is the stream the operator is built on, named if it is refused.
@@ -42,7 +41,7 @@ class OperatorBuilder(Generic[S_co]):
         self.name = name
         self.notify = notify
         subgraph = scope.subgraph
-        self.index = subgraph.graph.reserve_child(name)
+        self.index = reserve_child(subgraph, name)
         self.address = subgraph.address + (self.index,)
         self.activate = partial(subgraph.activate_child, self.index)
         self.inputs: list[InputPort] = []
@@ -81,9 +80,8 @@ class OperatorBuilder(Generic[S_co]):
         port = len(self.inputs)
         context = self.scope.context
         channel = context.next_channel()
-        pusher, puller = contract.connect(context.allocator, channel, self.address, self.activate)
-        if isinstance(pusher, (ExchangePusher, KeyCheckPusher)):  # a failing key names this operator
-            pusher.receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
+        receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
+        pusher, puller = contract.connect(context.allocator, channel, receiver, self.activate)
         stream.tee.add(pusher)
         self.scope.subgraph.graph.connect(
             stream.source, Target(self.index, port), contract.copies(context.peers), contract.name

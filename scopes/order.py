@@ -1,68 +1,8 @@
-"""Partial orders.
+"""The old import path of :mod:`scopes.progress.order`, kept so that existing imports keep working.
 
-Timestamps and path summaries are *partially* ordered: two elements may be
-incomparable.  Types take part by implementing :class:`PartialOrder`; Python
-integers take part as they are, ordered by ``<=``.
-
-Python's rich comparisons (``<``, ``sorted``) on a :class:`~scopes.timestamp.Product`
-are lexicographic: a total order that extends the partial order, which is the
-order in which Naiad delivers notifications.  Use :func:`less_equal` and
-:func:`less_than` for the partial order itself.
+The progress model lives in :mod:`scopes.progress`; import from there in new code.
 """
 
-from __future__ import annotations
+from scopes.progress.order import PartialOrder, Time, in_time_order, less_equal, less_than
 
-from collections.abc import Iterable
-from typing import Any, Protocol, TypeAlias, runtime_checkable
-
-
-@runtime_checkable
-class PartialOrder(Protocol):
-    """A type whose values are partially ordered."""
-
-    def less_equal(self, other: Any) -> bool:
-        """Return whether ``self`` is less than or equal to ``other`` in the partial order."""
-        ...
-
-    def less_than(self, other: Any) -> bool:
-        """Return whether ``self`` is strictly less than ``other`` in the partial order."""
-        ...
-
-
-Time: TypeAlias = "int | PartialOrder"
-"""A timestamp: a Python ``int``, or a value of a type that implements :class:`PartialOrder`
-(:class:`~scopes.timestamp.Product`, or a user's own)."""
-
-
-def less_equal(a: Any, b: Any) -> bool:
-    """Return whether ``a <= b`` in the partial order of their type."""
-    if a.__class__ is int:
-        return bool(a <= b)
-    return bool(a.less_equal(b))
-
-
-def less_than(a: Any, b: Any) -> bool:
-    """Return whether ``a < b`` in the partial order of their type."""
-    if a.__class__ is int:
-        return bool(a < b)
-    return bool(a.less_than(b))
-
-
-def in_time_order(times: Iterable[Any]) -> list[Any]:
-    """``times`` ordered so that no time comes after one it is strictly less than.
-
-    Uses the values' own ``<`` when they have one (ints, ``Product``); for a
-    timestamp type that implements only the partial order, repeatedly takes the
-    times that no remaining time is strictly less than.
-    """
-    pending = list(times)
-    try:
-        return sorted(pending)
-    except TypeError:
-        pass
-    ordered: list[Any] = []
-    while pending:
-        minimal = [t for t in pending if not any(less_than(other, t) for other in pending)]
-        ordered.extend(minimal)
-        pending = [t for t in pending if all(t is not m for m in minimal)]
-    return ordered
+__all__ = ["PartialOrder", "Time", "in_time_order", "less_equal", "less_than"]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from scopes.batches import describe_value, is_batch
-from scopes.channels import Pipeline
+from scopes.contracts import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import UserFunctionError
 from scopes.operator_builder import OperatorBuilder

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 from itertools import chain as _itertools_chain
 from typing import Any, Generic, TypeVar
 
-from scopes.channels import ChannelContract, Pipeline
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import Stage, StreamCore
 from scopes.errors import UserFunctionError
-from scopes.operator import Capability
 from scopes.operator_builder import OperatorBuilder
-from scopes.reachability import connectivity_from
+from scopes.progress.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from functools import reduce
 from typing import Any, TypeVar
 
-from scopes.channels import Pipeline
+from scopes.capability import Capability
+from scopes.contracts import Pipeline
 from scopes.core import StreamCore
 from scopes.generic_operators import unary
-from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.handles import OperatorInput, OperatorOutput
+from scopes.operator import OperatorInfo
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)

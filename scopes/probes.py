@@ -11,15 +11,16 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from scopes.antichain import Antichain, MutableAntichain
-from scopes.channels import ChannelContract, Pipeline
+from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import StreamCore
-from scopes.operate import Updates
-from scopes.operator import Operator, OperatorInput
+from scopes.handles import OperatorInput
+from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
-from scopes.order import Time
+from scopes.progress.antichain import Antichain, MutableAntichain
+from scopes.progress.operate import Updates
+from scopes.progress.order import Time
+from scopes.progress.timestamp import PathSummary
 from scopes.signatures import check_function, describe_operator
-from scopes.timestamp import PathSummary
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
-from scopes.channels import BatchKey, Broadcast, Exchange, ExchangeBatch, Pipeline
+from scopes.batch_keys import BatchKey
+from scopes.contracts import Broadcast, Exchange, ExchangeBatch, Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, CapabilityError
 from scopes.operator_builder import OperatorBuilder
-from scopes.order import less_equal
 from scopes.per_record import identity, pipe
+from scopes.progress.order import less_equal
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import refuse_later_times_under_checkpoints
 

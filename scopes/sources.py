@@ -12,9 +12,11 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from scopes.callsite import user_site
-from scopes.core import Scope, StreamCore
+from scopes.capability import Capability
+from scopes.core import ScopeCore, StreamCore
+from scopes.handles import OperatorOutput
 from scopes.input_handle import BATCH_SIZE, InputHandle
-from scopes.operator import Capability, OperatorInfo, OperatorOutput
+from scopes.operator import OperatorInfo
 from scopes.operator_builder import OperatorBuilder
 from scopes.signatures import check_function, check_logic, describe_operator
 from scopes.state_registry import refuse_hand_written_under_checkpoints, registry_of
@@ -24,7 +26,7 @@ __all__ = ["new_input", "programmable", "source", "to_stream"]
 S = TypeVar("S", bound=StreamCore)
 
 
-def new_input(scope: Scope[S], name: str = "Input") -> tuple[InputHandle, S]:
+def new_input(scope: ScopeCore[S], name: str = "Input") -> tuple[InputHandle, S]:
     """A stream fed from outside: returns ``(handle, stream)``."""
     builder = OperatorBuilder(scope, name)
     output, stream = builder.new_output()
@@ -40,7 +42,7 @@ def new_input(scope: Scope[S], name: str = "Input") -> tuple[InputHandle, S]:
     return handle, stream
 
 
-def to_stream(records: Iterable[Any], scope: Scope[S], name: str = "ToStream") -> S:
+def to_stream(records: Iterable[Any], scope: ScopeCore[S], name: str = "ToStream") -> S:
     """A stream of ``records`` at the scope's minimum time, emitted in batches as it is scheduled.
 
     Resumed from a checkpoint (:mod:`runtime.checkpoints`) after its time, it sends nothing again.
@@ -77,7 +79,7 @@ def to_stream(records: Iterable[Any], scope: Scope[S], name: str = "ToStream") -
 
 
 def source(
-    scope: Scope[S],
+    scope: ScopeCore[S],
     name: str,
     constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
 ) -> S:
@@ -95,7 +97,7 @@ def source(
 
 
 def programmable(
-    scope: Scope[S],
+    scope: ScopeCore[S],
     name: str,
     constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
 ) -> S:

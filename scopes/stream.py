@@ -3,7 +3,7 @@
 Every method of :class:`Stream` builds an operator in the stream's scope and
 returns the stream(s) it produces; every method of :class:`ScopeBuilder` builds
 an input, a source, a loop or a nested scope.  Both are facades: the data is
-:class:`~scopes.core.StreamCore`'s and :class:`~scopes.core.Scope`'s, the
+:class:`~scopes.core.StreamCore`'s and :class:`~scopes.core.ScopeCore`'s, the
 operators live in one module per family, written against those, and the
 methods delegate to them.  ``Stream`` and ``ScopeBuilder`` name each other (a
 stream's scope, the streams a scope makes), so they share this module;
@@ -14,6 +14,8 @@ stream's scope, the streams a scope makes), so they share this module;
 * :mod:`scopes.per_batch`: ``map_batch`` (one call per batch; columnar batches).
 * :mod:`scopes.columnar_ops`: ``aggregate_batch``, ``join_batch`` (per-key aggregation
   and equi-join of columnar batches, computed by NumPy or Arrow).
+* :mod:`scopes.keyed_columnar`, :mod:`scopes.windows_columnar`: ``key_by_columns``,
+  ``window_batch`` (windows and joins of columnar batches by key columns).
 * :mod:`scopes.routing`: ``exchange``, ``exchange_batch``, ``broadcast``, ``concat``,
   ``partition``, ``branch``, ``delay``.
 * :mod:`scopes.per_time`: ``count``, ``accumulate``, ``accumulate_batch``.
@@ -41,21 +43,25 @@ from scopes import capture as _capture
 from scopes import columnar_ops, loops, nesting, per_batch, per_record, per_time, probes, routing, sources
 from scopes import generic_operators as _generic
 from scopes import keyed_state as _keyed_state
-from scopes.channels import ChannelContract, Tee
-from scopes.core import BuildContext, Scope, StreamCore
+from scopes import windows_columnar as _windows_columnar
+from scopes.capability import Capability
+from scopes.contracts import ChannelContract
+from scopes.core import BuildContext, ScopeCore, StreamCore
 from scopes.errors import BuildError
 from scopes.generic_operators import BinaryConstructor, GenericLogic, UnaryConstructor
+from scopes.handles import OperatorInput, OperatorOutput
 from scopes.input_handle import InputHandle
 from scopes.keyed import KeyedStream
-from scopes.location import Source
+from scopes.keyed_columnar import KeyedBatches
+from scopes.local_channels import Tee
 from scopes.loops import LoopHandle
-from scopes.operator import Capability, Notificator, Operator, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.notificator import Notificator
+from scopes.operator import Operator, OperatorInfo
 from scopes.probes import ProbeHandle
-from scopes.reachability import SummarySpec
-from scopes.signatures import describe_operator
-from scopes.state_registry import refuse_hand_written_under_checkpoints
-from scopes.subgraph import Subgraph
-from scopes.timestamp import (
+from scopes.progress.location import Source
+from scopes.progress.reachability import SummarySpec
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import (
     INTEGER,
     IdentityRefinement,
     PathSummary,
@@ -64,6 +70,8 @@ from scopes.timestamp import (
     Refinement,
     TimestampType,
 )
+from scopes.signatures import describe_operator
+from scopes.state_registry import refuse_hand_written_under_checkpoints
 from scopes.windows import WindowBuilder
 
 R = TypeVar("R")
@@ -246,6 +254,27 @@ class Stream(StreamCore):
             )
         return self.key_by(key).window(spec, event_time, lateness)
 
+    def key_by_columns(self, keys: str | Sequence[str], name: str = "KeyByColumns") -> KeyedBatches[Stream]:
+        """This stream's columnar batches keyed by the columns ``keys`` (see :mod:`scopes.keyed_columnar`).
+
+        Its operators (``window``, ``join``, ``join_latest``) exchange rows by the key columns.
+        """
+        return KeyedBatches(self, keys, name)
+
+    def window_batch(
+        self,
+        spec: Any,
+        keys: str | Sequence[str] | None = None,
+        event_time: str | None = None,
+        lateness: int = 0,
+        name: str = "WindowBatch",
+    ) -> _windows_columnar.ColumnarWindowBuilder[Stream]:
+        """Columnar windows of ``spec`` over the rows keyed by the ``keys`` columns (:mod:`scopes.windows_columnar`).
+
+        Pick ``aggregate([(column, function), ...])`` or ``count()`` on the result.
+        """
+        return _windows_columnar.window_batch(self, spec, keys, event_time, lateness, name)
+
     # ------------------------------------------------------------------ probes and sinks
 
     def capture_into(self, pusher: _capture.EventPusher, name: str = "Capture") -> None:
@@ -366,10 +395,10 @@ class Stream(StreamCore):
         handle.connect(self)
 
 
-class ScopeBuilder(Scope[Stream]):
+class ScopeBuilder(ScopeCore[Stream]):
     """Builds operators in one scope.  Passed to the function given to ``worker.dataflow``.
 
-    The scope's data and build-time checks are :class:`~scopes.core.Scope`'s; this
+    The scope's data and build-time checks are :class:`~scopes.core.ScopeCore`'s; this
     class makes its streams :class:`~scopes.stream.Stream` objects and adds inputs,
     sources, loops and nested scopes.
     """
@@ -427,7 +456,7 @@ class ScopeBuilder(Scope[Stream]):
         body: Callable[[ScopeBuilder], R],
     ) -> R:
         self.check_building(name)
-        index = self.subgraph.graph.reserve_child(name)
+        index = nesting.reserve_child(self.subgraph, name)
         parent_subgraph = self.subgraph
         child = Subgraph(
             name,
@@ -462,7 +491,7 @@ class ScopeBuilder(Scope[Stream]):
         """A stream fed back from later in this scope, each time advanced by ``summary``.
 
         ``summary`` may be an int (advance the loop counter by that much), an
-        :class:`~scopes.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
+        :class:`~scopes.progress.timestamp.IntegerSummary` (with a ``limit`` for a bounded loop),
         or a full path summary for this scope's timestamps.  Close the loop with
         ``stream.connect_loop(handle)``.
         """

@@ -37,9 +37,9 @@ from scopes.core import StreamCore
 from scopes.errors import BuildError, UserFunctionError
 from scopes.generic_operators import generic
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.progress.timestamp import IntegerType
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.timestamp import IntegerType
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""

@@ -256,7 +256,7 @@ def test_times_of_another_timestamp_type_are_refused():
 
 def test_something_other_than_an_event_is_refused():
     error = replay_failure([["not an event"]])
-    assert "neither Progress nor Batch" in str(error)
+    assert "neither Progress nor CapturedBatch" in str(error)
 
 
 def test_capture_into_needs_a_pusher():

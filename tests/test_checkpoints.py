@@ -215,6 +215,24 @@ def test_state_a_checkpoint_cannot_carry_is_refused_when_built(tmp_path: Path) -
         execute(main, workers=1)
 
 
+def test_state_that_turns_unencodable_later_names_the_operator_and_the_type(tmp_path: Path) -> None:
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            inp, words = scope.new_input("Words")
+            return inp, words.key_by(str).stateful_map(int, lambda s, w: (threading.Lock(), w), name="Locks").probe()
+
+        inp, probe = worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+        for epoch in range(3):
+            inp.send_batch(["a"])
+            inp.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+
+    with pytest.raises(
+        WorkerFailed, match="operator 'Locks' .* keeps state that a checkpoint cannot carry: .*_thread.lock"
+    ):
+        execute(main, workers=1)
+
+
 def test_a_join_against_a_table_resumes_with_the_table_as_of_the_checkpoint(tmp_path: Path) -> None:
     clicks = [[("u1", 1)], [("u1", 2), ("u2", 3)], [], [("u1", 4), ("u2", 5)], [("u2", 6)], [("u1", 7)]]
     names = [[("u1", "ann")], [("u2", "bob")], [("u1", "anne"), ("u2", None)], [], [("u2", "bo")], []]

@@ -62,9 +62,9 @@ def test_a_current_manifest_is_accepted(tmp_path: Path) -> None:
 
 def test_an_edited_source_makes_the_build_stale(tmp_path: Path) -> None:
     hashes = _current_hashes()
-    hashes["scopes.reachability"] = "0" * 64
+    hashes["scopes.progress.reachability"] = "0" * 64
     problem = native.manifest_problem(_fake_build(tmp_path, hashes), ROOT)
-    assert problem == "scopes.reachability's source changed since it was built"
+    assert problem == "scopes.progress.reachability's source changed since it was built"
 
 
 def test_a_build_for_another_interpreter_or_other_modules_is_stale(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_a_build_for_another_interpreter_or_other_modules_is_stale(tmp_path: Pat
 def test_a_stale_build_is_ignored_with_a_warning(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(native.PURE_VARIABLE, raising=False)  # the suite may run with PYTIMELY_PURE=1
     hashes = _current_hashes()
-    hashes["scopes.antichain"] = "f" * 64
+    hashes["scopes.progress.antichain"] = "f" * 64
     build = _fake_build(tmp_path, hashes)
     package = types.ModuleType("scopes")
     package.__path__ = ["somewhere"]
@@ -110,9 +110,10 @@ sys.modules["scopes"] = package
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     used = native.select(package, build)
-import scopes.antichain
-sources = str(root / "scopes")
-print(used, scopes.antichain.__file__ == str(root / "scopes" / "antichain.py"), package.__path__ == [sources],
+import scopes.progress.antichain
+sources = str(root / "scopes" / "progress")
+print(used, scopes.progress.antichain.__file__ == str(root / "scopes" / "progress" / "antichain.py"),
+      sys.modules["scopes.progress"].__path__ == [sources] and package.__path__ == [str(root / "scopes")],
       [str(warning.message) for warning in caught])
 """
 
@@ -132,17 +133,17 @@ def _select_fresh(build: Path) -> str:
 
 def test_a_current_build_comes_before_the_sources(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, _current_hashes())
-    (build / "scopes").mkdir()
+    (build / "scopes" / "progress").mkdir(parents=True)
     for module in native.MODULES:
-        (build / "scopes" / f"{module.split('.')[1]}.py").write_text("BUILT = True\n")
+        (build / "scopes" / "progress" / f"{module.split('.')[2]}.py").write_text("BUILT = True\n")
     out = _select_fresh(build)
     assert out.startswith(f"{list(native.MODULES)} False False []"), out
 
 
 def test_a_build_that_fails_as_it_loads_falls_back_to_the_sources(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, _current_hashes())
-    (build / "scopes").mkdir()
-    (build / "scopes" / "antichain.py").write_text("raise TypeError('a broken build')\n")
+    (build / "scopes" / "progress").mkdir(parents=True)
+    (build / "scopes" / "progress" / "antichain.py").write_text("raise TypeError('a broken build')\n")
     out = _select_fresh(build)
     assert out.startswith("[] True True ["), out
     assert "does not load (TypeError: a broken build)" in out

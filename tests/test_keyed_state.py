@@ -8,6 +8,7 @@ import pytest
 
 from runtime.errors import WorkerFailed
 from runtime.testing import assert_agree, assert_outputs, run_dataflow
+from scopes import ConflictingUpdates
 
 WORDS = [["a", "b", "a"], ["b"], [], ["a", "c"]]
 
@@ -144,3 +145,18 @@ def test_join_latest_refuses_an_unknown_kind() -> None:
 
     with pytest.raises(WorkerFailed, match="how='outer' is not one of inner, left"):
         run_dataflow(build, {"a": [[]], "b": [[]]})
+
+
+def test_join_latest_refuses_two_values_for_one_key_at_one_time_at_every_worker_count() -> None:
+    inputs = {"clicks": [[("u1", 1)]], "names": [[("u1", "ann"), ("u1", "anne")]]}
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as caught:
+            run_dataflow(latest_join, inputs, workers=workers)
+        assert isinstance(caught.value.__cause__.__cause__, ConflictingUpdates), caught.value
+        assert "two different values for key 'u1' at time 0" in str(caught.value)
+
+
+def test_join_latest_accepts_the_same_value_twice_for_one_key_and_time() -> None:
+    inputs = {"clicks": [[("u1", 1)]], "names": [[("u1", "ann"), ("u1", "ann")]]}
+    for run in assert_agree(latest_join, inputs):
+        assert_outputs(run, {0: [("u1", (1, "ann"))]})

@@ -4,7 +4,7 @@ from collections import deque
 
 import pytest
 
-from runtime.communication.process_fabric import _CreditingPuller
+from runtime.communication.process_channels import CreditingPuller as _CreditingPuller
 from runtime.communication.wire import WireError, decode_batch, encode_batch
 
 

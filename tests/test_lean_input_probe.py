@@ -73,10 +73,10 @@ def test_an_epoch_makes_no_check_calls_in_the_input_handle_and_one_frontier_upda
     # the only probe shares its antichain with the handle: no second update
     assert calls.get(("probes.py", "update"), 0) == 0
     # five frontiers move per epoch (input capability, input output, map input and output, probe input)
-    if "scopes.antichain" not in compiled_modules():  # the profiler does not see compiled functions
+    if "scopes.progress.antichain" not in compiled_modules():  # the profiler does not see compiled functions
         assert calls[("antichain.py", "update_iter")] <= 6.01  # (the first epoch moves one more)
     # the probe is not woken by frontier changes: one activation per pushed message and per input event
-    if "scopes.subgraph" not in compiled_modules():
+    if "scopes.progress.subgraph" not in compiled_modules():
         assert calls[("subgraph.py", "activate_child")] <= 4
 
 
@@ -184,8 +184,8 @@ def test_a_handle_reused_by_a_second_dataflow_stops_sharing_and_still_reports_bo
 def test_pipeline_messages_go_from_the_output_to_the_queue_without_a_tee_call() -> None:
     calls = _calls_by_function(EPOCHS)
     # two pipeline edges, one message each: only LocalQueue.push remains
-    assert calls[("channels.py", "push")] == 2
-    assert calls.get(("channels.py", "_push_all"), 0) == 0
+    assert calls[("local_channels.py", "push")] == 2
+    assert calls.get(("local_channels.py", "_push_all"), 0) == 0
 
 
 def test_a_tee_with_one_receiver_pushes_straight_to_it_and_with_more_copies_to_all_but_the_last() -> None:

@@ -41,7 +41,7 @@ def test_removes_as_many_sites_as_a_text_scan_finds(copy: tuple[Path, dict[str, 
     found = no_hooks.text_scan(ROOT)
     assert removed == found
     assert sum(found.values()) >= 10  # the scan sees the hook sites at all (14 when this was written)
-    assert "scopes/subgraph.py" in removed and "runtime/worker.py" in removed
+    assert "scopes/progress/subgraph.py" in removed and "runtime/worker.py" in removed
 
 
 def test_the_copy_has_no_guard_left(copy: tuple[Path, dict[str, int]]) -> None:
@@ -49,8 +49,9 @@ def test_the_copy_has_no_guard_left(copy: tuple[Path, dict[str, int]]) -> None:
     assert no_hooks.text_scan(directory) == {}
     for path in [*(directory / "scopes").rglob("*.py"), *(directory / "runtime").rglob("*.py")]:
         assert no_hooks.leftover_guards(ast.parse(path.read_text()), str(path)) == []
-    assert "perf_counter() - start" not in (directory / "scopes" / "subgraph.py").read_text()  # the timed branch
-    assert "tracker.report_only(" in (directory / "scopes" / "subgraph.py").read_text()  # `is None` body kept
+    subgraph = (directory / "scopes" / "progress" / "subgraph.py").read_text()
+    assert "perf_counter() - start" not in subgraph  # the timed branch
+    assert "tracker.report_only(" in subgraph  # `is None` body kept
 
 
 def test_files_without_sites_are_copied_unchanged(copy: tuple[Path, dict[str, int]]) -> None:

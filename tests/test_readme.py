@@ -66,3 +66,20 @@ def test_every_file_a_readme_command_runs_exists() -> None:
     assert named, "the README names no command"
     missing = sorted(path for path in named if "NAME" not in path and not (ROOT / path).is_file())
     assert missing == []
+
+
+MEASURED = re.compile(r"\b\d[\d,]*(?:\.\d+ ?s|(?:\.\d+)? ?(?:µs|us|ms|×|%))(?![\w-])")
+"""A measured figure: µs, ms, a ratio, a percentage, or seconds with a decimal (whole seconds are settings: 30 s)."""
+
+
+def test_the_readmes_figures_are_those_of_benchmarks_md() -> None:
+    """Every time, ratio or percentage the README quotes (outside code) appears in BENCHMARKS.md (issue 28)."""
+    prose = re.sub(r"^```.*?^```", "", README, flags=re.MULTILINE | re.DOTALL)
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text()
+    stale = [figure for figure in MEASURED.findall(prose) if figure not in benchmarks]
+    assert stale == [], f"README figures not in BENCHMARKS.md (link to it instead of quoting): {stale}"
+
+
+def test_the_figure_pattern_finds_times_and_ratios() -> None:
+    text = "20.2 s, 13.3 µs against 19.8 µs, 2.5× faster, 40% less; not a 30 s warning, `-w 2` or 2 processes"
+    assert MEASURED.findall(text) == ["20.2 s", "13.3 µs", "19.8 µs", "2.5×", "40%"]

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("scopes", "runtime", "viz")
 LONGEST = 80
 """The most lines a function in ``runtime`` or ``viz`` may span, docstring included."""
+LONGEST_FILE = 800
+"""The most lines a product module may have: a longer one does several jobs."""
 
 
 def module_files() -> dict[str, Path]:
@@ -127,6 +129,25 @@ def long_functions(package: str) -> list[str]:
 @pytest.mark.parametrize("package", ["scopes", "runtime", "viz"])
 def test_no_function_is_longer_than_80_lines(package):
     assert long_functions(package) == []
+
+
+def long_files(package: str, limit: int = LONGEST_FILE) -> list[str]:
+    """The modules of ``package`` longer than ``limit`` lines, each with its length."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        length = len(path.read_text().splitlines())
+        if length > limit:
+            found.append(f"{path.relative_to(ROOT)} ({length} lines)")
+    return found
+
+
+@pytest.mark.parametrize("package", ["scopes", "runtime", "viz"])
+def test_no_module_is_longer_than_800_lines(package):
+    assert long_files(package) == []
+
+
+def test_the_file_length_check_finds_a_long_module():
+    assert long_files("scopes", limit=100)  # scopes has modules over 100 lines: the check can fail
 
 
 @pytest.mark.parametrize(

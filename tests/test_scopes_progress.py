@@ -28,6 +28,7 @@ from scopes.antichain import Antichain
 from scopes.change_batch import ChangeBatch
 from scopes.channels import LocalQueue
 from scopes.location import Source, Target
+from scopes.nesting import scope_input, scope_output
 from scopes.operator import (
     Capability,
     InputPort,
@@ -605,7 +606,7 @@ class HandBuilt:
             self._activate_parent,
         )
         sub = self.subgraph
-        self.input_index, self.entrance, input_tee = sub.graph.new_input()
+        self.input_index, self.entrance, input_tee = scope_input(sub)
         # child A: releases what it receives at t + 2 once the input frontier passes t + 2
         a = sub.graph.reserve_child("A")
         a_queue = LocalQueue(lambda: sub.activate_child(a))
@@ -651,7 +652,7 @@ class HandBuilt:
                 b_out.send(message[0] + 3, message[1])
 
         self.b.set_logic(b_logic)
-        self.output_index, exit_pusher, output_tee = sub.graph.new_output()
+        self.output_index, exit_pusher, output_tee = scope_output(sub)
         b_out.tee.add(exit_pusher)
         sub.graph.connect(Source(b, 0), Target(0, 0))
         self.delivered = LocalQueue()
@@ -726,8 +727,8 @@ def test_hand_built_subgraph_external_summary_initial_frontier():
 def test_subgraph_summary_respects_declared_connectivity():
     """A subgraph with two inputs and two outputs, crossing: 0 -> 1 (+2) and 1 -> 0 (identity)."""
     sub = Subgraph("Crossing", (0, 1), INTEGER, IdentityRefinement(INTEGER), FakeAllocator(), 0, lambda: None)
-    sub.graph.new_input()
-    sub.graph.new_input()
+    sub.graph.add_input()
+    sub.graph.add_input()
     index = sub.graph.reserve_child("Cross")
     ports = [InputPort("Cross", p, LocalQueue()) for p in range(2)]
     outs = [OutputPort("Cross", p) for p in range(2)]
@@ -737,8 +738,8 @@ def test_subgraph_summary_respects_declared_connectivity():
     sub.graph.set_child(index, operator)
     for p in range(2):
         sub.graph.connect(Source(0, p), Target(index, p))
-    sub.graph.new_output()
-    sub.graph.new_output()
+    sub.graph.add_output()
+    sub.graph.add_output()
     for p in range(2):
         sub.graph.connect(Source(index, p), Target(0, p))
     summaries, capabilities = sub.get_internal_summary()

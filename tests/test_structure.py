@@ -389,7 +389,7 @@ def test_the_distribution_ships_every_package_and_subpackage() -> None:
 IMPURE = {"threading", "socket", "selectors", "subprocess", "multiprocessing", "asyncio", "queue", "_thread"}
 
 
-@pytest.mark.parametrize("path", sorted(SCOPES.glob("*.py")), ids=lambda path: path.stem)
+@pytest.mark.parametrize("path", sorted(SCOPES.rglob("*.py")), ids=lambda path: str(path.relative_to(SCOPES)))
 def test_scopes_takes_no_threads_sockets_or_processes(path):
     imported = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -397,7 +397,9 @@ def test_scopes_takes_no_threads_sockets_or_processes(path):
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imported.add(node.module.split(".")[0])
-    assert not imported & IMPURE, f"scopes/{path.name} imports {sorted(imported & IMPURE)}; the runtime hands them in"
+    assert not imported & IMPURE, (
+        f"{path.relative_to(ROOT)} imports {sorted(imported & IMPURE)}; the runtime hands them in"
+    )
 
 
 def test_a_recorder_made_by_stream_capture_is_locked_by_its_worker():

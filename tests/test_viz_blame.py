@@ -158,9 +158,9 @@ def test_the_stuck_pane_prints_the_lines(recording: Recorder) -> None:
 
 def test_with_logging_off_only_each_inputs_site_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # the audit turns the hooks on, as logging does
-    import scopes.operator
+    import scopes.capability
+    import scopes.nesting
     import scopes.sources
-    import scopes.subgraph_builder
 
     calls: dict[str, int] = {}
 
@@ -171,7 +171,7 @@ def test_with_logging_off_only_each_inputs_site_is_looked_up_once(monkeypatch: p
 
         return user_site
 
-    for module in (scopes.sources, scopes.subgraph_builder, scopes.operator):
+    for module in (scopes.sources, scopes.nesting, scopes.capability):
         monkeypatch.setattr(module, "user_site", counting(module.__name__))
     execute(lambda worker: _small(worker), workers=1)
     # only the input's line is looked up, once, at build time: a certain stall's error names it (issue 26)
@@ -179,7 +179,7 @@ def test_with_logging_off_only_each_inputs_site_is_looked_up_once(monkeypatch: p
     calls.clear()
     with Recorder():
         execute(lambda worker: _small(worker), workers=1)
-    assert set(calls) == {"scopes.sources", "scopes.subgraph_builder", "scopes.operator"}  # with logging on, all do
+    assert set(calls) == {"scopes.sources", "scopes.nesting", "scopes.capability"}  # with logging on, all do
 
 
 def _small(worker: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from runtime.instrument import Event, Recorder
 from runtime.worker import Dataflow, Worker, set_svg_renderer
-from scopes.subgraph import Subgraph
+from scopes.progress.subgraph import Subgraph
 from viz.dot import Diagram, to_graph
 from viz.errors import RenderError, SelectionError, TimelyError, VizError
 from viz.explain import Blocker, explain

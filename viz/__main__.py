@@ -61,7 +61,7 @@ def _parse_time(text: str) -> Any:
     except (ValueError, SyntaxError):
         raise SelectionError(f"--time {text!r}: expected an integer or a tuple like (3, 1)") from None
     if isinstance(value, tuple) and len(value) == 2:
-        from scopes.timestamp import Product
+        from scopes.progress.timestamp import Product
 
         def product(v: Any) -> Any:
             return Product(product(v[0]), product(v[1])) if isinstance(v, tuple) else v

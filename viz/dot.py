@@ -24,7 +24,7 @@ from typing import Any
 
 import graphviz  # type: ignore[import-untyped]
 
-from scopes.order import Time
+from scopes.progress.order import Time
 from viz.errors import RenderError
 from viz.explain import Blocker, explain
 from viz.model import Address, Edge, Loc, Model, ScopeInfo, View

@@ -39,7 +39,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from scopes.order import Time, less_equal
+from scopes.progress.order import Time, less_equal
 from viz.model import Loc, Model, View
 
 

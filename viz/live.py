@@ -30,10 +30,10 @@ from runtime.instrument import (
     PointstampsChanged,
 )
 from runtime.worker import Dataflow, Worker
-from scopes.location import Source
-from scopes.operate import ConnectivityLike
-from scopes.reachability import sparse
-from scopes.subgraph import Subgraph
+from scopes.progress.location import Source
+from scopes.progress.operate import ConnectivityLike
+from scopes.progress.reachability import sparse
+from scopes.progress.subgraph import Subgraph
 from viz.errors import SelectionError
 from viz.model import Model
 

@@ -51,7 +51,7 @@ from runtime.instrument import (
     Scheduled,
     WorkerShutdown,
 )
-from scopes.order import Time, less_equal
+from scopes.progress.order import Time, less_equal
 from viz import limits
 from viz.errors import SelectionError
 from viz.limits import clip, clip_optional

@@ -59,6 +59,13 @@ from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.process_channels import (
+    CreditingPuller,
+    Outgoing,
+    RemoteMessage,
+    RemotePusher,
+    empty_crediting,
+)
 from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.shm_transport import OFFER, ShmTransport
 from runtime.communication.tcp import Mesh, PeerLost
@@ -67,8 +74,6 @@ from runtime.communication.wire import (
     MAX_FRAME_SETTING,
     EncodingError,
     FrameTooLarge,
-    WireError,
-    decode_batch,
     decode_value,
     encode_batch,
     encode_value,
@@ -102,12 +107,6 @@ over the window while at most that much is in flight.  Below it, a worker that a
 step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
-
-RemoteMessage = tuple[Any, int, Any, int, int]
-"""A message from another process in a mailbox, still encoded: ``(time, encoding path, payload, sending process,
-bytes to credit)``.  The worker that pulls it decodes it (:func:`~runtime.communication.wire.decode_batch`): the
-reader thread only splits frames, and the records are built just before the operator reads them, while in the
-CPU's caches."""
 
 
 def send_window_from(text: str | None) -> int:
@@ -330,14 +329,14 @@ class ProcessFabric:
                 box = self._remote_boxes.get(key)
                 if box:
                     boxes.append(box)
-            owed = _empty_crediting(boxes)
+            owed = empty_crediting(boxes)
         self._send_credit(owed)
 
     def finish_receiving(self, local: int) -> None:
         """Local worker ``local`` has returned: credit what waits for it now, and whatever arrives later."""
         with self._lock:
             self.finished[local] = True
-            owed = _empty_crediting([box for key, box in self._remote_boxes.items() if key[1] == local])
+            owed = empty_crediting([box for key, box in self._remote_boxes.items() if key[1] == local])
         self._send_credit(owed)
 
     def _send_credit(self, owed: dict[int, int]) -> None:
@@ -523,66 +522,6 @@ class ProcessFabric:
         ]
 
 
-class _RemotePusher:
-    """Encodes for a worker of another process and buffers the frame until the sender flushes."""
-
-    __slots__ = ("_communicator", "_process", "_receiver", "_channel", "_address")
-
-    def __init__(self, communicator: ProcessCommunicator, process: int, receiver: int, channel: int, address: Address):
-        self._communicator = communicator
-        self._process = process
-        self._receiver = receiver
-        self._channel = channel
-        self._address = address
-
-    def push(self, time: Any, batch: Batch) -> None:
-        """Encode ``(time, batch)`` (once per batch object) and buffer it for the receiver's process."""
-        self._communicator.enqueue(self._process, self._receiver, self._channel, self._address, time, batch)
-
-
-class _CreditingPuller:
-    """Pops one worker's mailbox for a channel: messages from its own process first, then from others.
-
-    A message from another process is decoded here, by the worker that pulls
-    it, and its bytes become owed as credit to that process.
-    """
-
-    __slots__ = ("_local", "_remote", "_owed", "_channel", "_worker")
-
-    def __init__(
-        self, local: deque[Message], remote: deque[RemoteMessage], owed: list[int], channel: int, worker: int
-    ) -> None:
-        self._local = local
-        self._remote = remote
-        self._owed = owed
-        self._channel = channel
-        self._worker = worker
-
-    def pull(self) -> Message | None:
-        """The oldest waiting message from this process, else from another process, or ``None``.
-
-        Raises :class:`~runtime.communication.wire.WireError`, naming the process, channel and
-        time, if another process's message does not decode.
-        """
-        if self._local:
-            return self._local.popleft()
-        if self._remote:
-            time_, path, payload, process, size = self._remote.popleft()
-            if size:
-                self._owed[process] += size
-            try:
-                if payload.__class__ is SharedPayload:
-                    return time_, payload.take()
-                return time_, decode_batch(path, payload)
-            except WireError as error:
-                raise WireError(
-                    f"process {process} sent worker {self._worker} a malformed batch on channel {self._channel} "
-                    f"at time {time_!r} ({error}); the computation stops: do all processes run the same "
-                    f"program, with the same codecs registered?"
-                ) from None
-        return None
-
-
 class ProcessCommunicator(FabricCommunicator):
     """The :class:`~runtime.communication.Communicator` of one worker of a :class:`ProcessFabric`."""
 
@@ -591,7 +530,7 @@ class ProcessCommunicator(FabricCommunicator):
     def __init__(self, fabric: ProcessFabric, local: int) -> None:
         """Communicate as local worker ``local`` of ``fabric``."""
         super().__init__(fabric, local, fabric.base + local)
-        self._out: dict[int, deque[list[Any]]] = {}
+        self._out: dict[int, deque[Outgoing]] = {}
         self._out_bytes: dict[int, int] = {}
         self._last_batch: Batch | None = None
         self._last_time: Any = None
@@ -609,7 +548,7 @@ class ProcessCommunicator(FabricCommunicator):
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
 
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], _CreditingPuller]:
+    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], CreditingPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
         fabric = self.fabric
         pushers: list[Pusher] = []
@@ -619,11 +558,11 @@ class ProcessCommunicator(FabricCommunicator):
                 local = peer - fabric.base
                 pushers.append(MailboxPusher(fabric.mailbox(channel, local), fabric.signals[local], address))
             else:
-                pushers.append(_RemotePusher(self, process, peer, channel, address))
+                pushers.append(RemotePusher(self, process, peer, channel, address))
         self._channels_of.setdefault(address[0], []).append(channel)
         local_box = fabric.mailbox(channel, self._local)
         remote_box = fabric.remote_mailbox(channel, self._local)
-        return pushers, _CreditingPuller(local_box, remote_box, self._owed, channel, self._index)
+        return pushers, CreditingPuller(local_box, remote_box, self._owed, channel, self._index)
 
     def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: Batch) -> None:
         """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
@@ -634,8 +573,8 @@ class ProcessCommunicator(FabricCommunicator):
             self._out_bytes[process] = 0
         if out:
             last = out[-1]
-            if last[6] is batch and last[0] == channel and last[3] == time:
-                last[2].append(receiver)
+            if last.batch is batch and last.channel == channel and last.time == time:
+                last.receivers.append(receiver)
                 return
         if batch is self._last_batch and time == self._last_time:
             path, payload = self._last_encoded
@@ -653,7 +592,7 @@ class ProcessCommunicator(FabricCommunicator):
             self._last_encoded = (path, payload)
         if len(payload) > MAX_FRAME - 65536:
             self._check_frame(process, receiver, channel, address, time, path, payload)
-        out.append([channel, address, [receiver], time, path, payload, batch])
+        out.append(Outgoing(channel, address, receiver, time, path, payload, batch))
         self.buffered = True
         size = self._out_bytes[process] + len(payload)
         self._out_bytes[process] = size
@@ -685,12 +624,17 @@ class ProcessCommunicator(FabricCommunicator):
             fabric = self.fabric
             sent = 0
             while out:
-                channel, address, receivers, time_, path, payload, _ = out[0]
+                message = out[0]
+                payload = message.payload
                 if not fabric.reserve(process, len(payload)):
                     break
                 out.popleft()
                 sent += len(payload)
-                pieces.append(self._head(channel, address, receivers, time_, path, len(payload)))
+                pieces.append(
+                    self._head(
+                        message.channel, message.address, message.receivers, message.time, message.path, len(payload)
+                    )
+                )
                 payload_pieces(pieces, payload)
             self._out_bytes[process] -= sent
         owed = self._owed[process]
@@ -794,8 +738,10 @@ class ProcessCommunicator(FabricCommunicator):
         """Send everything buffered whatever the windows say (a returned worker sends nothing more)."""
         for process, out in self._out.items():
             pieces: list[bytes | memoryview] = []
-            for channel, address, receivers, time_, path, payload, _ in out:
-                pieces.append(frame_head([DATA, channel, address, receivers, time_, path], len(payload)))
+            for message in out:
+                payload = message.payload
+                head = [DATA, message.channel, message.address, message.receivers, message.time, message.path]
+                pieces.append(frame_head(head, len(payload)))
                 payload_pieces(pieces, payload)
                 self.fabric.charge(process, len(payload))
             out.clear()
@@ -812,13 +758,3 @@ def decode_results(payload: bytes | memoryview) -> list[Any]:
     if results.__class__ is not list:
         raise TypeError("a bye frame must carry a list of results")
     return results
-
-
-def _empty_crediting(boxes: list[deque[RemoteMessage]]) -> dict[int, int]:
-    """Empty ``boxes`` (messages nobody will pull); return the bytes owed back to each sending process."""
-    owed: dict[int, int] = {}
-    for box in boxes:
-        for _, _, _, process, size in box:
-            owed[process] = owed.get(process, 0) + size
-        box.clear()
-    return owed

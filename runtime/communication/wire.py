@@ -6,8 +6,8 @@ msgpack or by a codec the user registered.
 Values
     Built-in values travel as they are: ``int`` (any size), ``float``, ``str``,
     ``bytes``, ``bool``, ``None``, ``list``, ``tuple`` and ``dict`` (exact types,
-    nested freely), and the timestamps of :mod:`scopes.timestamp` (integers and
-    :class:`~scopes.timestamp.Product`).  Tuples come back
+    nested freely), and the timestamps of :mod:`scopes.progress.timestamp` (integers and
+    :class:`~scopes.progress.timestamp.Product`).  Tuples come back
     as tuples and lists as lists: tuples, products, integers beyond 64 bits and
     codec values are msgpack *extension types* of :mod:`runtime.codec`'s one
     table, and every value received is decoded by its bounded decoder

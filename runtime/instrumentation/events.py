@@ -71,7 +71,7 @@ named after it, with the fields that follow ``t`` in the order listed:
     ``label``: a note from the program (``logger.mark("...")``).
 
 Times are encoded as msgpack values by :mod:`runtime.codec` (the recording
-dialect): :class:`~scopes.timestamp.Product` as its extension type PRODUCT
+dialect): :class:`~scopes.progress.timestamp.Product` as its extension type PRODUCT
 holding ``[outer, inner]``, other non-msgpack times as REPR holding their
 ``repr``.
 """
@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.errors import RecordingError
-from scopes.order import Time
+from scopes.progress.order import Time
 
 K_OPERATOR = 1
 K_CHANNEL = 2

@@ -22,11 +22,11 @@ from runtime.instrumentation.events import (
     K_SCHEDULE,
     K_SHUTDOWN,
 )
-from scopes.order import Time
+from scopes.progress.order import Time
 
 
 class Instrument:
-    """One worker's logger: one cheap method per event kind (implements ``scopes.hooks.ProgressObserver``).
+    """One worker's logger: one cheap method per event kind (implements ``scopes.progress.hooks.ProgressObserver``).
 
     Methods append a tuple to this worker's deque; the process's writer thread
     encodes and ships them.  Nothing here blocks or raises into the dataflow.

@@ -28,10 +28,23 @@ Settings
     ``spark.driver.host`` (``spark.pytimely.rendezvous=barrier``: through
     ``BarrierTaskContext.allGather`` instead, a second slower).
 
+Durable results, resuming, Spark Connect
+    ``durable=True`` keeps the result in a reliable checkpoint in the session's
+    checkpoint directory, ``durable="PATH"`` as Parquet files there, read back
+    (:mod:`runtime.spark.durable`); the default local checkpoint dies with an
+    executor.  ``checkpoint=DIR`` (a directory every executor reaches) makes
+    a retried gang resume from its last complete checkpoint rather than from
+    the start; each input batch is then its own epoch
+    (:mod:`runtime.spark.resume`).  On a Spark Connect session everything
+    works but the free-slot check and the warm-up wait, which need the JVM;
+    its tasks meet through ``allGather`` unless
+    ``spark.pytimely.rendezvous=driver``.
+
 Preflight
     The session must allow barrier mode (no speculation, no dynamic
-    allocation); ``spark.barrier.sync.timeout`` should be set (use
-    :func:`runtime.spark.spark_session`); a :func:`runtime.spark.warm_up`
+    allocation); the executors must import pytimely and its dependencies
+    (:mod:`runtime.spark.executors`); a task waits for its peers at most
+    ``connect_timeout`` seconds (:mod:`runtime.spark.gang`); a :func:`runtime.spark.warm_up`
     still running is waited for (up to :data:`WARM_UP_WAIT` seconds); if
     fewer than ``workers`` task slots are free after ``slot_wait`` seconds,
     a warning is issued and
@@ -43,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import secrets
 import sys
 import time
@@ -52,9 +66,12 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
+from runtime.spark.connect import is_connect, setting
 from runtime.spark.ddl import simple_ddl
 from runtime.spark.driver_phases import DriverPhases, job_labels, partitions_without_running
+from runtime.spark.durable import Durable, check_durable, finish
 from runtime.spark.errors import DataflowFailed, SparkError, SparkSetupError
+from runtime.spark.executors import check_executors
 from runtime.spark.failures import (
     OWN_FAILURE_WAIT,
     FailureReports,
@@ -65,7 +82,6 @@ from runtime.spark.failures import (
     task_traceback,
     without_markers,
 )
-from runtime.spark.materialize import detach
 from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import ProgressServer, TaskEvent
 from runtime.spark.rendezvous import Rendezvous
@@ -80,6 +96,8 @@ PORTS_SETTING = "spark.pytimely.ports"
 """The session setting that gives the port range ``LOW-HIGH`` the tasks' mesh listens on (``ports``)."""
 WARM_UP_WAIT = 60.0
 """Seconds ``run_dataflow`` waits at most for a :func:`~runtime.spark.warm_up` job still running."""
+CLIENT_HOST_SETTING = "spark.pytimely.clientHost"
+"""On Spark Connect: the client's address, on which the tasks reach its listeners (rendezvous, progress)."""
 RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
@@ -128,6 +146,8 @@ def _rendezvous_mode(text: str) -> str:
 
 def _wait_idle(spark: Any, seconds: float) -> None:
     """Wait (up to ``seconds``) for the tasks of a failed attempt to be gone before the next one."""
+    if is_connect(spark):  # no status tracker on Connect: Spark frees the slots before it runs the next job
+        return
     deadline = time.monotonic() + seconds
     while running_tasks(spark) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -150,6 +170,8 @@ def run_dataflow(
     name: str = "pytimely",
     log: str | None = None,
     columnar: bool = False,
+    durable: Durable = None,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
 
@@ -195,7 +217,7 @@ def run_dataflow(
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
     ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
-    :mod:`runtime.instrument`.
+    :mod:`runtime.instrument`.  ``durable``, ``checkpoint`` and Spark Connect: see the module's docstring.
     """
     phases = DriverPhases(on_progress)
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
@@ -204,22 +226,33 @@ def run_dataflow(
         spark_schema, pa_schema = arrow_schema(schema)
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
-        _preflight(spark, workers, slot_wait)
+        _preflight(spark, workers, slot_wait, durable)
     with phases.phase("plan"):
-        repartitioned = df if partitions_without_running(df) == workers else df.repartition(workers)
+        df = df if not is_connect(spark) and partitions_without_running(df) == workers else df.repartition(workers)
     # each attempt's token, number and servers are filled in by _run_attempts
     plan = TaskPlan(build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name)
-    plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range)
+    plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range, checkpoint=_path(checkpoint))
     return _run_attempts(
-        spark, repartitioned, spark_schema, plan, retries, driver_host, through_driver, phases, on_attempt
+        spark, df, spark_schema, plan, retries, driver_host, through_driver, phases, on_attempt, durable
     )
 
 
-def _preflight(spark: Any, workers: int, slot_wait: float) -> None:
-    """The module docstring's preflight: barrier mode allowed, a warm-up done, ``workers`` slots free."""
+def _path(path: str | os.PathLike[str] | None) -> str | None:
+    return None if path is None else os.fspath(path)
+
+
+def _preflight(spark: Any, workers: int, slot_wait: float, durable: Durable = None) -> None:
+    """The module docstring's preflight: barrier mode allowed, a warm-up done, ``workers`` slots free.
+
+    Then the executors must import pytimely (:mod:`runtime.spark.executors`).  On Spark
+    Connect there is no status tracker: Spark's own slot check decides.
+    """
+    check_durable(spark, durable)
     check_session(spark)
-    wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
-    check_slots(spark, workers, slot_wait)
+    if not is_connect(spark):
+        wait_for_warm_up(WARM_UP_WAIT)  # its tasks hold slots that the gang needs all at once
+        check_slots(spark, workers, slot_wait)
+    check_executors(spark, workers)
 
 
 def _network(
@@ -230,17 +263,28 @@ def _network(
     Returns ``(bind_host, ports, through_driver, driver_host)``: whether the tasks learn each
     other's addresses from the driver (else through ``allGather``), and the driver's host.
     """
-    conf = spark.sparkContext.getConf()
-    bind_host = bind_host if bind_host is not None else conf.get(BIND_HOST_SETTING, None)
-    port_range = parse_ports(ports if ports is not None else conf.get(PORTS_SETTING, None))
-    through_driver = _rendezvous_mode(conf.get(RENDEZVOUS_SETTING, "driver")) == "driver"
-    driver_host = conf.get("spark.driver.host", "127.0.0.1")
+    bind_host = bind_host if bind_host is not None else setting(spark, BIND_HOST_SETTING)
+    port_range = parse_ports(ports if ports is not None else setting(spark, PORTS_SETTING))
+    # a Connect client may be far from the executors: by default its tasks meet through allGather
+    default = "barrier" if is_connect(spark) else "driver"
+    through_driver = _rendezvous_mode(setting(spark, RENDEZVOUS_SETTING, default) or default) == "driver"
+    driver_host = setting(spark, "spark.driver.host", "127.0.0.1") or "127.0.0.1"
+    if is_connect(spark):  # the listeners run in the client, which need not be the server's driver host
+        driver_host = setting(spark, CLIENT_HOST_SETTING) or driver_host
     return bind_host, port_range, through_driver, driver_host
 
 
 def _checked_workers(spark: Any, workers: int | None, retries: int, build: Build) -> int:
     """The number of tasks to run (Spark's default parallelism unless given), once the arguments are checked."""
-    if workers is None:
+    if workers is None and is_connect(spark):
+        parallelism = setting(spark, "spark.default.parallelism")
+        if parallelism is None:
+            raise ConfigurationError(
+                "run_dataflow on a Spark Connect session needs workers= (the number of tasks of the gang): "
+                "the session's default parallelism cannot be read over Connect"
+            )
+        workers = int(parallelism)
+    elif workers is None:
         workers = int(spark.sparkContext.defaultParallelism)
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"run_dataflow needs workers >= 1 (an int), got {workers!r}")
@@ -261,6 +305,7 @@ def _run_attempts(
     through_driver: bool,
     phases: DriverPhases,
     on_attempt: Callable[[int, str | None], None] | None,
+    durable: Durable = None,
 ) -> Any:
     """Run the barrier stage until an attempt succeeds, a failure would repeat, or the retries are spent."""
     on_progress = phases.on_progress
@@ -295,9 +340,9 @@ def _run_attempts(
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, attempt_plan), spark_schema, barrier=True)
             try:
-                with job_labels(spark.sparkContext, plan.name, plan.workers, attempt, retries):
+                with job_labels(spark, plan.name, plan.workers, attempt, retries):
                     phases.event("submitted", attempt=attempt)
-                    return detach(result.localCheckpoint(eager=True))
+                    return finish(result.localCheckpoint(eager=True), plan.workers, durable)
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise

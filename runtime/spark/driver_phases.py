@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from runtime.spark.connect import is_connect
+
 JOB_GROUP_PREFIX = "pytimely:"
 """The Spark job group of a dataflow is this prefix and its ``name=``."""
 _LABELS = (
@@ -74,8 +76,21 @@ class DriverPhases:
 
 
 @contextlib.contextmanager
-def job_labels(context: Any, name: str, workers: int, attempt: int, retries: int) -> Iterator[None]:
-    """Label the Spark jobs started in the ``with`` block (this thread) as the dataflow ``name``; restore after."""
+def job_labels(spark: Any, name: str, workers: int, attempt: int, retries: int) -> Iterator[None]:
+    """Label the Spark jobs started in the ``with`` block (this thread) as the dataflow ``name``; restore after.
+
+    Over Spark Connect, which has no job groups, the jobs get the tag ``pytimely:NAME`` instead
+    (``spark.interruptTag`` stops them).
+    """
+    if is_connect(spark):
+        tag = job_group(name).replace(",", ";")
+        spark.addTag(tag)
+        try:
+            yield
+        finally:
+            spark.removeTag(tag)
+        return
+    context = spark.sparkContext
     saved = {key: context.getLocalProperty(key) for key in _LABELS}
     label = f"pytimely dataflow '{name}'"
     values = {

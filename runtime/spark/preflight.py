@@ -19,7 +19,9 @@ import time
 import warnings
 from typing import Any
 
+from runtime.spark.connect import is_connect, setting
 from runtime.spark.errors import SlotsUnavailable, SparkSetupError
+from runtime.spark.sessions import same_python, warn_lacking
 
 JAVA_MINIMUM = 17
 """pyspark 4 runs on Java 17 or later."""
@@ -90,45 +92,53 @@ def spark_session(
 
     Checks Java first, sets ``PYSPARK_PYTHON`` to this interpreter (so that
     executors import the same pytimely), and applies :func:`session_settings`
-    then ``config`` (which wins).
+    then ``config`` (which wins).  A session already running in the process
+    (made elsewhere, e.g. by a notebook) is returned as it is, with a warning
+    that lists the settings it lacks (:mod:`runtime.spark.sessions`).
     """
     check_java()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PYTHONHASHSEED", HASH_SEED)
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    existing = SparkContext._active_spark_context is not None  # noqa: SLF001 - PySpark's one handle on it
+    wanted = {**session_settings(sync_timeout), **(config or {})}
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**session_settings(sync_timeout), **(config or {})}.items():
+    for key, value in wanted.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    if existing:
+        warn_lacking(spark, wanted)
+    return spark
 
 
 def check_session(spark: Any) -> None:
-    """Refuse a session whose settings break gang scheduling; set what can still be set."""
-    context = spark.sparkContext
-    conf = context.getConf()
-    if conf.get("spark.speculation", "false").lower() == "true":
+    """Refuse a session whose settings break gang scheduling; warn about a wrong interpreter.
+
+    Works on classic and Spark Connect sessions alike (the settings are read
+    through :func:`~runtime.spark.connect.setting`).  The barrier wait needs
+    no ``spark.barrier.sync.timeout``: each task bounds it itself
+    (``connect_timeout``, :mod:`runtime.spark.gang`).
+    """
+    if (setting(spark, "spark.speculation", "false") or "false").lower() == "true":
         raise SparkSetupError(
             "spark.speculation is on: a speculative copy of a task would join the dataflow twice; "
             "start the session with spark.speculation=false"
         )
-    if conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+    if (setting(spark, "spark.dynamicAllocation.enabled", "false") or "false").lower() == "true":
         raise SparkSetupError(
             "spark.dynamicAllocation.enabled is on, which Spark's barrier mode refuses; "
             "start the session with spark.dynamicAllocation.enabled=false"
         )
-    if conf.get("spark.barrier.sync.timeout") is None:
+    if is_connect(spark):
+        return
+    python = getattr(spark.sparkContext, "pythonExec", None)
+    found = shutil.which(python) if python else None  # a bare name ("python3") is looked up on PATH
+    if found and not same_python(found, sys.executable):
         warnings.warn(
-            "spark.barrier.sync.timeout is not set: a task whose peers never start waits up to 365 days in "
-            "allGather; start the session with runtime.spark.spark_session() or set "
-            f"spark.barrier.sync.timeout={BARRIER_SYNC_TIMEOUT}",
-            stacklevel=3,
-        )
-    python = getattr(context, "pythonExec", None)
-    if python and os.path.realpath(python) != os.path.realpath(sys.executable) and os.path.exists(python):
-        warnings.warn(
-            f"Spark runs Python tasks with {python}, not this interpreter ({sys.executable}); "
+            f"Spark runs Python tasks with {python} ({found}), not this interpreter ({sys.executable}); "
             f"set PYSPARK_PYTHON={sys.executable} before the session starts so that tasks import the same "
             "pytimely",
             stacklevel=3,

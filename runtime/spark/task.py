@@ -31,6 +31,7 @@ traceback to the driver, which shows it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import random
 import resource
@@ -52,8 +53,10 @@ from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.errors import TaskFailed as TaskFailed
 from runtime.spark.failures import FAILED_EVENT, without_markers
+from runtime.spark.gang import all_gather
 from runtime.spark.progress import ProgressReporter
 from runtime.spark.rendezvous import gather
+from runtime.spark.resume import drive_resumable
 from runtime.worker import Worker
 from scopes import ScopeBuilder, Stream
 
@@ -90,6 +93,8 @@ class TaskPlan:
     ports: tuple[int, int] | None = None
     rendezvous: str | None = None
     """The driver's :class:`~runtime.spark.rendezvous.Rendezvous` (``host:port``); ``None``: ``allGather``."""
+    checkpoint: str | None = None
+    """The job's checkpoint directory: a retried gang resumes from it (:mod:`runtime.spark.resume`)."""
 
 
 @dataclass(frozen=True)
@@ -295,10 +300,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             if plan.rendezvous is not None:
                 addresses = gather(plan.rendezvous, plan.token, index, address, plan.workers, plan.connect_timeout)
             else:
-                try:
-                    addresses = context.allGather(address)
-                except Exception as error:  # noqa: BLE001 - a barrier sync failure: the gang did not form
-                    raise TaskFailed(f"{RETRY_MARKER} task {index}: the barrier sync failed: {error}") from error
+                addresses = all_gather(context, address, index, plan.connect_timeout)
             endpoints: list[Endpoint] = [parse_endpoint(text, f"task {i}") for i, text in enumerate(addresses)]
             info = TaskInfo(index, len(endpoints), plan.attempt, reporter)
             _current = info
@@ -404,6 +406,14 @@ def _drive(
     Returns the number of output rows.
     """
     info.report("meshed")
+    if plan.checkpoint is not None:
+        build = functools.partial(_output_dataflow, plan)
+        rows = drive_resumable(
+            worker, plan.checkpoint, plan.name, plan.schema, plan.columnar, build, batches, queue.put, info.report
+        )
+        with contextlib.suppress(Exception):
+            info.report("output", rows=rows)
+        return rows
     batcher = OutputBatcher(plan.schema)
     produced = [0, 0]
 
@@ -413,18 +423,7 @@ def _drive(
             produced[1] += batch.num_rows
             queue.put(batch)
 
-    def dataflow(scope: ScopeBuilder) -> Any:
-        handle, stream = scope.new_input("SparkPartition")
-        output = plan.build(scope, stream)
-        if not isinstance(output, Stream):
-            raise TaskFailed(
-                f"{FATAL_MARKER} build(scope, batches) must return the output Stream of the dataflow, "
-                f"got {type(output).__name__}"
-            )
-        probe = output.inspect_batch(hand_over, name="SparkOutput").probe()
-        return handle, probe
-
-    handle, probe = worker.dataflow(dataflow, name=plan.name)
+    handle, probe = worker.dataflow(lambda scope: _output_dataflow(plan, scope, hand_over), name=plan.name)
     rows = 0
     count = 0
     for batch in batches:
@@ -444,3 +443,16 @@ def _drive(
     with contextlib.suppress(Exception):
         info.report("output", messages=produced[0], rows=produced[1])
     return produced[1]
+
+
+def _output_dataflow(plan: TaskPlan, scope: ScopeBuilder, hand_over: Callable[[Any, Any], None]) -> Any:
+    """Build the user's dataflow on ``scope``: ``(input handle, probe)``; each output message goes to ``hand_over``."""
+    handle, stream = scope.new_input("SparkPartition")
+    output = plan.build(scope, stream)
+    if not isinstance(output, Stream):
+        raise TaskFailed(
+            f"{FATAL_MARKER} build(scope, batches) must return the output Stream of the dataflow, "
+            f"got {type(output).__name__}"
+        )
+    probe = output.inspect_batch(hand_over, name="SparkOutput").probe()
+    return handle, probe

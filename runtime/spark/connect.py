@@ -1,0 +1,37 @@
+"""Classic and Spark Connect sessions alike: what :func:`~runtime.spark.run_dataflow` may ask of a session.
+
+A Spark Connect session (Spark 4's ``SparkSession.builder.remote(...)``,
+Databricks serverless and shared clusters) is a client of a server: it has no
+``sparkContext``, no JVM and no status tracker.  Its DataFrames support
+barrier ``mapInArrow``, ``localCheckpoint``, ``checkpoint`` and writes, and
+``spark.conf`` reads the server's settings, which is all a gang needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client without a ``sparkContext``)."""
+    module = type(spark).__module__
+    return module.startswith("pyspark.sql.connect")
+
+
+def setting(spark: Any, key: str, default: str | None = None) -> str | None:
+    """The session's setting ``key`` (``default`` if unset), on classic and Connect sessions alike."""
+    if not is_connect(spark):  # the context's own settings: a reused session's SQL conf may claim others
+        value = spark.sparkContext.getConf().get(key, None)
+        return default if value is None else str(value)
+    try:
+        value = spark.conf.get(key, default)
+    except Exception:  # noqa: BLE001 - a key the server refuses to show reads as unset
+        return default
+    return default if value is None else str(value)
+
+
+def session_key(spark: Any) -> str:
+    """A name for the session that stays the same while it lives (its application or Connect session id)."""
+    if is_connect(spark):
+        return f"connect:{spark.session_id}"
+    return f"classic:{spark.sparkContext.applicationId}"

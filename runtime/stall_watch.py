@@ -1,0 +1,275 @@
+"""Watching a worker's stalls: when a stall is worth a warning or an error, and what to tell the user.
+
+A step that finds nothing to do asks the :class:`StallWatch` how long every
+worker has waited with work unfinished; the watch warns once (after
+:data:`STALL_WARNING` seconds), raises :class:`~runtime.errors.DataflowStuck`
+for a stall that is certain (:mod:`runtime.stalls` says when) or longer than the
+``stall_timeout``, and explains the stall: open inputs, held capabilities,
+waiting messages, loops still circulating.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from runtime.audit import Auditor
+from runtime.communication import Communicator
+from runtime.errors import DataflowStuck
+from runtime.metrics import report_stall
+from runtime.stalls import Wait, describe_input, holding_inputs
+from scopes.builder import BuildContext
+from scopes.probes import ProbeHandle
+from scopes.progress.location import Source
+from scopes.progress.subgraph import Subgraph
+from scopes.progress.timestamp import Product
+
+__all__ = ["CERTAIN_STALL", "STALL_WARNING", "StallWatch", "circulating"]
+
+log = logging.getLogger("runtime.worker")
+
+STALL_WARNING = 30.0
+"""Seconds every worker must wait, with work unfinished, before a worker logs why (once)."""
+
+CERTAIN_STALL = 1.0
+"""Seconds every worker must wait before a stall known to be permanent raises ``DataflowStuck``
+(the default of :attr:`runtime.worker.Worker.certain_stall`)."""
+
+
+class Described(Protocol):
+    """What the explanation needs of a hosted dataflow (``runtime.worker.Dataflow``)."""
+
+    name: str
+    root: Subgraph
+    unverified: set[int]
+
+
+class StallWatch:
+    """One worker's stall state: its thresholds, whether its ``main`` waits, and what was reported."""
+
+    def __init__(
+        self, index: int, peers: int, comm: Communicator, context: BuildContext, dataflows: Mapping[int, Described]
+    ) -> None:
+        """Watch worker ``index`` of ``peers``, which hosts ``dataflows`` and made its inputs in ``context``."""
+        self._index = index
+        self._peers = peers
+        self._comm = comm
+        self._context = context
+        self._dataflows = dataflows
+        self.stall_timeout: float | None = None
+        """Seconds of any stall before it raises ``DataflowStuck`` (``None``: never)."""
+        self.stall_warning: float | None = STALL_WARNING
+        """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
+        self.certain_stall: float = CERTAIN_STALL
+        """Seconds of stall before a stall known to be permanent raises ``DataflowStuck``."""
+        self._reported = False  # the metrics endpoint (if any) shows this worker as stalled
+        self._warned = False
+        self.wait: Wait | None = None
+        """Set while ``main`` is inside ``step_while``, so it cannot feed its inputs."""
+        self.draining = False
+        """Whether ``main`` has returned: only the dataflows can still move."""
+        self._judged: int | None = None  # consulted probes when this idle period was last judged
+        self._holding: set[tuple[int, ...]] | None = None  # inputs that alone hold the wait back
+
+    def resumed(self) -> None:
+        """Work is being done again after an idle period: forget the judgement, withdraw a reported stall."""
+        self._judged = self._holding = None
+        if self._reported:
+            self._reported = False
+            report_stall(self._index, None)
+
+    def begin_wait(self, probes: Sequence[ProbeHandle]) -> Wait | None:
+        """``main`` enters ``step_while`` (reading some of ``probes``); returns the wait it was in before."""
+        outer, self.wait = self.wait, Wait(probes)
+        self._judged = self._holding = None
+        self._comm.report_stuck(False)
+        return outer
+
+    def end_wait(self, outer: Wait | None) -> None:
+        """``main`` leaves ``step_while``, back to the wait ``outer`` (``None``: none)."""
+        self.wait = outer
+        self._judged = self._holding = None
+        self._comm.report_stuck(False)
+
+    def drain(self) -> None:
+        """``main`` has returned: only the dataflows can still move."""
+        self.draining = True
+        self._judged = None
+
+    def check(self, stalled: float, auditor: Auditor | None) -> None:
+        """Raise for a stall that is certain or longer than ``stall_timeout``; warn once for another."""
+        if not stalled:
+            return
+        if auditor is not None:  # the audit names an over-count before any stall is reported
+            auditor.stalled(stalled, self._comm.in_flight)
+        timeout = self.stall_timeout
+        if timeout is not None and stalled > timeout:
+            explanation = self.explain_stuck()
+            report_stall(self._index, explanation)
+            raise DataflowStuck(explanation)
+        if stalled > self.certain_stall / 2:
+            self._judge()
+        if (
+            self._holding is not None
+            and self.wait is not None
+            and stalled > self.certain_stall
+            and self._comm.all_stuck()
+        ):
+            raise DataflowStuck(self.certain_message())
+        warning = self.stall_warning
+        if warning is not None and stalled > warning and not self._reported:
+            self._reported = True
+            report_stall(self._index, self.explain_stuck())
+        if warning is not None and stalled > warning and not self._warned:
+            self._warned = True
+            log.warning(
+                "every worker has waited %.0f s with work unfinished; this is normal for a program "
+                "waiting for outside data, and pytimely keeps running (pass stall_timeout to execute "
+                "to make a stall an error). This warning is given once.\n%s",
+                stalled,
+                self.explain_stuck(),
+            )
+
+    def _judge(self) -> None:
+        """Tell the other workers whether this worker's ``main`` can only wait (once per idle period and wait)."""
+        wait = self.wait
+        consulted = wait.consulted() if wait is not None else []
+        if self._judged == len(consulted):
+            return
+        self._judged = len(consulted)
+        if wait is not None:
+            inputs = self._context.inputs
+            holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, inputs)
+            self._holding = holding
+            self._comm.report_stuck(holding is not None)
+        else:
+            self._comm.report_stuck(self.draining)
+
+    def certain_message(self) -> str:
+        """The explanation of a certain stall, naming the inputs that hold it and where they were made."""
+        holding = self._holding or set()
+        mine = [
+            describe_input(handle)
+            for handle in self._context.inputs
+            if not handle.closed and handle.operator is not None and handle.operator.address in holding
+        ]
+        inputs = f" (input {', '.join(mine)})" if mine else " (of other workers)"
+        if self._peers == 1:
+            why = f"only its own open inputs{inputs} hold back the probe(s) its condition reads"
+        else:
+            why = (
+                f"only open inputs{inputs} hold back the probe(s) its condition reads, and every "
+                "other worker waits the same way or has returned, so none can advance or close them"
+            )
+        return (
+            f"{self.explain_stuck()}\nThis cannot change: worker {self._index} waits in step_while, and "
+            f"{why}. Advance or close the input(s) before waiting for their results (a wait that also "
+            "ends on something outside the dataflow, such as a deadline, belongs in a loop of worker.step())."
+        )
+
+    def explain_stuck(self) -> str:
+        """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
+        lines = [f"worker {self._index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
+        open_inputs = [handle for handle in self._context.inputs if not handle.closed]
+        for handle in open_inputs:
+            site = f" (created at {handle.site})" if handle.site else ""
+            lines.append(
+                f"  input '{handle.name}' is still open at time {handle.time!r}{site}: "
+                "advance it with advance_to() or close() it"
+            )
+        for dataflow in self._dataflows.values():
+            lines.append(f"  dataflow '{dataflow.name}':")
+            if dataflow.unverified:
+                waiting = ", ".join(str(peer) for peer in sorted(dataflow.unverified))
+                lines.append(
+                    f"    not started: worker(s) {waiting} have not built it (did every worker "
+                    "build the same dataflows?)"
+                )
+                continue
+            held = _pointstamps(dataflow.root, (dataflow.name,), self._index)
+            if not held:
+                lines.append("    (no capabilities or messages remain here; waiting for other workers)")
+            for what in held:
+                lines.append(f"    {what}")
+        for what in self._comm.in_flight():
+            lines.append(f"  {what}")
+        lines.append(
+            "An operator that holds a capability must downgrade or drop it, and every input "
+            "must be advanced or closed, for a dataflow to complete."
+        )
+        return "\n".join(lines)
+
+    def circulating(self) -> list[str]:
+        """The loop scopes with records or capabilities in them, each with its iterations."""
+        return circulating(self._dataflows)
+
+
+def circulating(dataflows: Mapping[int, Described]) -> list[str]:
+    """The loop scopes with records or capabilities in them, each with its iterations."""
+    found: list[str] = []
+    for dataflow in dataflows.values():
+        _circulating(dataflow.root, (dataflow.name,), found)
+    return found
+
+
+def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) -> None:
+    """Describe, into ``found``, each loop scope in ``subgraph`` (or below) still holding times."""
+    for child in subgraph.children[1:]:
+        if not isinstance(child, Subgraph):
+            continue
+        inner = path + (child.name,)
+        tracker = child.tracker
+        times = [
+            time_
+            for location in tracker.locations()
+            for time_, count in tracker.pointstamps(location).items()
+            if count > 0 and isinstance(time_, Product)
+        ]
+        if times:
+            values = {time_.inner for time_ in times}
+            try:
+                iterations = sorted(values)
+            except TypeError:
+                iterations = sorted(values, key=repr)
+            shown = f"{iterations[0]!r}" if len(iterations) == 1 else f"{iterations[0]!r} to {iterations[-1]!r}"
+            earliest = min(times, key=lambda time_: (repr(time_.outer), repr(time_.inner)))
+            found.append(
+                f"scope {' > '.join(repr(name) for name in inner)} at iteration {shown} (for example time {earliest!r})"
+            )
+        _circulating(child, inner, found)
+
+
+def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
+    """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
+
+    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
+    """
+    found: list[str] = []
+    tracker = subgraph.tracker
+    scope = " / ".join(path)
+    for location in tracker.locations():
+        if location.node == 0:
+            continue
+        name = subgraph.child_names[location.node]
+        address = subgraph.address + (location.node,)
+        for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
+            if count <= 0:
+                continue
+            if isinstance(location, Source):
+                held = getattr(subgraph.children[location.node], "held_capabilities", None)
+                mine = held()[location.port] if callable(held) else 0
+                found.append(
+                    f"operator '{name}' (scope '{scope}', address {address}) holds "
+                    f"{count} capability(ies) for time {time_!r} at output {location.port}"
+                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
+                )
+            else:
+                found.append(
+                    f"{count} message(s) at time {time_!r} wait at input {location.port} of "
+                    f"operator '{name}' (scope '{scope}', address {address})"
+                )
+    for child in subgraph.children[1:]:
+        if isinstance(child, Subgraph):
+            found.extend(_pointstamps(child, path + (child.name,), worker))
+    return found

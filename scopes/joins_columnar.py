@@ -1,0 +1,246 @@
+"""Columnar joins of Arrow streams by key columns: per time, and against a slowly changing table.
+
+* Per time: :func:`~scopes.columnar_ops.join_batch` (``Stream.join_batch``, and
+  ``KeyedBatches.join``), the equi-join of the rows of both streams at each
+  time, computed by Arrow's ``Table.join`` on the worker owning the key.
+* :func:`join_latest_batch`: each row of a stream with the latest row of its key
+  in a table, as of the row's time.  The table is a stream of Arrow batches of
+  updates: a row replaces its key's row (among the updates of one time, the
+  last to arrive wins; send one per key and time for an answer that is the same
+  at every worker count), and with ``deletes="column"`` a row whose boolean
+  column is true removes its key.  As for the record-wise
+  :func:`~scopes.joins.join_latest`, rows at time ``t`` wait until the table's
+  updates up to ``t`` are applied; the table moves past ``t`` only once no row
+  at ``t`` or before can still arrive, so each row sees the table exactly as of
+  its own time, whatever the interleaving.
+
+Both sides are exchanged by their key columns (the stable hash of
+:func:`~scopes.columnar_ops.key_contract`).  The result is one Arrow table per
+worker and time: the stream's columns, then the table's other columns (a
+suffix telling apart names both have).  ``how="left"`` keeps rows without a
+table row, with nulls; it needs the table's ``schema=`` (a worker that has not
+seen a table row yet still knows the columns to fill).  With checkpoints the
+table (an Arrow table) is the operator's registered state.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from scopes.columnar_ops import check_columns, key_columns, key_contract, prepare_arrow, to_arrow
+from scopes.core import StreamCore
+from scopes.errors import BatchError, BuildError, ConflictingUpdates
+from scopes.generic_operators import binary
+from scopes.joins import check_same_scope
+from scopes.lazy_import import lazy_module
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.state_registry import OperatorState, registry_of
+from scopes.timestamp import IntegerType
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
+
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
+
+HOW = {"inner": "inner", "left": "left outer"}
+"""What :func:`join_latest_batch` does with a row whose key has no table row, and Arrow's name for it."""
+
+_SEQUENCE = "\x1fsequence"
+"""The arrival order of the table's rows, to keep the latest per key."""
+
+
+def join_latest_batch(
+    stream: S,
+    table: S,
+    keys: str | Sequence[str],
+    table_keys: str | Sequence[str] | None,
+    how: str,
+    deletes: str | None,
+    schema: Any,
+    suffixes: tuple[str, str],
+    name: str,
+) -> S:
+    """Each row of ``stream`` with ``table``'s latest row of its key as of the row's time (see the module)."""
+    where = check_same_scope(stream, table, name)
+    left = key_columns(keys, where)
+    right = left if table_keys is None else key_columns(table_keys, where, "table key")
+    if len(right) != len(left):
+        raise BuildError(f"{where}: {len(left)} key column(s) {list(left)} but {len(right)} table keys {list(right)}")
+    if how not in HOW:
+        raise BuildError(f"{where}: how={how!r} is not one of {', '.join(HOW)}")
+    if not isinstance(stream.scope.timestamp_type, IntegerType):
+        raise BuildError(f"{where} needs integer timestamps (the table is kept in time order)")
+    if importlib.util.find_spec("pyarrow") is None:
+        raise BuildError(f"{where}: columnar joins compute with Arrow; install pyarrow")
+    if len(suffixes) != 2 or suffixes[0] == suffixes[1] or not all(isinstance(s, str) for s in suffixes):
+        raise BuildError(f"{where}: suffixes must be two different strings, got {suffixes!r}")
+    if deletes is not None and (not isinstance(deletes, str) or deletes in right):
+        raise BuildError(f"{where}: deletes= names the table's boolean column (not a key), not {deletes!r}")
+    empty = _empty_table(schema, right, deletes, how, where)
+    importlib.import_module("pyarrow")
+    prepare_arrow()
+    joiner = LatestBatchJoin(where, left, right, HOW[how], deletes, empty, suffixes)
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Any:
+        capability.drop()
+        return joiner.step
+
+    contracts = (key_contract(left, where), key_contract(right, where))
+    out = binary(stream, table, contracts, name, constructor, None, notify=True)
+    registry = registry_of(stream.scope)
+    if registry is not None:
+        address = (*out.scope.address, out.source.node)
+        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [])
+    return out
+
+
+def _empty_table(schema: Any, keys: tuple[str, ...], deletes: str | None, how: str, where: str) -> Any:
+    """The table before any update: empty, of ``schema`` (``None`` when not given, refused for a left join)."""
+    if schema is None:
+        if how == "left":
+            raise BuildError(
+                f"{where}: how='left' needs the table's schema= (a pyarrow.Schema): a worker that has seen no "
+                "table row yet must still give the rows the table's columns, as nulls"
+            )
+        return None
+    pa = importlib.import_module("pyarrow")
+    if not isinstance(schema, pa.Schema):
+        raise BuildError(f"{where}: schema= must be a pyarrow.Schema, not {type(schema).__name__}")
+    for column in (*keys, *((deletes,) if deletes else ())):
+        if column not in schema.names:
+            raise BuildError(f"{where}: the table's schema has no column {column!r}; its columns are {schema.names}")
+    return schema.empty_table()
+
+
+class LatestBatchJoin:
+    """The state of :func:`join_latest_batch`: rows waiting for their time, updates waiting, the table."""
+
+    def __init__(
+        self,
+        where: str,
+        left: tuple[str, ...],
+        right: tuple[str, ...],
+        join_type: str,
+        deletes: str | None,
+        empty: Any,
+        suffixes: tuple[str, str],
+    ) -> None:
+        """A join on ``left`` = ``right`` key columns, of Arrow's ``join_type``."""
+        self.where = where
+        self.left = left
+        self.right = right
+        self.join_type = join_type
+        self.deletes = deletes
+        self.table: Any = empty
+        self.suffixes = suffixes
+        self.rows: dict[int, list[Any]] = {}
+        self.capabilities: dict[int, Capability] = {}
+        self.updates: dict[int, list[Any]] = {}
+        self.tracked: OperatorState | None = None
+
+    def step(self, rows: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
+        """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
+        for ref, batch in rows:
+            if len(batch):
+                check_columns(batch, self.left, self.where, ref.time)
+                if ref.time not in self.capabilities:
+                    self.capabilities[ref.time] = ref.retain()
+                self.rows.setdefault(ref.time, []).append(to_arrow(batch))
+        for ref, batch in updates:
+            if len(batch):
+                check_columns(batch, self.right + ((self.deletes,) if self.deletes else ()), self.where, ref.time)
+                self.updates.setdefault(ref.time, []).append(to_arrow(batch))
+        for time in sorted(set(self.rows) | set(self.updates)):
+            if updates.frontier.less_equal(time):
+                break
+            if time in self.updates:
+                if any(earlier < time for earlier in self.rows) or rows.frontier.less_than(time):
+                    break
+                if self.tracked is not None:  # every row before it is sent, every update before it applied
+                    self.tracked.reached(time)
+                self.apply(self.updates.pop(time), time)
+            if time in self.rows:
+                self.send(time, self.rows.pop(time), output)
+        for time in [time for time in self.capabilities if time not in self.rows and _passed(rows, time)]:
+            self.capabilities.pop(time).drop()
+        if self.tracked is not None:
+            waiting = [*self.rows, *self.updates, *rows.frontier.elements, *updates.frontier.elements]
+            self.tracked.reached(min(waiting) if waiting else None)
+
+    def apply(self, batches: list[Any], time: int) -> None:
+        """The table with the updates of ``time``: each key's last row kept, deleted keys dropped."""
+        pa = importlib.import_module("pyarrow")
+        tables = ([self.table] if self.table is not None else []) + batches
+        try:
+            table = pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise BatchError(
+                f"{self.where}: the table's updates at time {time!r} do not have the table's columns and types "
+                f"({error}); give every update batch one schema"
+            ) from error
+        self.check_one_row_per_key(pa, table.slice(0 if self.table is None else self.table.num_rows), time)
+        table = table.append_column(_SEQUENCE, pa.array(np.arange(table.num_rows), pa.int64()))
+        latest = table.group_by(list(self.right), use_threads=False).aggregate([(_SEQUENCE, "max")])
+        table = table.take(np.sort(latest.column(f"{_SEQUENCE}_max").to_numpy())).drop_columns([_SEQUENCE])
+        if self.deletes is not None:
+            import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+            table = table.filter(pc.invert(pc.fill_null(table.column(self.deletes), False)))
+        self.table = table
+
+    def check_one_row_per_key(self, pa: Any, updates: Any, time: int) -> None:
+        """Refuse two different rows for one key among the updates of ``time``."""
+        keys = list(self.right)
+        per_key = updates.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+        if per_key.num_rows == updates.num_rows:
+            return
+        distinct = updates.group_by(updates.column_names, use_threads=False).aggregate([([], "count_all")])
+        per_distinct_key = distinct.group_by(keys, use_threads=False).aggregate([([], "count_all")])
+        import pyarrow.compute as pc
+
+        clashing = per_distinct_key.filter(pc.greater(per_distinct_key.column("count_all"), 1))
+        if clashing.num_rows:
+            key = {name: clashing.column(name)[0].as_py() for name in keys}
+            raise ConflictingUpdates(
+                f"{self.where}: the table got different rows for key {key} at time {time!r}; which is the "
+                "latest would depend on the order messages arrive in, which differs between runs and worker "
+                "counts. Send one update per key and time (combine them first, for example with aggregate)"
+            )
+
+    def send(self, time: int, batches: list[Any], output: OperatorOutput) -> None:
+        """Join the rows of ``time`` against the table as it is now (as of ``time``)."""
+        pa = importlib.import_module("pyarrow")
+        rows = batches[0] if len(batches) == 1 else pa.concat_tables(batches)
+        if self.table is None:  # an inner join with no table row yet: nothing matches
+            return
+        table = self.table if self.deletes is None else self.table.drop_columns([self.deletes])
+        joined = rows.join(
+            table,
+            keys=list(self.left),
+            right_keys=list(self.right),
+            join_type=self.join_type,
+            left_suffix=self.suffixes[0] or None,
+            right_suffix=self.suffixes[1] or None,
+            use_threads=False,
+        )
+        if joined.num_rows:
+            output.session(self.capabilities[time]).give_batch(joined)
+            output.flush()
+
+    def snapshot(self) -> Any:
+        """The table, an Arrow table, for a checkpoint."""
+        return [self.table]
+
+    def restore(self, saved: Any) -> None:
+        """Put back a :meth:`snapshot`."""
+        self.table = saved[0]
+
+
+def _passed(port: OperatorInput, time: Any) -> bool:
+    return not port.frontier.less_equal(time)

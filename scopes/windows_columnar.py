@@ -1,0 +1,473 @@
+"""Event-time windows over columnar batches: the forms of :mod:`scopes.windows` for Arrow tables.
+
+``stream.window_batch(Tumbling(10), keys="user").aggregate([("amount", "sum")])``
+aggregates each key's rows in the windows ``[0, 10)``, ``[10, 20)``, ... with the
+functions of :func:`~scopes.columnar_ops.aggregate_batch` (``count``, ``sum``,
+``min``, ``max``, ``mean``), computed by Arrow, never row by row in Python.  The
+windows, their closing, lateness and late rows mean exactly what they mean for
+the record-wise windows (:mod:`scopes.windows`):
+
+* a window ending at ``end`` (exclusive) is sent at time ``end - 1 + lateness``,
+  exactly when the input frontier passes that time;
+* a row's event time is its epoch, or the integer column named by
+  ``event_time=``; with a column, ``lateness`` bounds how far behind its epoch a
+  row's windows may have closed;
+* a row is *late* when its epoch is after the close time of a window it belongs
+  in (for a session, of the session it would start alone); late rows go, as
+  they came, to the ``late`` stream, and are still counted in the windows they
+  are on time for.  The metrics count them as the records of output port 1 of
+  the operator named as the window (``WindowCount`` by default).
+
+Work happens in two steps, as for ``aggregate_batch``: each batch is reduced
+where it is to partial aggregates per key and window (sessions: per key and
+event time), the late rows are split off there, and only the partials are
+exchanged by the key columns (:func:`~scopes.columnar_ops.key_contract`, the
+stable hash of every worker count) to the worker owning the key, whose
+operator (the window's name followed by ``Close``) keeps the open windows and
+sends each once it closes.  The results are Arrow tables:
+the key columns, ``window_start``, ``window_end``, then the aggregations.
+
+With checkpoints, the open windows (Arrow tables of partial aggregates) are the
+operator's registered state (:mod:`scopes.state_registry`), written in the
+checkpoint's framed and checksummed file as Arrow IPC.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from scopes.batches import is_arrow
+from scopes.channels import Pipeline
+from scopes.columnar_ops import (
+    _COMBINE,
+    AggregationPlan,
+    _reduce_arrow,
+    check_columns,
+    combine_partials,
+    finish,
+    key_columns,
+    key_contract,
+    partial_name,
+    plan_aggregation,
+    prepare_arrow,
+    to_arrow,
+)
+from scopes.core import StreamCore
+from scopes.errors import BatchError, BuildError
+from scopes.generic_operators import generic
+from scopes.lazy_import import lazy_module
+from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.signatures import describe_operator
+from scopes.state_registry import OperatorState, registry_of
+from scopes.timestamp import IntegerType
+from scopes.windows import Session, Sliding, Tumbling, Windowed
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
+
+S = TypeVar("S", bound=StreamCore)
+"""The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
+
+START = "window_start"
+"""The output column holding a window's first time."""
+END = "window_end"
+"""The output column holding a window's end (exclusive)."""
+_START = "\x1fstart"
+"""The partials' column: the window's start (a session's first event time)."""
+_LAST = "\x1flast"
+"""A session's last event time, in the owner's open sessions."""
+_ROWS = "\x1frows"
+"""A column of the rows' window starts, counted for ``count()``."""
+_SEGMENT = "\x1fsegment"
+"""The merged session a row of the owner's open sessions falls in."""
+
+
+def _pyarrow() -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    return pa
+
+
+class ColumnarWindowBuilder(Generic[S]):
+    """A stream of columnar batches with its key columns and windows chosen: pick the aggregations."""
+
+    def __init__(
+        self, stream: S, keys: str | Sequence[str], spec: Any, event_time: str | None, lateness: int, where: str
+    ) -> None:
+        """Windows of ``spec`` over ``stream``'s rows by the ``keys`` columns; see :mod:`scopes.windows_columnar`."""
+        self.keys = key_columns(keys, where)
+        scope = stream.scope
+        if not isinstance(spec, (Tumbling, Sliding, Session)):
+            raise BuildError(f"{where}: a window needs Tumbling, Sliding or Session, not {spec!r}")
+        if not isinstance(scope.timestamp_type, IntegerType):
+            raise BuildError(
+                f"{where}: windows need integer timestamps, and scope {' > '.join(scope.path)!r} has "
+                f"{scope.timestamp_type!r}; window the stream outside the loop"
+            )
+        if isinstance(lateness, bool) or not isinstance(lateness, int) or lateness < 0:
+            raise BuildError(f"{where}: a window's lateness must be a non-negative integer, not {lateness!r}")
+        if event_time is not None and not isinstance(event_time, str):
+            raise BuildError(
+                f"{where}: event_time= names the column of integer event times (a str), not {event_time!r}"
+            )
+        if event_time is None and lateness:
+            raise BuildError(
+                f"{where}: a lateness bound without event_time= has no effect: rows are windowed by their epoch, "
+                "which is never late; pass event_time='column' to window by a time the rows carry"
+            )
+        if event_time in self.keys:
+            raise BuildError(f"{where}: the event-time column {event_time!r} is also a key column")
+        if importlib.util.find_spec("pyarrow") is None:
+            raise BuildError(f"{where}: columnar windows compute with Arrow; install pyarrow")
+        self.stream = stream
+        self.spec = spec
+        self.event_time = event_time
+        self.lateness = lateness
+
+    def aggregate(self, aggregations: Sequence[Sequence[str]], name: str = "WindowAggregate") -> Windowed[S]:
+        """Per key and window, ``(column, function)`` or ``(column, function, name)`` aggregations.
+
+        The functions are those of :func:`~scopes.columnar_ops.aggregate_batch`.
+        """
+        where = describe_operator(name, self.stream.scope.path)
+        plan = plan_aggregation(self.keys, aggregations, where)
+        return self._build(name, where, plan, counts=False)
+
+    def count(self, column: str = "count", name: str = "WindowCount") -> Windowed[S]:
+        """How many rows each key has in each window, in the column ``column``."""
+        where = describe_operator(name, self.stream.scope.path)
+        plan = plan_aggregation(self.keys, [("rows", "count", column)], where)
+        plan = AggregationPlan(where, plan.keys, ((_ROWS, "count", column),))
+        return self._build(name, where, plan, counts=True)
+
+    def _build(self, name: str, where: str, plan: AggregationPlan, counts: bool) -> Windowed[S]:
+        for output in (START, END):
+            if output in plan.keys or any(output == named for _, _, named in plan.outputs):
+                raise BuildError(f"{where}: {output!r} names the window's column in the output; rename yours")
+        importlib.import_module("pyarrow")
+        prepare_arrow()
+        needed = tuple(dict.fromkeys(plan.keys + tuple(c for c, _, _ in plan.outputs if c != _ROWS)))
+        needed += (self.event_time,) if self.event_time is not None else ()
+        owner_plan = AggregationPlan(where, (*plan.keys, _START), plan.outputs)
+        splitter = WindowSplitter(self.spec, self.event_time, self.lateness, owner_plan, needed, counts, where)
+        partials, late = generic(self.stream.scope, name, [(self.stream, Pipeline)], 2, splitter.build)
+        operator = ColumnarWindowOperator(self.spec, self.lateness, owner_plan, where)
+        registry = registry_of(partials.scope)
+
+        def constructor(capabilities: list[Capability], info: OperatorInfo) -> Any:
+            if registry is not None:  # kept until the run knows whether it resumes: restored windows need it
+                operator.initial = capabilities[0]
+            else:
+                capabilities[0].drop()
+            return operator.step
+
+        contract = key_contract(plan.keys, where)
+        down = generic(partials.scope, f"{name}Close", [(partials, contract)], 1, constructor)[0]
+        if registry is not None:
+            address = (*down.scope.address, down.source.node)
+            operator.tracked = registry.register(
+                address, name, where, operator.snapshot, operator.restore, [], operator.settle
+            )
+        return Windowed(down, late)
+
+
+def _integers(table: Any, column: str, where: str, time: Any) -> np.ndarray:
+    """The integer event times of ``column`` as ``int64``, or a :class:`BatchError` naming the operator."""
+    pa = _pyarrow()
+    values = table.column(column)
+    if not pa.types.is_integer(values.type) or values.null_count:
+        raise BatchError(
+            f"{where}: the event-time column {column!r} at time {time!r} must hold integers without nulls, "
+            f"in the units of the epochs; it is {values.type} with {values.null_count} null(s)"
+        )
+    return values.to_numpy().astype(np.int64, copy=False)
+
+
+class WindowSplitter:
+    """The local step: split off late rows, reduce the rest to partial aggregates per key and window."""
+
+    def __init__(
+        self,
+        spec: Any,
+        event_time: str | None,
+        lateness: int,
+        plan: AggregationPlan,
+        needed: tuple[str, ...],
+        counts: bool,
+        where: str,
+    ) -> None:
+        """Windows of ``spec``; ``plan`` aggregates by the keys and :data:`_START`."""
+        self.spec = spec
+        self.event_time = event_time
+        self.lateness = lateness
+        self.plan = plan
+        self.needed = needed
+        self.counts = counts
+        self.where = where
+
+    def build(self, capabilities: list[Capability], info: OperatorInfo) -> Any:
+        """The operator's constructor: nothing is held across invocations."""
+        for capability in capabilities:
+            capability.drop()
+        return self.step
+
+    def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
+        """Each batch's late rows to output 1, its partial aggregates per key and window to output 0."""
+        down, late = outputs
+        for ref, batch in inputs[0]:
+            if not len(batch):
+                continue
+            check_columns(batch, self.needed, self.where, ref.time)
+            table = to_arrow(batch)
+            time = ref.time
+            events = np.full(table.num_rows, time, np.int64)
+            if self.event_time is not None:
+                events = _integers(table, self.event_time, self.where, time)
+            late_rows, rows, starts = self.assign(events, time)
+            if late_rows is not None and late_rows.any():
+                late.session(ref).give_batch(table.filter(late_rows) if is_arrow(batch) else batch[late_rows])
+            if len(rows):
+                whole = len(rows) == table.num_rows and np.array_equal(rows, np.arange(len(rows)))
+                partial = self.partials(table if whole else table.take(rows), starts)
+                down.session(ref).give_batch(partial)
+        down.flush()
+        late.flush()
+
+    def assign(self, events: np.ndarray, time: int) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """``(late mask, row of each on-time window, its start)`` for rows of ``events`` at epoch ``time``."""
+        if isinstance(self.spec, Session):
+            late = time > events + (self.spec.gap - 1 + self.lateness)
+            rows = np.flatnonzero(~late)
+            return late, rows, events[rows]
+        size = self.spec.size
+        step = self.spec.step if isinstance(self.spec, Sliding) else size
+        origin = self.spec.origin
+        last = events - (events - origin) % step
+        earlier = (last - events + size - 1) // step  # how many windows before the last one hold the event
+        first = last - earlier * step
+        late = time > first + (size - 1 + self.lateness)
+        counts = earlier + 1
+        rows = np.repeat(np.arange(len(events)), counts)
+        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)
+        starts = last[rows] - offsets * step
+        on_time = time <= starts + (size - 1 + self.lateness)
+        return late, rows[on_time], starts[on_time]
+
+    def partials(self, table: Any, starts: np.ndarray) -> Any:
+        """``table``'s rows (one per window) reduced to partial aggregates by the keys and window start."""
+        pa = _pyarrow()
+        table = table.append_column(_START, pa.array(starts, pa.int64()))
+        if self.counts:
+            table = table.append_column(_ROWS, table.column(_START))
+        parts = [(column, part, partial_name(column, part)) for column, part in self.plan.partials]
+        return _reduce_arrow(table, self.plan.keys, parts)
+
+
+class ColumnarWindowOperator:
+    """The owner's step: open windows kept as partial aggregates, applied and closed time by time.
+
+    As :class:`~scopes.windows.WindowOperator`: each complete time ``t``, in
+    order, has its partials applied and then the windows closing at ``t`` sent;
+    before ``t`` is handled, the state is exactly the state as of the times before ``t``.
+    """
+
+    def __init__(self, spec: Any, lateness: int, plan: AggregationPlan, where: str) -> None:
+        """Windows of ``spec`` whose partials ``plan`` combines (keys and :data:`_START`)."""
+        self.spec = spec
+        self.lateness = lateness
+        self.plan = plan
+        self.where = where
+        self.keys = plan.keys[:-1]
+        self.buckets: dict[int, list[Any]] = {}
+        self.sessions: Any = None
+        self.capabilities: dict[int, Capability] = {}
+        self.pending: dict[int, list[Any]] = {}
+        self.holds: dict[int, Capability] = {}
+        self.initial: Capability | None = None
+        self.tracked: OperatorState | None = None
+
+    def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
+        """Gather partials per time; then apply every complete time and close the windows it passes."""
+        for ref, batch in inputs[0]:
+            if not len(batch):
+                continue
+            self.pending.setdefault(ref.time, []).append(batch)
+            if ref.time not in self.holds:
+                self.holds[ref.time] = ref.retain()
+        frontier = inputs[0].frontier
+        while True:  # applying a time may open windows that close at complete times too: look again
+            complete = [time for time in self.holds if not frontier.less_equal(time)]
+            complete.extend(close for close in self.capabilities if not frontier.less_equal(close))
+            if not complete:
+                break
+            time = min(complete)
+            if self.tracked is not None:
+                self.tracked.reached(time)
+            hold = self.holds.pop(time, None)
+            if hold is not None:
+                self.apply(self.pending.pop(time), time, hold)
+                hold.drop()
+            self.close_at(time, outputs[0])
+        if self.tracked is not None:
+            elements = frontier.elements
+            self.tracked.reached(min(elements) if elements else None)
+
+    def apply(self, batches: list[Any], time: int, hold: Capability) -> None:
+        """Fold the partials of complete time ``time`` into the open windows."""
+        if isinstance(self.spec, Session):
+            self.merge_sessions(batches, time, hold)
+            return
+        table = to_arrow(batches[0]) if len(batches) == 1 else combine_partials(self.plan, batches)
+        closes = table.column(_START).to_numpy() + (self.spec.size - 1 + self.lateness)
+        for close in np.unique(closes).tolist():
+            part = table.filter(closes == close)
+            self.buckets.setdefault(close, []).append(part)
+            self.expect(close, hold)
+
+    def expect(self, close: int, hold: Capability) -> None:
+        """Hold a capability at ``close``, when windows close then."""
+        if close not in self.capabilities:
+            self.capabilities[close] = hold.delayed(close)
+
+    def close_at(self, close: int, down: OperatorOutput) -> None:
+        """Send the windows closing at ``close`` and release its capability."""
+        capability = self.capabilities.pop(close, None)
+        if capability is None:
+            return
+        result = self.closed_sessions(close) if isinstance(self.spec, Session) else self.closed_windows(close)
+        if result is not None and result.num_rows:
+            down.session(capability).give_batch(result)
+            down.flush()
+        capability.drop()
+
+    def closed_windows(self, close: int) -> Any:
+        """The tumbling or sliding windows closing at ``close``, finished, with their extent."""
+        parts = self.buckets.pop(close, None)
+        if not parts:
+            return None
+        return self.output(finish(self.plan, combine_partials(self.plan, parts)), self.spec.size)
+
+    def output(self, finished: Any, length: Any) -> Any:
+        """``finished`` (keys, :data:`_START`, aggregations) as keys, start, end, aggregations."""
+        pa = _pyarrow()
+        starts = finished.column(_START)
+        ends = pa.array(starts.to_numpy() + length, pa.int64())
+        columns = [finished.column(key) for key in self.keys] + [starts, ends]
+        columns += [finished.column(named) for _, _, named in self.plan.outputs]
+        names = [*self.keys, START, END] + [named for _, _, named in self.plan.outputs]
+        return pa.table(columns, names=names)
+
+    # ------------------------------------------------------------------ sessions
+
+    def merge_sessions(self, batches: list[Any], time: int, hold: Capability) -> None:
+        """Merge the partials of ``time`` (one row per key and event time) into the open sessions."""
+        pa = _pyarrow()
+        order = [*self.keys, _START, _LAST] + [partial_name(c, p) for c, p in self.plan.partials]
+        new = [to_arrow(batch) for batch in batches]
+        new = [table.append_column(_LAST, table.column(_START)).select(order) for table in new]
+        if self.sessions is not None:
+            new.insert(0, self.sessions.select(order))
+        try:
+            table = pa.concat_tables(new)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise BatchError(
+                f"{self.where}: the partial aggregates at time {time!r} do not have one type ({error}); "
+                "give every batch of the stream the same column types"
+            ) from error
+        table = table.sort_by([(key, "ascending") for key in self.keys] + [(_START, "ascending")])
+        table = table.append_column(_SEGMENT, pa.array(self.segments(table), pa.int64()))
+        parts = [(_START, "min", _START), (_LAST, "max", _LAST)]
+        parts += [(partial_name(c, p), _COMBINE[p], partial_name(c, p)) for c, p in self.plan.partials]
+        merged = _reduce_arrow(table, (*self.keys, _SEGMENT), parts)
+        self.sessions = merged.drop_columns([_SEGMENT])
+        for close in np.unique(self.session_closes(self.sessions)).tolist():
+            self.expect(close, hold)
+
+    def segments(self, table: Any) -> np.ndarray:
+        """The merged session of each row of ``table`` (sorted by key and start): rows closer than the gap join."""
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        rows = table.num_rows
+        changed = np.zeros(rows, bool)
+        changed[0] = True
+        for key in self.keys:
+            column = table.column(key)
+            differs = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, rows - 1)), True)
+            changed[1:] |= differs.to_numpy(zero_copy_only=False)
+        groups = np.cumsum(changed) - 1
+        lasts = table.column(_LAST).to_numpy()
+        distinct, ranks = np.unique(lasts, return_inverse=True)
+        shifted = groups * len(distinct) + ranks  # each key group above every earlier one: a running max per group
+        reach = distinct[np.maximum.accumulate(shifted) - groups * len(distinct)]
+        starts = table.column(_START).to_numpy()
+        boundary = changed.copy()
+        boundary[1:] |= starts[1:] - reach[:-1] >= self.spec.gap
+        return np.cumsum(boundary)
+
+    def session_closes(self, sessions: Any) -> np.ndarray:
+        """Each open session's close time."""
+        return sessions.column(_LAST).to_numpy() + (self.spec.gap - 1 + self.lateness)
+
+    def closed_sessions(self, close: int) -> Any:
+        """The sessions closing at ``close``, finished, and forgotten."""
+        if self.sessions is None:
+            return None
+        closing = self.session_closes(self.sessions) == close
+        if not closing.any():
+            return None
+        done = self.sessions.filter(closing)
+        kept = self.sessions.filter(~closing)
+        self.sessions = kept if kept.num_rows else None
+        lengths = done.column(_LAST).to_numpy() + 1 - done.column(_START).to_numpy()
+        return self.output(finish(self.plan, done), lengths)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def snapshot(self) -> Any:
+        """The open windows as Arrow tables of partial aggregates, for a checkpoint."""
+        return [[[close, parts] for close, parts in self.buckets.items()], self.sessions]
+
+    def restore(self, saved: Any) -> None:
+        """Put back a :meth:`snapshot`; the capabilities to send the windows come in :meth:`settle`."""
+        buckets, sessions = saved
+        self.buckets = {close: list(parts) for close, parts in buckets}
+        self.sessions = sessions
+
+    def settle(self) -> None:
+        """Take a capability for every restored window's close from the initial one, then drop that."""
+        initial, self.initial = self.initial, None
+        if initial is None:
+            return
+        closes = set(self.buckets)
+        if self.sessions is not None:
+            closes.update(np.unique(self.session_closes(self.sessions)).tolist())
+        for close in closes:
+            if close not in self.capabilities:
+                self.capabilities[close] = initial.delayed(close)
+        initial.drop()
+
+
+def window_batch(
+    stream: S,
+    spec: Any,
+    keys: str | Sequence[str] | None,
+    event_time: str | None,
+    lateness: int,
+    name: str = "WindowBatch",
+) -> ColumnarWindowBuilder[S]:
+    """Columnar windows of ``spec`` over ``stream`` by the ``keys`` columns; refuses a stream with no key."""
+    where = describe_operator(name, stream.scope.path)
+    if keys is None:
+        raise BuildError(
+            f"{where} has no key columns: pass keys='column' (or a list of columns); windows keep their "
+            "state per key, and a batch's rows are routed by their key columns"
+        )
+    return ColumnarWindowBuilder(stream, keys, spec, event_time, lateness, where)
+
+
+__all__ = ["END", "START", "ColumnarWindowBuilder", "ColumnarWindowOperator", "WindowSplitter", "window_batch"]
