@@ -40,6 +40,12 @@ Durable results, resuming, Spark Connect
     its tasks meet through ``allGather`` unless
     ``spark.pytimely.rendezvous=driver``.
 
+In the Spark UI and ``on_progress``
+    The job is labelled with ``name``: job group ``pytimely:NAME``, a
+    description with the attempt, the stage ``pytimely dataflow 'NAME'`` (a
+    tag over Connect).  ``on_progress`` also gets the driver's phases before
+    the job (``task`` is ``None``); see :mod:`runtime.spark.driver_phases`.
+
 Preflight
     The session must allow barrier mode (no speculation, no dynamic
     allocation); the executors must import pytimely and its dependencies
@@ -211,13 +217,11 @@ def run_dataflow(
     attempt's failure.  ``on_attempt(number, failure)`` is called before each
     attempt (``failure`` is ``None`` for the first, else why the last failed).
 
-    The Spark UI shows the job as ``name`` (job group ``pytimely:NAME``); ``on_progress`` also gets
-    the driver's phases before the job (``task`` is ``None``): :mod:`runtime.spark.driver_phases`.
-
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
     ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
-    :mod:`runtime.instrument`.  ``durable``, ``checkpoint`` and Spark Connect: see the module's docstring.
+    :mod:`runtime.instrument`.  ``durable``, ``checkpoint``, Spark Connect and what the Spark UI and
+    ``on_progress`` show of ``name`` and of the driver's phases: see the module's docstring.
     """
     phases = DriverPhases(on_progress)
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
