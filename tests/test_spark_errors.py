@@ -138,3 +138,18 @@ def test_the_driver_waits_briefly_for_the_failing_tasks_own_report() -> None:
     threading.Timer(0.1, reports.note, args=(later,)).start()
     assert reports.own_failure(0, 5.0) == later
     assert reports.own_failure(1, 0.0) is None
+
+
+def test_the_failure_listener_is_left_out_where_the_driver_host_cannot_be_listened_on() -> None:
+    from runtime.spark.driver import _progress_server
+
+    def ignore(event: dict[str, Any]) -> None:
+        pass
+
+    unreachable = "192.0.2.1"  # TEST-NET-1: no interface of this machine has it
+    assert _progress_server(unreachable, "t" * 32, ignore, asked=False) is None
+    with pytest.raises(OSError):
+        _progress_server(unreachable, "t" * 32, ignore, asked=True)
+    server = _progress_server("127.0.0.1", "t" * 32, ignore, asked=False)
+    assert server is not None
+    server.close()

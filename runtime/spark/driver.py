@@ -330,7 +330,7 @@ def _run_attempts(
             token = secrets.token_hex(16)
             if progress is not None:
                 progress.close()
-            progress = ProgressServer(driver_host, token, on_event)  # always: the tasks report failures on it
+            progress = _progress_server(driver_host, token, on_event, on_progress is not None)
             if through_driver:
                 if rendezvous is not None:
                     rendezvous.close()
@@ -369,6 +369,23 @@ def _run_attempts(
         if rendezvous is not None:
             rendezvous.close()
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover
+
+
+def _progress_server(
+    host: str, token: str, on_event: Callable[[TaskEvent], None], asked: bool
+) -> ProgressServer | None:
+    """The attempt's progress listener, always made: the tasks report their failures on it.
+
+    Where ``host`` cannot be listened on (a Spark Connect client far from the
+    server's driver host) it is left out unless the caller asked for
+    ``on_progress``, which then fails as before.
+    """
+    try:
+        return ProgressServer(host, token, on_event)
+    except OSError:
+        if asked:
+            raise
+        return None
 
 
 def _failure(
