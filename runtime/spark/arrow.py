@@ -20,6 +20,7 @@ Output contract
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,14 +30,19 @@ from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
 
 ROWS_PER_BATCH = 65_536
 """The largest record batch made from rows."""
+_ROW_TYPES = {tuple, list, dict}
 
 
 def _mismatch(message: str, column: str | None, expected: str, found: str) -> SchemaMismatch:
     return SchemaMismatch(f"{FATAL_MARKER} {message}", column, expected, found)
 
 
-def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
-    """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error."""
+def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> list[pa.RecordBatch]:
+    """``batch`` (a record batch or table) with the columns of ``schema`` in its order, or an error.
+
+    ``what`` names what the dataflow emitted, for the error (default: ``an Arrow RecordBatch``/``Table``).
+    """
+    what = what or f"an Arrow {type(batch).__name__}"
     if batch.schema.equals(schema):
         return [batch] if isinstance(batch, pa.RecordBatch) else batch.to_batches()
     have = {field.name: field for field in batch.schema}
@@ -44,7 +50,7 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
         found = have.get(field.name)
         if found is None:
             raise _mismatch(
-                f"the dataflow produced an Arrow {type(batch).__name__} without column '{field.name}' "
+                f"the dataflow produced {what} without column '{field.name}' "
                 f"(type {field.type}) of the output schema; it has {', '.join(have) or 'no columns'}",
                 field.name,
                 str(field.type),
@@ -53,8 +59,8 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
         if found.type != field.type:
             raise _mismatch(
                 f"column '{field.name}' has type {field.type} in the output schema, but the dataflow "
-                f"produced an Arrow {type(batch).__name__} where it has type {found.type}; "
-                f"cast it (e.g. batch.cast(schema)) or change the schema",
+                f"produced {what} where it has type {found.type}; "
+                f"cast it (e.g. batch.cast(schema), or the array's dtype) or change the schema",
                 field.name,
                 str(field.type),
                 str(found.type),
@@ -62,7 +68,7 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
     extra = [name for name in have if schema.get_field_index(name) < 0]
     if extra:
         raise _mismatch(
-            f"the dataflow produced an Arrow {type(batch).__name__} with column(s) {', '.join(extra)} "
+            f"the dataflow produced {what} with column(s) {', '.join(extra)} "
             f"that the output schema ({', '.join(schema.names)}) does not have",
             extra[0],
             "absent",
@@ -75,7 +81,37 @@ def conform_batch(batch: Any, schema: pa.Schema) -> list[pa.RecordBatch]:
     return [pa.RecordBatch.from_arrays(columns, schema=schema)]
 
 
+def _bulk_columns(rows: list[Any], schema: pa.Schema) -> list[Any] | None:
+    """The columns of ``rows`` as lists, made in C (``map(itemgetter)``), or ``None`` if a row needs a closer look.
+
+    Every row must be a tuple or list of the schema's width, or every row a
+    dict with exactly the schema's keys; anything else takes the row-by-row
+    path of :func:`_rows_to_batch`, which names what is wrong.
+    """
+    width = len(schema.names)
+    kinds = set(map(type, rows))
+    if kinds <= {tuple, list}:
+        if set(map(len, rows)) != {width}:
+            return None
+        return [list(map(operator.itemgetter(index), rows)) for index in range(width)]
+    if kinds == {dict}:
+        names = schema.names
+        if set(map(len, rows)) != {width} or not all(map(set(names).issuperset, rows)):
+            return None
+        return [list(map(operator.itemgetter(name), rows)) for name in names]
+    return None
+
+
 def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.RecordBatch:
+    bulk = _bulk_columns(rows, schema)
+    if bulk is not None:
+        arrays = []
+        for field, values in zip(schema, bulk, strict=True):
+            try:
+                arrays.append(pa.array(values, type=field.type, from_pandas=False))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
+                raise _column_error(field, values, first_row, error) from None
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
     names = schema.names
     width = len(names)
     columns: list[list[Any]] = [[] for _ in range(width)]
@@ -188,20 +224,38 @@ class OutputBatcher:
 
     def add(self, message: Any) -> list[pa.RecordBatch]:
         """The record batches that ``message`` (a list of records or a columnar batch) completes."""
+        if message.__class__ is list and set(map(type, message)) <= _ROW_TYPES:  # rows alone: taken in bulk
+            return self._add_rows(message)
         ready: list[pa.RecordBatch] = []
         for record in output_records([message]):
             ready.extend(self.add_record(record))
+        return ready
+
+    def _add_rows(self, rows: list[Any]) -> list[pa.RecordBatch]:
+        """Take a list of rows at once; the record batches of :data:`ROWS_PER_BATCH` rows now complete."""
+        ready: list[pa.RecordBatch] = []
+        start = 0
+        while start < len(rows):
+            room = ROWS_PER_BATCH - len(self.rows)
+            chunk = rows[start : start + room]
+            self.rows.extend(chunk)
+            self.seen += len(chunk)
+            start += len(chunk)
+            if len(self.rows) >= ROWS_PER_BATCH:
+                ready.extend(self.finish())
         return ready
 
     def add_record(self, record: Any) -> list[pa.RecordBatch]:
         """The record batches that one output record (a row or a columnar batch) completes."""
         schema = self.schema
         columnar = isinstance(record, pa.RecordBatch | pa.Table)
+        what = None
         if not columnar and type(record).__name__ == "ndarray" and type(record).__module__ == "numpy":
+            what = f"a numpy structured array (dtype {record.dtype})"
             record = numpy_to_arrow(record, schema)
             columnar = True
         if columnar:
-            return [*self.finish(), *conform_batch(record, schema)]
+            return [*self.finish(), *conform_batch(record, schema, what)]
         if not isinstance(record, tuple | list | dict):
             raise _mismatch(
                 f"output record {self.seen} is a {type(record).__name__} ({record!r:.80}); the output stream must "
@@ -233,9 +287,19 @@ def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.
     yield from batcher.finish()
 
 
+def column_values(column: Any) -> list[Any]:
+    """A column's values as Python objects, in one call: through NumPy for integers, floats and booleans
+    without nulls (about twice as fast as Arrow's ``to_pylist``), else ``to_pylist``."""
+    kind = column.type
+    numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
+    if column.null_count == 0 and numeric:
+        return column.to_numpy(zero_copy_only=False).tolist()
+    return column.to_pylist()
+
+
 def input_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
-    """The rows of an input record batch as tuples in column order (one conversion per column, not per value)."""
-    columns = [column.to_pylist() for column in batch.columns]
+    """The rows of an input record batch as tuples in column order (one conversion per column, zipped in C)."""
+    columns = [column_values(column) for column in batch.columns]
     if not columns:
         return [() for _ in range(batch.num_rows)]
     return list(zip(*columns, strict=True))

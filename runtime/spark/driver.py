@@ -40,6 +40,12 @@ Durable results, resuming, Spark Connect
     its tasks meet through ``allGather`` unless
     ``spark.pytimely.rendezvous=driver``.
 
+In the Spark UI and ``on_progress``
+    The job is labelled with ``name``: job group ``pytimely:NAME``, a
+    description with the attempt, the stage ``pytimely dataflow 'NAME'`` (a
+    tag over Connect).  ``on_progress`` also gets the driver's phases before
+    the job (``task`` is ``None``); see :mod:`runtime.spark.driver_phases`.
+
 Preflight
     The session must allow barrier mode (no speculation, no dynamic
     allocation); the executors must import pytimely and its dependencies
@@ -67,10 +73,21 @@ import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
 from runtime.spark.connect import is_connect, setting
+from runtime.spark.ddl import simple_ddl
+from runtime.spark.driver_phases import DriverPhases, job_labels, partitions_without_running
 from runtime.spark.durable import Durable, check_durable, finish
-from runtime.spark.errors import DataflowFailed, SparkSetupError
+from runtime.spark.errors import DataflowFailed, SparkError, SparkSetupError
 from runtime.spark.executors import check_executors
-from runtime.spark.failures import should_retry, summary, task_traceback
+from runtime.spark.failures import (
+    OWN_FAILURE_WAIT,
+    FailureReports,
+    exception_line,
+    should_retry,
+    stopped_by_another,
+    summary,
+    task_traceback,
+    without_markers,
+)
 from runtime.spark.preflight import check_session, check_slots, running_tasks
 from runtime.spark.progress import ProgressServer, TaskEvent
 from runtime.spark.rendezvous import Rendezvous
@@ -99,7 +116,7 @@ def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
     if isinstance(schema, pa.Schema):
         return from_arrow_schema(schema), schema
     if isinstance(schema, str):
-        schema = _parse_datatype_string(schema)
+        schema = simple_ddl(schema) or _parse_datatype_string(schema)  # Spark's parser: a JVM round trip
     if not isinstance(schema, StructType):
         raise ConfigurationError(
             f"run_dataflow needs the output schema as a StructType, a DDL string such as "
@@ -164,19 +181,18 @@ def run_dataflow(
 ) -> Any:
     """Run ``build`` over ``df`` on ``workers`` gang-scheduled Spark tasks; return the output DataFrame.
 
-    ``df.repartition(workers)`` is fed to a barrier ``mapInArrow`` stage: each
-    task is one pytimely process (one worker) of a TCP mesh whose processes
-    find each other through ``BarrierTaskContext.allGather`` and a token the
-    driver makes for each attempt.
+    ``df`` (repartitioned unless its plan has ``workers`` partitions) feeds a
+    barrier ``mapInArrow`` stage: each task is one pytimely process (one
+    worker) of a TCP mesh; the tasks learn each other's addresses from the
+    driver, with a token it makes for each attempt (module docstring).
 
     Contract of ``build(scope, batches) -> Stream``: it is called once in every
     task with the dataflow's root scope and a stream of the task's
     ``pyarrow.RecordBatch`` es, at time 0.  With ``columnar=True`` each Arrow
     batch is one message of that stream, a columnar batch for the batch
-    operators (``map_batch``, ``exchange_batch`` by column, ...); otherwise
-    each is one *record* (of a list batch) for record-wise operators.  Nothing
-    is converted per row unless your operators do it; Arrow batches travel
-    between tasks in Arrow's IPC format.  ``build`` returns the output stream,
+    operators (``map_batch``, ``exchange_batch`` by column, ...); otherwise its
+    rows enter as one list batch of tuples in column order (converted column
+    by column).  Arrow batches travel between tasks in Arrow's IPC format.  ``build`` returns the output stream,
     whose messages may be Arrow record batches or tables with the schema's
     columns (handed to Spark as they are when their schema is the output
     schema, otherwise their columns are reordered), numpy structured arrays,
@@ -186,9 +202,6 @@ def run_dataflow(
     peers, the attempt and a ``report(event, **fields)`` that reaches
     ``on_progress`` on the driver.  ``build`` must be picklable by Spark
     (cloudpickle): a module-level function, or a closure over picklable values.
-
-    With ``columnar=False`` (the default) each Arrow batch's rows enter as
-    one list batch of tuples, in the DataFrame's column order.
 
     ``schema`` is a ``StructType``, a DDL string or a ``pyarrow.Schema``.  The
     returned DataFrame is already computed (``localCheckpoint``), so writing
@@ -207,19 +220,24 @@ def run_dataflow(
     ``log`` is the instrumentation target of ``--log`` (a file path, which
     each task ``i`` writes as ``STEM.i.SUFFIX`` on its executor's machine, or
     ``tcp://HOST:PORT`` of a live viewer); it reaches every task, and needs
-    :mod:`runtime.instrument`.  ``durable``, ``checkpoint`` and Spark Connect: see the module's docstring.
+    :mod:`runtime.instrument`.  ``durable``, ``checkpoint``, Spark Connect and what the Spark UI and
+    ``on_progress`` show of ``name`` and of the driver's phases: see the module's docstring.
     """
-    spark = df.sparkSession
-    workers = _checked_workers(spark, workers, retries, build)
-    spark_schema, pa_schema = arrow_schema(schema)
-    bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
-    _preflight(spark, workers, slot_wait, durable)
-    df = df.repartition(workers) if is_connect(spark) or df.rdd.getNumPartitions() != workers else df
+    phases = DriverPhases(on_progress)
+    with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
+        spark = df.sparkSession
+        workers = _checked_workers(spark, workers, retries, build)
+        spark_schema, pa_schema = arrow_schema(schema)
+        bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
+    with phases.phase("preflight"):
+        _preflight(spark, workers, slot_wait, durable)
+    with phases.phase("plan"):
+        df = df if not is_connect(spark) and partitions_without_running(df) == workers else df.repartition(workers)
     # each attempt's token, number and servers are filled in by _run_attempts
     plan = TaskPlan(build, pa_schema, "", 0, workers, stall_timeout, connect_timeout, bind_host, None, name)
     plan = dataclasses.replace(plan, log=log, columnar=columnar, ports=port_range, checkpoint=_path(checkpoint))
     return _run_attempts(
-        spark, df, spark_schema, plan, retries, driver_host, through_driver, on_progress, on_attempt, durable
+        spark, df, spark_schema, plan, retries, driver_host, through_driver, phases, on_attempt, durable
     )
 
 
@@ -289,23 +307,30 @@ def _run_attempts(
     retries: int,
     driver_host: str,
     through_driver: bool,
-    on_progress: Callable[[TaskEvent], None] | None,
+    phases: DriverPhases,
     on_attempt: Callable[[int, str | None], None] | None,
     durable: Durable = None,
 ) -> Any:
     """Run the barrier stage until an attempt succeeds, a failure would repeat, or the retries are spent."""
+    on_progress = phases.on_progress
     rendezvous: Rendezvous | None = None
     progress: ProgressServer | None = None
     causes: list[str] = []
+    reports = FailureReports()
+
+    def on_event(event: TaskEvent) -> None:
+        reports.note(event)
+        if on_progress is not None:
+            on_progress(event)
+
     try:
         for attempt in range(retries + 1):
             if on_attempt is not None:
                 on_attempt(attempt, causes[-1] if causes else None)
             token = secrets.token_hex(16)
-            if on_progress is not None:
-                if progress is not None:
-                    progress.close()
-                progress = ProgressServer(driver_host, token, on_progress)
+            if progress is not None:
+                progress.close()
+            progress = _progress_server(driver_host, token, on_event, on_progress is not None)
             if through_driver:
                 if rendezvous is not None:
                     rendezvous.close()
@@ -319,13 +344,19 @@ def _run_attempts(
             )
             result = repartitioned.mapInArrow(functools.partial(run_task, attempt_plan), spark_schema, barrier=True)
             try:
-                return finish(result.localCheckpoint(eager=True), plan.workers, durable)
+                with job_labels(spark, plan.name, plan.workers, attempt, retries):
+                    phases.event("submitted", attempt=attempt)
+                    return finish(result.localCheckpoint(eager=True), plan.workers, durable)
             except Exception as error:  # noqa: BLE001 - Py4J and captured Spark errors alike
                 if isinstance(error, KeyboardInterrupt):
                     raise
-                failed = _failure(str(error), attempt, retries, causes)
+                text = str(error)
+                own = None
+                if stopped_by_another(task_traceback(text)):  # the failing task's own report tells more
+                    own = reports.own_failure(attempt, OWN_FAILURE_WAIT)
+                failed = _failure(text, attempt, retries, causes, own)
                 if failed is not None:
-                    raise failed from error
+                    raise failed from SparkError(without_markers(text))
                 print(
                     f"pytimely: attempt {attempt + 1} of {retries + 1} failed ({causes[-1]}); retrying",
                     file=sys.stderr,
@@ -340,13 +371,40 @@ def _run_attempts(
     raise SparkSetupError("unreachable: no attempt ran")  # pragma: no cover
 
 
-def _failure(text: str, attempt: int, retries: int, causes: list[str]) -> DataflowFailed | None:
-    """Note why attempt ``attempt`` failed (Spark's error ``text``); the error to raise, or ``None`` to retry."""
-    cause = summary(text)
+def _progress_server(
+    host: str, token: str, on_event: Callable[[TaskEvent], None], asked: bool
+) -> ProgressServer | None:
+    """The attempt's progress listener, always made: the tasks report their failures on it.
+
+    Where ``host`` cannot be listened on (a Spark Connect client far from the
+    server's driver host) it is left out unless the caller asked for
+    ``on_progress``, which then fails as before.
+    """
+    try:
+        return ProgressServer(host, token, on_event)
+    except OSError:
+        if asked:
+            raise
+        return None
+
+
+def _failure(
+    text: str, attempt: int, retries: int, causes: list[str], own: dict[str, Any] | None = None
+) -> DataflowFailed | None:
+    """Note why attempt ``attempt`` failed (Spark's error ``text``); the error to raise, or ``None`` to retry.
+
+    ``own`` is the failing task's own report, which wins over Spark's text
+    when Spark shows a task that was only stopped by it.
+    """
+    if own is not None:
+        traceback: str | None = without_markers(str(own["traceback"]))
+        cause = exception_line(traceback or "")[:600]
+        retry = bool(own.get("retry"))
+    else:
+        traceback, cause, retry = task_traceback(text), summary(text), should_retry(text)
     causes.append(cause)
-    traceback = task_traceback(text)
     shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
-    if not should_retry(text):
+    if not retry:
         return DataflowFailed(
             f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
             f"of {retries + 1}): {cause}{shown}",

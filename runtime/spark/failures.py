@@ -9,21 +9,47 @@ its error (:data:`~runtime.spark.errors.FATAL_MARKER`,
 was raised before the task's body ran (the user's module is not importable on
 the executor, the ``build`` function cannot be unpickled) and would repeat; a
 failure without any Python traceback (an executor lost, a Python worker
-killed) may not.
+killed) may not.  The markers are for the driver alone: :func:`without_markers`
+takes them out of everything shown to users.
+
+A task stopped only because another task failed ("process 0 stopped because
+worker 1 failed") may reach Spark first, and its traceback lacks the user's
+line.  So every task also reports its own failure to the driver's progress
+channel as soon as it happens (:data:`FAILED_EVENT`), and
+:class:`FailureReports` lets the driver prefer the failing task's own
+traceback over the one Spark chose.
 """
 
 from __future__ import annotations
+
+import threading
+import time
+from typing import Any
 
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER
 
 TRACEBACK_START = "Traceback (most recent call last):"
 MAX_TRACEBACK = 20_000
 """Characters of a task's traceback kept (its end, where the exception is)."""
+FAILED_EVENT = "failed"
+"""The progress event a task sends when it fails (fields ``error``, ``elsewhere``, ``retry``, ``traceback``)."""
+OWN_FAILURE_WAIT = 5.0
+"""Seconds the driver waits for the failing task's own report when Spark shows another task's error."""
 _INFRASTRUCTURE = ("Python worker exited unexpectedly", "ExecutorLostFailure", "PeerLost", "ClusterStopped")
 
 
+def without_markers(text: str) -> str:
+    """``text`` without the internal retry markers (which are for the driver, not for users)."""
+    for marker in (FATAL_MARKER, RETRY_MARKER):
+        text = text.replace(f"{marker} ", "").replace(marker, "")
+    return text
+
+
 def task_traceback(text: str) -> str | None:
-    """The Python traceback in a Spark job failure's text (the first; Spark repeats it), without the Java stack."""
+    """The Python traceback in a Spark job failure's text (the first; Spark repeats it), without the Java stack.
+
+    The internal markers are taken out (:func:`without_markers`).
+    """
     start = text.find(TRACEBACK_START)
     if start < 0:
         return None
@@ -34,7 +60,7 @@ def task_traceback(text: str) -> str | None:
         lines.append(line)
     while lines and not lines[-1].strip():
         lines.pop()
-    return "\n".join(lines)[-MAX_TRACEBACK:]
+    return without_markers("\n".join(lines))[-MAX_TRACEBACK:]
 
 
 def exception_line(traceback: str) -> str:
@@ -50,6 +76,7 @@ def summary(text: str) -> str:
     traceback = task_traceback(text)
     if traceback is not None:
         return exception_line(traceback)[:600]
+    text = without_markers(text)
     for marker in _INFRASTRUCTURE:
         for line in text.splitlines():
             if marker in line:
@@ -67,3 +94,46 @@ def should_retry(text: str) -> bool:
     if RETRY_MARKER in text:
         return True
     return task_traceback(text) is None
+
+
+def stopped_by_another(traceback: str | None) -> bool:
+    """Whether a task's traceback only says that another task failed (``... stopped because worker N failed``)."""
+    if traceback is None:
+        return False
+    line = exception_line(traceback)
+    return "stopped because" in line and " failed" in line
+
+
+class FailureReports:
+    """The failures the tasks of one attempt reported to the driver themselves (their ``failed`` events).
+
+    :meth:`note` takes every progress event (on the progress server's
+    threads); :meth:`own_failure` returns the report of a task that failed on
+    its own (not stopped by another's failure), waiting for one a little.
+    """
+
+    def __init__(self) -> None:
+        """No report yet."""
+        self._reports: dict[int, list[dict[str, Any]]] = {}
+        self._condition = threading.Condition()
+
+    def note(self, event: dict[str, Any]) -> None:
+        """Keep ``event`` if it is a task's failure report."""
+        if event.get("event") != FAILED_EVENT or not isinstance(event.get("attempt"), int):
+            return
+        with self._condition:
+            self._reports.setdefault(event["attempt"], []).append(event)
+            self._condition.notify_all()
+
+    def own_failure(self, attempt: int, wait: float) -> dict[str, Any] | None:
+        """The first report of attempt ``attempt`` whose task failed on its own, waiting up to ``wait`` s."""
+        deadline = time.monotonic() + wait
+        with self._condition:
+            while True:
+                for report in self._reports.get(attempt, []):
+                    if report.get("elsewhere") is False and isinstance(report.get("traceback"), str):
+                        return report
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._condition.wait(remaining)

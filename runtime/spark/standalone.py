@@ -8,12 +8,18 @@ classes with ``spark-daemon.sh`` itself::
     python -m runtime.spark.standalone status
     python -m runtime.spark.standalone stop
 
-Everything binds to ``127.0.0.1``; every executor runs this interpreter
-(``PYSPARK_PYTHON``), so it imports the same pytimely.  The daemons' pid files,
-logs and the cluster's ports live in ``--dir`` (default
-``$TMPDIR/pytimely-spark-$USER``).  ``start`` waits until every worker has
-registered with the master (up to ``--timeout`` seconds) and fails, showing
-the end of the logs, if they do not.
+Everything binds to ``127.0.0.1`` (``SPARK_LOCAL_IP``); every executor runs
+this interpreter (``PYSPARK_PYTHON``), so it imports the same pytimely.  The
+daemons' pid files, logs, the executors' working directories and the
+cluster's ports live in ``--dir``: by default
+``$TMPDIR/pytimely-spark-$USER-HASH``, where ``HASH`` is taken from the
+current directory, so ``stop`` run where ``start`` ran finds this cluster and
+never another session's (two clusters from one directory need two ``--dir``).
+Each worker offers ``--memory`` (default :data:`DEFAULT_MEMORY`) to
+executors, not Spark's default of all the machine's memory but 1 GB.
+``start`` waits until every worker has registered with the master (up to
+``--timeout`` seconds) and fails, showing the end of the logs, if they do
+not.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import hashlib
 import json
 import os
 import signal
@@ -40,6 +47,8 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 HOST = "127.0.0.1"
 STATE_FILE = "cluster.json"
+DEFAULT_MEMORY = "1g"
+"""Memory each worker offers its executors: one executor of Spark's default ``spark.executor.memory``."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +66,9 @@ class Cluster:
 
 
 def default_directory() -> Path:
-    """``$TMPDIR/pytimely-spark-$USER``."""
-    return Path(tempfile.gettempdir()) / f"pytimely-spark-{getpass.getuser()}"
+    """``$TMPDIR/pytimely-spark-$USER-HASH``, ``HASH`` from the current directory: one per checkout or session."""
+    here = hashlib.sha256(str(Path.cwd().resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()) / f"pytimely-spark-{getpass.getuser()}-{here}"
 
 
 def spark_home() -> Path:
@@ -84,6 +94,7 @@ def _environment(directory: Path) -> dict[str, str]:
         "SPARK_HOME": str(home),
         "SPARK_LOG_DIR": str(directory / "logs"),
         "SPARK_PID_DIR": str(directory / "pids"),
+        "SPARK_WORKER_DIR": str(directory / "work"),
         "SPARK_LOCAL_IP": HOST,
         "PYSPARK_PYTHON": sys.executable,
         "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"),
@@ -115,7 +126,11 @@ def _logs(directory: Path) -> str:
 
 
 def start(
-    workers: int = 2, cores: int = 1, memory: str = "1g", directory: Path | None = None, timeout: float = 90.0
+    workers: int = 2,
+    cores: int = 1,
+    memory: str = DEFAULT_MEMORY,
+    directory: Path | None = None,
+    timeout: float = 90.0,
 ) -> Cluster:
     """Start a master and ``workers`` workers of ``cores`` cores on loopback; wait until all have registered."""
     directory = Path(directory or default_directory())
@@ -190,7 +205,9 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def running(workers: int = 2, cores: int = 1, memory: str = "1g", directory: Path | None = None) -> Iterator[Cluster]:
+def running(
+    workers: int = 2, cores: int = 1, memory: str = DEFAULT_MEMORY, directory: Path | None = None
+) -> Iterator[Cluster]:
     """A cluster for the duration of a ``with`` block, stopped at its end whatever happens."""
     cluster = start(workers, cores, memory, directory)
     try:
@@ -205,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["start", "stop", "status"])
     parser.add_argument("--workers", type=int, default=2, help="worker daemons (default 2)")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker = task slots (default 1)")
-    parser.add_argument("--memory", default="1g", help="memory per worker (default 1g)")
+    parser.add_argument("--memory", default=DEFAULT_MEMORY, help=f"memory per worker (default {DEFAULT_MEMORY})")
     parser.add_argument("--dir", type=Path, default=None, help=f"state directory (default {default_directory()})")
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for the workers (default 90)")
     args = parser.parse_args(argv)

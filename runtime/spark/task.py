@@ -52,6 +52,7 @@ from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.spark.arrow import OutputBatcher, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.errors import TaskFailed as TaskFailed
+from runtime.spark.failures import FAILED_EVENT, without_markers
 from runtime.spark.gang import all_gather
 from runtime.spark.progress import ProgressReporter
 from runtime.spark.rendezvous import gather
@@ -64,6 +65,8 @@ OUTPUT_BUFFER_BYTES = 64 << 20
 OUTPUT_WAIT = 0.5
 """Seconds between two checks, while the dataflow waits for room, that Spark still reads the task's output."""
 
+MAX_REPORTED_TRACEBACK = 12_000
+"""Characters of a failed task's traceback sent to the driver (the end, where the exception is)."""
 REMOTE_FAILURE_DELAY = 1.0
 """Seconds a task stopped by another task's failure waits before failing, so that Spark reports the cause."""
 
@@ -119,8 +122,15 @@ def current_task() -> TaskInfo | None:
     return _current
 
 
-def _listen(bind_host: str | None, advertised: str, ports: tuple[int, int] | None) -> tuple[socket.socket, str]:
-    """A listening socket (in ``ports`` if given), and the ``host:port`` the other tasks should connect to."""
+def _listen(
+    bind_host: str | None, advertised: str, ports: tuple[int, int] | None, neighbours: int = 1
+) -> tuple[socket.socket, str]:
+    """A listening socket (in ``ports`` if given), and the ``host:port`` the other tasks should connect to.
+
+    ``neighbours`` is how many tasks of the gang (this one included) run on
+    this machine: a range with fewer ports can never hold them all, which no
+    retry changes, so it fails at once without the retry marker.
+    """
     host = bind_host
     if host is None:
         host = "127.0.0.1" if advertised in ("localhost", "127.0.0.1", "::1") else ""
@@ -129,6 +139,13 @@ def _listen(bind_host: str | None, advertised: str, ports: tuple[int, int] | Non
         listener = socket.create_server((host, 0), backlog=64)
         return listener, f"{shown}:{listener.getsockname()[1]}"
     low, high = ports
+    if high - low + 1 < neighbours:
+        raise TaskFailed(
+            f"{FATAL_MARKER} the mesh's port range {low}-{high} (spark.pytimely.ports / run_dataflow(ports=...)) "
+            f"has {high - low + 1} port(s), but {neighbours} tasks of the gang run on this machine "
+            f"({advertised}), one port each: it can never succeed, so it is not retried; widen the range to at "
+            f"least {neighbours} ports"
+        )
     candidates = list(range(low, high + 1))
     offset = random.randrange(len(candidates))  # tasks of one machine start at different ports
     for port in candidates[offset:] + candidates[:offset]:
@@ -141,6 +158,27 @@ def _listen(bind_host: str | None, advertised: str, ports: tuple[int, int] | Non
         f"{RETRY_MARKER} no free port in {low}-{high} on {host or 'all interfaces'} for the dataflow's mesh "
         f"(spark.pytimely.ports / run_dataflow(ports=...)): widen the range to at least as many ports as tasks "
         f"per machine"
+    )
+
+
+def _neighbours(context: Any, index: int) -> int:
+    """How many tasks of the gang run on the same host as task ``index`` (1 if Spark does not say)."""
+    try:
+        hosts = [str(info.address).rpartition(":")[0] or str(info.address) for info in context.getTaskInfos()]
+        return max(1, hosts.count(hosts[index]))
+    except Exception:  # noqa: BLE001 - no task infos: count this task alone
+        return 1
+
+
+def _report_failure(reporter: ProgressReporter, error: BaseException, index: int) -> None:
+    """Tell the driver at once how this task failed: its own traceback, and whether another task caused it."""
+    chain = without_markers("".join(traceback.format_exception(error)).rstrip())[-MAX_REPORTED_TRACEBACK:]
+    reporter.report(
+        FAILED_EVENT,
+        error=without_markers(f"{type(error).__name__}: {error}")[:500],
+        elsewhere=_failed_elsewhere(error, index),
+        retry=_is_retryable(error),
+        traceback=chain,
     )
 
 
@@ -200,6 +238,8 @@ class OutputQueue:
         self.done = False
         self.error: BaseException | None = None
         self.cancelled = False
+        self.reported = False
+        """Whether the dataflow's thread already reported its failure to the driver."""
         self.condition = threading.Condition()
 
     def put(self, batch: pa.RecordBatch) -> None:
@@ -254,7 +294,8 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     queue = OutputQueue()
     runner: threading.Thread | None = None
     try:
-        listener, address = _listen(plan.bind_host, _advertised_host(context, index), plan.ports)
+        advertised = _advertised_host(context, index)
+        listener, address = _listen(plan.bind_host, advertised, plan.ports, _neighbours(context, index))
         with listener:
             if plan.rendezvous is not None:
                 addresses = gather(plan.rendezvous, plan.token, index, address, plan.workers, plan.connect_timeout)
@@ -288,7 +329,8 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
         raise
     except BaseException as error:
         queue.cancel()
-        reporter.report("failed", error=f"{type(error).__name__}: {error}"[:500])
+        if not queue.reported:
+            _report_failure(reporter, error, index)
         if _failed_elsewhere(error, index):
             time.sleep(REMOTE_FAILURE_DELAY)  # let the failing task's own error reach Spark first
         marked = _marked(error, index, plan.attempt)
@@ -325,6 +367,8 @@ def _run_mesh(
             gather=False,
         )
     except BaseException as error:  # noqa: BLE001 - handed to the task's generator, which raises it
+        _report_failure(info.reporter, error, info.index)  # first: Spark may kill this task any moment now
+        queue.reported = True
         queue.close(error)
         return
     finally:
