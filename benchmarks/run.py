@@ -38,6 +38,7 @@ WORKLOADS: dict[str, str] = {
     "shape": "scaling:bench_shape",
     "graphs": "graphs:bench",
     "spark": "spark_wcc:bench",
+    "spark_forms": "spark_forms:bench",
 }
 """Every workload, in the order run: ``name: "module:function"``, the function taking ``(Size, log)``.
 Spark runs last: its JVM outlives ``spark.stop()`` and would share the CPU with what follows."""

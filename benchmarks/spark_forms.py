@@ -11,12 +11,11 @@ over ``rows`` generated rows with ``keys`` different keys, materialized
 The input is generated and checkpointed before the clocks start, Python
 workers are started first (:func:`runtime.spark.warm_up`), and every answer is
 checked against plain PySpark's.  :func:`measure_forms` returns the seconds;
-``python benchmarks/spark_forms.py`` prints them.
+``bench`` is the ``spark_forms`` workload of ``run.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import operator
 import statistics
 import sys
@@ -27,6 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from harness import Log, Metric, Size, Skip  # noqa: E402
 
 from runtime.spark import run_dataflow, spark_session, warm_up  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
@@ -128,25 +129,15 @@ def measure_forms(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the seconds of each form."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--keys", type=int, default=50_000)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--master", default="local[2]")
-    args = parser.parse_args(argv)
-    found = measure_forms(None, args.rows, args.keys, args.workers, args.repeat, args.master)
-    print(f"keyed sum of {args.rows:,} rows, {args.keys:,} keys, {args.workers} tasks on {args.master}:")
-    for form in FORMS:
-        print(f"  {form:9} {found[form]:8.2f} s")
-    print(
-        f"  rows / columnar {found['rows_over_columnar']:.2f}x; plain / rows {found['plain_over_rows']:.2f}x; "
-        f"plain / columnar {found['plain_over_columnar']:.2f}x"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def bench(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: the keyed sum of 1 M rows, plain PySpark and both forms (not in ``--quick``)."""
+    if size.quick:
+        raise Skip("left out of --quick (Spark takes minutes)")
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise Skip("pyspark is not installed (`make bench` installs it)") from None
+    found = measure_forms(repeat=size.repeat)
+    log(f"  spark forms: plain {found['plain']:.2f} s, rows {found['rows']:.2f} s, columnar {found['columnar']:.2f} s")
+    what = f"keyed sum of {found['rows_count']:,} rows, {found['keys']:,} keys"
+    return {form: Metric(found[form], "s", f"{form}, {what}") for form in FORMS}
