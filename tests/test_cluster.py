@@ -384,7 +384,8 @@ SCRIPT = textwrap.dedent(
             if {forever} is False and epoch == 20:
                 return epoch
             if {forever} and epoch == 1:  # an epoch exchanged between the processes: every one is in the mesh
-                print("running", worker.index, flush=True)
+                sys.stdout.write(f"running {{worker.index}}\\n")  # one write: the processes may share a pipe
+                sys.stdout.flush()
             time.sleep(0.01)
 
     if __name__ == "__main__":
