@@ -8,6 +8,9 @@ BASE   := $(VENV)/.installed-base
 SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
+# pytest-xdist processes for `make test` (`auto`: one per core). Spark's tests share one worker's session.
+TEST_JOBS ?= auto
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup
 
 .PHONY: test test-audit demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop compiled pure
 
@@ -45,21 +48,23 @@ debian:
 
 graphviz: debian
 
-# The suite checks the benchmarks' smoke run too, so it needs the bench extra's baselines.
+# Every test, the benchmarks' own included (`-m ""` overrides the `-m 'not bench'` of a plain `pytest`);
+# they need the bench extra's baselines. PYTIMELY_NO_SKIPS=1 fails any test that would be skipped:
+# everything a test needs is installed here.
 test: $(BENCH) debian
-	$(PY) -m pytest -q -p no:cacheprovider
+	PYTIMELY_NO_SKIPS=1 $(PYTEST) -m ""
 	$(MAKE) test-audit
 	$(MAKE) lint
 
-# The suite again with the progress audit on (runtime/audit.py), which checks the progress
-# ledger as every computation runs. Spark's tests, the benchmarks' smoke run and the 50 checkpoint
-# kills are left out: they run no engine code the rest of the suite does not, and take minutes.
-# This pass runs the compiled build of the progress path (`make compiled`), so that both builds
-# are tested; the build is removed afterwards, pass or fail, and the checkout is pure Python again.
+# The tests that exercise the progress path (marked `progress` in tests/conftest.py) again with the
+# progress audit on (runtime/audit.py), which checks the progress ledger as every computation runs.
+# The list is PROGRESS_FILES in tests/conftest.py: the files whose subject is progress (frontiers,
+# capabilities, notifications, scopes, loops, stalls); the other files' subjects are elsewhere. This pass runs the compiled build of the
+# progress path (`make compiled`), so that both builds are tested; the build is removed afterwards,
+# pass or fail, and the checkout is pure Python again.
 test-audit: $(SPARK) debian
 	$(PY) -m runtime.compiled build
-	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 $(PY) -m pytest -q -p no:cacheprovider \
-	  --ignore-glob='tests/test_spark*' --ignore=tests/test_bench.py --ignore=tests/test_checkpoint_kills.py; \
+	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 PYTIMELY_NO_SKIPS=1 $(PYTEST) -m progress; \
 	  status=$$?; $(PY) -m runtime.compiled remove; exit $$status
 
 # The optional compiled build: mypyc compiles the progress path into build/mypyc (outside the

@@ -1,7 +1,18 @@
-"""Make the repository root importable when the tests run without an installed package."""
+"""Make the repository root importable, and sort the tests into the runs that take them.
+
+- ``bench``: tests of ``benchmarks/`` (their smoke run needs the ``bench`` extra).  ``pytest`` leaves
+  them out (``addopts`` in pyproject.toml); ``make test`` runs everything (``-m ""``).
+- ``progress``: the files that exercise the progress path.  ``make test-audit`` runs them again with
+  the progress audit on (``PYTIMELY_AUDIT=1``) on the compiled build.
+- Spark's tests share one SparkSession per process, so under pytest-xdist they all go to one worker
+  (``--dist loadgroup``), which starts one JVM, not one per worker.
+- ``PYTIMELY_NO_SKIPS=1`` (set by ``make test``, which installs every extra) turns a skip into a failure:
+  nothing is skipped there.
+"""
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +33,80 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Run a cluster test over each transport between processes on one host (``$PYTIMELY_TRANSPORT``)."""
     monkeypatch.setenv("PYTIMELY_TRANSPORT", request.param)
     return str(request.param)
+
+
+BENCH_FILES = frozenset({"test_bench.py", "test_spark_bench.py", "test_latency_limits.py", "test_no_hooks.py"})
+"""Test files of ``benchmarks/`` (marked ``bench``)."""
+
+PROGRESS_FILES = frozenset(
+    {
+        "test_audit.py",
+        "test_broadcast.py",
+        "test_capability_lifetimes.py",
+        "test_certain_stalls.py",
+        "test_columnar_engine.py",
+        "test_compiled.py",
+        "test_exchange.py",
+        "test_final_frontier.py",
+        "test_interleavings.py",
+        "test_keyed_state.py",
+        "test_loop_liveness.py",
+        "test_notifications.py",
+        "test_pass_through.py",
+        "test_progress_batches.py",
+        "test_progress_fast_paths.py",
+        "test_safety.py",
+        "test_scheduling.py",
+        "test_scope_boundaries.py",
+        "test_scopes_progress.py",
+        "test_simulation.py",
+        "test_stall_policy.py",
+        "test_stuck.py",
+        "test_sync_processes.py",
+        "test_tracker_reference.py",
+        "test_user_timestamp.py",
+        "test_windows.py",
+    }
+)
+"""Test files that exercise the progress path (marked ``progress``): the audit pass runs these."""
+
+SPARK_SESSION_FILES = frozenset(
+    {"test_spark.py", "test_spark_columnar.py", "test_spark_user.py", "test_spark_warmup.py"}
+)
+"""Test files that use the shared ``spark`` fixture: one xdist worker runs them all."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by its file: ``bench``, ``progress``, and Spark's xdist group."""
+    for item in items:
+        name = item.path.name
+        if name in BENCH_FILES:
+            item.add_marker(pytest.mark.bench)
+        if name in PROGRESS_FILES:
+            item.add_marker(pytest.mark.progress)
+        if name in SPARK_SESSION_FILES:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+def _no_skips() -> bool:
+    return os.environ.get("PYTIMELY_NO_SKIPS") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under ``PYTIMELY_NO_SKIPS=1`` a skipped test fails, saying why it would have been skipped."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if _no_skips() and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but PYTIMELY_NO_SKIPS=1 (make test installs every extra): {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """Under ``PYTIMELY_NO_SKIPS=1`` a module skipped as a whole (a missing package) fails to collect."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if _no_skips() and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but PYTIMELY_NO_SKIPS=1 (make test installs every extra): {report.longrepr}"

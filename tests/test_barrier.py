@@ -3,14 +3,17 @@
 These tests run 4 workers as threads.  Every worker communicates only through
 the dataflows and returns its observations from ``main``, so once the process
 cluster lands the 2 processes x 2 workers variant needs only ``run`` below to
-call ``execute(main, processes=2, workers=2)``.
+call ``execute(main, processes=2, workers=2)``, except the two tests that make a latecomer: it waits on
+a condition the other threads set (their processed records, a timed-out wait), not on a sleep.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from helpers import eventually
 
 from runtime import TimelyRuntimeError, WorkerFailed, execute
 from runtime.barrier import Barrier, SynchronizationTimeout
@@ -40,9 +43,11 @@ def test_wait_returns_only_after_every_worker_has_reached_it_round_after_round()
 
 
 def test_other_dataflows_keep_running_while_a_worker_waits():
+    seen: dict[int, list[float]] = {}  # each worker's records as processed (threads of this process)
+
     def main(worker):
         barrier = Barrier(worker)
-        processed: list[float] = []
+        processed = seen.setdefault(worker.index, [])
 
         def build(scope):
             handle, stream = scope.new_input()
@@ -54,8 +59,9 @@ def test_other_dataflows_keep_running_while_a_worker_waits():
         handle.advance_to(1)
         handle.flush()
         assert processed == []
-        if worker.index == worker.peers - 1:
-            time.sleep(0.3)  # the latecomer
+        if worker.index == worker.peers - 1:  # the latecomer: arrives once the others processed theirs waiting
+            others = range(worker.peers - 1)
+            eventually(lambda: all(len(seen.get(index, ())) == 10 for index in others), timeout=30)
         arrived = time.monotonic()
         barrier.wait(timeout=30)
         return worker.index, processed, arrived
@@ -68,12 +74,17 @@ def test_other_dataflows_keep_running_while_a_worker_waits():
 
 
 def test_a_wait_that_takes_too_long_raises_naming_the_worker():
+    timed_out = threading.Event()
+
     def main(worker):
         barrier = Barrier(worker)
         if worker.index == 0:
-            barrier.wait(timeout=0.2)
+            try:
+                barrier.wait(timeout=0.2)
+            finally:
+                timed_out.set()
         else:
-            time.sleep(1.0)  # busy elsewhere: never reaches the barrier in time
+            assert timed_out.wait(30)  # busy elsewhere: never reaches the barrier before worker 0 gave up
 
     with pytest.raises(WorkerFailed) as failure:
         run(main)

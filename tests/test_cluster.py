@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import eventually
 from helpers.example_loader import load_example
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
@@ -382,6 +383,9 @@ SCRIPT = textwrap.dedent(
             worker.step_while(lambda: probe.less_than(epoch))
             if {forever} is False and epoch == 20:
                 return epoch
+            if {forever} and epoch == 1:  # an epoch exchanged between the processes: every one is in the mesh
+                sys.stdout.write(f"running {{worker.index}}\\n")  # one write: the processes may share a pipe
+                sys.stdout.flush()
             time.sleep(0.01)
 
     if __name__ == "__main__":
@@ -426,8 +430,8 @@ def test_a_killed_peer_stops_the_other_process_within_ten_seconds(tmp_path: Path
     first = start_script(tmp_path, True, [*flags, "-p", "0"], "secret")
     second = start_script(tmp_path, True, [*flags, "-p", "1"], "secret")
     try:
-        time.sleep(2.0)
-        assert first.poll() is None and second.poll() is None
+        assert first.stdout is not None and second.stdout is not None
+        assert first.stdout.readline() == "running 0\n" and second.stdout.readline() == "running 1\n"
         second.kill()
         killed = time.monotonic()
         _, err = first.communicate(timeout=15)
@@ -467,15 +471,18 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_for_children(pid: int, count: int) -> list[int]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        found = children_of(pid)
-        if len(found) >= count:
-            time.sleep(1.0)  # let them join the mesh
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} did not start {count} children")
+def wait_for_children(parent: subprocess.Popen[str], count: int) -> list[int]:
+    """The ``count`` children of ``parent``'s local cluster, once each has run an epoch with the others."""
+    assert parent.stdout is not None
+    running = sorted(parent.stdout.readline() for _ in range(count))  # every worker said it is in the mesh
+    assert running == [f"running {index}\n" for index in range(count)], running
+
+    def started() -> list[int]:
+        found = children_of(parent.pid)
+        return found if len(found) >= count else []
+
+    children: list[int] = eventually(started, timeout=30)
+    return children
 
 
 def wait_gone(pids: list[int], seconds: float) -> list[int]:
@@ -491,7 +498,7 @@ def wait_gone(pids: list[int], seconds: float) -> list[int]:
 def test_ctrl_c_stops_the_whole_local_cluster(tmp_path: Path) -> None:
     parent = start_script(tmp_path, True, ["-n", "2"], "unused", start_new_session=True)
     try:
-        children = wait_for_children(parent.pid, 2)
+        children = wait_for_children(parent, 2)
         os.killpg(parent.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         _, err = parent.communicate(timeout=15)
         assert parent.returncode == 130, err
@@ -505,7 +512,7 @@ def test_ctrl_c_stops_the_whole_local_cluster(tmp_path: Path) -> None:
 
 def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
     parent = start_script(tmp_path, True, ["-n", "2"], "unused", start_new_session=True)
-    children = wait_for_children(parent.pid, 2)
+    children = wait_for_children(parent, 2)
     parent.kill()
     parent.communicate()
     remaining = wait_gone(children, 5.0)

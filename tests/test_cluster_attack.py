@@ -22,6 +22,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+from helpers import eventually
 
 from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
 from runtime.communication.wire import (
@@ -281,7 +282,7 @@ def test_a_two_process_cluster_forms_and_computes_while_its_listener_is_attacked
         wait_listening(endpoints[0])
         answers = {name: answer_to(endpoints[0], data) for name, data in MALFORMED.items()}
         with Flood(endpoints[0], first_wave=1000, per_second=50) as flood:
-            time.sleep(0.5)
+            eventually(lambda: flood.opened > MAX_HANDSHAKES, timeout=30)  # the listener is under the flood
             second = start(1)
             out0, err0 = first.communicate(timeout=60)
             out1, err1 = second.communicate(timeout=60)

@@ -152,6 +152,7 @@ def test_debian_on_two_processes(debian: tuple[Any, set[frozenset[int]], set[fro
 # ---------------------------------------------------------------------- the benchmark's data structure
 
 
+@pytest.mark.bench  # benchmarks/graphs.py against scipy and igraph: the bench extra
 def test_benchmark_measures_every_variant_side_by_side() -> None:
     graphs_benchmark = load_benchmark()
     result = graphs_benchmark.measure(repeat=2, limit=3000)

@@ -115,10 +115,14 @@ def test_a_frontier_held_back_by_an_open_input_shows_its_time_and_growing_lag():
             handle.send(1)
             handle.advance_to(5)
             worker.step_while(lambda: probe.less_than(5))
-            time.sleep(1.2)  # the input stays open at 5: the frontier stays at 5
-            worker.step()
-            time.sleep(0.1)
-            seen["samples"] = scrape(server.url)
+
+            def lagging() -> dict | None:  # the input stays open at 5: the frontier stays at 5 and its lag grows
+                worker.step()
+                samples = scrape(server.url)
+                lags = [v for found, v in samples.get("pytimely_frontier_seconds_since_advance", [])]
+                return samples if lags and min(lags) >= 1.0 else None
+
+            seen["samples"] = eventually(lagging, timeout=30, what="the frontier's lag to pass a second")
 
         execute(main)
     finally:
@@ -177,10 +181,15 @@ def test_each_process_of_a_cluster_serves_at_port_plus_its_index(tmp_path):
                 worker.step_while(lambda: probe.less_than(1))
                 texts = []
                 if worker.index == 0:
-                    time.sleep(0.2)
-                    for port in ({base}, {base + 1}):
+                    for index, port in enumerate(({base}, {base + 1})):
                         url = f"http://127.0.0.1:{{port}}/metrics"
-                        texts.append(urllib.request.urlopen(url, timeout=10).read().decode())
+                        deadline = time.monotonic() + 30  # until the process's events reach its endpoint
+                        while True:
+                            text = urllib.request.urlopen(url, timeout=10).read().decode()
+                            if f'worker="{{index}}"' in text or time.monotonic() > deadline:
+                                break
+                            time.sleep(0.01)
+                        texts.append(text)
                 return texts
 
             if __name__ == "__main__":
@@ -310,11 +319,13 @@ def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_mo
                 return handle, stream.probe()
 
             handle, probe = worker.dataflow(build, name="waiting")
-            deadline = time.monotonic() + 1.5
-            while time.monotonic() < deadline:  # a streaming program waiting for outside data
+
+            def stalled() -> dict | None:  # a streaming program waiting for outside data
                 worker.step()
-                time.sleep(0.01)
-            seen["stalled"] = scrape(server.url)
+                samples = scrape(server.url)
+                return samples if [v for _, v in samples.get("pytimely_stalled", [])] == [1] else None
+
+            seen["stalled"] = eventually(stalled, timeout=30, what="the stall to be reported")
             handle.send(1)
             handle.advance_to(1)
             worker.step_while(lambda: probe.less_than(1))

@@ -333,6 +333,7 @@ def test_ten_thousand_operators_in_nested_regions(workers, depth, per_region, fu
     epochs = 3
     per_epoch = 4
     started = time.perf_counter()
+    cpu = time.process_time()  # this process's CPU (the workers are its threads): blind to other processes' load
     total = depth * per_region
     increments = total if fuse else total // 2
 
@@ -376,7 +377,7 @@ def test_ten_thousand_operators_in_nested_regions(workers, depth, per_region, fu
     if not fuse:
         records = epochs * per_epoch * workers
         assert sum(hits for _, _, _, hits, _ in results) == records * (total // 2)
-    assert elapsed < 60
+    assert time.process_time() - cpu < 60
 
 
 # ---------------------------------------------------------------------------- (d) same frontiers

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from helpers import eventually
 
 from runtime.communication.wire import decode_value, encode_value, frame
 from runtime.spark import SchemaMismatch, SparkSetupError, check_java, java_version, to_record_batches
@@ -321,7 +323,13 @@ def test_the_drivers_listeners_close_at_once_not_at_their_next_poll(monkeypatch:
     monkeypatch.setattr(gate, "_POLL", 30.0)  # without waking it, the accepting thread would sleep on
     meeting = rendezvous.Rendezvous("127.0.0.1", "token", 2)
     server = ProgressServer("127.0.0.1", "token", lambda event: None)
-    time.sleep(0.5)  # both accepting threads are now in an accept with the long timeout
+    threads = [meeting.gate._thread, server.gate._thread]
+
+    def accepting() -> bool:  # both accepting threads are now in an accept with the long timeout
+        frames = sys._current_frames()
+        return all(t.ident in frames and frames[t.ident].f_code.co_name == "accept" for t in threads)
+
+    eventually(accepting, timeout=10)
     started = time.perf_counter()
     meeting.close()
     server.close()

@@ -11,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = r"""

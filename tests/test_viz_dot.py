@@ -185,6 +185,7 @@ def test_cli_draws_svg_and_dot(tmp_path: Path) -> None:
         (_header(0) + _pack([10, 0, 1, 1.0]) + b"\xc1garbage", "corrupted after 1 events"),
         (_header(0) + _pack([99, 0, 1, 1.0]), "not a pytimely event"),
     ],
+    ids=["missing", "empty", "text", "newer", "corrupted", "not an event"],  # the header holds our pid: fixed ids
 )
 def test_cli_bad_recordings_give_one_clear_line(tmp_path: Path, content: bytes | None, message: str) -> None:
     log = tmp_path / "bad.msgpack"

@@ -24,6 +24,7 @@ SETTINGS = {
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A ``local[2]`` SparkSession configured by :func:`runtime.spark.spark_session`, stopped at the end."""
+    pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
     from runtime.spark import spark_session
 
     session = spark_session("local[2]", "pytimely tests", SETTINGS)
