@@ -1,7 +1,7 @@
-"""Kill -9 a process of a 2-process job with checkpoints at random points, 25 times: resumed, same output.
+"""Kill -9 a process of a 2-process job with checkpoints at random points, 50 times: resumed, same output.
 
-Each kill costs a restart of three processes (about 3 s of CPU), so the suite makes 25 kills, enough to hit
-every one of the 12 kill offsets with either victim; ``PYTIMELY_CHECKPOINT_KILLS=200`` makes a longer soak.
+Each kill costs a restart of three processes (about 3 s of CPU); 50 kills hit every one of the 12 kill
+offsets with either victim several times. ``PYTIMELY_CHECKPOINT_KILLS=200`` makes a longer soak.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers.process_tree import children
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "helpers" / "checkpoint_program.py"
-KILLS = int(os.environ.get("PYTIMELY_CHECKPOINT_KILLS", "25"))
+KILLS = int(os.environ.get("PYTIMELY_CHECKPOINT_KILLS", "50"))
 
 
 def start(directory: Path) -> subprocess.Popen[bytes]:
@@ -46,6 +47,7 @@ def written(directory: Path) -> int:
     return len(list((directory / "out").glob("worker-*/time-*.json")))
 
 
+@pytest.mark.timeout(900)  # 50 restarts of three processes: minutes when the machine is busy
 def test_random_kills_each_resume_to_the_uninterrupted_output(tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     done = start(reference)
