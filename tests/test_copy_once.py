@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime.communication import process_fabric
+from runtime.communication import process_channels
 from runtime.communication.process_fabric import DATA, ProcessFabric
 from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.wire import (
@@ -36,14 +36,14 @@ def test_a_frame_for_every_worker_of_a_process_is_decoded_once(monkeypatch: pyte
     fabric = ProcessFabric(1, 2, 3, QuietMesh())  # type: ignore[arg-type]
     pullers = [communicator.allocate(5, (0, 1))[1] for communicator in fabric.communicators()]
     decoded: list[int] = []
-    real = process_fabric.decode_batch
+    real = process_channels.decode_batch
 
     def counting(path: int, payload: Any) -> Any:
         decoded.append(path)
         return real(path, payload)
 
     monkeypatch.setattr("runtime.communication.shared_decode.decode_batch", counting)
-    monkeypatch.setattr(process_fabric, "decode_batch", counting)
+    monkeypatch.setattr(process_channels, "decode_batch", counting)
     batch = [((0, 1), 3, -1), ((2,), 4, 1)]  # a progress batch: (location, time, change)
     path, payload = encode_batch(batch)
     fabric.on_frame(0, [DATA, 5, (0, 1), [3, 4, 5], None, path], bytes(payload))
