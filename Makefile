@@ -8,8 +8,10 @@ BASE   := $(VENV)/.installed-base
 SPARK  := $(VENV)/.installed-spark
 BENCH  := $(VENV)/.installed-bench
 WORKERS ?= 2
-# pytest-xdist processes for `make test` (`auto`: one per core). Spark's tests share one worker's session.
-TEST_JOBS ?= auto
+# pytest-xdist processes for `make test`: 4 on this 2-core machine, because much of the suite waits
+# (on child processes, JVMs and fault timeouts) rather than computes. Spark's tests run in two groups,
+# each on one worker with one session (tests/conftest.py).
+TEST_JOBS ?= 4
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadgroup
 
 .PHONY: test test-audit demo bench lint graphviz debian clean test-cluster spark-cluster spark-cluster-stop compiled pure

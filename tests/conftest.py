@@ -70,10 +70,19 @@ PROGRESS_FILES = frozenset(
 )
 """Test files that exercise the progress path (marked ``progress``): the audit pass runs these."""
 
-SPARK_SESSION_FILES = frozenset(
-    {"test_spark.py", "test_spark_columnar.py", "test_spark_user.py", "test_spark_warmup.py"}
-)
-"""Test files that use the shared ``spark`` fixture: one xdist worker runs them all."""
+SPARK_SESSION_FILES = {
+    "test_spark.py": "spark-a",
+    "test_spark_columnar.py": "spark-b",
+    "test_spark_user.py": "spark-b",
+    "test_spark_warmup.py": "spark-b",
+    "test_spark_errors.py": "spark-b",
+    "test_spark_forms.py": "spark-b",
+    "test_spark_observability.py": "spark-b",
+    "test_spark_resume.py": "spark-b",
+}
+"""Test files that use the shared ``spark`` fixture, by xdist group: each group's files run on one
+worker and share its session (one JVM). ``test_spark.py`` alone takes as long as the others together,
+so there are two groups, and the suite's longest chain is shorter than with one."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -85,7 +94,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if name in PROGRESS_FILES:
             item.add_marker(pytest.mark.progress)
         if name in SPARK_SESSION_FILES:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            item.add_marker(pytest.mark.xdist_group(SPARK_SESSION_FILES[name]))
 
 
 def _no_skips() -> bool:
