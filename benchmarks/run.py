@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", "-o", type=Path, help="write the Markdown report here (default: print it)")
     parser.add_argument("--quick", action="store_true", help="small sizes and no Spark, for smoke testing")
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
+    parser.add_argument("--settle", type=float, help="seconds to wait for a load under 1.0 (300; 0 with --quick)")
     parser.add_argument(
         "--workloads", "--sections", default=",".join(WORKLOADS), help=f"a subset of: {', '.join(WORKLOADS)}"
     )
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--repeat must be at least 1; workloads are {', '.join(WORKLOADS)} (got {unknown})")
     goals, costs = load_goals()
     command = " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
+    settle = args.settle if args.settle is not None else (0.0 if args.quick else 300.0)
+    settle_until = time.monotonic() + settle  # after a build, say: let the load fall before measuring
+    while load() >= 1.0 and time.monotonic() < settle_until:
+        time.sleep(5)
     run = Run(command, Size(args.quick, args.repeat))
     print(f"1-minute load at the start: {run.load_start:.2f}", flush=True)
     results, skipped = {}, {}
