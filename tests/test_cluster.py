@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -505,20 +506,28 @@ def test_ctrl_c_stops_the_whole_local_cluster(tmp_path: Path) -> None:
         assert "interrupted" in err
         assert wait_gone(children, 5.0) == []
     finally:
-        if parent.poll() is None:
-            parent.kill()
-            parent.communicate()
+        stop_session(parent)
 
 
 def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
     parent = start_script(tmp_path, True, ["-n", "2"], "unused", start_new_session=True)
-    children = wait_for_children(parent, 2)
-    parent.kill()
+    try:
+        children = wait_for_children(parent, 2)
+        parent.kill()
+        parent.communicate()
+        remaining = wait_gone(children, 5.0)
+        assert remaining == []
+    finally:
+        stop_session(parent)
+
+
+def stop_session(parent: subprocess.Popen[str]) -> None:
+    """Kill whatever is left of ``parent``'s session (it runs forever): a failed test leaves no cluster behind."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(parent.pid, signal.SIGKILL)
+    if parent.poll() is None:
+        parent.kill()
     parent.communicate()
-    remaining = wait_gone(children, 5.0)
-    for pid in remaining:
-        os.kill(pid, signal.SIGKILL)
-    assert remaining == []
 
 
 # ---------------------------------------------------------------------- flags
