@@ -284,13 +284,17 @@ class Run:
     size: Size
     load_start: float = field(default_factory=load)
     load_end: float = math.nan
+    load_after: float = math.nan
+    """The load once the run's own processes (Spark's JVM, say) had stopped and the machine stood idle."""
+    idle_after: float = 0.0
     took: dict[str, float] = field(default_factory=dict)
     began: float = field(default_factory=time.time)
 
     @property
     def noisy(self) -> bool:
-        """Whether the load reached :data:`NOISY_LOAD` at either end."""
-        return self.load_start >= NOISY_LOAD or self.load_end >= NOISY_LOAD
+        """Whether the load reached :data:`NOISY_LOAD` before the run, or after it once idle (else at its end)."""
+        after = self.load_end if math.isnan(self.load_after) else self.load_after
+        return self.load_start >= NOISY_LOAD or after >= NOISY_LOAD
 
 
 def _row(cells: list[str]) -> str:
@@ -316,7 +320,8 @@ def render(run: Run, verdicts: list[Verdict], costs: list[CostLine], results: Re
         + f". Medians of {run.size.repeat} repetitions, variants interleaved; goals from `benchmarks/goals.toml`.",
         "",
         f"- Cores: {cores} (`os.cpu_count()`), {usable} usable by this run",
-        f"- 1-minute load: {run.load_start:.2f} at the start, {run.load_end:.2f} at the end",
+        f"- 1-minute load: {run.load_start:.2f} at the start, {run.load_end:.2f} at the end of the last workload"
+        + ("" if math.isnan(run.load_after) else f", {run.load_after:.2f} after {run.idle_after:.0f} s idle"),
         f"- Duration: {sum(run.took.values()) / 60:.1f} min ({durations})",
     ]
     if run.noisy:

@@ -81,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         run.took[name] = time.perf_counter() - began
     run.load_end = load()
+    if settle:  # other programs keep the load up after the run; the run's own processes do not
+        idle_since = time.monotonic()
+        while load() >= 1.0 and time.monotonic() - idle_since < settle:
+            time.sleep(5)
+        run.load_after, run.idle_after = load(), time.monotonic() - idle_since
     skipped.update({name: "not run (--workloads)" for name in WORKLOADS if name not in chosen})
     verdicts = [judge(goal, results, skipped) for goal in goals if goal.workload in chosen]
     text = render(run, verdicts, [line for line in costs if line.workload in results], results)
