@@ -242,7 +242,7 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
     result = json.loads(done.stdout.strip().splitlines()[-1])
     sent, elapsed, share = result["sent"], result["elapsed"], result["share"]
     reported, true_lags, viewer_cpu = result["reported"], result["true_lags"], result["viewer_cpu"]
-    bound = 1.0 if share >= 0.7 else 0.7 / max(share, 0.1)
+    bound = max(1.0, 0.9 / max(share, 0.1))  # 1 s with 90% of a core or more, longer in proportion below
     measured = (
         f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
         f"true max {max(true_lags, default=-1):.3f} s ({len(true_lags)} samples); viewer CPU "
