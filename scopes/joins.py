@@ -122,12 +122,20 @@ class LatestJoin:
 
     def step(self, records: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
+        self.take(records, updates)
+        self.advance(records, updates, output)
+
+    def take(self, records: OperatorInput, updates: OperatorInput) -> None:
+        """Hold what arrived, by time: records (with a capability for their time) and updates."""
         for ref, batch in records:
             if ref.time not in self.capabilities:
                 self.capabilities[ref.time] = ref.retain()
             self.records.setdefault(ref.time, []).extend(batch)
         for ref, batch in updates:
             self.updates.setdefault(ref.time, []).extend(batch)
+
+    def advance(self, records: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
+        """Apply each time's updates and join its records, in time order, as far as both frontiers allow."""
         for time in sorted(set(self.records) | set(self.updates)):
             if updates.frontier.less_equal(time):
                 break

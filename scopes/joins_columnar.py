@@ -34,10 +34,10 @@ from scopes.columnar_ops import check_columns, key_columns, key_contract, prepar
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
-from scopes.joins import check_same_scope
+from scopes.joins import LatestJoin, check_same_scope
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
-from scopes.state_registry import OperatorState, registry_of
+from scopes.state_registry import registry_of
 from scopes.timestamp import IntegerType
 
 if TYPE_CHECKING:
@@ -118,8 +118,11 @@ def _empty_table(schema: Any, keys: tuple[str, ...], deletes: str | None, how: s
     return schema.empty_table()
 
 
-class LatestBatchJoin:
-    """The state of :func:`join_latest_batch`: rows waiting for their time, updates waiting, the table."""
+class LatestBatchJoin(LatestJoin):
+    """The state of :func:`join_latest_batch`: rows waiting for their time, updates waiting, the table.
+
+    The order of work is :class:`~scopes.joins.LatestJoin`'s; rows, updates and the table are Arrow tables.
+    """
 
     def __init__(
         self,
@@ -132,46 +135,26 @@ class LatestBatchJoin:
         suffixes: tuple[str, str],
     ) -> None:
         """A join on ``left`` = ``right`` key columns, of Arrow's ``join_type``."""
-        self.where = where
+        super().__init__(join_type == "left outer", where)
         self.left = left
         self.right = right
         self.join_type = join_type
         self.deletes = deletes
         self.table: Any = empty
         self.suffixes = suffixes
-        self.rows: dict[int, list[Any]] = {}
-        self.capabilities: dict[int, Capability] = {}
-        self.updates: dict[int, list[Any]] = {}
-        self.tracked: OperatorState | None = None
 
-    def step(self, rows: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
-        """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
+    def take(self, rows: OperatorInput, updates: OperatorInput) -> None:
+        """Hold what arrived, by time, as Arrow tables: rows (with a capability for their time) and updates."""
         for ref, batch in rows:
             if len(batch):
                 check_columns(batch, self.left, self.where, ref.time)
                 if ref.time not in self.capabilities:
                     self.capabilities[ref.time] = ref.retain()
-                self.rows.setdefault(ref.time, []).append(to_arrow(batch))
+                self.records.setdefault(ref.time, []).append(to_arrow(batch))
         for ref, batch in updates:
             if len(batch):
                 check_columns(batch, self.right + ((self.deletes,) if self.deletes else ()), self.where, ref.time)
                 self.updates.setdefault(ref.time, []).append(to_arrow(batch))
-        for time in sorted(set(self.rows) | set(self.updates)):
-            if updates.frontier.less_equal(time):
-                break
-            if time in self.updates:
-                if any(earlier < time for earlier in self.rows) or rows.frontier.less_than(time):
-                    break
-                if self.tracked is not None:  # every row before it is sent, every update before it applied
-                    self.tracked.reached(time)
-                self.apply(self.updates.pop(time), time)
-            if time in self.rows:
-                self.send(time, self.rows.pop(time), output)
-        for time in [time for time in self.capabilities if time not in self.rows and _passed(rows, time)]:
-            self.capabilities.pop(time).drop()
-        if self.tracked is not None:
-            waiting = [*self.rows, *self.updates, *rows.frontier.elements, *updates.frontier.elements]
-            self.tracked.reached(min(waiting) if waiting else None)
 
     def apply(self, batches: list[Any], time: int) -> None:
         """The table with the updates of ``time``: each key's last row kept, deleted keys dropped."""
@@ -240,7 +223,3 @@ class LatestBatchJoin:
     def restore(self, saved: Any) -> None:
         """Put back a :meth:`snapshot`."""
         self.table = saved[0]
-
-
-def _passed(port: OperatorInput, time: Any) -> bool:
-    return not port.frontier.less_equal(time)
