@@ -122,21 +122,28 @@ class Windowed(NamedTuple, Generic[S]):
     late: S
 
 
+def check_window(scope: Any, spec: Any, lateness: Any, prefix: str) -> None:
+    """Refuse, when the dataflow is built, a window ``spec``, scope or ``lateness`` a window cannot use.
+
+    Every message starts with ``prefix`` (the operator, for the columnar windows).
+    """
+    if not isinstance(spec, (Tumbling, Sliding, Session)):
+        raise BuildError(f"{prefix}a window needs Tumbling, Sliding or Session, not {spec!r}")
+    if not isinstance(scope.timestamp_type, IntegerType):
+        raise BuildError(
+            f"{prefix}windows need integer timestamps, and scope {' > '.join(scope.path)!r} has "
+            f"{scope.timestamp_type!r}; window the stream outside the loop"
+        )
+    if isinstance(lateness, bool) or not isinstance(lateness, int) or lateness < 0:
+        raise BuildError(f"{prefix}a window's lateness must be a non-negative integer, not {lateness!r}")
+
+
 class WindowBuilder(Generic[S]):
     """A keyed stream with its windows chosen: pick what to compute per window."""
 
     def __init__(self, keyed: S, spec: Any, event_time: Callable[[Any], int] | None, lateness: int) -> None:
         """Windows of ``spec`` over ``keyed``, a stream of pairs routed by key; see :mod:`scopes.windows`."""
-        scope = keyed.scope
-        if not isinstance(spec, (Tumbling, Sliding, Session)):
-            raise BuildError(f"a window needs Tumbling, Sliding or Session, not {spec!r}")
-        if not isinstance(scope.timestamp_type, IntegerType):
-            raise BuildError(
-                f"windows need integer timestamps, and scope {' > '.join(scope.path)!r} has "
-                f"{scope.timestamp_type!r}; window the stream outside the loop, or key it by its iteration"
-            )
-        if isinstance(lateness, bool) or not isinstance(lateness, int) or lateness < 0:
-            raise BuildError(f"a window's lateness must be a non-negative integer, not {lateness!r}")
+        check_window(keyed.scope, spec, lateness, "")
         if event_time is None and lateness:
             raise BuildError(
                 "a lateness bound without event_time= has no effect: records are windowed by their epoch, "

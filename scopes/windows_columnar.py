@@ -62,8 +62,7 @@ from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.timestamp import IntegerType
-from scopes.windows import Session, Sliding, Tumbling, Windowed
+from scopes.windows import Session, Sliding, Windowed, check_window
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,15 +101,7 @@ class ColumnarWindowBuilder(Generic[S]):
         """Windows of ``spec`` over ``stream``'s rows by the ``keys`` columns; see :mod:`scopes.windows_columnar`."""
         self.keys = key_columns(keys, where)
         scope = stream.scope
-        if not isinstance(spec, (Tumbling, Sliding, Session)):
-            raise BuildError(f"{where}: a window needs Tumbling, Sliding or Session, not {spec!r}")
-        if not isinstance(scope.timestamp_type, IntegerType):
-            raise BuildError(
-                f"{where}: windows need integer timestamps, and scope {' > '.join(scope.path)!r} has "
-                f"{scope.timestamp_type!r}; window the stream outside the loop"
-            )
-        if isinstance(lateness, bool) or not isinstance(lateness, int) or lateness < 0:
-            raise BuildError(f"{where}: a window's lateness must be a non-negative integer, not {lateness!r}")
+        check_window(scope, spec, lateness, f"{where}: ")
         if event_time is not None and not isinstance(event_time, str):
             raise BuildError(
                 f"{where}: event_time= names the column of integer event times (a str), not {event_time!r}"
