@@ -28,7 +28,7 @@ epochs, or a scope with integer times).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -136,6 +136,13 @@ def check_window(scope: Any, spec: Any, lateness: Any, prefix: str) -> None:
         )
     if isinstance(lateness, bool) or not isinstance(lateness, int) or lateness < 0:
         raise BuildError(f"{prefix}a window's lateness must be a non-negative integer, not {lateness!r}")
+
+
+def earliest_complete(holds: Iterable[int], closes: Iterable[int], frontier: Any) -> int | None:
+    """The earliest time the ``frontier`` has passed among held input times and window close times, if any."""
+    complete = [time for time in holds if not frontier.less_equal(time)]
+    complete.extend(close for close in closes if not frontier.less_equal(close))
+    return min(complete) if complete else None
 
 
 class WindowBuilder(Generic[S]):
@@ -273,12 +280,8 @@ class WindowOperator:
                 self.holds[time] = ref.retain(0)
         late.flush()
         frontier = inputs[0].frontier
-        while True:  # records may open windows that close at complete times too: look again after each time
-            complete = [time for time in self.holds if not frontier.less_equal(time)]
-            complete.extend(close for close in self.capabilities if not frontier.less_equal(close))
-            if not complete:
-                break
-            time = min(complete)
+        # records may open windows that close at complete times too: look again after each time
+        while (time := earliest_complete(self.holds, self.capabilities, frontier)) is not None:
             # the state now is as of the times before ``time``: its records not applied, its windows not sent
             if self.tracked is not None:
                 self.tracked.reached(time)

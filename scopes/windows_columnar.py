@@ -62,7 +62,7 @@ from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.windows import Session, Sliding, Windowed, check_window
+from scopes.windows import Session, Sliding, Windowed, check_window, earliest_complete
 
 if TYPE_CHECKING:
     import numpy as np
@@ -291,12 +291,8 @@ class ColumnarWindowOperator:
             if ref.time not in self.holds:
                 self.holds[ref.time] = ref.retain()
         frontier = inputs[0].frontier
-        while True:  # applying a time may open windows that close at complete times too: look again
-            complete = [time for time in self.holds if not frontier.less_equal(time)]
-            complete.extend(close for close in self.capabilities if not frontier.less_equal(close))
-            if not complete:
-                break
-            time = min(complete)
+        # applying a time may open windows that close at complete times too: look again
+        while (time := earliest_complete(self.holds, self.capabilities, frontier)) is not None:
             if self.tracked is not None:
                 self.tracked.reached(time)
             hold = self.holds.pop(time, None)
