@@ -1,9 +1,10 @@
-"""docs/spark.md, followed literally: every shell block is run here or marked as needing a multi-host cluster.
+"""docs/spark.md, followed literally: every shell block is run by a test or marked as needing a multi-host cluster.
 
 Each ```sh block of the page is preceded by ``<!-- docs-test: NAME -->``.
 The blocks named in :data:`RUN` start and stop real Spark daemons (a master
 and workers on loopback, about 25 s): they run wherever PySpark is installed,
-as ``make test`` does. The checks that the page is marked, uses the venv's
+as ``make test`` does; ``tests/test_spark_archives.py`` runs the packed
+environment's block (:data:`RUN_ELSEWHERE`). The checks that the page is marked, uses the venv's
 Python, and that the pins and defaults it states hold, run always.
 """
 
@@ -27,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "spark.md"
 RUN = ("standalone-module", "manual-start", "manual-stop")
 """The blocks this module runs."""
+RUN_ELSEWHERE = {"packed-env": "test_spark_archives.py"}
+"""Blocks another test module runs (by name, with :func:`block`): the packed virtual environment."""
 MULTI_HOST = "needs a multi-host cluster"
 
 
@@ -53,8 +56,10 @@ def block(name: str) -> str:
 
 def test_every_shell_block_is_run_by_a_test_or_marked_as_needing_a_multi_host_cluster() -> None:
     markers = [marker for marker, _ in shell_blocks()]
-    assert markers and all(marker in (*RUN, MULTI_HOST) for marker in markers), markers
-    assert sorted(set(markers) & set(RUN)) == sorted(RUN)
+    assert markers and all(marker in (*RUN, *RUN_ELSEWHERE, MULTI_HOST) for marker in markers), markers
+    assert sorted(set(markers) & {*RUN, *RUN_ELSEWHERE}) == sorted({*RUN, *RUN_ELSEWHERE})
+    for name, module in RUN_ELSEWHERE.items():
+        assert f'block("{name}")' in (ROOT / "tests" / module).read_text(), (name, module)
 
 
 def test_the_page_runs_python_from_the_venv_and_starts_workers_with_a_host_and_memory() -> None:

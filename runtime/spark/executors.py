@@ -14,6 +14,7 @@ a later ``run_dataflow`` pays nothing for it.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,9 +24,12 @@ from runtime.spark.errors import SparkSetupError
 
 REQUIRED_MODULES = ("msgpack", "numpy", "pyarrow", "scopes", "runtime.cluster_member", "runtime.spark.task")
 """What a task of ``run_dataflow`` imports: pytimely's packages and the dependencies they need."""
+MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+"""What a Python worker that could not start (its daemon module, pyarrow) says it lacks."""
 SHIPPING = (
     "ship pytimely to the executors: a packed virtual environment through spark.archives "
-    "(venv-pack -o env.tar.gz; spark.archives=env.tar.gz#env, spark.pyspark.python=./env/bin/python), "
+    "(a venv with pytimely installed, not editable, packed with venv-pack -p ENV -o env.tar.gz; "
+    "spark.archives=env.tar.gz#env, spark.pyspark.python=./env/bin/python), "
     "a zip of its packages through --py-files / spark.submit.pyFiles / spark.sparkContext.addPyFile, "
     "or an executor image with pytimely installed (see docs/spark.md, 'Shipping pytimely to the executors')"
 )
@@ -71,10 +75,12 @@ def check_executors(spark: Any, tasks: int) -> None:
         found = rows.collect()
     except Exception as error:  # noqa: BLE001 - Py4J and Connect errors alike: the tasks could not even start
         text = str(error).strip().splitlines()
+        missing = sorted(set(MISSING_MODULE.findall(str(error))))
+        named = f"; their Python cannot import {', '.join(missing)}" if missing else ""
         raise SparkSetupError(
             "the executors cannot run a Python Arrow task, so run_dataflow cannot run there "
-            f"({text[0][:300] if text else type(error).__name__}); check spark.pyspark.python and that pyarrow "
-            f"is installed on the executors; {SHIPPING}"
+            f"({text[0][:300] if text else type(error).__name__}){named}; check spark.pyspark.python and that "
+            f"pytimely and pyarrow are installed on the executors; {SHIPPING}"
         ) from error
     broken = sorted({(row["host"], row["python"], row["missing"]) for row in found if row["missing"]})
     if broken:

@@ -92,19 +92,26 @@ def spark_session(
 
     Checks Java first, sets ``PYSPARK_PYTHON`` to this interpreter (so that
     executors import the same pytimely), and applies :func:`session_settings`
-    then ``config`` (which wins).  A session already running in the process
-    (made elsewhere, e.g. by a notebook) is returned as it is, with a warning
-    that lists the settings it lacks (:mod:`runtime.spark.sessions`).
+    then ``config`` (which wins).  A ``spark.pyspark.python`` in ``config``
+    (``./env/bin/python`` beside ``spark.archives=env.tar.gz#env``, a packed
+    environment) becomes ``PYSPARK_PYTHON`` instead: PySpark takes the
+    executors' interpreter from that variable when the session starts, not
+    from the setting.  A session already running in the process (made
+    elsewhere, e.g. by a notebook) is returned as it is, with a warning that
+    lists the settings it lacks (:mod:`runtime.spark.sessions`).
     """
     check_java()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    wanted = {**session_settings(sync_timeout), **(config or {})}
+    python = wanted["spark.pyspark.python"]
+    if "spark.executorEnv.PYSPARK_PYTHON" not in (config or {}):
+        wanted["spark.executorEnv.PYSPARK_PYTHON"] = python
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PYTHONHASHSEED", HASH_SEED)
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     existing = SparkContext._active_spark_context is not None  # noqa: SLF001 - PySpark's one handle on it
-    wanted = {**session_settings(sync_timeout), **(config or {})}
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in wanted.items():
         builder = builder.config(key, value)
