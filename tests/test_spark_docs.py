@@ -3,9 +3,10 @@
 Each ```sh block of the page is preceded by ``<!-- docs-test: NAME -->``.
 The blocks named in :data:`RUN` start and stop real Spark daemons (a master
 and workers on loopback, about 25 s): they run wherever PySpark is installed,
-as ``make test`` does; ``tests/test_spark_archives.py`` runs the packed
-environment's block (:data:`RUN_ELSEWHERE`). The checks that the page is marked, uses the venv's
-Python, and that the pins and defaults it states hold, run always.
+as ``make test`` does; ``tests/test_spark_archives.py`` runs the blocks that
+pack a virtual environment and ship it (:data:`RUN_ELSEWHERE`). The checks
+that the page is marked, uses the venv's Python, and that the pins and
+defaults it states hold, run always.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "spark.md"
 RUN = ("standalone-module", "manual-start", "manual-stop")
 """The blocks this module runs."""
-RUN_ELSEWHERE = {"packed-env": "test_spark_archives.py"}
-"""Blocks another test module runs (by name, with :func:`block`): the packed virtual environment."""
+RUN_ELSEWHERE = {"packed-env": "test_spark_archives.py", "packed-env-submit": "test_spark_archives.py"}
+"""Blocks another test module runs (by name, with :func:`block`): packing a virtual environment, shipping it."""
 MULTI_HOST = "needs a multi-host cluster"
 
 
