@@ -11,8 +11,9 @@ its dependencies, packed by ``venv-pack``), once per test session. Then:
   import (``local[2]``: the point is the interpreter, not the cluster). Then
   ``spark.archives=pytimely-env.tar.gz#env`` with
   ``spark.pyspark.python=./env/bin/python`` on ``local-cluster[2,1,1024]``;
-* the page's ``packed-env-submit`` block runs as written (a ``--master`` and
-  this module's ``job.py`` added), the job taking spark-submit's session.
+* the page's ``packed-env-submit`` block runs as written (with a ``--master``,
+  small settings and this module's ``job.py``), the job taking spark-submit's
+  session.
 
 Each ``run_dataflow`` job must give the expected rows, and each task reports
 its ``sys.executable``, working directory and ``scopes.__file__``: they lie in
@@ -42,8 +43,8 @@ from test_spark_docs import _as_written, block
 pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
 pytest.importorskip("venv_pack", reason="the packed environment needs venv-pack, in the spark extra")
 
-# Both tests on one xdist worker: they share the packed environment (made once per worker), and neither the
-# shared session of the spark-a/spark-b groups (each child process starts its own).
+# Both tests on one xdist worker, so that the packed environment is made once (per worker). Neither uses the
+# shared session of the spark-a/spark-b groups: each child process starts its own.
 pytestmark = pytest.mark.xdist_group("spark-archives")
 
 ROOT = Path(__file__).resolve().parent.parent
