@@ -1,4 +1,4 @@
-"""Select the optional mypyc-compiled build of the progress path, when it is built and current.
+"""Select the optional mypyc-compiled build of the progress, operator and channel path, when built and current.
 
 The pure-Python modules are the default and the fallback.  ``make compiled``
 (:mod:`runtime.compiled`) compiles :data:`MODULES` with mypyc into
@@ -37,6 +37,7 @@ else:
 
 
 MODULES = (
+    "scopes.progress.order",
     "scopes.progress.antichain",
     "scopes.progress.change_batch",
     "scopes.progress.reachability",
@@ -166,7 +167,7 @@ def _front_paths(package: ModuleType, build_dir: Path) -> list[tuple[ModuleType,
 
 
 def compiled_modules() -> list[str]:
-    """The modules of the progress path that run compiled in this interpreter (empty: pure Python)."""
+    """The modules of the compiled build that run compiled in this interpreter (empty: pure Python)."""
     found = []
     for module in MODULES:
         loaded = sys.modules.get(module)
