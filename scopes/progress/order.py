@@ -26,14 +26,14 @@ Time: TypeAlias = "int | PartialOrder"
 
 def less_equal(a: Any, b: Any) -> bool:
     """Return whether ``a <= b`` in the partial order of their type."""
-    if a.__class__ is int:
+    if type(a) is int:
         return bool(a <= b)
     return bool(a.less_equal(b))
 
 
 def less_than(a: Any, b: Any) -> bool:
     """Return whether ``a < b`` in the partial order of their type."""
-    if a.__class__ is int:
+    if type(a) is int:
         return bool(a < b)
     return bool(a.less_than(b))
 
