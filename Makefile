@@ -62,14 +62,15 @@ test: $(BENCH) debian
 # progress audit on (runtime/audit.py), which checks the progress ledger as every computation runs.
 # The list is PROGRESS_FILES in tests/conftest.py: the files whose subject is progress (frontiers,
 # capabilities, notifications, scopes, loops, stalls); the other files' subjects are elsewhere. This pass runs the compiled build of the
-# progress path (`make compiled`), so that both builds are tested; the build is removed afterwards,
-# pass or fail, and the checkout is pure Python again.
+# progress, operator and channel path (`make compiled`), so that both builds are tested, with the files of the
+# operator and channel path (marked `compiled`: COMPILED_FILES in tests/conftest.py) as well; the build is removed
+# afterwards, pass or fail, and the checkout is pure Python again.
 test-audit: $(SPARK) debian
 	$(PY) -m runtime.compiled build
-	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 PYTIMELY_NO_SKIPS=1 $(PYTEST) -m progress; \
+	PYTIMELY_AUDIT=1 PYTIMELY_EXPECT_COMPILED=1 PYTIMELY_NO_SKIPS=1 $(PYTEST) -m "progress or compiled"; \
 	  status=$$?; $(PY) -m runtime.compiled remove; exit $$status
 
-# The optional compiled build: mypyc compiles the progress path into build/mypyc (outside the
+# The optional compiled build: mypyc compiles the progress, operator and channel path into build/mypyc (outside the
 # packages). It is used only while its sources are unchanged (scopes/native.py checks their hashes);
 # `python -m runtime.compiled status` says which build runs. `make pure` removes it.
 compiled: $(DEV)

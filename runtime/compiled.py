@@ -1,4 +1,4 @@
-"""Build, inspect and remove the optional mypyc-compiled build of the progress path.
+"""Build, inspect and remove the optional mypyc-compiled build of the progress, operator and channel path.
 
 The build is optional: a plain ``pip install -e .`` runs pure Python.  It
 compiles :data:`scopes.native.MODULES` with mypyc (in the ``dev`` extra, with

@@ -20,6 +20,7 @@ from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
 from runtime.stall_watch import StallWatch
 from scopes.builder import BuildContext, ScopeBuilder
+from scopes.capability import stop_sites_at
 from scopes.channel_protocols import Puller
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.subgraph import Subgraph
@@ -394,6 +395,9 @@ class Worker:
     @certain_stall.setter
     def certain_stall(self, seconds: float) -> None:
         self._stalls.certain_stall = seconds
+
+
+stop_sites_at(Worker._step_or_park.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
 
 
 def _ordinal(index: int) -> str:

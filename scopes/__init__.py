@@ -17,7 +17,7 @@ Pure: no sockets, files or threads.  The pieces, bottom up:
   delegating to the families; :mod:`scopes.builder` gathers the building names.
 
 :mod:`scopes.native` runs first: it selects the optional mypyc-compiled build of
-the progress path when one is built and matches the sources (else pure Python).
+the progress, operator and channel path when one is built and matches the sources (else pure Python).
 """
 
 # ruff: noqa: E402 - the compiled build is selected before the modules it may replace are imported

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Collection
 from types import CodeType
 
 _OURS = tuple(
@@ -17,10 +18,10 @@ _OURS = tuple(
 )
 
 
-def user_site(skip: int = 1, stop: CodeType | None = None) -> str | None:
+def user_site(skip: int = 1, stop: Collection[CodeType] = ()) -> str | None:
     """``basename:line`` of the innermost caller outside ``scopes``, ``runtime`` and ``viz`` (``None``: none).
 
-    ``stop`` bounds the walk: reaching a frame running that code first means
+    ``stop`` bounds the walk: reaching a frame running one of those codes first means
     the call came from pytimely's own code running there (for example the
     logic of a built-in operator, called by the scheduler), and the answer is
     ``None`` rather than the line of the user's ``worker.step()`` far above.
@@ -28,7 +29,7 @@ def user_site(skip: int = 1, stop: CodeType | None = None) -> str | None:
     frame = sys._getframe(skip)  # noqa: SLF001 - CPython's frame access, cheaper than inspect.stack()
     while frame is not None:
         code = frame.f_code
-        if code is stop:
+        if code in stop:
             return None
         filename = code.co_filename
         if not filename.startswith(_OURS) and not filename.startswith("<frozen"):

@@ -15,13 +15,18 @@ from scopes.errors import CapabilityError
 from scopes.ports import OutputPort
 from scopes.progress.order import Time, less_equal
 
-_LOGIC_RUNNER: list[CodeType | None] = [None]
-"""The code that runs operator logic (set by :mod:`scopes.operator`): where a user's site is looked for no further."""
+_LOGIC_RUNNERS: set[CodeType] = set()
+"""The code that runs operator logic: where a user's site is looked for no further.
+
+:mod:`scopes.operator` adds its logic runner when it runs as Python; compiled, it
+has no frame, and the first Python frame above the logic is the worker's step,
+which :mod:`runtime.worker` adds.
+"""
 
 
 def stop_sites_at(code: CodeType) -> None:
-    """Look for the user's line of a capability change no further up than ``code`` (the logic runner)."""
-    _LOGIC_RUNNER[0] = code
+    """Look for the user's line of a capability change no further up than ``code`` (a logic runner)."""
+    _LOGIC_RUNNERS.add(code)
 
 
 class Capability:
@@ -34,27 +39,24 @@ class Capability:
 
     __slots__ = ("_time", "_output", "_valid", "_token", "_site", "__weakref__")
 
-    def __init__(self, time: Time, output: OutputPort) -> None:
-        """Mint a capability; operators receive these from the runtime rather than create them."""
+    def __init__(self, time: Time, output: OutputPort, _counted: bool = False) -> None:
+        """Mint a capability; operators receive these from the runtime rather than create them.
+
+        ``_counted``: the output's internal summary already counts it (see :meth:`initial`).
+        """
         self._time = time
         self._output = output
         self._valid = True
         self._token: list[bool] | None = None
         self._site: tuple[str, str] | None = None
-        output.internal.update(time, 1)
+        if not _counted:
+            output.internal.update(time, 1)
         output.held += 1
 
     @classmethod
     def initial(cls, time: Time, output: OutputPort) -> Capability:
         """Adopt an operator's initial capability, already counted in its internal summary."""
-        capability: Capability = cls.__new__(cls)
-        capability._time = time
-        capability._output = output
-        capability._valid = True
-        capability._token = None
-        capability._site = None
-        output.held += 1
-        return capability
+        return cls(time, output, True)
 
     def track(self, action: str) -> Capability:
         """Report where the user's code came to hold this capability (only called when logging is on).
@@ -62,7 +64,7 @@ class Capability:
         A capability made by pytimely's own operator logic has no such place
         and is not reported; the explainer names the operator's build site instead.
         """
-        site = user_site(1, _LOGIC_RUNNER[0])
+        site = user_site(1, _LOGIC_RUNNERS)
         if site is not None:
             self._site = (action, site)
             self._report(1)
@@ -142,7 +144,7 @@ class Capability:
         """Report a downgrade to ``time``, from where the user's code made it (or where it was held before)."""
         self._report(-1)
         self._time = time
-        site = user_site(1, _LOGIC_RUNNER[0])
+        site = user_site(1, _LOGIC_RUNNERS)
         if site is not None:
             self._site = ("downgraded", site)
         self._report(1)

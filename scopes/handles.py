@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 from scopes.batches import is_columnar
 from scopes.capability import Capability, CapabilityRef
@@ -35,7 +35,7 @@ class OperatorInput:
         self._port = port
         self._operator = operator
 
-    def __iter__(self) -> Iterator[tuple[CapabilityRef, list[Any]]]:
+    def __iter__(self) -> Iterator[tuple[CapabilityRef, Sequence[Any]]]:
         port = self._port
         operator = self._operator
         index = port.port
@@ -45,12 +45,12 @@ class OperatorInput:
                 return
             yield operator.lend(message[0], index), message[1]
 
-    def for_each(self, logic: Callable[[CapabilityRef, list[Any]], None]) -> None:
+    def for_each(self, logic: Callable[[CapabilityRef, Sequence[Any]], None]) -> None:
         """Call ``logic(capability_ref, batch)`` for every waiting message."""
         for ref, batch in self:
             logic(ref, batch)
 
-    def batches(self) -> Iterator[tuple[Any, list[Any]]]:
+    def batches(self) -> Iterator[tuple[Any, Sequence[Any]]]:
         """Yield ``(time, batch)`` for every waiting message, without capability references."""
         port = self._port
         while True:
@@ -65,6 +65,10 @@ class OperatorInput:
         return self._port.frontier
 
 
+_NO_TIME: Final[Any] = object()
+"""The time of an empty :class:`OutputBuffer`: equal to no real time."""
+
+
 class OutputBuffer:
     """The records an output handle holds for one time, shared by the handle and its sessions.
 
@@ -74,14 +78,14 @@ class OutputBuffer:
 
     __slots__ = ("port", "records", "time")
 
-    NO_TIME: Any = object()
+    NO_TIME: ClassVar[Any] = _NO_TIME
     """The time of an empty buffer: equal to no real time."""
 
     def __init__(self, port: OutputPort) -> None:
         """Buffer for output ``port``."""
         self.port = port
         self.records: list[Any] = []
-        self.time: Any = OutputBuffer.NO_TIME  # a Time once switched to one; NO_TIME, a sentinel, before
+        self.time: Any = _NO_TIME  # a Time once switched to one; NO_TIME, a sentinel, before
 
     def switch(self, time: Time) -> None:
         """Send what is held, then hold records at ``time``."""
@@ -93,7 +97,7 @@ class OutputBuffer:
         if self.records:
             batch, self.records = self.records, []
             self.port.send(self.time, batch)
-        self.time = OutputBuffer.NO_TIME
+        self.time = _NO_TIME
 
 
 class Session:

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scopes.batches import (
     Batch,
     copy_batch,
 )
 from scopes.channel_protocols import Activator, Pusher
-from scopes.lazy_import import lazy_module
-
-if TYPE_CHECKING:
-    import numpy as np
-else:
-    np = lazy_module("numpy")
-
 
 Message = tuple[Any, Batch]
 """A batch of records sharing one timestamp: ``(time, records)``."""

@@ -1,4 +1,4 @@
-"""Select the optional mypyc-compiled build of the progress path, when it is built and current.
+"""Select the optional mypyc-compiled build of the progress, operator and channel path, when built and current.
 
 The pure-Python modules are the default and the fallback.  ``make compiled``
 (:mod:`runtime.compiled`) compiles :data:`MODULES` with mypyc into
@@ -22,14 +22,37 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr as mypyc_attr
+else:
+    try:  # mypyc reads the decorator as it compiles; pure Python needs no mypy installed
+        from mypy_extensions import mypyc_attr
+    except ImportError:
+
+        def mypyc_attr(*attrs, **kwattrs):
+            """Stands in for ``mypy_extensions.mypyc_attr``: a class decorator that changes nothing."""
+            return lambda cls: cls
+
 
 MODULES = (
+    "scopes.progress.order",
     "scopes.progress.antichain",
     "scopes.progress.change_batch",
     "scopes.progress.reachability",
     "scopes.progress.visit_order",
     "scopes.progress.progcaster",
     "scopes.progress.subgraph",
+    "scopes.ports",
+    "scopes.local_channels",
+    "scopes.capability",
+    "scopes.operator",
+    "scopes.handles",
+    "scopes.input_handle",
+    "scopes.probes",
+    "scopes.per_record",
+    "scopes.notificator",
 )
 """The modules the compiled build contains (mypyc compiles them as one group)."""
 
@@ -144,7 +167,7 @@ def _front_paths(package: ModuleType, build_dir: Path) -> list[tuple[ModuleType,
 
 
 def compiled_modules() -> list[str]:
-    """The modules of the progress path that run compiled in this interpreter (empty: pure Python)."""
+    """The modules of the compiled build that run compiled in this interpreter (empty: pure Python)."""
     found = []
     for module in MODULES:
         loaded = sys.modules.get(module)

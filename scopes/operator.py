@@ -22,6 +22,7 @@ from scopes.channel_protocols import Activator
 from scopes.channels import Tee
 from scopes.errors import CapabilityError, OperatorFailed, describe_when
 from scopes.handles import OperatorInput, OperatorOutput, OutputBuffer, Session
+from scopes.native import mypyc_attr
 from scopes.notificator import Notificator
 from scopes.ports import InputPort, OutputPort, PortOwner
 from scopes.progress.antichain import MutableAntichain
@@ -66,6 +67,7 @@ class OperatorInfo:
         return f"OperatorInfo({self.name!r}, address={self.address}, worker={self.worker_index})"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Operator(Operate):
     """A leaf :class:`~scopes.progress.operate.Operate` running a Python function when scheduled."""
 
@@ -247,7 +249,9 @@ class Operator(Operate):
             except OperatorFailed:
                 raise
             except Exception as error:
-                raise self.failure(error) from error
+                failure = self.failure(error)
+                failure.__cause__ = error  # as well: mypyc compiles `raise ... from` without the cause
+                raise failure from error
             finally:
                 self.running = False
                 if self._refs:
@@ -361,7 +365,9 @@ class Operator(Operate):
         return [port.held for port in self.output_ports]
 
 
-stop_sites_at(Operator.pull_internal_progress.__code__)
+_RUNNER = getattr(Operator.pull_internal_progress, "__code__", None)  # None: compiled, without a frame
+if _RUNNER is not None:
+    stop_sites_at(_RUNNER)
 """Where the scheduler runs an operator's logic: a capability made below it by pytimely's own code has no user site."""
 
 __all__ = [

@@ -8,8 +8,9 @@ iterators, and a list is built only where a stream has receivers, and at the end
 
 from __future__ import annotations
 
+import os
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain as _itertools_chain
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +21,9 @@ from scopes.errors import UserFunctionError
 from scopes.operator_builder import OperatorBuilder
 from scopes.progress.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
+
+_THIS_SOURCE = os.path.join(os.sep + "scopes", "per_record.py")
+"""How this module's frames end their file name, compiled (its source's path, not ``__file__``) or not."""
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -35,7 +39,7 @@ def consume(iterator: Iterable[Any]) -> None:
     deque(iterator, maxlen=0)
 
 
-def identity(batch: list[Any]) -> list[Any]:
+def identity(batch: Sequence[Any]) -> Sequence[Any]:
     """The batch, unchanged."""
     return batch
 
@@ -43,7 +47,7 @@ def identity(batch: list[Any]) -> list[Any]:
 def pipe(
     stream: S,
     name: str,
-    transform: Callable[[list[Any]], list[Any]],
+    transform: Callable[[Sequence[Any]], Sequence[Any]],
     contract: ChannelContract = Pipeline,
 ) -> S:
     """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time."""
@@ -100,7 +104,7 @@ def inspect(stream: S, function: Callable[[Any], None], name: str) -> S:
     """Call ``function(record)`` on each record and pass the records on unchanged."""
     _check(stream, function, ("record",), "the inspect function", name)
 
-    def transform(batch: list[Any]) -> list[Any]:
+    def transform(batch: Sequence[Any]) -> Sequence[Any]:
         for record in batch:
             function(record)
         return batch
@@ -108,7 +112,7 @@ def inspect(stream: S, function: Callable[[Any], None], name: str) -> S:
     return pipe(stream, name, transform)
 
 
-def inspect_batch(stream: S, function: Callable[[Any, list[Any]], None], name: str) -> S:
+def inspect_batch(stream: S, function: Callable[[Any, Sequence[Any]], None], name: str) -> S:
     """Call ``function(time, batch)`` on each message and pass it on unchanged."""
     _check(stream, function, ("time", "batch"), "the inspect_batch function", name)
     builder = OperatorBuilder(stream.scope, name, reads=stream)
@@ -223,13 +227,15 @@ class Chain(Generic[S]):
         traceback = error.__traceback__
         while traceback is not None and traceback.tb_next is not None:
             traceback = traceback.tb_next
-        if traceback is None or traceback.tb_frame.f_code.co_filename != __file__:
+        if traceback is None or not traceback.tb_frame.f_code.co_filename.endswith(_THIS_SOURCE):
             return  # raised inside a user function: leave it as it is
         stages = " or ".join(f"'{name}'" for name in flat_maps)
         operator = self.operator
-        raise UserFunctionError(
+        explained = UserFunctionError(
             f"{describe_operator(operator.name, operator.scope_path)}: the function given to "
             f"flat_map {stages} must return an iterable of records (a list, tuple, generator, "
             f"...) for each record, but it returned a value that is not iterable ({error}); "
             "use map for one record in, one record out"
-        ) from error
+        )
+        explained.__cause__ = error  # as well: mypyc compiles `raise ... from` without the cause
+        raise explained from error

@@ -10,7 +10,7 @@ batches, so it suits columnar ones.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import Any, TypeVar
 
@@ -52,7 +52,7 @@ def count(stream: S, name: str) -> S:
     return per_time(stream, name, int, lambda total, batch: total + len(batch))
 
 
-def per_time(stream: S, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, list[Any]], Any]) -> S:
+def per_time(stream: S, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, Sequence[Any]], Any]) -> S:
     """One value per time, folded batch by batch from ``start()``, emitted when the time completes."""
     values: dict[Any, Any] = {}
     capabilities: dict[Any, Capability] = {}

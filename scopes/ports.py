@@ -6,6 +6,7 @@ is seen through :class:`PortOwner`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from scopes.batches import Batch
@@ -115,7 +116,7 @@ class InputPort:
                 owner.take_frontier_interest()
         return self._frontier
 
-    def pull(self) -> tuple[Any, list[Any]] | None:
+    def pull(self) -> tuple[Any, Sequence[Any]] | None:
         """Take the next message and count it as consumed.
 
         Channels carry any :data:`~scopes.batches.Batch`; operator logic is
@@ -124,7 +125,7 @@ class InputPort:
         """
         # A channel's message holds a batch of any kind (``Message``, typed ``Any`` there); the logic
         # is typed for the record-wise case, so the batch is annotated as a list here.
-        message: tuple[Any, list[Any]] | None = self.puller.pull()
+        message: tuple[Any, Sequence[Any]] | None = self.puller.pull()
         if message is not None:
             consumed = self.consumed
             time = message[0]

@@ -7,8 +7,7 @@ A sink hands every message and frontier change to a user function.
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from scopes.contracts import ChannelContract, Pipeline
@@ -16,10 +15,12 @@ from scopes.core import StreamCore
 from scopes.handles import OperatorInput
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
+from scopes.ports import InputPort, OutputPort
+from scopes.probe_frontier import ProbeFrontier
 from scopes.progress.antichain import Antichain, MutableAntichain
-from scopes.progress.operate import Updates
+from scopes.progress.operate import ConnectivityLike, Updates
 from scopes.progress.order import Time
-from scopes.progress.timestamp import PathSummary
+from scopes.progress.timestamp import PathSummary, TimestampType
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)
@@ -98,39 +99,23 @@ class ProbeHandle:
         return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
 
 
-class ProbeFrontier(Antichain[Any]):
-    """What ``probe.frontier`` gives: call it for the frontier; used as the frontier directly, it warns."""
-
-    __slots__ = ()
-
-    def __call__(self) -> Antichain[Any]:
-        """The probe's current frontier."""
-        return Antichain(self._elements)
-
-    def _deprecated(self) -> None:
-        warnings.warn(
-            "probe.frontier is a method, like probe.less_than() and probe.done(): call probe.frontier()",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-
-    @property
-    def elements(self) -> tuple[Any, ...]:
-        """The frontier's elements (deprecated: use ``probe.frontier().elements``)."""
-        self._deprecated()
-        return tuple(self._elements)
-
-    def __iter__(self) -> Iterator[Any]:
-        self._deprecated()
-        return iter(tuple(self._elements))
-
-
 class ProbeOperator(Operator):
     """An operator that mirrors its input frontier into a :class:`ProbeHandle`."""
 
-    def __init__(self, *args: Any, handle: ProbeHandle) -> None:
-        """Create the operator; ``handle`` receives every frontier change."""
-        super().__init__(*args)
+    def __init__(
+        self,
+        name: str,
+        timestamp_type: TimestampType,
+        peers: int,
+        inputs: list[InputPort],
+        outputs: list[OutputPort],
+        connectivity: ConnectivityLike,
+        notify: bool,
+        *,
+        handle: ProbeHandle,
+    ) -> None:
+        """Create the operator (the arguments of :class:`Operator`); ``handle`` receives every frontier change."""
+        super().__init__(name, timestamp_type, peers, inputs, outputs, connectivity, notify)
         self.handle = handle
         self.shared = False
         """Whether the handle reads this probe's input frontier itself (so changes need not be reported)."""

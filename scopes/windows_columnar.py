@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from scopes.batches import is_arrow
 from scopes.channels import Pipeline
@@ -221,7 +221,8 @@ class WindowSplitter:
                 events = _integers(table, self.event_time, self.where, time)
             late_rows, rows, starts = self.assign(events, time)
             if late_rows is not None and late_rows.any():
-                late.session(ref).give_batch(table.filter(late_rows) if is_arrow(batch) else batch[late_rows])
+                late_part = table.filter(late_rows) if is_arrow(batch) else cast(Any, batch)[late_rows]
+                late.session(ref).give_batch(late_part)
             if len(rows):
                 whole = len(rows) == table.num_rows and np.array_equal(rows, np.arange(len(rows)))
                 partial = self.partials(table if whole else table.take(rows), starts)

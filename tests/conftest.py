@@ -69,6 +69,23 @@ PROGRESS_FILES = frozenset(
     }
 )
 """Test files that exercise the progress path (marked ``progress``): the audit pass runs these."""
+COMPILED_FILES = frozenset(
+    {
+        "test_capture.py",
+        "test_columnar.py",
+        "test_copy_once.py",
+        "test_instrument.py",
+        "test_lean_input_probe.py",
+        "test_misuse.py",
+        "test_operator_errors.py",
+        "test_sequencer.py",
+        "test_user_error_blame.py",
+        "test_viz_blame.py",
+    }
+)
+"""Test files whose subject is the operator and channel path (operators and their Python subclasses, ports,
+handles, capabilities and their user sites, probes, record-wise chains, columnar batches through them), marked
+``compiled``: the audit pass runs them too, on the compiled build, beside the ``progress`` files."""
 
 SPARK_SESSION_FILES = {
     "test_spark.py": "spark-a",
@@ -86,13 +103,15 @@ so there are two groups, and the suite's longest chain is shorter than with one.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by its file: ``bench``, ``progress``, and Spark's xdist group."""
+    """Mark each test by its file: ``bench``, ``progress``, ``compiled``, and Spark's xdist group."""
     for item in items:
         name = item.path.name
         if name in BENCH_FILES:
             item.add_marker(pytest.mark.bench)
         if name in PROGRESS_FILES:
             item.add_marker(pytest.mark.progress)
+        if name in COMPILED_FILES:
+            item.add_marker(pytest.mark.compiled)
         if name in SPARK_SESSION_FILES:
             item.add_marker(pytest.mark.xdist_group(SPARK_SESSION_FILES[name]))
 

@@ -134,8 +134,8 @@ def _select_fresh(build: Path) -> str:
 def test_a_current_build_comes_before_the_sources(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, _current_hashes())
     (build / "scopes" / "progress").mkdir(parents=True)
-    for module in native.MODULES:
-        (build / "scopes" / "progress" / f"{module.split('.')[2]}.py").write_text("BUILT = True\n")
+    for module in native.MODULES:  # in scopes.progress (the progress path) and in scopes (operators, channels)
+        build.joinpath(*module.split(".")).with_suffix(".py").write_text("BUILT = True\n")
     out = _select_fresh(build)
     assert out.startswith(f"{list(native.MODULES)} False False []"), out
 

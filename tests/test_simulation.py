@@ -10,7 +10,7 @@ that check for some seed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +34,40 @@ Violation = tuple[str, int, Any, list[Any]]
 
 @pytest.fixture
 def violations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Violation]]:
-    """Make every operator input record each message that arrives behind its frontier."""
-    found: list[Violation] = []
-    original = InputPort.pull
+    """Make every operator input record each message that arrives behind its frontier.
 
-    def checked_pull(self: InputPort) -> tuple[Any, list[Any]] | None:
-        message = original(self)
-        if message is not None and not self.frontier.less_equal(message[0]):
-            found.append((self.operator, self.port, message[0], list(self.frontier.frontier())))
+    Pulls are checked where Python calls them: ``InputPort.pull`` (the record-wise
+    chains, and every pull in pure Python) and the iteration of an ``OperatorInput``
+    by an operator's logic.  In the compiled build (``make compiled``) compiled code
+    calls ``InputPort.pull`` natively, past the patch, so the iteration is checked too
+    (a message checked twice is recorded twice; compiled logic's own pulls, a probe's,
+    go unchecked there), and at least one check must have run.
+    """
+    found: list[Violation] = []
+    checked = [0]
+    original_pull = InputPort.pull
+    original_iter = OperatorInput.__iter__
+
+    def check(port: InputPort, time: Any) -> None:
+        checked[0] += 1
+        if not port.frontier.less_equal(time):
+            found.append((port.operator, port.port, time, list(port.frontier.frontier())))
+
+    def checked_pull(self: InputPort) -> tuple[Any, Sequence[Any]] | None:
+        message = original_pull(self)
+        if message is not None:
+            check(self, message[0])
         return message
 
+    def checked_iter(self: OperatorInput) -> Iterator[tuple[Any, Sequence[Any]]]:
+        for ref, batch in original_iter(self):
+            check(self._port, ref.time)  # noqa: SLF001 - the test looks at the port behind the handle
+            yield ref, batch
+
     monkeypatch.setattr(InputPort, "pull", checked_pull)
+    monkeypatch.setattr(OperatorInput, "__iter__", checked_iter)
     yield found
+    assert checked[0] > 0, "no message was checked: the checks are not reached"
 
 
 def check_frontier(stream: Stream, contract: Any, name: str, found: list[Violation]) -> Stream:

@@ -146,7 +146,7 @@ class MutableAntichain(Generic[T]):
         """
         counts = self._counts
         old = self._frontier
-        if not old or (len(old) == 1 and old[0].__class__ is int):
+        if not old or (len(old) == 1 and type(old[0]) is int):
             least: Any = old[0] if old else None
             scan = False
             general = False
@@ -160,7 +160,7 @@ class MutableAntichain(Generic[T]):
                     del counts[time]
                 if scan or general:
                     continue
-                if time.__class__ is not int:
+                if type(time) is not int:
                     general = True
                 elif least is None or time < least:
                     if value > 0:
@@ -199,7 +199,7 @@ class MutableAntichain(Generic[T]):
             if not rebuild:
                 # A change at `time` can alter the frontier only if no frontier
                 # element is strictly less than `time`.
-                if time.__class__ is int:
+                if type(time) is int:
                     for element in old:
                         if element < time:  # type: ignore[operator]
                             break
@@ -238,7 +238,7 @@ class MutableAntichain(Generic[T]):
             return _NO_CHANGES
         if len(frontier) == 1:
             least = frontier[0]
-            if time.__class__ is int:
+            if type(time) is int:
                 if least < time:  # type: ignore[operator]
                     return _NO_CHANGES
                 if least != time:  # time < least: it leads if it is positive
@@ -259,7 +259,7 @@ class MutableAntichain(Generic[T]):
             if value > 0:
                 return _NO_CHANGES
             return self._rebuild()
-        if time.__class__ is int:
+        if type(time) is int:
             if frontier[0] < time:  # type: ignore[operator]
                 return _NO_CHANGES
         else:
@@ -276,7 +276,7 @@ class MutableAntichain(Generic[T]):
             new = []
         else:
             first = next(iter(counts))
-            if first.__class__ is int:
+            if type(first) is int:
                 best: Any = None
                 for time, count in counts.items():
                     if count > 0 and (best is None or time < best):
@@ -321,7 +321,7 @@ class MutableAntichain(Generic[T]):
     def less_equal(self, time: T) -> bool:
         """Whether some frontier element is ``<=`` ``time``."""
         for element in self._frontier:
-            if element.__class__ is int:
+            if type(element) is int:
                 if element <= time:  # type: ignore[operator]
                     return True
             elif less_equal(element, time):
@@ -331,7 +331,7 @@ class MutableAntichain(Generic[T]):
     def less_than(self, time: T) -> bool:
         """Whether some frontier element is strictly ``<`` ``time``."""
         for element in self._frontier:
-            if element.__class__ is int:
+            if type(element) is int:
                 if element < time:  # type: ignore[operator]
                     return True
             elif less_than(element, time):

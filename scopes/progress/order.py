@@ -13,21 +13,11 @@ order in which Naiad delivers notifications.  Use :func:`less_equal` and
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, TypeAlias
 
+from scopes.progress.partial_order import PartialOrder
 
-@runtime_checkable
-class PartialOrder(Protocol):
-    """A type whose values are partially ordered."""
-
-    def less_equal(self, other: Any) -> bool:
-        """Return whether ``self`` is less than or equal to ``other`` in the partial order."""
-        ...
-
-    def less_than(self, other: Any) -> bool:
-        """Return whether ``self`` is strictly less than ``other`` in the partial order."""
-        ...
-
+__all__ = ["PartialOrder", "Time", "in_time_order", "less_equal", "less_than"]
 
 Time: TypeAlias = "int | PartialOrder"
 """A timestamp: a Python ``int``, or a value of a type that implements :class:`PartialOrder`
@@ -36,14 +26,14 @@ Time: TypeAlias = "int | PartialOrder"
 
 def less_equal(a: Any, b: Any) -> bool:
     """Return whether ``a <= b`` in the partial order of their type."""
-    if a.__class__ is int:
+    if type(a) is int:
         return bool(a <= b)
     return bool(a.less_equal(b))
 
 
 def less_than(a: Any, b: Any) -> bool:
     """Return whether ``a < b`` in the partial order of their type."""
-    if a.__class__ is int:
+    if type(a) is int:
         return bool(a < b)
     return bool(a.less_than(b))
 

@@ -586,9 +586,8 @@ class Tracker:
         if not work:
             return
         order = self._order
-        offer = order.offer
         for loc, moved in work:
-            offer(loc, moved)
+            order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
         self._propagate(order)
 
     def _propagate(self, order: Topological | EarliestFirst | InRounds) -> None:
@@ -599,7 +598,6 @@ class Tracker:
         target_steps = self._target_steps
         pushed = self._pushed
         report = self._report
-        offer = order.offer
         for loc, time, diff, updates in order:
             if updates is None:
                 changes = implications[loc].update(time, diff)
@@ -618,7 +616,7 @@ class Tracker:
             if is_target[loc]:
                 for src, summaries in target_steps[loc]:
                     if summaries is None:
-                        offer(src, changes)
+                        order.offer(src, changes)
                         continue
                     results: dict[Any, int] = {}
                     for summary in summaries:
@@ -627,10 +625,10 @@ class Tracker:
                             if result is not None:
                                 results[result] = results.get(result, 0) + change
                     if results:
-                        offer(src, results.items())
+                        order.offer(src, results.items())
             else:
                 for target in source_edges[loc]:
-                    offer(target, changes)
+                    order.offer(target, changes)
 
     def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
         """Apply pending pointstamp changes; return the frontier changes they cause, per location."""

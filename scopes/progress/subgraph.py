@@ -16,10 +16,10 @@ without broadcasting them again.
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Sequence
 from functools import partial
+from heapq import heappop, heappush
 from time import perf_counter
 from typing import Any
 
@@ -132,7 +132,7 @@ class Subgraph(Operate):
         """Schedule child ``index`` at this subgraph's next run."""
         if index not in self._active:
             self._active.add(index)
-            heapq.heappush(self._heap, index)
+            heappush(self._heap, index)
             if not self._running:  # else the run ends by asking for another if the child has not run
                 self._activate_parent()
 
@@ -513,7 +513,7 @@ class Subgraph(Operate):
         previous = 0
         deferred: list[int] = []
         while heap:
-            index = heapq.heappop(heap)
+            index = heappop(heap)
             if index <= previous:
                 deferred.append(index)
                 continue
@@ -533,7 +533,7 @@ class Subgraph(Operate):
                 self._incomplete_count += 1 if incomplete else -1
             self._extract(index, child.local, internal, consumed, produced)
         for index in deferred:
-            heapq.heappush(heap, index)
+            heappush(heap, index)
 
     def _extract(
         self,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable, Iterator
+from heapq import heappush
 from typing import Any
 
 from scopes.progress.order import less_than
@@ -48,8 +49,10 @@ class Topological:
         """Add ``changes`` (distinct times) to those waiting at ``loc``."""
         batch = self._incoming.get(loc)
         if batch is None:
-            self._incoming[loc] = dict(changes)
-            heapq.heappush(self._ranks, self._rank[loc])
+            batch = self._incoming[loc] = {}
+            for time, diff in changes:  # a loop, not dict(changes): faster for a few changes, compiled or not
+                batch[time] = diff
+            heappush(self._ranks, self._rank[loc])
         else:
             for time, diff in changes:
                 batch[time] = batch.get(time, 0) + diff
