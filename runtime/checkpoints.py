@@ -71,9 +71,14 @@ class CheckpointStore:
     ``every``-th epoch boundary.  After the dataflow is built,
     :attr:`resume_epoch` is the epoch the program sends its inputs from: 0 for
     a fresh start.
+
+    ``own_outputs=True`` says the program writes its outputs itself (not
+    through ``write_files``) and reports them with :meth:`written_before`: a
+    checkpoint then never claims an epoch whose outputs the program has not
+    reported, from the first step of the first run and of every resumed one.
     """
 
-    def __init__(self, path: str | os.PathLike[str], keep: int = 3, every: int = 1) -> None:
+    def __init__(self, path: str | os.PathLike[str], keep: int = 3, every: int = 1, own_outputs: bool = False) -> None:
         """Checkpoints under ``path`` (made if missing)."""
         if keep.__class__ is not int or keep < 1:
             raise ConfigurationError(f"CheckpointStore needs keep >= 1 (an int), got {keep!r}")
@@ -83,15 +88,23 @@ class CheckpointStore:
         self.keep = keep
         self.every = every
         self.resume_epoch = 0
+        self.own_outputs = own_outputs
         self.durable: dict[int, int] = {}
+        """Per worker of a store with ``own_outputs``: the times before this have durable outputs."""
 
     def written_before(self, worker: int, time: int) -> None:
         """Say that worker ``worker`` has made durable every output of the times before ``time``.
 
-        A program that writes its outputs itself (not through ``write_files``)
-        calls this after writing them; from its first call on, a checkpoint never
-        claims an epoch whose outputs could still be lost in a crash.
+        Only for a store made with ``own_outputs=True``: without it, checkpoints
+        taken before the first call could claim outputs a crash then loses, so
+        the call is refused.
         """
+        if not self.own_outputs:
+            raise ConfigurationError(
+                f"written_before on the checkpoint store {self.path} made without own_outputs=True: make it with "
+                "CheckpointStore(path, own_outputs=True), so that no checkpoint claims an epoch before its outputs "
+                "are reported (one taken before this first call could lose them in a crash)"
+            )
         self.durable[worker] = max(self.durable.get(worker, 0), time)
 
     def directory(self, worker: int, peers: int) -> Path:
@@ -288,6 +301,8 @@ def resume(
         registry.restore(boundary, states)
     registry.settle(boundary)
     store.resume_epoch = boundary
+    if store.own_outputs:
+        store.durable[worker] = boundary  # the outputs before it are the earlier run's; none after it yet
     if boundary:
         for handle in inputs:
             handle.advance_to(boundary)

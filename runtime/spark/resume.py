@@ -174,11 +174,10 @@ def drive_resumable(
     output message.
     """
     index, peers = worker.index, worker.peers
-    store = CheckpointStore(Path(root) / "state")
+    store = CheckpointStore(Path(root) / "state", own_outputs=True)
     output = EpochOutput(OutputLog(Path(root) / "outputs", index, peers, schema), store, index, put)
     handle, probe = worker.dataflow(lambda scope: build(scope, output.add), name=name, checkpoint=store)
     resumed = store.resume_epoch
-    store.written_before(index, resumed)  # nothing after it is saved yet
     if resumed:
         replayed = 0
         for batch in output.log.replay(resumed):

@@ -53,7 +53,7 @@ def main(worker: Any) -> None:
     root = Path(sys.argv[1])
     out = root / "out" / f"worker-{worker.index}"
     out.mkdir(parents=True, exist_ok=True)
-    store = CheckpointStore(root / "checkpoints", keep=3)
+    store = CheckpointStore(root / "checkpoints", keep=3, own_outputs=True)
     pending: dict[int, list[Any]] = {}
 
     def build(scope: Any) -> Any:
