@@ -1,0 +1,255 @@
+"""The baton: one worker thread of a process runs dataflow steps at a time, and the turn passes at step ends.
+
+Worker threads of one process share the GIL, so only one runs at a time
+anyway; what matters is *which* runs and for how long.  Left to the
+interpreter's switch interval (5 ms) and the OS, a worker that has just sent
+data to a peer keeps running steps on its own records alone, and every message
+of a loop with an exchange gets smaller at each iteration.  The baton makes
+the hand-over a rule instead:
+
+* a worker takes the baton before a step that has work (:meth:`Baton.take`),
+  and waits while a peer holds it, or while it is passed to a peer that has
+  not run its step yet;
+* steps go in *rounds*: at the end of a step (:meth:`Baton.release`) the
+  baton goes to a peer that has not stepped in this round and wants it (it
+  waits in :meth:`~Baton.take`, or it is parked although work waits for it),
+  else to one that is in ``main`` between steps; with none left, the round
+  ends;
+* what a step sends to worker threads of this process is *staged*
+  (:meth:`Baton.stage`) and delivered, in the order sent, when the round
+  ends.  So every step of a round reads what the previous round sent: in a
+  loop with an exchange, each step reads one iteration from every worker, as
+  one worker's step reads one iteration of its own.  Without rounds the
+  workers drift apart by an iteration at each step, and each iteration's
+  records are split over ever more messages.
+
+The baton only orders steps: no data is guarded by it, and a worker outside
+its steps never holds it.  Every wait for it ends: after
+:data:`OUTSIDE_TIMEOUT` seconds if it was passed to a peer in ``main`` (that
+peer is then skipped until it steps again: it may wait for outside data),
+after :data:`BATON_TIMEOUT` seconds otherwise (a step blocked in user code),
+or at a stop; the waiting worker then takes the baton anyway.
+"""
+
+from __future__ import annotations
+
+import _thread
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from runtime.communication import Address
+from scopes.channels import Message
+
+if TYPE_CHECKING:
+    from runtime.communication.fabric import WorkerSignal
+
+BATON_TIMEOUT = 0.02
+"""Seconds a worker waits at most for a peer's step to end: a safety net for a step blocked in user code (its
+thread then does not use the GIL), never the rule that decides the hand-over."""
+
+OUTSIDE_TIMEOUT = 0.002
+"""Seconds a worker waits at most for a peer in ``main`` that was passed the baton to come and step."""
+
+Staged = tuple[deque[Message], Message, "WorkerSignal", Address]
+"""A message waiting for the round's end: (mailbox, message, the receiver's signal, the address to activate)."""
+
+
+class Baton:
+    """The turn to run a dataflow step among the worker threads of one process (see the module docstring)."""
+
+    __slots__ = (
+        "_signals",
+        "_lock",
+        "holder",
+        "outside",
+        "wanting",
+        "stepped",
+        "quiet",
+        "absent",
+        "staging",
+        "sent",
+        "staged",
+        "passes",
+        "rounds",
+        "timeouts",
+        "_main",
+    )
+
+    def __init__(self, signals: Sequence[WorkerSignal], wait_for_main: bool = True) -> None:
+        """A free baton for the workers whose signals are ``signals`` (their events wake a waiting worker).
+
+        ``wait_for_main``: pass the baton to peers in ``main`` too (their workers
+        must release it when they park: :meth:`release`).
+        """
+        count = len(signals)
+        self._signals = signals
+        self._main = wait_for_main
+        self._lock = _thread.allocate_lock()
+        self.holder: int | None = None
+        """The local worker that runs a step, or was passed the baton for its next one; ``None``: free."""
+        self.outside = False
+        """Whether the baton was passed to a worker in ``main`` (then waited for :data:`OUTSIDE_TIMEOUT` at most)."""
+        self.wanting = [False] * count
+        """Which local workers wait in :meth:`take`."""
+        self.stepped = [False] * count
+        """Which local workers have had their step in this round."""
+        self.quiet = [False] * count
+        """Which local workers have run a step that sent no data in this round (they may run one more)."""
+        self.absent = [False] * count
+        """Which local workers are skipped until they step again: they returned, or kept a peer waiting."""
+        self.staging = [False] * count
+        """Which local workers run a step holding the baton: what they send waits for the round's end."""
+        self.sent = [False] * count
+        """Which local workers have staged data (not progress) since they took the baton."""
+        self.staged: list[Staged] = []
+        """Messages sent in this round, in the order sent."""
+        self.passes = 0
+        """Times the baton was passed to a peer at a step end."""
+        self.rounds = 0
+        """Rounds ended (each delivering what its steps staged)."""
+        self.timeouts = 0
+        """Times a worker took the baton after a wait ran out."""
+
+    def take(self, local: int, stopped: Callable[[], bool]) -> bool:
+        """Hold the baton for a step of worker ``local``; return whether it had to wait.
+
+        Waits (releasing the GIL) while another worker holds it, until it is
+        passed here or left free, the wait runs out (:data:`BATON_TIMEOUT`, or
+        :data:`OUTSIDE_TIMEOUT` for a peer in ``main``; then it is taken
+        anyway), or ``stopped()`` holds.
+        """
+        lock = self._lock
+        event = self._signals[local].event
+        waited = False
+        deadline = 0.0
+        while True:
+            with lock:
+                holder = self.holder
+                if holder is None or holder == local:
+                    self._hold(local)
+                    return waited
+                self.wanting[local] = True
+                event.clear()  # before the holder can pass it on: a pass after this sets the event
+                timeout = OUTSIDE_TIMEOUT if self.outside else BATON_TIMEOUT
+            now = time.perf_counter()
+            if not waited:
+                waited = True
+                deadline = now + timeout
+            if now >= deadline or stopped():
+                break
+            event.wait(deadline - now)  # also woken by frames and stops: the loop looks again
+        with lock:
+            if self.holder is not None and self.holder != local:
+                self.absent[self.holder] = self.outside  # a peer in main kept us waiting: skip it until it steps
+                self.timeouts += 1
+            self._hold(local)
+        return True
+
+    def _hold(self, local: int) -> None:
+        self.holder = local
+        self.outside = False
+        self.wanting[local] = False
+        self.absent[local] = False
+        self.staging[local] = True
+        self.sent[local] = False
+
+    def stage(self, sender: int, box: deque[Message], message: Message, signal: WorkerSignal, address: Address) -> None:
+        """Keep a message that worker ``sender`` sent in its step until the round ends.
+
+        Progress batches travel with the time ``None``; any other message is data for a peer (see :attr:`sent`).
+        """
+        with self._lock:
+            if message[0] is not None:
+                self.sent[sender] = True
+            self.staged.append((box, message, signal, address))
+
+    def send(self, box: deque[Message], message: Message, signal: WorkerSignal, address: Address) -> None:
+        """Send a message from outside a step: after what is staged if a round is under way, else at once.
+
+        Staged messages are never delivered early, so a round's steps all read
+        what the previous round sent, whatever ``main`` sends meanwhile.
+        """
+        with self._lock:
+            if self.staged:
+                self.staged.append((box, message, signal, address))
+                return
+        box.append(message)
+        signal.activate(address)
+
+    def _deliver(self) -> None:
+        staged = self.staged
+        if staged:
+            self.staged = []
+            for box, message, signal, address in staged:
+                box.append(message)
+                signal.activate(address)
+
+    def release(self, local: int) -> None:
+        """End of worker ``local``'s step (or an idle one): pass the baton on, or end the round.
+
+        A worker has had its step in a round once a step of its sent data, or
+        after a second step that did not (the first may have found nothing to
+        do yet: a dataflow whose peers' fingerprints have not arrived, say).
+        The baton goes to the next peer that has not had its step:
+        first one that wants it (it waits in :meth:`take`, or it is parked
+        although activations wait for it), else one in ``main`` between steps.
+        With none left, the round ends: what its steps staged is delivered, and
+        the baton goes to the next peer that wants it now, or is left free.  A
+        worker that does not hold the baton (a peer took it after a wait ran
+        out) delivers what is staged at once.
+        """
+        with self._lock:
+            in_step = self.staging[local]
+            self.staging[local] = False
+            self.absent[local] = False
+            if self.holder != local:
+                if in_step:
+                    self._deliver()
+                return
+            if self.sent[local] or self.quiet[local] or not in_step:
+                self.stepped[local] = True
+            else:  # a step that sent no data (its dataflow not verified yet, say) may step again in this round
+                self.quiet[local] = True
+            chosen, outside = self._next(local, self.stepped)
+            if chosen is None:
+                self._deliver()
+                self.rounds += 1
+                self.stepped = [False] * len(self.stepped)
+                self.quiet = [False] * len(self.quiet)
+                chosen, outside = self._next(local, None)
+            self.holder = chosen
+            self.outside = outside
+            if chosen is None:
+                return
+            self.wanting[chosen] = False
+            self.passes += 1
+        self._signals[chosen].event.set()
+
+    def _next(self, local: int, stepped: list[bool] | None) -> tuple[int | None, bool]:
+        """The first peer after ``local`` that wants the baton, else one in ``main`` (skipping ``stepped`` ones).
+
+        The second value says whether the peer is in ``main``.  After a
+        round, only peers that want the baton are chosen.
+        """
+        signals = self._signals
+        count = len(signals)
+        wanting = self.wanting
+        between = None
+        for offset in range(1, count):
+            peer = (local + offset) % count
+            if stepped is not None and stepped[peer]:
+                continue
+            signal = signals[peer]
+            if wanting[peer] or (signal.parked and signal.pending):
+                return peer, False
+            if between is None and self._main and stepped is not None and not signal.parked and not self.absent[peer]:
+                between = peer
+        return between, between is not None
+
+    def leave(self, local: int) -> None:
+        """Worker ``local`` has returned: it is never passed the baton again, and one it holds goes on."""
+        self.release(local)
+        with self._lock:
+            self.absent[local] = True
