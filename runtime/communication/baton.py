@@ -49,7 +49,7 @@ BATON_TIMEOUT = 0.02
 """Seconds a worker waits at most for a peer's step to end: a safety net for a step blocked in user code (its
 thread then does not use the GIL), never the rule that decides the hand-over."""
 
-OUTSIDE_TIMEOUT = 0.002
+OUTSIDE_TIMEOUT = 0.005
 """Seconds a worker waits at most for a peer in ``main`` that was passed the baton to come and step."""
 
 Staged = tuple[deque[Message], Message, "WorkerSignal", Address]
@@ -64,6 +64,7 @@ class Baton:
         "_lock",
         "holder",
         "outside",
+        "deadline",
         "wanting",
         "stepped",
         "quiet",
@@ -90,7 +91,9 @@ class Baton:
         self.holder: int | None = None
         """The local worker that runs a step, or was passed the baton for its next one; ``None``: free."""
         self.outside = False
-        """Whether the baton was passed to a worker in ``main`` (then waited for :data:`OUTSIDE_TIMEOUT` at most)."""
+        """Whether the baton was passed to a worker in ``main`` (then waited for until :attr:`deadline` at most)."""
+        self.deadline = 0.0
+        """When a worker in ``main`` that was passed the baton is skipped if it has not come (``time.perf_counter``)."""
         self.wanting = [False] * count
         """Which local workers wait in :meth:`take`."""
         self.stepped = [False] * count
@@ -132,20 +135,26 @@ class Baton:
                     return waited
                 self.wanting[local] = True
                 event.clear()  # before the holder can pass it on: a pass after this sets the event
-                timeout = OUTSIDE_TIMEOUT if self.outside else BATON_TIMEOUT
+                outside, until = self.outside, self.deadline
             now = time.perf_counter()
             if not waited:
                 waited = True
-                deadline = now + timeout
-            if now >= deadline or stopped():
+                deadline = now + BATON_TIMEOUT
+            limit = until if outside else deadline
+            if now >= limit or stopped():
                 break
-            event.wait(deadline - now)  # also woken by frames and stops: the loop looks again
+            event.wait(limit - now)  # also woken by frames and stops: the loop looks again
         with lock:
             if self.holder is not None and self.holder != local:
-                self.absent[self.holder] = self.outside  # a peer in main kept us waiting: skip it until it steps
-                self.timeouts += 1
+                self._skip()
             self._hold(local)
         return True
+
+    def _skip(self) -> None:
+        """The holder kept a peer waiting too long: a worker in ``main`` is skipped until it steps again."""
+        if self.outside and self.holder is not None:
+            self.absent[self.holder] = True
+        self.timeouts += 1
 
     def _hold(self, local: int) -> None:
         self.holder = local
@@ -207,31 +216,63 @@ class Baton:
             if self.holder != local:
                 if in_step:
                     self._deliver()
+                else:
+                    self._overdue()
                 return
             if self.sent[local] or self.quiet[local] or not in_step:
                 self.stepped[local] = True
             else:  # a step that sent no data (its dataflow not verified yet, say) may step again in this round
                 self.quiet[local] = True
-            chosen, outside = self._next(local, self.stepped)
-            if chosen is None:
-                self._deliver()
-                self.rounds += 1
-                self.stepped = [False] * len(self.stepped)
-                self.quiet = [False] * len(self.quiet)
-                chosen, outside = self._next(local, None)
-            self.holder = chosen
-            self.outside = outside
-            if chosen is None:
-                return
-            self.wanting[chosen] = False
-            self.passes += 1
-        self._signals[chosen].event.set()
+            chosen = self._pass_on(local)
+        if chosen is not None:
+            self._signals[chosen].event.set()
+
+    def _pass_on(self, local: int) -> int | None:
+        """Pass the baton from ``local`` to the next peer of this round, or end the round; the peer chosen."""
+        chosen, outside = self._next(local, self.stepped)
+        if chosen is None:
+            self._deliver()
+            self.rounds += 1
+            self.stepped = [False] * len(self.stepped)
+            self.quiet = [False] * len(self.quiet)
+            chosen, outside = self._next(local, None)
+        self.holder = chosen
+        self.outside = outside
+        if chosen is None:
+            return None
+        if outside:
+            self.deadline = time.perf_counter() + OUTSIDE_TIMEOUT
+        self.wanting[chosen] = False
+        self.passes += 1
+        return chosen
+
+    def _overdue(self) -> None:
+        """If a worker in ``main`` was passed the baton and has not come by :attr:`deadline`, skip it."""
+        holder = self.holder
+        if holder is not None and self.outside and time.perf_counter() >= self.deadline:
+            self._skip()
+            chosen = self._pass_on(holder)
+            if chosen is not None:
+                self._signals[chosen].event.set()
+
+    def park_for(self, local: int, timeout: float | None) -> float | None:
+        """Before worker ``local`` parks (idle) for ``timeout``: pass on a baton passed here, and say how long
+        to park so that a worker in ``main`` that holds up the round is skipped in time (see :meth:`idle`)."""
+        self.release(local)
+        if not self.outside or self.holder is None:
+            return timeout
+        left = max(0.0, self.deadline - time.perf_counter())
+        return left if timeout is None else min(timeout, left)
+
+    def idle(self) -> None:
+        """After an idle worker parked: skip a worker in ``main`` that was passed the baton and has not come."""
+        with self._lock:
+            self._overdue()
 
     def _next(self, local: int, stepped: list[bool] | None) -> tuple[int | None, bool]:
-        """The first peer after ``local`` that wants the baton, else one in ``main`` (skipping ``stepped`` ones).
-
-        The second value says whether the peer is in ``main``.  After a
-        round, only peers that want the baton are chosen.
+        """The first peer after ``local`` that wants the baton, else the first one in ``main`` between steps
+        (skipping ``stepped`` ones, and for a new round without ``stepped``, ``main`` unless it wants none);
+        the second value says whether it is in ``main``.
         """
         signals = self._signals
         count = len(signals)
@@ -244,7 +285,7 @@ class Baton:
             signal = signals[peer]
             if wanting[peer] or (signal.parked and signal.pending):
                 return peer, False
-            if between is None and self._main and stepped is not None and not signal.parked and not self.absent[peer]:
+            if between is None and self._main and not signal.parked and not self.absent[peer]:
                 between = peer
         return between, between is not None
 

@@ -206,7 +206,7 @@ class MailboxPusher:
     def push(self, time: Any, batch: Batch) -> None:
         """Deliver ``(time, batch)`` and activate the receiver (or stage it, in a step)."""
         baton = self._baton
-        if baton is not None:
+        if baton is not None and time is not None:  # data; progress batches (time None) go at once
             if baton.staging[self._sender]:
                 baton.stage(self._sender, self._box, (time, batch), self._signal, self._address)
             else:
@@ -286,9 +286,12 @@ class FabricCommunicator:
         """Send what is buffered, pass on a baton passed here, then wait for an activation, ``timeout`` seconds,
         or a stop."""
         self.flush()
-        if self._baton is not None:
-            self._baton.release(self._local)
-        self._signal.park(timeout, self._stopped)
+        baton = self._baton
+        if baton is None:
+            self._signal.park(timeout, self._stopped)
+            return
+        self._signal.park(baton.park_for(self._local, timeout), self._stopped)
+        baton.idle()
 
     def _stopped(self) -> bool:
         return self.fabric.stop_reason is not None
