@@ -21,6 +21,13 @@ def never() -> bool:
     return False
 
 
+def send_data(turns: Baton, sender: int, signals: list[WorkerSignal]) -> deque[Any]:
+    """Worker ``sender`` sends a record to the other worker in its step (staged until the round ends)."""
+    box: deque[Any] = deque()
+    turns.stage(sender, box, (0, ["record"]), signals[1 - sender], (0, 1))
+    return box
+
+
 def waiter(turns: Baton, local: int, stopped: Any = never) -> threading.Thread:
     """A thread that waits for the baton as worker ``local`` (and returns once it holds it)."""
     thread = threading.Thread(target=turns.take, args=(local, stopped), daemon=True)
@@ -34,8 +41,9 @@ def test_a_worker_waits_for_a_peers_step_and_gets_the_baton_when_it_ends(monkeyp
     signals = [WorkerSignal(), WorkerSignal()]
     turns = Baton(signals)
     assert not turns.take(0, never)  # free: taken at once
+    send_data(turns, 0, signals)
     second = waiter(turns, 1)
-    assert second.is_alive() and turns.holder == 0  # waits while worker 0 steps
+    assert second.is_alive() and turns.holder == 0  # waits while worker 0 steps (and sends data)
     turns.release(0)  # the step ends: the turn goes to the worker that waits
     second.join(10)
     assert not second.is_alive() and turns.holder == 1 and turns.passes == 1
@@ -48,14 +56,26 @@ def test_the_next_step_of_a_worker_waits_until_the_peer_it_passed_the_baton_to_h
     signals = [WorkerSignal(), WorkerSignal()]
     turns = Baton(signals)
     turns.take(0, never)
+    box = send_data(turns, 0, signals)
     second = waiter(turns, 1)
     turns.release(0)
     second.join(10)
     first = waiter(turns, 0)  # worker 0 comes back for another step at once...
-    assert first.is_alive()  # ...and waits: worker 1 holds the turn
+    assert first.is_alive() and not box  # ...and waits: worker 1 has its turn in this round first
     turns.release(1)
     first.join(10)
     assert not first.is_alive() and turns.holder == 0
+
+
+def test_without_data_in_flight_a_worker_steps_at_once() -> None:
+    # Only data between the threads needs its rounds: steps that send progress alone (an epoch through a
+    # pipeline on each worker) do not wait for each other, so that they cost no hand-over.
+    signals = [WorkerSignal(), WorkerSignal()]
+    turns = Baton(signals)
+    turns.take(0, never)
+    assert not turns.take(1, never) and turns.holder == 1
+    turns.release(0)  # worker 0's step ends after worker 1 took over: worker 1's release ends the round
+    assert turns.holder == 1 and turns.rounds == 0
 
 
 def test_messages_sent_in_a_round_arrive_together_in_order_when_it_ends(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,6 +105,7 @@ def test_a_worker_in_main_that_was_passed_the_baton_keeps_a_peer_waiting_only_br
     signals = [WorkerSignal(), WorkerSignal()]
     turns = Baton(signals)
     turns.take(0, never)
+    send_data(turns, 0, signals)
     turns.release(0)  # worker 1 is in main (not waiting, not parked): it is passed the baton...
     assert turns.holder == 1 and turns.outside
     first = waiter(turns, 0)
@@ -99,6 +120,7 @@ def test_a_stop_ends_a_wait_for_the_baton(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(baton, "BATON_TIMEOUT", 60.0)
     shared = ThreadFabric(2)
     shared.baton.take(0, never)
+    send_data(shared.baton, 0, shared.signals)
     second = waiter(shared.baton, 1, lambda: shared.stop_reason is not None)
     shared.stop(Stop("error", "test"))
     second.join(10)

@@ -130,8 +130,8 @@ class Baton:
         while True:
             with lock:
                 holder = self.holder
-                if holder is None or holder == local:
-                    self._hold(local)
+                if holder is None or holder == local or not (self.staged or self.sent[holder]):
+                    self._hold(local)  # free, passed here, or no data in flight: no turn to keep
                     return waited
                 self.wanting[local] = True
                 event.clear()  # before the holder can pass it on: a pass after this sets the event
@@ -175,10 +175,12 @@ class Baton:
             self.staged.append((box, message, signal, address))
 
     def send(self, box: deque[Message], message: Message, signal: WorkerSignal, address: Address) -> None:
-        """Send a message from outside a step: after what is staged if a round is under way, else at once.
+        """Send a message from ``main``, or a progress batch: after what is staged if a round has staged any,
+        else at once.
 
         Staged messages are never delivered early, so a round's steps all read
-        what the previous round sent, whatever ``main`` sends meanwhile.
+        what the previous round sent, whatever ``main`` sends meanwhile; and a
+        step's progress follows its data, as the data's own channel would.
         """
         with self._lock:
             if self.staged:
@@ -213,9 +215,10 @@ class Baton:
             in_step = self.staging[local]
             self.staging[local] = False
             self.absent[local] = False
-            if self.holder != local:
+            holder = self.holder
+            if holder is not None and holder != local:  # taken over: the holder's release ends the round
                 if in_step:
-                    self._deliver()
+                    self.stepped[local] = True
                 else:
                     self._overdue()
                 return
@@ -243,6 +246,7 @@ class Baton:
         if outside:
             self.deadline = time.perf_counter() + OUTSIDE_TIMEOUT
         self.wanting[chosen] = False
+        self.sent[chosen] = False
         self.passes += 1
         return chosen
 

@@ -181,10 +181,11 @@ class ThreadFabric:
 class MailboxPusher:
     """Pushes into a worker's mailbox and activates the receiving operator.
 
-    With a ``baton`` (worker threads of one process), what worker ``sender``
-    pushes during its step is staged until the round of steps ends (see
-    :mod:`runtime.communication.baton`); what it pushes outside a step (from
-    ``main``) goes at once, after everything staged.
+    With a ``baton`` (worker threads of one process), the data that worker
+    ``sender`` pushes during its step is staged until the round of steps ends
+    (see :mod:`runtime.communication.baton`); progress batches (time ``None``),
+    and what it pushes from ``main``, follow what is staged, or go at once when
+    nothing is.
     """
 
     __slots__ = ("_box", "_signal", "_address", "_baton", "_sender")
@@ -206,10 +207,10 @@ class MailboxPusher:
     def push(self, time: Any, batch: Batch) -> None:
         """Deliver ``(time, batch)`` and activate the receiver (or stage it, in a step)."""
         baton = self._baton
-        if baton is not None and time is not None:  # data; progress batches (time None) go at once
-            if baton.staging[self._sender]:
+        if baton is not None:
+            if time is not None and baton.staging[self._sender]:  # data sent in a step
                 baton.stage(self._sender, self._box, (time, batch), self._signal, self._address)
-            else:
+            else:  # from main, or progress (time None): after what is staged, else at once
                 baton.send(self._box, (time, batch), self._signal, self._address)
             return
         self._box.append((time, batch))
