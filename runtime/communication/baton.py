@@ -37,13 +37,25 @@ import _thread
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from runtime.communication import Address
 from scopes.channels import Message
 
-if TYPE_CHECKING:
-    from runtime.communication.fabric import WorkerSignal
+
+class WorkerSignal(Protocol):
+    """What the baton needs of a worker's signal (:class:`runtime.communication.fabric.WorkerSignal`)."""
+
+    pending: deque[Address]
+    parked: bool
+
+    @property
+    def event(self) -> Any:
+        """The worker's wake-up: ``set``, ``clear`` and ``wait(timeout)``."""
+
+    def activate(self, address: Address) -> None:
+        """Queue ``address`` for the worker; wake it if it is parked."""
+
 
 BATON_TIMEOUT = 0.02
 """Seconds a worker waits at most for a peer's step to end: a safety net for a step blocked in user code (its
@@ -52,7 +64,7 @@ thread then does not use the GIL), never the rule that decides the hand-over."""
 OUTSIDE_TIMEOUT = 0.005
 """Seconds a worker waits at most for a peer in ``main`` that was passed the baton to come and step."""
 
-Staged = tuple[deque[Message], Message, "WorkerSignal", Address]
+Staged = tuple[deque[Message], Message, WorkerSignal, Address]
 """A message waiting for the round's end: (mailbox, message, the receiver's signal, the address to activate)."""
 
 

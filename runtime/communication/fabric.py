@@ -3,9 +3,12 @@
 Each ``(channel, receiving worker)`` pair has a mailbox: a deque that any thread
 may append to and only the receiver pops from, so messages from one sender
 arrive in the order sent (FIFO per channel, sender and receiver, as
-:mod:`runtime.communication` requires).  Pushing delivers at once, queues the
-channel's address as an activation of the receiver, and sets the receiver's
-event only if the receiver is parked.  ``flush`` has nothing to do.
+:mod:`runtime.communication` requires).  Delivering appends the batch itself (no
+copy), queues the channel's address as an activation of the receiver, and sets
+the receiver's event only if the receiver is parked.  The workers take turns to
+step (:mod:`runtime.communication.baton`): data sent in a step is delivered
+when the round of steps ends, everything else at once when no data waits.
+``flush`` has nothing to do.
 """
 
 from __future__ import annotations
@@ -240,6 +243,10 @@ class FabricCommunicator:
     (:meth:`allocate`, :meth:`flush`).
     """
 
+    max_passes = 1
+    """Passes a step may run (see :meth:`end_step`): more only where the sends of a step are staged, so that
+    a step can tell whether it has sent data (:class:`ThreadCommunicator`)."""
+
     def __init__(self, fabric: Any, local: int, index: int) -> None:
         """Communicate as local worker ``local`` of ``fabric``, worker ``index`` of the computation."""
         self.fabric = fabric
@@ -312,7 +319,7 @@ class FabricCommunicator:
         a time; the baton decides which, at step boundaries (see
         :mod:`runtime.communication.baton`).  A step goes on with another pass
         while it has ``more_work`` of its own and has sent nothing to a worker
-        yet (up to :data:`MAX_PASSES` passes): a loop's records go round once
+        yet (up to :attr:`max_passes` passes): a loop's records go round once
         per step, as with one worker.  Otherwise the baton goes to a peer that
         waits for it or was woken with work, or the round of steps ends.
         """
@@ -320,7 +327,8 @@ class FabricCommunicator:
         if baton is None:
             return False
         local = self._local
-        if more_work and self._passes < MAX_PASSES and baton.holder == local and not baton.sent[local]:
+        passes = self._passes < self.max_passes
+        if more_work and passes and baton.holder == local and not baton.sent[local]:
             self._passes += 1
             return True
         self._passes = 1
@@ -380,6 +388,7 @@ class ThreadCommunicator(FabricCommunicator):
     """The :class:`~runtime.communication.Communicator` of one worker on a :class:`ThreadFabric`."""
 
     fabric: ThreadFabric
+    max_passes = MAX_PASSES
 
     def __init__(self, fabric: ThreadFabric, index: int) -> None:
         """Communicate as worker ``index`` of ``fabric``."""
