@@ -194,10 +194,11 @@ class Baton:
         what the previous round sent, whatever ``main`` sends meanwhile; and a
         step's progress follows its data, as the data's own channel would.
         """
-        with self._lock:
-            if self.staged:
-                self.staged.append((box, message, signal, address))
-                return
+        if self.staged:  # else none of this sender's messages waits: only its own thread could stage them
+            with self._lock:
+                if self.staged:
+                    self.staged.append((box, message, signal, address))
+                    return
         box.append(message)
         signal.activate(address)
 
@@ -243,7 +244,8 @@ class Baton:
             self._signals[chosen].event.set()
 
     def _pass_on(self, local: int) -> int | None:
-        """Pass the baton from ``local`` to the next peer of this round, or end the round; the peer chosen."""
+        """Pass the baton from ``local`` to the next peer of this round, or end the round; the peer chosen if it
+        waits (in :meth:`take` or parked) and so must be woken."""
         chosen, outside = self._next(local, self.stepped)
         if chosen is None:
             self._deliver()
@@ -255,11 +257,12 @@ class Baton:
         self.outside = outside
         if chosen is None:
             return None
-        if outside:
-            self.deadline = time.perf_counter() + OUTSIDE_TIMEOUT
-        self.wanting[chosen] = False
-        self.sent[chosen] = False
         self.passes += 1
+        self.sent[chosen] = False
+        if outside:  # in main: nothing to wake
+            self.deadline = time.perf_counter() + OUTSIDE_TIMEOUT
+            return None
+        self.wanting[chosen] = False
         return chosen
 
     def _overdue(self) -> None:
@@ -282,8 +285,9 @@ class Baton:
 
     def idle(self) -> None:
         """After an idle worker parked: skip a worker in ``main`` that was passed the baton and has not come."""
-        with self._lock:
-            self._overdue()
+        if self.outside:
+            with self._lock:
+                self._overdue()
 
     def _next(self, local: int, stepped: list[bool] | None) -> tuple[int | None, bool]:
         """The first peer after ``local`` that wants the baton, else the first one in ``main`` between steps
