@@ -7,9 +7,10 @@ data to a peer keeps running steps on its own records alone, and every message
 of a loop with an exchange gets smaller at each iteration.  The baton makes
 the hand-over a rule instead:
 
-* a worker takes the baton before a step that has work (:meth:`Baton.take`),
-  and waits while a peer holds it, or while it is passed to a peer that has
-  not run its step yet;
+* a worker takes the baton before a step that has work (:meth:`Baton.take`);
+  while data between the threads is in flight, it waits while a peer holds
+  it, or while it is passed to a peer that has not run its step yet (steps
+  that send progress alone, an epoch through a pipeline, do not wait);
 * steps go in *rounds*: at the end of a step (:meth:`Baton.release`) the
   baton goes to a peer that has not stepped in this round and wants it (it
   waits in :meth:`~Baton.take`, or it is parked although work waits for it),
@@ -221,8 +222,8 @@ class Baton:
         although activations wait for it), else one in ``main`` between steps.
         With none left, the round ends: what its steps staged is delivered, and
         the baton goes to the next peer that wants it now, or is left free.  A
-        worker that does not hold the baton (a peer took it after a wait ran
-        out) delivers what is staged at once.
+        worker whose baton a peer took over (no data was in flight, or a wait
+        ran out) has had its step; the holder's release ends the round.
         """
         with self._lock:
             in_step = self.staging[local]
@@ -291,8 +292,7 @@ class Baton:
 
     def _next(self, local: int, stepped: list[bool] | None) -> tuple[int | None, bool]:
         """The first peer after ``local`` that wants the baton, else the first one in ``main`` between steps
-        (skipping ``stepped`` ones, and for a new round without ``stepped``, ``main`` unless it wants none);
-        the second value says whether it is in ``main``.
+        (only for a baton that waits for ``main``), skipping ``stepped`` ones; and whether it is in ``main``.
         """
         signals = self._signals
         count = len(signals)
