@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, deque
 from typing import Any
 
@@ -114,6 +115,53 @@ def test_a_worker_in_main_that_was_passed_the_baton_keeps_a_peer_waiting_only_br
     assert turns.absent[1]  # worker 1 is skipped until it steps again
     turns.release(0)
     assert turns.holder is None
+
+
+def holding(turns: Baton, signals: list[WorkerSignal], then: Any) -> threading.Thread:
+    """A thread that takes the baton as worker 0, sends data, runs ``then()`` in its step, and ends it."""
+
+    def step() -> None:
+        turns.take(0, never)
+        send_data(turns, 0, signals)
+        then()
+        turns.release(0)
+
+    thread = threading.Thread(target=step, daemon=True)
+    thread.start()
+    eventually(lambda: turns.holder == 0 and turns.sent[0], what="worker 0 to step")
+    return thread
+
+
+def test_a_step_blocked_in_user_code_keeps_a_peer_waiting_only_briefly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(baton, "BATON_TIMEOUT", 0.01)
+    monkeypatch.setattr(baton, "BATON_LIMIT", 60.0)
+    signals = [WorkerSignal(), WorkerSignal()]
+    turns = Baton(signals)
+    blocked = threading.Event()
+    first = holding(turns, signals, lambda: blocked.wait(60))  # waits for outside data: uses no CPU
+    assert turns.take(1, never)  # waits, sees that the step does not compute, and goes on
+    assert turns.holder == 1 and turns.timeouts == 1 and first.is_alive()
+    blocked.set()
+    first.join(10)
+
+
+def test_a_step_that_computes_is_waited_for_past_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(baton, "BATON_TIMEOUT", 0.01)
+    monkeypatch.setattr(baton, "BATON_LIMIT", 60.0)
+    signals = [WorkerSignal(), WorkerSignal()]
+    turns = Baton(signals)
+    seen: list[bool] = []
+
+    def compute() -> None:  # a long step: 20 timeouts' worth of CPU, then look whether the peer still waits
+        start = time.thread_time()
+        while time.thread_time() - start < 20 * baton.BATON_TIMEOUT:
+            pass
+        seen.append(turns.wanting[1] and turns.holder == 0)
+
+    first = holding(turns, signals, compute)
+    assert turns.take(1, never)
+    first.join(10)
+    assert seen == [True] and turns.timeouts == 0
 
 
 def test_a_stop_ends_a_wait_for_the_baton(monkeypatch: pytest.MonkeyPatch) -> None:

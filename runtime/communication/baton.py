@@ -27,14 +27,17 @@ the hand-over a rule instead:
 The baton only orders steps: no data is guarded by it, and a worker outside
 its steps never holds it.  Every wait for it ends: after
 :data:`OUTSIDE_TIMEOUT` seconds if it was passed to a peer in ``main`` (that
-peer is then skipped until it steps again: it may wait for outside data),
-after :data:`BATON_TIMEOUT` seconds otherwise (a step blocked in user code),
-or at a stop; the waiting worker then takes the baton anyway.
+peer is then skipped until it steps again: it may wait for outside data); for
+a peer's step, :data:`BATON_TIMEOUT` seconds after that step stops using the
+CPU (it waits in user code: its thread's CPU clock says so), and after
+:data:`BATON_LIMIT` seconds at most; or at a stop.  The waiting worker then
+takes the baton anyway.
 """
 
 from __future__ import annotations
 
 import _thread
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -59,8 +62,12 @@ class WorkerSignal(Protocol):
 
 
 BATON_TIMEOUT = 0.02
-"""Seconds a worker waits at most for a peer's step to end: a safety net for a step blocked in user code (its
-thread then does not use the GIL), never the rule that decides the hand-over."""
+"""Seconds a worker waits for a peer's step to end before it looks whether the peer computes: a step that used
+less than half of that CPU meanwhile is blocked in user code (waiting for outside data, say), and the waiting
+worker goes on; one that computes is waited for, up to :data:`BATON_LIMIT`."""
+
+BATON_LIMIT = 1.0
+"""Seconds a worker waits at most for a peer's step that computes all along (a very large batch)."""
 
 OUTSIDE_TIMEOUT = 0.005
 """Seconds a worker waits at most for a peer in ``main`` that was passed the baton to come and step."""
@@ -89,6 +96,7 @@ class Baton:
         "rounds",
         "timeouts",
         "_main",
+        "_clocks",
     )
 
     def __init__(self, signals: Sequence[WorkerSignal], wait_for_main: bool = True) -> None:
@@ -100,6 +108,8 @@ class Baton:
         count = len(signals)
         self._signals = signals
         self._main = wait_for_main
+        self._clocks: list[int | None] = [None] * count
+        """Each worker's thread CPU clock (``time.pthread_getcpuclockid``), once it has taken the baton."""
         self._lock = _thread.allocate_lock()
         self.holder: int | None = None
         """The local worker that runs a step, or was passed the baton for its next one; ``None``: free."""
@@ -131,15 +141,18 @@ class Baton:
     def take(self, local: int, stopped: Callable[[], bool]) -> bool:
         """Hold the baton for a step of worker ``local``; return whether it had to wait.
 
-        Waits (releasing the GIL) while another worker holds it, until it is
-        passed here or left free, the wait runs out (:data:`BATON_TIMEOUT`, or
-        :data:`OUTSIDE_TIMEOUT` for a peer in ``main``; then it is taken
-        anyway), or ``stopped()`` holds.
+        Waits (releasing the GIL) while another worker holds it and data is in
+        flight, until it is passed here or left free, the wait runs out (then it
+        is taken anyway), or ``stopped()`` holds.  The wait for a peer's step
+        runs out after :data:`BATON_TIMEOUT` once that step stops computing (it
+        waits in user code), after :data:`BATON_LIMIT` at most; the wait for a
+        peer in ``main`` after :data:`OUTSIDE_TIMEOUT`.
         """
         lock = self._lock
         event = self._signals[local].event
         waited = False
-        deadline = 0.0
+        deadline = limit = 0.0
+        watched: tuple[int, float] | None = None
         while True:
             with lock:
                 holder = self.holder
@@ -152,16 +165,42 @@ class Baton:
             now = time.perf_counter()
             if not waited:
                 waited = True
-                deadline = now + BATON_TIMEOUT
-            limit = until if outside else deadline
-            if now >= limit or stopped():
+                deadline, limit = now + BATON_TIMEOUT, now + BATON_LIMIT
+            if outside:
+                ends = until
+            else:
+                if watched is None or watched[0] != holder:
+                    watched = self._used(holder)  # (another) peer's step: watch its CPU from now
+                elif now >= deadline and now < limit:
+                    if self._computes(holder, watched):  # it computes: its step is long, not blocked
+                        deadline = now + BATON_TIMEOUT
+                    watched = self._used(holder)
+                ends = deadline
+            if now >= ends or stopped():
                 break
-            event.wait(limit - now)  # also woken by frames and stops: the loop looks again
+            event.wait(ends - now)  # also woken by frames and stops: the loop looks again
         with lock:
             if self.holder is not None and self.holder != local:
                 self._skip()
             self._hold(local)
         return True
+
+    def _used(self, worker: int) -> tuple[int, float] | None:
+        """``(worker, CPU seconds its thread has used)``, if known."""
+        clock = self._clocks[worker]
+        if clock is None:
+            return None
+        try:
+            return worker, time.clock_gettime(clock)
+        except OSError:  # the thread has ended
+            return None
+
+    def _computes(self, holder: int, watched: tuple[int, float] | None) -> bool:
+        """Whether ``holder``'s thread used CPU for at least half of :data:`BATON_TIMEOUT` since ``watched``."""
+        now = self._used(holder)
+        if now is None or watched is None or watched[0] != holder:
+            return False
+        return now[1] - watched[1] >= BATON_TIMEOUT / 2
 
     def _skip(self) -> None:
         """The holder kept a peer waiting too long: a worker in ``main`` is skipped until it steps again."""
@@ -170,6 +209,8 @@ class Baton:
         self.timeouts += 1
 
     def _hold(self, local: int) -> None:
+        if self._clocks[local] is None and hasattr(time, "pthread_getcpuclockid"):
+            self._clocks[local] = time.pthread_getcpuclockid(threading.get_ident())
         self.holder = local
         self.outside = False
         self.wanting[local] = False
