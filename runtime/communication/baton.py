@@ -63,7 +63,7 @@ class WorkerSignal(Protocol):
 
 BATON_TIMEOUT = 0.02
 """Seconds a worker waits for a peer's step to end before it looks whether the peer computes: a step that used
-less than half of that CPU meanwhile is blocked in user code (waiting for outside data, say), and the waiting
+less than a tenth of that CPU meanwhile is blocked in user code (waiting for outside data, say), and the waiting
 worker goes on; one that computes is waited for, up to :data:`BATON_LIMIT`."""
 
 BATON_LIMIT = 1.0
@@ -97,6 +97,8 @@ class Baton:
         "timeouts",
         "_main",
         "_clocks",
+        "_watch",
+        "_outside_limit",
     )
 
     def __init__(self, signals: Sequence[WorkerSignal], wait_for_main: bool = True) -> None:
@@ -109,7 +111,11 @@ class Baton:
         self._signals = signals
         self._main = wait_for_main
         self._clocks: list[int | None] = [None] * count
-        """Each worker's thread CPU clock (``time.pthread_getcpuclockid``), once it has taken the baton."""
+        """Each worker's thread CPU clock (``time.pthread_getcpuclockid``), once known (:meth:`register`)."""
+        self._watch: tuple[int, float] | None = None
+        """The CPU time of the worker in ``main`` that was passed the baton, when last looked at."""
+        self._outside_limit = 0.0
+        """When that worker is skipped even if it computes (``time.perf_counter``)."""
         self._lock = _thread.allocate_lock()
         self.holder: int | None = None
         """The local worker that runs a step, or was passed the baton for its next one; ``None``: free."""
@@ -167,12 +173,16 @@ class Baton:
                 waited = True
                 deadline, limit = now + BATON_TIMEOUT, now + BATON_LIMIT
             if outside:
+                if now >= until and not stopped():
+                    with lock:
+                        self._overdue()  # skips the peer, or waits longer for one that computes
+                    continue
                 ends = until
             else:
                 if watched is None or watched[0] != holder:
                     watched = self._used(holder)  # (another) peer's step: watch its CPU from now
                 elif now >= deadline and now < limit:
-                    if self._computes(holder, watched):  # it computes: its step is long, not blocked
+                    if self._computes(holder, watched, BATON_TIMEOUT):  # it computes: a long step, not blocked
                         deadline = now + BATON_TIMEOUT
                     watched = self._used(holder)
                 ends = deadline
@@ -195,12 +205,13 @@ class Baton:
         except OSError:  # the thread has ended
             return None
 
-    def _computes(self, holder: int, watched: tuple[int, float] | None) -> bool:
-        """Whether ``holder``'s thread used CPU for at least half of :data:`BATON_TIMEOUT` since ``watched``."""
+    def _computes(self, holder: int, watched: tuple[int, float] | None, interval: float) -> bool:
+        """Whether ``holder``'s thread used CPU for a tenth of ``interval`` seconds since ``watched`` (a thread
+        blocked in a wait uses next to none; one that computes gets more, even on a loaded machine)."""
         now = self._used(holder)
         if now is None or watched is None or watched[0] != holder:
             return False
-        return now[1] - watched[1] >= BATON_TIMEOUT / 2
+        return now[1] - watched[1] >= interval / 10
 
     def _skip(self) -> None:
         """The holder kept a peer waiting too long: a worker in ``main`` is skipped until it steps again."""
@@ -208,9 +219,13 @@ class Baton:
             self.absent[self.holder] = True
         self.timeouts += 1
 
-    def _hold(self, local: int) -> None:
+    def register(self, local: int) -> None:
+        """Called from worker ``local``'s thread: note its CPU clock, so that peers can tell whether it computes."""
         if self._clocks[local] is None and hasattr(time, "pthread_getcpuclockid"):
             self._clocks[local] = time.pthread_getcpuclockid(threading.get_ident())
+
+    def _hold(self, local: int) -> None:
+        self.register(local)
         self.holder = local
         self.outside = False
         self.wanting[local] = False
@@ -302,19 +317,32 @@ class Baton:
         self.passes += 1
         self.sent[chosen] = False
         if outside:  # in main: nothing to wake
-            self.deadline = time.perf_counter() + OUTSIDE_TIMEOUT
+            now = time.perf_counter()
+            self.deadline = now + OUTSIDE_TIMEOUT
+            self._outside_limit = now + BATON_LIMIT
+            self._watch = self._used(chosen)
             return None
         self.wanting[chosen] = False
         return chosen
 
     def _overdue(self) -> None:
-        """If a worker in ``main`` was passed the baton and has not come by :attr:`deadline`, skip it."""
+        """If a worker in ``main`` was passed the baton and has not come by :attr:`deadline`, skip it, unless its
+        ``main`` computes (building a dataflow, sending input: wait :data:`OUTSIDE_TIMEOUT` more, up to
+        :data:`BATON_LIMIT`)."""
         holder = self.holder
-        if holder is not None and self.outside and time.perf_counter() >= self.deadline:
-            self._skip()
-            chosen = self._pass_on(holder)
-            if chosen is not None:
-                self._signals[chosen].event.set()
+        if holder is None or not self.outside:
+            return
+        now = time.perf_counter()
+        if now < self.deadline:
+            return
+        if now < self._outside_limit and self._computes(holder, self._watch, OUTSIDE_TIMEOUT):
+            self.deadline = now + OUTSIDE_TIMEOUT
+            self._watch = self._used(holder)
+            return
+        self._skip()
+        chosen = self._pass_on(holder)
+        if chosen is not None:
+            self._signals[chosen].event.set()
 
     def park_for(self, local: int, timeout: float | None) -> float | None:
         """Before worker ``local`` parks (idle) for ``timeout``: pass on a baton passed here, and say how long

@@ -397,6 +397,8 @@ class ThreadCommunicator(FabricCommunicator):
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
+        if self._baton is not None:
+            self._baton.register(self._local)  # dataflows are built on the worker's own thread
         baton = self._baton if channel >= 0 else None  # fingerprints (from main, on their own channels) go at once
         pushers: list[Pusher] = [
             MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address, baton, self._index)
