@@ -255,7 +255,8 @@ class FabricCommunicator:
         self._signal: WorkerSignal = fabric.signals[local]
         baton: Baton | None = getattr(fabric, "baton", None)
         self._baton = baton if baton is not None and len(fabric.signals) > 1 else None
-        """The turn to step among this process's worker threads (``None``: this worker is alone here)."""
+        """The turn to step among this process's worker threads (``None``: alone here, or a fabric without one:
+        a cluster process's local workers, whose remote sends a baton could not stage, step as the GIL lets them)."""
         self._passes = 1
         """Passes run in the current step (see :meth:`end_step`)."""
 

@@ -58,7 +58,6 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.communication.baton import Baton
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.process_channels import (
     CreditingPuller,
@@ -143,8 +142,6 @@ class ProcessFabric:
         self.base = process * workers
         self.mesh = mesh
         self.signals = [WorkerSignal() for _ in range(workers)]
-        self.baton = Baton(self.signals, wait_for_main=False)
-        """The turn to step among this process's workers (see :mod:`runtime.communication.baton`)."""
         self.stop_reason: Stop | None = None
         self.idle_since: list[float | None] = [None] * workers
         self.last_idle: list[float] = [0.0] * workers
