@@ -410,7 +410,7 @@ class Worker:
         self._stalls.certain_stall = seconds
 
 
-stop_sites_at(Worker._step_or_park.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
+stop_sites_at(Worker._run_active.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
 
 
 def _ordinal(index: int) -> str:
