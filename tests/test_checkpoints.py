@@ -41,8 +41,17 @@ def streaks(scope: Any, words: Any) -> Any:
     return totals.concat(windows, sessions, timers)
 
 
-def run(store: CheckpointStore | None, seen: list[Any], workers: int = 2, crash_after: int | None = None) -> None:
-    """Run the streaks dataflow, epoch by epoch, from the store's resume epoch; crash after ``crash_after``."""
+def run(
+    store: CheckpointStore | None,
+    seen: list[Any],
+    workers: int = 2,
+    crash_after: int | None = None,
+    report_before: int | None = None,
+) -> None:
+    """Run the streaks dataflow, epoch by epoch, from the store's resume epoch; crash after ``crash_after``.
+
+    With ``report_before``, each worker says ``written_before(report_before)`` once that epoch is passed.
+    """
     lock = threading.Lock()
 
     def main(worker: Any) -> None:
@@ -59,6 +68,8 @@ def run(store: CheckpointStore | None, seen: list[Any], workers: int = 2, crash_
                 inp.send_batch(EPOCHS[epoch])
             inp.advance_to(epoch + 1)
             worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+            if store is not None and report_before is not None and epoch + 1 == report_before:
+                store.written_before(worker.index, report_before)
             if epoch == crash_after and worker.index == 0:
                 raise Crash(f"crash after epoch {epoch}")
         inp.close()
@@ -103,28 +114,6 @@ def test_a_finished_run_resumes_at_its_end_and_sends_only_what_lies_after_it(tmp
     assert again and Counter(again) == Counter(r for r in first if r[0] >= len(EPOCHS))
 
 
-def _own_outputs_run(store: CheckpointStore, report_before: int | None, crash_after: int) -> None:
-    """Streaks over 2 threads writing nothing, saying ``written_before(report_before)`` after that epoch; crash."""
-
-    def main(worker: Any) -> None:
-        def build(scope: Any) -> Any:
-            inp, words = scope.new_input("Words")
-            return inp, streaks(scope, words).probe()
-
-        inp, probe = worker.dataflow(build, checkpoint=store)
-        for epoch in range(store.resume_epoch, len(EPOCHS)):
-            if worker.index == 0:
-                inp.send_batch(EPOCHS[epoch])
-            inp.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if report_before is not None and epoch + 1 == report_before:
-                store.written_before(worker.index, report_before)
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-
-    execute(main, workers=2)
-
-
 @pytest.mark.parametrize("report_before", [None, 3])
 def test_a_store_with_own_outputs_claims_no_epoch_before_the_program_reports_its_outputs(
     tmp_path: Path, report_before: int | None
@@ -132,9 +121,9 @@ def test_a_store_with_own_outputs_claims_no_epoch_before_the_program_reports_its
     # The kill test's lost record: a checkpoint taken in a run's first steps, before the program's first
     # written_before, claimed an epoch whose outputs were still in memory. Now no checkpoint passes what is reported.
     with pytest.raises(WorkerFailed, match="crash after epoch 6"):
-        _own_outputs_run(CheckpointStore(tmp_path, own_outputs=True), report_before, crash_after=6)
+        run(CheckpointStore(tmp_path, own_outputs=True), [], crash_after=6, report_before=report_before)
     store = CheckpointStore(tmp_path, own_outputs=True)
-    _own_outputs_run(store, None, crash_after=len(EPOCHS))
+    run(store, [])
     assert store.resume_epoch == (report_before or 0)
 
 
