@@ -232,11 +232,28 @@ def exchanged_messages(workers: int, limit: int) -> Counter[tuple[int, Any]]:
     return received
 
 
-def test_each_iteration_of_a_loop_reaches_a_thread_in_one_message_from_each_worker() -> None:
+def test_each_iteration_of_a_loop_reaches_a_thread_in_one_message_from_each_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Steps go in rounds and a round's messages arrive together, so a worker reads all of an
     # iteration's records in one step: one message from each worker.  (Handing over by timing,
-    # the workers drifted apart and split each iteration over several messages.)
-    received = exchanged_messages(2, 2000)
+    # the workers drifted apart and split each iteration over several messages.)  The rounds
+    # promise this while no wait for the baton runs out; on a machine so loaded that one does
+    # (the safety net, tested above), the run is repeated, up to 5 times.
+    batons: list[Baton] = []
+    made = Baton.__init__
+
+    def keep(self: Baton, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        batons.append(self)
+
+    monkeypatch.setattr(Baton, "__init__", keep)
+    for _ in range(5):
+        batons.clear()
+        received = exchanged_messages(2, 2000)
+        if batons and sum(turns.timeouts for turns in batons) == 0:
+            break
+    assert len(batons) == 1 and batons[0].timeouts == 0, "every run had a wait for the baton run out"
     assert received and max(received.values()) <= 2, sorted(received.items(), key=lambda item: -item[1])[:5]
     assert sum(received.values()) <= 2 * len({time for _, time in received}) * 2
 
