@@ -8,19 +8,18 @@ A sink hands every message and frontier change to a user function.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import StreamCore
 from scopes.handles import OperatorInput
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
-from scopes.ports import InputPort, OutputPort
 from scopes.probe_frontier import ProbeFrontier
 from scopes.progress.antichain import Antichain, MutableAntichain
-from scopes.progress.operate import ConnectivityLike, Updates
+from scopes.progress.operate import Updates
 from scopes.progress.order import Time
-from scopes.progress.timestamp import PathSummary, TimestampType
+from scopes.progress.timestamp import PathSummary
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)
@@ -100,25 +99,12 @@ class ProbeHandle:
 
 
 class ProbeOperator(Operator):
-    """An operator that mirrors its input frontier into a :class:`ProbeHandle`."""
+    """An operator that mirrors its input frontier into a :class:`ProbeHandle` (:attr:`handle`, set once built)."""
 
-    def __init__(
-        self,
-        name: str,
-        timestamp_type: TimestampType,
-        peers: int,
-        inputs: list[InputPort],
-        outputs: list[OutputPort],
-        connectivity: ConnectivityLike,
-        notify: bool,
-        *,
-        handle: ProbeHandle,
-    ) -> None:
-        """Create the operator (the arguments of :class:`Operator`); ``handle`` receives every frontier change."""
-        super().__init__(name, timestamp_type, peers, inputs, outputs, connectivity, notify)
-        self.handle = handle
-        self.shared = False
-        """Whether the handle reads this probe's input frontier itself (so changes need not be reported)."""
+    handle: ProbeHandle
+    """The handle that receives every frontier change."""
+    shared: bool = False
+    """Whether the handle reads this probe's input frontier itself (so changes need not be reported)."""
 
     def set_external_summary(
         self, summaries: Sequence[Sequence[Antichain[PathSummary]]], frontier: Sequence[Updates]
@@ -152,7 +138,8 @@ def build_probe(stream: S, handle: ProbeHandle, name: str, passthrough: bool) ->
             if output is not None:
                 output.send(message[0], message[1])
 
-    builder.build(logic, operator_class=ProbeOperator, handle=handle)
+    probe = cast(ProbeOperator, builder.build(logic, operator_class=ProbeOperator))
+    probe.handle = handle  # before the dataflow is finished, which attaches it (set_external_summary)
     probes = stream.scope.context.probes
     if handle not in probes:
         probes.append(handle)
