@@ -277,49 +277,36 @@ class Worker:
             addresses = comm.take_activations()
             if addresses:
                 self._activate(addresses)
-        if not self._active:
+        if self._active:
+            if self._idle:
+                self._idle = False
+                comm.report_idle(False)  # also withdraws a report_stuck
+                self._stalls.resumed()
+            active = sorted(self._active)
+            self._active.clear()
+            for index in active:
+                dataflow = self._dataflows.get(index)
+                if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
+                    continue
+                running = dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING)
+                if dataflow.checkpoints is not None:
+                    dataflow.checkpoints.poll()
+                if not running:
+                    del self._dataflows[index]
+                    self._active.discard(index)
+                    comm.dataflow_completed(index)
+                    if self.logger is not None:
+                        self.logger.dataflow_completed(index, dataflow.name)
+                    if self.auditor is not None:
+                        self.auditor.dataflow_completed(index, dataflow.name)
+        else:
             self._idle = True
             comm.report_idle(True)
             self._stalls.check(comm.stalled_for(), self.auditor)
-            comm.flush()
-            if self._several:
-                comm.end_step(False)
-            return bool(self._dataflows)
-        if self._idle:
-            self._idle = False
-            comm.report_idle(False)  # also withdraws a report_stuck
-            self._stalls.resumed()
-        if self._several and comm.begin_step():  # waited for the turn: take what peers sent meanwhile
-            addresses = comm.take_activations()
-            if addresses:
-                self._activate(addresses)
-        self._run_active()
         comm.flush()
-        while self._several and comm.end_step(bool(self._active)):  # the turn stays here: another pass
-            self._run_active()
-            comm.flush()
+        if self._several:
+            comm.end_step(bool(self._active))
         return bool(self._dataflows)
-
-    def _run_active(self) -> None:
-        """Run every active dataflow once (one pass of a step)."""
-        comm = self._comm
-        active = sorted(self._active)
-        self._active.clear()
-        for index in active:
-            dataflow = self._dataflows.get(index)
-            if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
-                continue
-            running = dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING)
-            if dataflow.checkpoints is not None:
-                dataflow.checkpoints.poll()
-            if not running:
-                del self._dataflows[index]
-                self._active.discard(index)
-                comm.dataflow_completed(index)
-                if self.logger is not None:
-                    self.logger.dataflow_completed(index, dataflow.name)
-                if self.auditor is not None:
-                    self.auditor.dataflow_completed(index, dataflow.name)
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
@@ -410,7 +397,7 @@ class Worker:
         self._stalls.certain_stall = seconds
 
 
-stop_sites_at(Worker._run_active.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
+stop_sites_at(Worker._step_or_park.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
 
 
 def _ordinal(index: int) -> str:

@@ -164,15 +164,9 @@ class Communicator(Protocol):
         """Block until an activation is queued, ``timeout`` seconds pass, or the computation stops."""
         ...
 
-    def begin_step(self) -> bool:
-        """Before a step that has work (with several workers): wait for the turn to step, if workers share this
-        one's interpreter; return whether it waited (activations may have been queued meanwhile)."""
-        ...
-
-    def end_step(self, more_work: bool) -> bool:
-        """After each pass of a step (with several workers), ``more_work`` saying whether this worker would step
-        again at once: return whether to run another pass in this step; else let workers sharing this one's
-        interpreter take their turn (see :mod:`runtime.communication.baton`)."""
+    def end_step(self, more_work: bool) -> None:
+        """After each step (with several workers).  With ``more_work`` (this worker would step again at once),
+        let a worker sharing this one's interpreter run first if it waits with work; else return at once."""
         ...
 
     def backlogged(self) -> bool:

@@ -3,12 +3,9 @@
 Each ``(channel, receiving worker)`` pair has a mailbox: a deque that any thread
 may append to and only the receiver pops from, so messages from one sender
 arrive in the order sent (FIFO per channel, sender and receiver, as
-:mod:`runtime.communication` requires).  Delivering appends the batch itself (no
-copy), queues the channel's address as an activation of the receiver, and sets
-the receiver's event only if the receiver is parked.  The workers take turns to
-step (:mod:`runtime.communication.baton`): data sent in a step is delivered
-when the round of steps ends, everything else at once when no data waits.
-``flush`` has nothing to do.
+:mod:`runtime.communication` requires).  Pushing delivers at once, queues the
+channel's address as an activation of the receiver, and sets the receiver's
+event only if the receiver is parked.  ``flush`` has nothing to do.
 """
 
 from __future__ import annotations
@@ -21,15 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.communication.baton import Baton
 from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
 _NONE: list[Address] = []
 
-MAX_PASSES = 8
-"""A step of a worker thread runs at most this many passes over its active dataflows (see
-:meth:`FabricCommunicator.end_step`)."""
+HAND_OVER_AFTER = 0.0002
+"""A worker steps aside for a peer that waits with work only once it has run this many seconds since it last
+parked or stepped aside: short bursts (a step or two per epoch) keep going, long runs of steps alternate."""
+
+HAND_OVER_TIMEOUT = 0.001
+"""A worker that steps aside for a peer (:meth:`FabricCommunicator.end_step`) goes on after this many seconds
+at the latest, even if the peer has not ended its step (it may be busy in user code)."""
 
 
 class WakeGate:
@@ -71,13 +71,15 @@ class WakeGate:
 class WorkerSignal:
     """Activations addressed to one worker from any thread, and the event that wakes it when parked."""
 
-    __slots__ = ("pending", "event", "parked")
+    __slots__ = ("pending", "event", "parked", "handing_over")
 
     def __init__(self) -> None:
         """An empty signal."""
         self.pending: deque[Address] = deque()
         self.event = WakeGate()
         self.parked = False
+        self.handing_over = False
+        """Whether the worker waits in :meth:`hand_over`: it has work of its own, pending here or not."""
 
     def activate(self, address: Address) -> None:
         """Queue ``address`` for the worker; wake it if it is parked."""
@@ -88,6 +90,34 @@ class WorkerSignal:
     def wake(self) -> None:
         """Wake the worker without activating anything."""
         self.event.set()
+
+    @property
+    def waiting_with_work(self) -> bool:
+        """Whether the worker is parked although activations wait for it, or steps aside for a peer.
+
+        Such a worker was woken, or has work of its own: it needs the GIL to
+        run.  A worker busy in user code between steps is not counted.
+        """
+        return self.handing_over or (self.parked and bool(self.pending))
+
+    def hand_over(self, timeout: float, stopped: Callable[[], bool]) -> None:
+        """Block (releasing the GIL) until woken, ``timeout`` seconds pass, or ``stopped()`` holds.
+
+        Unlike :meth:`park`, this waits even if activations are pending: the
+        worker steps aside so that a peer woken for work runs first.  An
+        activation, a peer that ends its step while this one waits with work
+        (see :meth:`FabricCommunicator.end_step`), or a stop wakes it.
+        """
+        self.event.clear()
+        self.parked = True
+        self.handing_over = True
+        try:
+            if stopped():
+                return
+            self.event.wait(timeout)
+        finally:
+            self.parked = False
+            self.handing_over = False
 
     def park(self, timeout: float | None, stopped: Callable[[], bool]) -> None:
         """Wait until an activation arrives, ``timeout`` seconds pass, or ``stopped()`` holds.
@@ -122,8 +152,6 @@ class ThreadFabric:
         """Whether each worker reports that its ``main`` can only wait (see ``Communicator.report_stuck``)."""
         self._lock = threading.Lock()
         self._mailboxes: dict[tuple[int, int], deque[Message]] = {}
-        self.baton = Baton(self.signals)
-        """The turn to step among these workers."""
 
     def communicator(self, index: int) -> ThreadCommunicator:
         """The communicator of worker ``index``."""
@@ -182,40 +210,17 @@ class ThreadFabric:
 
 
 class MailboxPusher:
-    """Pushes into a worker's mailbox and activates the receiving operator.
+    """Pushes into a worker's mailbox and activates the receiving operator."""
 
-    With a ``baton`` (worker threads of one process), the data that worker
-    ``sender`` pushes during its step is staged until the round of steps ends
-    (see :mod:`runtime.communication.baton`); progress batches (time ``None``),
-    and what it pushes from ``main``, follow what is staged, or go at once when
-    nothing is.
-    """
+    __slots__ = ("_box", "_signal", "_address")
 
-    __slots__ = ("_box", "_signal", "_address", "_baton", "_sender")
-
-    def __init__(
-        self,
-        box: deque[Message],
-        signal: WorkerSignal,
-        address: Address,
-        baton: Baton | None = None,
-        sender: int = 0,
-    ) -> None:
+    def __init__(self, box: deque[Message], signal: WorkerSignal, address: Address) -> None:
         self._box = box
         self._signal = signal
         self._address = address
-        self._baton = baton
-        self._sender = sender
 
     def push(self, time: Any, batch: Batch) -> None:
-        """Deliver ``(time, batch)`` and activate the receiver (or stage it, in a step)."""
-        baton = self._baton
-        if baton is not None:
-            if time is not None and baton.staging[self._sender]:  # data sent in a step
-                baton.stage(self._sender, self._box, (time, batch), self._signal, self._address)
-            else:  # from main, or progress (time None): after what is staged, else at once
-                baton.send(self._box, (time, batch), self._signal, self._address)
-            return
+        """Deliver ``(time, batch)`` and activate the receiver."""
         self._box.append((time, batch))
         self._signal.activate(self._address)
 
@@ -243,22 +248,15 @@ class FabricCommunicator:
     (:meth:`allocate`, :meth:`flush`).
     """
 
-    max_passes = 1
-    """Passes a step may run (see :meth:`end_step`): more only where the sends of a step are staged, so that
-    a step can tell whether it has sent data (:class:`ThreadCommunicator`)."""
-
     def __init__(self, fabric: Any, local: int, index: int) -> None:
         """Communicate as local worker ``local`` of ``fabric``, worker ``index`` of the computation."""
         self.fabric = fabric
         self._local = local
         self._index = index
         self._signal: WorkerSignal = fabric.signals[local]
-        baton: Baton | None = getattr(fabric, "baton", None)
-        self._baton = baton if baton is not None and len(fabric.signals) > 1 else None
-        """The turn to step among this process's worker threads (``None``: alone here, or a fabric without one:
-        a cluster process's local workers, whose remote sends a baton could not stage, step as the GIL lets them)."""
-        self._passes = 1
-        """Passes run in the current step (see :meth:`end_step`)."""
+        self._others: list[WorkerSignal] = [signal for other, signal in enumerate(fabric.signals) if other != local]
+        self._running_since = 0.0
+        """When this worker last came back from parking or handing over (``time.perf_counter``)."""
 
     @property
     def index(self) -> int:
@@ -292,49 +290,51 @@ class FabricCommunicator:
         return taken
 
     def park(self, timeout: float | None) -> None:
-        """Send what is buffered, pass on a baton passed here, then wait for an activation, ``timeout`` seconds,
-        or a stop."""
+        """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop.
+
+        Peers of this fabric that wait with work (handing over, or woken) are
+        woken first, so that parking passes the GIL to them at once.
+        """
         self.flush()
-        baton = self._baton
-        if baton is None:
-            self._signal.park(timeout, self._stopped)
-            return
-        self._signal.park(baton.park_for(self._local, timeout), self._stopped)
-        baton.idle()
+        for signal in self._others:
+            if signal.waiting_with_work:
+                signal.event.set()
+        self._signal.park(timeout, self._stopped)
+        self._running_since = time.perf_counter()
 
     def _stopped(self) -> bool:
         return self.fabric.stop_reason is not None
 
-    def begin_step(self) -> bool:
-        """Before a step with work: wait for this process's baton (see :mod:`runtime.communication.baton`).
-
-        Returns whether it waited: activations that peers queued meanwhile are then worth taking.
-        """
-        baton = self._baton
-        return baton is not None and baton.take(self._local, self._stopped)
-
-    def end_step(self, more_work: bool) -> bool:
-        """After a pass of a step: whether to run another pass now, keeping the baton; else pass it on.
+    def end_step(self, more_work: bool) -> None:
+        """After a step: if this worker has ``more_work`` and a peer of this fabric waits with work, let the peer
+        run a step before this worker goes on.
 
         Workers that share a process share the GIL, so only one of them runs at
-        a time; the baton decides which, at step boundaries (see
-        :mod:`runtime.communication.baton`).  A step goes on with another pass
-        while it has ``more_work`` of its own and has sent nothing to a worker
-        yet (up to :attr:`max_passes` passes): a loop's records go round once
-        per step, as with one worker.  Otherwise the baton goes to a peer that
-        waits for it or was woken with work, or the round of steps ends.
+        a time.  Without this, the worker holding the GIL keeps stepping (for up
+        to the interpreter's switch interval, 5 ms by default) while a peer it
+        woke with data waits: in a loop with an exchange, each worker then races
+        through iterations with its own records alone, and every iteration's
+        records reach the operators in ever smaller pieces.  Stepping aside
+        (blocking on this worker's event, which releases the GIL) lets the peer
+        run; the peer wakes this worker when it sends it data, parks or hands
+        over in turn.  The wait is bounded by :data:`HAND_OVER_TIMEOUT`.
         """
-        baton = self._baton
-        if baton is None:
-            return False
-        local = self._local
-        passes = self._passes < self.max_passes
-        if more_work and passes and baton.holder == local and not baton.sent[local]:
-            self._passes += 1
-            return True
-        self._passes = 1
-        baton.release(local)
-        return False
+        if not more_work:
+            return  # the worker parks next (which wakes such peers) or returns to user code
+        others = self._others
+        for signal in others:
+            if signal.waiting_with_work:
+                break
+        else:
+            return
+        now = time.perf_counter()
+        if now - self._running_since < HAND_OVER_AFTER:
+            return
+        for signal in others:
+            if signal.waiting_with_work:
+                signal.event.set()
+        self._signal.hand_over(HAND_OVER_TIMEOUT, self._stopped)
+        self._running_since = time.perf_counter()
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker."""
@@ -360,10 +360,8 @@ class FabricCommunicator:
             fabric.stuck[local] = False
 
     def finish(self) -> None:
-        """This worker has returned (a baton it holds goes on to a peer)."""
+        """This worker has returned."""
         self.fabric.finished[self._local] = True
-        if self._baton is not None:
-            self._baton.leave(self._local)
 
     def stalled_for(self) -> float:
         """Seconds every worker has been waiting with nothing pending."""
@@ -389,7 +387,6 @@ class ThreadCommunicator(FabricCommunicator):
     """The :class:`~runtime.communication.Communicator` of one worker on a :class:`ThreadFabric`."""
 
     fabric: ThreadFabric
-    max_passes = MAX_PASSES
 
     def __init__(self, fabric: ThreadFabric, index: int) -> None:
         """Communicate as worker ``index`` of ``fabric``."""
@@ -398,11 +395,7 @@ class ThreadCommunicator(FabricCommunicator):
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
-        if self._baton is not None:
-            self._baton.register(self._local)  # dataflows are built on the worker's own thread
-        baton = self._baton if channel >= 0 else None  # fingerprints (from main, on their own channels) go at once
         pushers: list[Pusher] = [
-            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address, baton, self._index)
-            for peer in range(fabric.peers)
+            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address) for peer in range(fabric.peers)
         ]
         return pushers, MailboxPuller(fabric.mailbox(channel, self._index))

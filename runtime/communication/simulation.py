@@ -265,13 +265,8 @@ class SimulatedCommunicator:
             return
         self.network.baton.yield_(self._index)
 
-    def begin_step(self) -> bool:
-        """Nothing to wait for: the simulation's scheduler already decides which worker runs each step."""
-        return False
-
-    def end_step(self, more_work: bool) -> bool:
-        """No other pass: the simulation's scheduler already decides which worker runs each step."""
-        return False
+    def end_step(self, more_work: bool) -> None:
+        """Nothing to do: the simulation's scheduler already decides which worker runs each step."""
 
     def backlogged(self) -> bool:
         """Whether sent messages wait for room (never: the simulated network takes everything)."""
