@@ -204,6 +204,19 @@ def test_cli_refuses_bad_arguments() -> None:
     assert_clean_error(run_cli("--listen", "127.0.0.1:0", "--", "/no/such/program"), "cannot start")
 
 
+def test_a_program_that_cannot_start_leaves_no_output_file(tmp_path: Path) -> None:
+    """The viewer makes a file for the program's output before it starts it; a failed start removes it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "viz", "tui", "--listen", "127.0.0.1:0", "--", "/no/such/program"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path)),
+    )
+    assert_clean_error(result, "cannot start")
+    assert list(tmp_path.iterdir()) == []
+
+
 RATE = 100_000
 SECONDS = 3.0
 
@@ -359,6 +372,7 @@ def test_the_viewer_starts_the_program_after_double_dash_and_keeps_its_final_sta
                 assert app.errors == []
             finally:
                 program.stop()
+                Path(program.output).unlink()
 
     asyncio.run(run())
 
@@ -417,6 +431,7 @@ def test_a_program_that_dies_stuck_shows_its_error_and_opens_the_stuck_view(tmp_
                 assert app.errors == []
             finally:
                 program.stop()
+                Path(program.output).unlink()
 
     asyncio.run(run())
 

@@ -73,6 +73,7 @@ class Program:
             self.process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
         except OSError as error:
             os.close(handle)
+            os.unlink(path)  # nothing ran, so there is no output to keep
             raise VizError(f"cannot start {command[0]!r}: {error.strerror or error}") from None
         os.close(handle)
 
