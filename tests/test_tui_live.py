@@ -232,8 +232,9 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
       each chunk with ``time.monotonic()`` as it leaves, the viewer's clock too),
       which also counts what waits in the kernel's socket buffers.
 
-    The flood's achieved rate is checked as well: a viewer that does not read
-    fast enough would make the sender wait and hide its lag.  On a 2-core
+    The flood's achieved rate is checked as well, and the time its ``sendall``
+    calls waited: a viewer that does not read fast enough would make the sender
+    wait and hide its lag.  On a 2-core
     machine shared with other jobs both lags stay under 0.4 s, and the viewer
     spends about 1.3 s of CPU on the 300,000 events.
 
@@ -244,7 +245,10 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
     spends is bounded too: at most 2.2 s for the 3 s flood (100,000 events/s on
     three quarters of a core) when it gets most of a core.  Sharing a core
     inflates the CPU time of the same work (a CI run gave 2.35 s with 0.68 of
-    a core), so that bound grows by the same factor as the lag's.
+    a core), so that bound grows by the same factor as the lag's.  So does the
+    time the sender may take: it shares the starved cores too (a run of the
+    suite beside other work gave the whole flood 0.14 of a core, and the sender
+    reached 71,000 events/s without ever waiting for the viewer).
     """
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "helpers" / "tui_load.py"), str(RATE), str(SECONDS)],
@@ -259,15 +263,17 @@ def test_live_keeps_up_with_100000_events_per_second() -> None:
     reported, true_lags, viewer_cpu = result["reported"], result["true_lags"], result["viewer_cpu"]
     shortfall = max(1.0, 0.9 / max(share, 0.1))  # 1 with 90% of a core or more, larger in proportion below
     bound, cpu_bound = shortfall * 1.0, shortfall * 2.2
+    in_send = result["in_send"]
     measured = (
         f"rate {sent / elapsed:,.0f}/s over {elapsed:.2f} s; lag reported max {max(reported):.3f} s, "
         f"true max {max(true_lags, default=-1):.3f} s ({len(true_lags)} samples); viewer CPU "
         f"{viewer_cpu:.2f} s; share of a core available {share:.2f}, so the bounds are {bound:.2f} s "
-        f"behind and {cpu_bound:.2f} s of CPU"
+        f"behind and {cpu_bound:.2f} s of CPU; the sender waited {in_send:.3f} s in sendall"
     )
     print(measured)
     assert result["sender_status"] == 0, measured
-    assert sent / elapsed >= 0.95 * RATE and elapsed < SECONDS + 0.5, measured
+    assert in_send < 0.25 * shortfall, measured  # the viewer read as fast as the events came
+    assert sent / elapsed >= 0.95 * RATE / shortfall and elapsed < SECONDS + 0.5 * shortfall, measured
     assert len(true_lags) >= 5, measured
     assert max(reported) < bound and max(true_lags) < bound, measured
     assert viewer_cpu < cpu_bound, measured

@@ -60,11 +60,11 @@ async def measure(rate: int, seconds: float) -> dict[str, object]:
                 newest = app.state.model.last_t
                 if newest is not None and newest >= flood_started:
                     true_lags.append(time.monotonic() - newest)
-            sent_text, elapsed_text = (sender.stdout.read() if sender.stdout else "0 1").split()
+            sent_text, elapsed_text, in_send_text = (sender.stdout.read() if sender.stdout else "0 1 0").split()
         finally:
             sender.kill()
             sender.wait()
-        sent, elapsed = int(sent_text), float(elapsed_text)
+        sent, elapsed, in_send = int(sent_text), float(elapsed_text), float(in_send_text)
         deadline = time.monotonic() + 10
         while app.state.model.events < sent + STRUCTURE and time.monotonic() < deadline:
             await pilot.pause(0.05)
@@ -73,6 +73,7 @@ async def measure(rate: int, seconds: float) -> dict[str, object]:
             "sender_status": sender.returncode,
             "sent": sent,
             "elapsed": elapsed,
+            "in_send": in_send,
             "applied": app.state.model.events - STRUCTURE,
             "dropped": app.state.model.dropped,
             "reported": reported,
