@@ -101,9 +101,25 @@ SPARK_SESSION_FILES = {
 worker and share its session (one JVM). ``test_spark.py`` alone takes as long as the others together,
 so there are two groups, and the suite's longest chain is shorter than with one."""
 
+LONG_FIRST = (
+    "test_spark_cluster.py",
+    "test_spark_connect.py",
+    "test_spark_shipping.py",
+    "test_checkpoint_kills.py",
+    "test_viz_explain_moments.py",
+    "test_simulation.py",
+    "test_spark_docs.py",
+    "test_bench.py",
+    "test_scopes_progress.py",
+)
+"""Files with tests of a minute or more (a loaded run's ``--durations``), longest first: collected before the
+rest, so that pytest-xdist starts them early instead of leaving them for the end of the run, where one
+would hold the whole suite while the other workers stand idle. (xdist's groups, Spark's sessions and
+archives, are sent first anyway: it sends the units with the most tests first.)"""
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by its file: ``bench``, ``progress``, ``compiled``, and Spark's xdist group."""
+    """Mark each test by its file (``bench``, ``progress``, ``compiled``, Spark's xdist group); long files first."""
     for item in items:
         name = item.path.name
         if name in BENCH_FILES:
@@ -114,6 +130,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.compiled)
         if name in SPARK_SESSION_FILES:
             item.add_marker(pytest.mark.xdist_group(SPARK_SESSION_FILES[name]))
+    rank = {name: index for index, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))
 
 
 def _no_skips() -> bool:
