@@ -118,6 +118,7 @@ def _run_process(
         shm.establish(time.monotonic() + connect_timeout, lambda: fabric.stop_reason is not None)
         if fabric.stop_reason is not None:  # a peer was lost while linking
             raise _stopped(fabric, fabric.stop_reason)
+        fabric.joined = True
         fabric.use_links()
         fabric.start_heartbeats()
         try:
@@ -284,7 +285,10 @@ def child_main() -> None:
 
             def on_term(signum: int, _frame: Any) -> None:
                 # the parent prints the one line about Ctrl-C; here a stop is a lost parent
-                fabric.stop(Stop("lost", None, f"process {process} was stopped by its parent (pid {parent})"))
+                why = f"process {process} was stopped by its parent (pid {parent})"
+                fabric.stop(Stop("lost", None, why))
+                if not fabric.joined:  # waiting for a peer that may never answer: end that wait now
+                    raise ClusterStopped(f"{why} while it was joining the cluster")
 
             fabric.on_tick = on_tick
             signal.signal(signal.SIGTERM, on_term)

@@ -56,6 +56,9 @@ SILENT_DEATH_GRACE = 2.0
 """Seconds the other children get to stop by themselves after one died without reporting, before they are killed."""
 ANSWER_GRACE = 1.0
 """Seconds a child another one reported as silent gets to end by itself before the launcher kills it."""
+UNANSWERING_GRACE = 0.25
+"""Seconds the other children get to stop by themselves after the launcher killed one that stopped answering
+(the launcher knows the cause already, and a child still joining the cluster would wait for the dead one)."""
 SUSPENDED_LIMIT = SILENCE_LIMIT
 """Seconds a child may stay suspended (SIGSTOP: state ``T``, not a debugger's ``t``) before it counts as lost:
 the silence limit its peers apply, so a child paused for less goes on, and one paused for longer is named
@@ -261,7 +264,8 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
     stop by themselves; one whose worker failed leaves them :data:`LOST_GRACE`.
     A child that another reports as silent, or that stays suspended for
     :data:`SUSPENDED_LIMIT` seconds, has stopped answering: the launcher kills
-    it and remembers why, so that the error names it truthfully.
+    it and remembers why, so that the error names it truthfully, and leaves the
+    others :data:`UNANSWERING_GRACE`.
     """
     fault_at: float | None = None
     grace = LOST_GRACE
@@ -277,7 +281,9 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
                 continue
             fault_at = now if fault_at is None else fault_at
             silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
-            if silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
+            if child.unanswering is not None:  # killed here as unanswering: no other child can finish
+                grace = min(grace, UNANSWERING_GRACE)
+            elif silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
                 grace = min(grace, SILENT_DEATH_GRACE)
             elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
                 _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")

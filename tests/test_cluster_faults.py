@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -86,10 +87,30 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signals) -> tuple[float, str, str]:
+def ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting for its parent, or gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+def watch_ends(parent: int, seen: list[int], faulted: float, ends: dict[int, float], done: threading.Event) -> None:
+    """Note in ``ends`` how many seconds after ``faulted`` each of ``parent``'s two children ended, until ``done``."""
+    while not done.is_set() and len(ends) < 2:
+        for index, pid in enumerate(children_in_order(parent, seen)[:2]):
+            if index not in ends and ended(pid):
+                ends[index] = time.monotonic() - faulted
+        done.wait(0.005)
+
+
+def run_with_fault(
+    tmp_path: Path, victim: int, after: float, sig: signal.Signals
+) -> tuple[float, str, str, dict[int, float]]:
     """Start the script, send ``sig`` to child ``victim`` ``after`` seconds after it appeared.
 
-    Returns the seconds from the fault to the script's end, and its output and error output.
+    Returns the seconds from the fault to the script's end, its output and error
+    output, and for each child (by index) the seconds from the fault to its end.
     """
     script = tmp_path / "faulty_cluster.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))
@@ -116,9 +137,17 @@ def run_with_fault(tmp_path: Path, victim: int, after: float, sig: signal.Signal
         time.sleep(after)
         os.kill(seen[victim], sig)
         faulted = time.monotonic()
-        out, err = parent.communicate(timeout=30)
+        ends: dict[int, float] = {}
+        done = threading.Event()
+        watcher = threading.Thread(target=watch_ends, args=(parent.pid, seen, faulted, ends, done))
+        watcher.start()
+        try:
+            out, err = parent.communicate(timeout=30)
+        finally:
+            done.set()
+            watcher.join()
         assert shared_memory_segments() - segments == set()  # the rings have no name: nothing is left behind
-        return time.monotonic() - faulted, out, err
+        return time.monotonic() - faulted, out, err, ends
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
@@ -132,7 +161,7 @@ MOMENTS = [0.0, 0.3, 0.8, 1.5, 4.0]
 @pytest.mark.parametrize("after", MOMENTS)
 @pytest.mark.parametrize("victim", [0, 1])
 def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(tmp_path: Path, victim: int, after: float) -> None:
-    seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGKILL)
+    seconds, out, err, _ = run_with_fault(tmp_path, victim, after, signal.SIGKILL)
     assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "was killed by SIGKILL" in out and "launcher" not in out, out
     assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}\n{err[-3000:]}"
@@ -141,8 +170,12 @@ def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(tmp_path: Pa
 @pytest.mark.parametrize("after", [0.0, 4.0])
 @pytest.mark.parametrize("victim", [0, 1])
 def test_a_suspended_process_is_reported_as_no_longer_answering(tmp_path: Path, victim: int, after: float) -> None:
-    seconds, out, err = run_with_fault(tmp_path, victim, after, signal.SIGSTOP)
+    seconds, out, err, ends = run_with_fault(tmp_path, victim, after, signal.SIGSTOP)
     assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "stopped answering" in out and "suspended" in out, out
     assert "the launcher then killed it (killed by SIGKILL)" in out, out
     assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}\n{err[-3000:]}"
+    # The other process ends promptly once the launcher killed the suspended one, even while it is still
+    # joining the cluster (it waited 3 s, 2 for a report that could not come and 1 for SIGTERM to work).
+    other = 1 - victim
+    assert ends[other] - ends[victim] < 1.5, f"process {other} ended {ends[other] - ends[victim]:.2f} s after"

@@ -192,6 +192,9 @@ class ProcessFabric:
         """The first connection this process lost, if any."""
         self.on_tick: Callable[[], None] | None = None
         """Called by the heartbeat thread at every beat (a child checks on its parent there)."""
+        self.joined = False
+        """True once this process has joined the cluster (the mesh formed and the rings linked) and its
+        workers may start: until then no worker runs to notice a stop, so a stop must end the wait itself."""
         self.shm: ShmTransport | None = None
         """The shared-memory links to same-host processes, set before the mesh connects."""
         self.links: ShmTransport | None = None
