@@ -370,6 +370,17 @@ def _find_cycle(successors: list[list[int]]) -> list[int] | None:
     return None
 
 
+def _summarized(summaries: tuple[PathSummary, ...], changes: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    """The frontier ``changes`` carried along an operator's path ``summaries`` (times summed; none dropped to zero)."""
+    results: dict[Any, int] = {}
+    for summary in summaries:
+        for changed, change in changes:
+            result = summary.results_in(changed)
+            if result is not None:
+                results[result] = results.get(result, 0) + change
+    return [(time, diff) for time, diff in results.items() if diff]
+
+
 def _identity_chain(chain: tuple[PathSummary, ...]) -> bool:
     """Whether an antichain of summaries is just the identity (times pass unchanged)."""
     return len(chain) == 1 and bool(getattr(chain[0], "_identity", False))
@@ -432,7 +443,8 @@ class Tracker:
         self._pointstamps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self.pending: dict[int, dict[Any, int]] = {}
-        """Pointstamp changes not yet propagated, by location index and time (read it; update through methods)."""
+        """Pointstamp changes not yet propagated, by location index and time (read it; update it through methods,
+        or keep zeros out of it as they do: a subgraph adds its children's reports straight into it)."""
         self._pushed: dict[tuple[int, Any], int] = {}
         # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
         self._report: list[bool] = [True] * count
@@ -588,9 +600,44 @@ class Tracker:
         order = self._order
         for loc, moved in work:
             order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
-        self._propagate(order)
+        if isinstance(order, Topological):
+            self._propagate_topological(order)
+        else:
+            self._propagate(order)
 
-    def _propagate(self, order: Topological | EarliestFirst | InRounds) -> None:
+    def _propagate_topological(self, order: Topological) -> None:
+        """:meth:`_propagate` for a graph without cycles, visiting each location once (no iterator, no tuples)."""
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_steps = self._target_steps
+        pushed = self._pushed
+        report = self._report
+        while (loc := order.next_location()) >= 0:
+            changes = implications[loc].update_iter(order.take(loc))
+            if not changes:
+                continue
+            if report[loc]:
+                for changed, change in changes:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
+            if is_target[loc]:
+                for src, summaries in target_steps[loc]:
+                    if summaries is None:
+                        order.offer(src, changes)
+                        continue
+                    summarized = _summarized(summaries, changes)
+                    if summarized:
+                        order.offer(src, summarized)
+            else:
+                for target in source_edges[loc]:
+                    order.offer(target, changes)
+
+    def _propagate(self, order: EarliestFirst | InRounds) -> None:
         """Visit the work in ``order``: apply the changes at each location and offer their effects onward."""
         implications = self._implications
         is_target = self._is_target
@@ -618,14 +665,9 @@ class Tracker:
                     if summaries is None:
                         order.offer(src, changes)
                         continue
-                    results: dict[Any, int] = {}
-                    for summary in summaries:
-                        for changed, change in changes:
-                            result = summary.results_in(changed)
-                            if result is not None:
-                                results[result] = results.get(result, 0) + change
-                    if results:
-                        order.offer(src, results.items())
+                    summarized = _summarized(summaries, changes)
+                    if summarized:
+                        order.offer(src, summarized)
             else:
                 for target in source_edges[loc]:
                     order.offer(target, changes)
