@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
@@ -171,7 +172,7 @@ class Worker:
             None,
             self._comm,
             self._context.next_channel(),
-            lambda: self._active.add(index),
+            partial(self._active.add, index),  # a C call, no Python frame: the scopes call it on each wake-up
         )
         root.observer = combine(self.logger, self.auditor)
         scope = ScopeBuilder(root, self._context)
@@ -282,8 +283,11 @@ class Worker:
                 self._idle = False
                 comm.report_idle(False)  # also withdraws a report_stuck
                 self._stalls.resumed()
-            active = sorted(self._active)
-            self._active.clear()
+            if len(self._active) == 1:  # the usual case: one dataflow, no sorting
+                active = [self._active.pop()]
+            else:
+                active = sorted(self._active)
+                self._active.clear()
             for index in active:
                 dataflow = self._dataflows.get(index)
                 if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from scopes.native import mypyc_attr
 from scopes.progress.antichain import Antichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.timestamp import PathSummary
@@ -35,6 +36,7 @@ ConnectivityLike = Sequence[Any]
 no path).  Scopes return the sparse form and accept both."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Operate(ABC):
     """One vertex of a dataflow graph, as seen from its parent scope: a leaf operator or a subgraph."""
 
