@@ -76,7 +76,9 @@ class Topological:
 
     def take(self, loc: int) -> Collection[tuple[Any, int]]:
         """Remove and return the changes waiting at ``loc`` (distinct times; some may be zero)."""
-        batch = self._incoming.pop(loc)
+        incoming = self._incoming
+        batch = incoming[loc]
+        del incoming[loc]  # not pop(): compiled, indexing and del are native, pop() a generic method call
         if batch.__class__ is dict:
             items: Collection[tuple[Any, int]] = batch.items()
             return items
