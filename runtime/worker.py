@@ -16,6 +16,7 @@ from typing import Any, TypeVar, cast
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.checkpoints import CheckpointManager, CheckpointStore, new_registry, resume
 from runtime.communication import Communicator, Stop
+from runtime.communication.fabric import FabricCommunicator
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
@@ -122,6 +123,12 @@ class Worker:
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self._several = communicator.peers > 1
+        kind = type(communicator)
+        # The threads' fabric delivers at once: its flush does nothing and it is never backlogged, so a step
+        # need not call them (two Python calls an epoch).
+        self._delivers_at_once = (
+            kind.flush is FabricCommunicator.flush and kind.backlogged is FabricCommunicator.backlogged
+        )
         self._stalls = StallWatch(communicator.index, communicator.peers, communicator, self._context, self._dataflows)
         self._stalls.stall_timeout = stall_timeout
         self.logger: Instrument | None = logger_for(communicator.index)
@@ -255,6 +262,8 @@ class Worker:
         when its receivers have room.
         """
         more = self._step_or_park(timeout)
+        if self._delivers_at_once:
+            return more
         comm = self._comm
         while comm.backlogged():
             if self._dataflows:
@@ -307,7 +316,8 @@ class Worker:
             self._idle = True
             comm.report_idle(True)
             self._stalls.check(comm.stalled_for(), self.auditor)
-        comm.flush()
+        if not self._delivers_at_once:
+            comm.flush()
         if self._several:
             comm.end_step(bool(self._active))
         return bool(self._dataflows)
