@@ -120,6 +120,26 @@ class Operate(ABC):
         """
 
 
+_REQUIRED = (
+    "inputs",
+    "outputs",
+    "get_internal_summary",
+    "set_external_summary",
+    "push_external_progress",
+    "pull_internal_progress",
+)
+
+
+def unimplemented(kind: type) -> list[str]:
+    """The abstract members of :class:`Operate` that class ``kind`` leaves unimplemented.
+
+    Pure Python refuses to instantiate such a class; compiled (:mod:`scopes.native`),
+    a Python subclass of the compiled ``Operate`` can be instantiated, so a
+    scope checks each child it is given with this instead.
+    """
+    return [name for name in _REQUIRED if getattr(kind, name, None) is getattr(Operate, name)]
+
+
 Scope = Operate
 """The seed's *Scope* interface: a vertex of the dataflow graph as its parent sees it.
 
