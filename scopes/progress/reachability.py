@@ -594,12 +594,9 @@ class Tracker:
         """
         if not self.pending:
             return
-        work = self._fold_pending()
-        if not work:
+        if not self._fold_pending():
             return
         order = self._order
-        for loc, moved in work:
-            order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
         if isinstance(order, Topological):
             self._propagate_topological(order)
         else:
@@ -672,8 +669,13 @@ class Tracker:
                 for target in source_edges[loc]:
                     order.offer(target, changes)
 
-    def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
-        """Apply pending pointstamp changes; return the frontier changes they cause, per location."""
+    def _fold_pending(self) -> bool:
+        """Apply pending pointstamp changes and offer the frontier changes they cause to the visit order.
+
+        Returns whether any frontier changed (so that there is work to propagate).
+        """
+        order = self._order
+        moved_any = False
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
@@ -682,14 +684,14 @@ class Tracker:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
             )
-        work: list[tuple[int, list[tuple[Any, int]]]] = []
         for loc, updates in pending.items():
             if not updates:
                 continue
             moved = pointstamps[loc].update_iter(updates.items())
             if not moved:
                 continue
-            work.append((loc, moved))
+            order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
+            moved_any = True
             for time, diff in moved:
                 self._tracked += diff
                 for output, summaries in to_outputs[loc]:
@@ -702,7 +704,7 @@ class Tracker:
                                 changes[result] = value
                             else:
                                 del changes[result]
-        return work
+        return moved_any
 
     def report_only(self, locations: Iterable[int] | None) -> None:
         """Record frontier changes for :meth:`drain_pushed` only at these location indices (``None``: everywhere).
