@@ -25,6 +25,7 @@ from typing import Any
 
 from scopes.errors import CycleError, GraphError
 from scopes.progress.antichain import Antichain, MutableAntichain
+from scopes.progress.cycles import find_cycle
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.location import Location, Source, Target
 from scopes.progress.order import less_equal
@@ -210,7 +211,7 @@ class TrackerBuilder:
             for src, summaries in paths:
                 if any(not s.advances() for s in summaries):
                     successors[loc].append(src)
-        cycle = _find_cycle(successors)
+        cycle = find_cycle(successors)
         if cycle is not None:
             names: list[str] = []
             for loc in cycle:
@@ -333,41 +334,6 @@ def _closure(graph: _Indexed, start: int, identity: PathSummary) -> dict[int, An
                 if chain.insert(composed):
                     work.append(succ)
     return found
-
-
-def _find_cycle(successors: list[list[int]]) -> list[int] | None:
-    """Return the locations of some cycle in the graph, or ``None``; iterative DFS."""
-    white, grey, black = 0, 1, 2
-    color = [white] * len(successors)
-    parent = [-1] * len(successors)
-    for root in range(len(successors)):
-        if color[root] != white:
-            continue
-        stack: list[tuple[int, int]] = [(root, 0)]
-        color[root] = grey
-        while stack:
-            node, next_child = stack[-1]
-            children = successors[node]
-            if next_child < len(children):
-                stack[-1] = (node, next_child + 1)
-                child = children[next_child]
-                if color[child] == white:
-                    color[child] = grey
-                    parent[child] = node
-                    stack.append((child, 0))
-                elif color[child] == grey:
-                    cycle = [child]
-                    walk = node
-                    while walk != child:
-                        cycle.append(walk)
-                        walk = parent[walk]
-                    cycle.reverse()
-                    # rotate so the cycle starts at `child`
-                    return [child] + [c for c in cycle if c != child]
-            else:
-                color[node] = black
-                stack.pop()
-    return None
 
 
 def _summarized(summaries: tuple[PathSummary, ...], changes: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
