@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop
 from typing import Any
 
 from scopes.errors import CycleError, GraphError
@@ -30,7 +31,7 @@ from scopes.progress.hooks import ProgressObserver
 from scopes.progress.location import Location, Source, Target
 from scopes.progress.order import less_equal
 from scopes.progress.timestamp import PathSummary, TimestampType, checked, natural_order
-from scopes.progress.visit_order import EarliestFirst, InRounds, Topological
+from scopes.progress.visit_order import EarliestFirst, InRounds, Topological, taken
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
@@ -576,8 +577,14 @@ class Tracker:
         target_steps = self._target_steps
         pushed = self._pushed
         report = self._report
-        while (loc := order.next_location()) >= 0:
-            changes = implications[loc].update_iter(order.take(loc))
+        ranks = order.ranks
+        by_rank = order.by_rank
+        incoming = order.incoming
+        while ranks:  # as order.next_location() and order.take(loc), without two calls per visit
+            loc = by_rank[heappop(ranks)]
+            batch = incoming[loc]
+            del incoming[loc]
+            changes = implications[loc].update_iter(batch if batch.__class__ is not dict else taken(batch))
             if not changes:
                 continue
             if report[loc]:

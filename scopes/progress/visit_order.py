@@ -38,26 +38,29 @@ class Topological:
 
     The first changes offered at a location are kept as they are (read, never
     changed: a frontier's changes, offered along an edge); only a second offer
-    at the same location sums them into a dict.  The tracker drives it with
-    :meth:`next_location` and :meth:`take`, without the iterator.
+    at the same location sums them into a dict.  The tracker drives it through
+    its public state (:attr:`ranks`, :attr:`by_rank`, :attr:`incoming`), as
+    :meth:`next_location` and :meth:`take` do, without a call per visit.
     """
 
-    __slots__ = ("_rank", "_by_rank", "_incoming", "_ranks")
+    __slots__ = ("rank", "by_rank", "incoming", "ranks")
 
     def __init__(self, rank: list[int], by_rank: list[int]) -> None:
         """Order by ``rank[location]``; ``by_rank[r]`` is the location of rank ``r``."""
-        self._rank = rank
-        self._by_rank = by_rank
-        self._incoming: dict[int, Any] = {}  # location -> the changes offered: a collection, or a dict once summed
-        self._ranks: list[int] = []
+        self.rank = rank
+        self.by_rank = by_rank
+        self.incoming: dict[int, Any] = {}
+        """The changes offered at each location waiting for its visit: as offered, or a dict once summed."""
+        self.ranks: list[int] = []
+        """A heap of the ranks of the locations waiting."""
 
     def offer(self, loc: int, changes: Collection[tuple[Any, int]]) -> None:
         """Add ``changes`` (distinct times; kept, not copied, so not to be changed after) to those at ``loc``."""
-        incoming = self._incoming
+        incoming = self.incoming
         batch = incoming.get(loc)
         if batch is None:
             incoming[loc] = changes
-            heappush(self._ranks, self._rank[loc])
+            heappush(self.ranks, self.rank[loc])
             return
         if batch.__class__ is not dict:
             summed: dict[Any, int] = {}
@@ -69,25 +72,30 @@ class Topological:
 
     def next_location(self) -> int:
         """The next location to visit (``-1``: none); :meth:`take` its changes before offering more."""
-        ranks = self._ranks
+        ranks = self.ranks
         if not ranks:
             return -1
-        return self._by_rank[heapq.heappop(ranks)]
+        return self.by_rank[heapq.heappop(ranks)]
 
     def take(self, loc: int) -> Collection[tuple[Any, int]]:
         """Remove and return the changes waiting at ``loc`` (distinct times; some may be zero)."""
-        incoming = self._incoming
+        incoming = self.incoming
         batch = incoming[loc]
         del incoming[loc]  # not pop(): compiled, indexing and del are native, pop() a generic method call
-        if batch.__class__ is dict:
-            items: Collection[tuple[Any, int]] = batch.items()
-            return items
-        changes: Collection[tuple[Any, int]] = batch
-        return changes
+        return taken(batch)
 
     def __iter__(self) -> Iterator[Work]:
         while (loc := self.next_location()) >= 0:
             yield loc, None, 0, self.take(loc)
+
+
+def taken(batch: Any) -> Collection[tuple[Any, int]]:
+    """The changes of a batch waiting in :attr:`Topological.incoming`, as ``(time, diff)`` pairs."""
+    if batch.__class__ is dict:
+        items: Collection[tuple[Any, int]] = batch.items()
+        return items
+    changes: Collection[tuple[Any, int]] = batch
+    return changes
 
 
 class EarliestFirst:
