@@ -10,11 +10,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.checkpoints import CheckpointManager, CheckpointStore, new_registry, resume
 from runtime.communication import Communicator, Stop
+from runtime.communication.fabric import FabricCommunicator
 from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
@@ -121,6 +123,12 @@ class Worker:
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self._several = communicator.peers > 1
+        kind = type(communicator)
+        # The threads' fabric delivers at once: its flush does nothing and it is never backlogged, so a step
+        # need not call them (two Python calls an epoch).
+        self._delivers_at_once = (
+            kind.flush is FabricCommunicator.flush and kind.backlogged is FabricCommunicator.backlogged
+        )
         self._stalls = StallWatch(communicator.index, communicator.peers, communicator, self._context, self._dataflows)
         self._stalls.stall_timeout = stall_timeout
         self.logger: Instrument | None = logger_for(communicator.index)
@@ -171,7 +179,7 @@ class Worker:
             None,
             self._comm,
             self._context.next_channel(),
-            lambda: self._active.add(index),
+            partial(self._active.add, index),  # a C call, no Python frame: the scopes call it on each wake-up
         )
         root.observer = combine(self.logger, self.auditor)
         scope = ScopeBuilder(root, self._context)
@@ -254,6 +262,8 @@ class Worker:
         when its receivers have room.
         """
         more = self._step_or_park(timeout)
+        if self._delivers_at_once:
+            return more
         comm = self._comm
         while comm.backlogged():
             if self._dataflows:
@@ -282,8 +292,11 @@ class Worker:
                 self._idle = False
                 comm.report_idle(False)  # also withdraws a report_stuck
                 self._stalls.resumed()
-            active = sorted(self._active)
-            self._active.clear()
+            if len(self._active) == 1:  # the usual case: one dataflow, no sorting
+                active = [self._active.pop()]
+            else:
+                active = sorted(self._active)
+                self._active.clear()
             for index in active:
                 dataflow = self._dataflows.get(index)
                 if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
@@ -303,7 +316,8 @@ class Worker:
             self._idle = True
             comm.report_idle(True)
             self._stalls.check(comm.stalled_for(), self.auditor)
-        comm.flush()
+        if not self._delivers_at_once:
+            comm.flush()
         if self._several:
             comm.end_step(bool(self._active))
         return bool(self._dataflows)

@@ -14,6 +14,7 @@ from scopes.callsite import user_site
 from scopes.errors import CapabilityError
 from scopes.ports import OutputPort
 from scopes.progress.order import Time, less_equal
+from scopes.progress.timestamp import UINT64_MAX
 
 _LOGIC_RUNNERS: set[CodeType] = set()
 """The code that runs operator logic: where a user's site is looked for no further.
@@ -111,6 +112,8 @@ class Capability:
         The messages are only formatted when something is wrong: this runs on
         every downgrade, which is on the progress path.
         """
+        if self._valid and time.__class__ is int and self._output.integer_times and 0 <= time <= UINT64_MAX:
+            return  # the usual case, checked inline: no call to the timestamp type's contains()
         if not self._valid:
             raise CapabilityError(
                 f"operator '{self._output.operator}' output {self._output.port}: cannot {verb} to time "

@@ -42,6 +42,7 @@ MODULES = (
     "scopes.progress.change_batch",
     "scopes.progress.reachability",
     "scopes.progress.visit_order",
+    "scopes.progress.operate",
     "scopes.progress.progcaster",
     "scopes.progress.subgraph",
     "scopes.ports",

@@ -17,7 +17,7 @@ from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.operate import Updates
 from scopes.progress.order import Time
-from scopes.progress.timestamp import TimestampType
+from scopes.progress.timestamp import IntegerType, TimestampType
 
 
 class PortOwner(Protocol):
@@ -39,13 +39,26 @@ class PortOwner(Protocol):
 class OutputPort:
     """An operator output: its fan-out, produced-message counts, and capability changes."""
 
-    __slots__ = ("operator", "port", "tee", "produced", "internal", "held", "timestamp_type", "owner", "observer")
+    __slots__ = (
+        "operator",
+        "port",
+        "tee",
+        "produced",
+        "internal",
+        "held",
+        "timestamp_type",
+        "integer_times",
+        "owner",
+        "observer",
+    )
 
     def __init__(self, operator: str, port: int, timestamp_type: TimestampType | None = None) -> None:
         """Create output ``port`` of the operator named ``operator``."""
         self.operator = operator
         self.port = port
         self.timestamp_type = timestamp_type
+        self.integer_times = type(timestamp_type) is IntegerType
+        """Whether the times are integers (capabilities check them inline)."""
         self.tee = Tee()
         self.produced: dict[Any, int] = {}
         self.internal: ChangeBatch[Any] = ChangeBatch()

@@ -78,7 +78,7 @@ class ProbeHandle:
         """Count ``probe`` in; return whether it shares ``frontier`` (its input's) with the handle.
 
         The first probe of a handle that has seen nothing shares; when a second
-        one attaches, the handle takes a copy of the shared counts and both probes
+        one attaches, the handle takes a copy of the shared frontier and both probes
         report their changes to it separately again.
         """
         self._attached += 1
@@ -89,17 +89,31 @@ class ProbeHandle:
             return True
         sharing, self._sharing = self._sharing, None
         if sharing is not None:  # the sharing probe keeps the antichain; the handle takes a copy
-            sharing.shared = False
-            self._frontier = MutableAntichain(self._frontier.counts().items())
+            sharing.stop_sharing()
+            # One count per element: the shared antichain may be the scope tracker's, whose counts are
+            # pointstamps, while the handle from now on accumulates frontier changes (one per element).
+            self._frontier = MutableAntichain((time, 1) for time in self._frontier.elements)
         self._frontier.update_iter(initial)
         return False
+
+    def share_implied(self, probe: ProbeOperator, implied: MutableAntichain[Any]) -> None:
+        """Read the frontier from ``implied`` (the probe's scope tracker's, at its input) while ``probe`` shares."""
+        if self._sharing is probe:
+            self._frontier = implied
 
     def __repr__(self) -> str:
         return f"ProbeHandle(frontier={list(self._frontier.elements)!r})"
 
 
 class ProbeOperator(Operator):
-    """An operator that mirrors its input frontier into a :class:`ProbeHandle` (:attr:`handle`, set once built)."""
+    """An operator that mirrors its input frontier into a :class:`ProbeHandle` (:attr:`handle`, set once built).
+
+    While it is its handle's only probe, the handle reads the frontier its
+    scope's tracker implies at the probe's input, and the probe has no frontier
+    interest: the tracker pushes it nothing, and an epoch costs the probe no
+    frontier work at all.  A second probe on the handle ends the sharing, and
+    this probe then takes its frontier interest and reports every change.
+    """
 
     handle: ProbeHandle
     """The handle that receives every frontier change."""
@@ -112,6 +126,19 @@ class ProbeOperator(Operator):
         """Record the initial frontier in the operator and the handle."""
         super().set_external_summary(summaries, frontier)
         self.shared = self.handle.attach(self, self.input_ports[0].frontier, list(frontier[0]))
+        if self.shared:
+            self.frontier_interest = False  # the scope defers the frontier to its tracker (defer_frontiers)
+
+    def defer_frontiers(self, implied: Sequence[MutableAntichain[Any]], on_interest: Callable[[], None]) -> None:
+        """Read the input frontier from the tracker's ``implied[0]``, and have the handle read it too."""
+        super().defer_frontiers(implied, on_interest)
+        if self.shared:
+            self.handle.share_implied(self, implied[0])
+
+    def stop_sharing(self) -> None:
+        """Another probe reports to the handle: report every frontier change to it from now on."""
+        self.shared = False
+        self.take_frontier_interest()
 
     def push_external_progress(self, external: Sequence[Updates]) -> None:
         """Apply frontier changes to the operator and the handle (once, when they share the antichain)."""

@@ -18,6 +18,7 @@ from runtime.worker import Worker
 from scopes.channels import LocalQueue, Tee
 from scopes.errors import ScopeError, TimestampError
 from scopes.probes import ProbeHandle, ProbeOperator
+from scopes.progress.location import Target
 from scopes.timestamp import UINT64_MAX
 
 
@@ -120,6 +121,65 @@ def test_a_handle_reused_by_a_second_dataflow_stops_sharing_and_still_reports_bo
         worker.step_while(lambda: not handle.done())
 
     execute(main, workers=1)
+
+
+def test_a_sole_probe_lets_its_handle_read_the_tracker_and_is_pushed_no_frontier() -> None:
+    def main(worker: Worker) -> list[tuple[int, bool]]:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.map(lambda x: x + 1).probe(), scope.subgraph
+
+        handle, probe, subgraph = worker.dataflow(build)
+        (operator,) = [child for child in subgraph.children if isinstance(child, ProbeOperator)]
+        index = subgraph.children.index(operator)
+        implied = subgraph.tracker.frontier_index(subgraph.tracker.index_of(Target(index, 0)))
+        assert operator.frontier_interest is False and operator.shared
+        assert probe._frontier is implied  # the handle reads the tracker's frontier at the probe's input
+        seen = []
+        for epoch in range(5):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(handle.time))
+            seen.append((epoch, probe.less_equal(epoch)))
+        # nothing was pushed to the probe's own port: it still holds the initial frontier
+        assert operator.input_ports[0]._frontier.elements == (0,)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        assert probe.done()
+        return seen
+
+    for seen in execute(main, workers=2, stall_timeout=10):
+        assert seen == [(epoch, False) for epoch in range(5)]
+
+
+def test_a_second_probe_ends_the_sharing_with_the_tracker_and_the_first_reports_again() -> None:
+    def main(worker: Worker) -> None:
+        handle = ProbeHandle()
+
+        def build_one(scope: Any) -> Any:
+            source, stream = scope.new_input("A")
+            stream.probe_with(handle)
+            return source, scope.subgraph
+
+        a, first = worker.dataflow(build_one)
+        (probe_a,) = [child for child in first.children if isinstance(child, ProbeOperator)]
+        a.advance_to(4)
+        worker.step_while(lambda: handle.less_than(4))
+        assert not probe_a.frontier_interest
+        b, _second = worker.dataflow(build_one)
+        assert probe_a.frontier_interest and not probe_a.shared
+        assert probe_a.input_ports[0]._frontier.elements == (4,)  # caught up with the tracker
+        assert handle.frontier().elements == (0,)
+        b.advance_to(6)
+        a.advance_to(8)
+        worker.step_while(lambda: handle.less_than(6))
+        b.close()
+        worker.step_while(lambda: handle.less_than(8))
+        assert handle.frontier().elements == (8,)
+        a.close()
+        worker.step_while(lambda: not handle.done())
+
+    execute(main, workers=1, stall_timeout=10)
 
 
 def test_a_tee_with_one_receiver_pushes_straight_to_it_and_with_more_copies_to_all_but_the_last() -> None:

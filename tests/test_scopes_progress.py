@@ -895,3 +895,25 @@ def test_execute_runs_dataflows_to_completion_after_main_returns():
 
     assert execute(main, workers=3) == [0, 1, 2]
     assert sum(counted) == 30
+
+
+def test_a_child_that_leaves_an_operate_method_unimplemented_is_refused_in_both_builds():
+    """Pure Python refuses to instantiate it; the compiled Operate does not, so the scope checks each child."""
+    from scopes.progress.operate import Operate
+
+    class Incomplete(Operate):
+        inputs = 0
+        outputs = 0
+
+        def get_internal_summary(self):
+            return [], []
+
+        def set_external_summary(self, summaries, frontier):
+            pass
+
+        def push_external_progress(self, external):
+            pass
+
+    subgraph = Subgraph("outer", (0,), INTEGER, None, FakeAllocator(), 0, lambda: None)
+    with pytest.raises(TypeError, match="pull_internal_progress"):
+        subgraph.graph.add_child(Incomplete())

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from scopes.native import mypyc_attr
 from scopes.progress.antichain import Antichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.timestamp import PathSummary
@@ -35,6 +36,7 @@ ConnectivityLike = Sequence[Any]
 no path).  Scopes return the sparse form and accept both."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Operate(ABC):
     """One vertex of a dataflow graph, as seen from its parent scope: a leaf operator or a subgraph."""
 
@@ -116,6 +118,26 @@ class Operate(ABC):
         are always reported together.  Returns whether work remains that is not
         visible as capabilities at the outputs.
         """
+
+
+_REQUIRED = (
+    "inputs",
+    "outputs",
+    "get_internal_summary",
+    "set_external_summary",
+    "push_external_progress",
+    "pull_internal_progress",
+)
+
+
+def unimplemented(kind: type) -> list[str]:
+    """The abstract members of :class:`Operate` that class ``kind`` leaves unimplemented.
+
+    Pure Python refuses to instantiate such a class; compiled (:mod:`scopes.native`),
+    a Python subclass of the compiled ``Operate`` can be instantiated, so a
+    scope checks each child it is given with this instead.
+    """
+    return [name for name in _REQUIRED if getattr(kind, name, None) is getattr(Operate, name)]
 
 
 Scope = Operate

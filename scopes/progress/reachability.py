@@ -21,15 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from heapq import heappop
 from typing import Any
 
 from scopes.errors import CycleError, GraphError
 from scopes.progress.antichain import Antichain, MutableAntichain
+from scopes.progress.cycles import find_cycle
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.location import Location, Source, Target
 from scopes.progress.order import less_equal
 from scopes.progress.timestamp import PathSummary, TimestampType, checked, natural_order
-from scopes.progress.visit_order import EarliestFirst, InRounds, Topological
+from scopes.progress.visit_order import EarliestFirst, InRounds, Topological, taken
 
 SummarySpec = (
     Sequence[Sequence[Antichain[PathSummary] | Iterable[PathSummary]]]
@@ -210,7 +212,7 @@ class TrackerBuilder:
             for src, summaries in paths:
                 if any(not s.advances() for s in summaries):
                     successors[loc].append(src)
-        cycle = _find_cycle(successors)
+        cycle = find_cycle(successors)
         if cycle is not None:
             names: list[str] = []
             for loc in cycle:
@@ -335,39 +337,15 @@ def _closure(graph: _Indexed, start: int, identity: PathSummary) -> dict[int, An
     return found
 
 
-def _find_cycle(successors: list[list[int]]) -> list[int] | None:
-    """Return the locations of some cycle in the graph, or ``None``; iterative DFS."""
-    white, grey, black = 0, 1, 2
-    color = [white] * len(successors)
-    parent = [-1] * len(successors)
-    for root in range(len(successors)):
-        if color[root] != white:
-            continue
-        stack: list[tuple[int, int]] = [(root, 0)]
-        color[root] = grey
-        while stack:
-            node, next_child = stack[-1]
-            children = successors[node]
-            if next_child < len(children):
-                stack[-1] = (node, next_child + 1)
-                child = children[next_child]
-                if color[child] == white:
-                    color[child] = grey
-                    parent[child] = node
-                    stack.append((child, 0))
-                elif color[child] == grey:
-                    cycle = [child]
-                    walk = node
-                    while walk != child:
-                        cycle.append(walk)
-                        walk = parent[walk]
-                    cycle.reverse()
-                    # rotate so the cycle starts at `child`
-                    return [child] + [c for c in cycle if c != child]
-            else:
-                color[node] = black
-                stack.pop()
-    return None
+def _summarized(summaries: tuple[PathSummary, ...], changes: list[tuple[Any, int]]) -> list[tuple[Any, int]]:
+    """The frontier ``changes`` carried along an operator's path ``summaries`` (times summed; none dropped to zero)."""
+    results: dict[Any, int] = {}
+    for summary in summaries:
+        for changed, change in changes:
+            result = summary.results_in(changed)
+            if result is not None:
+                results[result] = results.get(result, 0) + change
+    return [(time, diff) for time, diff in results.items() if diff]
 
 
 def _identity_chain(chain: tuple[PathSummary, ...]) -> bool:
@@ -432,7 +410,8 @@ class Tracker:
         self._pointstamps: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self._implications: list[MutableAntichain[Any]] = [MutableAntichain() for _ in range(count)]
         self.pending: dict[int, dict[Any, int]] = {}
-        """Pointstamp changes not yet propagated, by location index and time (read it; update through methods)."""
+        """Pointstamp changes not yet propagated, by location index and time (read it; update it through methods,
+        or keep zeros out of it as they do: a subgraph adds its children's reports straight into it)."""
         self._pushed: dict[tuple[int, Any], int] = {}
         # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
         self._report: list[bool] = [True] * count
@@ -582,15 +561,53 @@ class Tracker:
         """
         if not self.pending:
             return
-        work = self._fold_pending()
-        if not work:
+        if not self._fold_pending():
             return
         order = self._order
-        for loc, moved in work:
-            order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
-        self._propagate(order)
+        if isinstance(order, Topological):
+            self._propagate_topological(order)
+        else:
+            self._propagate(order)
 
-    def _propagate(self, order: Topological | EarliestFirst | InRounds) -> None:
+    def _propagate_topological(self, order: Topological) -> None:
+        """:meth:`_propagate` for a graph without cycles, visiting each location once (no iterator, no tuples)."""
+        implications = self._implications
+        is_target = self._is_target
+        source_edges = self._source_edges
+        target_steps = self._target_steps
+        pushed = self._pushed
+        report = self._report
+        ranks = order.ranks
+        by_rank = order.by_rank
+        incoming = order.incoming
+        while ranks:  # as order.next_location() and order.take(loc), without two calls per visit
+            loc = by_rank[heappop(ranks)]
+            batch = incoming[loc]
+            del incoming[loc]
+            changes = implications[loc].update_iter(batch if batch.__class__ is not dict else taken(batch))
+            if not changes:
+                continue
+            if report[loc]:
+                for changed, change in changes:
+                    key = (loc, changed)
+                    value = pushed.get(key, 0) + change
+                    if value:
+                        pushed[key] = value
+                    else:
+                        del pushed[key]
+            if is_target[loc]:
+                for src, summaries in target_steps[loc]:
+                    if summaries is None:
+                        order.offer(src, changes)
+                        continue
+                    summarized = _summarized(summaries, changes)
+                    if summarized:
+                        order.offer(src, summarized)
+            else:
+                for target in source_edges[loc]:
+                    order.offer(target, changes)
+
+    def _propagate(self, order: EarliestFirst | InRounds) -> None:
         """Visit the work in ``order``: apply the changes at each location and offer their effects onward."""
         implications = self._implications
         is_target = self._is_target
@@ -618,20 +635,20 @@ class Tracker:
                     if summaries is None:
                         order.offer(src, changes)
                         continue
-                    results: dict[Any, int] = {}
-                    for summary in summaries:
-                        for changed, change in changes:
-                            result = summary.results_in(changed)
-                            if result is not None:
-                                results[result] = results.get(result, 0) + change
-                    if results:
-                        order.offer(src, results.items())
+                    summarized = _summarized(summaries, changes)
+                    if summarized:
+                        order.offer(src, summarized)
             else:
                 for target in source_edges[loc]:
                     order.offer(target, changes)
 
-    def _fold_pending(self) -> list[tuple[int, list[tuple[Any, int]]]]:
-        """Apply pending pointstamp changes; return the frontier changes they cause, per location."""
+    def _fold_pending(self) -> bool:
+        """Apply pending pointstamp changes and offer the frontier changes they cause to the visit order.
+
+        Returns whether any frontier changed (so that there is work to propagate).
+        """
+        order = self._order
+        moved_any = False
         pointstamps = self._pointstamps
         to_outputs = self._to_outputs
         output_changes = self._output_changes
@@ -640,14 +657,14 @@ class Tracker:
             self.observer.pointstamps(
                 self.observer_scope, [(loc, t, d) for loc, updates in pending.items() for t, d in updates.items()]
             )
-        work: list[tuple[int, list[tuple[Any, int]]]] = []
         for loc, updates in pending.items():
             if not updates:
                 continue
             moved = pointstamps[loc].update_iter(updates.items())
             if not moved:
                 continue
-            work.append((loc, moved))
+            order.offer(loc, moved)  # not a bound method kept in a local: compiled, this call is native
+            moved_any = True
             for time, diff in moved:
                 self._tracked += diff
                 for output, summaries in to_outputs[loc]:
@@ -660,7 +677,7 @@ class Tracker:
                                 changes[result] = value
                             else:
                                 del changes[result]
-        return work
+        return moved_any
 
     def report_only(self, locations: Iterable[int] | None) -> None:
         """Record frontier changes for :meth:`drain_pushed` only at these location indices (``None``: everywhere).

@@ -39,6 +39,22 @@ from scopes.progress.timestamp import PathSummary, Refinement, TimestampType
 _UNSEEN: Any = object()  # a child not yet looked at while distributing frontier changes
 
 
+def _pend(pending: dict[int, dict[Any, int]], loc: int, counts: dict[Any, int], factor: int) -> None:
+    """Add ``counts`` (never zero), each times ``factor`` (not zero), to a tracker's pending changes at ``loc``."""
+    at = pending.get(loc)
+    if at is None:
+        at = pending[loc] = {}
+        for time, diff in counts.items():
+            at[time] = diff * factor
+        return
+    for time, diff in counts.items():
+        value = at.get(time, 0) + diff * factor
+        if value:
+            at[time] = value
+        else:
+            del at[time]
+
+
 class Subgraph(Operate):
     """A :class:`~scopes.progress.operate.Operate` implemented by a graph of child scopes.
 
@@ -349,7 +365,7 @@ class Subgraph(Operate):
             if progcaster.local:
                 progcaster.send(self.observer)
                 progcaster.receive()
-            if progcaster.final:
+            if progcaster.final or tracker.pending:
                 self._propagate(internal, consumed, produced)
         finally:  # a caller that catches an error and steps on must still hear of activations
             self._running = False
@@ -543,18 +559,33 @@ class Subgraph(Operate):
         consumed: list[ChangeBatch[Any]],
         produced: list[ChangeBatch[Any]],
     ) -> None:
-        progcaster = self._progcaster
-        out = progcaster.local if local and progcaster.broadcasting else progcaster.final
         if self.observer is not None:
-            child = self.children[index]
-            if local or not getattr(child, "reports_own_messages", False):
-                if any(b.counts for b in (*consumed, *produced)):
-                    self.observer.messages(
-                        self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
-                    )
-            elif own := getattr(child, "own_produced", None):
-                child.own_produced = None  # type: ignore[union-attr]
-                self._carry_own_outputs(index, own)
+            self._observe_child(index, local, consumed, produced)
+        progcaster = self._progcaster
+        if local and progcaster.broadcasting:
+            out = progcaster.local
+        elif self.refinement is None:
+            # Nothing to broadcast, no boundary to translate: the changes go straight into the
+            # tracker's pending counts, with no (location, time, diff) tuple or second pass over them.
+            tracker = self._tracker
+            assert tracker is not None
+            pending = tracker.pending
+            for port, batch in enumerate(consumed):
+                if counts := batch.counts:
+                    _pend(pending, self._target_loc[index][port], counts, -1)
+                    counts.clear()
+            for port, batch in enumerate(internal):
+                if counts := batch.counts:
+                    _pend(pending, self._source_loc[index][port], counts, 1)
+                    counts.clear()
+            for port, batch in enumerate(produced):
+                if counts := batch.counts:
+                    for loc, copies in self._edge_targets[index][port]:
+                        _pend(pending, loc, counts, copies)
+                    counts.clear()
+            return
+        else:
+            out = progcaster.final
         for port, batch in enumerate(consumed):
             if counts := batch.counts:
                 loc = self._target_loc[index][port]
@@ -574,6 +605,21 @@ class Subgraph(Operate):
                     for loc, copies in fanout:
                         out.append((loc, time, diff * copies))
                 counts.clear()
+
+    def _observe_child(
+        self, index: int, local: bool, consumed: list[ChangeBatch[Any]], produced: list[ChangeBatch[Any]]
+    ) -> None:
+        """Log the records child ``index`` consumed and produced (its own share, for a nested scope)."""
+        assert self.observer is not None
+        child = self.children[index]
+        if local or not getattr(child, "reports_own_messages", False):
+            if any(b.counts for b in (*consumed, *produced)):
+                self.observer.messages(
+                    self.address + (index,), [b.items() for b in consumed], [b.items() for b in produced]
+                )
+        elif own := getattr(child, "own_produced", None):
+            child.own_produced = None  # type: ignore[union-attr]
+            self._carry_own_outputs(index, own)
 
     # ------------------------------------------------------------------ inspection
 

@@ -15,7 +15,7 @@ from scopes.channel_protocols import Activator
 from scopes.errors import BuildError
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.location import Source, Target
-from scopes.progress.operate import ConnectivityLike, Operate
+from scopes.progress.operate import ConnectivityLike, Operate, unimplemented
 from scopes.progress.reachability import Tracker, TrackerBuilder, sparse
 from scopes.progress.timestamp import Refinement, TimestampType
 
@@ -81,6 +81,12 @@ class SubgraphBuilder:
         """Install ``child`` at a reserved index."""
         if self.children[index] is not None:
             raise BuildError(f"scope '{self.name}': child {index} is already set")
+        missing = unimplemented(type(child))
+        if missing:  # as pure Python refuses to instantiate it; compiled, only this check finds it
+            raise TypeError(
+                f"scope '{self.name}': child {index} ({type(child).__name__}) does not implement Operate's "
+                f"abstract method(s) {', '.join(missing)}"
+            )
         self.children[index] = child
 
     def add_child(self, child: Operate, name: str | None = None) -> int:

@@ -34,37 +34,68 @@ for several ``(time, diff)`` changes (distinct times) waiting at one location.""
 
 
 class Topological:
-    """Visit each location once, in topological order, with every change that reached it."""
+    """Visit each location once, in topological order, with every change that reached it.
 
-    __slots__ = ("_rank", "_by_rank", "_incoming", "_ranks")
+    The first changes offered at a location are kept as they are (read, never
+    changed: a frontier's changes, offered along an edge); only a second offer
+    at the same location sums them into a dict.  The tracker drives it through
+    its public state (:attr:`ranks`, :attr:`by_rank`, :attr:`incoming`), as
+    :meth:`next_location` and :meth:`take` do, without a call per visit.
+    """
+
+    __slots__ = ("rank", "by_rank", "incoming", "ranks")
 
     def __init__(self, rank: list[int], by_rank: list[int]) -> None:
         """Order by ``rank[location]``; ``by_rank[r]`` is the location of rank ``r``."""
-        self._rank = rank
-        self._by_rank = by_rank
-        self._incoming: dict[int, dict[Any, int]] = {}
-        self._ranks: list[int] = []
+        self.rank = rank
+        self.by_rank = by_rank
+        self.incoming: dict[int, Any] = {}
+        """The changes offered at each location waiting for its visit: as offered, or a dict once summed."""
+        self.ranks: list[int] = []
+        """A heap of the ranks of the locations waiting."""
 
-    def offer(self, loc: int, changes: Iterable[tuple[Any, int]]) -> None:
-        """Add ``changes`` (distinct times) to those waiting at ``loc``."""
-        batch = self._incoming.get(loc)
+    def offer(self, loc: int, changes: Collection[tuple[Any, int]]) -> None:
+        """Add ``changes`` (distinct times; kept, not copied, so not to be changed after) to those at ``loc``."""
+        incoming = self.incoming
+        batch = incoming.get(loc)
         if batch is None:
-            batch = self._incoming[loc] = {}
-            for time, diff in changes:  # a loop, not dict(changes): faster for a few changes, compiled or not
-                batch[time] = diff
-            heappush(self._ranks, self._rank[loc])
-        else:
-            for time, diff in changes:
-                batch[time] = batch.get(time, 0) + diff
+            incoming[loc] = changes
+            heappush(self.ranks, self.rank[loc])
+            return
+        if batch.__class__ is not dict:
+            summed: dict[Any, int] = {}
+            for time, diff in batch:  # a loop, not dict(batch): faster for a few changes, compiled or not
+                summed[time] = diff
+            incoming[loc] = batch = summed
+        for time, diff in changes:
+            batch[time] = batch.get(time, 0) + diff
+
+    def next_location(self) -> int:
+        """The next location to visit (``-1``: none); :meth:`take` its changes before offering more."""
+        ranks = self.ranks
+        if not ranks:
+            return -1
+        return self.by_rank[heapq.heappop(ranks)]
+
+    def take(self, loc: int) -> Collection[tuple[Any, int]]:
+        """Remove and return the changes waiting at ``loc`` (distinct times; some may be zero)."""
+        incoming = self.incoming
+        batch = incoming[loc]
+        del incoming[loc]  # not pop(): compiled, indexing and del are native, pop() a generic method call
+        return taken(batch)
 
     def __iter__(self) -> Iterator[Work]:
-        ranks = self._ranks
-        incoming = self._incoming
-        by_rank = self._by_rank
-        pop = heapq.heappop
-        while ranks:
-            loc = by_rank[pop(ranks)]
-            yield loc, None, 0, incoming.pop(loc).items()
+        while (loc := self.next_location()) >= 0:
+            yield loc, None, 0, self.take(loc)
+
+
+def taken(batch: Any) -> Collection[tuple[Any, int]]:
+    """The changes of a batch waiting in :attr:`Topological.incoming`, as ``(time, diff)`` pairs."""
+    if batch.__class__ is dict:
+        items: Collection[tuple[Any, int]] = batch.items()
+        return items
+    changes: Collection[tuple[Any, int]] = batch
+    return changes
 
 
 class EarliestFirst:
