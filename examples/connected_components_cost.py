@@ -193,30 +193,38 @@ def union_find(src: np.ndarray, dst: np.ndarray, nodes: int) -> np.ndarray:
 
     Every round hooks the larger root of each edge whose ends have different
     roots onto the smaller (``np.minimum.at``), then jumps pointers until every
-    node points at a root; only the edges still between two roots stay.  A
+    node points at a root (see below); only the edges still between two roots stay.  A
     parent is never larger than its node, so each root is its component's
     smallest node.  Node ids are kept as ``int32`` when they fit (half the
     memory that every random read of ``parent`` touches: about a third less time
     on 4 M edges), the first round reads no parent (each node is its own), and
-    the jumps reuse two buffers rather than allocating (and page-faulting) a
-    new array per jump.  The result is ``int32`` or ``int64``.
+    pointers jump among the roots hooked in the round until each points at a
+    root, then once over all nodes (every other node pointed at a root before
+    the round), into a reused buffer: a node-wide pass per round instead of
+    one per doubling, the work that does not shrink when the edges are split
+    between workers.  The result is ``int32`` or ``int64``.
     """
     kind = np.int32 if nodes <= np.iinfo(np.int32).max else np.int64
     parent = np.arange(nodes, dtype=kind)
     spare = np.empty_like(parent)
     src, dst = src.astype(kind, copy=False), dst.astype(kind, copy=False)
     low, high = src, dst  # the first round's roots: every node is its own
-    while len(src):
+    while len(src):  # every node's parent is a root here
         apart = low != high
         low, high = low[apart], high[apart]
         if not len(low):
             break
+        np.copyto(spare, parent)
         np.minimum.at(parent, np.maximum(low, high), np.minimum(low, high))
+        hooked = np.flatnonzero(parent != spare)  # the roots hooked this round: only they can form chains
         while True:
-            np.take(parent, parent, out=spare)
-            if np.array_equal(spare, parent):
+            above = parent[hooked]
+            jumped = parent[above]
+            if np.array_equal(jumped, above):
                 break
-            parent, spare = spare, parent
+            parent[hooked] = jumped
+        np.take(parent, parent, out=spare)  # one jump puts every other node on a root again
+        parent, spare = spare, parent
         src, dst = src[apart], dst[apart]
         low, high = parent[src], parent[dst]
     return parent
