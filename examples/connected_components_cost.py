@@ -74,8 +74,8 @@ METHODS = ("scipy", "numpy")
 """How local components are found: scipy's ``connected_components``, or :func:`union_find`."""
 SCIPY_EDGES = 500_000
 """With scipy, larger edge sets go to :func:`union_find`: it is faster there (thread CPU, random graphs with two
-edges per node: 0.28 s against 0.41 s at 2 M edges, 0.76 s against 1.0 s at 4 M; below about 300 k edges scipy
-is as fast or faster), and its NumPy steps each hold the GIL briefly, where scipy's one call holds it for all of
+edges per node: 0.23 s against 0.46 s at 2 M edges, 0.62 s against 0.97 s at 4 M; about even at 500 k edges,
+slightly ahead below), and its NumPy steps each hold the GIL briefly, where scipy's one call holds it for all of
 it (a process whose threads cannot run for seconds misses its heartbeats and is taken for dead)."""
 
 
