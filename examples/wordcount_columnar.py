@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,20 @@ CHUNK_BYTES = 1 << 20
 """How many bytes of ASCII text :func:`split_lines_arrow` cuts at a time (a core's cache holds its passes)."""
 
 
+def scratch(name: str, size: int, dtype: Any) -> np.ndarray:
+    """A reusable buffer of ``size`` items for this thread: :func:`split_ascii`'s passes write into the same memory
+    batch after batch rather than page-faulting fresh arrays in (a fault costs as much as a pass over the page)."""
+    buffers = _SCRATCH.__dict__
+    buffer = buffers.get(name)
+    if buffer is None or buffer.size < size or buffer.dtype != dtype:
+        buffer = buffers[name] = np.empty(size, dtype)
+    return buffer[:size]
+
+
+_SCRATCH = threading.local()
+"""The buffers of :func:`scratch`, one set per thread (worker threads of one process split at once)."""
+
+
 def split_ascii(lines: np.ndarray) -> Any:
     """The words of a NumPy array of ASCII lines as one Arrow string array, cut with a few NumPy passes.
 
@@ -68,9 +83,10 @@ def split_ascii(lines: np.ndarray) -> Any:
     last word), the bytes that are not whitespace are kept, and where a word
     starts and ends gives the string array's offsets: no Python string and no
     UTF-8 decoding per line.  Whitespace is what ``str.split()`` takes for it.
-    ``None`` when the lines are not ASCII, or hold a control character that is
-    not whitespace (a NUL among them), so that the caller splits them the
-    general way.
+    The passes write into :func:`scratch` buffers; only the words' bytes and
+    offsets are new arrays (they become the Arrow array's buffers).  ``None``
+    when the lines are not ASCII, or hold a control character that is not
+    whitespace (a NUL among them), so that the caller splits them the general way.
     """
     count, width = len(lines), lines.dtype.itemsize // 4
     if lines.dtype.kind != "U" or not count or not width:
@@ -78,24 +94,28 @@ def split_ascii(lines: np.ndarray) -> Any:
     codes = np.ascontiguousarray(lines).view(np.uint32).reshape(count, width)
     if codes.max() >= 128:
         return None
-    text = np.empty((count, width + 1), np.uint8)
-    text[:, :width] = codes
-    text[:, width] = ord(" ")
-    text = text.reshape(-1)
+    size = count * (width + 1)
+    table = scratch("text", size, np.uint8).reshape(count, width + 1)
+    table[:, :width] = codes
+    table[:, width] = ord(" ")
+    text, flags, kept = table.reshape(-1), scratch("flags", size, np.bool_), scratch("kept", size, np.bool_)
     padding = count * width - int(np.strings.str_len(lines).sum())  # the NULs after each shorter line
     # below 9 only NUL (padding, when no line holds one); 14..27 are controls, not whitespace
-    if np.count_nonzero(text < 9) != padding or np.count_nonzero((text - np.uint8(14)) < 14):
+    if np.count_nonzero(np.less(text, 9, out=flags)) != padding:
         return None
-    kept = text > ord(" ")  # every byte left is whitespace (\t..\r, \x1c..\x1f, space) or padding
-    bounds = np.flatnonzero(kept[1:] != kept[:-1])  # alternately the last byte before a word and its last byte
+    shifted = np.subtract(text, np.uint8(14), out=scratch("shifted", size, np.uint8))
+    if np.count_nonzero(np.less(shifted, 14, out=flags)):
+        return None
+    np.greater(text, ord(" "), out=kept)  # every byte left is whitespace (\t..\r, \x1c..\x1f, space) or padding
+    edges = np.not_equal(kept[1:], kept[:-1], out=flags[: size - 1])
+    bounds = np.flatnonzero(edges)  # alternately the last byte before a word and its last byte
     if kept[0]:
         bounds = np.concatenate(([-1], bounds))
-    offsets = np.zeros(len(bounds) // 2 + 1, np.int64)
-    np.cumsum(bounds[1::2] - bounds[0::2], out=offsets[1:])
+    kind = pa.string() if size < 2**31 else pa.large_string()  # 32-bit offsets while they fit
+    offsets = np.zeros(len(bounds) // 2 + 1, np.int32 if kind == pa.string() else np.int64)
+    np.subtract(bounds[1::2], bounds[0::2], out=offsets[1:], casting="unsafe")
+    np.cumsum(offsets[1:], out=offsets[1:])
     data = text[kept]
-    kind = pa.string() if len(data) < 2**31 else pa.large_string()  # 32-bit offsets while they fit
-    if kind == pa.string():
-        offsets = offsets.astype(np.int32)
     return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
