@@ -323,6 +323,26 @@ def test_the_columnar_wordcount_cuts_ascii_lines_as_str_split_does(monkeypatch: 
     assert columnar.split_lines_arrow(np.array(["é a", "b"], dtype=str)).column("word").to_pylist() == ["é", "a", "b"]
 
 
+def test_the_ascii_cut_reuses_its_buffers_per_thread_without_mixing_batches() -> None:
+    """Batches of other sizes after one another, and on two threads at once, each get exactly their own words."""
+    pytest.importorskip("pyarrow")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from helpers.example_loader import load_example
+
+    columnar = load_example("wordcount_columnar")
+    batches = [[f"w{n} x{n % 7}  y" * (n % 5) for n in range(rows)] for rows in (300, 20, 1, 300, 77)]
+
+    def cut(lines: list[str]) -> list[str]:
+        return columnar.split_ascii(np.array(lines, dtype=str)).to_pylist()
+
+    for lines in batches:
+        assert cut(lines) == " ".join(lines).split()
+    assert columnar.scratch("text", 10, np.uint8).base is columnar.scratch("text", 5, np.uint8).base
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(cut, batches * 20)) == [" ".join(lines).split() for lines in batches * 20]
+
+
 def test_a_program_using_pyarrow_imports_arrows_query_engine_while_it_builds() -> None:
     """group_by and join import pyarrow.acero on first use: done at build time, not in the first time with data."""
     import subprocess
