@@ -239,6 +239,25 @@ def wcc(path: str, nodes: int, processes: int) -> Timing:
     return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
 
 
+def busiest_node_share(path: str, nodes: int, peers: int) -> float:
+    """Nodes on the edges of the busiest of ``peers`` shares of ``path`` ÷ nodes on all its edges (``1/peers``: even).
+
+    Each worker finds the components of every node its edges touch, and sends one
+    pair per such node: on random graphs most nodes touch an edge of every
+    share, so this part of the work shrinks less than the edges do.
+    """
+    seen = np.zeros(nodes, np.int32)
+    busiest = 0
+    for index in range(peers):
+        src, dst = parse_edges(read_share(path, index, peers))
+        touched = np.zeros(nodes, np.bool_)
+        touched[src] = True
+        touched[dst] = True
+        seen += touched
+        busiest = max(busiest, int(np.count_nonzero(touched)))
+    return busiest / max(1, int(np.count_nonzero(seen)))
+
+
 def scipy_components(src: np.ndarray, dst: np.ndarray, nodes: int, connection: str = "weak") -> tuple[int, Any]:
     """scipy's components of the directed graph (CSR build included): ``(count, labels)``."""
     from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
@@ -300,6 +319,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         paths = write_wordcount_text(Path(directory), epochs, lines)
         edges_path = str(Path(directory) / "edges.tsv")
         nodes = write_edges(Path(edges_path), edges)
+        nodes_share = busiest_node_share(edges_path, nodes, 2)
         singles = {"counter": lambda: wordcount_loop(paths), "scipy": lambda: scipy_wcc(edges_path, nodes)}
         if importlib.util.find_spec("pyarrow") is not None:
             singles["value_counts"] = lambda: wordcount_value_counts(paths)
@@ -342,6 +362,9 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
     for job in jobs:
         share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
         found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
+    found["wcc_nodes_p2"] = Metric(
+        nodes_share, "x", "nodes on the edges of the busier of 2 processes ÷ nodes on all edges (0.5: even)"
+    )
     found["wcc_start_p2"] = Metric(
         found["wcc_p2_read"].value - found["wcc_p2"].value, "s", "start-up, reading and shutdown on 2 processes"
     )

@@ -307,6 +307,42 @@ def test_the_columnar_wordcount_counts_in_c_with_or_without_pyarrow(monkeypatch:
     assert columnar.run(text, workers=2) == records.reference(text)
 
 
+def test_the_columnar_wordcount_cuts_ascii_lines_as_str_split_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The NumPy cut of ASCII lines: every whitespace str.split knows, full-width lines, chunks; others refused."""
+    pytest.importorskip("pyarrow")
+    from helpers.example_loader import load_example
+
+    columnar = load_example("wordcount_columnar")
+    lines = ["", " a", "b ", "  ", "ab\tc", "x\x1cy\x1fz\x0b\x0c\r\nq", "full width", "full width"]
+    expected = " ".join(lines).split()
+    assert columnar.split_ascii(np.array(lines, dtype=str)).to_pylist() == expected
+    monkeypatch.setattr(columnar, "CHUNK_BYTES", 12)  # a chunk of one line: words never run over a cut
+    assert columnar.split_lines_arrow(np.array(lines * 3, dtype=str)).column("word").to_pylist() == expected * 3
+    for other in (["é a"], ["a\x01b"], ["a\x00b c"], ["a\x1bb"]):  # not ASCII, or a control that is not whitespace
+        assert columnar.split_ascii(np.array(other, dtype=str)) is None
+    assert columnar.split_lines_arrow(np.array(["é a", "b"], dtype=str)).column("word").to_pylist() == ["é", "a", "b"]
+
+
+def test_the_ascii_cut_reuses_its_buffers_per_thread_without_mixing_batches() -> None:
+    """Batches of other sizes after one another, and on two threads at once, each get exactly their own words."""
+    pytest.importorskip("pyarrow")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from helpers.example_loader import load_example
+
+    columnar = load_example("wordcount_columnar")
+    batches = [[f"w{n} x{n % 7}  y" * (n % 5) for n in range(rows)] for rows in (300, 20, 1, 300, 77)]
+
+    def cut(lines: list[str]) -> list[str]:
+        return columnar.split_ascii(np.array(lines, dtype=str)).to_pylist()
+
+    for lines in batches:
+        assert cut(lines) == " ".join(lines).split()
+    assert columnar.scratch("text", 10, np.uint8).base is columnar.scratch("text", 5, np.uint8).base
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(cut, batches * 20)) == [" ".join(lines).split() for lines in batches * 20]
+
+
 def test_a_program_using_pyarrow_imports_arrows_query_engine_while_it_builds() -> None:
     """group_by and join import pyarrow.acero on first use: done at build time, not in the first time with data."""
     import subprocess
