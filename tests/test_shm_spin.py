@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -80,3 +81,21 @@ def test_only_a_worker_alone_in_its_process_with_a_core_for_each_process_on_its_
     assert may_spin(workers=1, processes_on_host=2, cores=2)
     assert not may_spin(workers=2, processes_on_host=2, cores=8)  # it would hold the GIL from its peer thread
     assert not may_spin(workers=1, processes_on_host=4, cores=2)  # it would hold a core from the peer it waits for
+
+
+def test_a_watch_yields_the_core_between_looks(
+    linked: tuple[ProcessFabric, ShmTransport, list[tuple[int, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a busy machine the peer may share this core: watching must let it run, not hold the core for 250 us."""
+    fabric, _, _ = linked
+    yields = [0]
+    sched_yield = os.sched_yield
+
+    def counted() -> None:
+        yields[0] += 1
+        sched_yield()
+
+    monkeypatch.setattr(os, "sched_yield", counted)
+    fabric.communicators()[0].park(0.0005)
+    assert yields[0] >= 1

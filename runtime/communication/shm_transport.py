@@ -138,19 +138,22 @@ class RingWatch:
         """Watch the rings for up to :data:`SPIN_SECONDS` (less if ``timeout`` is shorter); whether a frame, an
         activation (``pending``) or a stop came meanwhile (then the worker goes on without parking).
 
-        A watch that saw nothing makes the next ones skip: after ``n`` misses in a row, ``2 ** n`` parks (at most
-        :data:`SPIN_BACKOFF`) do not watch, so a worker whose peer is idle, or has no core of its own, does not
-        burn CPU waiting; a hit watches again at every park.
+        Each look at the rings is followed by ``sched_yield``: a process that shares this core (the peer, on a
+        busy machine) runs first.  A watch that saw nothing makes the next ones skip: after ``n`` misses in a
+        row, ``2 ** n`` parks (at most :data:`SPIN_BACKOFF`) do not watch, so a worker whose peer is idle, or
+        has no core of its own, does not burn CPU waiting; a hit watches again at every park.
         """
         if self.skips:
             self.skips -= 1
             return False
         now = time.perf_counter
+        sched_yield = os.sched_yield
         deadline = now() + (SPIN_SECONDS if timeout is None else min(SPIN_SECONDS, timeout))
         while True:
             if links.has_data() or pending or stopped():
                 self.misses = 0
                 return True
+            sched_yield()
             if now() >= deadline:
                 self.misses = misses = min(self.misses + 1, SPIN_BACKOFF.bit_length() - 1)
                 self.skips = 1 << misses
