@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import select
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import eventually
 from test_shm_transport import linked_pair
 
 from runtime.communication.process_fabric import CREDIT, ProcessFabric
@@ -99,3 +102,34 @@ def test_a_watch_yields_the_core_between_looks(
     monkeypatch.setattr(os, "sched_yield", counted)
     fabric.communicators()[0].park(0.0005)
     assert yields[0] >= 1
+
+
+def test_a_park_resets_only_the_doorbells_that_rang(
+    linked: tuple[ProcessFabric, ShmTransport, list[tuple[int, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Resetting a silent doorbell is a failing system call (and an exception) per park: only those that rang are."""
+    fabric, peer, received = linked
+    fabric.spin = False
+    links = fabric.shm
+    assert links is not None
+    reads = [0]
+    eventfd_read = os.eventfd_read
+
+    def counted(fd: int) -> int:
+        reads[0] += 1
+        return eventfd_read(fd)
+
+    monkeypatch.setattr(os, "eventfd_read", counted)
+    communicator = fabric.communicators()[0]
+    communicator.park(0.001)
+    assert reads[0] == 1  # the worker's own wake-up, cleared before it parks; not the silent doorbell
+    writer = threading.Thread(
+        target=lambda: (eventually(lambda: fabric.signals[0].parked), peer.send(0, [frame([CREDIT, 0])]))
+    )
+    writer.start()
+    communicator.park(10.0)
+    writer.join()
+    communicator.take_activations()
+    assert received == [(1, ([CREDIT, 0], b""))]
+    assert not select.select([links.doorbells[0]], [], [], 0)[0]  # the doorbell that rang was reset

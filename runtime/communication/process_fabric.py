@@ -721,7 +721,7 @@ class ProcessCommunicator(FabricCommunicator):
             return  # a frame or an activation came while spinning: no doorbell, no sleep, no wake-up
         if not links.going_to_sleep():  # else a frame arrived meanwhile: read it instead of parking
             self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-        links.woke()
+        links.woke(reset=False)  # the gate reset the doorbells that rang
 
     def take_activations(self) -> list[Address]:
         """Read this process's shared-memory rings (when linked), then take the activations queued."""

@@ -206,11 +206,10 @@ class EventGate:
         _reset(self._fd)
 
     def wait(self, timeout: float | None) -> bool:
-        """Wait for a wake (consumed), a doorbell, or ``timeout`` seconds; whether either came."""
+        """Wait for a wake or a doorbell (each consumed), or ``timeout`` seconds; whether either came."""
         events = self._poll.poll(-1 if timeout is None else math.ceil(max(timeout, 0.0) * 1000))
         for fd, _ in events:
-            if fd == self._fd:
-                _reset(fd)
+            _reset(fd)
         return bool(events)
 
     def close(self) -> None:
@@ -515,15 +514,21 @@ class ShmTransport:
                 arrived = link.reader.sleep(True) or arrived
             return arrived
 
-    def woke(self) -> None:
-        """A worker is back from parking: reset the doorbells, drain the rings, write what waited for room."""
+    def woke(self, reset: bool = True) -> None:
+        """A worker is back from parking: drain the rings, write what waited for room.
+
+        ``reset``: first reset every doorbell (a system call each).  A worker's
+        :meth:`EventGate.wait` already reset those that rang; one that rang after it
+        ends the next wait at once, and is reset there.
+        """
         with self._sleep_lock:
             self._sleepers -= 1
             if not self._sleepers:
                 for link in self._links:
                     link.reader.sleep(False)
-        for fd in self.doorbells:
-            _reset(fd)
+        if reset:
+            for fd in self.doorbells:
+                _reset(fd)
         self.drain()
         self.retry()
 
