@@ -25,7 +25,11 @@ when the last process mapping them ends, SIGKILL included.
 
 Receiving needs no thread: a worker drains every incoming ring when it takes
 its activations (each step) and when it parks, and parks by polling its own
-wake-up ``eventfd`` together with the rings' doorbells.  Flow control is the
+wake-up ``eventfd`` together with the rings' doorbells.  A worker alone in its
+process, with a core for every process of the cluster on its host, first
+watches its rings for up to :data:`SPIN_SECONDS`, yielding its core between
+looks (:class:`RingWatch`): an answer that comes meanwhile costs no doorbell,
+no sleep and no wake-up, which in a 2-process epoch cost more than the work.  Flow control is the
 fabric's credit window, as over TCP; a ring that is full as well keeps what
 does not fit in order (:class:`~runtime.communication.shm_ring.RingWriter`),
 the sending worker counts as backlogged and keeps stepping, and the reader
