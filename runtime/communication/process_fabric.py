@@ -67,7 +67,7 @@ from runtime.communication.process_channels import (
     empty_crediting,
 )
 from runtime.communication.shared_decode import SharedPayload
-from runtime.communication.shm_transport import OFFER, ShmTransport
+from runtime.communication.shm_transport import OFFER, RingWatch, ShmTransport, may_spin, usable_cores
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
     MAX_FRAME,
@@ -199,6 +199,8 @@ class ProcessFabric:
         """The shared-memory links to same-host processes, set before the mesh connects."""
         self.links: ShmTransport | None = None
         """:attr:`shm` once it links at least one process (else ``None``: every frame goes over TCP)."""
+        self.spin = False
+        """Whether workers watch the rings before parking (:class:`RingWatch`; set by :meth:`use_links`)."""
 
     def use_links(self) -> None:
         """After :meth:`ShmTransport.establish`: park workers on eventfds that also watch the rings' doorbells."""
@@ -208,6 +210,7 @@ class ProcessFabric:
         for signal in self.signals:
             signal.event = shm.gate()  # type: ignore[assignment]
         self.links = shm
+        self.spin = may_spin(self.workers, len(shm.same_host) + 1, usable_cores())
 
     def send_pieces(self, process: int, pieces: list[bytes | memoryview]) -> None:
         """Send frames to ``process``: through its shared-memory ring if linked, else over TCP."""
@@ -550,6 +553,7 @@ class ProcessCommunicator(FabricCommunicator):
         """Encoded headers of untimed data frames (progress batches), by channel, address, receivers and path."""
         self.buffered = False
         """Whether encoded messages wait in this worker's buffers."""
+        self._watch = RingWatch()
 
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], CreditingPuller]:
         """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
@@ -713,9 +717,11 @@ class ProcessCommunicator(FabricCommunicator):
         if links is None:
             self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
             return
+        if self.fabric.spin and self._watch.saw(links, self._signal.pending, self._stopped, timeout):
+            return  # a frame or an activation came while spinning: no doorbell, no sleep, no wake-up
         if not links.going_to_sleep():  # else a frame arrived meanwhile: read it instead of parking
             self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-        links.woke()
+        links.woke(reset=False)  # the gate reset the doorbells that rang
 
     def take_activations(self) -> list[Address]:
         """Read this process's shared-memory rings (when linked), then take the activations queued."""

@@ -48,6 +48,11 @@ MIN_CAPACITY = 1 << 16
 MAX_CAPACITY = 1 << 30
 """The largest ring accepted."""
 
+HEADER_CACHE = 256
+"""Decoded frame headers a reader keeps (then it forgets them all and starts again)."""
+HEADER_CACHE_BYTES = 64
+"""Encoded headers longer than this are decoded every time (so what the cache holds stays small)."""
+
 _FENCE = _thread.allocate_lock()
 
 
@@ -106,6 +111,8 @@ class RingWriter:
         """Append ``pieces`` to the stream: into the ring what fits, the rest kept (in order) for :meth:`retry`."""
         with self._lock:
             pending = self._pending
+            if not pending and self._copy_whole(pieces):
+                return
             for piece in pieces:
                 if len(piece):
                     view = memoryview(piece).cast("B")
@@ -120,6 +127,29 @@ class RingWriter:
         with self._lock:
             self._write()
             return not self.pending_bytes
+
+    def _copy_whole(self, pieces: list[bytes | memoryview]) -> bool:
+        """Copy ``pieces`` into the ring at once if they are all ``bytes`` (a frame's head, a progress batch) and
+        fit before its end; whether they did (else :meth:`_write` takes them, in pieces and around the end)."""
+        ring = self._ring
+        counters = ring.counters
+        capacity = ring.capacity
+        start = counters[_TAIL]
+        at = start % capacity
+        size = 0
+        for piece in pieces:
+            if piece.__class__ is not bytes:
+                return False
+            size += len(piece)
+        if not size or at + size > capacity or size > capacity - (start - counters[_HEAD]):
+            return False
+        data = ring.data
+        for piece in pieces:
+            end = at + len(piece)
+            data[at:end] = piece
+            at = end
+        self._publish(start, start + size, False)
+        return True
 
     def _write(self) -> None:
         ring = self._ring
@@ -144,12 +174,17 @@ class RingWriter:
                 pending.popleft()
             else:
                 pending[0] = view[take:]
+        self.pending_bytes -= tail - start
+        self._publish(start, tail, bool(pending))
+
+    def _publish(self, start: int, tail: int, waiting: bool) -> None:
+        """Publish the bytes written from ``start`` to ``tail`` and whether more wait; ring the reader if it sleeps."""
+        counters = self._ring.counters
         if tail != start:
-            self.pending_bytes -= tail - start
             self.written += tail - start
             fence()  # the bytes before the tail that says they are there
             counters[_TAIL] = tail
-        counters[_WAITING] = 1 if pending else 0
+        counters[_WAITING] = 1 if waiting else 0
         fence()  # publish the tail (and waiting) before reading whether the reader sleeps
         if tail != start:
             sleep = counters[_SLEEPING]
@@ -180,6 +215,7 @@ class RingReader:
         self._head_length = 0
         self._whole: memoryview = memoryview(b"")
         self._sleeps = 0
+        self._headers: dict[bytes, list[Any]] = {}
         self.read = 0
         """Bytes consumed from the ring so far."""
 
@@ -229,7 +265,7 @@ class RingReader:
                     at = (head + 8) % capacity
                     whole = _take(data, head + 8, body, capacity)
                     head += 8 + body
-                    header = _header(whole[:head_length])
+                    header = self._header(whole[:head_length])
                     # a frame that wraps was copied whole by _take: its payload is that copy
                     yield header, bytes(whole[head_length:]) if at + body <= capacity else whole[head_length:]
                     continue
@@ -262,9 +298,22 @@ class RingReader:
             self._partial = None
         return head + take
 
-    @staticmethod
-    def _split(body: memoryview, head_length: int) -> tuple[list[Any], memoryview]:
-        return _header(body[:head_length]), body[head_length:]
+    def _split(self, body: memoryview, head_length: int) -> tuple[list[Any], memoryview]:
+        return self._header(body[:head_length]), body[head_length:]
+
+    def _header(self, encoded: memoryview) -> list[Any]:
+        """The header encoded in ``encoded``: decoded once while it keeps coming back (a progress frame's header
+        is the same at every step), and copied (the top level) so that no reader changes the one kept."""
+        if len(encoded) > HEADER_CACHE_BYTES:
+            return _header(encoded)
+        key = bytes(encoded)
+        header = self._headers.get(key)
+        if header is None:
+            header = _header(encoded)
+            if len(self._headers) >= HEADER_CACHE:
+                self._headers.clear()
+            self._headers[key] = header
+        return header.copy()
 
 
 def _take(data: memoryview, start: int, size: int, capacity: int) -> memoryview:
