@@ -25,6 +25,7 @@ from runtime.errors import (
     WorkerFailed,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
+from runtime.thread_cores import run_on, shared_core
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
 
@@ -77,7 +78,7 @@ def execute(
     if stall_timeout is not None and not stall_timeout > 0:
         raise ConfigurationError(f"execute needs stall_timeout > 0 or None, got {stall_timeout!r}")
     fabric = ThreadFabric(workers)
-    return run_workers(main, fabric.communicators(), stall_timeout, audit=audit)
+    return run_workers(main, fabric.communicators(), stall_timeout, audit=audit, one_core=True)
 
 
 def run_workers(
@@ -86,11 +87,13 @@ def run_workers(
     stall_timeout: float | None,
     threaded: bool | None = None,
     audit: bool | None = None,
+    one_core: bool = False,
 ) -> list[R]:
     """Run ``main`` on one worker per communicator; return the results in communicator order.
 
     With ``threaded`` unset, a single communicator runs in the calling thread
-    and several run in one thread each.  On Ctrl-C every worker is stopped, one
+    and several run in one thread each; with ``one_core``, those threads share
+    one core (see :mod:`runtime.thread_cores`).  On Ctrl-C every worker is stopped, one
     line is printed to stderr and :class:`SystemExit` ``(130)`` is raised.
     ``audit`` (``None``: as ``PYTIMELY_AUDIT`` says) gives the workers one
     shared :class:`~runtime.audit.ProcessLedger`.
@@ -108,8 +111,11 @@ def run_workers(
     # after which joining it again returns at once and its finally blocks are cut off.
     done = [threading.Event() for _ in range(count)]
 
+    core: int | None = None
+
     def run(slot: int) -> None:
         try:
+            run_on(core)
             result, error = run_worker(main, communicators[slot], stall_timeout, ledger if audit else False)
             results[slot] = result
             if error is not None:
@@ -124,6 +130,7 @@ def run_workers(
             for slot in range(count):
                 run(slot)
         else:
+            core = shared_core() if one_core else None
             threads = [
                 threading.Thread(
                     target=run, args=(slot,), name=f"timely-worker-{communicators[slot].index}", daemon=True
