@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +14,7 @@ from runtime.testing import assert_agree
 from scopes import ScopeBuilder, Stream
 
 
-def park_with_work(signal: fabric.WorkerSignal, timeout: float) -> threading.Thread:
+def step_aside(signal: fabric.WorkerSignal, timeout: float) -> threading.Thread:
     """A thread that steps aside (as a worker handing over) with an activation pending, for ``timeout`` s."""
     signal.pending.append((0,))
     thread = threading.Thread(target=signal.hand_over, args=(timeout, lambda: False), daemon=True)
@@ -22,51 +24,61 @@ def park_with_work(signal: fabric.WorkerSignal, timeout: float) -> threading.Thr
     return thread
 
 
-def test_a_worker_with_more_work_steps_aside_for_a_peer_that_waits_with_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)
+def parked_and_woken(signal: fabric.WorkerSignal) -> None:
+    """Put ``signal`` in the state of a worker that parked idle and was then activated by a peer's data
+    (woken, but not yet running: it waits for the GIL)."""
+    signal.parked = True
+    signal.pending.append((0,))
+
+
+def test_a_worker_with_more_work_steps_aside_at_once_for_a_peer_parked_with_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
+    frozen = SimpleNamespace(perf_counter=lambda: 0.0, monotonic=time.monotonic)
+    monkeypatch.setattr(fabric, "time", frozen)  # no time passes: the rule must not depend on a clock
     shared = ThreadFabric(2)
     first, second = shared.communicators()
-    peer = park_with_work(shared.signals[1], timeout=60.0)
+    first.park(0.0)  # the worker has just come back from parking
+    parked_and_woken(shared.signals[1])
     handing = threading.Thread(target=first.end_step, args=(True,), daemon=True)
     handing.start()
-    peer.join(10)  # end_step woke the waiting peer...
-    assert not peer.is_alive()
-    while not shared.signals[0].parked:  # ...and now waits itself, until the peer lets it go on
+    while not shared.signals[0].handing_over:  # it steps aside...
         assert handing.is_alive()
         threading.Event().wait(0.001)
+    assert shared.signals[1].event.is_set()  # ...having woken the peer
+    shared.signals[1].parked = False  # the peer runs...
     shared.signals[1].pending.clear()
-    second.park(0.0)  # the peer parks: it wakes the worker that stepped aside for it
+    second.park(0.0)  # ...and parks: that wakes the worker that stepped aside for it
     handing.join(10)
     assert not handing.is_alive()
+
+
+def test_a_worker_does_not_step_aside_for_a_peer_that_steps_aside_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
+    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0, raising=False)  # the old timed rule, at its most eager
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    peer = step_aside(shared.signals[1], timeout=60.0)
+    going_on = threading.Thread(target=first.end_step, args=(True,), daemon=True)
+    going_on.start()  # the peer gave this worker the GIL: it keeps it (a hand-over would wait a minute)
+    going_on.join(10)
+    assert not going_on.is_alive() and peer.is_alive() and not shared.signals[1].event.is_set()
+    first.park(0.0)  # parking gives it back
+    peer.join(10)
+    assert not peer.is_alive()
 
 
 def test_a_worker_without_more_work_or_without_a_waiting_peer_does_not_step_aside(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)
     monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
     shared = ThreadFabric(2)
     first, _ = shared.communicators()
     first.end_step(True)  # nobody waits: returns at once (a wait would take a minute)
-    peer = park_with_work(shared.signals[1], timeout=60.0)
+    parked_and_woken(shared.signals[1])
     first.end_step(False)  # nothing more to do here: the next park hands over instead
-    assert peer.is_alive() and not shared.signals[1].event.is_set()
-    shared.signals[1].wake()
-    peer.join(10)
-
-
-def test_a_short_burst_of_work_keeps_going(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 60.0)
-    monkeypatch.setattr(fabric, "HAND_OVER_TIMEOUT", 60.0)
-    shared = ThreadFabric(2)
-    first, _ = shared.communicators()
-    first.park(0.0)  # the worker just came back from parking
-    peer = park_with_work(shared.signals[1], timeout=60.0)
-    first.end_step(True)  # it has run for less than HAND_OVER_AFTER: no hand-over
-    assert peer.is_alive()
-    shared.signals[1].wake()
-    peer.join(10)
+    assert not shared.signals[1].event.is_set() and not shared.signals[0].handing_over
 
 
 def test_a_stop_ends_a_hand_over() -> None:
@@ -98,10 +110,7 @@ def collatz_steps(scope: ScopeBuilder, stream: Stream) -> Stream:
     return scope.iterative(body)
 
 
-def test_a_loop_with_an_exchange_on_threads_that_hand_over_gives_the_one_worker_answer(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(fabric, "HAND_OVER_AFTER", 0.0)  # hand over after every step that leaves work
+def test_a_loop_with_an_exchange_on_threads_that_hand_over_gives_the_one_worker_answer() -> None:
     numbers = [[(n, n, 0) for n in range(1, 301)]]
     one, _, _ = assert_agree(collatz_steps, numbers, configurations=[(1, 1), (2, 1), (3, 1)])
     steps = {number: count for number, _, count in one.records()}

@@ -23,10 +23,6 @@ from scopes.channels import Message, Pusher
 
 _NONE: list[Address] = []
 
-HAND_OVER_AFTER = 0.0002
-"""A worker steps aside for a peer that waits with work only once it has run this many seconds since it last
-parked or stepped aside: short bursts (a step or two per epoch) keep going, long runs of steps alternate."""
-
 HAND_OVER_TIMEOUT = 0.001
 """A worker that steps aside for a peer (:meth:`FabricCommunicator.end_step`) goes on after this many seconds
 at the latest, even if the peer has not ended its step (it may be busy in user code)."""
@@ -100,13 +96,23 @@ class WorkerSignal:
         """
         return self.handing_over or (self.parked and bool(self.pending))
 
+    @property
+    def parked_with_work(self) -> bool:
+        """Whether the worker was parked with nothing to do and has been activated since: a peer's data woke it.
+
+        A worker that steps aside (:meth:`hand_over`) is not counted: it gave
+        the GIL away, and takes it back when the worker it stepped aside for
+        parks, or steps aside for a worker parked with work in turn.
+        """
+        return self.parked and not self.handing_over and bool(self.pending)
+
     def hand_over(self, timeout: float, stopped: Callable[[], bool]) -> None:
         """Block (releasing the GIL) until woken, ``timeout`` seconds pass, or ``stopped()`` holds.
 
         Unlike :meth:`park`, this waits even if activations are pending: the
         worker steps aside so that a peer woken for work runs first.  An
-        activation, a peer that ends its step while this one waits with work
-        (see :meth:`FabricCommunicator.end_step`), or a stop wakes it.
+        activation, a peer that parks, or a stop wakes it (see
+        :meth:`FabricCommunicator.end_step`).
         """
         self.event.clear()
         self.parked = True
@@ -255,8 +261,6 @@ class FabricCommunicator:
         self._index = index
         self._signal: WorkerSignal = fabric.signals[local]
         self._others: list[WorkerSignal] = [signal for other, signal in enumerate(fabric.signals) if other != local]
-        self._running_since = 0.0
-        """When this worker last came back from parking or handing over (``time.perf_counter``)."""
 
     @property
     def index(self) -> int:
@@ -300,14 +304,13 @@ class FabricCommunicator:
             if signal.waiting_with_work:
                 signal.event.set()
         self._signal.park(timeout, self._stopped)
-        self._running_since = time.perf_counter()
 
     def _stopped(self) -> bool:
         return self.fabric.stop_reason is not None
 
     def end_step(self, more_work: bool) -> None:
-        """After a step: if this worker has ``more_work`` and a peer of this fabric waits with work, let the peer
-        run a step before this worker goes on.
+        """After a step: if this worker has ``more_work`` and a peer of this fabric is parked with work (data that
+        this worker sent woke it), let the peer run before this worker goes on.
 
         Workers that share a process share the GIL, so only one of them runs at
         a time.  Without this, the worker holding the GIL keeps stepping (for up
@@ -316,25 +319,28 @@ class FabricCommunicator:
         through iterations with its own records alone, and every iteration's
         records reach the operators in ever smaller pieces.  Stepping aside
         (blocking on this worker's event, which releases the GIL) lets the peer
-        run; the peer wakes this worker when it sends it data, parks or hands
-        over in turn.  The wait is bounded by :data:`HAND_OVER_TIMEOUT`.
+        run; the peer wakes this worker when it parks, or when it steps aside in
+        turn for a worker parked with work.
+
+        The rule depends on no clock: a worker steps aside at the end of every
+        step that leaves it work while a peer is parked with work, and never for
+        a peer that is itself stepping aside (that peer gave the GIL to this
+        worker, which keeps it until it parks).  In a loop with an exchange on
+        2 threads, the worker stepped aside for runs its steps until it has
+        nothing left and parks, so each iteration's records cross in one message
+        per worker and time (``benchmarks/scaling.py``: records per message).
+        The wait is bounded by :data:`HAND_OVER_TIMEOUT`: a peer busy in user
+        code between steps does not hold this worker.
         """
         if not more_work:
-            return  # the worker parks next (which wakes such peers) or returns to user code
-        others = self._others
-        for signal in others:
-            if signal.waiting_with_work:
-                break
-        else:
-            return
-        now = time.perf_counter()
-        if now - self._running_since < HAND_OVER_AFTER:
-            return
-        for signal in others:
-            if signal.waiting_with_work:
+            return  # the worker parks next (which wakes peers that wait) or returns to user code
+        woken = False
+        for signal in self._others:
+            if signal.parked_with_work:
                 signal.event.set()
-        self._signal.hand_over(HAND_OVER_TIMEOUT, self._stopped)
-        self._running_since = time.perf_counter()
+                woken = True
+        if woken:
+            self._signal.hand_over(HAND_OVER_TIMEOUT, self._stopped)
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker."""
