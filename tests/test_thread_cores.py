@@ -1,4 +1,4 @@
-"""The worker threads of one process share one core (they share the GIL), unless PYTIMELY_THREAD_CORES=all."""
+"""With PYTIMELY_THREAD_CORES=one the worker threads of one process share one core (they share the GIL)."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def cores_and_sum(worker: Worker) -> tuple[frozenset[int], int, str]:
 
 
 @needs_cores
-def test_worker_threads_share_one_core_and_the_calling_thread_keeps_its_cpus(
+def test_one_makes_worker_threads_share_one_core_and_the_calling_thread_keeps_its_cpus(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    monkeypatch.setenv(CORES_VARIABLE, "one")
     before = os.sched_getaffinity(0)
     results = execute(cores_and_sum, workers=3)
     cores = {result[0] for result in results}
@@ -45,8 +45,14 @@ def test_worker_threads_share_one_core_and_the_calling_thread_keeps_its_cpus(
 
 
 @needs_cores
-def test_all_keeps_worker_threads_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(CORES_VARIABLE, "all")
+@pytest.mark.parametrize("setting", [None, "all"])
+def test_by_default_or_with_all_worker_threads_keep_every_cpu(
+    monkeypatch: pytest.MonkeyPatch, setting: str | None
+) -> None:
+    if setting is None:
+        monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(CORES_VARIABLE, setting)
     before = frozenset(os.sched_getaffinity(0))
     results = execute(cores_and_sum, workers=2)
     assert {result[0] for result in results} == {before}
@@ -54,7 +60,7 @@ def test_all_keeps_worker_threads_on_every_cpu(monkeypatch: pytest.MonkeyPatch) 
 
 @needs_cores
 def test_one_worker_runs_in_the_calling_thread_on_its_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    monkeypatch.setenv(CORES_VARIABLE, "one")
     before = frozenset(os.sched_getaffinity(0))
     ((cores, _, name),) = execute(cores_and_sum, workers=1)
     assert cores == before and name == threading.current_thread().name
@@ -62,7 +68,7 @@ def test_one_worker_runs_in_the_calling_thread_on_its_cpus(monkeypatch: pytest.M
 
 def test_a_bad_setting_is_refused_with_what_to_write(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CORES_VARIABLE, "two")
-    with pytest.raises(ConfigurationError, match="PYTIMELY_THREAD_CORES must be 'one'.*'all'.*'two'"):
+    with pytest.raises(ConfigurationError, match="PYTIMELY_THREAD_CORES must be 'all'.*'one'.*'two'"):
         shared_core()
 
 
