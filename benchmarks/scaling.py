@@ -18,6 +18,7 @@ Run by ``benchmarks/run.py`` (workloads ``loop`` and ``shape``); runnable alone 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -35,6 +36,7 @@ if str(ROOT) not in sys.path:
 from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median  # noqa: E402
 
 from runtime.execute import execute  # noqa: E402
+from runtime.thread_cores import CORES_VARIABLE  # noqa: E402
 from scopes import INTEGER, Pipeline, ScopeBuilder, Stream, generic  # noqa: E402
 
 
@@ -199,10 +201,26 @@ def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
             found[workers].setdefault(key, []).append(value)
         return result["seconds"]
 
-    values = interleaved({"one": partial(run, 1), "two": partial(run, 2)}, size, log, "loop")
+    def run_on_one_core() -> float:
+        """2 threads with ``PYTIMELY_THREAD_CORES=one`` (the worker threads share one core)."""
+        before = os.environ.get(CORES_VARIABLE)
+        os.environ[CORES_VARIABLE] = "one"
+        try:
+            return collatz_once(limit, 2)["seconds"]
+        finally:
+            if before is None:
+                del os.environ[CORES_VARIABLE]
+            else:
+                os.environ[CORES_VARIABLE] = before
+
+    variants = {"one": partial(run, 1), "two": partial(run, 2), "two_one_core": run_on_one_core}
+    values = interleaved(variants, size, log, "loop")
     metrics = {
         "one": in_seconds(values["one"], f"1 worker, numbers 1 to {limit:,}"),
         "two": in_seconds(values["two"], f"2 threads, numbers 1 to {limit:,}"),
+        "two_one_core": in_seconds(
+            values["two_one_core"], f"2 threads sharing one core (PYTIMELY_THREAD_CORES=one), numbers 1 to {limit:,}"
+        ),
     }
     for workers, name, what in ((1, "one", "1 worker"), (2, "two", "2 threads")):
         metrics[f"cpu_{name}"] = in_seconds(found[workers]["cpu"], f"CPU of the process, {what}")
