@@ -22,19 +22,6 @@ import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from mypy_extensions import mypyc_attr as mypyc_attr
-else:
-    try:  # mypyc reads the decorator as it compiles; pure Python needs no mypy installed
-        from mypy_extensions import mypyc_attr
-    except ImportError:
-
-        def mypyc_attr(*attrs, **kwattrs):
-            """Stands in for ``mypy_extensions.mypyc_attr``: a class decorator that changes nothing."""
-            return lambda cls: cls
-
 
 MODULES = (
     "scopes.progress.order",

@@ -22,11 +22,11 @@ from scopes.channel_protocols import Activator
 from scopes.channels import Tee
 from scopes.errors import CapabilityError, OperatorFailed, describe_when
 from scopes.handles import OperatorInput, OperatorOutput, OutputBuffer, Session
-from scopes.native import mypyc_attr
 from scopes.notificator import Notificator
 from scopes.ports import InputPort, OutputPort, PortOwner
 from scopes.progress.antichain import MutableAntichain
 from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.mypyc_attrs import mypyc_attr
 from scopes.progress.operate import ConnectivityLike, Operate, Updates
 from scopes.progress.order import Time, less_equal
 from scopes.progress.reachability import Connectivity, sparse

@@ -12,16 +12,8 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from scopes.progress.mypyc_attrs import mypyc_attr
 from scopes.progress.order import less_equal, less_than
-
-try:  # the compiled build (scopes.native) lets Python classes subclass Antichain; pure Python needs nothing
-    from mypy_extensions import mypyc_attr
-except ImportError:  # mypy_extensions comes with mypy, which the compiled build needs and a user may not have
-
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> Any:  # type: ignore[misc]
-        """Ignore mypyc's class attributes."""
-        return lambda cls: cls
-
 
 T = TypeVar("T")
 

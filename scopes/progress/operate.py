@@ -22,9 +22,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from scopes.native import mypyc_attr
 from scopes.progress.antichain import Antichain
 from scopes.progress.change_batch import ChangeBatch
+from scopes.progress.mypyc_attrs import mypyc_attr
 from scopes.progress.timestamp import PathSummary
 
 Updates = list[tuple[Any, int]]
