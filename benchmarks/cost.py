@@ -45,6 +45,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+import ceilings  # noqa: E402
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
 from harness import Log, Metric, Size, WrongAnswer, median  # noqa: E402
@@ -340,7 +341,19 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
                         )
                     runs[f"{job}_p{p}"].append(timing)
                     log(f"  cost {rep + 1}/{size.repeat} {job} on {p}: {timing.without_reading:.3f} s")
+        log("  the 2-process ceilings: the kernels on the halves in two bare processes at once ...")
+        ceilings_found = {
+            "wc_columnar_ceiling_p2": ceilings.wordcount_ceiling(paths, size.repeat),
+            "wcc_ceiling_p2": ceilings.wcc_ceiling(edges_path, size.repeat),
+        }
     found: dict[str, Metric] = {}
+    for key, (whole, halves) in ceilings_found.items():
+        kernel = "columnar wordcount's split and count" if key.startswith("wc_") else "WCC's local step"
+        found[key] = Metric(
+            whole / max(halves, 1e-9),
+            "x",
+            f"the {kernel} on the halves in two bare processes at once, no dataflow: speed-up over one (the ceiling)",
+        )
     for key, timings in runs.items():
         job, count = key.rsplit("_p", 1)
         found.update(

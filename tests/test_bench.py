@@ -125,3 +125,22 @@ def test_a_tiny_run_of_every_workload_reports_a_row_per_goal(tmp_path: Path) -> 
     goals, costs = load_goals()
     for entry in [*goals, *costs]:
         assert any(row.startswith(f"| {entry.name} |") for row in rows), entry.name
+
+
+@pytest.mark.timeout(60)
+def test_a_ceiling_process_that_dies_is_named_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ceilings
+    from helpers.ceiling_loaders import dies_in_a_half
+
+    monkeypatch.setattr(ceilings, "WAIT_LIMIT", 3600.0)  # only noticing the death can end the wait in time
+    with pytest.raises(ceilings.CeilingError, match=r"exit codes \[3, 3\]"):
+        ceilings.ceiling(dies_in_a_half, len, 2)
+
+
+def test_a_ceiling_process_that_stops_answering_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ceilings
+    from helpers.ceiling_loaders import hangs_in_a_half
+
+    monkeypatch.setattr(ceilings, "WAIT_LIMIT", 1.0)
+    with pytest.raises(ceilings.CeilingError, match=r"None: still running"):
+        ceilings.ceiling(hangs_in_a_half, len, 2)
