@@ -55,3 +55,17 @@ def test_long_headers_are_not_kept_and_the_cache_stays_bounded(decodes: list[int
         writer.send([frame([1, index], b"")])
         assert [header for header, _ in reader.frames()] == [[1, index]]
     assert len(reader._headers) <= HEADER_CACHE
+
+
+def test_a_reader_that_changes_a_list_inside_a_header_changes_no_later_header(decodes: list[int]) -> None:
+    written, read = make_ring(1 << 20)
+    writer, reader = RingWriter(written, Bell()), RingReader(read, Bell())
+    header = [0, 3, (0, 1), [1, [2]], {"k": [3]}, 0]
+    writer.send([frame(header, b"first")])
+    (got,) = list(reader.frames())
+    got[0][3].append("changed")
+    got[0][3][1].append("deeper")
+    got[0][4]["k"].append("in a map")
+    writer.send([frame(header, b"second")])
+    assert [h for h, _ in reader.frames()] == [[0, 3, (0, 1), [1, [2]], {"k": [3]}, 0]]
+    assert decodes[0] == 1

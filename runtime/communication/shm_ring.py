@@ -303,7 +303,7 @@ class RingReader:
 
     def _header(self, encoded: memoryview) -> list[Any]:
         """The header encoded in ``encoded``: decoded once while it keeps coming back (a progress frame's header
-        is the same at every step), and copied (the top level) so that no reader changes the one kept."""
+        is the same at every step), and copied (every list and map in it) so that no reader changes the one kept."""
         if len(encoded) > HEADER_CACHE_BYTES:
             return _header(encoded)
         key = bytes(encoded)
@@ -313,7 +313,7 @@ class RingReader:
             if len(self._headers) >= HEADER_CACHE:
                 self._headers.clear()
             self._headers[key] = header
-        return header.copy()
+        return _fresh(header)
 
 
 def _take(data: memoryview, start: int, size: int, capacity: int) -> memoryview:
@@ -326,6 +326,15 @@ def _take(data: memoryview, start: int, size: int, capacity: int) -> memoryview:
     copy[:first] = data[at:]
     copy[first:] = data[: size - first]
     return memoryview(copy)
+
+
+def _fresh(value: Any) -> Any:
+    """``value`` with each list and map in it copied (the immutable rest shared): a reader may change what it got."""
+    if value.__class__ is list:
+        return [_fresh(item) if item.__class__ is list or item.__class__ is dict else item for item in value]
+    if value.__class__ is dict:
+        return {key: _fresh(item) for key, item in value.items()}
+    return value
 
 
 def _header(encoded: memoryview) -> list[Any]:
