@@ -32,6 +32,8 @@ import importlib.util
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -69,6 +71,8 @@ class Timing:
     """Words counted (wordcount) or components found (WCC): must equal the baseline's."""
     cpu: float = 0.0
     """CPU seconds of the busiest process in the part timed without reading (its threads included)."""
+    routing: float | None = None
+    """Seconds the busiest process spent routing records among workers (record-wise wordcount only)."""
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -121,8 +125,59 @@ def parse_edges(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
 WORDCOUNT_VARIANTS = ("record-wise", "combiner", "columnar")
 
 
-def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float]:
-    """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s)."""
+ROUTING_CALLS = (
+    ("scopes.exchange", "ExchangePusher", "push"),
+    ("scopes.batch_keys", "KeyCheckPusher", "push"),
+    ("runtime.communication.process_channels", "", "decode_batch"),
+)
+"""What routes records among workers: the record-wise exchange (keys, destinations, and the encoding of what leaves
+the process), its one-worker form (the key check), and the decoding of what arrives from another process."""
+
+
+@contextmanager
+def routing_clock() -> Iterator[list[float] | None]:
+    """``[CPU seconds]`` the worker thread spends in :data:`ROUTING_CALLS` while the block runs (``None`` where
+    they cannot be wrapped: a compiled build).  The wrappers cost one call per batch, not per record."""
+    spent = [0.0]
+    patched: list[tuple[Any, str, Any]] = []
+
+    def timed(function: Any) -> Any:
+        def clocked(*args: Any, **kwargs: Any) -> Any:
+            began = time.thread_time()  # CPU, not wall: a process preempted in a call is not routing
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[0] += time.thread_time() - began
+
+        return clocked
+
+    try:
+        try:
+            for module_name, owner, name in ROUTING_CALLS:
+                module = importlib.import_module(module_name)
+                target = getattr(module, owner) if owner else module
+                original = getattr(target, name)
+                setattr(target, name, timed(original))
+                patched.append((target, name, original))
+        except (AttributeError, TypeError):  # a compiled class: no figure rather than a wrong one
+            yield None
+        else:
+            yield spent
+    finally:
+        for target, name, original in reversed(patched):
+            setattr(target, name, original)
+
+
+def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float, float | None]:
+    """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s,
+    seconds routing records (record-wise only, else ``None``))."""
+    with routing_clock() if variant == "record-wise" else nullcontext() as routing:
+        return _wordcount_worker(worker, paths, variant, routing)
+
+
+def _wordcount_worker(
+    worker: Worker, paths: list[str], variant: str, routing: list[float] | None
+) -> tuple[float, float, int, float, float | None]:
     epochs: list[Any] = []
     for path in paths:
         lines = read_share(path, worker.index, worker.peers).decode().splitlines()
@@ -135,8 +190,10 @@ def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[fl
         if len(batch):
             handle.send_batch(batch)
         handle.advance_to(epoch + 1)
+    if routing is not None:
+        routing[0] = 0.0  # what the warm-up epoch routed is not timed either
     worker.step_while(lambda: probe.less_than(len(epochs) + 1))
-    return start, time.perf_counter(), counted[0], time.process_time() - cpu
+    return start, time.perf_counter(), counted[0], time.process_time() - cpu, None if routing is None else routing[0]
 
 
 def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
@@ -146,7 +203,8 @@ def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
     wall = time.perf_counter() - began
     # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes of one machine
     start, end = min(r[0] for r in results), max(r[1] for r in results)
-    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
+    busiest = max(results, key=lambda r: r[3])
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], busiest[4])
 
 
 def wordcount_loop(paths: list[str]) -> Timing:
@@ -372,6 +430,18 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         for p in PROCESSES:
             best = min((found[f"{job}_p{p}{reading}"] for job in jobs if job != "wcc"), key=lambda m: m.value)
             found[f"wc_best_p{p}{reading}"] = Metric(best.value, "s", f"the fastest wordcount ({best.what})")
+    for p in PROCESSES:
+        routed = [t.routing for t in runs[f"wc_record_p{p}"] if t.routing is not None]
+        if routed:  # per word of one process's share of the input
+            per_word = 1e9 * p / words
+            route, cpu = median(routed), found[f"wc_record_p{p}_cpu"].value
+            where = f"{p} process{'es' if p > 1 else ''}"
+            found[f"wc_record_route_ns_p{p}"] = Metric(
+                route * per_word, "ns", f"routing per word on {where} ({'exchange, wire' if p > 1 else 'key check'})"
+            )
+            found[f"wc_record_rest_ns_p{p}"] = Metric(
+                (cpu - route) * per_word, "ns", f"CPU per word beyond routing on {where}"
+            )
     for job in jobs:
         share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
         found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
