@@ -8,8 +8,9 @@ components with networkx's (timing networkx's graph build and its algorithm).
 The data
 --------
 Package names are interned once per process (:func:`load_graph`): the file is
-split into one flat array of names, and ``np.unique(..., return_inverse=True)``
-turns them into ``int32`` ids, so that the dataflow moves only integer columns.
+split into one flat array of names, and Arrow's hash table (or, without
+pyarrow, ``np.unique(..., return_inverse=True)``) turns them into ``int32`` ids
+in the names' byte order, so that the dataflow moves only integer columns.
 Every batch is a NumPy structured array: edges ``(src, dst)``, label offers
 ``(node, label)``, labelled edges ``(dst, src, label)``.  Each worker reads its
 own contiguous share of the edges.
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib
+import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -56,6 +58,12 @@ from time import perf_counter
 from typing import Any
 
 import numpy as np
+
+ARROW = importlib.util.find_spec("pyarrow") is not None
+"""Whether names are interned with Arrow's hash table (else with ``np.unique``)."""
+if ARROW:  # imported with the example, not by the first file read
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
@@ -124,10 +132,12 @@ class Graph:
         return [(a.decode(), b.decode()) for a, b in zip(text[self.src], text[self.dst], strict=True)]
 
 
-def read_names(path: Path, limit: int | None = None) -> np.ndarray:
+def read_names(path: Path, limit: int | None = None) -> Any:
     """The names on the first ``limit`` lines of ``path`` (gzip TSV), flat: source, target, source, ...
 
-    Lines without a tab are skipped; fields after the second are ignored.
+    Lines without a tab are skipped; fields after the second are ignored.  The
+    names are a pyarrow binary array when pyarrow is installed (built in C from
+    the split, for :func:`intern`'s hash table), else a NumPy ``bytes_`` array.
     """
     opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as file:
@@ -144,13 +154,31 @@ def read_names(path: Path, limit: int | None = None) -> np.ndarray:
             flat.pop()
     else:
         flat = [field for line in lines if line.count(b"\t") >= 1 for field in line.split(b"\t")[:2]]
+    if ARROW:
+        return pa.array(flat, pa.binary())
     return np.array(flat, dtype=np.bytes_)  # fixed width: np.unique sorts these fastest
 
 
-def intern(flat: np.ndarray) -> Graph:
-    """Intern names to ``int32`` ids with ``np.unique(..., return_inverse=True)``."""
-    names, inverse = np.unique(flat, return_inverse=True)
-    ids = inverse.astype(np.int32).reshape(-1, 2)
+def intern(flat: Any) -> Graph:
+    """Intern names (:func:`read_names`'s array) to ``int32`` ids in the names' byte order.
+
+    With pyarrow, Arrow's hash table finds the distinct names (its dictionary
+    encoding) and only those are sorted: about ten times faster than
+    ``np.unique(..., return_inverse=True)``, which sorts every name and is the
+    way without it.  Both give the same ids.
+    """
+    if not ARROW:
+        names, inverse = np.unique(flat, return_inverse=True)
+        ids = inverse.astype(np.int32).reshape(-1, 2)
+        return Graph(names, np.ascontiguousarray(ids[:, 0]), np.ascontiguousarray(ids[:, 1]))
+    if not isinstance(flat, pa.Array):  # a NumPy bytes_ array: its values as NumPy gives them (not cut at a NUL)
+        flat = pa.array(np.asarray(flat).tolist(), pa.binary())
+    encoded = pc.dictionary_encode(flat)
+    order = pc.sort_indices(encoded.dictionary).to_numpy()
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    ids = rank[encoded.indices.to_numpy(zero_copy_only=False)].reshape(-1, 2)
+    names = np.array(encoded.dictionary.take(order).to_pylist(), dtype=np.bytes_)
     return Graph(names, np.ascontiguousarray(ids[:, 0]), np.ascontiguousarray(ids[:, 1]))
 
 

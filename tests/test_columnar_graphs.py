@@ -206,3 +206,18 @@ def test_command_line_checks_against_networkx(name: str, capsys: pytest.CaptureF
         example.main(["--limit-edges", "-1"])
     assert exit_info.value.code == 2
     assert "--limit-edges must not be negative" in capsys.readouterr().err
+
+
+def test_arrow_interning_gives_np_unique_s_ids_and_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(7)
+    alphabet = [b"", b"a", b"b", b"\xff", b"\xc3\xa9", b"z9", b"-"]
+    flat = np.array([b"".join(rng.choice(alphabet, 3)) for _ in range(4000)], dtype=np.bytes_)
+    with_arrow = wcc.intern(flat)
+    read = wcc.intern(wcc.pa.array(flat.tolist(), wcc.pa.binary()))  # what read_names gives with pyarrow
+    monkeypatch.setattr(wcc, "ARROW", False)
+    plain = wcc.intern(flat)
+    for graph in (with_arrow, read):
+        assert graph.names.dtype.kind == "S" and graph.names.tolist() == plain.names.tolist()
+        assert graph.src.dtype == plain.src.dtype == np.int32
+        assert np.array_equal(graph.src, plain.src) and np.array_equal(graph.dst, plain.dst)
