@@ -522,19 +522,30 @@ class Subgraph(Operate):
                     internal[output].extend(changes)
 
     def _schedule_children(self) -> None:
+        """Run each active child once, lowest index first, and also those activated meanwhile that have not run.
+
+        A child runs at most once per run: one activated again after it ran
+        (by a loop's feedback, or by itself) waits for the next run, so a run
+        is bounded.  A child activated meanwhile that has not run yet runs in
+        this run, even one with a lower index than the last child run: data
+        that arrived from another worker part-way through an iteration (an
+        exchange's receiver, late in the scope) then reaches the loop's head
+        (early in the scope) within the same step, so each worker takes one
+        step per iteration of a loop with an exchange, as one worker alone does.
+        """
         heap = self._heap
         active = self._active
         children = self.children
         buffers = self._buffers
-        previous = 0
+        ran: set[int] = set()
         deferred: list[int] = []
         while heap:
             index = heappop(heap)
-            if index <= previous:
+            if index in ran:
                 deferred.append(index)
                 continue
             active.discard(index)
-            previous = index
+            ran.add(index)
             child = children[index]
             assert child is not None
             internal, consumed, produced = buffers[index]
