@@ -356,7 +356,10 @@ class Subgraph(Operate):
                 self._harvest_inputs()
             if progcaster.broadcasting:
                 progcaster.receive()
-            if progcaster.final or tracker.pending or self._num_outputs:
+            if tracker.reporting and (progcaster.final or tracker.pending or self._num_outputs):
+                # Frontier changes that may activate a child in this run. With no child interested in its
+                # frontiers (none reported), what arrived waits for the propagation after the run: one fold
+                # of the peers' batches with this worker's own, and the parent hears of it as soon.
                 self._propagate(internal, consumed, produced)
             if self._heap:
                 self._schedule_children()
