@@ -145,7 +145,7 @@ class Subgraph(Operate):
     # ------------------------------------------------------------------ activation
 
     def activate_child(self, index: int) -> None:
-        """Schedule child ``index`` at this subgraph's next run."""
+        """Schedule child ``index``: later in the current run if it has not run in it yet, else at the next run."""
         if index not in self._active:
             self._active.add(index)
             heappush(self._heap, index)
