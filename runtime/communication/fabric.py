@@ -117,9 +117,9 @@ class WorkerSignal:
         """Block (releasing the GIL) until woken, ``timeout`` seconds pass, or ``stopped()`` holds.
 
         Unlike :meth:`park`, this waits even if activations are pending: the
-        worker steps aside so that a peer woken for work runs first.  An
-        activation, a peer that parks, or a stop wakes it (see
-        :meth:`FabricCommunicator.end_step`).
+        worker steps aside so that a peer woken for work runs first.  A peer
+        that parks, an activation sent from outside a peer's step, or a stop
+        wakes it (see :meth:`FabricCommunicator.end_step`).
         """
         self.event.clear()
         self.parked = True
