@@ -115,3 +115,44 @@ def test_a_loop_with_an_exchange_on_threads_that_hand_over_gives_the_one_worker_
     one, _, _ = assert_agree(collatz_steps, numbers, configurations=[(1, 1), (2, 1), (3, 1)])
     steps = {number: count for number, _, count in one.records()}
     assert len(one.records()) == len(steps) == 300 and steps[27] == 111
+
+
+def test_a_peer_parked_idle_is_woken_when_the_step_that_sent_to_it_ends_not_at_each_message() -> None:
+    # Woken at the first message, the receiver would only wait for the GIL that the sender holds until its
+    # step ends: one more sleep and wake-up per message, for nothing.
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    pushers, _ = first.allocate(7, (0, 1))
+    receiver = shared.signals[1]
+    receiver.parked = True  # parked idle, as in WorkerSignal.park
+    first.take_activations()  # a step of the first worker begins
+    pushers[1].push(0, [1, 2])
+    pushers[1].push(1, [3])
+    assert list(receiver.pending) == [(0, 1), (0, 1)] and not receiver.event.is_set()
+    first.end_step(False)  # the step ends: the receiver is woken once
+    assert receiver.event.is_set()
+
+
+def test_a_message_sent_outside_a_step_wakes_a_parked_peer_at_once() -> None:
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    pushers, _ = first.allocate(7, (0, 1))
+    receiver = shared.signals[1]
+    receiver.parked = True
+    first.take_activations()
+    first.end_step(False)  # between steps (the worker's main runs)
+    pushers[1].push(0, [1])
+    assert receiver.event.is_set()
+
+
+def test_a_step_that_sent_to_a_parked_peer_and_parks_wakes_it() -> None:
+    shared = ThreadFabric(2)
+    first, _ = shared.communicators()
+    pushers, _ = first.allocate(7, (0, 1))
+    receiver = shared.signals[1]
+    receiver.parked = True
+    first.take_activations()
+    pushers[1].push(0, [1])
+    assert not receiver.event.is_set()
+    first.park(0.0)  # parking wakes every peer that waits with work
+    assert receiver.event.is_set()

@@ -3,9 +3,11 @@
 Each ``(channel, receiving worker)`` pair has a mailbox: a deque that any thread
 may append to and only the receiver pops from, so messages from one sender
 arrive in the order sent (FIFO per channel, sender and receiver, as
-:mod:`runtime.communication` requires).  Pushing delivers at once, queues the
-channel's address as an activation of the receiver, and sets the receiver's
-event only if the receiver is parked.  ``flush`` has nothing to do.
+:mod:`runtime.communication` requires).  Pushing delivers at once and queues the
+channel's address as an activation of the receiver.  A parked receiver is woken
+once the sender's step ends (or at once, for a message sent outside a step):
+the workers share the GIL, so a receiver woken earlier would only wait for it.
+``flush`` has nothing to do.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class WakeGate:
 class WorkerSignal:
     """Activations addressed to one worker from any thread, and the event that wakes it when parked."""
 
-    __slots__ = ("pending", "event", "parked", "handing_over")
+    __slots__ = ("pending", "event", "parked", "handing_over", "stepping", "owes")
 
     def __init__(self) -> None:
         """An empty signal."""
@@ -76,6 +78,11 @@ class WorkerSignal:
         self.parked = False
         self.handing_over = False
         """Whether the worker waits in :meth:`hand_over`: it has work of its own, pending here or not."""
+        self.stepping = False
+        """Whether the worker is in a step (from taking its activations to :meth:`FabricCommunicator.end_step`):
+        the peers it sends to meanwhile are woken when the step ends, not at each message."""
+        self.owes = False
+        """Whether the worker's step sent to a parked peer that it has not woken yet."""
 
     def activate(self, address: Address) -> None:
         """Queue ``address`` for the worker; wake it if it is parked."""
@@ -110,9 +117,9 @@ class WorkerSignal:
         """Block (releasing the GIL) until woken, ``timeout`` seconds pass, or ``stopped()`` holds.
 
         Unlike :meth:`park`, this waits even if activations are pending: the
-        worker steps aside so that a peer woken for work runs first.  An
-        activation, a peer that parks, or a stop wakes it (see
-        :meth:`FabricCommunicator.end_step`).
+        worker steps aside so that a peer woken for work runs first.  A peer
+        that parks, an activation sent from outside a peer's step, or a stop
+        wakes it (see :meth:`FabricCommunicator.end_step`).
         """
         self.event.clear()
         self.parked = True
@@ -218,17 +225,36 @@ class ThreadFabric:
 class MailboxPusher:
     """Pushes into a worker's mailbox and activates the receiving operator."""
 
-    __slots__ = ("_box", "_signal", "_address")
+    __slots__ = ("_box", "_signal", "_address", "_sender")
 
-    def __init__(self, box: deque[Message], signal: WorkerSignal, address: Address) -> None:
+    def __init__(
+        self, box: deque[Message], signal: WorkerSignal, address: Address, sender: WorkerSignal | None = None
+    ) -> None:
+        """Push into ``box`` and activate ``address`` at the receiver ``signal``; ``sender``: the pushing worker's
+        signal, when it is a worker of the same fabric (its steps then wake a parked receiver once, at their end).
+        """
         self._box = box
         self._signal = signal
         self._address = address
+        self._sender = sender
 
     def push(self, time: Any, batch: Batch) -> None:
-        """Deliver ``(time, batch)`` and activate the receiver."""
+        """Deliver ``(time, batch)`` and activate the receiver.
+
+        A receiver parked idle is woken at once, unless the message comes from
+        a peer's step: waking it now would only make it wait for the GIL, which
+        the sender holds until its step ends; the sender wakes it then
+        (:meth:`FabricCommunicator.end_step`), or hands the GIL to it.
+        """
         self._box.append((time, batch))
-        self._signal.activate(self._address)
+        signal = self._signal
+        signal.pending.append(self._address)
+        if signal.parked:
+            sender = self._sender
+            if sender is not None and sender.stepping:
+                sender.owes = True
+            else:
+                signal.event.set()
 
 
 class MailboxPuller:
@@ -285,7 +311,9 @@ class FabricCommunicator:
 
     def take_activations(self) -> list[Address]:
         """Every address queued since the last call."""
-        pending = self._signal.pending
+        signal = self._signal
+        signal.stepping = True  # a step begins (see end_step)
+        pending = signal.pending
         if not pending:
             return _NONE
         taken = []
@@ -300,10 +328,12 @@ class FabricCommunicator:
         woken first, so that parking passes the GIL to them at once.
         """
         self.flush()
+        mine = self._signal
+        mine.stepping = mine.owes = False  # every peer waiting with work is woken here
         for signal in self._others:
             if signal.waiting_with_work:
                 signal.event.set()
-        self._signal.park(timeout, self._stopped)
+        mine.park(timeout, self._stopped)
 
     def _stopped(self) -> bool:
         return self.fabric.stop_reason is not None
@@ -322,6 +352,9 @@ class FabricCommunicator:
         run; the peer wakes this worker when it parks, or when it steps aside in
         turn for a worker parked with work.
 
+        Peers that this step sent to while they were parked idle were not woken
+        by each message (see :class:`MailboxPusher`): they are woken here, once.
+
         The rule depends on no clock: a worker steps aside at the end of every
         step that leaves it work while a peer is parked with work, and never for
         a peer that is itself stepping aside (that peer gave the GIL to this
@@ -332,15 +365,22 @@ class FabricCommunicator:
         The wait is bounded by :data:`HAND_OVER_TIMEOUT`: a peer busy in user
         code between steps does not hold this worker.
         """
+        mine = self._signal
+        mine.stepping = False
+        owes, mine.owes = mine.owes, False
         if not more_work:
-            return  # the worker parks next (which wakes peers that wait) or returns to user code
+            if owes:  # the peers this step sent to run once this worker parks or returns to user code
+                for signal in self._others:
+                    if signal.parked_with_work:
+                        signal.event.set()
+            return
         woken = False
         for signal in self._others:
             if signal.parked_with_work:
                 signal.event.set()
                 woken = True
         if woken:
-            self._signal.hand_over(HAND_OVER_TIMEOUT, self._stopped)
+            mine.hand_over(HAND_OVER_TIMEOUT, self._stopped)
 
     def stop(self, reason: Stop) -> None:
         """Stop every worker."""
@@ -401,7 +441,9 @@ class ThreadCommunicator(FabricCommunicator):
     def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], MailboxPuller]:
         """One pusher per worker for ``channel``, and this worker's puller."""
         fabric = self.fabric
+        mine = fabric.signals[self._index]
         pushers: list[Pusher] = [
-            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address) for peer in range(fabric.peers)
+            MailboxPusher(fabric.mailbox(channel, peer), fabric.signals[peer], address, mine)
+            for peer in range(fabric.peers)
         ]
         return pushers, MailboxPuller(fabric.mailbox(channel, self._index))

@@ -415,6 +415,8 @@ class Tracker:
         self._pushed: dict[tuple[int, Any], int] = {}
         # Whether frontier changes at each location are recorded for drain_pushed (see report_only).
         self._report: list[bool] = [True] * count
+        self.reporting = True
+        """Whether frontier changes are recorded at any location (see :meth:`report_only`)."""
         self._tracked = 0  # number of (location, time) pairs in pointstamp frontiers
         outputs = nodes[0].inputs
         self._outputs = outputs
@@ -694,15 +696,18 @@ class Tracker:
         """
         if locations is None:
             self._report = [True] * len(self._locations)
+            self.reporting = True
             return
         report = [False] * len(self._locations)
         for loc in locations:
             report[loc] = True
         self._report = report
+        self.reporting = any(report)
 
     def report_location(self, loc: int) -> None:
         """Start recording frontier changes at location index ``loc`` (see :meth:`report_only`)."""
         self._report[loc] = True
+        self.reporting = True
 
     def drain_pushed(self) -> list[tuple[Location, Any, int]]:
         """Frontier changes at every location since the last drain: ``(location, time, diff)``."""

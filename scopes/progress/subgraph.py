@@ -145,7 +145,7 @@ class Subgraph(Operate):
     # ------------------------------------------------------------------ activation
 
     def activate_child(self, index: int) -> None:
-        """Schedule child ``index`` at this subgraph's next run."""
+        """Schedule child ``index``: later in the current run if it has not run in it yet, else at the next run."""
         if index not in self._active:
             self._active.add(index)
             heappush(self._heap, index)
@@ -356,7 +356,10 @@ class Subgraph(Operate):
                 self._harvest_inputs()
             if progcaster.broadcasting:
                 progcaster.receive()
-            if progcaster.final or tracker.pending or self._num_outputs:
+            if tracker.reporting and (progcaster.final or tracker.pending or self._num_outputs):
+                # Frontier changes that may activate a child in this run. With no child interested in its
+                # frontiers (none reported), what arrived waits for the propagation after the run: one fold
+                # of the peers' batches with this worker's own, and the parent hears of it as soon.
                 self._propagate(internal, consumed, produced)
             if self._heap:
                 self._schedule_children()
@@ -522,19 +525,30 @@ class Subgraph(Operate):
                     internal[output].extend(changes)
 
     def _schedule_children(self) -> None:
+        """Run each active child once, lowest index first, and also those activated meanwhile that have not run.
+
+        A child runs at most once per run: one activated again after it ran
+        (by a loop's feedback, or by itself) waits for the next run, so a run
+        is bounded.  A child activated meanwhile that has not run yet runs in
+        this run, even one with a lower index than the last child run: data
+        that arrived from another worker part-way through an iteration (an
+        exchange's receiver, late in the scope) then reaches the loop's head
+        (early in the scope) within the same step, so each worker takes one
+        step per iteration of a loop with an exchange, as one worker alone does.
+        """
         heap = self._heap
         active = self._active
         children = self.children
         buffers = self._buffers
-        previous = 0
+        ran: set[int] = set()
         deferred: list[int] = []
         while heap:
             index = heappop(heap)
-            if index <= previous:
+            if index in ran:
                 deferred.append(index)
                 continue
             active.discard(index)
-            previous = index
+            ran.add(index)
             child = children[index]
             assert child is not None
             internal, consumed, produced = buffers[index]
