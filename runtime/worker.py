@@ -297,21 +297,26 @@ class Worker:
             else:
                 active = sorted(self._active)
                 self._active.clear()
-            for index in active:
-                dataflow = self._dataflows.get(index)
-                if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
-                    continue
-                running = dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING)
-                if dataflow.checkpoints is not None:
-                    dataflow.checkpoints.poll()
-                if not running:
-                    del self._dataflows[index]
-                    self._active.discard(index)
-                    comm.dataflow_completed(index)
-                    if self.logger is not None:
-                        self.logger.dataflow_completed(index, dataflow.name)
-                    if self.auditor is not None:
-                        self.auditor.dataflow_completed(index, dataflow.name)
+            try:
+                for index in active:
+                    dataflow = self._dataflows.get(index)
+                    if dataflow is None or (dataflow.unverified and not self._verify(dataflow)):
+                        continue
+                    running = dataflow.root.pull_internal_progress(_NOTHING, _NOTHING, _NOTHING)
+                    if dataflow.checkpoints is not None:
+                        dataflow.checkpoints.poll()
+                    if not running:
+                        del self._dataflows[index]
+                        self._active.discard(index)
+                        comm.dataflow_completed(index)
+                        if self.logger is not None:
+                            self.logger.dataflow_completed(index, dataflow.name)
+                        if self.auditor is not None:
+                            self.auditor.dataflow_completed(index, dataflow.name)
+            except BaseException:
+                if self._several:  # wake the peers this step sent to (see end_step) before the error leaves it
+                    comm.end_step(False)
+                raise
         else:
             self._idle = True
             comm.report_idle(True)

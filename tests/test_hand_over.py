@@ -156,3 +156,37 @@ def test_a_step_that_sent_to_a_parked_peer_and_parks_wakes_it() -> None:
     assert not receiver.event.is_set()
     first.park(0.0)  # parking wakes every peer that waits with work
     assert receiver.event.is_set()
+
+
+def test_a_step_that_fails_after_sending_to_a_parked_peer_still_wakes_it() -> None:
+    # The peer is woken when the sender's step ends; a step that raises does not reach its end, and a caller that
+    # catches the error and waits on something else must not leave the peer asleep with its data.
+    from runtime.worker import Worker
+    from scopes.errors import OperatorFailed
+
+    shared = ThreadFabric(2)
+    workers = [Worker(communicator) for communicator in shared.communicators()]
+    handles = []
+    for worker in workers:
+
+        def build(scope: ScopeBuilder, index: int = worker.index) -> object:
+            handle, stream = scope.new_input()
+            passed = stream.map(lambda n: n)
+            passed.exchange(lambda n: 1).inspect(lambda n: None)  # to the second worker, during the step
+
+            def fail(n: int) -> None:
+                if index == 0:
+                    raise ValueError("a failing operator")
+
+            passed.inspect(fail)
+            return handle
+
+        handles.append(worker.dataflow(build))
+    handles[0].send(1)
+    receiver = shared.signals[1]
+    receiver.parked = True  # parked idle, as in WorkerSignal.park
+    receiver.event.clear()
+    with pytest.raises(OperatorFailed, match="a failing operator"):
+        while workers[0].step():
+            pass
+    assert receiver.pending and receiver.event.is_set()
