@@ -68,6 +68,11 @@ class Blocker:
 
 
 def _predecessors(model: Model, loc: Loc) -> list[Loc]:
+    """The locations that feed ``loc`` (worked out once per structure: the walk asks for them again and again)."""
+    return model.memo(("predecessors", loc), lambda: _feeders(model, loc))
+
+
+def _feeders(model: Model, loc: Loc) -> list[Loc]:
     scope, node, port, is_source = loc
     if not is_source:
         info = model.scopes.get(scope)

@@ -31,7 +31,7 @@ tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,6 +231,8 @@ class Model:
         self._version = 0
         self._names: dict[Loc, str] = {}
         """:meth:`describe`'s answers, until the structure changes."""
+        self._memo: dict[Hashable, Any] = {}
+        """:meth:`memo`'s and :meth:`depth_between`'s answers, until the structure changes."""
         self._combined: tuple[tuple[int, int], View] | None = None
         """Per worker: tracker batches whose frontier changes (the worker's next event) are not applied yet."""
 
@@ -268,7 +270,7 @@ class Model:
     def _scope(self, address: Address) -> ScopeInfo:
         scope = self.scopes.get(address)
         if scope is None:
-            self._names.clear()
+            self._structure_changed()
             name = f"dataflow {address[0]} (being built)" if len(address) == 1 else f"scope {address}"
             placeholder = OperatorInfo(address, name, 0, 0, (), "?")
             scope = self.scopes[address] = ScopeInfo(placeholder)
@@ -345,11 +347,13 @@ class Model:
             key = (event.scope, event.source, event.target)
             if key not in self._edge_keys:
                 self._edge_keys.add(key)
+                self._structure_changed()
                 self._scope(event.scope).edges.append(
                     Edge(event.scope, event.source, event.target, event.contract, event.copies)
                 )
         elif isinstance(event, LocationsDefined):
             self._scope(event.scope).locations = event.table
+            self._structure_changed()
         elif isinstance(event, DataflowCompleted):
             view.completed.add(event.index)
         elif isinstance(event, WorkerShutdown):
@@ -377,8 +381,13 @@ class Model:
         new = sum(1 for scope in scopes if scope and scope not in self.scopes)
         return len(self.scopes) + new > limits.MAX_SCOPES
 
-    def _operator(self, event: OperatorCreated) -> None:
+    def _structure_changed(self) -> None:
+        """Forget what was worked out from the structure (names, nesting depths, :meth:`memo`)."""
         self._names.clear()
+        self._memo.clear()
+
+    def _operator(self, event: OperatorCreated) -> None:
+        self._structure_changed()
         if event.address in self.operators and self.operators[event.address].scope_timestamp != "?":
             return
         info = OperatorInfo(
@@ -711,8 +720,23 @@ class Model:
         name = info.name if info else "?"
         return f"'{name}' {'output' if is_source else 'input'} {port} (address {address})"
 
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, kept under ``key`` until the structure (operators, scopes, channels, locations) changes."""
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        value = memo[key] = compute()
+        return value
+
     def depth_between(self, inner: Address, outer: Address) -> int:
         """How many product coordinates times lose going from scope ``inner`` out to scope ``outer``."""
+        key = ("depth", inner, outer)
+        depth = self._memo.get(key)
+        if depth is None:
+            depth = self._memo[key] = self._depth_between(inner, outer)
+        return depth
+
+    def _depth_between(self, inner: Address, outer: Address) -> int:
         steps = 0
         scope = inner
         while len(scope) > len(outer):
