@@ -111,7 +111,8 @@ def _collect(results: Any, children: list[Any], count: int) -> list[Any]:
             found.append(results.get(timeout=POLL))
         except queue.Empty:
             codes = [child.exitcode for child in children]
-            if any(code is not None for code in codes) or time.monotonic() > deadline:
+            # 0: the process ended after its last round, its messages on their way; anything else: it died
+            if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
                 raise CeilingError(
                     f"a process measuring the 2-process ceiling stopped or stopped answering (exit codes {codes}, "
                     "None: still running); its traceback, if any, is above"
@@ -136,11 +137,11 @@ class _Group:
         for process in self.processes:
             process.start()
 
-    def round(self, number: int, everyone: list[Any]) -> float:
+    def round(self, number: int) -> float:
         """Run round ``number`` once every process is ready and idle; the slowest one's seconds."""
-        _collect(self.ready, everyone, len(self.processes))
+        _collect(self.ready, self.processes, len(self.processes))
         self.starts[number].set()  # only now do they run: nothing else does
-        return float(max(_collect(self.results, everyone, len(self.processes))))
+        return float(max(_collect(self.results, self.processes, len(self.processes))))
 
 
 def ceiling(load: Loader, kernel: Kernel, rounds: int) -> tuple[float, float]:
@@ -155,8 +156,8 @@ def ceiling(load: Loader, kernel: Kernel, rounds: int) -> tuple[float, float]:
     both: list[float] = []
     try:
         for number in range(rounds):
-            wholes.append(whole.round(number, everyone))
-            both.append(halves.round(number, everyone))
+            wholes.append(whole.round(number))
+            both.append(halves.round(number))
     finally:
         for process in everyone:
             process.join(POLL)

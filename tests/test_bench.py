@@ -133,7 +133,7 @@ def test_a_ceiling_process_that_dies_is_named_not_waited_for(monkeypatch: pytest
     from helpers.ceiling_loaders import dies_in_a_half
 
     monkeypatch.setattr(ceilings, "WAIT_LIMIT", 3600.0)  # only noticing the death can end the wait in time
-    with pytest.raises(ceilings.CeilingError, match=r"exit codes \[None, 3, 3\]"):
+    with pytest.raises(ceilings.CeilingError, match=r"exit codes \[3, 3\]"):
         ceilings.ceiling(dies_in_a_half, len, 2)
 
 
@@ -144,3 +144,13 @@ def test_a_ceiling_process_that_stops_answering_ends_the_wait(monkeypatch: pytes
     monkeypatch.setattr(ceilings, "WAIT_LIMIT", 1.0)
     with pytest.raises(ceilings.CeilingError, match=r"None: still running"):
         ceilings.ceiling(hangs_in_a_half, len, 2)
+
+
+def test_a_ceiling_process_that_ended_its_rounds_is_not_taken_for_dead() -> None:
+    # The whole input's process ends after its last round while the halves still load: an exit code of 0 from a
+    # process that delivered everything is no failure (under load, a run of `make test` once took it for one).
+    import ceilings
+    from helpers.ceiling_loaders import slow_halves
+
+    whole, halves = ceilings.ceiling(slow_halves, len, 1)
+    assert whole >= 0 and halves >= 0

@@ -19,3 +19,10 @@ def hangs_in_a_half(index: int, peers: int) -> list[int]:
         return [index]
     while True:
         time.sleep(60)
+
+
+def slow_halves(index: int, peers: int) -> list[int]:
+    """The whole input loads at once; the halves take longer than the whole's process lives."""
+    if peers == 2:
+        time.sleep(1.5)
+    return [index]
