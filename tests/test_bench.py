@@ -133,7 +133,8 @@ def test_a_ceiling_process_that_dies_is_named_not_waited_for(monkeypatch: pytest
     from helpers.ceiling_loaders import dies_in_a_half
 
     monkeypatch.setattr(ceilings, "WAIT_LIMIT", 3600.0)  # only noticing the death can end the wait in time
-    with pytest.raises(ceilings.CeilingError, match=r"exit codes \[3, 3\]"):
+    # the first half to die is named at once; the other may not have died yet (None)
+    with pytest.raises(ceilings.CeilingError, match=r"exit codes \[(3, 3|3, None|None, 3)\]"):
         ceilings.ceiling(dies_in_a_half, len, 2)
 
 
