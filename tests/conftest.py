@@ -106,7 +106,6 @@ LONG_FIRST = (
     "test_spark_connect.py",
     "test_spark_shipping.py",
     "test_checkpoint_kills.py",
-    "test_viz_explain_moments.py",
     "test_simulation.py",
     "test_spark_docs.py",
     "test_bench.py",
