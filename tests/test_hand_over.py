@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -133,12 +134,18 @@ def test_a_peer_parked_idle_is_woken_when_the_step_that_sent_to_it_ends_not_at_e
     assert receiver.event.is_set()
 
 
-def test_a_message_sent_outside_a_step_wakes_a_parked_peer_at_once() -> None:
+def sender_and_parked_receiver() -> tuple[Any, list[Any], fabric.WorkerSignal]:
+    """The first of two thread workers, its pushers on a channel, and the second worker's signal, parked idle."""
     shared = ThreadFabric(2)
     first, _ = shared.communicators()
     pushers, _ = first.allocate(7, (0, 1))
     receiver = shared.signals[1]
     receiver.parked = True
+    return first, pushers, receiver
+
+
+def test_a_message_sent_outside_a_step_wakes_a_parked_peer_at_once() -> None:
+    first, pushers, receiver = sender_and_parked_receiver()
     first.take_activations()
     first.end_step(False)  # between steps (the worker's main runs)
     pushers[1].push(0, [1])
@@ -146,11 +153,7 @@ def test_a_message_sent_outside_a_step_wakes_a_parked_peer_at_once() -> None:
 
 
 def test_a_step_that_sent_to_a_parked_peer_and_parks_wakes_it() -> None:
-    shared = ThreadFabric(2)
-    first, _ = shared.communicators()
-    pushers, _ = first.allocate(7, (0, 1))
-    receiver = shared.signals[1]
-    receiver.parked = True
+    first, pushers, receiver = sender_and_parked_receiver()
     first.take_activations()
     pushers[1].push(0, [1])
     assert not receiver.event.is_set()

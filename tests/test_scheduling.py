@@ -145,26 +145,36 @@ def bouncing(limit: int, seen: list):
     return build
 
 
-def test_each_worker_takes_one_step_per_iteration_of_a_loop_whose_records_cross_to_the_other_worker():
-    # Two workers stepped in turn, one step each, in one thread (no timing involved). The record arrives at a
-    # worker's exchange receiver, late in the scope, and must reach the loop's head, early in it, and go on to
-    # the other worker within the same step; otherwise each iteration costs that worker two steps.
-    limit = 40
+def run_bouncing(limit: int) -> tuple[list, int, list[int]]:
+    """:func:`bouncing` on two workers stepped in turn, one step each, in one thread: (each worker's loop scope,
+    rounds, seen)."""
     fabric = ThreadFabric(2)
     workers = [Worker(communicator) for communicator in fabric.communicators()]
     seen: list[int] = []
     probes = []
+    loops = []
     for worker in workers:
         handle, probe = worker.dataflow(bouncing(limit, seen))
         if worker.index == 0:
             handle.send(0)
         handle.close()
         probes.append(probe)
+        (root,) = [dataflow.root for dataflow in worker.dataflows]
+        loops.append(root.children[2])  # the iterative scope
     rounds = 0
     while not all(probe.done() for probe in probes):
         rounds += 1
         assert rounds < 10 * limit, "the loop did not finish"
         for worker in workers:
             worker.step_or_park(0)
+    return loops, rounds, seen
+
+
+def test_each_worker_takes_one_step_per_iteration_of_a_loop_whose_records_cross_to_the_other_worker():
+    # Two workers stepped in turn, one step each, in one thread (no timing involved). The record arrives at a
+    # worker's exchange receiver, late in the scope, and must reach the loop's head, early in it, and go on to
+    # the other worker within the same step; otherwise each iteration costs that worker two steps.
+    limit = 40
+    _, rounds, seen = run_bouncing(limit)
     assert seen == list(range(1, limit + 1))
     assert rounds <= limit // 2 + 5  # one round (a step of each worker) per two iterations, and a few to finish

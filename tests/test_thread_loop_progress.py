@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from test_scheduling import bouncing
+from test_scheduling import run_bouncing
 
-from runtime.communication.fabric import ThreadFabric
-from runtime.worker import Worker
 from scopes.progress.reachability import Tracker
 
 
@@ -26,25 +24,7 @@ def test_a_loop_scope_without_frontier_readers_folds_progress_once_per_step(monk
 
     monkeypatch.setattr(Tracker, "_fold_pending", counted)
     limit = 40
-    fabric = ThreadFabric(2)
-    workers = [Worker(communicator) for communicator in fabric.communicators()]
-    seen: list[int] = []
-    probes = []
-    loops = []
-    for worker in workers:
-        handle, probe = worker.dataflow(bouncing(limit, seen))
-        if worker.index == 0:
-            handle.send(0)
-        handle.close()
-        probes.append(probe)
-        (root,) = [dataflow.root for dataflow in worker.dataflows]
-        loops.append(root.children[2])  # the iterative scope
-    steps = 0
-    while not all(probe.done() for probe in probes):
-        steps += 1
-        assert steps < 10 * limit, "the loop did not finish"
-        for worker in workers:
-            worker.step_or_park(0)
+    loops, steps, seen = run_bouncing(limit)
     assert seen == list(range(1, limit + 1))
     for loop in loops:
         assert not loop.tracker.reporting  # no child reads its frontiers
