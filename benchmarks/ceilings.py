@@ -5,9 +5,12 @@ C kernels on the same halves of the input at the same moment, with nothing
 exchanged.  :func:`ceiling` measures that: one spawned process runs the kernel
 on the whole input, then two others run it on their halves at the same moment,
 round after round (interleaved), and the ratio of the medians is the most the
-machine gives.  Below 2× it is what two cores lose to each other
-(memory bandwidth, a shared cache, a neighbour on the host), and a workload's
-own 2-process speed-up is read against it.
+machine gives (:attr:`Ceiling.speedup`); a workload's own 2-process speed-up is
+read against it.  Two more processes run the same halves one at a time, each
+alone on the machine (:attr:`Ceiling.split`), which tells the two causes of a
+ceiling below 2× apart: a kernel whose work does not halve with its input has a
+low ``split``; two cores that slow each other down (a shared cache, memory
+bandwidth, a neighbour on the host) make ``speedup`` lower than ``split``.
 
 The kernels are the workloads' own:
 
@@ -15,8 +18,8 @@ The kernels are the workloads' own:
   Arrow's hash aggregation (``benchmarks/cluster.py``'s ``split_words`` and the
   local count of ``aggregate_batch``);
 * :func:`wcc_kernel`: the local step of ``examples/connected_components_cost.py``
-  (each node's smallest component-mate over the share's edges), whose work keeps
-  a term in the number of nodes that splitting the edges does not shrink.
+  (each node's smallest component-mate over the share's edges), whose random
+  reads of a node-sized array are what two cores sharing a cache slow down.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import queue
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,7 +94,7 @@ def wcc_kernel(edges: tuple[np.ndarray, np.ndarray]) -> int:
 
 def _share(load: Loader, kernel: Kernel, index: int, peers: int, starts: list[Any], ready: Any, results: Any) -> None:
     """One measuring process: load share ``index`` of ``peers``, warm the kernel, then time it once per round
-    when told to start."""
+    when its start event of the round is set."""
     share = load(index, peers)
     kernel(share)
     for start in starts:
@@ -121,15 +125,20 @@ def _collect(results: Any, children: list[Any], count: int) -> list[Any]:
 
 
 class _Group:
-    """Processes that run the kernel on the ``peers`` shares of the input at the same moment, once per round."""
+    """Processes that run the kernel on the ``peers`` shares of the input once per round: at the same moment
+    (``together``), or one after the other, each alone on the machine."""
 
-    def __init__(self, context: Any, load: Loader, kernel: Kernel, peers: int, rounds: int) -> None:
-        self.starts = [context.Event() for _ in range(rounds)]
+    def __init__(self, context: Any, load: Loader, kernel: Kernel, peers: int, rounds: int, together: bool) -> None:
+        self.together = together
+        if together:  # one start event per round, shared by every process
+            self.starts = [[context.Event()] * peers for _ in range(rounds)]
+        else:
+            self.starts = [[context.Event() for _ in range(peers)] for _ in range(rounds)]
         self.ready, self.results = context.Queue(), context.Queue()
         self.processes = [
             context.Process(
                 target=_share,
-                args=(load, kernel, index, peers, self.starts, self.ready, self.results),
+                args=(load, kernel, index, peers, [events[index] for events in self.starts], self.ready, self.results),
                 daemon=True,
             )
             for index in range(peers)
@@ -140,38 +149,68 @@ class _Group:
     def round(self, number: int) -> float:
         """Run round ``number`` once every process is ready and idle; the slowest one's seconds."""
         _collect(self.ready, self.processes, len(self.processes))
-        self.starts[number].set()  # only now do they run: nothing else does
-        return float(max(_collect(self.results, self.processes, len(self.processes))))
+        if self.together:
+            self.starts[number][0].set()  # only now do they run: nothing else does
+            return float(max(_collect(self.results, self.processes, len(self.processes))))
+        seconds = []
+        for start in self.starts[number]:  # one at a time: each the only one running
+            start.set()
+            seconds.extend(_collect(self.results, self.processes, 1))
+        return float(max(seconds))
 
 
-def ceiling(load: Loader, kernel: Kernel, rounds: int) -> tuple[float, float]:
-    """``(whole, halves)``: median seconds of ``kernel`` on the whole input in one spawned process, and of the
-    slower of two spawned processes running it on the halves at once; rounds interleaved, every process fresh
-    and warmed alike, and never two groups at once.  ``load`` and ``kernel`` must be picklable (top-level
-    functions, or partials of them)."""
+@dataclass(frozen=True)
+class Ceiling:
+    """Median seconds of a kernel: on the whole input, and the slower half when the halves run at once or apart."""
+
+    whole: float
+    together: float
+    """The slower of two processes running the halves at the same moment."""
+    apart: float
+    """The slower of the same halves, each run while nothing else measured runs."""
+
+    @property
+    def speedup(self) -> float:
+        """What two processes can gain on this machine: ``whole / together`` (the ceiling)."""
+        return self.whole / max(self.together, 1e-9)
+
+    @property
+    def split(self) -> float:
+        """What halving the input gains with a core to itself: ``whole / apart`` (2: the work halves)."""
+        return self.whole / max(self.apart, 1e-9)
+
+
+def ceiling(load: Loader, kernel: Kernel, rounds: int) -> Ceiling:
+    """The kernel's :class:`Ceiling`: on the whole input in one spawned process, on the halves in two spawned
+    processes at once, and on the halves in two others one at a time; rounds interleaved, every process fresh and
+    warmed alike, and never two groups at once.  ``load`` and ``kernel`` must be picklable (top-level functions,
+    or partials of them)."""
     context = multiprocessing.get_context("spawn")
-    whole, halves = _Group(context, load, kernel, 1, rounds), _Group(context, load, kernel, 2, rounds)
-    everyone = whole.processes + halves.processes
-    wholes: list[float] = []
-    both: list[float] = []
+    groups = [_Group(context, load, kernel, peers, rounds, together) for peers, together in GROUPS]
+    times: list[list[float]] = [[] for _ in groups]
     try:
         for number in range(rounds):
-            wholes.append(whole.round(number))
-            both.append(halves.round(number))
+            for group, found in zip(groups, times, strict=True):
+                found.append(group.round(number))
     finally:
-        for process in everyone:
+        for process in (process for group in groups for process in group.processes):
             process.join(POLL)
             if process.is_alive():
                 process.kill()
                 process.join()
-    return median(wholes), median(both)
+    whole, together, apart = (median(found) for found in times)
+    return Ceiling(whole, together, apart)
 
 
-def wordcount_ceiling(paths: list[str], rounds: int) -> tuple[float, float]:
+GROUPS = ((1, True), (2, True), (2, False))
+"""The measured groups, in the order of each round: the whole input, the halves at once, the halves apart."""
+
+
+def wordcount_ceiling(paths: list[str], rounds: int) -> Ceiling:
     """:func:`ceiling` of the columnar wordcount's kernel over ``paths``."""
     return ceiling(partial(wordcount_lines, paths), wordcount_kernel, rounds)
 
 
-def wcc_ceiling(path: str, rounds: int) -> tuple[float, float]:
+def wcc_ceiling(path: str, rounds: int) -> Ceiling:
     """:func:`ceiling` of the WCC example's local step over the edges in ``path``."""
     return ceiling(partial(wcc_edges, path), wcc_kernel, rounds)

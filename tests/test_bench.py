@@ -153,5 +153,5 @@ def test_a_ceiling_process_that_ended_its_rounds_is_not_taken_for_dead() -> None
     import ceilings
     from helpers.ceiling_loaders import slow_halves
 
-    whole, halves = ceilings.ceiling(slow_halves, len, 1)
-    assert whole >= 0 and halves >= 0
+    found = ceilings.ceiling(slow_halves, len, 1)
+    assert found.whole >= 0 and found.together >= 0 and found.apart >= 0
