@@ -1,0 +1,151 @@
+"""When the worker threads of one process should share one core and when they should spread.
+
+The pure half of ``PYTIMELY_THREAD_CORES=auto`` (see :mod:`runtime.thread_cores`):
+:func:`decide` takes what the worker threads did over one window of time (a
+:class:`Window`, read from the kernel's ``schedstat`` by
+:mod:`runtime.core_governor`) and the governor's :class:`GovernorState`, and
+says what to do (an :class:`Action`).  It has no clock, no thread and no file.
+
+The signals.  Worker threads of a process share the GIL.  A thread waiting
+for the GIL sleeps on a futex: it is not runnable, so it neither runs nor
+waits on a runqueue.  A thread running C code with the GIL released is
+runnable.  Summed over the worker threads, ``(on_cpu + waiting) / wall`` is
+the average number of worker threads that wanted a CPU (the *demand*).
+
+* **Shared core → spread**: the threads queued for the core (``waiting`` at
+  least :attr:`Policy.queue_fraction`, 0.6, of the window) *and* the demand
+  was at least :attr:`Policy.spread_demand`, 1.75, in
+  :attr:`Policy.spread_windows` (3) windows in a row.  Measured on 2 cores
+  under load (medians, 10th to 90th percentile of 20 ms windows): two threads
+  sorting with NumPy on one core show a demand of 1.99 (1.93 to 2.19); GIL-bound
+  threads on one core show 1.54 (1.36 to 1.70) on the Collatz loop and about
+  1.4 on a pure Python loop, because a thread woken by a message (or by the
+  GIL's 5 ms switch request) waits on the runqueue until the GIL holder yields
+  the core, and other programs' load adds to that.  The demand, unlike the wait
+  alone, does not grow with other programs' load beyond that: only our
+  threads' own overlap counts.  Work that releases the GIL for only part of the
+  time (demand below 1.75) stays on one core; a second core would give it less
+  than a third more.
+* **Spread → shared core**: the worker threads' time on a CPU was at most
+  :attr:`Policy.pin_on_cpu` (1.15) of the window in :attr:`Policy.pin_windows`
+  (10) windows in a row: a second core is not being used (GIL-bound threads
+  show 0.99, 0.70 to 1.12, on the Collatz loop), so it buys only cache misses.
+  On a machine so loaded that C work gets one core's worth spread or not, this
+  pins it too; the rule to spread then moves it back, and the hysteresis below
+  slows that cycle down, while it costs little: such threads get about the same
+  CPU either way.
+
+Hysteresis, so that it cannot flap every window:
+
+* spreading needs 3 windows (60 ms) in a row that ask for it, pinning 10
+  (200 ms): denied C work costs up to half the throughput (1.77 s against
+  0.80 s for two threads sorting), while GIL-bound threads left spread cost
+  about a fifth more (2.16x against 1.75x of one worker on the Collatz loop),
+  so spreading is quick and pinning slow;
+* after every move :attr:`Policy.settle_windows` (5, 100 ms) windows are
+  ignored (the move itself disturbs them: caches, queues);
+* a move that undoes the previous one less than :attr:`Policy.calm_windows`
+  (250, 5 s) after it doubles the windows that the undone kind of move needs
+  next time, up to :attr:`Policy.max_spread_windows` (48, about 1 s) for
+  spreading and :attr:`Policy.max_pin_windows` (160, 3.2 s) for pinning; each
+  5 s without a move halves them again.  So each wrong guess makes the next one
+  less likely: a workload that alternates between C work and Python every
+  0.6 s moves the threads 8 times in its first 10 s and then about twice every
+  6 s (``tests/test_core_governor.py`` checks this on made-up windows).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Action(enum.Enum):
+    """What the governor should do after a window."""
+
+    STAY = "stay"
+    SPREAD = "spread"  # give every worker thread the process's CPUs back
+    PIN = "pin"  # put every worker thread on one shared core
+    STOP = "stop"  # stop governing; leave the threads as they are
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the worker threads did over one window, summed over the threads; every figure in seconds."""
+
+    wall: float  # how long the window lasted
+    on_cpu: float  # time the worker threads ran
+    waiting: float  # time they were runnable but waited on a runqueue
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The thresholds and counts of :func:`decide` (see the module docstring for why these values)."""
+
+    queue_fraction: float = 0.6
+    spread_demand: float = 1.75
+    pin_on_cpu: float = 1.15
+    spread_windows: int = 3
+    pin_windows: int = 10
+    max_spread_windows: int = 48
+    max_pin_windows: int = 160
+    settle_windows: int = 5
+    calm_windows: int = 250
+
+
+POLICY = Policy()
+"""The policy the governor uses."""
+
+
+@dataclass(frozen=True)
+class GovernorState:
+    """Where the worker threads are and what the governor remembers; the start state is shared and calm.
+
+    ``spread_need`` and ``pin_need`` of 0 stand for the policy's base counts.
+    """
+
+    spread: bool = False
+    streak: int = 0  # windows in a row that asked for a move
+    settle: int = 0  # windows still ignored after the last move
+    since_move: int = 1 << 30  # windows since the last move
+    spread_need: int = 0  # windows in a row the next spread needs (0: the policy's base)
+    pin_need: int = 0  # windows in a row the next pin needs (0: the policy's base)
+
+
+def _wants_move(state: GovernorState, window: Window, policy: Policy) -> bool:
+    """Whether ``window`` asks to leave the state the threads are in."""
+    if state.spread:
+        return window.on_cpu <= policy.pin_on_cpu * window.wall
+    demand = window.on_cpu + window.waiting
+    return window.waiting >= policy.queue_fraction * window.wall and demand >= policy.spread_demand * window.wall
+
+
+def _eased(need: int, base: int) -> int:
+    """``need`` halved, or 0 (the base) once that is no more than ``base``."""
+    return need // 2 if need // 2 > base else 0
+
+
+def decide(state: GovernorState, window: Window | None, policy: Policy = POLICY) -> tuple[GovernorState, Action]:
+    """The state after ``window`` and the action it calls for; ``None`` (the counters could not be read) stops."""
+    if window is None:
+        return state, Action.STOP
+    since = state.since_move + 1
+    calm = since >= policy.calm_windows
+    spread_need, pin_need = state.spread_need, state.pin_need
+    if since % policy.calm_windows == 0:  # each calm stretch halves what reversals added
+        spread_need, pin_need = _eased(spread_need, policy.spread_windows), _eased(pin_need, policy.pin_windows)
+    if state.settle > 0 or window.wall <= 0:
+        settle = max(state.settle - 1, 0)
+        quiet = replace(state, streak=0, settle=settle, since_move=since, spread_need=spread_need, pin_need=pin_need)
+        return quiet, Action.STAY
+    streak = state.streak + 1 if _wants_move(state, window, policy) else 0
+    needed = (pin_need or policy.pin_windows) if state.spread else (spread_need or policy.spread_windows)
+    if streak < needed:
+        return GovernorState(state.spread, streak, 0, since, spread_need, pin_need), Action.STAY
+    if state.spread:  # pinning undoes a spread: if that came soon, spreading needs more evidence next time
+        if not calm:
+            spread_need = min(2 * (spread_need or policy.spread_windows), policy.max_spread_windows)
+        return GovernorState(False, 0, policy.settle_windows, 0, spread_need, pin_need), Action.PIN
+    if not calm:
+        pin_need = min(2 * (pin_need or policy.pin_windows), policy.max_pin_windows)
+    return GovernorState(True, 0, policy.settle_windows, 0, spread_need, pin_need), Action.SPREAD
