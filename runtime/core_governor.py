@@ -3,18 +3,19 @@
 :func:`~runtime.execute.run_workers` starts one :class:`CoreGovernor` beside
 its worker threads when they start on one shared core under ``auto`` (see
 :mod:`runtime.thread_cores`), and stops and joins it when they end.  Every
-:data:`WINDOW` seconds it reads each worker thread's
+window (20 to 160 ms) it reads each worker thread's
 ``/proc/self/task/<tid>/schedstat`` (time on a CPU, time waiting on a
 runqueue), sums them into a :class:`~runtime.core_policy.Window` and lets
 :func:`~runtime.core_policy.decide` say whether to spread the threads over the
 process's CPUs or put them back on the shared core.
 
-The window is 20 ms: long enough that one window holds many GIL hand-overs
-(the interpreter switches threads every 5 ms at the latest) and that the
-governor's own work, a few ``pread`` calls and one decision, stays far below
-a thousandth of a core; short enough that denied C work is spread within
-about 40 ms.  Between windows it sleeps on an :class:`threading.Event`, which
-:meth:`CoreGovernor.stop` sets.
+A window lasts 20 ms while a move is pending, and grows to 160 ms while none
+is (see :mod:`runtime.core_policy`): 20 ms holds many GIL hand-overs (the
+interpreter switches threads every 5 ms at the latest) and lets denied C work
+be spread within about 60 ms; the longer windows keep the governor's own
+cost, one wake-up and a few ``pread`` calls per window, near nothing while the
+work does not change.  Between windows it sleeps on a
+:class:`threading.Event`, which :meth:`CoreGovernor.stop` sets.
 
 It holds thread ids, CPU numbers and open file descriptors, nothing of the
 workers.  If a ``schedstat`` file cannot be read or the system refuses to
@@ -35,9 +36,6 @@ from dataclasses import dataclass
 from runtime.core_policy import POLICY, Action, GovernorState, Policy, Window, decide
 
 log = logging.getLogger("runtime.core_governor")
-
-WINDOW = 0.02
-"""Seconds between two looks at the worker threads."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +142,7 @@ class CoreGovernor:
     def _govern(self, started: float) -> None:
         before = read_counters(self._descriptors)
         then = time.monotonic_ns()
-        while not self._stopping.wait(WINDOW):
+        while not self._stopping.wait(self._state.window):
             now = time.monotonic_ns()
             counters = read_counters(self._descriptors)
             window = None

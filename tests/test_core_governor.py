@@ -97,10 +97,19 @@ def test_quick_reversals_make_each_next_move_need_more_evidence_so_it_cannot_fla
 def test_calm_stretches_ease_what_earlier_reversals_added() -> None:
     state, _ = feed(GovernorState(), [QUEUEING] * 3 + [GIL_BOUND_SPREAD] * 15 + [QUEUEING] * 11)
     assert state.spread and state.pin_need == 2 * POLICY.pin_windows  # a pin was undone quickly
-    state, _ = feed(state, [PARALLEL_SPREAD] * POLICY.calm_windows)
+    state, _ = feed(state, [PARALLEL_SPREAD] * (round(POLICY.calm_seconds / PARALLEL_SPREAD.wall) + 1))
     assert state.pin_need == 0  # back to the base count
     state, actions = feed(state, [GIL_BOUND_SPREAD] * POLICY.pin_windows)
     assert actions[-1] is Action.PIN
+
+
+def test_windows_grow_while_nothing_is_pending_and_shrink_when_a_move_may_come() -> None:
+    state, _ = feed(GovernorState(), [GIL_BOUND_PINNED] * 10)
+    assert state.window == POLICY.max_window
+    state, _ = feed(state, [QUEUEING])
+    assert state.window == POLICY.window and state.streak == 1
+    state, _ = feed(state, [QUEUEING] * (POLICY.spread_windows - 1))
+    assert state.spread and state.window == POLICY.window
 
 
 def test_unreadable_counters_stop_the_governor_where_the_threads_are() -> None:
@@ -202,7 +211,7 @@ def test_auto_keeps_two_worker_threads_doing_python_on_one_core(monkeypatch: pyt
 
     def on_one_core_after_a_second_of_governing(cpus: dict[int, frozenset[int]]) -> bool:
         report = latest_report()
-        if report is None or report.windows < 50 or report.spread:
+        if report is None or report.windows < 12 or report.spread:  # 12 windows: at least 1.5 s
             return False
         reports.append(report)
         return len(set(cpus.values())) == 1 and all(len(cpu_set) == 1 for cpu_set in cpus.values())
