@@ -73,6 +73,12 @@ def test_spread_threads_that_use_both_cores_stay_spread() -> None:
     assert set(actions) == {Action.STAY} and state.spread
 
 
+def test_spread_threads_that_want_two_cores_but_get_one_on_a_loaded_machine_stay_spread() -> None:
+    state, _ = feed(GovernorState(), [QUEUEING] * POLICY.spread_windows)
+    state, actions = feed(state, [Window(wall=0.02, on_cpu=0.02, waiting=0.02)] * 500)
+    assert set(actions) == {Action.STAY} and state.spread
+
+
 def test_windows_right_after_a_move_are_ignored() -> None:
     state, _ = feed(GovernorState(), [QUEUEING] * POLICY.spread_windows)
     assert state.settle == POLICY.settle_windows
