@@ -14,6 +14,7 @@ median of ``--repeat`` runs: wall seconds, CPU seconds of the process (``time.pr
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--what", nargs="*", default=["collatz", "sort"])
     args = parser.parse_args()
     found: dict[str, dict[str, dict[str, float]]] = {}
+    load = os.getloadavg()[0]
     if "collatz" in args.what:
         for limit in args.collatz:
             found[f"collatz {limit:,}"] = compare(f"collatz {limit}", partial(collatz_main, limit=limit), args.repeat)
@@ -130,6 +132,7 @@ def main() -> None:
         sort = partial(sort_worker, batches=args.batches, size=args.size)
         found[f"sort {args.batches} x {args.size:,}"] = compare("sort", sort, args.repeat)
     print(table(found))
+    print(f"\nload average (1 min) {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":
