@@ -24,8 +24,8 @@ the average number of worker threads that wanted a CPU (the *demand*).
   the core, and other programs' load adds to that.  The demand, unlike the wait
   alone, does not grow with other programs' load beyond that: only our
   threads' own overlap counts.  Work that releases the GIL for only part of the
-  time (demand below 1.75) stays on one core; a second core would give it less
-  than a third more.
+  time (demand below 1.75 on one core) stays there: below that, real parallel
+  work cannot be told apart from GIL-bound threads queueing (up to 1.7 above).
 * **Spread → shared core**: the worker threads' time on a CPU was at most
   :attr:`Policy.pin_on_cpu` (1.15) of the window, and their demand stayed
   below the 1.75 that spreads, in :attr:`Policy.pin_windows` (10) windows in a

@@ -15,15 +15,19 @@ core against 0.80 s spread.  Neither fixed setting suits both, hence:
 * ``auto`` (the default): :func:`~runtime.execute.execute`'s worker threads
   (two or more, on Linux, in a process that may use two or more CPUs) start on
   one shared core, and a governor thread (:mod:`runtime.core_governor`) reads
-  every 20 ms how long they ran and how long they waited on a runqueue.  A
-  thread waiting for the GIL sleeps and does not queue; a thread running C
-  code with the GIL released does.  So when, sharing the core, they queue for
-  it (on average more than 1.3 of them wanted a CPU, for 40 ms), they are
-  spread over the process's CPUs; when, spread, no more than about 1.15 of them
-  wanted a CPU for 200 ms in a row (GIL-bound: a second core buys only cache
-  misses), they share one core again.  :mod:`runtime.core_policy` has the rule
-  and its hysteresis.  Where the counters cannot be read or threads cannot be
-  moved, the threads stay as they are.
+  every 20 to 160 ms how long they ran and how long they waited on a
+  runqueue.  A thread waiting for the GIL sleeps and does not queue; a thread
+  running C code with the GIL released does.  So when, sharing the core, they
+  queue for it (on average at least 1.75 of them wanted a CPU, for 60 ms),
+  they are spread over the process's CPUs; when, spread, they used at most
+  1.15 CPUs (and did not ask for 1.75) for 200 ms in a row (GIL-bound: a
+  second core buys only cache misses), they share one core again.
+  :mod:`runtime.core_policy` has the rule, its measured thresholds and its
+  hysteresis.  Where the counters cannot be read or threads cannot be moved,
+  the threads stay as they are (with no counters at all, they are not put on
+  one core in the first place).  Only the threads of ``execute(main,
+  workers=N)`` are governed; the processes of ``execute(..., processes=P)``
+  run their threads as they are.
 * ``one``: the worker threads share one core for the whole run, the core the
   calling thread was on when it started them (:func:`shared_core`).
 * ``all``: they may use every CPU of the process for the whole run, as the
