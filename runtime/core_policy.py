@@ -51,7 +51,7 @@ Hysteresis, so that it cannot flap every window:
   spreading and :attr:`Policy.max_pin_windows` (160, 3.2 s) for pinning; each
   5 s without a move halves them again.  So each wrong guess makes the next one
   less likely: a workload that alternates between C work and Python every
-  0.6 s moves the threads 8 times in its first 10 s and then about twice every
+  0.6 s moves the threads 7 times in its first 10 s and then about twice every
   6 s (``tests/test_core_governor.py`` checks this on made-up windows).
 
 The windows last :attr:`Policy.window` (20 ms) while anything is pending (a
