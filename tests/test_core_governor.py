@@ -7,6 +7,7 @@ CPU sets, never on time.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import eventually
 
-from runtime import execute
+from runtime import core_governor, execute
 from runtime.core_governor import latest_report, read_counters, start_governor
 from runtime.core_policy import POLICY, Action, GovernorState, Policy, Window, decide
 from runtime.errors import WorkerFailed
@@ -310,3 +311,56 @@ def test_the_counters_of_an_ended_thread_cannot_be_read() -> None:
         eventually(lambda: read_counters([descriptor]) is None, what="the ended thread's counters to vanish")
     finally:
         os.close(descriptor)
+
+
+def _cpu_sets_of_two_workers() -> list[frozenset[int]]:
+    def main(worker: Worker) -> frozenset[int]:
+        return frozenset(os.sched_getaffinity(0))
+
+    return execute(main, workers=2)
+
+
+@needs_governor
+def test_without_counters_auto_leaves_the_worker_threads_on_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    monkeypatch.setattr(core_governor, "open_counters", lambda tids: None)
+    allowed = frozenset(os.sched_getaffinity(0))
+    assert _cpu_sets_of_two_workers() == [allowed, allowed]
+    assert _governor_threads() == []
+
+
+@needs_governor
+def test_threads_the_system_will_not_move_are_left_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CORES_VARIABLE, raising=False)
+
+    def refuse(tid: int, cpus: Any) -> None:
+        raise PermissionError("not allowed")
+
+    monkeypatch.setattr(core_governor.os, "sched_setaffinity", refuse)
+    allowed = frozenset(os.sched_getaffinity(0))
+    assert _cpu_sets_of_two_workers() == [allowed, allowed]
+
+
+@needs_governor
+def test_a_governor_that_cannot_move_the_threads_stops_without_a_fuss(caplog: pytest.LogCaptureFixture) -> None:
+    release = threading.Event()
+    threads = [threading.Thread(target=release.wait, args=(30,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        tids = [thread.native_id for thread in threads if thread.native_id is not None]
+        descriptors = core_governor.open_counters(tids)
+        assert descriptors is not None
+        eager = Policy(queue_fraction=0.0, spread_demand=0.0, spread_windows=1)  # spreads at the first window
+        governor = core_governor.CoreGovernor(tids, descriptors, 0, {4095}, threading.Event(), eager)  # no such CPU
+        with caplog.at_level(logging.DEBUG, logger="runtime.core_governor"):
+            governor.start()
+            report = eventually(lambda: governor.report().stopped and governor.report(), what="the governor to stop")
+        assert report.moves == 0 and report.windows == 1
+        assert [record.message for record in caplog.records if "cannot move" in record.message] != []
+        assert len(caplog.records) == 1
+        governor.stop()
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join()
