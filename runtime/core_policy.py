@@ -54,13 +54,15 @@ Hysteresis, so that it cannot flap every window:
   0.6 s moves the threads 7 times in its first 10 s and then about twice every
   6 s (``tests/test_core_governor.py`` checks this on made-up windows).
 
-The windows last :attr:`Policy.window` (20 ms) while anything is pending (a
-streak of windows asking for a move, or settling after one) and double, up to
-:attr:`Policy.max_window` (160 ms), while nothing is: every look costs the
-governor's thread a wake-up (measured 50 to 80 µs of CPU on a loaded 2-core
-virtual machine), so a governor with nothing to do wakes about 6 times a
-second, while the first window that asks for a move brings it back to 20 ms.
-Spreading then takes 60 to 220 ms from the start of the C work.
+The windows last :attr:`Policy.window` (20 ms) for the first
+:attr:`Policy.eager_windows` (25, half a second: a run's work often starts
+there) and while anything is pending (a streak of windows asking for a move,
+or settling after one), and double, up to :attr:`Policy.max_window` (160 ms),
+while nothing is: every look costs the governor's thread a wake-up (measured
+50 to 80 µs of CPU on a loaded 2-core virtual machine), so a governor with
+nothing to do wakes about 6 times a second, while the first window that asks
+for a move brings it back to 20 ms.  Spreading then takes 60 ms from the start
+of the C work in the first half second, and up to 220 ms later on.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class Policy:
     calm_seconds: float = 5.0
     window: float = 0.02
     max_window: float = 0.16
+    eager_windows: int = 25
 
 
 POLICY = Policy()
@@ -125,6 +128,7 @@ class GovernorState:
     spread_need: int = 0  # windows in a row the next spread needs (0: the policy's base)
     pin_need: int = 0  # windows in a row the next pin needs (0: the policy's base)
     window: float = POLICY.window  # seconds the next window should last
+    seen: int = 0  # windows looked at
 
 
 def _wants_move(state: GovernorState, window: Window, policy: Policy) -> bool:
@@ -148,7 +152,16 @@ def _moved(state: GovernorState, policy: Policy) -> tuple[GovernorState, Action]
         spread_need = min(2 * (spread_need or policy.spread_windows), policy.max_spread_windows)
     elif soon:  # the pin turned out wrong
         pin_need = min(2 * (pin_need or policy.pin_windows), policy.max_pin_windows)
-    moved = GovernorState(not state.spread, 0, policy.settle_windows, 0.0, spread_need, pin_need, policy.window)
+    moved = replace(
+        state,
+        spread=not state.spread,
+        streak=0,
+        settle=policy.settle_windows,
+        quiet=0.0,
+        spread_need=spread_need,
+        pin_need=pin_need,
+        window=policy.window,
+    )
     return moved, Action.PIN if state.spread else Action.SPREAD
 
 
@@ -165,12 +178,13 @@ def decide(state: GovernorState, window: Window | None, policy: Policy = POLICY)
     spread_need, pin_need = state.spread_need, state.pin_need
     if quiet // policy.calm_seconds > state.quiet // policy.calm_seconds:  # each calm stretch halves them
         spread_need, pin_need = _eased(spread_need, policy.spread_windows), _eased(pin_need, policy.pin_windows)
-    current = replace(state, quiet=quiet, spread_need=spread_need, pin_need=pin_need, window=policy.window)
+    seen = state.seen + 1
+    current = replace(state, quiet=quiet, spread_need=spread_need, pin_need=pin_need, window=policy.window, seen=seen)
     if state.settle > 0 or window.wall <= 0:
         return replace(current, streak=0, settle=max(state.settle - 1, 0)), Action.STAY
     streak = state.streak + 1 if _wants_move(state, window, policy) else 0
     needed = (pin_need or policy.pin_windows) if state.spread else (spread_need or policy.spread_windows)
     if streak >= needed:
         return _moved(current, policy)
-    longer = policy.window if streak else min(2 * state.window, policy.max_window)
+    longer = policy.window if streak or seen < policy.eager_windows else min(2 * state.window, policy.max_window)
     return replace(current, streak=streak, window=longer), Action.STAY

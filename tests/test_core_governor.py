@@ -111,7 +111,9 @@ def test_calm_stretches_ease_what_earlier_reversals_added() -> None:
 
 
 def test_windows_grow_while_nothing_is_pending_and_shrink_when_a_move_may_come() -> None:
-    state, _ = feed(GovernorState(), [GIL_BOUND_PINNED] * 10)
+    state, _ = feed(GovernorState(), [GIL_BOUND_PINNED] * (POLICY.eager_windows - 1))
+    assert state.window == POLICY.window  # short windows for the first half second
+    state, _ = feed(state, [GIL_BOUND_PINNED] * 10)
     assert state.window == POLICY.max_window
     state, _ = feed(state, [QUEUEING])
     assert state.window == POLICY.window and state.streak == 1
