@@ -3,18 +3,18 @@
 :func:`~runtime.execute.run_workers` starts one :class:`CoreGovernor` beside
 its worker threads when they start on one shared core under ``auto`` (see
 :mod:`runtime.thread_cores`), and stops and joins it when they end.  Every
-window (20 to 160 ms) it reads each worker thread's
+window (20 to 320 ms) it reads each worker thread's
 ``/proc/self/task/<tid>/schedstat`` (time on a CPU, time waiting on a
 runqueue), sums them into a :class:`~runtime.core_policy.Window` and lets
 :func:`~runtime.core_policy.decide` say whether to spread the threads over the
 process's CPUs or put them back on the shared core.
 
-A window lasts 20 ms while a move is pending, and grows to 160 ms while none
-is (see :mod:`runtime.core_policy`): 20 ms holds many GIL hand-overs (the
+A window lasts 20 ms at first and while a move is pending, and grows to 320 ms
+while none is (see :mod:`runtime.core_policy`): 20 ms holds many GIL hand-overs (the
 interpreter switches threads every 5 ms at the latest) and lets denied C work
 be spread within about 60 ms; the longer windows keep the governor's own
-cost, one wake-up and a few ``pread`` calls per window, near nothing while the
-work does not change.  Between windows it sleeps on a
+cost, one wake-up, one turn with the GIL and a few ``pread`` calls per window,
+near 1 ms of CPU a second while the work does not change.  Between windows it sleeps on a
 :class:`threading.Event`, which :meth:`CoreGovernor.stop` sets.
 
 It holds thread ids, CPU numbers and open file descriptors, nothing of the

@@ -57,12 +57,15 @@ Hysteresis, so that it cannot flap every window:
 The windows last :attr:`Policy.window` (20 ms) for the first
 :attr:`Policy.eager_windows` (25, half a second: a run's work often starts
 there) and while anything is pending (a streak of windows asking for a move,
-or settling after one), and double, up to :attr:`Policy.max_window` (160 ms),
-while nothing is: every look costs the governor's thread a wake-up (measured
-50 to 80 µs of CPU on a loaded 2-core virtual machine), so a governor with
-nothing to do wakes about 6 times a second, while the first window that asks
-for a move brings it back to 20 ms.  Spreading then takes 60 ms from the start
-of the C work in the first half second, and up to 220 ms later on.
+or settling after one), and double, up to :attr:`Policy.max_window` (320 ms),
+while nothing is.  Every look costs the governor's thread a wake-up and one
+acquisition of the GIL: 50 to 80 µs of CPU beside idle threads, but 220 to
+330 µs beside two GIL-bound worker threads (measured on a loaded 2-core
+virtual machine), which at 20 ms would be 1.5% of a core.  So a governor with
+nothing to do looks about 3 times a second (about 1 ms of CPU a second),
+while the first window that asks for a move brings it back to 20 ms.
+Spreading then takes 60 ms from the start of the C work in the first half
+second, and up to about 380 ms later on.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ class Policy:
     settle_windows: int = 5
     calm_seconds: float = 5.0
     window: float = 0.02
-    max_window: float = 0.16
+    max_window: float = 0.32
     eager_windows: int = 25
 
 

@@ -15,7 +15,7 @@ core against 0.80 s spread.  Neither fixed setting suits both, hence:
 * ``auto`` (the default): :func:`~runtime.execute.execute`'s worker threads
   (two or more, on Linux, in a process that may use two or more CPUs) start on
   one shared core, and a governor thread (:mod:`runtime.core_governor`) reads
-  every 20 to 160 ms how long they ran and how long they waited on a
+  every 20 to 320 ms how long they ran and how long they waited on a
   runqueue.  A thread waiting for the GIL sleeps and does not queue; a thread
   running C code with the GIL released does.  So when, sharing the core, they
   queue for it (on average at least 1.75 of them wanted a CPU, for 60 ms),
