@@ -12,11 +12,13 @@ Run by ``benchmarks/run.py`` (workloads ``loop`` and ``shape``); runnable alone 
 * **Collatz loop with exchange**: numbers 1..limit iterate the Collatz map in an
   ``iterative`` scope, exchanged by value every round, until they reach 1.  Reported
   on 1 worker and 2 threads, with the CPU time, the average records per exchanged message
-  and the steps of the busiest worker.
+  and the steps of the busiest worker; the 2 threads run as by default (``PYTIMELY_THREAD_CORES=auto``),
+  and again kept on one core (``one``) and on every CPU (``all``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -190,44 +192,54 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
     }
 
 
-def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
-    """The workload for ``run.py``: the Collatz loop on 1 worker and on 2 threads; CPU, records per message, steps."""
-    limit = 300 if size.quick else 3_000
-    found: dict[int, dict[str, list[float]]] = {1: {}, 2: {}}
+@contextlib.contextmanager
+def thread_cores(setting: str) -> Iterator[None]:
+    """Run the body with ``PYTIMELY_THREAD_CORES=setting`` (``auto``, ``one`` or ``all``), then restore it."""
+    before = os.environ.get(CORES_VARIABLE)
+    os.environ[CORES_VARIABLE] = setting
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[CORES_VARIABLE]
+        else:
+            os.environ[CORES_VARIABLE] = before
 
-    def run(workers: int) -> float:
-        result = collatz_once(limit, workers)
+
+def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
+    """The workload for ``run.py``: the Collatz loop on 1 worker and on 2 threads; CPU, records per message, steps.
+
+    ``two`` is 2 threads as they run by default (``PYTIMELY_THREAD_CORES=auto``); ``two_one_core`` and
+    ``two_all_cores`` are the same with the worker threads kept on one core (``one``) or on every CPU (``all``).
+    """
+    limit = 300 if size.quick else 3_000
+    found: dict[str, dict[str, list[float]]] = {"one": {}, "two": {}, "two_one_core": {}, "two_all_cores": {}}
+
+    def run(name: str, workers: int, setting: str) -> float:
+        with thread_cores(setting):
+            result = collatz_once(limit, workers)
         for key, value in result.items():
-            found[workers].setdefault(key, []).append(value)
+            found[name].setdefault(key, []).append(value)
         return result["seconds"]
 
-    def run_on_one_core() -> float:
-        """2 threads with ``PYTIMELY_THREAD_CORES=one`` (the worker threads share one core)."""
-        before = os.environ.get(CORES_VARIABLE)
-        os.environ[CORES_VARIABLE] = "one"
-        try:
-            return collatz_once(limit, 2)["seconds"]
-        finally:
-            if before is None:
-                del os.environ[CORES_VARIABLE]
-            else:
-                os.environ[CORES_VARIABLE] = before
-
-    variants = {"one": partial(run, 1), "two": partial(run, 2), "two_one_core": run_on_one_core}
+    forms = {"two": "auto", "two_one_core": "one", "two_all_cores": "all"}
+    variants = {"one": partial(run, "one", 1, "auto")} | {name: partial(run, name, 2, s) for name, s in forms.items()}
     values = interleaved(variants, size, log, "loop")
-    metrics = {
-        "one": in_seconds(values["one"], f"1 worker, numbers 1 to {limit:,}"),
-        "two": in_seconds(values["two"], f"2 threads, numbers 1 to {limit:,}"),
-        "two_one_core": in_seconds(
-            values["two_one_core"], f"2 threads sharing one core (PYTIMELY_THREAD_CORES=one), numbers 1 to {limit:,}"
-        ),
+    what = {
+        "one": "1 worker",
+        "two": "2 threads (PYTIMELY_THREAD_CORES=auto, the default)",
+        "two_one_core": "2 threads sharing one core (PYTIMELY_THREAD_CORES=one)",
+        "two_all_cores": "2 threads on every CPU (PYTIMELY_THREAD_CORES=all)",
     }
-    for workers, name, what in ((1, "one", "1 worker"), (2, "two", "2 threads")):
-        metrics[f"cpu_{name}"] = in_seconds(found[workers]["cpu"], f"CPU of the process, {what}")
+    metrics = {name: in_seconds(values[name], f"{what[name]}, numbers 1 to {limit:,}") for name in variants}
+    for name in variants:
+        metrics[f"cpu_{name}"] = in_seconds(found[name]["cpu"], f"CPU of the process, {what[name]}")
+    for name in ("one", "two"):
         metrics[f"per_message_{name}"] = Metric(
-            median(found[workers]["per_message"]), "", f"records per exchanged message on {what}"
+            median(found[name]["per_message"]), "", f"records per exchanged message on {what[name]}"
         )
-        metrics[f"steps_{name}"] = Metric(median(found[workers]["steps"]), "", f"steps of the busiest worker, {what}")
+        steps = median(found[name]["steps"])
+        metrics[f"steps_{name}"] = Metric(steps, "", f"steps of the busiest worker, {what[name]}")
     return metrics
 
 

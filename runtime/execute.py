@@ -18,6 +18,7 @@ from typing import TypeVar
 from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.communication.fabric import ThreadFabric
+from runtime.core_governor import start_governor
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
@@ -25,7 +26,7 @@ from runtime.errors import (
     WorkerFailed,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
-from runtime.thread_cores import run_on, shared_core
+from runtime.thread_cores import cores_setting, run_on, shared_core
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
 
@@ -92,9 +93,10 @@ def run_workers(
     """Run ``main`` on one worker per communicator; return the results in communicator order.
 
     With ``threaded`` unset, a single communicator runs in the calling thread
-    and several run in one thread each; with ``one_core``, those threads share
-    one core (see :mod:`runtime.thread_cores`).  On Ctrl-C every worker is stopped, one
-    line is printed to stderr and :class:`SystemExit` ``(130)`` is raised.
+    and several run in one thread each; with ``one_core``, those threads are
+    placed on cores as ``PYTIMELY_THREAD_CORES`` says (see :mod:`runtime.thread_cores`).
+    On Ctrl-C every worker is stopped, one line is printed to stderr and
+    :class:`SystemExit` ``(130)`` is raised.
     ``audit`` (``None``: as ``PYTIMELY_AUDIT`` says) gives the workers one
     shared :class:`~runtime.audit.ProcessLedger`.
     """
@@ -112,6 +114,7 @@ def run_workers(
     done = [threading.Event() for _ in range(count)]
 
     core: int | None = None
+    ended = threading.Event()  # set when the first worker ends: stops the core governor
 
     def run(slot: int) -> None:
         try:
@@ -123,6 +126,7 @@ def run_workers(
                     failures.append((communicators[slot].index, error))
         finally:
             done[slot].set()
+            ended.set()
 
     threads: list[threading.Thread] = []
     try:
@@ -130,18 +134,16 @@ def run_workers(
             for slot in range(count):
                 run(slot)
         else:
-            core = shared_core() if one_core else None
+            setting = cores_setting() if one_core else "all"
+            start = shared_core(setting)
+            core = start if setting == "one" else None  # under auto the governor places them
             threads = [
                 threading.Thread(
                     target=run, args=(slot,), name=f"timely-worker-{communicators[slot].index}", daemon=True
                 )
                 for slot in range(count)
             ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.1)
+            _run_threads(threads, start if setting == "auto" else None, ended)
     except KeyboardInterrupt:
         _interrupted(communicators, done if threads else [])
     reason = communicators[0].stop_reason
@@ -157,6 +159,24 @@ def run_workers(
             reason.worker if reason.worker is not None else -1,
         )
     return results  # type: ignore[return-value]
+
+
+def _run_threads(threads: Sequence[threading.Thread], governed_core: int | None, ended: threading.Event) -> None:
+    """Start the worker threads and wait for them; with ``governed_core``, a core governor runs beside them
+    (``PYTIMELY_THREAD_CORES=auto``, see :mod:`runtime.core_governor`) until they end, fail or Ctrl-C is pressed."""
+    governor = None
+    try:
+        for thread in threads:
+            thread.start()
+        if governed_core is not None and not ended.is_set():
+            tids = [thread.native_id for thread in threads if thread.native_id is not None]
+            governor = start_governor(tids, governed_core, ended)
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.1)
+    finally:
+        if governor is not None:
+            governor.stop()
 
 
 def run_worker(

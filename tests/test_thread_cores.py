@@ -1,4 +1,5 @@
-"""With PYTIMELY_THREAD_CORES=one the worker threads of one process share one core (they share the GIL)."""
+"""PYTIMELY_THREAD_CORES: with ``one`` the worker threads of one process share one core (they share the GIL), with
+``all`` they keep every CPU; ``auto``, the default, is tested in test_core_governor.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from runtime import execute
 from runtime.errors import ConfigurationError
-from runtime.thread_cores import CORES_VARIABLE, choose_core, current_cpu, shared_core
+from runtime.thread_cores import CORES_VARIABLE, choose_core, cores_setting, current_cpu, shared_core
 from runtime.worker import Worker
 
 needs_cores = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs a system that gives threads CPUs")
@@ -45,14 +46,8 @@ def test_one_makes_worker_threads_share_one_core_and_the_calling_thread_keeps_it
 
 
 @needs_cores
-@pytest.mark.parametrize("setting", [None, "all"])
-def test_by_default_or_with_all_worker_threads_keep_every_cpu(
-    monkeypatch: pytest.MonkeyPatch, setting: str | None
-) -> None:
-    if setting is None:
-        monkeypatch.delenv(CORES_VARIABLE, raising=False)
-    else:
-        monkeypatch.setenv(CORES_VARIABLE, setting)
+def test_with_all_worker_threads_keep_every_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CORES_VARIABLE, "all")
     before = frozenset(os.sched_getaffinity(0))
     results = execute(cores_and_sum, workers=2)
     assert {result[0] for result in results} == {before}
@@ -68,8 +63,21 @@ def test_one_worker_runs_in_the_calling_thread_on_its_cpus(monkeypatch: pytest.M
 
 def test_a_bad_setting_is_refused_with_what_to_write(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CORES_VARIABLE, "two")
-    with pytest.raises(ConfigurationError, match="PYTIMELY_THREAD_CORES must be 'all'.*'one'.*'two'"):
+    with pytest.raises(ConfigurationError, match="PYTIMELY_THREAD_CORES must be 'auto'.*'one'.*'all'.*'two'"):
         shared_core()
+    with pytest.raises(ConfigurationError, match="'auto'.*'one'.*'all'"):
+        execute(cores_and_sum, workers=2)
+
+
+@pytest.mark.parametrize(("value", "setting"), [(None, "auto"), ("auto", "auto"), (" One ", "one"), ("ALL", "all")])
+def test_the_setting_is_auto_unless_the_variable_says_otherwise(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, setting: str
+) -> None:
+    if value is None:
+        monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(CORES_VARIABLE, value)
+    assert cores_setting() == setting
 
 
 def test_the_shared_core_is_the_current_cpu_when_allowed_else_the_lowest() -> None:
