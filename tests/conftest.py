@@ -114,16 +114,21 @@ LONG_FIRST = (
     "test_spark_cluster.py",
     "test_spark_connect.py",
     "test_spark_shipping.py",
+    "test_bench.py",
     "test_checkpoint_kills.py",
     "test_simulation.py",
     "test_spark_docs.py",
-    "test_bench.py",
     "test_scopes_progress.py",
+    "test_viz_explain_moments.py",
+    "test_columnar_graphs.py",
+    "test_cluster.py",
 )
-"""Files with tests of a minute or more (a loaded run's ``--durations``), longest first: collected before the
-rest, so that pytest-xdist starts them early instead of leaving them for the end of the run, where one
-would hold the whole suite while the other workers stand idle. (xdist's groups, Spark's sessions and
-archives, are sent first anyway: it sends the units with the most tests first.)"""
+"""Files with tests of half a minute or more (a loaded run's ``--durations``), collected before the rest, so that
+pytest-xdist starts them early instead of leaving them for the end of the run, where one would hold the whole
+suite while the other workers stand idle. xdist sends its groups first (the units with the most tests: Spark's
+two sessions and the archives), then these in this order: the Spark tests of a ``local-cluster`` of their own,
+the minute-long ones, and last the CPU-bound ones of 20-40 s (``test_viz_explain_moments.py``'s every-moment
+parts), which beside the first Spark start-ups made executor JVMs miss their registration in loaded runs."""
 
 
 @pytest.hookimpl(tryfirst=True)
