@@ -8,6 +8,7 @@
   (``--dist loadgroup``), which starts one JVM, not one per worker.
 - ``PYTIMELY_NO_SKIPS=1`` (set by ``make test``, which installs every extra) turns a skip into a failure:
   nothing is skipped there.
+- Every JVM the tests start (Spark's drivers, executors and daemons) runs with :data:`JVM_OPTIONS`.
 """
 
 import os
@@ -22,6 +23,15 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from helpers.conftest_spark import spark  # noqa: E402, F401  (the shared SparkSession fixture)
+
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""For every JVM the tests start, through ``$JAVA_TOOL_OPTIONS`` (unless set already), which child processes
+inherit: the quick compiler only, and one garbage-collector thread. A test's JVM lives seconds to minutes on
+small data, where the optimizing compiler's and parallel collector's threads cost more CPU than they save:
+with these, ``test_spark_cluster.py`` alone takes 31 s of CPU instead of 57 s, ``test_spark.py`` (one session for
+minutes) 44 s instead of 78 s, on a machine where the suite's four workers share two cores. Neither option
+changes what Spark computes."""
+os.environ.setdefault("JAVA_TOOL_OPTIONS", JVM_OPTIONS)
 
 # The standalone-cluster test starts five JVMs for about four minutes: `make test-cluster` runs it
 # (PYTIMELY_CLUSTER_TESTS=1); the suite does not collect it, rather than collect and skip it.
@@ -105,20 +115,30 @@ LONG_FIRST = (
     "test_spark_cluster.py",
     "test_spark_connect.py",
     "test_spark_shipping.py",
+    "test_bench.py",
     "test_checkpoint_kills.py",
     "test_simulation.py",
     "test_spark_docs.py",
-    "test_bench.py",
     "test_scopes_progress.py",
+    "test_viz_explain_moments.py",
+    "test_columnar_graphs.py",
+    "test_cluster.py",
 )
-"""Files with tests of a minute or more (a loaded run's ``--durations``), longest first: collected before the
-rest, so that pytest-xdist starts them early instead of leaving them for the end of the run, where one
-would hold the whole suite while the other workers stand idle. (xdist's groups, Spark's sessions and
-archives, are sent first anyway: it sends the units with the most tests first.)"""
+"""Files with tests of half a minute or more (a loaded run's ``--durations``), collected before the rest, so that
+pytest-xdist starts them early instead of leaving them for the end of the run, where one would hold the whole
+suite while the other workers stand idle. xdist sends its groups first (the units with the most tests: Spark's
+two sessions and the archives), then these in this order: the Spark tests of a ``local-cluster`` of their own,
+the minute-long ones, and last the CPU-bound ones of 20-40 s (``test_viz_explain_moments.py``'s every-moment
+parts), which beside the first Spark start-ups made executor JVMs miss their registration in loaded runs."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by its file (``bench``, ``progress``, ``compiled``, Spark's xdist group); long files first."""
+    """Mark each test by its file (``bench``, ``progress``, ``compiled``, Spark's xdist group); long files first.
+
+    First of the hooks: pytest-xdist's own reads the ``xdist_group`` marks (and appends ``@GROUP`` to the node
+    ids) in this hook; run after it, the marks added here would come too late and group nothing.
+    """
     for item in items:
         name = item.path.name
         if name in BENCH_FILES:
