@@ -85,6 +85,18 @@ def open_counters(tids: Sequence[int]) -> list[int] | None:
     return descriptors
 
 
+def counters_readable() -> bool:
+    """Whether the calling thread's ``schedstat`` can be opened and read: whether a governor could see threads."""
+    descriptors = open_counters([threading.get_native_id()])
+    if descriptors is None:
+        return False
+    try:
+        return read_counters(descriptors) is not None
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
+
+
 class CoreGovernor:
     """Moves the threads ``tids`` between ``core`` (where they are) and ``allowed`` (the process's CPUs).
 

@@ -18,7 +18,7 @@ from typing import TypeVar
 from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.communication.fabric import ThreadFabric
-from runtime.core_governor import start_governor
+from runtime.core_governor import counters_readable, start_governor
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
@@ -136,14 +136,16 @@ def run_workers(
         else:
             setting = cores_setting() if one_core else "all"
             start = shared_core(setting)
-            core = start if setting == "one" else None  # under auto the governor places them
+            # under auto too, each thread puts itself on the core as it starts (the governor would move it there
+            # a little later); where no governor could read their counters, they are left on every CPU
+            core = start if setting == "one" or (setting == "auto" and counters_readable()) else None
             threads = [
                 threading.Thread(
                     target=run, args=(slot,), name=f"timely-worker-{communicators[slot].index}", daemon=True
                 )
                 for slot in range(count)
             ]
-            _run_threads(threads, start if setting == "auto" else None, ended)
+            _run_threads(threads, core if setting == "auto" else None, ended)
     except KeyboardInterrupt:
         _interrupted(communicators, done if threads else [])
     reason = communicators[0].stop_reason

@@ -366,3 +366,12 @@ def test_a_governor_that_cannot_move_the_threads_stops_without_a_fuss(caplog: py
         release.set()
         for thread in threads:
             thread.join()
+
+
+@needs_governor
+def test_under_auto_each_worker_thread_starts_on_the_shared_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the threads put themselves on the core before main runs, not when the governor gets to them a little later
+    monkeypatch.delenv(CORES_VARIABLE, raising=False)
+    first_looks = _cpu_sets_of_two_workers()
+    assert len(set(first_looks)) == 1 and len(first_looks[0]) == 1
+    assert core_governor.counters_readable()
