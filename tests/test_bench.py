@@ -155,3 +155,18 @@ def test_a_ceiling_process_that_ended_its_rounds_is_not_taken_for_dead() -> None
 
     found = ceilings.ceiling(slow_halves, len, 1)
     assert found.whole >= 0 and found.together >= 0 and found.apart >= 0
+
+
+def test_the_thread_cores_comparison_runs_every_setting_on_both_workloads() -> None:
+    from functools import partial
+
+    import thread_cores
+
+    found = {
+        "collatz": thread_cores.compare("collatz", partial(thread_cores.collatz_main, limit=200), 1),
+        "sort": thread_cores.compare("sort", partial(thread_cores.sort_worker, batches=2, size=1_000), 1),
+    }
+    assert all(set(medians) == set(thread_cores.SETTINGS) for medians in found.values())
+    assert all(row["wall"] > 0 and row["cpu"] > 0 for medians in found.values() for row in medians.values())
+    lines = thread_cores.table(found).splitlines()
+    assert len(lines) == 2 + 2 * len(thread_cores.SETTINGS) and lines[2].startswith("| collatz | auto |")
