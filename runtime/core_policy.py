@@ -97,17 +97,29 @@ class Policy:
     """The thresholds and counts of :func:`decide` (see the module docstring for why these values)."""
 
     queue_fraction: float = 0.6
+    """Runqueue wait, as a fraction of the window, that shared-core threads must show to be spread."""
     spread_demand: float = 1.75
+    """Threads wanting a CPU on average (on a CPU or queued for one) that spreading needs; pinning needs fewer."""
     pin_on_cpu: float = 1.15
+    """CPUs' worth of time on a CPU that spread threads may use at most to be pinned again."""
     spread_windows: int = 3
+    """Windows in a row asking to spread that spreading needs (before any reversal doubled it)."""
     pin_windows: int = 10
+    """Windows in a row asking to pin that pinning needs (before any reversal doubled it)."""
     max_spread_windows: int = 48
+    """The most windows in a row that spreading can come to need after reversals."""
     max_pin_windows: int = 160
+    """The most windows in a row that pinning can come to need after reversals."""
     settle_windows: int = 5
+    """Windows ignored after each move."""
     calm_seconds: float = 5.0
+    """A move within this many seconds of the last one is a reversal; each calm stretch this long halves the needs."""
     window: float = 0.02
+    """Seconds a window lasts at first and while a move is pending."""
     max_window: float = 0.32
+    """The longest window, reached by doubling while nothing is pending."""
     eager_windows: int = 25
+    """Windows of :attr:`window` seconds at the start of a run, where work often begins."""
 
 
 POLICY = Policy()
