@@ -185,9 +185,10 @@ def move(tids: Sequence[int], cpus: Set[int]) -> bool:
 
 
 def start_governor(tids: Sequence[int], core: int, stopping: threading.Event) -> CoreGovernor | None:
-    """Put the threads ``tids`` on ``core`` and start a governor for them; ``None``, leaving them as they are, where
+    """Start a governor for the threads ``tids``, which put themselves on ``core`` as they start; ``None`` where
     there is nothing to govern (fewer than two threads, a process that may use one CPU) or no way to (no
-    ``schedstat`` files, threads that cannot be moved).  ``stopping`` set stops it."""
+    ``schedstat`` files).  A system that refuses to move them stops the governor at its first move, leaving them
+    where they are.  ``stopping`` set stops it."""
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
@@ -197,10 +198,6 @@ def start_governor(tids: Sequence[int], core: int, stopping: threading.Event) ->
     descriptors = open_counters(tids)
     if descriptors is None:
         log.debug("not governing the worker threads' cores: their schedstat files cannot be opened")
-        return None
-    if not move(tids, {core}):
-        for descriptor in descriptors:
-            os.close(descriptor)
         return None
     governor = CoreGovernor(tids, descriptors, core, allowed, stopping)
     governor.start()

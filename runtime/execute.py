@@ -136,8 +136,8 @@ def run_workers(
         else:
             setting = cores_setting() if one_core else "all"
             start = shared_core(setting)
-            # under auto too, each thread puts itself on the core as it starts (the governor would move it there
-            # a little later); where no governor could read their counters, they are left on every CPU
+            # under auto too, each thread puts itself on the core as it starts (the governor only moves them later);
+            # where no governor could read their counters, they are left on every CPU
             core = start if setting == "one" or (setting == "auto" and counters_readable()) else None
             threads = [
                 threading.Thread(
