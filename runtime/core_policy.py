@@ -39,8 +39,8 @@ the average number of worker threads that wanted a CPU (the *demand*).
 Hysteresis, so that it cannot flap every window:
 
 * spreading needs 3 windows (60 ms) in a row that ask for it, pinning 10
-  (200 ms): denied C work costs up to half the throughput (0.97 s against
-  0.58 s for two threads sorting), while GIL-bound threads left spread cost
+  (200 ms): denied C work costs up to half the throughput (0.96 s against
+  0.52 s for two threads sorting), while GIL-bound threads left spread cost
   about a fifth more (1.98x against 1.60x of one worker on the Collatz loop),
   so spreading is quick and pinning slow;
 * after every move :attr:`Policy.settle_windows` (5, 100 ms) windows are

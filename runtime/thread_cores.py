@@ -9,8 +9,8 @@ CPU per hand-over).  Measured on 2 cores (``benchmarks/scaling.py``), the
 Collatz loop with exchange on 2 threads spread costs 1.98 times the time of 1
 worker, and 1.60 times with both threads on one core.  But C code that releases
 the GIL (NumPy, Arrow, compression, I/O) runs on two threads at once only when
-they are spread: two threads sorting 2 M floats a batch took 0.97 s on one
-core against 0.58 s spread (``benchmarks/thread_cores.py``).  Neither fixed setting suits both, hence:
+they are spread: two threads sorting 2 M floats a batch took 0.96 s on one
+core against 0.52 s spread (``benchmarks/thread_cores.py``).  Neither fixed setting suits both, hence:
 
 * ``auto`` (the default): :func:`~runtime.execute.execute`'s worker threads
   (two or more, on Linux, in a process that may use two or more CPUs) start on
