@@ -155,7 +155,8 @@ def collatz_worker(
         return handle, scope.iterative(body).probe()
 
     handle, probe = worker.dataflow(build)
-    handle.send_batch(n for n in range(1, limit + 1) if n % worker.peers == worker.index)
+    peers, index = worker.peers, worker.index
+    handle.send_batch(range(index or peers, limit + 1, peers))  # the n in 1..limit with n % peers == index
     handle.close()
 
     def running() -> bool:

@@ -170,3 +170,30 @@ def test_the_thread_cores_comparison_runs_every_setting_on_both_workloads() -> N
     assert all(row["wall"] > 0 and row["cpu"] > 0 for medians in found.values() for row in medians.values())
     lines = thread_cores.table(found).splitlines()
     assert len(lines) == 2 + 2 * len(thread_cores.SETTINGS) and lines[2].startswith("| collatz | auto |")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_collatz_loop_sends_every_number_once_whatever_the_worker_count(workers: int) -> None:
+    """Each worker sends its share of 1..limit (a range with step ``peers``): every number's whole path is exchanged."""
+    import threading
+    from functools import partial
+
+    from scaling import collatz_worker
+
+    from runtime.execute import execute
+
+    limit = 60
+    lock = threading.Lock()
+    seen: list[int] = []
+
+    def count(time: object, batch: list[int]) -> None:
+        with lock:
+            seen.extend(batch)
+
+    execute(partial(collatz_worker, limit=limit, count=count), workers=workers)
+    expected: list[int] = []
+    for n in range(2, limit + 1):  # 1 is done at once; each other number is exchanged after every step
+        while n != 1:
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            expected.append(n)
+    assert sorted(seen) == sorted(expected)

@@ -304,3 +304,22 @@ def test_operators_that_look_at_frontiers_keep_their_interest() -> None:
     assert interests["Map"] is False
     assert interests["Probe"] is False
     assert all(value for name, value in interests.items() if name not in ("Map", "Input", "Probe")), interests
+
+
+def test_retiring_the_only_element_with_one_time_left_needs_no_rebuild(monkeypatch: Any) -> None:
+    """A loop's frontier moving from one round to the next: the retired time leaves at most one other behind."""
+
+    def no_rebuild(self: Any) -> Any:
+        raise AssertionError("rebuilt")
+
+    ints: MutableAntichain[int] = MutableAntichain([(3, 1), (4, 1)])
+    products: MutableAntichain[Product] = MutableAntichain([(Product(0, 3), 1)])
+    monkeypatch.setattr(MutableAntichain, "_rebuild", no_rebuild)
+    assert ints.update(3, -1) == [(3, -1), (4, 1)]
+    assert ints.update(4, -2) == [(4, -1)]  # a negative count left behind shapes nothing
+    assert ints.elements == () and ints.counts() == {4: -1}
+    assert products.update(Product(0, 3), -1) == [(Product(0, 3), -1)]
+    assert products.update(Product(0, 4), 1) == [(Product(0, 4), 1)]
+    assert products.update(Product(0, 5), -1) == []
+    assert products.update(Product(0, 4), -1) == [(Product(0, 4), -1)]
+    assert products.elements == ()

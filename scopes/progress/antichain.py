@@ -213,7 +213,9 @@ class MutableAntichain(Generic[T]):
         The returned list may be shared and must not be modified.  No rebuild
         happens unless the update can move the frontier; with a frontier of at
         most one element the new frontier is found without one, except when
-        that element's own count drops to zero or below.
+        that element's own count drops to zero or below while two or more other
+        times hold counts (a loop's frontier moving on from one round to the next
+        leaves at most one: the next round's).
         """
         counts = self._counts
         value = counts.get(time, 0) + diff
@@ -250,6 +252,13 @@ class MutableAntichain(Generic[T]):
                 return [(time, 1)]
             if value > 0:
                 return _NO_CHANGES
+            if len(counts) < 2:  # the only element retired, and at most one time left: no rebuild
+                for other, count in counts.items():
+                    if count > 0:  # `time` itself is not positive, so this is another time, alone
+                        self._frontier = [other]
+                        return [(least, -1), (other, 1)]
+                self._frontier = []
+                return [(least, -1)]
             return self._rebuild()
         if type(time) is int:
             if frontier[0] < time:  # type: ignore[operator]
