@@ -15,21 +15,30 @@ algorithm in C on each core, and as little as possible between cores):
    are small enough are used as array indices; others are interned by a sort, :func:`intern`)
    and labels the components of its own edges with scipy's
    ``connected_components`` or, without scipy, a vectorised union-find
-   (:func:`union_find`).  It emits one pair ``(node, rep)`` per node it saw,
-   ``rep`` being the smallest id of the node's local component.
-3. **Representatives.** The pairs are exchanged by node.  The owner of a node
-   takes the smallest of its representatives ``m`` (its provisional label), and
+   (:func:`union_find`): each node it saw gets ``rep``, the smallest id of its
+   local component.  Small non-negative ids give one *dense label column* per
+   owner (:func:`dense_columns`): owner ``w``'s column is every ``peers``-th
+   label from node ``w`` on, :data:`NONE` for a node on none of this worker's
+   edges, so no node id travels.  Other ids give one pair ``(node, rep)`` per
+   node (:func:`local_pairs`).
+3. **Representatives.** Columns and pairs go to their owner.  The owner takes
+   each node's smallest representative ``m`` (its provisional label), and
    every other representative ``r`` of it becomes an edge ``r - m`` of the
-   *contracted graph*, whose nodes are only local representatives.
+   *contracted graph*, whose nodes are only local representatives.  Dense
+   columns need no grouping: one elementwise minimum per column gives ``m``
+   (:func:`merge_dense`), and the owner's work shrinks with its share of the
+   nodes; pairs are grouped by node (:func:`representatives`), and an owner
+   that receives both turns the columns into pairs.
 4. **The loop.** The contracted graph goes around a loop scope: each round
    repeats steps 2 and 3 on it (components of each worker's contracted edges,
-   pairs exchanged by node), emitting a pointer ``node -> smaller
+   exchanged to owners), emitting a pointer ``node -> smaller
    representative`` per node and the next, smaller, contracted graph.  The loop
    ends by itself when no worker has contracted edges left.
 5. **Labels.** The pointers (few: only representatives have them) are
    broadcast; each worker labels them with their components' smallest ids (the
    pointers are edges: step 2 again) and maps its nodes' provisional labels
-   through them.
+   through them (:func:`relabel`: a table indexed by id for small ids, else a
+   binary search).
 
 Every node on an edge gets the smallest id of its weakly connected component,
 on the worker that owns it (``node % peers``, or its hash's).
