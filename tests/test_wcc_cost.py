@@ -363,3 +363,21 @@ def test_three_processes_on_a_skewed_file_match_scipy(tmp_path: Path) -> None:
         partial(cost.file_worker, path=str(path), method="numpy"), workers=1, processes=3, stall_timeout=STALL
     )
     assert found_labels(outputs) == expected_labels(edges["src"], edges["dst"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(0, 5_000), max_size=80))
+def test_intern_by_range_agrees_with_intern(values: list[int]) -> None:
+    """The mark-per-id interning of non-negative ids gives the sort's ids and inverse."""
+    array = np.array(values, np.int64)
+    ids, inverse = cost.intern_range(array, int(array.max()) if len(array) else 0)
+    expected_ids, expected_inverse = cost.intern(array)
+    assert ids.tolist() == expected_ids.tolist() and inverse.tolist() == expected_inverse.tolist()
+
+
+def test_spread_ids_are_interned_by_range_and_match_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids spread over ten times their count (the contracted graphs, the pointers) skip the sort."""
+    src, dst = random_graph(2_000, 2_000, seed=9, spread=20)
+    monkeypatch.setattr(cost, "intern", lambda values: pytest.fail("sorted ids that a mark per id interns"))
+    pairs = cost.local_pairs(src, dst, "numpy")
+    assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected_labels(src, dst)
