@@ -579,8 +579,8 @@ def per_time(
                 held, batches = pending.pop(time)
                 for output, capability, result in zip(outs, held, compute(batches), strict=True):
                     session = output.session(capability)
-                    for batch in result if isinstance(result, list) else [result]:
-                        session.give_batch(batch)
+                    for part in result if isinstance(result, list) else [result]:
+                        session.give_batch(part)  # type: ignore[arg-type]
                     output.flush()
                     capability.drop()
 
