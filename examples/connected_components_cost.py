@@ -82,6 +82,8 @@ PAIRS = np.dtype([("node", np.int64), ("label", np.int64)])
 """A node and a label: its local representative, a pointer, or its component's smallest id."""
 NONE = np.iinfo(np.int32).max
 """In a dense label column: the node is on no edge (larger than every node of a dense column)."""
+COLUMN_ROWS = 1 << 24
+"""The most labels a dense column carries in one row (64 MiB): longer columns travel in pieces."""
 RANGE_SPREAD = 16
 """Non-negative ids below this many times the ids on the edges are interned by a mark per id
 (:func:`intern_range`), others by a sort (:func:`intern`)."""
@@ -304,9 +306,9 @@ def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray |
 
 
 def dense_dtype(width: int) -> np.dtype:
-    """Dense label columns: in a row for owner ``dest`` of ``peers``, ``labels[k]`` is node ``k * peers + dest``'s
-    label, :data:`NONE` where the node is on no edge."""
-    return np.dtype([("dest", np.int64), ("peers", np.int64), ("labels", np.int32, (width,))])
+    """Dense label columns: in a row for owner ``dest`` of ``peers``, ``labels[i]`` is node
+    ``(start + i) * peers + dest``'s label, :data:`NONE` where the node is on no edge."""
+    return np.dtype([("dest", np.int64), ("peers", np.int64), ("start", np.int64), ("labels", np.int32, (width,))])
 
 
 def is_dense(batch: np.ndarray) -> bool:
@@ -327,11 +329,12 @@ def dense_bound(src: np.ndarray, dst: np.ndarray) -> int | None:
 
 
 def dense_columns(src: np.ndarray, dst: np.ndarray, bound: int, method: str, peers: int) -> list[np.ndarray]:
-    """Each node's smallest local component-mate as one dense column (:func:`dense_dtype`) per owner.
+    """Each node's smallest local component-mate as dense columns (:func:`dense_dtype`), one per owner.
 
     Node ``n`` is owned by worker ``n % peers``, so owner ``dest``'s column is
     every ``peers``-th entry of the node-indexed labels from ``dest`` on: no
-    node ids travel, and the owner finds a node's labels at one index.
+    node ids travel, and the owner finds a node's labels at one index.  A
+    column longer than :data:`COLUMN_ROWS` travels in pieces (each a frame).
     """
     mates = smallest_mates(src, dst, bound, method).astype(np.int32, copy=False)  # a new array, ours to change
     on_edge = np.zeros(bound, np.bool_)
@@ -341,30 +344,34 @@ def dense_columns(src: np.ndarray, dst: np.ndarray, bound: int, method: str, pee
     found = []
     for dest in range(min(peers, bound)):
         part = mates[dest::peers]
-        column = np.empty(1, dense_dtype(len(part)))
-        column["dest"], column["peers"] = dest, peers
-        column["labels"][0] = part
-        found.append(column)
+        for start in range(0, len(part), COLUMN_ROWS):
+            piece = part[start : start + COLUMN_ROWS]
+            column = np.empty(1, dense_dtype(len(piece)))
+            column["dest"], column["peers"], column["start"] = dest, peers, start
+            column["labels"][0] = piece
+            found.append(column)
     return found
 
 
-def dense_rows(batches: list[np.ndarray]) -> tuple[int, int, list[np.ndarray]]:
-    """``(dest, peers, label columns)`` of the rows of dense batches, all for one owner."""
+def dense_rows(batches: list[np.ndarray]) -> tuple[int, int, list[tuple[int, np.ndarray]]]:
+    """``(dest, peers, [(start, labels)])`` of the rows of dense batches, all for one owner."""
     rows = [row for batch in batches for row in batch]
     dest, peers = int(rows[0]["dest"]), int(rows[0]["peers"])
     if any(int(row["dest"]) != dest or int(row["peers"]) != peers for row in rows):
         raise ValueError("dense label columns of different owners met on one worker")
-    return dest, peers, [row["labels"] for row in rows]
+    return dest, peers, [(int(row["start"]), row["labels"]) for row in rows]
 
 
-def dense_pairs(batch: np.ndarray) -> np.ndarray:
-    """The :data:`PAIRS` ``(node, label)`` of dense label columns, for the nodes on an edge."""
-    dest, peers, labels = dense_rows([batch])
+def dense_pairs(batch: np.ndarray, relabelled: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """The :data:`PAIRS` ``(node, label)`` of dense label columns, for the nodes on an edge (each label passed
+    through ``relabelled`` if given)."""
+    dest, peers, columns = dense_rows([batch])
     parts = []
-    for column in labels:
+    for start, column in columns:
         at = np.flatnonzero(column != NONE)
         pairs = np.empty(len(at), PAIRS)
-        pairs["node"], pairs["label"] = at * peers + dest, column[at]
+        pairs["node"] = (at + start) * peers + dest
+        pairs["label"] = column[at] if relabelled is None else relabelled(column[at])
         parts.append(pairs)
     return concat(parts, PAIRS)
 
@@ -468,22 +475,23 @@ def merge_dense(batches: list[np.ndarray], first: bool) -> tuple[np.ndarray, np.
     stay a dense column; otherwise they are the pointers, as :data:`PAIRS`.
     """
     dest, peers, columns = dense_rows(batches)
-    best = np.full(max(len(column) for column in columns), NONE, np.int32)
-    for column in columns:
-        view = best[: len(column)]
+    best = np.full(max(start + len(column) for start, column in columns), NONE, np.int32)
+    for start, column in columns:
+        view = best[start : start + len(column)]
         np.minimum(view, column, out=view)
     bound = len(best) * peers  # above every node of the columns
     keys = []
-    for column in columns:
-        view = best[: len(column)]
-        apart = np.flatnonzero((column > view) & (column != NONE))  # an entry is at least the smallest
+    for start, column in columns:
+        view = best[start : start + len(column)]
+        apart = np.flatnonzero(column > view)  # an entry is at least the smallest; NONE: not here
+        apart = apart[column[apart] != NONE]
         keys.append(column[apart].astype(np.int64) * bound + view[apart])
     unique = distinct(concat(keys, np.dtype(np.int64)))
     contracted = np.empty(len(unique), EDGES)
     contracted["src"], contracted["dst"] = unique // bound, unique % bound
     if first:
         labels = np.empty(1, dense_dtype(len(best)))
-        labels["dest"], labels["peers"], labels["labels"][0] = dest, peers, best
+        labels["dest"], labels["peers"], labels["start"], labels["labels"][0] = dest, peers, 0, best
         return labels, contracted
     nodes = np.arange(len(best), dtype=np.int64) * peers + dest
     at = np.flatnonzero(best < nodes)  # NONE is above every node
@@ -528,18 +536,11 @@ def relabel(values: np.ndarray, roots: np.ndarray) -> np.ndarray:
 def resolve(labels: np.ndarray, roots: np.ndarray) -> np.ndarray:
     """Step 5 on one worker's labels (:data:`PAIRS` or a dense column): :data:`PAIRS` of every node on an edge,
     each label mapped through ``roots`` (the pointers' smallest ids, :func:`relabel`)."""
-    if not is_dense(labels):
-        result = labels.copy()
-        result["label"] = relabel(labels["label"], roots)
-        return result
-    dest, peers, columns = dense_rows([labels])
-    parts = []
-    for column in columns:
-        at = np.flatnonzero(column != NONE)
-        pairs = np.empty(len(at), PAIRS)
-        pairs["node"], pairs["label"] = at * peers + dest, relabel(column[at], roots)
-        parts.append(pairs)
-    return concat(parts, PAIRS)
+    if is_dense(labels):
+        return dense_pairs(labels, lambda values: relabel(values, roots))
+    result = labels.copy()
+    result["label"] = relabel(labels["label"], roots)
+    return result
 
 
 # ---------------------------------------------------------------------- the dataflow

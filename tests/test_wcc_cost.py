@@ -381,3 +381,19 @@ def test_spread_ids_are_interned_by_range_and_match_scipy(monkeypatch: pytest.Mo
     monkeypatch.setattr(cost, "intern", lambda values: pytest.fail("sorted ids that a mark per id interns"))
     pairs = cost.local_pairs(src, dst, "numpy")
     assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected_labels(src, dst)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("shape", ["giant", "outlier"])
+def test_columns_longer_than_a_row_travel_in_pieces(monkeypatch: pytest.MonkeyPatch, workers: int, shape: str) -> None:
+    """Dense columns cut into rows of 7 labels (64 MiB in the example) still give every node its label."""
+    monkeypatch.setattr(cost, "COLUMN_ROWS", 7)
+    shares = skewed_shares(shape, workers, seed=workers)
+    src, dst = np.concatenate(shares)["src"], np.concatenate(shares)["dst"]
+    small = (src >= 0) & (src < 2**31) & (dst >= 0) & (dst < 2**31)
+    bound = cost.dense_bound(src[small], dst[small])
+    assert bound is not None and bound > 7 * workers, "the columns need several rows"
+    pieces = cost.dense_columns(src[small], dst[small], bound, "numpy", workers)
+    assert len(pieces) > workers and {int(piece["start"][0]) for piece in pieces} > {0}
+    outputs = execute(partial(shares_main, shares=shares, method="numpy"), workers=workers)
+    assert found_labels(outputs) == union_find_labels(src, dst)
