@@ -12,24 +12,34 @@ algorithm in C on each core, and as little as possible between cores):
 1. **Read.** Every worker reads and parses only its own share of the file's
    lines (:func:`read_share`, :func:`parse_share`).
 2. **Local components, in C.** Each worker interns its nodes (integer ids that
-   are small enough are used as array indices; others are interned by a sort, :func:`intern`)
+   are small enough are used as array indices; spread ones by a mark per id,
+   :func:`intern_range`; others by a sort, :func:`intern`)
    and labels the components of its own edges with scipy's
    ``connected_components`` or, without scipy, a vectorised union-find
-   (:func:`union_find`).  It emits one pair ``(node, rep)`` per node it saw,
-   ``rep`` being the smallest id of the node's local component.
-3. **Representatives.** The pairs are exchanged by node.  The owner of a node
-   takes the smallest of its representatives ``m`` (its provisional label), and
+   (:func:`union_find`): each node it saw gets ``rep``, the smallest id of its
+   local component.  Small non-negative ids give one *dense label column* per
+   owner (:func:`dense_columns`): owner ``w``'s column is every ``peers``-th
+   label from node ``w`` on, :data:`NONE` for a node on none of this worker's
+   edges, so no node id travels.  Other ids give one pair ``(node, rep)`` per
+   node (:func:`local_pairs`).
+3. **Representatives.** Columns and pairs go to their owner.  The owner takes
+   each node's smallest representative ``m`` (its provisional label), and
    every other representative ``r`` of it becomes an edge ``r - m`` of the
-   *contracted graph*, whose nodes are only local representatives.
+   *contracted graph*, whose nodes are only local representatives.  Dense
+   columns need no grouping: one elementwise minimum per column gives ``m``
+   (:func:`merge_dense`), and the owner's work shrinks with its share of the
+   nodes; pairs are grouped by node (:func:`representatives`), and an owner
+   that receives both turns the columns into pairs.
 4. **The loop.** The contracted graph goes around a loop scope: each round
    repeats steps 2 and 3 on it (components of each worker's contracted edges,
-   pairs exchanged by node), emitting a pointer ``node -> smaller
+   exchanged to owners), emitting a pointer ``node -> smaller
    representative`` per node and the next, smaller, contracted graph.  The loop
    ends by itself when no worker has contracted edges left.
 5. **Labels.** The pointers (few: only representatives have them) are
    broadcast; each worker labels them with their components' smallest ids (the
    pointers are edges: step 2 again) and maps its nodes' provisional labels
-   through them.
+   through them (:func:`relabel`: a table indexed by id for small ids, else a
+   binary search).
 
 Every node on an edge gets the smallest id of its weakly connected component,
 on the worker that owns it (``node % peers``, or its hash's).
@@ -70,6 +80,13 @@ EDGES = np.dtype([("src", np.int64), ("dst", np.int64)])
 """An edge batch: ``(src, dst)`` node ids."""
 PAIRS = np.dtype([("node", np.int64), ("label", np.int64)])
 """A node and a label: its local representative, a pointer, or its component's smallest id."""
+NONE = np.iinfo(np.int32).max
+"""In a dense label column: the node is on no edge (larger than every node of a dense column)."""
+COLUMN_ROWS = 1 << 24
+"""The most labels a dense column carries in one row (64 MiB): longer columns travel in pieces."""
+RANGE_SPREAD = 16
+"""Non-negative ids below this many times the ids on the edges are interned by a mark per id
+(:func:`intern_range`), others by a sort (:func:`intern`)."""
 METHODS = ("scipy", "numpy")
 """How local components are found: scipy's ``connected_components``, or :func:`union_find`."""
 SCIPY_EDGES = 500_000
@@ -275,12 +292,88 @@ def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray |
             result = np.empty(len(nodes), PAIRS)
             result["node"], result["label"] = nodes, mates[nodes]
             return result
-        ids, inverse = intern(np.concatenate((src, dst)))
+        spread = low >= 0 and high < min(RANGE_SPREAD * (len(src) + len(dst)) + 1024, NONE)
+        values = np.concatenate((src, dst))
+        ids, inverse = intern_range(values, high) if spread else intern(values)
         src, dst = inverse[: len(src)], inverse[len(src) :]
     mates = smallest_mates(src, dst, len(ids), method)
     result = np.empty(len(ids), PAIRS)
     result["node"], result["label"] = ids, ids[mates]
     return result
+
+
+# ---------------------------------------------------------------------- dense label columns
+
+
+def dense_dtype(width: int) -> np.dtype:
+    """Dense label columns: in a row for owner ``dest`` of ``peers``, ``labels[i]`` is node
+    ``(start + i) * peers + dest``'s label, :data:`NONE` where the node is on no edge."""
+    return np.dtype([("dest", np.int64), ("peers", np.int64), ("start", np.int64), ("labels", np.int32, (width,))])
+
+
+def is_dense(batch: np.ndarray) -> bool:
+    """Whether ``batch`` holds dense label columns (:func:`dense_dtype`) rather than :data:`PAIRS`."""
+    names = batch.dtype.names
+    return names is not None and names[0] == "dest"
+
+
+def dense_bound(src: np.ndarray, dst: np.ndarray) -> int | None:
+    """The largest id plus one when no id is negative and the largest is small enough to index arrays by (below
+    about four times the ids on the edges, and below :data:`NONE`); ``None`` otherwise."""
+    if not len(src):
+        return None
+    low, high = min(int(src.min()), int(dst.min())), max(int(src.max()), int(dst.max()))
+    if low >= 0 and high < min(4 * (len(src) + len(dst)) + 1024, NONE):
+        return high + 1
+    return None
+
+
+def dense_columns(src: np.ndarray, dst: np.ndarray, bound: int, method: str, peers: int) -> list[np.ndarray]:
+    """Each node's smallest local component-mate as dense columns (:func:`dense_dtype`), one per owner.
+
+    Node ``n`` is owned by worker ``n % peers``, so owner ``dest``'s column is
+    every ``peers``-th entry of the node-indexed labels from ``dest`` on: no
+    node ids travel, and the owner finds a node's labels at one index.  A
+    column longer than :data:`COLUMN_ROWS` travels in pieces (each a frame).
+    """
+    mates = smallest_mates(src, dst, bound, method).astype(np.int32, copy=False)  # a new array, ours to change
+    on_edge = np.zeros(bound, np.bool_)
+    on_edge[src] = True
+    on_edge[dst] = True
+    np.putmask(mates, ~on_edge, NONE)
+    found = []
+    for dest in range(min(peers, bound)):
+        part = mates[dest::peers]
+        for start in range(0, len(part), COLUMN_ROWS):
+            piece = part[start : start + COLUMN_ROWS]
+            column = np.empty(1, dense_dtype(len(piece)))
+            column["dest"], column["peers"], column["start"] = dest, peers, start
+            column["labels"][0] = piece
+            found.append(column)
+    return found
+
+
+def dense_rows(batches: list[np.ndarray]) -> tuple[int, int, list[tuple[int, np.ndarray]]]:
+    """``(dest, peers, [(start, labels)])`` of the rows of dense batches, all for one owner."""
+    rows = [row for batch in batches for row in batch]
+    dest, peers = int(rows[0]["dest"]), int(rows[0]["peers"])
+    if any(int(row["dest"]) != dest or int(row["peers"]) != peers for row in rows):
+        raise ValueError("dense label columns of different owners met on one worker")
+    return dest, peers, [(int(row["start"]), row["labels"]) for row in rows]
+
+
+def dense_pairs(batch: np.ndarray, relabelled: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
+    """The :data:`PAIRS` ``(node, label)`` of dense label columns, for the nodes on an edge (each label passed
+    through ``relabelled`` if given)."""
+    dest, peers, columns = dense_rows([batch])
+    parts = []
+    for start, column in columns:
+        at = np.flatnonzero(column != NONE)
+        pairs = np.empty(len(at), PAIRS)
+        pairs["node"] = (at + start) * peers + dest
+        pairs["label"] = column[at] if relabelled is None else relabelled(column[at])
+        parts.append(pairs)
+    return concat(parts, PAIRS)
 
 
 # ---------------------------------------------------------------------- sorting helpers
@@ -296,6 +389,21 @@ def distinct(values: np.ndarray) -> np.ndarray:
     if len(ordered) < 2:
         return ordered
     return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def intern_range(values: np.ndarray, high: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`intern` of ids in ``0 .. high``, by a mark per id instead of a sort.
+
+    A pass over ``high + 1`` bytes and one over as many ``int32`` ranks costs
+    less than sorting ids up to :data:`RANGE_SPREAD` times fewer (the contracted
+    graphs and the pointers: representatives spread over all the nodes).
+    """
+    mark = np.zeros(high + 1, np.bool_)
+    mark[values] = True
+    ids = np.flatnonzero(mark)
+    rank = np.empty(high + 1, np.int32)
+    rank[ids] = np.arange(len(ids), dtype=np.int32)
+    return ids, rank[values]
 
 
 def intern(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -358,16 +466,80 @@ def representatives(pairs: np.ndarray, first: bool) -> tuple[np.ndarray, np.ndar
     return labels, contracted
 
 
-def resolve(labels: np.ndarray, pointers: np.ndarray, method: str) -> np.ndarray:
-    """``labels`` with each label replaced by the smallest id of its component among ``pointers`` (edges)."""
-    if not len(pointers) or not len(labels):
-        return labels
-    roots = local_pairs(pointers["node"], pointers["label"], method)
-    at = np.searchsorted(roots["node"], labels["label"])
-    at[at == len(roots)] = 0
-    hit = roots["node"][at] == labels["label"]
+def merge_dense(batches: list[np.ndarray], first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`representatives` of dense label columns (:func:`dense_dtype`) for one owner.
+
+    Each node's label is the smallest of its columns' entries, found by one
+    elementwise minimum per column (no grouping, no node ids); every other
+    entry ``r`` gives the contracted edge ``(r, m)``.  With ``first`` the labels
+    stay a dense column; otherwise they are the pointers, as :data:`PAIRS`.
+    """
+    dest, peers, columns = dense_rows(batches)
+    best = np.full(max(start + len(column) for start, column in columns), NONE, np.int32)
+    for start, column in columns:
+        view = best[start : start + len(column)]
+        np.minimum(view, column, out=view)
+    bound = len(best) * peers  # above every node of the columns
+    keys = []
+    for start, column in columns:
+        view = best[start : start + len(column)]
+        apart = np.flatnonzero(column > view)  # an entry is at least the smallest; NONE: not here
+        apart = apart[column[apart] != NONE]
+        keys.append(column[apart].astype(np.int64) * bound + view[apart])
+    unique = distinct(concat(keys, np.dtype(np.int64)))
+    contracted = np.empty(len(unique), EDGES)
+    contracted["src"], contracted["dst"] = unique // bound, unique % bound
+    if first:
+        labels = np.empty(1, dense_dtype(len(best)))
+        labels["dest"], labels["peers"], labels["start"], labels["labels"][0] = dest, peers, 0, best
+        return labels, contracted
+    nodes = np.arange(len(best), dtype=np.int64) * peers + dest
+    at = np.flatnonzero(best < nodes)  # NONE is above every node
+    labels = np.empty(len(at), PAIRS)
+    labels["node"], labels["label"] = nodes[at], best[at]
+    return labels, contracted
+
+
+def group(batches: list[np.ndarray], first: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3 on one owner's batches: :func:`merge_dense` when all are dense columns, else :func:`representatives`
+    (dense columns turned into pairs)."""
+    dense = [batch for batch in batches if is_dense(batch)]
+    if dense and len(dense) == len(batches):
+        return merge_dense(dense, first)
+    pairs = [dense_pairs(batch) if is_dense(batch) else batch for batch in batches]
+    return representatives(concat(pairs, PAIRS), first)
+
+
+def relabel(values: np.ndarray, roots: np.ndarray) -> np.ndarray:
+    """``values`` (``int32`` or ``int64``) with each node of ``roots`` (:data:`PAIRS` sorted by node) replaced by
+    its label.
+
+    Small non-negative ids are looked up in a table indexed by id (one gather);
+    others by binary search.
+    """
+    if not len(roots) or not len(values):
+        return values
+    nodes, labels = roots["node"], roots["label"]
+    low, top = min(int(nodes[0]), int(values.min())), max(int(nodes[-1]), int(values.max()))
+    if low >= 0 and top < min(4 * (len(values) + len(nodes)) + 1024, NONE):
+        table = np.arange(top + 1, dtype=np.int32)
+        table[nodes] = labels
+        return table[values]
+    at = np.searchsorted(nodes, values)
+    at[at == len(nodes)] = 0
+    hit = nodes[at] == values
+    result = values.astype(np.int64)  # a copy
+    result[hit] = labels[at[hit]]
+    return result
+
+
+def resolve(labels: np.ndarray, roots: np.ndarray) -> np.ndarray:
+    """Step 5 on one worker's labels (:data:`PAIRS` or a dense column): :data:`PAIRS` of every node on an edge,
+    each label mapped through ``roots`` (the pointers' smallest ids, :func:`relabel`)."""
+    if is_dense(labels):
+        return dense_pairs(labels, lambda values: relabel(values, roots))
     result = labels.copy()
-    result["label"][hit] = roots["label"][at[hit]]
+    result["label"] = relabel(labels["label"], roots)
     return result
 
 
@@ -385,10 +557,10 @@ def per_time(
     inputs: Sequence[tuple[Stream, ChannelContract]],
     name: str,
     outputs: int,
-    compute: Callable[[list[list[np.ndarray]]], Sequence[np.ndarray]],
+    compute: Callable[[list[list[np.ndarray]]], Sequence[np.ndarray | list[np.ndarray]]],
 ) -> list[Stream]:
     """An operator that gathers each time's batches from every input and, once the time is complete,
-    sends ``compute(batches per input)``'s arrays, one per output."""
+    sends ``compute(batches per input)``'s results, one per output (an array, or a list of arrays)."""
     scope = inputs[0][0].scope
 
     def constructor(capabilities: list[Any], info: OperatorInfo, frontiers: list[Any]) -> Any:
@@ -407,7 +579,9 @@ def per_time(
             for time in sorted(done):
                 held, batches = pending.pop(time)
                 for output, capability, result in zip(outs, held, compute(batches), strict=True):
-                    output.session(capability).give_batch(result)
+                    session = output.session(capability)
+                    for part in result if isinstance(result, list) else [result]:
+                        session.give_batch(part)  # type: ignore[arg-type]
                     output.flush()
                     capability.drop()
 
@@ -421,18 +595,32 @@ def columns(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges["src"], edges["dst"]
 
 
+def local_labels(edges: np.ndarray, method: str, peers: int) -> list[np.ndarray]:
+    """Step 2 on one worker's edges: :func:`dense_columns` for small non-negative ids, else :func:`local_pairs`."""
+    src, dst = columns(edges)
+    bound = dense_bound(src, dst)
+    if bound is None:
+        return [local_pairs(src, dst, method)]
+    return dense_columns(src, dst, bound, method, peers)
+
+
 def local_components(edges: Stream, method: str, name: str) -> Stream:
-    """Step 2: each time's edges on each worker become ``(node, smallest id of its local component)`` pairs."""
+    """Step 2: each time's edges on each worker become the smallest id of each node's local component
+    (:func:`local_labels`: dense columns, one per owner, or :data:`PAIRS`)."""
+    peers = edges.scope.peers
     return per_time(
-        [(edges, Pipeline)], name, 1, lambda batches: [local_pairs(*columns(concat(batches[0], EDGES)), method)]
+        [(edges, Pipeline)], name, 1, lambda batches: [local_labels(concat(batches[0], EDGES), method, peers)]
     )[0]
 
 
-def grouped(pairs: Stream, first: bool, name: str) -> list[Stream]:
-    """Step 3: pairs exchanged by node and grouped (:func:`representatives`): ``[labels, contracted edges]``."""
-    return per_time(
-        [(pairs, ExchangeBatch("node"))], name, 2, lambda batches: representatives(concat(batches[0], PAIRS), first)
-    )
+def owner_key(batch: np.ndarray) -> np.ndarray:
+    """What routes a batch's rows to their owner: a dense column's ``dest``, a pair's ``node``."""
+    return batch["dest"] if is_dense(batch) else batch["node"]
+
+
+def grouped(labels: Stream, first: bool, name: str) -> list[Stream]:
+    """Step 3: local labels exchanged by owner and grouped (:func:`group`): ``[labels, contracted edges]``."""
+    return per_time([(labels, ExchangeBatch(owner_key))], name, 2, lambda batches: group(batches[0], first))
 
 
 def weak_components(edges: Stream, method: str) -> Stream:
@@ -456,7 +644,9 @@ def weak_components(edges: Stream, method: str) -> Stream:
     pointers = edges.scope.iterative(body, name="Contract")
 
     def labelled(batches: list[list[np.ndarray]]) -> list[np.ndarray]:
-        return [resolve(concat(batches[0], PAIRS), concat(batches[1], PAIRS), method)]
+        pointers = concat(batches[1], PAIRS)
+        roots = local_pairs(pointers["node"], pointers["label"], method)
+        return [concat([resolve(batch, roots) for batch in batches[0]], PAIRS)]
 
     return per_time([(labels, Pipeline), (pointers, Broadcast)], "Labels", 1, labelled)[0]
 

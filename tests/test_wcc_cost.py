@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runtime import execute
+from scopes.hashing import stable_hash_array
 
 cost = load_example("connected_components_cost")
 scipy_sparse = pytest.importorskip("scipy.sparse")
@@ -214,3 +215,185 @@ def test_distinct_and_intern_agree_with_np_unique(values: list[int]) -> None:
     pairs = np.empty(len(array), cost.EDGES)
     pairs["src"], pairs["dst"] = array // 3, array % 3
     assert cost.distinct(pairs).tolist() == sorted(set(pairs.tolist()))
+
+
+# ---------------------------------------------------------------------- dense label columns (issue 28's 2-process goal)
+
+
+def union_find_labels(src: np.ndarray, dst: np.ndarray) -> dict[int, int]:
+    """A plain dictionary union-find: node -> smallest id of its weak component (nodes on an edge)."""
+    parent: dict[int, int] = {}
+
+    def root(node: int) -> int:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        parent.setdefault(a, a)
+        parent.setdefault(b, b)
+        low, high = sorted((root(a), root(b)))
+        parent[high] = low
+    return {node: root(node) for node in parent}
+
+
+def shares_main(worker: Any, shares: list[np.ndarray], method: str) -> tuple[list[int], list[int]]:
+    labels = cost.run_edges(worker, shares[worker.index], method)
+    return labels["node"].tolist(), labels["label"].tolist()
+
+
+SHAPES = ("uniform", "giant", "singletons", "self loops", "empty share", "outlier")
+
+
+def skewed_shares(shape: str, workers: int, seed: int) -> list[np.ndarray]:
+    """Edges of one skewed kind, split unevenly among ``workers`` (one share may be empty)."""
+    rng = np.random.default_rng(seed)
+    nodes = int(rng.integers(1, 3_000))
+    count = int(rng.integers(0, 4_000))
+    src, dst = rng.integers(0, nodes, count), rng.integers(0, nodes, count)
+    if shape == "giant":  # a path through every node, shuffled: one component that needs rounds
+        order = rng.permutation(nodes)
+        src, dst = np.concatenate((src, order[:-1])), np.concatenate((dst, order[1:]))
+    elif shape == "singletons":  # many self loops on their own: components of one node
+        src = np.concatenate((src[: count // 10], np.arange(nodes, 3 * nodes)))
+        dst = np.concatenate((dst[: count // 10], np.arange(nodes, 3 * nodes)))
+    elif shape == "self loops":
+        dst = np.where(rng.random(len(dst)) < 0.5, src, dst)
+    elif shape == "outlier":  # one share with a negative or huge id goes the sparse way, the others dense
+        src = np.append(src, rng.choice([-(2**62), -1, 2**40]))
+        dst = np.append(dst, 0)
+    cuts = np.sort(rng.integers(0, len(src) + 1, workers - 1))
+    if shape == "empty share" and workers > 1:
+        cuts[0] = 0
+    bounds = [0, *cuts.tolist(), len(src)]
+    order = np.arange(len(src)) if shape == "outlier" else rng.permutation(len(src))
+    return [edges_array(src[order[a:b]], dst[order[a:b]]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.sampled_from(SHAPES),
+    workers=st.sampled_from([1, 2, 3]),
+    seed=st.integers(0, 2**31),
+    method=st.sampled_from(cost.METHODS),
+)
+def test_skewed_graphs_on_uneven_shares_match_a_plain_union_find(
+    shape: str, workers: int, seed: int, method: str
+) -> None:
+    """Dense columns, pairs and both met at one owner: every node once, on its owner, with its component's
+    smallest id."""
+    shares = skewed_shares(shape, workers, seed)
+    outputs = execute(partial(shares_main, shares=shares, method=method), workers=workers)
+    edges = np.concatenate(shares)
+    assert found_labels(outputs) == union_find_labels(edges["src"], edges["dst"])
+    for index, (nodes, *_) in enumerate(outputs):
+        owners = stable_hash_array(np.array(nodes, np.int64)) % np.uint64(workers)
+        assert (owners == index).all(), "a node labelled away from its owner"
+
+
+def test_a_share_with_an_outlier_id_meets_dense_shares_at_the_owner() -> None:
+    """Worker 1's negative id makes its labels pairs; worker 0's stay dense columns: the owner merges both."""
+    shares = [
+        edges_array(np.array([0, 2, 4]), np.array([1, 3, 5])),
+        edges_array(np.array([1, 3, -7]), np.array([2, 6, 5])),
+    ]
+    assert cost.dense_bound(shares[0]["src"], shares[0]["dst"]) == 6
+    assert cost.dense_bound(shares[1]["src"], shares[1]["dst"]) is None
+    outputs = execute(partial(shares_main, shares=shares, method="numpy"), workers=2)
+    assert found_labels(outputs) == {0: 0, 1: 0, 2: 0, 3: 0, 6: 0, -7: -7, 4: -7, 5: -7}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shares=st.lists(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=40), min_size=1, max_size=3),
+    peers=st.integers(1, 4),
+    first=st.booleans(),
+)
+def test_merging_dense_columns_gives_what_grouping_pairs_gives(
+    shares: list[list[tuple[int, int]]], peers: int, first: bool
+) -> None:
+    """merge_dense (one minimum per column) against representatives (grouping pairs by node) for each owner."""
+    columns: list[np.ndarray] = []
+    for share in shares:
+        src, dst = np.array([a for a, _ in share], np.int64), np.array([b for _, b in share], np.int64)
+        bound = cost.dense_bound(src, dst)
+        if bound is not None:
+            found = cost.dense_columns(src, dst, bound, "numpy", peers)
+            assert np.array_equal(
+                np.sort(cost.concat([cost.dense_pairs(c) for c in found], cost.PAIRS)),
+                cost.local_pairs(src, dst, "numpy"),
+            )
+            columns.extend(found)
+    for dest in range(peers):
+        mine = [column for column in columns if int(column["dest"][0]) == dest]
+        if not mine:
+            continue
+        labels, contracted = cost.merge_dense(mine, first)
+        pairs = cost.concat([cost.dense_pairs(column) for column in mine], cost.PAIRS)
+        expected_labels_, expected_edges = cost.representatives(pairs, first)
+        got = cost.dense_pairs(labels) if first else labels
+        assert sorted(got.tolist()) == sorted(expected_labels_.tolist())
+        assert sorted(contracted.tolist()) == sorted(expected_edges.tolist())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pointers=st.lists(st.tuples(st.integers(-5, 300), st.integers(-5, 300)), max_size=30),
+    values=st.lists(st.integers(-5, 300) | st.integers(2**40, 2**41), max_size=30),
+)
+def test_relabel_by_table_and_by_search_agree(pointers: list[tuple[int, int]], values: list[int]) -> None:
+    """A label that is a pointer's node becomes its root; any other stays, whichever way it is looked up."""
+    src, dst = np.array([a for a, _ in pointers], np.int64), np.array([b for _, b in pointers], np.int64)
+    roots = cost.local_pairs(src, dst, "numpy")
+    array = np.array(values, np.int64)
+    mapping = dict(zip(roots["node"].tolist(), roots["label"].tolist(), strict=True))
+    assert cost.relabel(array, roots).tolist() == [mapping.get(value, value) for value in values]
+    small = array[(array >= 0) & (array < 2**31 - 1)]
+    assert cost.relabel(small.astype(np.int32), roots).tolist() == [mapping.get(v, v) for v in small.tolist()]
+
+
+def test_three_processes_on_a_skewed_file_match_scipy(tmp_path: Path) -> None:
+    """A giant component, singletons and self loops read by three processes (dense columns cross processes)."""
+    shares = skewed_shares("giant", 1, seed=11) + skewed_shares("singletons", 1, seed=12)
+    edges = np.concatenate(shares)
+    path = tmp_path / "edges.tsv"
+    write_edges(path, edges["src"], edges["dst"])
+    outputs = execute(
+        partial(cost.file_worker, path=str(path), method="numpy"), workers=1, processes=3, stall_timeout=STALL
+    )
+    assert found_labels(outputs) == expected_labels(edges["src"], edges["dst"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.integers(0, 5_000), max_size=80))
+def test_intern_by_range_agrees_with_intern(values: list[int]) -> None:
+    """The mark-per-id interning of non-negative ids gives the sort's ids and inverse."""
+    array = np.array(values, np.int64)
+    ids, inverse = cost.intern_range(array, int(array.max()) if len(array) else 0)
+    expected_ids, expected_inverse = cost.intern(array)
+    assert ids.tolist() == expected_ids.tolist() and inverse.tolist() == expected_inverse.tolist()
+
+
+def test_spread_ids_are_interned_by_range_and_match_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids spread over ten times their count (the contracted graphs, the pointers) skip the sort."""
+    src, dst = random_graph(2_000, 2_000, seed=9, spread=20)
+    monkeypatch.setattr(cost, "intern", lambda values: pytest.fail("sorted ids that a mark per id interns"))
+    pairs = cost.local_pairs(src, dst, "numpy")
+    assert dict(zip(pairs["node"].tolist(), pairs["label"].tolist(), strict=True)) == expected_labels(src, dst)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("shape", ["giant", "outlier"])
+def test_columns_longer_than_a_row_travel_in_pieces(monkeypatch: pytest.MonkeyPatch, workers: int, shape: str) -> None:
+    """Dense columns cut into rows of 7 labels (64 MiB in the example) still give every node its label."""
+    monkeypatch.setattr(cost, "COLUMN_ROWS", 7)
+    shares = skewed_shares(shape, workers, seed=workers)
+    src, dst = np.concatenate(shares)["src"], np.concatenate(shares)["dst"]
+    small = (src >= 0) & (src < 2**31) & (dst >= 0) & (dst < 2**31)
+    bound = cost.dense_bound(src[small], dst[small])
+    assert bound is not None and bound > 7 * workers, "the columns need several rows"
+    pieces = cost.dense_columns(src[small], dst[small], bound, "numpy", workers)
+    assert len(pieces) > workers and {int(piece["start"][0]) for piece in pieces} > {0}
+    outputs = execute(partial(shares_main, shares=shares, method="numpy"), workers=workers)
+    assert found_labels(outputs) == union_find_labels(src, dst)
