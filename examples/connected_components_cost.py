@@ -283,16 +283,13 @@ def local_pairs(src: np.ndarray, dst: np.ndarray, method: str, ids: np.ndarray |
         if not len(src):
             return np.empty(0, PAIRS)
         low, high = min(int(src.min()), int(dst.min())), max(int(src.max()), int(dst.max()))
-        if low >= 0 and high < 4 * (len(src) + len(dst)) + 1024:
+        if indexable(low, high, len(src) + len(dst)):
             mates = smallest_mates(src, dst, high + 1, method)
-            present = np.zeros(high + 1, np.bool_)
-            present[src] = True
-            present[dst] = True
-            nodes = np.flatnonzero(present)
+            nodes = np.flatnonzero(on_an_edge(src, dst, high + 1))
             result = np.empty(len(nodes), PAIRS)
             result["node"], result["label"] = nodes, mates[nodes]
             return result
-        spread = low >= 0 and high < min(RANGE_SPREAD * (len(src) + len(dst)) + 1024, NONE)
+        spread = indexable(low, high, len(src) + len(dst), RANGE_SPREAD)
         values = np.concatenate((src, dst))
         ids, inverse = intern_range(values, high) if spread else intern(values)
         src, dst = inverse[: len(src)], inverse[len(src) :]
@@ -317,15 +314,26 @@ def is_dense(batch: np.ndarray) -> bool:
     return names is not None and names[0] == "dest"
 
 
+def indexable(low: int, high: int, count: int, spread: int = 4) -> bool:
+    """Whether ids from ``low`` to ``high``, ``count`` of them, can index arrays: none negative, and the largest
+    below ``spread`` times their count (plus 1,024) and below :data:`NONE`."""
+    return low >= 0 and high < min(spread * count + 1024, NONE)
+
+
+def on_an_edge(src: np.ndarray, dst: np.ndarray, bound: int) -> np.ndarray:
+    """A mask of the ids ``0 .. bound - 1``: which are an end of an edge ``src -> dst``."""
+    mask = np.zeros(bound, np.bool_)
+    mask[src] = True
+    mask[dst] = True
+    return mask
+
+
 def dense_bound(src: np.ndarray, dst: np.ndarray) -> int | None:
-    """The largest id plus one when no id is negative and the largest is small enough to index arrays by (below
-    about four times the ids on the edges, and below :data:`NONE`); ``None`` otherwise."""
+    """The largest id plus one when the edges' ids can index arrays (:func:`indexable`); ``None`` otherwise."""
     if not len(src):
         return None
     low, high = min(int(src.min()), int(dst.min())), max(int(src.max()), int(dst.max()))
-    if low >= 0 and high < min(4 * (len(src) + len(dst)) + 1024, NONE):
-        return high + 1
-    return None
+    return high + 1 if indexable(low, high, len(src) + len(dst)) else None
 
 
 def dense_columns(src: np.ndarray, dst: np.ndarray, bound: int, method: str, peers: int) -> list[np.ndarray]:
@@ -337,10 +345,7 @@ def dense_columns(src: np.ndarray, dst: np.ndarray, bound: int, method: str, pee
     column longer than :data:`COLUMN_ROWS` travels in pieces (each a frame).
     """
     mates = smallest_mates(src, dst, bound, method).astype(np.int32, copy=False)  # a new array, ours to change
-    on_edge = np.zeros(bound, np.bool_)
-    on_edge[src] = True
-    on_edge[dst] = True
-    np.putmask(mates, ~on_edge, NONE)
+    np.putmask(mates, ~on_an_edge(src, dst, bound), NONE)
     found = []
     for dest in range(min(peers, bound)):
         part = mates[dest::peers]
@@ -521,7 +526,7 @@ def relabel(values: np.ndarray, roots: np.ndarray) -> np.ndarray:
         return values
     nodes, labels = roots["node"], roots["label"]
     low, top = min(int(nodes[0]), int(values.min())), max(int(nodes[-1]), int(values.max()))
-    if low >= 0 and top < min(4 * (len(values) + len(nodes)) + 1024, NONE):
+    if indexable(low, top, len(values) + len(nodes)):
         table = np.arange(top + 1, dtype=np.int32)
         table[nodes] = labels
         return table[values]
