@@ -41,7 +41,7 @@ for _path in (str(HERE.parent), str(HERE), str(HERE.parent / "examples")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from harness import median  # noqa: E402
+from harness import median, repetition  # noqa: E402
 
 Loader = Callable[[int, int], Any]
 """``load(index, peers)``: share ``index`` of ``peers`` of a workload's input, as its kernel takes it."""
@@ -191,7 +191,8 @@ def ceiling(load: Loader, kernel: Kernel, rounds: int) -> Ceiling:
     try:
         for number in range(rounds):
             for group, found in zip(groups, times, strict=True):
-                found.append(group.round(number))
+                with repetition():
+                    found.append(group.round(number))
     finally:
         for process in (process for group in groups for process in group.processes):
             process.join(POLL)

@@ -14,9 +14,12 @@ import statistics
 import subprocess
 import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cpu_speed import CpuSpeed
 
 HERE = Path(__file__).resolve().parent
 GOALS = HERE / "goals.toml"
@@ -78,12 +81,36 @@ def in_seconds(values: list[float], what: str) -> Metric:
     return Metric(median(values), "s", what)
 
 
+_cpu_speed: CpuSpeed | None = None
+
+
+def watch_cpu_speed(speed: CpuSpeed | None) -> None:
+    """Let :func:`repetition` wait for (and record) full CPU speed with ``speed``'s probes (``None``: stop)."""
+    global _cpu_speed
+    _cpu_speed = speed
+
+
+@contextmanager
+def repetition() -> Iterator[None]:
+    """Around one timed repetition: first wait, within the run's budget, until every CPU runs at full speed, and
+    probe again after it (see :mod:`cpu_speed`); nothing when no probe watches (a workload run on its own)."""
+    speed = _cpu_speed
+    if speed is not None:
+        speed.settle()
+    try:
+        yield
+    finally:
+        if speed is not None:
+            speed.after()
+
+
 def interleaved(variants: Mapping[str, Callable[[], float]], size: Size, log: Log, name: str) -> dict[str, list[float]]:
     """Seconds of every variant, ``size.repeat`` times, the variants interleaved so drift affects all alike."""
     values: dict[str, list[float]] = {key: [] for key in variants}
     for rep in range(size.repeat):
         for key, run in variants.items():
-            values[key].append(run())
+            with repetition():
+                values[key].append(run())
             log(f"  {name} {rep + 1}/{size.repeat} {key}: {Metric(values[key][-1], 's', '').text()}")
     return values
 
@@ -289,12 +316,19 @@ class Run:
     idle_after: float = 0.0
     took: dict[str, float] = field(default_factory=dict)
     began: float = field(default_factory=time.time)
+    speed: CpuSpeed | None = None
+    """The CPU speed probes of the run (:mod:`cpu_speed`), if it was probed."""
 
     @property
-    def noisy(self) -> bool:
+    def loaded(self) -> bool:
         """Whether the load reached :data:`NOISY_LOAD` before the run, or after it once idle (else at its end)."""
         after = self.load_end if math.isnan(self.load_after) else self.load_after
         return self.load_start >= NOISY_LOAD or after >= NOISY_LOAD
+
+    @property
+    def noisy(self) -> bool:
+        """Whether the run was :attr:`loaded`, or the host slowed its CPUs in too many repetitions."""
+        return self.loaded or (self.speed is not None and self.speed.noisy)
 
 
 def _row(cells: list[str]) -> str:
@@ -324,8 +358,15 @@ def render(run: Run, verdicts: list[Verdict], costs: list[CostLine], results: Re
         + ("" if math.isnan(run.load_after) else f", {run.load_after:.2f} after {run.idle_after:.0f} s idle"),
         f"- Duration: {sum(run.took.values()) / 60:.1f} min ({durations})",
     ]
-    if run.noisy:
+    if run.speed is not None:
+        lines.append(f"- {run.speed.summary()}")
+    if run.loaded:
         lines.append(f"- **Noisy run**: the load reached {NOISY_LOAD:.1f}; rerun on a quiet machine before quoting.")
+    if run.speed is not None and run.speed.noisy:
+        lines.append(
+            "- **Noisy run**: the host slowed this machine's CPUs in more than a fifth of the repetitions "
+            "(see the CPU speed above); rerun when it gives them at full speed before quoting."
+        )
     lines += [
         "",
         f"**{tally['met']} goals met, {tally['missed']} missed, {tally['not measured']} not measured.** "

@@ -27,7 +27,7 @@ from pathlib import Path
 from statistics import median, quantiles
 from typing import Any
 
-from harness import Log, Metric, Size
+from harness import Log, Metric, Size, repetition
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
@@ -219,7 +219,8 @@ def measure_variants(
             for rep in range(repeat):
                 for variant in VARIANTS:
                     packages = copy if variant == "no hooks" else REPO
-                    seconds = float(run_in_subprocess(name, size, LOGGING[variant], packages)["seconds"])
+                    with repetition():
+                        seconds = float(run_in_subprocess(name, size, LOGGING[variant], packages)["seconds"])
                     values[name][variant].append(seconds)
                     log(f"  instrument {name} rep {rep + 1}/{repeat} {variant:8} {seconds:.6f} s")
     return values, removed

@@ -25,7 +25,8 @@ for _path in (str(HERE.parent), str(HERE)):
     if _path not in sys.path:  # run as `python benchmarks/run.py` without installing
         sys.path.insert(0, _path)
 
-from harness import Run, Size, Skip, WrongAnswer, judge, load, load_goals, render  # noqa: E402
+from cpu_speed import CpuSpeed  # noqa: E402
+from harness import Run, Size, Skip, WrongAnswer, judge, load, load_goals, render, watch_cpu_speed  # noqa: E402
 
 WORKLOADS: dict[str, str] = {
     "pipeline": "record_pipeline:bench",
@@ -52,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="repetitions per measurement (default 5)")
     parser.add_argument("--settle", type=float, help="seconds to wait for a load under 1.0 (300; 0 with --quick)")
     parser.add_argument(
+        "--cpu-wait",
+        type=float,
+        help="seconds to wait in all, before repetitions, for every CPU at full speed (180; 0 with --quick)",
+    )
+    parser.add_argument(
         "--workloads", "--sections", default=",".join(WORKLOADS), help=f"a subset of: {', '.join(WORKLOADS)}"
     )
     args = parser.parse_args(argv)
@@ -67,19 +73,27 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(5)
     run = Run(command, Size(args.quick, args.repeat))
     print(f"1-minute load at the start: {run.load_start:.2f}", flush=True)
+    cpu_wait = args.cpu_wait if args.cpu_wait is not None else (0.0 if args.quick else None)
+    run.speed = CpuSpeed() if cpu_wait is None else CpuSpeed(wait_per_run=cpu_wait)
     results, skipped = {}, {}
-    for name in [name for name in WORKLOADS if name in chosen]:
-        module, function = WORKLOADS[name].split(":")
-        print(f"{name} ...", flush=True)
-        began = time.perf_counter()
+    with run.speed:
+        print(f"CPU speed: the probe's loop takes {run.speed.best * 1e3:.1f} ms at best", flush=True)
+        watch_cpu_speed(run.speed)
         try:
-            results[name] = getattr(importlib.import_module(module), function)(run.size, print)
-        except Skip as reason:
-            skipped[name] = str(reason)
-        except WrongAnswer as error:
-            print(f"error: wrong answer in {name}: {error}", file=sys.stderr)
-            return 1
-        run.took[name] = time.perf_counter() - began
+            for name in [name for name in WORKLOADS if name in chosen]:
+                module, function = WORKLOADS[name].split(":")
+                print(f"{name} ...", flush=True)
+                began = time.perf_counter()
+                try:
+                    results[name] = getattr(importlib.import_module(module), function)(run.size, print)
+                except Skip as reason:
+                    skipped[name] = str(reason)
+                except WrongAnswer as error:
+                    print(f"error: wrong answer in {name}: {error}", file=sys.stderr)
+                    return 1
+                run.took[name] = time.perf_counter() - began
+        finally:
+            watch_cpu_speed(None)
     run.load_end = load()
     if settle:  # other programs keep the load up after the run; the run's own processes do not
         idle_since = time.monotonic()

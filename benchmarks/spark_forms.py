@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import Log, Metric, Size, Skip  # noqa: E402
+from harness import Log, Metric, Size, Skip, repetition  # noqa: E402
 
 from runtime.spark import run_dataflow, spark_session, warm_up  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
@@ -109,7 +109,8 @@ def measure_forms(
         expected: tuple[int, int] | None = None
         for _ in range(repeat):
             for form in FORMS:
-                took, result = run_form(form, frame, workers)
+                with repetition():
+                    took, result = run_form(form, frame, workers)
                 seconds[form].append(took)
                 found = checksum(result)
                 expected = expected or found

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds
+from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds, repetition
 
 FILES = 60
 ROWS_PER_FILE = 5_000
@@ -147,9 +147,12 @@ def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
         epochs, tables = read_epochs(paths), read_tables(paths)
     seconds: dict[str, list[float]] = {"pytimely": [], "pytimely_columnar": [], "bytewax": []}
     for _ in range(repeat):
-        mine, ours = pytimely_count(epochs)
-        columnar_seconds, columnar = pytimely_count(tables, columnar=True)
-        theirs_seconds, theirs = bytewax_count(epochs)
+        with repetition():
+            mine, ours = pytimely_count(epochs)
+        with repetition():
+            columnar_seconds, columnar = pytimely_count(tables, columnar=True)
+        with repetition():
+            theirs_seconds, theirs = bytewax_count(epochs)
         for form, answer in (("record-wise", ours), ("columnar", columnar)):
             if answer != theirs:
                 differ = sorted(set(answer.items()) ^ set(theirs.items()))[:5]

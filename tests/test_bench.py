@@ -121,6 +121,7 @@ def test_a_tiny_run_of_every_workload_reports_a_row_per_goal(tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stderr[-3000:]
     text = report.read_text()
+    assert re.search(r"- CPU speed \(.*repetitions began and ended", text), text[:2000]
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     goals, costs = load_goals()
     for entry in [*goals, *costs]:

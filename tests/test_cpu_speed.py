@@ -1,0 +1,113 @@
+"""The bench's CPU speed probes: one figure per CPU, waits that end, faults that stop probing, and the report."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import cpu_speed  # noqa: E402
+from cpu_speed import CpuSpeed, Repetition  # noqa: E402
+from harness import Run, Size, render, repetition, watch_cpu_speed  # noqa: E402
+
+
+def test_a_probe_times_the_loop_on_every_cpu_at_once() -> None:
+    with CpuSpeed() as speed:
+        assert len(speed.probes) == cpu_speed.FIRST_PROBES
+        sample = speed.probe()
+    assert sample is not None and len(sample) == len(os.sched_getaffinity(0))
+    assert all(seconds > 0 for seconds in sample)
+    assert speed.best == min(min(found) for found in speed.probes)
+    assert speed.slowdown(sample) >= 1.0
+
+
+def test_waiting_for_full_speed_ends_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_speed, "WAIT_PER_REPETITION", 0.3)
+    with CpuSpeed(cpus=[0]) as speed:
+        speed.probes.insert(0, (1e-9,))  # a best no real probe reaches: every CPU looks slowed
+        began = time.monotonic()
+        speed.settle()
+        assert time.monotonic() - began < 5
+        speed.after()
+    assert 0.3 <= speed.waited < 5
+    assert speed.clean() == 0 and speed.noisy
+    assert "0 of 1 repetitions" in speed.summary()
+
+
+def test_the_run_budget_bounds_every_wait_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_speed, "WAIT_PER_REPETITION", 0.2)
+    with CpuSpeed(cpus=[0], wait_per_run=0.3) as speed:
+        speed.probes.insert(0, (1e-9,))
+        for _ in range(5):
+            speed.settle()
+    assert len(speed.repetitions) == 5
+    assert speed.waited < 0.3 + 2 * 0.2 + 1  # the budget, one probe and pause over at most
+
+
+def test_no_budget_means_probing_without_waiting() -> None:
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        speed.probes.insert(0, (1e-9,))
+        speed.settle()
+    assert speed.waited < 1 and len(speed.repetitions) == 1
+
+
+def test_a_probe_process_that_dies_stops_probing_and_says_so() -> None:
+    speed = CpuSpeed(cpus=[0]).start()
+    try:
+        process = speed._processes[0]
+        process.kill()
+        process.join()
+        assert speed.probe() is None
+        speed.settle()  # returns at once: nothing to wait for
+        assert speed.repetitions == []
+        assert "probing stopped" in speed.summary()
+    finally:
+        speed.close()
+
+
+def test_a_probe_process_that_stops_answering_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_speed, "ANSWER_LIMIT", 0.5)
+    speed = CpuSpeed(cpus=[0]).start()
+    process = speed._processes[0]
+    try:
+        os.kill(process.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        assert speed.probe() is None
+        assert time.monotonic() - began < 5
+        assert "did not answer within 0.5 s" in speed.broken
+    finally:
+        speed.close()  # a stopped process is killed, not waited for
+    assert not process.is_alive()
+
+
+def test_repetition_waits_and_probes_only_while_watched() -> None:
+    with repetition():  # no probe watches: nothing happens
+        pass
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        watch_cpu_speed(speed)
+        try:
+            with repetition():
+                pass
+        finally:
+            watch_cpu_speed(None)
+    assert len(speed.repetitions) == 1 and not math.isnan(speed.repetitions[0].after)
+
+
+def test_the_report_gives_the_cpu_speed_and_marks_a_slowed_run_noisy() -> None:
+    speed = CpuSpeed(cpus=[0, 1], probes=[(0.005, 0.0051), (0.009, 0.005)])
+    speed.repetitions = [Repetition(0.005, 0.0052), Repetition(0.009, 0.005)]
+    run = Run("run.py", Size(False, 1), load_start=0.1, load_end=0.1, speed=speed)
+    text = render(run, [], [], {})
+    assert "5.0 ms at best" in text and "1 of 2 repetitions began and ended" in text
+    assert "the host slowed this machine's CPUs" in text
+    speed.repetitions = [Repetition(0.005, 0.0052)] * 9 + [Repetition(0.009, 0.005)]
+    assert "the host slowed" not in render(run, [], [], {})
+    assert not run.noisy
