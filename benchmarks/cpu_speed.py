@@ -3,9 +3,9 @@
 Why the bench needs it.  On a virtual machine the host's other tenants share the
 physical cores under the vCPUs, and neither the guest's load average nor its
 steal time shows it.  Measured on the bench machine (2 vCPUs under KVM, load
-under 0.5): the same pure-Python loop took about 10 ms in some moments and
-17-19 ms in others, on either vCPU, whether the other vCPU was busy or idle; the
-state changed within a second or lasted for minutes.  A 2-processes-against-1
+under 0.5): the probe's loop (:data:`LOOP` dictionary stores) took about 5 ms
+in some moments and 9 to 10 ms in others, on either vCPU, whether the other vCPU
+was busy or idle; the state changed within a second or lasted for minutes.  A 2-processes-against-1
 ratio measured while one vCPU runs at 0.55 of its speed tells nothing about
 pytimely.
 
