@@ -155,6 +155,10 @@ def stable_hash_array(keys: Any) -> np.ndarray:
         if hasattr(keys, "__array__") and not isinstance(keys, (list, tuple)):
             keys = np.asarray(keys)  # an array-like (a pandas Series, ...): its own dtype, without a Python loop
         else:
+            if keys.__class__ is list or keys.__class__ is tuple:
+                found = _hash_ints(keys)
+                if found is not None:
+                    return found
             keys = _object_array(keys)
     if keys.ndim != 1:
         raise KeyHashError(
@@ -177,6 +181,25 @@ def stable_hash_array(keys: Any) -> np.ndarray:
         "object arrays of int, str, bytes, bool, float, None or tuples of these hash stably; convert the key "
         "column to one of these"
     )
+
+
+_INT_TYPES = frozenset({int, bool})
+
+
+def _hash_ints(keys: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
+    """:func:`stable_hash` of a sequence of exact ``int`` (or ``bool``) keys that fit 64 bits, with one NumPy
+    conversion instead of a call per key; ``None`` when another type is among them or an int does not fit.
+
+    A signed 64-bit value viewed as unsigned is its two's complement, ``k & (2**64 - 1)``, as :func:`stable_hash`
+    computes (``True`` and ``False`` are 1 and 0 both ways).
+    """
+    if not set(map(type, keys)) <= _INT_TYPES:
+        return None
+    try:
+        values = np.fromiter(keys, dtype=np.int64, count=len(keys))
+    except OverflowError:  # beyond 64 bits: the exact Python arithmetic of the general path
+        return None
+    return values.view(np.uint64)
 
 
 def _object_array(keys: Any) -> np.ndarray:

@@ -85,6 +85,39 @@ def test_object_arrays_and_sequences_of_mixed_keys(keys: list[Any]) -> None:
     assert stable_hash_array(array).tolist() == [stable_hash(key) for key in keys]
 
 
+@given(
+    st.lists(st.integers(-(2**63), 2**64 - 1) | st.booleans(), max_size=60),
+    st.sampled_from([list, tuple]),
+    st.sampled_from([None, 2**64, -(2**63) - 1, 2**200, 1.5, 2.0, "7", None]),
+)
+@settings(max_examples=200, deadline=None)
+def test_sequences_of_ints_hash_in_one_conversion_and_any_other_key_falls_back(
+    values: list[int], kind: type, extra: Any
+) -> None:
+    keys = values + [extra] if extra is not None else values
+    hashes = stable_hash_array(kind(keys))
+    assert hashes.dtype == np.uint64
+    assert hashes.tolist() == [stable_hash(key) for key in keys]
+
+
+def test_a_list_of_ints_is_hashed_without_a_call_per_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scopes.hashing as hashing
+
+    monkeypatch.setattr(hashing, "stable_hash", lambda key: pytest.fail(f"stable_hash({key!r}) called"))
+    keys = [-1, 0, 1, 2**63 - 1, -(2**63), True, False] * 100
+    assert hashing.stable_hash_array(keys).tolist() == [key & (2**64 - 1) for key in keys]
+
+
+def test_an_int_subclass_among_ints_is_hashed_as_its_value_by_the_general_path() -> None:
+    import enum
+
+    class Size(enum.IntEnum):
+        BIG = 7
+
+    keys = [1, Size.BIG, 3]
+    assert stable_hash_array(keys).tolist() == [1, 7, 3]
+
+
 def test_repeated_keys_are_hashed_once_per_distinct_value(monkeypatch: pytest.MonkeyPatch) -> None:
     import scopes.hashing as hashing
 
