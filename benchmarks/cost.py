@@ -53,7 +53,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
 import ceilings  # noqa: E402
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
-from harness import Log, Metric, Size, WrongAnswer, median, repetition  # noqa: E402
+from harness import Log, Metric, Size, WrongAnswer, measured, median  # noqa: E402
 
 from runtime import Worker  # noqa: E402
 from runtime.launcher import execute_processes  # noqa: E402
@@ -392,13 +392,11 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
         runs: dict[str, list[Timing]] = {f"{job}_p{p}": [] for job in jobs for p in PROCESSES}
         for rep in range(size.repeat):
             for key, single in singles.items():
-                with repetition():
-                    single_runs[key].append(single())
+                single_runs[key].append(measured(single))
             for job, run in jobs.items():
                 expected = single_runs["scipy" if job == "wcc" else "counter"][-1].check
                 for p in PROCESSES:
-                    with repetition():
-                        timing = run(p)
+                    timing = measured(partial(run, p))
                     if timing.check != expected:
                         raise WrongAnswer(
                             f"{job} on {p} process(es) found {timing.check}, the single thread {expected}"

@@ -15,8 +15,12 @@ once and returns each one's seconds.  Before each repetition
 (:meth:`CpuSpeed.settle`) the harness probes until every CPU is within
 :data:`FULL_SPEED` of the fastest probe of the run, waiting at most
 :data:`WAIT_PER_REPETITION` seconds each time and :data:`WAIT_PER_RUN` in all;
-after it (:meth:`CpuSpeed.after`) it probes once more.  The report says how many
-repetitions began and ended at full speed, and a run in which too few did is
+after it (:meth:`CpuSpeed.after`) it probes once more.  A repetition that did not
+begin and end at full speed is run again (:meth:`CpuSpeed.run_again`), at most
+:data:`RETRIES_PER_REPETITION` times and :data:`RETRIES_PER_RUN` in all, and only
+its last run is kept.  Which runs are kept depends on the probes alone, never on
+the times measured, and every variant is treated alike.  The report says how many
+kept repetitions began and ended at full speed, and a run in which too few did is
 marked noisy, like a run with a high load.
 """
 
@@ -49,6 +53,12 @@ PAUSE = 0.1
 
 ANSWER_LIMIT = 10.0
 """Seconds a probe process may take to answer before probing stops (the run goes on, unprobed)."""
+
+RETRIES_PER_REPETITION = 2
+"""Times one repetition is run again at most when the probes show the CPUs slowed during it."""
+
+RETRIES_PER_RUN = 100
+"""Repetitions run again at most in one run; then every repetition is kept as it ran."""
 
 CLEAN_SHARE = 0.8
 """A run in which fewer than this share of the repetitions began and ended at full speed is marked noisy."""
@@ -85,6 +95,8 @@ class Repetition:
 
     before: float
     after: float = float("nan")
+    kept: bool = True
+    """Whether its time was kept (``False``: it was run again)."""
 
 
 @dataclass
@@ -96,7 +108,11 @@ class CpuSpeed:
     repetitions: list[Repetition] = field(default_factory=list)
     wait_per_run: float = WAIT_PER_RUN
     """Seconds all waits may take together (0: probe and report, never wait; what ``--quick`` does)."""
+    retries_per_run: int = field(default_factory=lambda: RETRIES_PER_RUN)
+    """Repetitions that may be run again in all (0: none; what ``--quick`` does)."""
     waited: float = 0.0
+    retried: int = 0
+    """Repetitions run again because the CPUs slowed during them."""
     broken: str = ""
     """Why probing stopped (a probe process died or stopped answering), or empty."""
     _links: list[Connection] = field(default_factory=list)
@@ -191,17 +207,42 @@ class CpuSpeed:
         if sample is not None and self.repetitions:
             self.repetitions[-1].after = max(sample)
 
+    def at_full_speed(self, repetition: Repetition) -> bool:
+        """Whether every CPU was within :data:`FULL_SPEED` of the best when ``repetition`` began and ended."""
+        limit = FULL_SPEED * self.best
+        return repetition.before <= limit and repetition.after <= limit
+
+    def run_again(self, attempt: int) -> bool:
+        """After attempt ``attempt`` (0: the first) of a repetition: whether to drop its time and run it again.
+
+        Yes when the probes show the CPUs slowed during it and the budgets
+        (:data:`RETRIES_PER_REPETITION`, :data:`RETRIES_PER_RUN`) allow; the
+        dropped attempt is kept in :attr:`repetitions`, marked not kept.
+        """
+        if not self.repetitions or self.broken:
+            return False
+        last = self.repetitions[-1]
+        if self.at_full_speed(last) or attempt >= RETRIES_PER_REPETITION or self.retried >= self.retries_per_run:
+            return False
+        last.kept = False
+        self.retried += 1
+        return True
+
     # ------------------------------------------------------------------------ the report
 
+    def kept(self) -> list[Repetition]:
+        """The repetitions whose times were kept (the last attempt of each)."""
+        return [repetition for repetition in self.repetitions if repetition.kept]
+
     def clean(self) -> int:
-        """Repetitions whose probes before and after were both at full speed (judged against the run's best)."""
-        limit = FULL_SPEED * self.best
-        return sum(rep.before <= limit and rep.after <= limit for rep in self.repetitions)
+        """Kept repetitions whose probes before and after were both at full speed (judged against the run's best)."""
+        return sum(map(self.at_full_speed, self.kept()))
 
     @property
     def noisy(self) -> bool:
-        """Whether fewer than :data:`CLEAN_SHARE` of the repetitions began and ended at full speed."""
-        return bool(self.repetitions) and self.clean() < CLEAN_SHARE * len(self.repetitions)
+        """Whether fewer than :data:`CLEAN_SHARE` of the kept repetitions began and ended at full speed."""
+        kept = len(self.kept())
+        return bool(kept) and self.clean() < CLEAN_SHARE * kept
 
     def summary(self) -> str:
         """One line for the report: the fastest probe, the typical one, and the repetitions at full speed."""
@@ -211,7 +252,8 @@ class CpuSpeed:
         line = (
             f"CPU speed (`benchmarks/cpu_speed.py`, {len(self.cpus)} CPUs probed at once): the probe's loop took "
             f"{self.best * 1e3:.1f} ms at best, the slowest CPU's median {typical:.2f}× that over {len(self.probes)} "
-            f"probes; {self.clean()} of {len(self.repetitions)} repetitions began and ended with every CPU within "
-            f"{FULL_SPEED:g}× the best (waited {self.waited:.0f} s for it in all)"
+            f"probes; {self.clean()} of {len(self.kept())} repetitions began and ended with every CPU within "
+            f"{FULL_SPEED:g}× the best (waited {self.waited:.0f} s for it in all; {self.retried} run again "
+            "because the CPUs slowed during them)"
         )
         return line + (f"; {self.broken}" if self.broken else "")

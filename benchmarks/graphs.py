@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
 if str(ROOT / "benchmarks") not in sys.path:  # the harness, when this module is loaded from a file
     sys.path.append(str(ROOT / "benchmarks"))
 
-from harness import Log, Metric, Size, Skip, WrongAnswer, median, repetition  # noqa: E402
+from harness import Log, Metric, Size, Skip, WrongAnswer, measured, median  # noqa: E402
 
 from runtime.execute import execute  # noqa: E402
 
@@ -92,11 +92,13 @@ def measure(
     built: dict[str, Any] = {}
 
     def timed(name: str, function: Callable[[], Any], plus: str | None = None) -> Any:
-        gc.collect()
-        with repetition():
+        def once() -> tuple[float, Any]:
+            gc.collect()
             start = perf_counter()
-            result = function()
-            seconds = perf_counter() - start
+            found = function()
+            return perf_counter() - start, found
+
+        seconds, result = measured(once)
         times.setdefault(name, []).append(seconds)
         if plus is not None:
             times.setdefault(f"{name} + {plus.split()[-1]}", []).append(seconds + times[plus][-1])

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from cpu_speed import CpuSpeed
 
@@ -92,8 +93,9 @@ def watch_cpu_speed(speed: CpuSpeed | None) -> None:
 
 @contextmanager
 def repetition() -> Iterator[None]:
-    """Around one timed repetition: first wait, within the run's budget, until every CPU runs at full speed, and
-    probe again after it (see :mod:`cpu_speed`); nothing when no probe watches (a workload run on its own)."""
+    """Around one timed repetition that cannot be run again (see :func:`measured`): first wait, within the run's
+    budget, until every CPU runs at full speed, and probe again after it (see :mod:`cpu_speed`); nothing when no
+    probe watches (a workload run on its own)."""
     speed = _cpu_speed
     if speed is not None:
         speed.settle()
@@ -104,13 +106,29 @@ def repetition() -> Iterator[None]:
             speed.after()
 
 
+T = TypeVar("T")
+
+
+def measured(run: Callable[[], T]) -> T:
+    """One timed repetition, ``run()``: run at full CPU speed when the run's budget allows, and run again when the
+    probes show the CPUs slowed during it (see :mod:`cpu_speed`); the last run's result.  Just ``run()`` when no
+    probe watches."""
+    speed = _cpu_speed
+    attempt = 0
+    while True:
+        with repetition():
+            result = run()
+        if speed is None or not speed.run_again(attempt):
+            return result
+        attempt += 1
+
+
 def interleaved(variants: Mapping[str, Callable[[], float]], size: Size, log: Log, name: str) -> dict[str, list[float]]:
     """Seconds of every variant, ``size.repeat`` times, the variants interleaved so drift affects all alike."""
     values: dict[str, list[float]] = {key: [] for key in variants}
     for rep in range(size.repeat):
         for key, run in variants.items():
-            with repetition():
-                values[key].append(run())
+            values[key].append(measured(run))
             log(f"  {name} {rep + 1}/{size.repeat} {key}: {Metric(values[key][-1], 's', '').text()}")
     return values
 

@@ -23,11 +23,12 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from statistics import median, quantiles
 from typing import Any
 
-from harness import Log, Metric, Size, repetition
+from harness import Log, Metric, Size, measured
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
@@ -219,8 +220,8 @@ def measure_variants(
             for rep in range(repeat):
                 for variant in VARIANTS:
                     packages = copy if variant == "no hooks" else REPO
-                    with repetition():
-                        seconds = float(run_in_subprocess(name, size, LOGGING[variant], packages)["seconds"])
+                    found = measured(partial(run_in_subprocess, name, size, LOGGING[variant], packages))
+                    seconds = float(found["seconds"])
                     values[name][variant].append(seconds)
                     log(f"  instrument {name} rep {rep + 1}/{repeat} {variant:8} {seconds:.6f} s")
     return values, removed

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu-wait",
         type=float,
-        help="seconds to wait in all, before repetitions, for every CPU at full speed (180; 0 with --quick)",
+        help="seconds to wait in all, before repetitions, for every CPU at full speed (180; 0 with --quick, which "
+        "does not run a repetition again either)",
     )
     parser.add_argument(
         "--workloads", "--sections", default=",".join(WORKLOADS), help=f"a subset of: {', '.join(WORKLOADS)}"
@@ -74,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(5)
     run = Run(command, Size(args.quick, args.repeat))
     print(f"1-minute load at the start: {run.load_start:.2f}", flush=True)
-    cpu_wait = args.cpu_wait if args.cpu_wait is not None else (0.0 if args.quick else None)
-    run.speed = CpuSpeed() if cpu_wait is None else CpuSpeed(wait_per_run=cpu_wait)
+    run.speed = CpuSpeed(retries_per_run=0, wait_per_run=0.0) if args.quick else CpuSpeed()
+    if args.cpu_wait is not None:
+        run.speed.wait_per_run = args.cpu_wait
     results, skipped = {}, {}
     with run.speed:
         print(f"CPU speed: the probe's loop takes {run.speed.best * 1e3:.1f} ms at best", flush=True)

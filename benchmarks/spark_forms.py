@@ -20,6 +20,7 @@ import operator
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import Log, Metric, Size, Skip, repetition  # noqa: E402
+from harness import Log, Metric, Size, Skip, measured  # noqa: E402
 
 from runtime.spark import run_dataflow, spark_session, warm_up  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
@@ -109,8 +110,7 @@ def measure_forms(
         expected: tuple[int, int] | None = None
         for _ in range(repeat):
             for form in FORMS:
-                with repetition():
-                    took, result = run_form(form, frame, workers)
+                took, result = measured(partial(run_form, form, frame, workers))
                 seconds[form].append(took)
                 found = checksum(result)
                 expected = expected or found

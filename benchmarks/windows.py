@@ -28,10 +28,11 @@ import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds, repetition
+from harness import Log, Metric, Size, Skip, WrongAnswer, in_seconds, measured
 
 FILES = 60
 ROWS_PER_FILE = 5_000
@@ -147,12 +148,9 @@ def measure(repeat: int = 3, files: int = FILES) -> dict[str, list[float]]:
         epochs, tables = read_epochs(paths), read_tables(paths)
     seconds: dict[str, list[float]] = {"pytimely": [], "pytimely_columnar": [], "bytewax": []}
     for _ in range(repeat):
-        with repetition():
-            mine, ours = pytimely_count(epochs)
-        with repetition():
-            columnar_seconds, columnar = pytimely_count(tables, columnar=True)
-        with repetition():
-            theirs_seconds, theirs = bytewax_count(epochs)
+        mine, ours = measured(partial(pytimely_count, epochs))
+        columnar_seconds, columnar = measured(partial(pytimely_count, tables, columnar=True))
+        theirs_seconds, theirs = measured(partial(bytewax_count, epochs))
         for form, answer in (("record-wise", ours), ("columnar", columnar)):
             if answer != theirs:
                 differ = sorted(set(answer.items()) ^ set(theirs.items()))[:5]

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import cpu_speed  # noqa: E402
 from cpu_speed import CpuSpeed, Repetition  # noqa: E402
-from harness import Run, Size, render, repetition, watch_cpu_speed  # noqa: E402
+from harness import Run, Size, measured, render, repetition, watch_cpu_speed  # noqa: E402
 
 
 def test_a_probe_times_the_loop_on_every_cpu_at_once() -> None:
@@ -101,6 +101,69 @@ def test_repetition_waits_and_probes_only_while_watched() -> None:
     assert len(speed.repetitions) == 1 and not math.isnan(speed.repetitions[0].after)
 
 
+def counted(calls: list[int]) -> int:
+    calls.append(len(calls))
+    return len(calls)
+
+
+def test_a_repetition_the_cpus_slowed_runs_again_and_only_its_last_run_is_kept() -> None:
+    calls: list[int] = []
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        speed.probes.insert(0, (1e-9,))  # every probe looks slowed
+        watch_cpu_speed(speed)
+        try:
+            result = measured(lambda: counted(calls))
+        finally:
+            watch_cpu_speed(None)
+    assert len(calls) == 1 + cpu_speed.RETRIES_PER_REPETITION and result == len(calls)
+    assert speed.retried == cpu_speed.RETRIES_PER_REPETITION
+    assert len(speed.repetitions) == len(calls) and len(speed.kept()) == 1 and speed.repetitions[-1].kept
+    assert "0 of 1 repetitions began and ended" in speed.summary() and "2 run again" in speed.summary()
+
+
+def test_the_run_budget_bounds_every_retry_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_speed, "RETRIES_PER_RUN", 3)
+    calls: list[int] = []
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        speed.probes.insert(0, (1e-9,))
+        watch_cpu_speed(speed)
+        try:
+            for _ in range(4):
+                measured(lambda: counted(calls))
+        finally:
+            watch_cpu_speed(None)
+    assert speed.retried == 3 and len(calls) == 4 + 3 and len(speed.kept()) == 4
+
+
+def test_a_repetition_at_full_speed_runs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_speed, "FULL_SPEED", 1e9)  # whatever the host does, every probe counts as full speed
+    calls: list[int] = []
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        watch_cpu_speed(speed)
+        try:
+            assert measured(lambda: counted(calls)) == 1
+        finally:
+            watch_cpu_speed(None)
+    assert len(calls) == 1 and speed.retried == 0 and speed.clean() == 1
+
+
+def test_without_a_probe_a_repetition_runs_once() -> None:
+    calls: list[int] = []
+    assert measured(lambda: counted(calls)) == 1 and len(calls) == 1
+
+
+def test_a_failing_repetition_is_not_run_again() -> None:
+    with CpuSpeed(cpus=[0], wait_per_run=0.0) as speed:
+        speed.probes.insert(0, (1e-9,))
+        watch_cpu_speed(speed)
+        try:
+            with pytest.raises(ZeroDivisionError):
+                measured(lambda: 1 // 0)
+        finally:
+            watch_cpu_speed(None)
+    assert speed.retried == 0 and len(speed.repetitions) == 1
+
+
 def test_the_report_gives_the_cpu_speed_and_marks_a_slowed_run_noisy() -> None:
     speed = CpuSpeed(cpus=[0, 1], probes=[(0.005, 0.0051), (0.009, 0.005)])
     speed.repetitions = [Repetition(0.005, 0.0052), Repetition(0.009, 0.005)]
@@ -108,6 +171,20 @@ def test_the_report_gives_the_cpu_speed_and_marks_a_slowed_run_noisy() -> None:
     text = render(run, [], [], {})
     assert "5.0 ms at best" in text and "1 of 2 repetitions began and ended" in text
     assert "the host slowed this machine's CPUs" in text
+    speed.repetitions.append(Repetition(0.009, 0.009, kept=False))  # a run dropped for another: not counted
+    assert "1 of 2 repetitions began and ended" in render(run, [], [], {})
     speed.repetitions = [Repetition(0.005, 0.0052)] * 9 + [Repetition(0.009, 0.005)]
     assert "the host slowed" not in render(run, [], [], {})
     assert not run.noisy
+
+
+def test_no_retry_budget_keeps_every_run_as_it_ran() -> None:
+    calls: list[int] = []
+    with CpuSpeed(cpus=[0], wait_per_run=0.0, retries_per_run=0) as speed:  # what --quick uses
+        speed.probes.insert(0, (1e-9,))
+        watch_cpu_speed(speed)
+        try:
+            measured(lambda: counted(calls))
+        finally:
+            watch_cpu_speed(None)
+    assert len(calls) == 1 and speed.retried == 0 and speed.clean() == 0 and speed.noisy
