@@ -86,10 +86,11 @@ _TWO_63 = float(2**63)
 STRING_HASH_CACHE_LIMIT = 1 << 16
 """At most this many strings keep their stable hash between batches; past it the cache restarts."""
 _string_hashes: dict[Any, int] = {}
-"""Stable hashes of the strings of recent non-ASCII ``U`` key arrays: a stream's keys repeat from batch to batch
-(words, user ids), so each distinct string is usually hashed once per process rather than once per batch.  Only
-exact ``str`` values (what ``tolist`` of such an array gives) enter it, and a value's entry is :func:`stable_hash`
-of that value, so a hit routes exactly as hashing it again would."""
+"""Stable hashes of the strings of recent non-ASCII ``U`` key arrays and lists of ``str`` keys: a stream's keys
+repeat from batch to batch (words, user ids), so each distinct string is usually hashed once per process rather
+than once per batch.  Only exact ``str`` values (what ``tolist`` of such an array gives; a list's keys are checked)
+enter it, and a value's entry is :func:`stable_hash` of that value, so a hit routes exactly as hashing it again
+would."""
 
 
 def stable_hash(key: Any) -> int:
@@ -144,7 +145,9 @@ def stable_hash_array(keys: Any) -> np.ndarray:
 
     Supported dtypes: booleans, signed and unsigned integers, floats, unicode
     (``U``) and bytes (``S``) strings, and object arrays whose elements
-    :func:`stable_hash` accepts.  A list or other sequence is converted to an
+    :func:`stable_hash` accepts.  A list or tuple of exact ``int`` keys (within
+    64 bits) is converted in one step, and one of exact ``str`` keys goes
+    through the cache of recent strings; any other sequence is converted to an
     object array first, element by element (a sequence of tuples stays a
     sequence of tuple keys).  Raises :class:`KeyHashError` for other dtypes
     (dates, structured records, complex numbers) and for arrays that are not
@@ -156,7 +159,7 @@ def stable_hash_array(keys: Any) -> np.ndarray:
             keys = np.asarray(keys)  # an array-like (a pandas Series, ...): its own dtype, without a Python loop
         else:
             if keys.__class__ is list or keys.__class__ is tuple:
-                found = _hash_ints(keys)
+                found = _hash_sequence(keys)
                 if found is not None:
                     return found
             keys = _object_array(keys)
@@ -184,22 +187,31 @@ def stable_hash_array(keys: Any) -> np.ndarray:
 
 
 _INT_TYPES = frozenset({int, bool})
+_STR_ONLY = frozenset({str})
 
 
-def _hash_ints(keys: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
-    """:func:`stable_hash` of a sequence of exact ``int`` (or ``bool``) keys that fit 64 bits, with one NumPy
-    conversion instead of a call per key; ``None`` when another type is among them or an int does not fit.
+def _hash_sequence(keys: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
+    """:func:`stable_hash` of a list or tuple of keys of one common kind without a call per key, or ``None``.
 
-    A signed 64-bit value viewed as unsigned is its two's complement, ``k & (2**64 - 1)``, as :func:`stable_hash`
-    computes (``True`` and ``False`` are 1 and 0 both ways).
+    * Exact ``int`` (or ``bool``) keys that fit 64 bits: one NumPy conversion.  A
+      signed 64-bit value viewed as unsigned is its two's complement,
+      ``k & (2**64 - 1)``, as :func:`stable_hash` computes (``True`` and
+      ``False`` are 1 and 0 both ways).
+    * Exact ``str`` keys: the cache of recent strings (:func:`_hash_strings_cached`).
+
+    ``None`` for anything else (mixed kinds, subclasses, an int beyond 64 bits):
+    the general path hashes those.
     """
-    if not set(map(type, keys)) <= _INT_TYPES:
-        return None
-    try:
-        values = np.fromiter(keys, dtype=np.int64, count=len(keys))
-    except OverflowError:  # beyond 64 bits: the exact Python arithmetic of the general path
-        return None
-    return values.view(np.uint64)
+    kinds = set(map(type, keys))
+    if kinds <= _INT_TYPES:
+        try:
+            values = np.fromiter(keys, dtype=np.int64, count=len(keys))
+        except OverflowError:  # beyond 64 bits: the exact Python arithmetic of the general path
+            return None
+        return values.view(np.uint64)
+    if kinds == _STR_ONLY:
+        return _hash_strings_cached(keys if keys.__class__ is list else list(keys))
+    return None
 
 
 def _object_array(keys: Any) -> np.ndarray:
@@ -229,14 +241,18 @@ def _hash_floats(keys: np.ndarray) -> np.ndarray:
 
 def _hash_by_distinct(keys: np.ndarray) -> np.ndarray:
     """One :func:`stable_hash` call per distinct element, mapped back to every row at C speed."""
-    values = keys.tolist()
+    return _hash_distinct_values(keys.tolist(), f"dtype {keys.dtype}")
+
+
+def _hash_distinct_values(values: list[Any], kind: str) -> np.ndarray:
+    """:func:`_hash_by_distinct` of the Python values of ``values``; ``kind`` names them in errors."""
     try:
         table = {key: stable_hash(key) for key in dict.fromkeys(values)}
     except TypeError as error:
         if isinstance(error, KeyHashError):
             raise
         raise KeyHashError(
-            f"cannot route by keys of dtype {keys.dtype}: an element is unhashable ({error}); keys must be int, "
+            f"cannot route by keys of {kind}: an element is unhashable ({error}); keys must be int, "
             "str, bytes, bool, float, None or tuples of these"
         ) from error
     return np.fromiter(map(table.__getitem__, values), dtype=np.uint64, count=len(values))
@@ -315,16 +331,23 @@ def _crc32_rows(units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def _hash_cached(keys: np.ndarray) -> np.ndarray:
     """:func:`stable_hash` of each string of a ``U`` array, through the cache of recent strings."""
-    values = keys.tolist()
+    return _hash_strings_cached(keys.tolist())
+
+
+def _hash_strings_cached(values: list[str]) -> np.ndarray:
+    """:func:`stable_hash` of exact ``str`` values, through the cache of recent strings (new ones hashed once)."""
     cache = _string_hashes
     lookup = cache.__getitem__
     try:
         return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
     except KeyError:
         pass
-    if not remember(cache, values, stable_hash, STRING_HASH_CACHE_LIMIT):
-        return _hash_by_distinct(keys)  # too many distinct keys to remember: hash this batch's alone
-    return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
+    if remember(cache, values, stable_hash, STRING_HASH_CACHE_LIMIT):
+        try:
+            return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
+        except KeyError:  # another worker thread of this process restarted the cache meanwhile
+            pass
+    return _hash_distinct_values(values, "str")  # too many distinct keys to remember: this batch's alone
 
 
 def remember(cache: dict[Any, Any], keys: list[Any], value_of: Callable[[Any], Any], limit: int) -> bool:

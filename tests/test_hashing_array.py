@@ -118,6 +118,56 @@ def test_an_int_subclass_among_ints_is_hashed_as_its_value_by_the_general_path()
     assert stable_hash_array(keys).tolist() == [1, 7, 3]
 
 
+@given(st.lists(st.text(max_size=6), max_size=40), st.sampled_from([list, tuple]))
+@settings(max_examples=100, deadline=None)
+def test_sequences_of_strings_hash_like_stable_hash(words: list[str], kind: type) -> None:
+    assert stable_hash_array(kind(words)).tolist() == [stable_hash(word) for word in words]
+
+
+def test_a_list_of_strings_is_hashed_once_per_process_while_the_cache_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scopes.hashing as hashing
+
+    calls: list[Any] = []
+    original = hashing.stable_hash
+
+    def counting(key: Any) -> int:
+        calls.append(key)
+        return original(key)
+
+    monkeypatch.setattr(hashing, "stable_hash", counting)
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    words = ["apple", "pear", "apple", "fig"] * 50
+    assert hashing.stable_hash_array(words).tolist() == [original(word) for word in words]
+    assert sorted(calls) == ["apple", "fig", "pear"]
+    calls.clear()
+    assert hashing.stable_hash_array(list(reversed(words))).tolist() == [original(w) for w in reversed(words)]
+    assert calls == []  # the next batch's words were all remembered
+
+
+def test_a_cache_restarted_by_another_thread_meanwhile_falls_back_to_hashing_the_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import scopes.hashing as hashing
+
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    monkeypatch.setattr(hashing, "remember", lambda cache, keys, value_of, limit: True)  # says yes, adds nothing
+    words = ["a", "b", "a"]
+    assert hashing.stable_hash_array(words).tolist() == [stable_hash(word) for word in words]
+
+
+def test_str_subclasses_take_the_general_path_and_hash_as_their_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    import enum
+
+    import scopes.hashing as hashing
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    assert stable_hash_array(["red", Colour.RED]).tolist() == [stable_hash("red")] * 2
+    assert hashing._string_hashes == {}  # only exact str enter the cache
+
+
 def test_repeated_keys_are_hashed_once_per_distinct_value(monkeypatch: pytest.MonkeyPatch) -> None:
     import scopes.hashing as hashing
 
