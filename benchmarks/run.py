@@ -5,7 +5,7 @@ Usage::
     python benchmarks/run.py --output BENCHMARKS.md       # what `make bench` runs
     python benchmarks/run.py --quick --repeat 1           # small sizes, no Spark: a smoke test
     python benchmarks/run.py --quick --workloads latency,loop
-    python benchmarks/run.py --cpu-wait 0                 # report the CPU speed, never wait for it
+    python benchmarks/run.py --cpu-wait 0                 # never wait for full CPU speed before a repetition
 
 The exit status is 1 only if a variant computed a wrong answer (a bug, not a slow
 run); nothing asserts on timings.  To add a workload: write a module here with a

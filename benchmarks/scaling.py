@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median  # noqa: E402
+from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median, repetition  # noqa: E402
 
 from runtime.execute import execute  # noqa: E402
 from runtime.thread_cores import CORES_VARIABLE  # noqa: E402
@@ -250,7 +250,10 @@ def bench_shape(size: Size, log: Log) -> dict[str, Metric]:
     count = 1_000 if size.quick else 100_000
     found: dict[str, Metric] = {}
     for shape in SHAPES:
-        runs = [shape_in_child(shape, count) for _ in range(min(size.repeat, 3))]  # 30 s each at 100,000
+        runs = []
+        for _ in range(min(size.repeat, 3)):  # 30 s each at 100,000: probed, but not run again
+            with repetition():
+                runs.append(shape_in_child(shape, count))
         if any(result is None for result in runs):
             raise WrongAnswer(f"the {shape} shape with {count:,} ports failed or ran out of time")
         log(f"  shape {shape}: {[round(result['seconds'], 2) for result in runs if result]} s")
