@@ -22,6 +22,22 @@ def expected(keys: Any) -> list[int]:
     return [stable_hash(key) for key in (keys.tolist() if isinstance(keys, np.ndarray) else keys)]
 
 
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every key :mod:`scopes.hashing` calls ``stable_hash`` on from now on, with its string cache emptied."""
+    import scopes.hashing as hashing
+
+    calls: list[Any] = []
+
+    def counting(key: Any) -> int:
+        calls.append(key)
+        return stable_hash(key)
+
+    monkeypatch.setattr(hashing, "stable_hash", counting)
+    monkeypatch.setattr(hashing, "_string_hashes", {})
+    return calls
+
+
 def check(keys: Any) -> None:
     hashes = stable_hash_array(keys)
     assert hashes.dtype == np.uint64
@@ -124,24 +140,13 @@ def test_sequences_of_strings_hash_like_stable_hash(words: list[str], kind: type
     assert stable_hash_array(kind(words)).tolist() == [stable_hash(word) for word in words]
 
 
-def test_a_list_of_strings_is_hashed_once_per_process_while_the_cache_holds(monkeypatch: pytest.MonkeyPatch) -> None:
-    import scopes.hashing as hashing
-
-    calls: list[Any] = []
-    original = hashing.stable_hash
-
-    def counting(key: Any) -> int:
-        calls.append(key)
-        return original(key)
-
-    monkeypatch.setattr(hashing, "stable_hash", counting)
-    monkeypatch.setattr(hashing, "_string_hashes", {})
+def test_a_list_of_strings_is_hashed_once_per_process_while_the_cache_holds(hashed: list[Any]) -> None:
     words = ["apple", "pear", "apple", "fig"] * 50
-    assert hashing.stable_hash_array(words).tolist() == [original(word) for word in words]
-    assert sorted(calls) == ["apple", "fig", "pear"]
-    calls.clear()
-    assert hashing.stable_hash_array(list(reversed(words))).tolist() == [original(w) for w in reversed(words)]
-    assert calls == []  # the next batch's words were all remembered
+    assert stable_hash_array(words).tolist() == [stable_hash(word) for word in words]
+    assert sorted(hashed) == ["apple", "fig", "pear"]
+    hashed.clear()
+    assert stable_hash_array(words[::-1]).tolist() == [stable_hash(word) for word in words[::-1]]
+    assert hashed == []  # the next batch's words were all remembered
 
 
 def test_a_cache_restarted_by_another_thread_meanwhile_falls_back_to_hashing_the_batch(
@@ -168,21 +173,11 @@ def test_str_subclasses_take_the_general_path_and_hash_as_their_value(monkeypatc
     assert hashing._string_hashes == {}  # only exact str enter the cache
 
 
-def test_repeated_keys_are_hashed_once_per_distinct_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    import scopes.hashing as hashing
-
-    calls: list[Any] = []
-    original = hashing.stable_hash
-
-    def counting(key: Any) -> int:
-        calls.append(key)
-        return original(key)
-
-    monkeypatch.setattr(hashing, "stable_hash", counting)
+def test_repeated_keys_are_hashed_once_per_distinct_value(hashed: list[Any]) -> None:
     keys = np.array(["a", "b", "a", "c", "b", "a"] * 1000, dtype=object)
-    hashes = hashing.stable_hash_array(keys)
-    assert sorted(calls) == ["a", "b", "c"]
-    assert hashes.tolist() == [original(key) for key in keys.tolist()]
+    hashes = stable_hash_array(keys)
+    assert sorted(hashed) == ["a", "b", "c"]
+    assert hashes.tolist() == [stable_hash(key) for key in keys.tolist()]
 
 
 @given(st.lists(st.none() | st.text(max_size=5), max_size=40))
@@ -273,23 +268,12 @@ def test_zero_width_string_arrays_hash_as_empty_strings() -> None:
         assert stable_hash_array(np.zeros(3, dtype=dtype)).tolist() == [stable_hash(empty)] * 3
 
 
-def test_non_ascii_strings_are_hashed_once_per_process_while_the_cache_holds(monkeypatch: pytest.MonkeyPatch) -> None:
-    import scopes.hashing as hashing
-
-    monkeypatch.setattr(hashing, "_string_hashes", {})
-    calls: list[Any] = []
-    original = hashing.stable_hash
-
-    def counting(key: Any) -> int:
-        calls.append(key)
-        return original(key)
-
-    monkeypatch.setattr(hashing, "stable_hash", counting)
+def test_non_ascii_strings_are_hashed_once_per_process_while_the_cache_holds(hashed: list[Any]) -> None:
     batch = np.array(["é", "ü", "é", "ascii"] * 100)
-    first = hashing.stable_hash_array(batch)
-    second = hashing.stable_hash_array(batch[::-1])
-    assert sorted(calls) == ["ascii", "é", "ü"]  # the second batch hit the cache
-    assert first.tolist() == [original(word) for word in batch.tolist()]
+    first = stable_hash_array(batch)
+    second = stable_hash_array(batch[::-1])
+    assert sorted(hashed) == ["ascii", "é", "ü"]  # the second batch hit the cache
+    assert first.tolist() == [stable_hash(word) for word in batch.tolist()]
     assert second.tolist() == first.tolist()[::-1]
 
 
@@ -318,38 +302,22 @@ def test_arrow_string_dictionaries_hash_as_numpy_strings_but_keep_trailing_nuls(
     assert stable_hash_arrow(dictionary).tolist() == [stable_hash("x"), stable_hash(None), stable_hash("x")]
 
 
-def test_ascii_arrow_strings_are_hashed_without_a_python_call_per_distinct_value(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import scopes.hashing as hashing
-
-    calls: list[Any] = []
-    original = hashing.stable_hash
-
-    def counting(key: Any) -> int:
-        calls.append(key)
-        return original(key)
-
-    monkeypatch.setattr(hashing, "stable_hash", counting)
+def test_ascii_arrow_strings_are_hashed_without_a_python_call_per_distinct_value(hashed: list[Any]) -> None:
     words = [f"word{number}" for number in range(5_000)] * 2
-    hashes = hashing.stable_hash_arrow(pa.array(words))
-    assert calls == []
-    assert hashes.tolist() == [original(word) for word in words]
+    hashes = stable_hash_arrow(pa.array(words))
+    assert hashed == []
+    assert hashes.tolist() == [stable_hash(word) for word in words]
 
 
-def test_an_arrow_table_exchanged_by_a_string_column_hashes_it_in_arrow(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_arrow_table_exchanged_by_a_string_column_hashes_it_in_arrow(hashed: list[Any]) -> None:
     """The key column of a table is a chunked array: it is hashed as Arrow, not converted to Python objects."""
-    import scopes.hashing as hashing
     from scopes.channels import BatchKeys
 
-    calls: list[Any] = []
-    original = hashing.stable_hash
-    monkeypatch.setattr(hashing, "stable_hash", lambda key: calls.append(key) or original(key))
     words = [f"word{number}" for number in range(3_000)]
     table = pa.table({"word": words, "count": list(range(3_000))})
     keys = BatchKeys("word", "operator 'ByWord'")
-    assert keys.destinations(table, 0, 3).tolist() == [original(word) % 3 for word in words]
-    assert calls == []
+    assert keys.destinations(table, 0, 3).tolist() == [stable_hash(word) % 3 for word in words]
+    assert hashed == []
 
 
 @settings(max_examples=60, deadline=None)
