@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in chosen if name not in WORKLOADS]
     if args.repeat < 1 or unknown:
         parser.error(f"--repeat must be at least 1; workloads are {', '.join(WORKLOADS)} (got {unknown})")
+    if args.cpu_wait is not None and args.cpu_wait < 0:
+        parser.error(f"--cpu-wait is seconds to wait in all, 0 or more (got {args.cpu_wait:g})")
     goals, costs = load_goals()
     command = " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
     settle = args.settle if args.settle is not None else (0.0 if args.quick else 300.0)

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from scopes.errors import KeyHashError as KeyHashError
@@ -210,7 +210,7 @@ def _hash_sequence(keys: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
             return None
         return values.view(np.uint64)
     if kinds == _STR_ONLY:
-        return _hash_strings_cached(keys if keys.__class__ is list else list(keys))
+        return _hash_strings_cached(keys)
     return None
 
 
@@ -244,7 +244,7 @@ def _hash_by_distinct(keys: np.ndarray) -> np.ndarray:
     return _hash_distinct_values(keys.tolist(), f"dtype {keys.dtype}")
 
 
-def _hash_distinct_values(values: list[Any], kind: str) -> np.ndarray:
+def _hash_distinct_values(values: Sequence[Any], kind: str) -> np.ndarray:
     """:func:`_hash_by_distinct` of the Python values of ``values``; ``kind`` names them in errors."""
     try:
         table = {key: stable_hash(key) for key in dict.fromkeys(values)}
@@ -334,7 +334,7 @@ def _hash_cached(keys: np.ndarray) -> np.ndarray:
     return _hash_strings_cached(keys.tolist())
 
 
-def _hash_strings_cached(values: list[str]) -> np.ndarray:
+def _hash_strings_cached(values: Sequence[str]) -> np.ndarray:
     """:func:`stable_hash` of exact ``str`` values, through the cache of recent strings (new ones hashed once)."""
     cache = _string_hashes
     lookup = cache.__getitem__
@@ -350,7 +350,7 @@ def _hash_strings_cached(values: list[str]) -> np.ndarray:
     return _hash_distinct_values(values, "str")  # too many distinct keys to remember: this batch's alone
 
 
-def remember(cache: dict[Any, Any], keys: list[Any], value_of: Callable[[Any], Any], limit: int) -> bool:
+def remember(cache: dict[Any, Any], keys: Sequence[Any], value_of: Callable[[Any], Any], limit: int) -> bool:
     """Add ``value_of(key)`` to ``cache`` for every key of ``keys`` it lacks, keeping it at most ``limit`` entries.
 
     When the new keys would pass the limit the cache starts over with this

@@ -198,3 +198,12 @@ def test_the_collatz_loop_sends_every_number_once_whatever_the_worker_count(work
             n = n // 2 if n % 2 == 0 else 3 * n + 1
             expected.append(n)
     assert sorted(seen) == sorted(expected)
+
+
+def test_the_key_hashing_tool_checks_its_hashes_and_times_every_way() -> None:
+    import key_hashing
+
+    found = key_hashing.measure(10)
+    assert set(found) == {"ints", "words"}
+    assert all(set(times) == {"list", "general path", "stable_hash per key"} for times in found.values())
+    assert all(value > 0 for times in found.values() for value in times.values())

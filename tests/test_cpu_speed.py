@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import cpu_speed  # noqa: E402
 from cpu_speed import CpuSpeed, Repetition  # noqa: E402
 from harness import Run, Size, measured, render, repetition, watch_cpu_speed  # noqa: E402
+from helpers import eventually  # noqa: E402
 
 
 def test_a_probe_times_the_loop_on_every_cpu_at_once() -> None:
@@ -188,3 +190,40 @@ def test_no_retry_budget_keeps_every_run_as_it_ran() -> None:
         finally:
             watch_cpu_speed(None)
     assert len(calls) == 1 and speed.retried == 0 and speed.clean() == 0 and speed.noisy
+
+
+def test_a_negative_cpu_wait_is_refused_before_anything_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    import run
+
+    with pytest.raises(SystemExit) as exit_info:
+        run.main(["--quick", "--cpu-wait", "-1"])
+    assert exit_info.value.code == 2
+    assert "--cpu-wait is seconds to wait in all, 0 or more (got -1)" in capsys.readouterr().err
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, IndexError):
+        return False
+    return fields[0] != "Z"
+
+
+def test_probe_processes_end_when_the_bench_is_killed(tmp_path: Path) -> None:
+    script, pids_file = tmp_path / "killed_bench.py", tmp_path / "pids"
+    script.write_text(
+        "import os, signal, sys\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "from cpu_speed import CpuSpeed\n"
+        "if __name__ == '__main__':\n"
+        "    speed = CpuSpeed(cpus=sorted(os.sched_getaffinity(0))[:2]).start()\n"
+        f"    open({str(pids_file)!r}, 'w').write(' '.join(str(p.pid) for p in speed._processes))\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    # no pipe for the output: the orphans would hold it open, and waiting for it would wait for them
+    done = subprocess.run([sys.executable, str(script)], stdout=subprocess.DEVNULL, timeout=120, check=False)
+    assert done.returncode == -signal.SIGKILL
+    pids = [int(pid) for pid in pids_file.read_text().split()]
+    assert pids
+    eventually(lambda: not any(map(running, pids)), 10.0, "the orphaned probe processes to end")
