@@ -27,8 +27,12 @@ from scopes.channel_protocols import Puller
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
+from scopes.signatures import guard_signature_reads
 
 R = TypeVar("R")
+
+# Worker threads build dataflows at once; CPython 3.11 cannot parse signatures in two threads.
+guard_signature_reads(threading.Lock())
 
 log = logging.getLogger("runtime.worker")
 

@@ -5,15 +5,35 @@ A mistake found here is reported when the dataflow is built, as a
 arguments the function must accept, instead of as a bare ``TypeError`` from
 deep inside the engine once data flows.  Functions whose signature Python
 cannot tell (some builtins and C types) are accepted unchecked.
+
+Reading a builtin's signature parses its text with :mod:`ast`, and CPython
+3.11's AST conversion keeps one recursion counter per interpreter, so two
+threads reading signatures at once can fail with ``SystemError: AST
+constructor recursion depth mismatch``.  The runtime, which runs workers in
+threads, hands this module a lock with :func:`guard_signature_reads`.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from scopes.errors import BuildError
+
+_signature_reads: AbstractContextManager[Any] = nullcontext()
+
+
+def guard_signature_reads(lock: AbstractContextManager[Any]) -> None:
+    """Read every signature under ``lock`` (for example a ``threading.Lock()``) from now on.
+
+    Scopes takes no threads itself; the runtime calls this once, on import,
+    so that worker threads building dataflows at once never parse signatures
+    concurrently.
+    """
+    global _signature_reads
+    _signature_reads = lock
 
 
 def describe_operator(name: str, scope_path: Sequence[str]) -> str:
@@ -34,7 +54,8 @@ def check_function(function: Any, parameters: Sequence[str], role: str, where: s
     if not callable(function):
         raise BuildError(f"{where}: {role} must be a function taking {expected}; got {function!r}")
     try:
-        signature = inspect.signature(function)
+        with _signature_reads:
+            signature = inspect.signature(function)
     except (TypeError, ValueError):
         return  # Python cannot tell; the call itself will say
     try:

@@ -85,7 +85,13 @@ def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
             found = scrape(server.url).get("pytimely_operator_records_in_total", [])
             return sum(v for labels, v in found if labels["operator"] == "Inc")
 
-        eventually(lambda: inc_records() == 60, what="the events to reach the endpoint from the writer thread")
+        def settled() -> bool:
+            # the writer thread delivers records before the last frontier changes: wait for both
+            found = scrape(server.url)
+            lags = found.get("pytimely_frontier_seconds_since_advance", [])
+            return inc_records() == 60 and bool(lags) and all(v == 0 for _, v in lags)
+
+        eventually(settled, what="every event of the run to reach the endpoint from the writer thread")
         samples = scrape(server.url)
     finally:
         server.close()

@@ -1,0 +1,90 @@
+"""Worker threads that check operator functions at once never trip CPython 3.11's AST counter.
+
+Reading a builtin's signature (``seen.append``) parses text with :mod:`ast`;
+in CPython 3.11 two threads doing so at once can raise ``SystemError: AST
+constructor recursion depth mismatch``.  CI met it building PageRank on three
+worker threads.  The runtime hands :mod:`scopes.signatures` a lock on import.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from contextlib import nullcontext
+
+import pytest
+
+import runtime.worker  # noqa: F401  (installs the lock)
+from runtime import execute
+from scopes import signatures
+from scopes.signatures import check_function
+
+
+class _Churn:
+    """Garbage whose finalizer runs Python code, so the collector switches threads mid-parse."""
+
+    def __del__(self) -> None:
+        sum(range(50))
+
+
+def _check_builtins_in_threads(threads: int = 4, rounds: int = 1500) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(rounds):
+                garbage: list[object] = [_Churn(), _Churn(), _Churn()]
+                garbage.append(garbage)  # a cycle: only the collector frees it
+                check_function([].append, ("record",), "the inspect function", "operator 'Collect'")
+                check_function({}.get, ("key",), "the key function", "operator 'Lookup'")
+        except SystemError as error:
+            errors.append(error)
+
+    interval, threshold = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(50)
+    try:
+        workers = [threading.Thread(target=work) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*threshold)
+    return errors
+
+
+def test_the_runtime_guards_signature_reads_with_a_lock():
+    assert isinstance(signatures._signature_reads, type(threading.Lock()))
+
+
+def test_threads_checking_builtins_at_once_raise_nothing():
+    assert _check_builtins_in_threads() == []
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12, 5), reason="later CPython keeps the AST counter per thread")
+def test_without_the_lock_the_race_is_real(monkeypatch):
+    """The stress above can fail: unguarded, it meets the SystemError (so the lock is what passes it)."""
+    monkeypatch.setattr(signatures, "_signature_reads", nullcontext())
+    for _ in range(5):
+        if _check_builtins_in_threads():
+            return
+    pytest.fail("five unguarded rounds met no SystemError; the stress no longer shows the race")
+
+
+def test_three_workers_build_with_a_builtin_inspect_function():
+    def main(worker):
+        seen: list[int] = []
+
+        def build(scope):
+            handle, numbers = scope.new_input("numbers")
+            return handle, numbers.inspect(seen.append, name="Collect").probe()
+
+        handle, _ = worker.dataflow(build)
+        handle.send_batch([worker.index])
+        handle.close()
+        return seen  # filled as the runtime runs the dataflow to completion
+
+    assert sorted(x for seen in execute(main, workers=3) for x in seen) == [0, 1, 2]
