@@ -89,7 +89,9 @@ def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
             # the writer thread delivers records before the last frontier changes: wait for both
             found = scrape(server.url)
             lags = found.get("pytimely_frontier_seconds_since_advance", [])
-            return inc_records() == 60 and bool(lags) and all(v == 0 for _, v in lags)
+            held = found.get("pytimely_capabilities", [])
+            done = bool(lags) and all(v == 0 for _, v in lags) and all(v == 0 for _, v in held)
+            return inc_records() == 60 and done
 
         eventually(settled, what="every event of the run to reach the endpoint from the writer thread")
         samples = scrape(server.url)
