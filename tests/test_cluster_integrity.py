@@ -34,13 +34,6 @@ from runtime.errors import ClusterError, SealError, TamperedFrame
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def free_endpoints(count: int) -> list[Endpoint]:
     sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
     endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]

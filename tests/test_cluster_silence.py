@@ -20,22 +20,16 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from helpers import eventually
 
 from runtime.communication.process_fabric import SILENCE_LIMIT, ProcessFabric
 from runtime.communication.tcp import PeerLost
 from runtime.launcher import SUSPENDED_LIMIT
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def free_ports(count: int) -> list[int]:

@@ -18,12 +18,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import eventually
 
 from runtime.cluster import parse_cluster_args
 from runtime.communication.tcp import Endpoint, Mesh
@@ -35,13 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SECRET = b"SECRET-RECORD-42"
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-
-
-def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
 
 
 def openssl(directory: Path, *args: str) -> None:

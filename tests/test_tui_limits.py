@@ -6,12 +6,11 @@ import asyncio
 import contextlib
 import socket
 import struct
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-from helpers import recording_v1
+from helpers import eventually, recording_v1
+from helpers.bounds import rss
 from helpers.tui_helpers import wait_until
 from textual.widgets import Static
 
@@ -20,21 +19,6 @@ from runtime.instrument import encode_header
 from viz.tui import sources
 from viz.tui.app import TimelyApp
 from viz.tui.sources import MAX_CONNECTIONS, MAX_PENDING_BYTES, LiveListener
-
-
-def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
-def rss() -> int:
-    """This process's resident memory in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 def test_connections_beyond_the_limit_are_refused_and_counted() -> None:

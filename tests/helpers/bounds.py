@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
+from helpers import eventually
 
-def eventually(condition: Callable[[], bool], seconds: float, what: str) -> None:
-    """Wait until ``condition()`` holds, failing after ``seconds`` with ``what`` in the message."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {seconds:g} s waiting for {what}"
-        time.sleep(0.02)
+__all__ = ["eventually", "rss", "threads"]
 
 
 def rss() -> int:
