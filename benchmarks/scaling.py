@@ -13,7 +13,9 @@ Run by ``benchmarks/run.py`` (workloads ``loop`` and ``shape``); runnable alone 
   ``iterative`` scope, exchanged by value every round, until they reach 1.  Reported
   on 1 worker and 2 threads, with the CPU time, the average records per exchanged message
   and the steps of the busiest worker; the 2 threads run as by default (``PYTIMELY_THREAD_CORES=auto``),
-  and again kept on one core (``one``) and on every CPU (``all``).
+  and again kept on one core (``one``) and on every CPU (``all``).  Extra runs with both
+  kept on one core, instrumented by :func:`time_split`, split the time into the operators'
+  own work, progress propagation, and the rest (stepping, scheduling, hand-overs).
 """
 
 from __future__ import annotations
@@ -194,6 +196,66 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
 
 
 @contextlib.contextmanager
+def time_split() -> Iterator[dict[str, float] | None]:
+    """Seconds inside operators and inside progress propagation while the body runs, over every worker thread.
+
+    Wraps ``Operator.pull_internal_progress`` (an operator's own work: its logic
+    and what it sends, routing included) and ``Subgraph._propagate`` (a scope's
+    progress tracker folding counts and telling its children of frontier
+    changes), and restores both after.  Neither call nests inside the other, so
+    the two sums do not overlap.  Yields ``None`` (nothing measured) where the
+    classes cannot be wrapped (a compiled build).  Each wrapped call costs about
+    a microsecond, so the split is of instrumented runs, not the timed ones.
+    """
+    from scopes.operator import Operator
+    from scopes.progress.subgraph import Subgraph
+
+    sums = {"operators": 0.0, "propagation": 0.0}
+    clock = time.perf_counter
+    originals = [(Operator, "pull_internal_progress", "operators"), (Subgraph, "_propagate", "propagation")]
+
+    def timed(original: Callable[..., Any], into: str) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            start = clock()
+            try:
+                return original(*args)
+            finally:
+                sums[into] += clock() - start
+
+        return call
+
+    wrapped = []
+    try:
+        for cls, name, into in originals:
+            original = cls.__dict__[name]
+            setattr(cls, name, timed(original, into))
+            wrapped.append((cls, name, original))
+    except (TypeError, AttributeError, KeyError):  # a compiled class: nothing to split
+        for cls, name, original in wrapped:
+            setattr(cls, name, original)
+        yield None
+        return
+    try:
+        yield sums
+    finally:
+        for cls, name, original in wrapped:
+            setattr(cls, name, original)
+
+
+def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
+    """One Collatz run with :func:`time_split` (threads kept on one core): seconds of wall time, operators,
+    propagation, and the rest; ``None`` where nothing could be wrapped."""
+    with thread_cores("one"), time_split() as sums:
+        start = time.perf_counter()
+        execute(partial(collatz_worker, limit=limit, count=lambda _time, _batch: None), workers=workers)
+        seconds = time.perf_counter() - start
+    if sums is None:
+        return None
+    rest = seconds - sums["operators"] - sums["propagation"]
+    return {"seconds": seconds, "operators": sums["operators"], "propagation": sums["propagation"], "rest": rest}
+
+
+@contextlib.contextmanager
 def thread_cores(setting: str) -> Iterator[None]:
     """Run the body with ``PYTIMELY_THREAD_CORES=setting`` (``auto``, ``one`` or ``all``), then restore it."""
     before = os.environ.get(CORES_VARIABLE)
@@ -241,6 +303,38 @@ def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
         )
         steps = median(found[name]["steps"])
         metrics[f"steps_{name}"] = Metric(steps, "", f"steps of the busiest worker, {what[name]}")
+    metrics.update(split_metrics(limit, size, log))
+    return metrics
+
+
+def split_metrics(limit: int, size: Size, log: Log) -> dict[str, Metric]:
+    """Where the time of 1 worker and of 2 threads on one core goes (:func:`collatz_split`), medians of
+    instrumented runs beside the timed ones."""
+    splits: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+    for _ in range(max(1, min(size.repeat, 5))):
+        for workers in (1, 2):
+            with repetition():
+                found = collatz_split(limit, workers)
+            if found is None:
+                return {}
+            splits[workers].append(found)
+    metrics = {}
+    parts = {
+        "operators": "in operators (their work, routing included)",
+        "propagation": "in progress propagation",
+        "rest": "in the rest (steps, scheduling, hand-overs)",
+    }
+    for workers, label in ((1, "1 worker"), (2, "2 threads on one core")):
+        log(
+            f"  loop split, {label}: "
+            + ", ".join(
+                f"{part} {median([s[part] for s in splits[workers]]) * 1e3:.1f} ms" for part in ("seconds", *parts)
+            )
+        )
+        for part, where in parts.items():
+            key = f"{part}_{'one' if workers == 1 else 'two'}"
+            values = [s[part] for s in splits[workers]]
+            metrics[key] = in_seconds(values, f"{label}, {where}, instrumented")
     return metrics
 
 

@@ -207,3 +207,23 @@ def test_the_key_hashing_tool_checks_its_hashes_and_times_every_way() -> None:
     assert set(found) == {"ints", "words"}
     assert all(set(times) == {"list", "general path", "stable_hash per key"} for times in found.values())
     assert all(value > 0 for times in found.values() for value in times.values())
+
+
+def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
+    """The instrumented Collatz run splits its wall time into operators, propagation and the rest, on 1 worker and
+    2 threads; the wrapped methods are restored afterwards, also when the body fails."""
+    import scaling
+
+    from scopes.operator import Operator
+    from scopes.progress.subgraph import Subgraph
+
+    before = (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"])
+    for workers in (1, 2):
+        found = scaling.collatz_split(200, workers)
+        assert found is not None
+        assert found["operators"] > 0 and found["propagation"] > 0
+        assert math.isclose(found["operators"] + found["propagation"] + found["rest"], found["seconds"])
+    with pytest.raises(RuntimeError, match="in the body"), scaling.time_split() as sums:
+        assert sums is not None and Operator.__dict__["pull_internal_progress"] is not before[0]
+        raise RuntimeError("in the body")
+    assert (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"]) == before
