@@ -31,8 +31,9 @@ from scopes.signatures import guard_signature_reads
 
 R = TypeVar("R")
 
-# Worker threads build dataflows at once; CPython 3.11 cannot parse signatures in two threads.
-guard_signature_reads(threading.Lock())
+# Worker threads build dataflows at once; CPython 3.11 cannot parse signatures in two threads.  Re-entrant:
+# a callable's own ``__signature__`` may check another function in the same thread.
+guard_signature_reads(threading.RLock())
 
 log = logging.getLogger("runtime.worker")
 

@@ -10,7 +10,7 @@ Reading a builtin's signature parses its text with :mod:`ast`, and CPython
 3.11's AST conversion keeps one recursion counter per interpreter, so two
 threads reading signatures at once can fail with ``SystemError: AST
 constructor recursion depth mismatch``.  The runtime, which runs workers in
-threads, hands this module a lock with :func:`guard_signature_reads`.
+threads, hands this module a re-entrant lock with :func:`guard_signature_reads`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ _signature_reads: AbstractContextManager[Any] = nullcontext()
 
 
 def guard_signature_reads(lock: AbstractContextManager[Any]) -> None:
-    """Read every signature under ``lock`` (for example a ``threading.Lock()``) from now on.
+    """Read every signature under ``lock`` (for example a ``threading.RLock()``) from now on.
 
     Scopes takes no threads itself; the runtime calls this once, on import,
     so that worker threads building dataflows at once never parse signatures

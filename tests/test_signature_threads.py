@@ -56,8 +56,26 @@ def _check_builtins_in_threads(threads: int = 4, rounds: int = 1500) -> list[Bas
     return errors
 
 
-def test_the_runtime_guards_signature_reads_with_a_lock():
-    assert isinstance(signatures._signature_reads, type(threading.Lock()))
+def test_the_runtime_guards_signature_reads_with_a_reentrant_lock():
+    assert isinstance(signatures._signature_reads, type(threading.RLock()))
+
+
+@pytest.mark.timeout(30)
+def test_a_signature_that_checks_another_function_does_not_deadlock():
+    """``inspect.signature`` reads a callable's ``__signature__``; one that checks a function itself re-enters."""
+
+    class Checked:
+        def __call__(self, record):
+            return record
+
+        @property
+        def __signature__(self):
+            check_function(len, ("record",), "the inner function", "operator 'Inner'")
+            import inspect
+
+            return inspect.signature(lambda record: record)
+
+    check_function(Checked(), ("record",), "the inspect function", "operator 'Outer'")
 
 
 def test_threads_checking_builtins_at_once_raise_nothing():
