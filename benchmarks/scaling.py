@@ -197,7 +197,8 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
 
 @contextlib.contextmanager
 def time_split() -> Iterator[dict[str, float] | None]:
-    """Seconds inside operators and inside progress propagation while the body runs, over every worker thread.
+    """Seconds inside operators and inside progress propagation while the body runs, over every worker thread
+    (the dict yielded is filled when the body ends).
 
     Wraps ``Operator.pull_internal_progress`` (an operator's own work: its logic
     and what it sends, routing included) and ``Subgraph._propagate`` (a scope's
@@ -211,6 +212,7 @@ def time_split() -> Iterator[dict[str, float] | None]:
     from scopes.progress.subgraph import Subgraph
 
     sums = {"operators": 0.0, "propagation": 0.0}
+    spans: list[tuple[str, float]] = []  # list.append is atomic under the GIL; `+=` on a shared sum is not
     clock = time.perf_counter
     originals = [(Operator, "pull_internal_progress", "operators"), (Subgraph, "_propagate", "propagation")]
 
@@ -220,7 +222,7 @@ def time_split() -> Iterator[dict[str, float] | None]:
             try:
                 return original(*args)
             finally:
-                sums[into] += clock() - start
+                spans.append((into, clock() - start))
 
         return call
 
@@ -240,6 +242,8 @@ def time_split() -> Iterator[dict[str, float] | None]:
     finally:
         for cls, name, original in wrapped:
             setattr(cls, name, original)
+        for into, seconds in spans:
+            sums[into] += seconds
 
 
 def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
