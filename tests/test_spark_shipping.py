@@ -122,6 +122,16 @@ def python_without_pytimely(where: Path) -> Path:
     return python
 
 
+def python_error(stderr: str) -> str:
+    """The script's own Python traceback from its stderr (the JVM's shutdown noise after it can run to pages)."""
+    start = stderr.rfind("Traceback (most recent call last)")
+    if start < 0:
+        return stderr[-4000:]
+    lines = stderr[start:].splitlines()
+    end = next((i + 1 for i, line in enumerate(lines) if line and not line[0].isspace() and i > 0), len(lines))
+    return "\n".join(lines[: end + 30])[-6000:]  # and the start of a Java error message under it
+
+
 def test_a_session_made_elsewhere_is_diagnosed_pytimely_ships_as_py_files_and_durable_results_survive_an_executor(
     tmp_path: Path,
 ) -> None:
@@ -133,7 +143,7 @@ def test_a_session_made_elsewhere_is_diagnosed_pytimely_ships_as_py_files_and_du
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=500, cwd=tmp_path, env=env
     )
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert done.returncode == 0, python_error(done.stderr)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(found, indent=1)[:6000])
 
