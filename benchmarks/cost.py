@@ -35,8 +35,7 @@ import importlib.util
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -53,7 +52,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
 import ceilings  # noqa: E402
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
-from harness import Log, Metric, Size, WrongAnswer, measured, median  # noqa: E402
+from harness import CallClock, Log, Metric, Size, WrongAnswer, clocked_calls, measured, median  # noqa: E402
 
 from runtime import Worker  # noqa: E402
 from runtime.launcher import execute_processes  # noqa: E402
@@ -138,38 +137,15 @@ ROUTING_CALLS = (
 the process), its one-worker form (the key check), and the decoding of what arrives from another process."""
 
 
-@contextmanager
-def routing_clock() -> Iterator[list[float] | None]:
-    """``[CPU seconds]`` the worker thread spends in :data:`ROUTING_CALLS` while the block runs (``None`` where
-    they cannot be wrapped: a compiled build).  The wrappers cost one call per batch, not per record."""
-    spent = [0.0]
-    patched: list[tuple[Any, str, Any]] = []
-
-    def timed(function: Any) -> Any:
-        def clocked(*args: Any, **kwargs: Any) -> Any:
-            began = time.thread_time()  # CPU, not wall: a process preempted in a call is not routing
-            try:
-                return function(*args, **kwargs)
-            finally:
-                spent[0] += time.thread_time() - began
-
-        return clocked
-
-    try:
-        try:
-            for module_name, owner, name in ROUTING_CALLS:
-                module = importlib.import_module(module_name)
-                target = getattr(module, owner) if owner else module
-                original = getattr(target, name)
-                setattr(target, name, timed(original))
-                patched.append((target, name, original))
-        except (AttributeError, TypeError):  # a compiled class: no figure rather than a wrong one
-            yield None
-        else:
-            yield spent
-    finally:
-        for target, name, original in reversed(patched):
-            setattr(target, name, original)
+def routing_clock() -> AbstractContextManager[CallClock | None]:
+    """The CPU seconds (``time.thread_time``: a process preempted in a call is not routing) the worker thread spends
+    in :data:`ROUTING_CALLS` while the block runs; ``None`` where they cannot be wrapped (a compiled build).  The
+    wrappers cost one call per batch, not per record."""
+    calls = []
+    for module_name, owner, name in ROUTING_CALLS:
+        module = importlib.import_module(module_name)
+        calls.append((getattr(module, owner) if owner else module, name, "routing"))
+    return clocked_calls(calls, time.thread_time)
 
 
 def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float, float | None]:
@@ -180,7 +156,7 @@ def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[fl
 
 
 def _wordcount_worker(
-    worker: Worker, paths: list[str], variant: str, routing: list[float] | None
+    worker: Worker, paths: list[str], variant: str, routing: CallClock | None
 ) -> tuple[float, float, int, float, float | None]:
     epochs: list[Any] = []
     for path in paths:
@@ -195,9 +171,15 @@ def _wordcount_worker(
             handle.send_batch(batch)
         handle.advance_to(epoch + 1)
     if routing is not None:
-        routing[0] = 0.0  # what the warm-up epoch routed is not timed either
+        routing.reset()  # what the warm-up epoch routed is not timed either
     worker.step_while(lambda: probe.less_than(len(epochs) + 1))
-    return start, time.perf_counter(), counted[0], time.process_time() - cpu, None if routing is None else routing[0]
+    return (
+        start,
+        time.perf_counter(),
+        counted[0],
+        time.process_time() - cpu,
+        None if routing is None else routing.seconds(),
+    )
 
 
 def wordcount(paths: list[str], variant: str, processes: int) -> Timing:

@@ -14,7 +14,7 @@ Run by ``benchmarks/run.py`` (workloads ``loop`` and ``shape``); runnable alone 
   on 1 worker and 2 threads, with the CPU time, the average records per exchanged message
   and the steps of the busiest worker; the 2 threads run as by default (``PYTIMELY_THREAD_CORES=auto``),
   and again kept on one core (``one``) and on every CPU (``all``).  Extra runs with both
-  kept on one core, instrumented by :func:`time_split`, split the time into the operators'
+  kept on one core, instrumented (:func:`split_calls`), split the time into the operators'
   own work, progress propagation, and the rest (stepping, scheduling, hand-overs).
 """
 
@@ -37,7 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness import Log, Metric, Size, WrongAnswer, in_seconds, interleaved, median, repetition  # noqa: E402
+from harness import (  # noqa: E402
+    Log,
+    Metric,
+    Size,
+    WrongAnswer,
+    clocked_calls,
+    in_seconds,
+    interleaved,
+    measured,
+    median,
+    repetition,
+)
 
 from runtime.execute import execute  # noqa: E402
 from runtime.thread_cores import CORES_VARIABLE  # noqa: E402
@@ -195,68 +206,36 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
     }
 
 
-@contextlib.contextmanager
-def time_split() -> Iterator[dict[str, float] | None]:
-    """Seconds inside operators and inside progress propagation while the body runs, over every worker thread
-    (the dict yielded is filled when the body ends).
+def split_calls() -> list[tuple[Any, str, str]]:
+    """What :func:`collatz_split` times, for :func:`~harness.clocked_calls`.
 
-    Wraps ``Operator.pull_internal_progress`` (an operator's own work: its logic
-    and what it sends, routing included) and ``Subgraph._propagate`` (a scope's
+    ``Operator.pull_internal_progress`` is an operator's own work: its logic and
+    what it sends, routing included.  ``Subgraph._propagate`` is a scope's
     progress tracker folding counts and telling its children of frontier
-    changes), and restores both after.  Neither call nests inside the other, so
-    the two sums do not overlap.  Yields ``None`` (nothing measured) where the
-    classes cannot be wrapped (a compiled build).  Each wrapped call costs about
-    a microsecond, so the split is of instrumented runs, not the timed ones.
+    changes.  Neither call nests inside the other, so the two sums do not overlap.
     """
     from scopes.operator import Operator
     from scopes.progress.subgraph import Subgraph
 
-    sums = {"operators": 0.0, "propagation": 0.0}
-    spans: list[tuple[str, float]] = []  # list.append is atomic under the GIL; `+=` on a shared sum is not
-    clock = time.perf_counter
-    originals = [(Operator, "pull_internal_progress", "operators"), (Subgraph, "_propagate", "propagation")]
-
-    def timed(original: Callable[..., Any], into: str) -> Callable[..., Any]:
-        def call(*args: Any) -> Any:
-            start = clock()
-            try:
-                return original(*args)
-            finally:
-                spans.append((into, clock() - start))
-
-        return call
-
-    wrapped = []
-    try:
-        for cls, name, into in originals:
-            original = cls.__dict__[name]
-            setattr(cls, name, timed(original, into))
-            wrapped.append((cls, name, original))
-    except (TypeError, AttributeError, KeyError):  # a compiled class: nothing to split
-        for cls, name, original in wrapped:
-            setattr(cls, name, original)
-        yield None
-        return
-    try:
-        yield sums
-    finally:
-        for cls, name, original in wrapped:
-            setattr(cls, name, original)
-        for into, seconds in spans:
-            sums[into] += seconds
+    return [(Operator, "pull_internal_progress", "operators"), (Subgraph, "_propagate", "propagation")]
 
 
 def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
-    """One Collatz run with :func:`time_split` (threads kept on one core): seconds of wall time, operators,
-    propagation, and the rest; ``None`` where nothing could be wrapped."""
-    with thread_cores("one"), time_split() as sums:
+    """One Collatz run with :func:`split_calls` timed (threads kept on one core): seconds of wall time, operators,
+    propagation, and the rest; ``None`` where they cannot be wrapped (a compiled build)."""
+    with thread_cores("one"), clocked_calls(split_calls()) as clock:
         start = time.perf_counter()
         execute(partial(collatz_worker, limit=limit, count=lambda _time, _batch: None), workers=workers)
         seconds = time.perf_counter() - start
-    if sums is None:
+    if clock is None:
         return None
-    rest = seconds - sums["operators"] - sums["propagation"]
-    return {"seconds": seconds, "operators": sums["operators"], "propagation": sums["propagation"], "rest": rest}
+    operators, propagation = clock.seconds("operators"), clock.seconds("propagation")
+    return {
+        "seconds": seconds,
+        "operators": operators,
+        "propagation": propagation,
+        "rest": seconds - operators - propagation,
+    }
 
 
 @contextlib.contextmanager
@@ -317,8 +296,7 @@ def split_metrics(limit: int, size: Size, log: Log) -> dict[str, Metric]:
     splits: dict[int, list[dict[str, float]]] = {1: [], 2: []}
     for _ in range(max(1, min(size.repeat, 5))):
         for workers in (1, 2):
-            with repetition():
-                found = collatz_split(limit, workers)
+            found = measured(partial(collatz_split, limit, workers))
             if found is None:
                 return {}
             splits[workers].append(found)

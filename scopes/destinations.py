@@ -36,7 +36,7 @@ from collections.abc import Callable
 from itertools import chain, compress
 from typing import Any
 
-from scopes.hashing import MASK64, remember, stable_hash
+from scopes.hashing import INT_KEY_TYPES, MASK64, int_key_hashes, remember, stable_hash
 
 CACHE_LIMIT = 1 << 16
 """At most this many keys are remembered per router; when a batch's new keys would pass it, the cache starts over."""
@@ -48,7 +48,6 @@ SPLIT_BY_MASK_PEERS = 16
 """Up to this many workers, each destination's records are taken with one ``compress`` pass; beyond, one loop."""
 
 _CACHED_TYPES = frozenset({int, bool, float, str, bytes, type(None)})
-_INT_TYPES = frozenset({int, bool})
 
 
 def check_keys(keys: list[Any]) -> None:
@@ -93,7 +92,7 @@ class KeyRouter:
         :func:`stable_hash` refuses, as routing record by record would.
         """
         types = set(map(type, keys))
-        if types <= _INT_TYPES:
+        if types <= INT_KEY_TYPES:
             return self._of_ints(keys)
         if types == {tuple}:
             types = set(map(type, chain.from_iterable(keys)))
@@ -109,14 +108,9 @@ class KeyRouter:
         peers = self.peers
         numpy = sys.modules.get("numpy")
         if numpy is not None and self._small and len(keys) >= NUMPY_MIN_INTS:
-            try:
-                values = numpy.fromiter(keys, dtype=numpy.int64, count=len(keys))
-            except OverflowError:  # beyond int64: the exact Python arithmetic below
-                pass
-            else:
-                # int64 -> uint64 is two's complement, i.e. k & MASK64, as stable_hash does
-                remainders = values.view(numpy.uint64) % numpy.uint64(peers)
-                return bytes(remainders.astype(numpy.uint8).tobytes())
+            hashes = int_key_hashes(keys, numpy)  # None beyond 64 bits: the exact Python arithmetic below
+            if hashes is not None:
+                return bytes((hashes % numpy.uint64(peers)).astype(numpy.uint8).tobytes())
         if self._power_of_two:  # 2**64 is a multiple of peers, so (k & MASK64) % peers == k & (peers - 1)
             mask = peers - 1
             found = [key & mask for key in keys]

@@ -186,29 +186,42 @@ def stable_hash_array(keys: Any) -> np.ndarray:
     )
 
 
-_INT_TYPES = frozenset({int, bool})
+INT_KEY_TYPES = frozenset({int, bool})
+"""The exact types of integer keys, which hash as ``k & (2**64 - 1)`` (``True`` and ``False`` as 1 and 0)."""
 _STR_ONLY = frozenset({str})
+
+
+def int_key_hashes(keys: Sequence[int], numpy: Any = None) -> Any:
+    """:func:`stable_hash` of exact ``int`` (or ``bool``) keys as one ``uint64`` array, or ``None`` for a key
+    beyond 64 bits (the exact Python arithmetic then serves).
+
+    One NumPy conversion: a signed 64-bit value viewed as unsigned is its two's
+    complement, ``k & (2**64 - 1)``, as :func:`stable_hash` computes.  ``numpy``:
+    the module to use (a caller that must not import NumPy passes the one already
+    loaded); by default this module's.
+    """
+    numpy = np if numpy is None else numpy
+    try:
+        values = numpy.fromiter(keys, dtype=numpy.int64, count=len(keys))
+    except OverflowError:
+        return None
+    return values.view(numpy.uint64)
 
 
 def _hash_sequence(keys: list[Any] | tuple[Any, ...]) -> np.ndarray | None:
     """:func:`stable_hash` of a list or tuple of keys of one common kind without a call per key, or ``None``.
 
-    * Exact ``int`` (or ``bool``) keys that fit 64 bits: one NumPy conversion.  A
-      signed 64-bit value viewed as unsigned is its two's complement,
-      ``k & (2**64 - 1)``, as :func:`stable_hash` computes (``True`` and
-      ``False`` are 1 and 0 both ways).
+    * Exact ``int`` (or ``bool``) keys that fit 64 bits: one NumPy conversion
+      (:func:`int_key_hashes`).
     * Exact ``str`` keys: the cache of recent strings (:func:`_hash_strings_cached`).
 
     ``None`` for anything else (mixed kinds, subclasses, an int beyond 64 bits):
     the general path hashes those.
     """
     kinds = set(map(type, keys))
-    if kinds <= _INT_TYPES:
-        try:
-            values = np.fromiter(keys, dtype=np.int64, count=len(keys))
-        except OverflowError:  # beyond 64 bits: the exact Python arithmetic of the general path
-            return None
-        return values.view(np.uint64)
+    if kinds <= INT_KEY_TYPES:
+        hashes: np.ndarray | None = int_key_hashes(keys)
+        return hashes  # None beyond 64 bits: the general path
     if kinds == _STR_ONLY:
         return _hash_strings_cached(keys)
     return None

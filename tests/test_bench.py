@@ -213,6 +213,7 @@ def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
     """The instrumented Collatz run splits its wall time into operators, propagation and the rest, on 1 worker and
     2 threads; the wrapped methods are restored afterwards, also when the body fails."""
     import scaling
+    from harness import clocked_calls
 
     from scopes.operator import Operator
     from scopes.progress.subgraph import Subgraph
@@ -223,7 +224,34 @@ def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
         assert found is not None
         assert found["operators"] > 0 and found["propagation"] > 0
         assert math.isclose(found["operators"] + found["propagation"] + found["rest"], found["seconds"])
-    with pytest.raises(RuntimeError, match="in the body"), scaling.time_split() as sums:
-        assert sums is not None and Operator.__dict__["pull_internal_progress"] is not before[0]
+    with pytest.raises(RuntimeError, match="in the body"), clocked_calls(scaling.split_calls()) as clock:
+        assert clock is not None and Operator.__dict__["pull_internal_progress"] is not before[0]
         raise RuntimeError("in the body")
     assert (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"]) == before
+
+
+def test_clocked_calls_count_every_thread_reset_and_wrap_nothing_when_one_cannot_be_wrapped() -> None:
+    """Spans from several threads all count, a reset forgets them, and an owner that refuses a new attribute (a
+    compiled class) leaves every other owner unwrapped too."""
+    import threading
+    import types
+
+    from harness import clocked_calls
+
+    module = types.ModuleType("timed")
+    module.work = lambda n: sum(range(n))  # type: ignore[attr-defined]
+    original = module.work  # type: ignore[attr-defined]
+    with clocked_calls([(module, "work", "work")]) as clock:
+        assert clock is not None
+        threads = [threading.Thread(target=lambda: [module.work(100) for _ in range(500)]) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(clock._spans) == 2000 and clock.seconds("work") == clock.seconds() > 0
+        clock.reset()
+        assert clock.seconds() == 0
+    assert module.work is original  # type: ignore[attr-defined]
+    with clocked_calls([(module, "work", "work"), (int, "bit_length", "int")]) as clock:
+        assert clock is None and module.work is original  # type: ignore[attr-defined]
+    assert module.work is original  # type: ignore[attr-defined]

@@ -81,20 +81,18 @@ def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
 
         execute(main, workers=2)
 
-        def inc_records() -> float:
-            found = scrape(server.url).get("pytimely_operator_records_in_total", [])
-            return sum(v for labels, v in found if labels["operator"] == "Inc")
-
-        def settled() -> bool:
+        def settled() -> dict | None:
             # the writer thread delivers records before the last frontier changes: wait for both
             found = scrape(server.url)
+            records = sum(
+                v for labels, v in found.get("pytimely_operator_records_in_total", []) if labels["operator"] == "Inc"
+            )
             lags = found.get("pytimely_frontier_seconds_since_advance", [])
             held = found.get("pytimely_capabilities", [])
-            done = bool(lags) and all(v == 0 for _, v in lags) and all(v == 0 for _, v in held)
-            return inc_records() == 60 and done
+            done = records == 60 and bool(lags) and all(v == 0 for _, v in lags) and all(v == 0 for _, v in held)
+            return found if done else None
 
-        eventually(settled, what="every event of the run to reach the endpoint from the writer thread")
-        samples = scrape(server.url)
+        samples = eventually(settled, what="every event of the run to reach the endpoint from the writer thread")
     finally:
         server.close()
     labels = next(found for found, _ in samples["pytimely_operator_records_in_total"] if found["operator"] == "Inc")
