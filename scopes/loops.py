@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from itertools import chain
+from typing import Any, TypeVar
 
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
@@ -104,10 +105,27 @@ class LoopHandle:
         output = self._output
 
         def logic() -> None:
+            # The lists that arrive for one time in one invocation go round as one new list: otherwise every
+            # piece (the input's chunks, each sender's part of an exchange) would cost every operator of the
+            # loop a message per iteration, for as long as the records circulate.  Columnar batches go on as
+            # they came (joining them would copy their data).
+            lists: dict[Any, list[list[Any]]] = {}
             while (message := port.pull()) is not None:
-                later = summary.results_in(message[0])
+                time, batch = message
+                if batch.__class__ is list:
+                    held = lists.get(time)
+                    if held is None:
+                        lists[time] = [batch]
+                    else:
+                        held.append(batch)
+                else:
+                    later = summary.results_in(time)
+                    if later is not None:
+                        output.send(later, batch)
+            for time, batches in lists.items():
+                later = summary.results_in(time)
                 if later is not None:
-                    output.send(later, message[1])
+                    output.send(later, batches[0] if len(batches) == 1 else list(chain.from_iterable(batches)))
 
         operator.set_logic(logic)
         self.connected = True
