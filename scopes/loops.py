@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.exchange import EXCHANGE_BUFFER
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
 from scopes.ports import OutputPort
@@ -66,6 +67,17 @@ def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str
     return LoopHandle(scope, builder, operator, output, resolved, name), stream
 
 
+JOIN_LIMIT = EXCHANGE_BUFFER
+"""A loop variable joins the lists that come back for one time in one invocation while the result stays at most
+this long (as many records as an exchange buffers for a destination): fewer messages go round, and each stays
+small enough to pass through the loop's operators while its records are in the CPU's caches."""
+
+
+def _joined(lists: list[list[Any]]) -> list[Any]:
+    """One list: the only one, or a new list with the records of all, in order (none of them is changed)."""
+    return lists[0] if len(lists) == 1 else list(chain.from_iterable(lists))
+
+
 class LoopHandle:
     """The open end of a loop variable; close it with ``stream.connect_loop(handle)``."""
 
@@ -104,28 +116,34 @@ class LoopHandle:
         summary = self.summary
         output = self._output
 
+        def send(time: Any, batch: Any) -> None:
+            later = summary.results_in(time)
+            if later is not None:
+                output.send(later, batch)
+
         def logic() -> None:
-            # The lists that arrive for one time in one invocation go round as one new list: otherwise every
-            # piece (the input's chunks, each sender's part of an exchange) would cost every operator of the
-            # loop a message per iteration, for as long as the records circulate.  Columnar batches go on as
-            # they came (joining them would copy their data).
-            lists: dict[Any, list[list[Any]]] = {}
+            # Lists that arrive for one time in one invocation go round joined, up to JOIN_LIMIT records a
+            # message: otherwise every piece (the input's chunks, each sender's part of an exchange) would cost
+            # every operator of the loop a message per iteration for as long as its records circulate.
+            groups: dict[Any, list[list[Any]]] = {}
+            sizes: dict[Any, int] = {}
             while (message := port.pull()) is not None:
                 time, batch = message
-                if batch.__class__ is list:
-                    held = lists.get(time)
-                    if held is None:
-                        lists[time] = [batch]
-                    else:
-                        held.append(batch)
-                else:
-                    later = summary.results_in(time)
-                    if later is not None:
-                        output.send(later, batch)
-            for time, batches in lists.items():
-                later = summary.results_in(time)
-                if later is not None:
-                    output.send(later, batches[0] if len(batches) == 1 else list(chain.from_iterable(batches)))
+                if batch.__class__ is not list or len(batch) >= JOIN_LIMIT:
+                    send(time, batch)  # columnar batches too: joining them would copy their data
+                    continue
+                group = groups.get(time)
+                if group is not None:
+                    size = sizes[time] + len(batch)
+                    if size <= JOIN_LIMIT:
+                        group.append(batch)
+                        sizes[time] = size
+                        continue
+                    send(time, _joined(group))
+                groups[time] = [batch]
+                sizes[time] = len(batch)
+            for time, group in groups.items():
+                send(time, _joined(group))
 
         operator.set_logic(logic)
         self.connected = True

@@ -10,6 +10,7 @@ import pytest
 
 from runtime import execute
 from scopes.input_handle import BATCH_SIZE
+from scopes.loops import JOIN_LIMIT
 
 
 def countdown(worker: Any, numbers: list[int], messages: dict[Any, list[list[int]]]) -> None:
@@ -46,6 +47,16 @@ def test_an_input_sent_in_pieces_circulates_as_one_message_per_iteration() -> No
         assert time.inner == round_
         expected = Counter({4 - round_: 2 * BATCH_SIZE} | ({2 - round_: BATCH_SIZE // 2} if round_ < 3 else {}))
         assert Counter(record for batch in batches for record in batch) == expected
+
+
+def test_joined_messages_hold_at_most_the_join_limit() -> None:
+    numbers = [3] * (10 * BATCH_SIZE)  # ten pieces: more than one joined message holds
+    messages: dict[Any, list[list[int]]] = defaultdict(list)
+    execute(lambda worker: countdown(worker, numbers, messages), workers=1)
+    by_round = sorted(messages.items(), key=lambda item: item[0].inner)
+    assert [len(batch) for batch in by_round[0][1]] == [BATCH_SIZE] * 10
+    for _, batches in by_round[1:]:
+        assert [len(batch) for batch in batches] == [JOIN_LIMIT, JOIN_LIMIT, 10 * BATCH_SIZE - 2 * JOIN_LIMIT]
 
 
 def test_joining_the_pieces_changes_no_batch_that_was_sent() -> None:
