@@ -1,7 +1,7 @@
 """What two processes can gain on this machine with no dataflow at all: the ceiling of a 2-process speed-up.
 
 A 2-process run of a workload cannot beat two bare processes that run the same
-C kernels on the same halves of the input at the same moment, with nothing
+kernels on the same halves of the input at the same moment, with nothing
 exchanged.  :func:`ceiling` measures that: one spawned process runs the kernel
 on the whole input, then two others run it on their halves at the same moment,
 round after round (interleaved), and the ratio of the medians is the most the
@@ -17,6 +17,9 @@ The kernels are the workloads' own:
 * :func:`wordcount_kernel`: each epoch's lines split into words and counted by
   Arrow's hash aggregation (``benchmarks/cluster.py``'s ``split_words`` and the
   local count of ``aggregate_batch``);
+* :func:`record_kernel`: the record-wise wordcount's Python work without its
+  routing (each line made into ``(word, 1)`` pairs by the ``flat_map`` function,
+  the pairs counted into a ``Counter`` as its ``Count`` operator does);
 * :func:`wcc_kernel`: the local step of ``examples/connected_components_cost.py``
   (each node's smallest component-mate over the share's edges), whose random
   reads of a node-sized array are what two cores sharing a cache slow down.
@@ -28,9 +31,11 @@ import multiprocessing
 import queue
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +79,27 @@ def wordcount_kernel(epochs: list[np.ndarray]) -> int:
     for lines in epochs:
         counts = split_words(lines).group_by("word", use_threads=False).aggregate([("word", "count")])
         counted += int(counts.column("word_count").to_numpy().sum())
+    return counted
+
+
+def record_lines(paths: list[str], index: int, peers: int) -> list[list[str]]:
+    """Share ``index`` of ``peers`` of every epoch file as a list of lines (as the record-wise wordcount reads)."""
+    from cost import read_share
+
+    return [read_share(path, index, peers).decode().splitlines() for path in paths]
+
+
+def record_kernel(epochs: list[list[str]]) -> int:
+    """Make each epoch's lines into ``(word, 1)`` pairs with one Python call per line (the record-wise wordcount's
+    ``flat_map``) and add the pairs up per word in a ``Counter`` (its ``Count``); the words counted."""
+    from cluster import word_pairs
+
+    counted = 0
+    for lines in epochs:
+        counts: Counter[str] = Counter()
+        for word, n in chain.from_iterable(map(word_pairs, lines)):
+            counts[word] += n
+        counted += sum(counts.values())
     return counted
 
 
@@ -210,6 +236,11 @@ GROUPS = ((1, True), (2, True), (2, False))
 def wordcount_ceiling(paths: list[str], rounds: int) -> Ceiling:
     """:func:`ceiling` of the columnar wordcount's kernel over ``paths``."""
     return ceiling(partial(wordcount_lines, paths), wordcount_kernel, rounds)
+
+
+def record_wordcount_ceiling(paths: list[str], rounds: int) -> Ceiling:
+    """:func:`ceiling` of the record-wise wordcount's Python work over ``paths``."""
+    return ceiling(partial(record_lines, paths), record_kernel, rounds)
 
 
 def wcc_ceiling(path: str, rounds: int) -> Ceiling:

@@ -61,6 +61,11 @@ def split_words(lines: Any) -> Any:
     return wordcount_columnar.split_lines(lines)
 
 
+def word_pairs(line: str) -> list[tuple[str, int]]:
+    """A ``(word, 1)`` pair for each word of ``line``: the record-wise wordcount's ``flat_map`` function."""
+    return [(word, 1) for word in line.split()]
+
+
 def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = False) -> tuple[Any, Any, list[int]]:
     """Build the wordcount dataflow on ``worker``; return (input handle, probe, ``[words counted here]``).
 
@@ -102,7 +107,7 @@ def wordcount_dataflow(worker: Worker, combine: bool = False, columnar: bool = F
         if combine:
             pairs = text.unary(Pipeline, "LocalCounts", local_counts)
         else:
-            pairs = text.flat_map(lambda text_line: [(word, 1) for word in text_line.split()], name="Split")
+            pairs = text.flat_map(word_pairs, name="Split")
         probe = pairs.unary_notify(Exchange(lambda pair: pair[0]), "Count", count).probe()
         return handle, probe
 

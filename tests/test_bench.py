@@ -158,6 +158,22 @@ def test_a_ceiling_process_that_ended_its_rounds_is_not_taken_for_dead() -> None
     assert found.whole >= 0 and found.together >= 0 and found.apart >= 0
 
 
+@pytest.mark.parametrize("kernel", ["record", "columnar"])
+def test_the_wordcount_ceiling_kernels_count_every_word_of_their_share(tmp_path: Path, kernel: str) -> None:
+    import ceilings
+    import cost
+
+    paths = cost.write_wordcount_text(tmp_path, 2, 301)
+    load, count = (
+        (ceilings.record_lines, ceilings.record_kernel)
+        if kernel == "record"
+        else (ceilings.wordcount_lines, ceilings.wordcount_kernel)
+    )
+    halves = [count(load(paths, index, 2)) for index in range(2)]
+    assert count(load(paths, 0, 1)) == 2 * 301 * cost.WORDS_PER_LINE == sum(halves)
+    assert all(halves)
+
+
 def test_the_thread_cores_comparison_runs_every_setting_on_both_workloads() -> None:
     from functools import partial
 
