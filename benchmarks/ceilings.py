@@ -65,9 +65,7 @@ class CeilingError(RuntimeError):
 
 def wordcount_lines(paths: list[str], index: int, peers: int) -> list[np.ndarray]:
     """Share ``index`` of ``peers`` of every epoch file as a NumPy array of lines (as the columnar wordcount reads)."""
-    from cost import read_share
-
-    return [np.array(read_share(path, index, peers).decode().splitlines(), dtype=str) for path in paths]
+    return [np.array(lines, dtype=str) for lines in record_lines(paths, index, peers)]
 
 
 def wordcount_kernel(epochs: list[np.ndarray]) -> int:
@@ -84,9 +82,9 @@ def wordcount_kernel(epochs: list[np.ndarray]) -> int:
 
 def record_lines(paths: list[str], index: int, peers: int) -> list[list[str]]:
     """Share ``index`` of ``peers`` of every epoch file as a list of lines (as the record-wise wordcount reads)."""
-    from cost import read_share
+    from cost import share_lines
 
-    return [read_share(path, index, peers).decode().splitlines() for path in paths]
+    return [share_lines(path, index, peers) for path in paths]
 
 
 def record_kernel(epochs: list[list[str]]) -> int:

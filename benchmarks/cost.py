@@ -115,6 +115,11 @@ def read_share(path: str, index: int, peers: int) -> bytes:
     return bytes(cost_wcc.read_share(path, index, peers))
 
 
+def share_lines(path: str, index: int, peers: int) -> list[str]:
+    """The lines of :func:`read_share` as text (what every wordcount form and its ceilings read)."""
+    return read_share(path, index, peers).decode().splitlines()
+
+
 def parse_edges(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
     """``(src, dst)`` ``int32`` columns of ``src<TAB>dst`` lines."""
     if not chunk.strip():
@@ -160,7 +165,7 @@ def _wordcount_worker(
 ) -> tuple[float, float, int, float, float | None]:
     epochs: list[Any] = []
     for path in paths:
-        lines = read_share(path, worker.index, worker.peers).decode().splitlines()
+        lines = share_lines(path, worker.index, worker.peers)
         epochs.append(np.array(lines, dtype=str) if variant == "columnar" else lines)
     handle, probe, counted = cluster.wordcount_dataflow(worker, variant == "combiner", variant == "columnar")
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected

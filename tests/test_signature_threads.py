@@ -64,6 +64,8 @@ def test_the_runtime_guards_signature_reads_with_a_reentrant_lock():
 def test_a_signature_that_checks_another_function_does_not_deadlock():
     """``inspect.signature`` reads a callable's ``__signature__``; one that checks a function itself re-enters."""
 
+    inner_checked = []
+
     class Checked:
         def __call__(self, record):
             return record
@@ -71,11 +73,13 @@ def test_a_signature_that_checks_another_function_does_not_deadlock():
         @property
         def __signature__(self):
             check_function(len, ("record",), "the inner function", "operator 'Inner'")
+            inner_checked.append(True)
             import inspect
 
             return inspect.signature(lambda record: record)
 
     check_function(Checked(), ("record",), "the inspect function", "operator 'Outer'")
+    assert inner_checked  # the outer read did go through the inner check, under the same lock
 
 
 def test_threads_checking_builtins_at_once_raise_nothing():
