@@ -8,10 +8,10 @@ worker threads.  The runtime hands :mod:`scopes.signatures` a lock on import.
 
 from __future__ import annotations
 
+import ast
 import gc
 import sys
 import threading
-from contextlib import nullcontext
 
 import pytest
 
@@ -86,14 +86,34 @@ def test_threads_checking_builtins_at_once_raise_nothing():
     assert _check_builtins_in_threads() == []
 
 
-@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the race is shown on CPython 3.11, which CI runs")
-def test_without_the_lock_the_race_is_real(monkeypatch):
-    """The stress above can fail: unguarded, it meets the SystemError (so the lock is what passes it)."""
-    monkeypatch.setattr(signatures, "_signature_reads", nullcontext())
-    for _ in range(5):
-        if _check_builtins_in_threads():
-            return
-    pytest.fail("five unguarded rounds met no SystemError; the stress no longer shows the race")
+def test_the_parse_of_a_builtins_signature_runs_with_the_lock_held(monkeypatch):
+    """The part that races (``ast.parse`` of a builtin's text signature) happens while no other thread can read one.
+
+    Deterministic where a stress without the lock is not: CI's machine once ran five unguarded rounds without
+    meeting the SystemError.
+    """
+    parses: list[bool] = []
+    real_parse = ast.parse
+
+    def parse_and_probe(*args, **kwargs):
+        free = []
+        prober = threading.Thread(target=lambda: free.append(_try_lock(signatures._signature_reads)))
+        prober.start()
+        prober.join()
+        parses.append(free == [False])
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", parse_and_probe)
+    check_function([].append, ("record",), "the inspect function", "operator 'Collect'")
+    assert parses == [True]
+
+
+def _try_lock(lock) -> bool:
+    """Whether this thread could take ``lock`` at once (released again if so)."""
+    if lock.acquire(blocking=False):
+        lock.release()
+        return True
+    return False
 
 
 def test_three_workers_build_with_a_builtin_inspect_function():
