@@ -1,0 +1,83 @@
+"""A chain of per-record stages yields to the operators it feeds once it has sent more than a burst."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runtime import execute
+from scopes.input_handle import BATCH_SIZE
+from scopes.per_record import BURST
+
+
+def first_batch_seen_after(chain_input: int, doubled: bool) -> tuple[int, int]:
+    """Send ``chain_input`` records to a ``flat_map`` (two records out per record in, with ``doubled``) feeding an
+    ``inspect_batch``; return (records the chain had read when the first batch reached the inspector, records
+    the inspector saw in all)."""
+    read = [0]
+    seen_at: list[int] = []
+    total = [0]
+
+    def main(worker: Any) -> None:
+        def twice(record: int) -> list[int]:
+            read[0] += 1
+            return [record, record] if doubled else [record]
+
+        def look(_time: Any, batch: list[int]) -> None:
+            seen_at.append(read[0])
+            total[0] += len(batch)
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.flat_map(twice).inspect_batch(look).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(list(range(chain_input)))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1)
+    return seen_at[0], total[0]
+
+
+def test_a_chain_that_sent_a_burst_lets_its_receiver_read_before_it_reads_on() -> None:
+    assert BATCH_SIZE * 2 * 2 == BURST  # two pieces of the input, doubled, make a burst
+    pieces = 5
+    first, total = first_batch_seen_after(pieces * BATCH_SIZE, doubled=True)
+    assert first == 2 * BATCH_SIZE  # it stopped after the piece that made the burst
+    assert total == 2 * pieces * BATCH_SIZE  # and read the rest later: nothing lost
+
+
+def test_a_chain_below_a_burst_reads_all_its_input_in_one_run() -> None:
+    first, total = first_batch_seen_after(3 * BATCH_SIZE, doubled=False)
+    assert first == 3 * BATCH_SIZE
+    assert total == 3 * BATCH_SIZE
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_every_record_arrives_once_through_an_exchange_at_every_worker_count(workers: int) -> None:
+    words = [f"w{n % 977}" for n in range(20 * BATCH_SIZE)]
+
+    def main(worker: Any) -> Counter[str]:
+        counted: Counter[str] = Counter()
+
+        def build(scope: Any) -> Any:
+            handle, lines = scope.new_input()
+            pairs = lines.flat_map(lambda word: [(word, 1), (word, 2)], name="Split")
+            routed = pairs.exchange(lambda pair: pair[0])
+            return handle, routed.inspect(lambda pair: counted.update({pair[0]: pair[1]})).probe()
+
+        handle, probe = worker.dataflow(build)
+        for epoch in range(3):
+            handle.send_batch(words[worker.index :: worker.peers])
+            handle.advance_to(epoch + 1)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return counted
+
+    per_worker = execute(main, workers=workers)
+    found = sum(per_worker, Counter())
+    assert sum(len(counted) for counted in per_worker) == len(found)  # each word counted at one worker only
+    assert found == Counter({word: 3 * 3 * count for word, count in Counter(words).items()})
