@@ -1,4 +1,4 @@
-"""A chain of per-record stages yields to the operators it feeds once it has sent more than a burst."""
+"""A chain of per-record stages yields to the operators it feeds once it has sent a burst of records."""
 
 from __future__ import annotations
 
