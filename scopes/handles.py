@@ -8,13 +8,33 @@ from typing import Any, ClassVar, Final, Protocol
 from scopes.batches import is_columnar
 from scopes.capability import Capability, CapabilityRef
 from scopes.errors import CapabilityError
+from scopes.exchange import EXCHANGE_BUFFER
 from scopes.ports import InputPort, OutputPort
 from scopes.progress.antichain import MutableAntichain
 from scopes.progress.order import Time, less_equal
 
+BURST: Final = EXCHANGE_BUFFER
+"""Records one pass over an operator's input reads before it ends and the operator is scheduled again.
+
+So that what an operator sends is read downstream while it is still in the CPU's
+cache, rather than after the operator has read every waiting message (a local
+combiner before an exchange: 0.91x on 2 processes against 1 without it, 1.26x
+with it, in a scratch A/B).  Whole messages are read: a message of more records
+than this is read alone.  Unread messages stay counted at the input, so they
+hold its frontier back like any message on its way.  A fused chain of
+per-record stages (:class:`~scopes.per_record.Chain`) counts the records it
+sends instead (a ``flat_map`` may send many per record read); 4,096 is the
+exchange's buffer and the longest list a loop's feedback joins, so a loop's
+messages keep their size.
+"""
+
 
 class HandleOwner(Protocol):
     """The operator whose logic holds the handles, as far as they need it."""
+
+    def activate(self) -> None:
+        """Ask to be scheduled again."""
+        ...
 
     def lend(self, time: Time, input_port: int) -> CapabilityRef:
         """The capability reference that comes with a message at ``time`` on ``input_port``."""
@@ -36,28 +56,40 @@ class OperatorInput:
         self._operator = operator
 
     def __iter__(self) -> Iterator[tuple[CapabilityRef, Sequence[Any]]]:
+        """Yield ``(capability_ref, batch)`` for the waiting messages, up to :data:`BURST` records' worth."""
         port = self._port
         operator = self._operator
         index = port.port
+        taken = 0
         while True:
             message = port.pull()
             if message is None:
                 return
+            taken += len(message[1])
             yield operator.lend(message[0], index), message[1]
+            if taken >= BURST:  # the rest waits for the next run (see BURST)
+                operator.activate()
+                return
 
     def for_each(self, logic: Callable[[CapabilityRef, Sequence[Any]], None]) -> None:
-        """Call ``logic(capability_ref, batch)`` for every waiting message."""
+        """Call ``logic(capability_ref, batch)`` for the waiting messages, as iterating does."""
         for ref, batch in self:
             logic(ref, batch)
 
     def batches(self) -> Iterator[tuple[Any, Sequence[Any]]]:
-        """Yield ``(time, batch)`` for every waiting message, without capability references."""
+        """Yield ``(time, batch)`` for the waiting messages (up to :data:`BURST` records' worth), without
+        capability references."""
         port = self._port
+        taken = 0
         while True:
             message = port.pull()
             if message is None:
                 return
+            taken += len(message[1])
             yield message
+            if taken >= BURST:
+                self._operator.activate()
+                return
 
     @property
     def frontier(self) -> MutableAntichain[Any]:

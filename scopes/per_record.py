@@ -18,7 +18,7 @@ from scopes.capability import Capability
 from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import Stage, StreamCore
 from scopes.errors import UserFunctionError
-from scopes.exchange import EXCHANGE_BUFFER
+from scopes.handles import BURST
 from scopes.operator_builder import OperatorBuilder
 from scopes.progress.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
@@ -33,17 +33,6 @@ chain_from_iterable = _itertools_chain.from_iterable
 
 MAX_FUSED = 32
 """The most stages fused into one operator; longer chains continue in a new operator."""
-
-BURST = EXCHANGE_BUFFER
-"""Records a chain sends in one run before it yields to the operators it feeds.
-
-A chain that has sent this many stops pulling and asks to run again, so the
-records it made are read downstream while they are still in the CPU's cache:
-pulling a whole epoch at once left an epoch of ``(word, 1)`` pairs in memory
-before the counting operator read them.  It is the exchange's buffer (4,096),
-which is also the longest list a loop's feedback joins, so a loop's messages
-keep their size.
-"""
 
 
 def consume(iterator: Iterable[Any]) -> None:
@@ -193,7 +182,7 @@ class Chain(Generic[S]):
             except TypeError as error:
                 self._explain_type_error(error)
                 raise
-            if sent >= BURST:  # the rest of the input waits for the next run (see BURST)
+            if sent >= BURST:  # the rest of the input waits for the next run (see scopes.handles.BURST)
                 self.operator.activate()
 
         self.operator = builder.build(logic)

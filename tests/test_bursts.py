@@ -1,4 +1,8 @@
-"""A chain of per-record stages yields to the operators it feeds once it has sent a burst of records."""
+"""Operators yield to the operators they feed after a burst of records (``scopes.handles.BURST``).
+
+A fused chain of per-record stages counts the records it sends; a generic operator's pass over its input, the
+records it reads.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from typing import Any
 import pytest
 
 from runtime import execute
+from scopes.contracts import Pipeline
+from scopes.handles import BURST as HANDLE_BURST
 from scopes.input_handle import BATCH_SIZE
 from scopes.per_record import BURST
 
@@ -81,3 +87,63 @@ def test_every_record_arrives_once_through_an_exchange_at_every_worker_count(wor
     found = sum(per_worker, Counter())
     assert sum(len(counted) for counted in per_worker) == len(found)  # each word counted at one worker only
     assert found == Counter({word: 3 * 3 * count for word, count in Counter(words).items()})
+
+
+def test_a_generic_operator_reads_a_burst_per_run_and_its_receiver_reads_in_between() -> None:
+    """A ``unary`` operator's pass over its input ends after a burst; the operator runs again for the rest."""
+    read = [0]
+    seen_at: list[int] = []
+    total = [0]
+    pieces = 6
+
+    def main(worker: Any) -> None:
+        def combine(capability: Any, info: Any) -> Any:
+            def logic(input: Any, output: Any) -> None:
+                for ref, batch in input:
+                    read[0] += len(batch)
+                    output.session(ref).give_batch(list(batch))
+
+            return logic
+
+        def look(_time: Any, batch: list[int]) -> None:
+            seen_at.append(read[0])
+            total[0] += len(batch)
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.unary(Pipeline, "Pass", combine).inspect_batch(look).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(list(range(pieces * BATCH_SIZE)))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1)
+    assert HANDLE_BURST == BURST == 4 * BATCH_SIZE
+    assert seen_at[0] == 4 * BATCH_SIZE  # the first pass stopped after a burst's worth of messages
+    assert total[0] == pieces * BATCH_SIZE  # and the rest came in the next run
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_count_per_time_is_whole_when_its_input_is_read_a_burst_at_a_time(workers: int) -> None:
+    def main(worker: Any) -> list[tuple[int, int]]:
+        counts: list[tuple[int, int]] = []
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            counted = stream.exchange(lambda n: n % 5).count()
+            return handle, counted.inspect_batch(lambda time, batch: counts.extend((time, n) for n in batch)).probe()
+
+        handle, probe = worker.dataflow(build)
+        for epoch in range(3):
+            if worker.index == 0:
+                handle.send_batch(list(range((epoch + 1) * 3 * BURST)))
+            handle.advance_to(epoch + 1)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return counts
+
+    found = sorted(pair for counts in execute(main, workers=workers) for pair in counts)
+    assert {time for time, _ in found} == {0, 1, 2}
+    for time in range(3):
+        assert sum(n for t, n in found if t == time) == (time + 1) * 3 * BURST
