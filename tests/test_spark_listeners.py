@@ -141,9 +141,11 @@ def test_a_connection_that_never_proves_the_token_is_closed_after_the_deadline(m
     server = ProgressServer("127.0.0.1", "secret", lambda event: None)
     idle = socket.create_connection(("127.0.0.1", server.port))
     try:
-        eventually(lambda: server.gate.refused == 1, 10, "the idle connection to be closed")
+        # the handler thread counts the refusal, names it and then ends: wait for the end, not just the count
+        eventually(
+            lambda: server.gate.refused == 1 and server.gate.handlers == 0, 10, "the idle connection to be closed"
+        )
         assert "timed out" in (server.gate.last_refused or "")
-        assert server.gate.handlers == 0
         idle.settimeout(5)
         assert idle.recv(1 << 10)  # the challenge
         assert idle.recv(1 << 10) == b""  # then the close

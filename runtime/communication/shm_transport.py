@@ -412,8 +412,8 @@ class ShmTransport:
         return peer
 
     def _refuse(self, why: str) -> None:
-        self.refused += 1
         log.warning("process %d refused a shared-memory connection: %s", self.process, why)
+        self.refused += 1  # counted after the log line, so that whoever sees the count also finds the reason
 
     def _trade_rings(self, peer: int, sock: socket.socket) -> Link:
         """Pass the peer the ring we read (memfd and doorbell) and map the one it passes us."""

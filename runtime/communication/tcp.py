@@ -483,9 +483,10 @@ class Mesh:
         _shutdown(live)
 
     def _count_refusal(self, who: str, reason: str) -> None:
+        # logged first, so that whoever sees the count also finds the reason in the log
+        log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
         with self._refused_lock:
             self.refused += 1
-        log.warning("process %d refused a connection from %s: %s", self.index, who, reason)
 
     def _refuse(self, channel: _Channel, who: str, reason: str) -> None:
         self._count_refusal(who, reason)

@@ -174,13 +174,14 @@ class Gate:
             thread.start()
 
     def _refuse(self, conn: socket.socket, reason: str) -> None:
-        """Count a refusal (the caller holds the lock)."""
-        self.refused += 1
+        """Name and count a refusal (the caller holds the lock); named first, so that whoever sees the count
+        (a reader without the lock) also sees its reason."""
         try:
             who = "{}:{}".format(*conn.getpeername()[:2])
         except OSError:
             who = "an unknown address"
         self.last_refused = f"{who}: {reason}"
+        self.refused += 1
         log.info("%s refused a connection from %s", self._name, self.last_refused)
 
     def _handle(self, conn: socket.socket) -> None:
