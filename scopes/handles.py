@@ -17,15 +17,15 @@ BURST: Final = EXCHANGE_BUFFER
 """Records one pass over an operator's input reads before it ends and the operator is scheduled again.
 
 So that what an operator sends is read downstream while it is still in the CPU's
-cache, rather than after the operator has read every waiting message (a local
-combiner before an exchange: 0.91x on 2 processes against 1 without it, 1.26x
-with it, in a scratch A/B).  Whole messages are read: a message of more records
+cache, rather than after the operator has read every waiting message (the
+wordcount with a local combiner before an exchange went from 0.85x to 1.19x on
+2 processes against 1 in BENCHMARKS.md's COST rows).  Whole messages are read: a message of more records
 than this is read alone.  Unread messages stay counted at the input, so they
 hold its frontier back like any message on its way.  A fused chain of
 per-record stages (:class:`~scopes.per_record.Chain`) counts the records it
-sends instead (a ``flat_map`` may send many per record read); 4,096 is the
-exchange's buffer and the longest list a loop's feedback joins, so a loop's
-messages keep their size.
+sends instead (a ``flat_map`` may send many per record read).  It is the
+exchange's buffer, and a loop's feedback joins lists up to it
+(:data:`scopes.loops.JOIN_LIMIT`), so a loop's messages keep their size.
 """
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.exchange import EXCHANGE_BUFFER
+from scopes.handles import BURST
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
 from scopes.ports import OutputPort
@@ -67,10 +67,11 @@ def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str
     return LoopHandle(scope, builder, operator, output, resolved, name), stream
 
 
-JOIN_LIMIT = EXCHANGE_BUFFER
+JOIN_LIMIT = BURST
 """A loop variable joins the lists that come back for one time in one invocation while the result stays at most
-this long (as many records as an exchange buffers for a destination): fewer messages go round, and each stays
-small enough to pass through the loop's operators while its records are in the CPU's caches."""
+this long (the burst after which operators yield, :data:`scopes.handles.BURST`, which is as many records as an
+exchange buffers for a destination): fewer messages go round, each passes through the loop's operators while its
+records are in the CPU's caches, and an operator reading a joined list reads no further in that run."""
 
 
 def _joined(lists: list[list[Any]]) -> list[Any]:
