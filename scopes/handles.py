@@ -6,27 +6,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Final, Protocol
 
 from scopes.batches import is_columnar
+from scopes.bursts import burst
 from scopes.capability import Capability, CapabilityRef
 from scopes.errors import CapabilityError
-from scopes.exchange import EXCHANGE_BUFFER
 from scopes.ports import InputPort, OutputPort
 from scopes.progress.antichain import MutableAntichain
 from scopes.progress.order import Time, less_equal
-
-BURST: Final = EXCHANGE_BUFFER
-"""Records one pass over an operator's input reads before it ends and the operator is scheduled again.
-
-So that what an operator sends is read downstream while it is still in the CPU's
-cache, rather than after the operator has read every waiting message (the
-wordcount with a local combiner before an exchange went from 0.85x to 1.19x on
-2 processes against 1 in BENCHMARKS.md's COST rows).  Whole messages are read: a message of more records
-than this is read alone.  Unread messages stay counted at the input, so they
-hold its frontier back like any message on its way.  A fused chain of
-per-record stages (:class:`~scopes.per_record.Chain`) counts the records it
-sends instead (a ``flat_map`` may send many per record read).  It is the
-exchange's buffer, and a loop's feedback joins lists up to it
-(:data:`scopes.loops.JOIN_LIMIT`), so a loop's messages keep their size.
-"""
 
 
 class HandleOwner(Protocol):
@@ -56,20 +41,13 @@ class OperatorInput:
         self._operator = operator
 
     def __iter__(self) -> Iterator[tuple[CapabilityRef, Sequence[Any]]]:
-        """Yield ``(capability_ref, batch)`` for the waiting messages, up to :data:`BURST` records' worth."""
-        port = self._port
+        """Yield ``(capability_ref, batch)`` for the waiting messages, up to :data:`~scopes.bursts.BURST` records'
+        worth (:func:`~scopes.bursts.burst`)."""
         operator = self._operator
-        index = port.port
-        taken = 0
-        while True:
-            message = port.pull()
-            if message is None:
-                return
-            taken += len(message[1])
-            yield operator.lend(message[0], index), message[1]
-            if taken >= BURST:  # the rest waits for the next run (see BURST)
-                operator.activate()
-                return
+        lend = operator.lend
+        index = self._port.port
+        for time, batch in burst(self._port.pull, operator):
+            yield lend(time, index), batch
 
     def for_each(self, logic: Callable[[CapabilityRef, Sequence[Any]], None]) -> None:
         """Call ``logic(capability_ref, batch)`` for the waiting messages, as iterating does."""
@@ -77,19 +55,9 @@ class OperatorInput:
             logic(ref, batch)
 
     def batches(self) -> Iterator[tuple[Any, Sequence[Any]]]:
-        """Yield ``(time, batch)`` for the waiting messages (up to :data:`BURST` records' worth), without
-        capability references."""
-        port = self._port
-        taken = 0
-        while True:
-            message = port.pull()
-            if message is None:
-                return
-            taken += len(message[1])
-            yield message
-            if taken >= BURST:
-                self._operator.activate()
-                return
+        """Yield ``(time, batch)`` for the waiting messages (up to :data:`~scopes.bursts.BURST` records' worth),
+        without capability references."""
+        return burst(self._port.pull, self._operator)
 
     @property
     def frontier(self) -> MutableAntichain[Any]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, TypeVar
 
+from scopes.bursts import BURST
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ScopeBoundaryError
-from scopes.handles import BURST
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
 from scopes.ports import OutputPort
@@ -69,7 +69,7 @@ def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str
 
 JOIN_LIMIT = BURST
 """A loop variable joins the lists that come back for one time in one invocation while the result stays at most
-this long (the burst after which operators yield, :data:`scopes.handles.BURST`, which is as many records as an
+this long (the burst after which operators yield, :data:`scopes.bursts.BURST`, which is as many records as an
 exchange buffers for a destination): fewer messages go round, each passes through the loop's operators while its
 records are in the CPU's caches, and an operator reading a joined list reads no further in that run."""
 

@@ -34,6 +34,7 @@ MODULES = (
     "scopes.progress.subgraph",
     "scopes.ports",
     "scopes.local_channels",
+    "scopes.bursts",
     "scopes.capability",
     "scopes.operator",
     "scopes.handles",

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from scopes.batches import describe_value, is_batch
+from scopes.bursts import burst
 from scopes.contracts import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import UserFunctionError
@@ -40,9 +41,8 @@ def map_batch(stream: S, function: Callable[[Any], Any], name: str) -> S:
     send = output.send
 
     def logic() -> None:
-        while (message := pull()) is not None:
-            time = message[0]
-            batch = function(message[1])
+        for time, given in burst(pull, operator):
+            batch = function(given)
             if batch.__class__ is not list and not is_batch(batch):
                 raise UserFunctionError(
                     f"{where}: the map_batch function returned {describe_value(batch)} for the batch at time "
@@ -51,7 +51,7 @@ def map_batch(stream: S, function: Callable[[Any], Any], name: str) -> S:
                 )
             send(time, batch)  # sends nothing for an empty batch
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return result

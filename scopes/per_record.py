@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain as _itertools_chain
 from typing import Any, Generic, TypeVar
 
+from scopes.bursts import BURST, burst
 from scopes.capability import Capability
 from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import Stage, StreamCore
 from scopes.errors import UserFunctionError
-from scopes.handles import BURST
 from scopes.operator_builder import OperatorBuilder
 from scopes.progress.reachability import connectivity_from
 from scopes.signatures import check_function, describe_operator
@@ -59,10 +59,10 @@ def pipe(
     send = output.send
 
     def logic() -> None:
-        while (message := pull()) is not None:
-            send(message[0], transform(message[1]))
+        for time, batch in burst(pull, operator):
+            send(time, transform(batch))
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return result
@@ -121,11 +121,11 @@ def inspect_batch(stream: S, function: Callable[[Any, Sequence[Any]], None], nam
     output, result = builder.new_output()
 
     def logic() -> None:
-        while (message := port.pull()) is not None:
-            function(message[0], message[1])
-            output.send(message[0], message[1])
+        for time, batch in burst(port.pull, operator):
+            function(time, batch)
+            output.send(time, batch)
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return result
@@ -182,7 +182,7 @@ class Chain(Generic[S]):
             except TypeError as error:
                 self._explain_type_error(error)
                 raise
-            if sent >= BURST:  # the rest of the input waits for the next run (see scopes.handles.BURST)
+            if sent >= BURST:  # the rest of the input waits for the next run (see scopes.bursts)
                 self.operator.activate()
 
         self.operator = builder.build(logic)

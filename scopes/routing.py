@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from scopes.batch_keys import BatchKey
+from scopes.bursts import burst
 from scopes.contracts import Broadcast, Exchange, ExchangeBatch, Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, CapabilityError
@@ -77,8 +78,7 @@ def partition(stream: S, parts: int, route: Callable[[Any], int], name: str) -> 
     ports = [output for output, _ in outputs]
 
     def logic() -> None:
-        while (message := port.pull()) is not None:
-            time, batch = message
+        for time, batch in burst(port.pull, operator):
             split: list[list[Any]] = [[] for _ in range(parts)]
             for record in batch:
                 index = route(record)
@@ -91,7 +91,7 @@ def partition(stream: S, parts: int, route: Callable[[Any], int], name: str) -> 
             for output, part in zip(ports, split, strict=True):
                 output.send(time, part)
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return [result for _, result in outputs]
@@ -106,8 +106,7 @@ def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S
     true_port, true_stream = builder.new_output()
 
     def logic() -> None:
-        while (message := port.pull()) is not None:
-            time, batch = message
+        for time, batch in burst(port.pull, operator):
             yes: list[Any] = []
             no: list[Any] = []
             for record in batch:
@@ -115,7 +114,7 @@ def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S
             false_port.send(time, no)
             true_port.send(time, yes)
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return false_stream, true_stream
@@ -131,8 +130,7 @@ def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
     timestamp_type = stream.scope.timestamp_type
 
     def logic() -> None:
-        while (message := port.pull()) is not None:
-            time, batch = message
+        for time, batch in burst(port.pull, operator):
             groups: dict[Any, list[Any]] = {}
             for record in batch:
                 later = new_time(record, time)
@@ -149,7 +147,7 @@ def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
             for later, group in groups.items():
                 output.send(later, group)
 
-    builder.build(logic)
+    operator = builder.build(logic)
     for capability in builder.initial_capabilities():
         capability.drop()
     return result

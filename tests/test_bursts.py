@@ -1,7 +1,8 @@
-"""Operators yield to the operators they feed after a burst of records (``scopes.handles.BURST``).
+"""Operators yield to the operators they feed after a burst of records (``scopes.bursts.BURST``).
 
-A fused chain of per-record stages counts the records it sends; a generic operator's pass over its input, the
-records it reads.
+A fused chain of per-record stages counts the records it sends; a generic operator's pass over its input, and
+the built-in operators that read their input themselves (``map_batch``, ``inspect_batch``, ``inspect``,
+``branch``, ``partition``, ``delay``), the records they read.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Any
 import pytest
 
 from runtime import execute
+from scopes.bursts import BURST
 from scopes.contracts import Pipeline
-from scopes.handles import BURST as HANDLE_BURST
 from scopes.input_handle import BATCH_SIZE
-from scopes.per_record import BURST
+from scopes.per_record import BURST as CHAIN_BURST
 
 
 def first_batch_seen_after(chain_input: int, doubled: bool) -> tuple[int, int]:
@@ -119,7 +120,7 @@ def test_a_generic_operator_reads_a_burst_per_run_and_its_receiver_reads_in_betw
         worker.step_while(lambda: not probe.done())
 
     execute(main, workers=1)
-    assert HANDLE_BURST == BURST == 4 * BATCH_SIZE
+    assert CHAIN_BURST == BURST == 4 * BATCH_SIZE
     assert seen_at[0] == 4 * BATCH_SIZE  # the first pass stopped after a burst's worth of messages
     assert total[0] == pieces * BATCH_SIZE  # and the rest came in the next run
 
@@ -147,3 +148,81 @@ def test_a_count_per_time_is_whole_when_its_input_is_read_a_burst_at_a_time(work
     assert {time for time, _ in found} == {0, 1, 2}
     for time in range(3):
         assert sum(n for t, n in found if t == time) == (time + 1) * 3 * BURST
+
+
+def _counting(read: list[int], kind: str) -> Any:
+    """A stream operator of ``kind`` that adds the records it reads to ``read[0]`` and passes them all on."""
+
+    def seen(record: Any) -> None:
+        read[0] += 1
+
+    def seen_batch(batch: Any) -> Any:
+        read[0] += len(batch)
+        return list(batch)
+
+    operators = {
+        "map_batch": lambda stream: stream.map_batch(seen_batch),
+        "inspect_batch": lambda stream: stream.inspect_batch(lambda _time, batch: seen_batch(batch)),
+        "inspect": lambda stream: stream.inspect(seen),
+        "branch": lambda stream: stream.branch(lambda record: seen(record) is None)[1],
+        "partition": lambda stream: stream.partition(1, lambda record: 0 if seen(record) is None else 1)[0],
+        "delay": lambda stream: stream.delay(lambda record, time: time if seen(record) is None else time),
+    }
+    return operators[kind]
+
+
+@pytest.mark.parametrize("kind", ["map_batch", "inspect_batch", "inspect", "branch", "partition", "delay"])
+def test_an_operator_that_reads_its_own_input_yields_after_a_burst(kind: str) -> None:
+    read = [0]
+    seen_at: list[int] = []
+    total = [0]
+    pieces = 6
+
+    def main(worker: Any) -> None:
+        def look(_time: Any, batch: list[int]) -> None:
+            seen_at.append(read[0])
+            total[0] += len(batch)
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, _counting(read, kind)(stream).inspect_batch(look).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(list(range(pieces * BATCH_SIZE)))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1)
+    assert seen_at[0] == BURST  # the first run stopped after a burst's worth of messages
+    assert total[0] == pieces * BATCH_SIZE  # and the rest came in the next run
+
+
+def test_a_columnar_batch_longer_than_a_burst_is_read_whole_and_alone() -> None:
+    np = pytest.importorskip("numpy")
+    sizes: list[int] = []
+    runs: list[list[int]] = [[]]
+
+    def main(worker: Any) -> None:
+        def split(batch: Any) -> Any:
+            runs[-1].append(len(batch))
+            return batch
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.map_batch(split).inspect_batch(lambda _t, b: sizes.append(len(b))).probe()
+
+        handle, probe = worker.dataflow(build)
+        for epoch in range(3):
+            handle.send_batch(np.arange(3 * BURST))
+            handle.advance_to(epoch + 1)
+        handle.close()
+
+        def step() -> bool:
+            runs.append([])
+            return not probe.done()
+
+        worker.step_while(step)
+
+    execute(main, workers=1)
+    assert sizes == [3 * BURST] * 3  # each array passed whole
+    assert [run for run in runs if run] == [[3 * BURST]] * 3  # one array a run: each is a burst by itself
