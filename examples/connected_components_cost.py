@@ -70,9 +70,11 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
 
 from runtime import execute_from_args  # noqa: E402
 from runtime.cluster import cluster_arguments  # noqa: E402
+from runtime.errors import FileSourceError  # noqa: E402
 from runtime.worker import Worker  # noqa: E402
 from scopes import Broadcast, OperatorInfo, OperatorInput, OperatorOutput, Pipeline, ScopeBuilder, Stream  # noqa: E402
 from scopes.channels import ChannelContract, ExchangeBatch  # noqa: E402
+from scopes.errors import BatchError  # noqa: E402
 from scopes.generic_operators import generic  # noqa: E402
 
 DEFAULT_INPUT = ROOT / "examples" / "data" / "debian-bookworm-depends.tsv.gz"
@@ -105,7 +107,12 @@ def default_method() -> str:
 
 
 def read_share(path: str | Path, index: int, peers: int) -> bytes:
-    """The whole lines of ``path`` whose first byte lies in byte range ``index`` of ``peers`` equal ranges.
+    """The whole lines of ``path`` whose first byte lies in byte range ``index`` of ``peers`` equal ranges."""
+    return read_share_at(path, index, peers)[1]
+
+
+def read_share_at(path: str | Path, index: int, peers: int) -> tuple[int, bytes]:
+    """:func:`read_share`, with the byte offset of the share's first line (in the decompressed text of a gzip file).
 
     A plain file is read from its range only; a gzip file is decompressed (it
     cannot be entered in the middle) and its text cut the same way.
@@ -116,7 +123,7 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
             data: bytes = file.read()
         low, high = len(data) * index // peers, len(data) * (index + 1) // peers
         start, stop = line_start(data, low), line_start(data, high)
-        return data[start:stop] if start < stop else b""
+        return start, data[start:stop] if start < stop else b""
     size = os.path.getsize(path)
     low, high = size * index // peers, size * (index + 1) // peers
     with open(path, "rb") as file:
@@ -126,11 +133,11 @@ def read_share(path: str | Path, index: int, peers: int) -> bytes:
             file.readline()  # the rest of the line that started before this share
             position = file.tell()
         if position >= high:
-            return b""
+            return position, b""
         chunk = file.read(high - position)
         if chunk and not chunk.endswith(b"\n"):
             chunk += file.readline()  # the line that starts in this share ends after it
-    return chunk
+    return position, chunk
 
 
 def line_start(data: bytes, position: int) -> int:
@@ -155,13 +162,82 @@ def numeric_file(path: str | Path) -> bool:
     return len(fields) == 2 and all(field.strip().lstrip(b"-").isdigit() for field in fields)
 
 
-def parse_ints(chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """``(src, dst)`` ``int64`` columns of ``src<TAB>dst`` lines of decimal integers."""
-    fields = chunk.split()
-    if len(fields) % 2:
-        raise ValueError("an edge line does not have two fields")
-    pairs = np.array(fields, dtype=np.bytes_).astype(np.int64).reshape(-1, 2)
+def parse_ints(chunk: bytes, path: str | Path = "the edge file", offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(src, dst)`` ``int64`` columns of ``src<TAB>dst`` lines of decimal integers (blank lines are skipped).
+
+    ``chunk`` starts at byte ``offset`` of ``path``.  With pyarrow, a
+    tab-separated chunk is parsed by Arrow's CSV reader (in C, about 15 times
+    faster than splitting it in Python); any other chunk (fields separated by
+    spaces, or a line Arrow refuses) is split line by line.  A line that is not
+    two 64-bit integers is refused with :class:`~runtime.errors.FileSourceError`
+    naming the file, the line's byte offset and the line.
+    """
+    if ARROW_CSV:
+        parsed = _parse_tsv_arrow(chunk)
+        if parsed is not None:
+            return parsed
+    rows = [line.split() for line in chunk.splitlines()]
+    if not set(map(len, rows)) <= {0, 2}:
+        _refuse_bad_line(chunk, path, offset)
+    try:
+        pairs = np.array([field for row in rows for field in row], dtype=np.bytes_).astype(np.int64).reshape(-1, 2)
+    except (ValueError, OverflowError):
+        _refuse_bad_line(chunk, path, offset)
+        raise  # not reached: a line that fails the conversion is refused above
     return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
+
+
+ARROW_CSV = importlib.util.find_spec("pyarrow") is not None
+"""Whether :func:`parse_ints` tries Arrow's CSV reader first."""
+
+
+def _parse_tsv_arrow(chunk: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(src, dst)`` of a chunk of ``int<TAB>int`` lines by Arrow's CSV reader; ``None`` if it refuses any line."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.csv as csv  # type: ignore[import-untyped]
+
+    if not chunk.strip():
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    try:
+        table = csv.read_csv(
+            pa.py_buffer(chunk),
+            read_options=csv.ReadOptions(column_names=["src", "dst"], use_threads=False),
+            parse_options=csv.ParseOptions(delimiter="\t", quote_char=False, ignore_empty_lines=True),
+            convert_options=csv.ConvertOptions(
+                column_types={"src": pa.int64(), "dst": pa.int64()}, null_values=[], strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    columns = [table.column(name) for name in ("src", "dst")]
+    if any(column.null_count for column in columns):
+        return None
+    src, dst = (np.ascontiguousarray(column.to_numpy()) for column in columns)
+    return src, dst
+
+
+def _refuse_bad_line(chunk: bytes, path: str | Path, offset: int) -> None:
+    """Raise :class:`~runtime.errors.FileSourceError` for the first line of ``chunk`` (at byte ``offset`` of
+    ``path``) that is neither blank nor two 64-bit integers; return if there is none."""
+    position = 0
+    for line in chunk.splitlines(keepends=True):
+        fields = line.split()
+        if fields and (len(fields) != 2 or not all(map(_is_int64, fields))):
+            shown = line.rstrip(b"\r\n")[:80].decode("utf-8", "replace")
+            raise FileSourceError(
+                f"{path}: the line at byte {offset + position} is not two integers separated by whitespace "
+                f"(got {shown!r}); a numeric edge file holds one 'source<TAB>destination' pair of 64-bit "
+                "integers per line (a file is read as names only when its first line is not two integers)"
+            )
+        position += len(line)
+
+
+def _is_int64(field: bytes) -> bool:
+    """Whether ``field`` is a decimal integer that fits in 64 bits."""
+    try:
+        return -(2**63) <= int(field) < 2**63
+    except ValueError:
+        return False
 
 
 def name_ids(names: np.ndarray) -> np.ndarray:
@@ -363,7 +439,11 @@ def dense_rows(batches: list[np.ndarray]) -> tuple[int, int, list[tuple[int, np.
     rows = [row for batch in batches for row in batch]
     dest, peers = int(rows[0]["dest"]), int(rows[0]["peers"])
     if any(int(row["dest"]) != dest or int(row["peers"]) != peers for row in rows):
-        raise ValueError("dense label columns of different owners met on one worker")
+        owners = sorted({(int(row["dest"]), int(row["peers"])) for row in rows})
+        raise BatchError(
+            f"dense label columns for several owners (worker, of workers) met on one worker: {owners}; each "
+            "column must be routed to its owner (a bug in this example's routing, not in the input)"
+        )
     return dest, peers, [(int(row["start"]), row["labels"]) for row in rows]
 
 
@@ -661,9 +741,9 @@ def weak_components(edges: Stream, method: str) -> Stream:
 
 def share_edges(path: str | Path, index: int, peers: int) -> np.ndarray:
     """Worker ``index`` of ``peers``'s share of the file's edges, parsed, as an :data:`EDGES` array."""
-    chunk = read_share(path, index, peers)
+    offset, chunk = read_share_at(path, index, peers)
     if numeric_file(path):
-        src, dst = parse_ints(chunk)
+        src, dst = parse_ints(chunk, path, offset)
     else:
         local_src, local_dst, _, ids = parse_names(chunk)
         src, dst = ids[local_src], ids[local_dst]

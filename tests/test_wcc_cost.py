@@ -397,3 +397,85 @@ def test_columns_longer_than_a_row_travel_in_pieces(monkeypatch: pytest.MonkeyPa
     assert len(pieces) > workers and {int(piece["start"][0]) for piece in pieces} > {0}
     outputs = execute(partial(shares_main, shares=shares, method="numpy"), workers=workers)
     assert found_labels(outputs) == union_find_labels(src, dst)
+
+
+ARROW_OR_NOT = [pytest.param(True, id="arrow"), pytest.param(False, id="python")]
+
+
+@pytest.mark.parametrize("arrow", ARROW_OR_NOT)
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [
+        (b"5 x\n", "5 x"),
+        (b"5\t6\t7\n", "5\\t6\\t7"),
+        (b"5\n", "5"),
+        (b"1\t99999999999999999999\n", "1\\t9999"),
+        (b"5\n6\t7\t8\n", "5"),  # two bad lines whose fields make whole pairs
+    ],
+)
+def test_a_bad_line_of_a_numeric_edge_file_is_named_with_its_byte_offset(
+    tmp_path: Path, gz: bool, bad: bytes, shown: str, arrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.errors import FileSourceError
+
+    monkeypatch.setattr(cost, "ARROW_CSV", arrow and cost.ARROW_CSV)
+
+    text = b"1\t2\n3\t4\n" + bad + b"6\t7\n8\t9\n"
+    path = tmp_path / ("edges.tsv.gz" if gz else "edges.tsv")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    for peers in (1, 2, 3):
+        refused = []
+        for index in range(peers):
+            try:
+                cost.share_edges(path, index, peers)
+            except FileSourceError as error:
+                refused.append(str(error))
+        assert refused, peers
+        refused = [message for message in refused if "byte 8 " in message]
+        assert len(refused) == 1, (peers, refused)  # only the share holding the line names it
+        assert str(path) in refused[0] and "the line at byte 8 " in refused[0] and shown in refused[0]
+        assert "two integers" in refused[0]
+
+
+def test_dense_columns_of_two_owners_on_one_worker_are_refused() -> None:
+    from scopes.errors import BatchError
+
+    src, dst = np.array([0, 2], np.int64), np.array([1, 3], np.int64)
+    columns = cost.dense_columns(src, dst, cost.dense_bound(src, dst), "numpy", 2)
+    assert sorted(int(column["dest"][0]) for column in columns) == [0, 1]  # one column for each owner
+    with pytest.raises(BatchError, match=r"several owners .* \[\(0, 2\), \(1, 2\)\]"):
+        cost.dense_rows(columns)
+
+
+@pytest.mark.parametrize("arrow", ARROW_OR_NOT)
+@pytest.mark.parametrize(
+    "text",
+    [b"1\t2\n\n3\t4\n   \n5\t6", b"1\t2\n3  4\r\n5 6\n", b"-1\t2\n3\t-9223372036854775808\n5\t6\n"],
+    ids=["blank lines", "spaces and CRLF", "negative"],
+)
+def test_numeric_edge_files_parse_alike_with_and_without_arrow(
+    tmp_path: Path, text: bytes, arrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cost, "ARROW_CSV", arrow and cost.ARROW_CSV)
+    path = tmp_path / "edges.tsv"
+    path.write_bytes(text)
+    edges = cost.share_edges(path, 0, 1)
+    pairs = [line.split() for line in text.splitlines() if line.strip()]
+    assert edges["src"].tolist() == [int(a) for a, _ in pairs] and edges["dst"].tolist() == [int(b) for _, b in pairs]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)), max_size=30))
+def test_arrow_and_python_parse_the_same_pairs(pairs: list[tuple[int, int]]) -> None:
+    chunk = "".join(f"{a}\t{b}\n" for a, b in pairs).encode()
+    expected = ([a for a, _ in pairs], [b for _, b in pairs])
+    found = [cost.parse_ints(chunk)]  # with Arrow's reader when pyarrow is installed
+    before, cost.ARROW_CSV = cost.ARROW_CSV, False
+    try:
+        found.append(cost.parse_ints(chunk))
+    finally:
+        cost.ARROW_CSV = before
+    for src, dst in found:
+        assert src.dtype == dst.dtype == np.int64
+        assert (src.tolist(), dst.tolist()) == expected
