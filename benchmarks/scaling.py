@@ -213,11 +213,21 @@ def split_calls() -> list[tuple[Any, str, str]]:
     what it sends, routing included.  ``Subgraph._propagate`` is a scope's
     progress tracker folding counts and telling its children of frontier
     changes.  Neither call nests inside the other, so the two sums do not overlap.
+    ``routing`` is the part of the operators' time spent routing records by key:
+    the exchange's pusher (on 1 worker, its key check, which calls the key and
+    checks its type as routing would).
     """
+    from scopes.batch_keys import KeyCheckPusher
+    from scopes.exchange import ExchangePusher
     from scopes.operator import Operator
     from scopes.progress.subgraph import Subgraph
 
-    return [(Operator, "pull_internal_progress", "operators"), (Subgraph, "_propagate", "propagation")]
+    return [
+        (Operator, "pull_internal_progress", "operators"),
+        (Subgraph, "_propagate", "propagation"),
+        (ExchangePusher, "push", "routing"),
+        (KeyCheckPusher, "push", "routing"),
+    ]
 
 
 def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
@@ -233,6 +243,7 @@ def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
     return {
         "seconds": seconds,
         "operators": operators,
+        "routing": clock.seconds("routing"),
         "propagation": propagation,
         "rest": seconds - operators - propagation,
     }
@@ -303,6 +314,7 @@ def split_metrics(limit: int, size: Size, log: Log) -> dict[str, Metric]:
     metrics = {}
     parts = {
         "operators": "in operators (their work, routing included)",
+        "routing": "of that, routing by key (1 worker: the key check)",
         "propagation": "in progress propagation",
         "rest": "in the rest (steps, scheduling, hand-overs)",
     }

@@ -226,24 +226,29 @@ def test_the_key_hashing_tool_checks_its_hashes_and_times_every_way() -> None:
 
 
 def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
-    """The instrumented Collatz run splits its wall time into operators, propagation and the rest, on 1 worker and
-    2 threads; the wrapped methods are restored afterwards, also when the body fails."""
+    """The instrumented Collatz run splits its wall time into operators (routing within them), propagation and the
+    rest, on 1 worker and 2 threads; the wrapped methods are restored afterwards, also when the body fails."""
     import scaling
     from harness import clocked_calls
 
+    from scopes.batch_keys import KeyCheckPusher
+    from scopes.exchange import ExchangePusher
     from scopes.operator import Operator
     from scopes.progress.subgraph import Subgraph
 
     before = (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"])
+    pushes = (ExchangePusher.__dict__["push"], KeyCheckPusher.__dict__["push"])
     for workers in (1, 2):
         found = scaling.collatz_split(200, workers)
         assert found is not None
         assert found["operators"] > 0 and found["propagation"] > 0
+        assert 0 < found["routing"] < found["operators"]  # the exchange (1 worker: its key check), within operators
         assert math.isclose(found["operators"] + found["propagation"] + found["rest"], found["seconds"])
     with pytest.raises(RuntimeError, match="in the body"), clocked_calls(scaling.split_calls()) as clock:
         assert clock is not None and Operator.__dict__["pull_internal_progress"] is not before[0]
         raise RuntimeError("in the body")
     assert (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"]) == before
+    assert (ExchangePusher.__dict__["push"], KeyCheckPusher.__dict__["push"]) == pushes
 
 
 def test_clocked_calls_count_every_thread_reset_and_wrap_nothing_when_one_cannot_be_wrapped() -> None:
