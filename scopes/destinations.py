@@ -32,11 +32,11 @@ most 256 workers, so that a destination's records are taken with one
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain, compress
 from typing import Any
 
-from scopes.hashing import INT_KEY_TYPES, MASK64, int_key_hashes, remember, stable_hash
+from scopes.hashing import INT_KEY_TYPES, MASK64, int_key_hashes, stable_hash, through_cache
 
 CACHE_LIMIT = 1 << 16
 """At most this many keys are remembered per router; when a batch's new keys would pass it, the cache starts over."""
@@ -74,13 +74,12 @@ def _select(index: int) -> bytes:
 class KeyRouter:
     """Destinations (``stable_hash(key) % peers``) of whole lists of keys, and the split of a batch by them."""
 
-    __slots__ = ("peers", "_cache", "_lookup", "_power_of_two", "_small", "_masks")
+    __slots__ = ("peers", "_cache", "_power_of_two", "_small", "_masks")
 
     def __init__(self, peers: int) -> None:
         """Route among ``peers`` workers (at least 1)."""
         self.peers = peers
         self._cache: dict[Any, int] = {}
-        self._lookup: Callable[[Any], int] = self._cache.__getitem__
         self._power_of_two = peers & (peers - 1) == 0
         self._small = peers <= 256
         self._masks = [_select(index) for index in range(peers)] if peers <= SPLIT_BY_MASK_PEERS else []
@@ -119,15 +118,9 @@ class KeyRouter:
         return bytes(found) if self._small else found
 
     def _cached(self, keys: list[Any]) -> bytes | list[int] | None:
-        lookup = self._lookup
-        try:
-            return bytes(map(lookup, keys)) if self._small else list(map(lookup, keys))
-        except KeyError:
-            pass
         peers = self.peers
-        if not remember(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT):
-            return None
-        return bytes(map(lookup, keys)) if self._small else list(map(lookup, keys))
+        collect: Callable[[Iterator[int]], bytes | list[int]] = bytes if self._small else list
+        return through_cache(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT, collect)
 
     def split(self, records: list[Any], keys: list[Any]) -> list[list[Any]]:
         """``records`` split by the destinations of ``keys`` (one key per record): one list per worker, in order."""

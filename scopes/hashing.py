@@ -62,8 +62,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.errors import KeyHashError as KeyHashError
 from scopes.lazy_import import lazy_module
@@ -75,6 +75,9 @@ else:
 
 MASK64 = 2**64 - 1
 """Stable hashes are integers in ``[0, 2**64)``."""
+
+T = TypeVar("T")
+"""What :func:`through_cache`'s caller collects the cached values into."""
 
 _NONE_HASH = 0x5F3759DF
 _TUPLE_SEED = 0xCBF29CE484222325  # FNV-1a offset basis
@@ -349,18 +352,39 @@ def _hash_cached(keys: np.ndarray) -> np.ndarray:
 
 def _hash_strings_cached(values: Sequence[str]) -> np.ndarray:
     """:func:`stable_hash` of exact ``str`` values, through the cache of recent strings (new ones hashed once)."""
-    cache = _string_hashes
+    found = through_cache(
+        _string_hashes,
+        values,
+        stable_hash,
+        STRING_HASH_CACHE_LIMIT,
+        lambda hashes: np.fromiter(hashes, dtype=np.uint64, count=len(values)),
+    )
+    if found is None:  # too many distinct keys to remember: this batch's alone
+        return _hash_distinct_values(values, "str")
+    return found
+
+
+def through_cache(
+    cache: dict[Any, Any],
+    keys: Sequence[Any],
+    value_of: Callable[[Any], Any],
+    limit: int,
+    collect: Callable[[Iterator[Any]], T],
+) -> T | None:
+    """``collect`` of the cached value of every key, in order, adding the keys ``cache`` lacks (:func:`remember`);
+    ``None`` when the batch has more new keys than ``limit``, or another worker thread of this process restarted
+    the cache meanwhile (the caller computes the batch without it)."""
     lookup = cache.__getitem__
     try:
-        return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
+        return collect(map(lookup, keys))
     except KeyError:
         pass
-    if remember(cache, values, stable_hash, STRING_HASH_CACHE_LIMIT):
+    if remember(cache, keys, value_of, limit):
         try:
-            return np.fromiter(map(lookup, values), dtype=np.uint64, count=len(values))
-        except KeyError:  # another worker thread of this process restarted the cache meanwhile
+            return collect(map(lookup, keys))
+        except KeyError:
             pass
-    return _hash_distinct_values(values, "str")  # too many distinct keys to remember: this batch's alone
+    return None
 
 
 def remember(cache: dict[Any, Any], keys: Sequence[Any], value_of: Callable[[Any], Any], limit: int) -> bool:
