@@ -335,3 +335,30 @@ def test_the_drivers_listeners_close_at_once_not_at_their_next_poll(monkeypatch:
     server.close()
     assert time.perf_counter() - started < 1.0
     assert not meeting.gate._thread.is_alive() and not server.gate._thread.is_alive()
+
+
+@pytest.mark.parametrize("without_concat_batches", [False, True])
+def test_spark_batches_are_joined_in_order_into_batches_of_at_least_the_given_rows(
+    without_concat_batches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.spark.arrow import coalesced
+
+    if without_concat_batches:  # pyarrow before 19 joins through a table
+        monkeypatch.delattr(pa, "concat_batches", raising=False)
+    sizes = [3, 4, 10, 0, 2, 2, 1]
+    start = [0]
+
+    def batch(rows: int) -> pa.RecordBatch:
+        values = list(range(start[0], start[0] + rows))
+        start[0] += rows
+        return pa.RecordBatch.from_arrays(
+            [pa.array(values, pa.int64()), pa.array([str(v) for v in values], pa.string())], ["n", "s"]
+        )
+
+    given = [batch(rows) for rows in sizes]
+    joined = list(coalesced(given, rows=6))
+    assert [b.num_rows for b in joined] == [7, 10, 5]  # 3+4, then 10 alone, then the rest (an empty one too)
+    assert joined[1] is given[2]  # a batch of enough rows passes as it is, not copied
+    assert all(b.schema == given[0].schema for b in joined)
+    assert pa.Table.from_batches(joined).column("n").to_pylist() == list(range(start[0]))
+    assert list(coalesced([], rows=6)) == []

@@ -297,6 +297,40 @@ def column_values(column: Any) -> list[Any]:
     return column.to_pylist()
 
 
+def coalesced(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """``batches`` joined, in order, into record batches of at least ``rows`` rows (the last may hold fewer).
+
+    Spark hands ``mapInArrow`` batches of ``spark.sql.execution.arrow.maxRecordsPerBatch``
+    rows, 10,000 by default.  Each message costs the dataflow a pass of its
+    operators and a step, and a per-batch aggregation only combines what one
+    batch holds (at 10,000 rows over 50,000 keys, hardly anything), so the task
+    gathers them: one copy of the columns per joined batch.  A batch already of
+    ``rows`` rows or more passes as it is.
+    """
+    group: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        if not group and batch.num_rows >= rows:
+            yield batch
+            continue
+        group.append(batch)
+        held += batch.num_rows
+        if held >= rows:
+            yield _joined_batches(group)
+            group, held = [], 0
+    if group:
+        yield _joined_batches(group)
+
+
+def _joined_batches(group: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """One record batch of the rows of ``group`` (batches of one schema), in order."""
+    if len(group) == 1:
+        return group[0]
+    if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
+        return pa.concat_batches(group)
+    return pa.Table.from_batches(group).combine_chunks().to_batches()[0]
+
+
 def input_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
     """The rows of an input record batch as tuples in column order (one conversion per column, zipped in C)."""
     columns = [column_values(column) for column in batch.columns]

@@ -49,7 +49,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from runtime.cluster_member import run_process
 from runtime.communication.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.errors import DataflowStuck, WorkerFailed
-from runtime.spark.arrow import OutputBatcher, input_rows
+from runtime.spark.arrow import OutputBatcher, coalesced, input_rows
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.errors import TaskFailed as TaskFailed
 from runtime.spark.failures import FAILED_EVENT, without_markers
@@ -426,7 +426,7 @@ def _drive(
     handle, probe = worker.dataflow(lambda scope: _output_dataflow(plan, scope, hand_over), name=plan.name)
     rows = 0
     count = 0
-    for batch in batches:
+    for batch in coalesced(batches):
         if plan.columnar:
             handle.send_batch(batch)
         else:
