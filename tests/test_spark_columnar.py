@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -122,3 +123,29 @@ def test_a_numpy_output_that_is_not_a_structured_array_says_what_fits() -> None:
 
     with pytest.raises(SchemaMismatch, match="only a 1-D structured array"):
         list(to_record_batches(output_records([np.arange(3)]), SCHEMA))
+
+
+def with_message_rows(scope: ScopeBuilder, batches: Stream) -> Stream:
+    """Each Arrow batch with the column ``rows``: how many rows its message held."""
+    return batches.map_batch(
+        lambda batch: only_record_batches(batch).append_column(
+            "rows", pa.array(np.full(batch.num_rows, batch.num_rows))
+        )
+    )
+
+
+def test_spark_small_arrow_batches_reach_the_dataflow_joined_in_order(spark: Any) -> None:
+    table = input_table()
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "300")  # each task's 2,500 rows in 9 batches
+    try:
+        frame = spark.createDataFrame(table).repartition(2)
+        schema = SCHEMA.append(pa.field("rows", pa.int64()))
+        got = run_dataflow(frame, with_message_rows, schema, workers=2, columnar=True).toArrow()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    assert got.select(["n", "key", "value"]).sort_by("n").equals(table.sort_by("n"))
+    messages = Counter(got.column("rows").to_pylist())  # message size -> rows that came in messages of that size
+    assert all(rows % size == 0 for size, rows in messages.items())
+    assert min(messages) > 300  # every task's partition (fewer rows than 65,536) came as one message, not 300 a time
+    assert sum(rows // size for size, rows in messages.items()) == 2  # one message a task

@@ -426,7 +426,7 @@ def _drive(
     handle, probe = worker.dataflow(lambda scope: _output_dataflow(plan, scope, hand_over), name=plan.name)
     rows = 0
     count = 0
-    for batch in coalesced(batches):
+    for batch in coalesced(batches) if plan.columnar else batches:
         if plan.columnar:
             handle.send_batch(batch)
         else:
