@@ -186,7 +186,10 @@ def concat_batches(batches: Sequence[Any]) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         if kinds == {"RecordBatch"}:
-            return pa.concat_batches(batches)
+            if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
+                return pa.concat_batches(batches)
+            joined = pa.Table.from_batches(batches).combine_chunks().to_batches()
+            return joined[0] if joined else first.slice(0, 0)
         tables = [batch if batch_kind(batch) == "Table" else pa.Table.from_batches([batch]) for batch in batches]
         return pa.concat_tables(tables)
     raise BatchError(

@@ -664,3 +664,25 @@ def test_record_wise_exchange_of_columnar_batches_keeps_them_columnar() -> None:
             assert isinstance(batch, pa.Table)
             assert all(route(word, 2) == worker for word in batch.column("word").to_pylist())
     assert sum(batch.num_rows for seen in outputs for batch in seen) == 8
+
+
+@pytest.mark.parametrize("without_concat_batches", [False, True])
+def test_concat_batches_joins_every_kind_in_order_and_refuses_mixed_kinds(
+    without_concat_batches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scopes.batches import concat_batches
+
+    if without_concat_batches:  # pyarrow before 19: record batches are joined through a table
+        monkeypatch.delattr(pa, "concat_batches", raising=False)
+    batches = [pa.record_batch({"n": pa.array(values, pa.int64())}) for values in ([1, 2], [], [3])]
+    joined = concat_batches(batches)
+    assert isinstance(joined, pa.RecordBatch) and joined.column("n").to_pylist() == [1, 2, 3]
+    empty = concat_batches([batches[1], batches[1]])
+    assert isinstance(empty, pa.RecordBatch) and empty.num_rows == 0 and empty.schema == batches[0].schema
+    assert concat_batches([[1], [], [2, 3]]) == [1, 2, 3]
+    assert concat_batches([np.arange(2), np.arange(1)]).tolist() == [0, 1, 0]
+    assert concat_batches([batches[0]]) is batches[0]
+    with pytest.raises(BatchError, match="different kinds"):
+        concat_batches([[1], batches[0]])
+    with pytest.raises(BatchError, match="at least one"):
+        concat_batches([])

@@ -479,3 +479,47 @@ def test_arrow_and_python_parse_the_same_pairs(pairs: list[tuple[int, int]]) -> 
     for src, dst in found:
         assert src.dtype == dst.dtype == np.int64
         assert (src.tolist(), dst.tolist()) == expected
+
+
+def _reference_pairs(chunk: bytes) -> list[tuple[int, int]] | None:
+    """The pairs of ``chunk`` read line by line, or ``None`` when some non-blank line is not two 64-bit integers."""
+    pairs = []
+    for line in chunk.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            values = [int(field) for field in fields]
+        except ValueError:
+            return None
+        if len(values) != 2 or not all(-(2**63) <= value < 2**63 for value in values):
+            return None
+        pairs.append((values[0], values[1]))
+    return pairs
+
+
+@settings(max_examples=300, deadline=None)
+@example(pieces=[b"5", b"\n", b"6", b"\t", b"23", b"\t", b"1", b"\n"])  # two bad lines whose fields make two pairs
+@example(pieces=[b"1_0", b"\t", b"+5", b"\r\n", b" ", b"-4", b"\t", b"23"])  # what int() accepts, CRLF, no last newline
+@given(st.lists(st.sampled_from([b"1", b"23", b"-4", b"9" * 20, b"x", b"+5", b"1_0", b"\t", b" ", b"\n", b"\r\n"])))
+def test_any_bytes_parse_to_the_line_by_line_pairs_or_are_refused(pieces: list[bytes]) -> None:
+    """Fuzz: whatever the bytes, the parser (with Arrow's reader and without) gives the pairs a line-by-line
+    reading gives, or refuses with FileSourceError; it never crashes otherwise and never pairs across lines."""
+    from runtime.errors import FileSourceError
+
+    chunk = b"".join(pieces)
+    expected = _reference_pairs(chunk)
+    before = cost.ARROW_CSV
+    try:
+        for arrow in {before, False}:
+            cost.ARROW_CSV = arrow
+            try:
+                src, dst = cost.parse_ints(chunk, "fuzz.tsv", 0)
+            except FileSourceError as error:
+                assert expected is None, (chunk, error)
+                assert "fuzz.tsv: the line at byte " in str(error)
+            else:
+                assert expected is not None, chunk
+                assert list(zip(src.tolist(), dst.tolist(), strict=True)) == expected, (arrow, chunk)
+    finally:
+        cost.ARROW_CSV = before

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
+from scopes.batches import concat_batches
 
 ROWS_PER_BATCH = 65_536
 """The largest record batch made from rows."""
@@ -320,19 +321,10 @@ def coalesced(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH) -> 
         group.append(batch)
         held += batch.num_rows
         if held >= rows:
-            yield _joined_batches(group)
+            yield concat_batches(group)
             group, held = [], 0
     if group:
-        yield _joined_batches(group)
-
-
-def _joined_batches(group: list[pa.RecordBatch]) -> pa.RecordBatch:
-    """One record batch of the rows of ``group`` (batches of one schema), in order."""
-    if len(group) == 1:
-        return group[0]
-    if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
-        return pa.concat_batches(group)
-    return pa.Table.from_batches(group).combine_chunks().to_batches()[0]
+        yield concat_batches(group)
 
 
 def input_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
