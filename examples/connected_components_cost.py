@@ -70,7 +70,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing pytimely
 
 from runtime import execute_from_args  # noqa: E402
 from runtime.cluster import cluster_arguments  # noqa: E402
-from runtime.errors import FileSourceError  # noqa: E402
+from runtime.errors import FileSourceError, WorkerFailed  # noqa: E402
 from runtime.worker import Worker  # noqa: E402
 from scopes import Broadcast, OperatorInfo, OperatorInput, OperatorOutput, Pipeline, ScopeBuilder, Stream  # noqa: E402
 from scopes.channels import ChannelContract, ExchangeBatch  # noqa: E402
@@ -802,9 +802,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--method", choices=METHODS, default=default_method(), help="local components by")
     parser.add_argument("--check", action="store_true", help="compare with scipy's connected_components")
     args = parser.parse_args(argv)
+    if not args.input.is_file():
+        parser.error(f"--input {args.input}: no such file")
 
     start = perf_counter()
-    outputs = execute_from_args(partial(file_worker, path=str(args.input), method=args.method), argv)
+    try:
+        outputs = execute_from_args(partial(file_worker, path=str(args.input), method=args.method), argv)
+    except WorkerFailed as error:  # e.g. a bad input line, named with its byte offset: the traceback adds nothing
+        print(f"connected_components_cost: {error}", file=sys.stderr)
+        return 1
     wall = perf_counter() - start
     nodes = np.concatenate([np.asarray(out[0], np.int64) for out in outputs])
     labels = np.concatenate([np.asarray(out[1], np.int64) for out in outputs])

@@ -523,3 +523,18 @@ def test_any_bytes_parse_to_the_line_by_line_pairs_or_are_refused(pieces: list[b
                 assert list(zip(src.tolist(), dst.tolist(), strict=True)) == expected, (arrow, chunk)
     finally:
         cost.ARROW_CSV = before
+
+
+def test_the_command_names_a_bad_line_or_a_missing_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"1\t2\n5\n6\t7\t8\n")
+    assert cost.main(["--input", str(bad), "-w", "2"]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("connected_components_cost: worker ") and "FileSourceError" in error
+    assert f"{bad}: the line at byte 4 is not two integers" in error and "Traceback" not in error
+    with pytest.raises(SystemExit) as exit_:
+        cost.main(["--input", str(tmp_path / "missing.tsv")])
+    assert exit_.value.code == 2
+    assert "missing.tsv: no such file" in capsys.readouterr().err
