@@ -362,3 +362,54 @@ def test_spark_batches_are_joined_in_order_into_batches_of_at_least_the_given_ro
     assert all(b.schema == given[0].schema for b in joined)
     assert pa.Table.from_batches(joined).column("n").to_pylist() == list(range(start[0]))
     assert list(coalesced([], rows=6)) == []
+
+
+PY4J_STAGE_FAILURE = (
+    "An error occurred while calling o841.collectToPython.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 3.0 failed 4 times, most "
+    "recent failure: Lost task 1.3 in stage 3.0 (TID 9) (192.0.2.2 executor 2): java.io.IOException: Connection reset\n"
+    "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:1)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        (PY4J_STAGE_FAILURE, "Job aborted due to stage failure: Task 1 in stage 3.0 failed 4 times"),
+        (
+            "An error occurred while calling o9.collectToPython.\n: org.apache.spark.SparkException: Job aborted due "
+            "to stage failure: ... ExecutorLostFailure (executor 1 exited caused by one of the running tasks)\n",
+            "ExecutorLostFailure (executor 1 exited",
+        ),
+        ("An error occurred while calling o9.collectToPython.\n", "An error occurred while calling o9"),
+    ],
+)
+def test_a_spark_failure_is_summed_up_by_its_reason_not_by_py4js_header(text: str, told: str) -> None:
+    from runtime.spark.failures import summary
+
+    assert told in summary(text)
+
+
+def test_a_failed_probe_of_the_executors_names_spark_s_reason() -> None:
+    """The check before run_dataflow names why Spark's probe job failed, not only the Java call that failed."""
+    from runtime.spark.executors import check_executors
+
+    class Failing:
+        def mapInArrow(self, *_: object) -> Failing:  # noqa: N802 - Spark's name
+            return self
+
+        def collect(self) -> None:
+            raise RuntimeError(PY4J_STAGE_FAILURE)
+
+    class Session:
+        class sparkContext:  # noqa: N801 - Spark's name
+            applicationId = "app-probe-test"
+
+        def range(self, *_: object, **__: object) -> Failing:
+            return Failing()
+
+    with pytest.raises(SparkSetupError) as refused:
+        check_executors(Session(), 2)
+    message = str(refused.value)
+    assert "cannot run a Python Arrow task" in message and "java.io.IOException: Connection reset" in message
+    assert "An error occurred while calling" not in message

@@ -21,6 +21,7 @@ from typing import Any
 
 from runtime.spark.connect import session_key
 from runtime.spark.errors import SparkSetupError
+from runtime.spark.failures import summary
 
 REQUIRED_MODULES = ("msgpack", "numpy", "pyarrow", "scopes", "runtime.cluster_member", "runtime.spark.task")
 """What a task of ``run_dataflow`` imports: pytimely's packages and the dependencies they need."""
@@ -74,12 +75,12 @@ def check_executors(spark: Any, tasks: int) -> None:
         rows = frame.mapInArrow(_probe_function(REQUIRED_MODULES), "host string, python string, missing string")
         found = rows.collect()
     except Exception as error:  # noqa: BLE001 - Py4J and Connect errors alike: the tasks could not even start
-        text = str(error).strip().splitlines()
         missing = sorted(set(MISSING_MODULE.findall(str(error))))
         named = f"; their Python cannot import {', '.join(missing)}" if missing else ""
         raise SparkSetupError(
             "the executors cannot run a Python Arrow task, so run_dataflow cannot run there "
-            f"({text[0][:300] if text else type(error).__name__}){named}; check spark.pyspark.python and that "
+            f"({summary(str(error)) if str(error).strip() else type(error).__name__}){named}; "
+            "check spark.pyspark.python and that "
             f"pytimely and pyarrow are installed on the executors; {SHIPPING}"
         ) from error
     broken = sorted({(row["host"], row["python"], row["missing"]) for row in found if row["missing"]})

@@ -36,6 +36,9 @@ FAILED_EVENT = "failed"
 OWN_FAILURE_WAIT = 5.0
 """Seconds the driver waits for the failing task's own report when Spark shows another task's error."""
 _INFRASTRUCTURE = ("Python worker exited unexpectedly", "ExecutorLostFailure", "PeerLost", "ClusterStopped")
+_PY4J_HEADER = "An error occurred while calling "
+"""How Py4J's error starts (``... o841.collectToPython.``): it names the Java call, never why it failed."""
+_STAGE_FAILURE = "Job aborted due to stage failure"
 
 
 def without_markers(text: str) -> str:
@@ -76,15 +79,16 @@ def summary(text: str) -> str:
     traceback = task_traceback(text)
     if traceback is not None:
         return exception_line(traceback)[:600]
-    text = without_markers(text)
-    for marker in _INFRASTRUCTURE:
-        for line in text.splitlines():
+    lines = [line.strip() for line in without_markers(text).splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith(_PY4J_HEADER)]
+    for marker in (*_INFRASTRUCTURE, _STAGE_FAILURE):
+        for line in telling:
             if marker in line:
-                return line.strip()[:600]
-    for line in text.splitlines():
+                return line[:600]
+    for line in telling:
         if "Error" in line or "error" in line or "exited" in line or "crashed" in line:
-            return line.strip()[:600]
-    return (text.splitlines() or ["the Spark job failed"])[0][:600]
+            return line[:600]
+    return (telling or lines or ["the Spark job failed"])[0][:600]
 
 
 def should_retry(text: str) -> bool:
