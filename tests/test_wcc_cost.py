@@ -529,7 +529,9 @@ def test_the_command_names_a_bad_line_or_a_missing_file_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.tsv"
-    bad.write_bytes(b"1\t2\n5\n6\t7\t8\n")
+    # One bad line: whichever worker's share holds it, the error names the same line.
+    # (With a bad line in each share, the first worker to fail would decide.)
+    bad.write_bytes(b"1\t2\n5\n3\t4\n6\t7\n")
     assert cost.main(["--input", str(bad), "-w", "2"]) == 1
     error = capsys.readouterr().err
     assert error.startswith("connected_components_cost: worker ") and "FileSourceError" in error
