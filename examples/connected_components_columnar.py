@@ -49,6 +49,7 @@ import importlib
 import importlib.util
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -541,9 +542,14 @@ def run_on_file(description: str, worker: Callable[..., Any], argv: list[str] | 
     args = parser.parse_args(argv)
     if args.limit_edges is not None and args.limit_edges < 0:
         parser.error("--limit-edges must not be negative")
+    if not args.input.is_file():
+        parser.error(f"--input {args.input}: {'not a file' if args.input.exists() else 'no such file'}")
 
     start = perf_counter()
-    flat = read_names(args.input, args.limit_edges)
+    try:
+        flat = read_names(args.input, args.limit_edges)
+    except (OSError, EOFError, zlib.error) as error:  # unreadable, or a damaged gzip: the traceback adds nothing
+        parser.exit(1, f"{parser.prog}: cannot read --input {args.input}: {error}\n")
     read = perf_counter() - start
     start = perf_counter()
     graph = intern(flat)

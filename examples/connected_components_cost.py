@@ -803,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare with scipy's connected_components")
     args = parser.parse_args(argv)
     if not args.input.is_file():
-        parser.error(f"--input {args.input}: no such file")
+        parser.error(f"--input {args.input}: {'not a file' if args.input.exists() else 'no such file'}")
 
     start = perf_counter()
     try:

@@ -6,6 +6,7 @@ encoding of arrays (branch wip-colio); the rest runs on colcore's columnar API a
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import importlib.util
 import sys
@@ -221,3 +222,25 @@ def test_arrow_interning_gives_np_unique_s_ids_and_names(monkeypatch: pytest.Mon
         assert graph.names.dtype.kind == "S" and graph.names.tolist() == plain.names.tolist()
         assert graph.src.dtype == plain.src.dtype == np.int32
         assert np.array_equal(graph.src, plain.src) and np.array_equal(graph.dst, plain.dst)
+
+
+@pytest.mark.parametrize("name", ["connected_components_columnar", "scc_columnar"])
+def test_command_line_names_an_unreadable_input_in_one_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = load_example(name)
+    for path, words in ((tmp_path / "missing.tsv.gz", "no such file"), (tmp_path, "not a file")):
+        with pytest.raises(SystemExit) as exit_info:
+            example.main(["--input", str(path)])
+        assert exit_info.value.code == 2
+        assert f"--input {path}: {words}" in capsys.readouterr().err
+    whole = gzip.compress(b"a\tb\nb\tc\n" * 1000)
+    damaged = {"truncated.gz": whole[: len(whole) // 2], "plain.gz": b"a\tb\n"}
+    for file_name, data in damaged.items():
+        path = tmp_path / file_name
+        path.write_bytes(data)
+        with pytest.raises(SystemExit) as exit_info:
+            example.main(["--input", str(path)])
+        assert exit_info.value.code == 1
+        error = capsys.readouterr().err
+        assert f"cannot read --input {path}: " in error and "Traceback" not in error
