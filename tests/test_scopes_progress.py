@@ -868,14 +868,19 @@ def test_dataflow_returns_what_build_returns():
 
 def test_execute_returns_results_in_worker_order():
     finished: list[int] = []
+    done = [threading.Event() for _ in range(4)]
 
     def main(worker):
-        time.sleep(0.03 * (worker.peers - worker.index))  # the last worker finishes first
+        # the last worker finishes first: each waits for the next one's end (an event, not a sleep
+        # a slow thread start could outlast)
+        if worker.index + 1 < worker.peers:
+            assert done[worker.index + 1].wait(30)
         finished.append(worker.index)
+        done[worker.index].set()
         return {"worker": worker.index, "peers": worker.peers}
 
     results = execute(main, workers=4)
-    assert finished != [0, 1, 2, 3]
+    assert finished == [3, 2, 1, 0]
     assert results == [{"worker": i, "peers": 4} for i in range(4)]
 
 
