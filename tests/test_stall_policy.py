@@ -14,13 +14,14 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from runtime import DataflowStuck, WorkerFailed, execute
 
-WAIT = 1.5
-"""How long the outside data takes to arrive: longer than the warning delay set below."""
+PATIENCE = 30.0
+"""How long the outside data waits for the warning before it comes anyway (and the test fails on the warning)."""
 
 
 def streaming_main(outside: queue.Queue, stall_warning: float):
@@ -55,9 +56,15 @@ def streaming_main(outside: queue.Queue, stall_warning: float):
     return main
 
 
-def feed_later(outside: queue.Queue, items: list, delay: float) -> threading.Thread:
+def feed_after(outside: queue.Queue, items: list, warned: Callable[[], bool]) -> threading.Thread:
+    """Put ``items`` on ``outside`` once ``warned()`` holds: the stream has been waiting longer than its warning
+    delay. (A fixed sleep here raced the workers' start: on a loaded machine the data could come before the
+    stall was old enough to warn.)"""
+
     def feed() -> None:
-        time.sleep(delay)
+        deadline = time.monotonic() + PATIENCE
+        while not warned() and time.monotonic() < deadline:  # not eventually(): its failure would hang the worker
+            time.sleep(0.01)
         for item in items:
             outside.put(item)
 
@@ -66,9 +73,14 @@ def feed_later(outside: queue.Queue, items: list, delay: float) -> threading.Thr
     return thread
 
 
+def warnings_in(records: list[logging.LogRecord]) -> int:
+    """The warnings of ``runtime.worker`` among ``records``."""
+    return sum(1 for record in list(records) if record.name == "runtime.worker" and record.levelno == logging.WARNING)
+
+
 def test_a_stream_waiting_for_outside_data_survives_and_warns_once(caplog):
     outside: queue.Queue = queue.Queue()
-    feed_later(outside, [7, 8, None], WAIT)
+    feed_after(outside, [7, 8, None], lambda: warnings_in(caplog.records) > 0)
     with caplog.at_level(logging.WARNING, logger="runtime.worker"):
         (seen,) = execute(streaming_main(outside, stall_warning=0.3))
     assert seen == [7, 8]
@@ -81,9 +93,9 @@ def test_a_stream_waiting_for_outside_data_survives_and_warns_once(caplog):
 
 def test_two_streaming_workers_each_warn_once_and_finish():
     outside: list[queue.Queue] = [queue.Queue(), queue.Queue()]
-    for box in outside:
-        feed_later(box, [1, None], WAIT)
     records: list[logging.LogRecord] = []
+    for box in outside:
+        feed_after(box, [1, None], lambda: warnings_in(records) == 2)  # both workers have warned
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
     logger = logging.getLogger("runtime.worker")
