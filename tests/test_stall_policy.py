@@ -22,6 +22,8 @@ from runtime import DataflowStuck, WorkerFailed, execute
 
 PATIENCE = 30.0
 """How long the outside data waits for the warning before it comes anyway (and the test fails on the warning)."""
+QUIET = 1.2
+"""How long the data still waits after the warning: four warning delays in which no second warning may come."""
 
 
 def streaming_main(outside: queue.Queue, stall_warning: float):
@@ -57,14 +59,16 @@ def streaming_main(outside: queue.Queue, stall_warning: float):
 
 
 def feed_after(outside: queue.Queue, items: list, warned: Callable[[], bool]) -> threading.Thread:
-    """Put ``items`` on ``outside`` once ``warned()`` holds: the stream has been waiting longer than its warning
-    delay. (A fixed sleep here raced the workers' start: on a loaded machine the data could come before the
-    stall was old enough to warn.)"""
+    """Put ``items`` on ``outside`` :data:`QUIET` seconds after ``warned()`` holds: the stream has been waiting
+    longer than its warning delay, and then some more, so that a repeated warning would show. (A fixed sleep from
+    the start raced the workers' start: on a loaded machine the data could come before the stall was old enough
+    to warn.)"""
 
     def feed() -> None:
         deadline = time.monotonic() + PATIENCE
         while not warned() and time.monotonic() < deadline:  # not eventually(): its failure would hang the worker
             time.sleep(0.01)
+        time.sleep(QUIET)  # not a sync: time in which the stall goes on, and must not warn again
         for item in items:
             outside.put(item)
 
