@@ -7,6 +7,7 @@ prints ``finally <index>``.
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -34,4 +35,7 @@ def _build(scope):  # type: ignore[no-untyped-def]
 
 
 if __name__ == "__main__":
+    # A shell without job control starts background jobs with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: take Ctrl-C as a terminal would deliver it, wherever the tests were started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     execute(main, workers=int(sys.argv[1]), stall_timeout=None)
