@@ -76,6 +76,8 @@ class Timing:
     """CPU seconds of the busiest process in the part timed without reading (its threads included)."""
     routing: float | None = None
     """Seconds the busiest process spent routing records among workers (record-wise wordcount only)."""
+    kernels: float | None = None
+    """Seconds the busiest process spent in the split and count kernels (columnar wordcount only)."""
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -142,26 +144,47 @@ ROUTING_CALLS = (
 the process), its one-worker form (the key check), and the decoding of what arrives from another process."""
 
 
+KERNEL_CALLS = (
+    ("cluster", "", "split_words"),
+    ("scopes.columnar_ops", "", "_reduce"),
+)
+"""The columnar wordcount's kernels: the split of each batch of lines into words (its ``map_batch`` function), and
+Arrow's hash aggregation, which counts each batch where it is and, on several processes, adds up the partial
+counts that arrive from the others (``aggregate_batch``).  Everything else the busiest process spends is the
+dataflow's: exchanging the partial counts, progress, scheduling."""
+
+
 def routing_clock() -> AbstractContextManager[CallClock | None]:
     """The CPU seconds (``time.thread_time``: a process preempted in a call is not routing) the worker thread spends
     in :data:`ROUTING_CALLS` while the block runs; ``None`` where they cannot be wrapped (a compiled build).  The
     wrappers cost one call per batch, not per record."""
-    calls = []
-    for module_name, owner, name in ROUTING_CALLS:
+    return calls_clock(ROUTING_CALLS, "routing")
+
+
+def kernel_clock() -> AbstractContextManager[CallClock | None]:
+    """Like :func:`routing_clock`, for :data:`KERNEL_CALLS` (one call per batch)."""
+    return calls_clock(KERNEL_CALLS, "kernels")
+
+
+def calls_clock(calls: tuple[tuple[str, str, str], ...], label: str) -> AbstractContextManager[CallClock | None]:
+    """The thread CPU seconds spent in ``calls`` (``(module, class or "", function)``), all under ``label``."""
+    found = []
+    for module_name, owner, name in calls:
         module = importlib.import_module(module_name)
-        calls.append((getattr(module, owner) if owner else module, name, "routing"))
-    return clocked_calls(calls, time.thread_time)
+        found.append((getattr(module, owner) if owner else module, name, label))
+    return clocked_calls(found, time.thread_time)
 
 
 def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float, float | None]:
     """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s,
-    seconds routing records (record-wise only, else ``None``))."""
-    with routing_clock() if variant == "record-wise" else nullcontext() as routing:
-        return _wordcount_worker(worker, paths, variant, routing)
+    seconds in the clocked calls: routing records (record-wise), the kernels (columnar), else ``None``)."""
+    clock = routing_clock() if variant == "record-wise" else kernel_clock() if variant == "columnar" else nullcontext()
+    with clock as clocked:
+        return _wordcount_worker(worker, paths, variant, clocked)
 
 
 def _wordcount_worker(
-    worker: Worker, paths: list[str], variant: str, routing: CallClock | None
+    worker: Worker, paths: list[str], variant: str, clocked: CallClock | None
 ) -> tuple[float, float, int, float, float | None]:
     epochs: list[Any] = []
     for path in paths:
@@ -175,15 +198,15 @@ def _wordcount_worker(
         if len(batch):
             handle.send_batch(batch)
         handle.advance_to(epoch + 1)
-    if routing is not None:
-        routing.reset()  # what the warm-up epoch routed is not timed either
+    if clocked is not None:
+        clocked.reset()  # what the warm-up epoch routed is not timed either
     worker.step_while(lambda: probe.less_than(len(epochs) + 1))
     return (
         start,
         time.perf_counter(),
         counted[0],
         time.process_time() - cpu,
-        None if routing is None else routing.seconds(),
+        None if clocked is None else clocked.seconds(),
     )
 
 
@@ -195,7 +218,8 @@ def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
     # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes of one machine
     start, end = min(r[0] for r in results), max(r[1] for r in results)
     busiest = max(results, key=lambda r: r[3])
-    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], busiest[4])
+    clocked = {"routing": busiest[4]} if variant == "record-wise" else {"kernels": busiest[4]}
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], **clocked)
 
 
 def wordcount_loop(paths: list[str]) -> Timing:
@@ -447,6 +471,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
             found[f"wc_record_rest_ns_p{p}"] = Metric(
                 (cpu - route) * per_word, "ns", f"CPU per word beyond routing on {where}"
             )
+    found.update(_kernel_metrics(runs))
     for job in jobs:
         share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
         found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
@@ -458,6 +483,30 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
     )
     found["wc_best_p1_vs_single"] = Metric(
         found["wc_best_p1"].value / found["wc_single"].value, "x", "the fastest 1-process wordcount ÷ the single thread"
+    )
+    return found
+
+
+def _kernel_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
+    """Where the columnar wordcount's busiest process spends its CPU: in the kernels (:data:`KERNEL_CALLS`) or
+    beyond them, on 1 and 2 processes, and how much faster the kernels are on 2 (none on a compiled build)."""
+    found: dict[str, Metric] = {}
+    for p in (1, 2):
+        timings = [t for t in runs[f"wc_columnar_p{p}"] if t.kernels is not None]
+        if not timings:
+            return {}
+        where = f"{p} process{'es' if p > 1 else ''}"
+        kernels = median([t.kernels for t in timings if t.kernels is not None])
+        found[f"wc_columnar_kernels_p{p}"] = Metric(kernels, "s", f"CPU in the split and count kernels on {where}")
+        found[f"wc_columnar_beyond_p{p}"] = Metric(
+            median([t.cpu - t.kernels for t in timings if t.kernels is not None]),
+            "s",
+            f"CPU beyond the kernels (exchange, progress, scheduling) on {where}",
+        )
+    found["wc_columnar_kernels_speedup_p2"] = Metric(
+        found["wc_columnar_kernels_p1"].value / max(found["wc_columnar_kernels_p2"].value, 1e-9),
+        "x",
+        "the kernels on 2 processes: speed-up over 1 (their merge of partial counts included)",
     )
     return found
 

@@ -225,6 +225,30 @@ def test_the_key_hashing_tool_checks_its_hashes_and_times_every_way() -> None:
     assert all(value > 0 for times in found.values() for value in times.values())
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_wordcount_timings_carry_routing_and_kernel_seconds_within_the_cpu(tmp_path: Path, processes: int) -> None:
+    """The record-wise wordcount reports the seconds it routed, the columnar one the seconds in its kernels, each
+    within the busiest process's CPU, and every word is counted; the wrapped functions are restored afterwards."""
+    import cluster
+    import cost
+
+    from scopes import columnar_ops
+
+    pytest.importorskip("pyarrow")
+    paths = cost.write_wordcount_text(tmp_path, 3, 2_000)
+    words = 3 * 2_000 * cost.WORDS_PER_LINE
+    before = (cluster.split_words, columnar_ops._reduce)
+    record = cost.wordcount(paths, "record-wise", processes)
+    columnar = cost.wordcount(paths, "columnar", processes)
+    assert record.check == columnar.check == words
+    assert record.kernels is None and record.routing is not None and 0 < record.routing < record.cpu
+    assert columnar.routing is None and columnar.kernels is not None and 0 < columnar.kernels < columnar.cpu
+    assert (cluster.split_words, columnar_ops._reduce) == before
+    metrics = cost._kernel_metrics({f"wc_columnar_p{p}": [columnar] for p in (1, 2)})
+    assert metrics["wc_columnar_kernels_speedup_p2"].value == pytest.approx(1.0)
+    assert metrics["wc_columnar_beyond_p1"].value == pytest.approx(columnar.cpu - columnar.kernels)
+
+
 def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
     """The instrumented Collatz run splits its wall time into operators (routing within them), propagation and the
     rest, on 1 worker and 2 threads; the wrapped methods are restored afterwards, also when the body fails."""
