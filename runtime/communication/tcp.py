@@ -91,6 +91,8 @@ log = logging.getLogger("runtime.communication.tcp")
 
 HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
+ACCEPT_POLL = 0.5
+"""Seconds the accepting loop waits for a connection or a handshake's end before it looks at its deadline again."""
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
 _RECV_SIZE = 1 << 20
@@ -370,12 +372,26 @@ class Mesh:
     # ------------------------------------------------------------------ accepting
 
     def _accept_all(self, deadline: float, errors: list[BaseException]) -> None:
-        """Accept until every process ``j > index`` has joined: each connection handshakes on its own thread."""
+        """Accept until every process ``j > index`` has joined: each connection handshakes on its own thread.
+
+        A handshake's thread wakes the loop when it ends, so the mesh is complete
+        as soon as the last peer is kept, not at the next timeout of ``accept``.
+        """
         listener = self._listener
         assert listener is not None
         expected = set(range(self.index + 1, self.processes))
         pending: dict[socket.socket, threading.Thread] = {}
         state = self._sockets_lock
+        wake_reader, wake_writer = socket.socketpair()
+        wake_reader.setblocking(False)
+
+        def handshake_then_wake(*args: Any) -> None:
+            try:
+                self._handshake_in_thread(*args)
+            finally:
+                with contextlib.suppress(OSError):
+                    wake_writer.send(b"\0")
+
         try:
             while True:
                 with state:
@@ -390,7 +406,13 @@ class Mesh:
                         f"process {self.index} was not reached by {missing} before the deadline; check "
                         f"that they are running with the same hostfile, process count and token"
                     )
-                listener.settimeout(min(remaining, 0.05))
+                ready, _, _ = select.select([listener, wake_reader], [], [], min(remaining, ACCEPT_POLL))
+                if wake_reader in ready:  # a handshake ended: look again whether every peer is in
+                    with contextlib.suppress(BlockingIOError):
+                        wake_reader.recv(4096)
+                if listener not in ready:
+                    continue
+                listener.settimeout(ACCEPT_POLL)  # ready, but a connection reset meanwhile is not waited for long
                 try:
                     sock, _ = listener.accept()
                 except TimeoutError:
@@ -398,7 +420,7 @@ class Mesh:
                 if len(pending) >= MAX_HANDSHAKES:
                     self._evict_oldest(pending, state)
                 thread = threading.Thread(
-                    target=self._handshake_in_thread,
+                    target=handshake_then_wake,
                     args=(sock, expected, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT), state, errors),
                     name="timely-handshake",
                     daemon=True,
@@ -415,6 +437,8 @@ class Mesh:
                 _shutdown(sock)
             for thread in pending.values():
                 thread.join(timeout=1.0)
+            wake_reader.close()
+            wake_writer.close()
 
     def _live(self, accepted: socket.socket) -> socket.socket:
         """The socket an accepted connection now uses: its TLS socket once wrapped (under the state lock)."""
