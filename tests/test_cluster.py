@@ -311,6 +311,25 @@ def test_the_acceptor_is_done_as_soon_as_its_last_peer_has_shaken_hands(monkeypa
             mesh.close()
 
 
+def test_a_mesh_forms_with_descriptors_above_the_select_limit() -> None:
+    """A process with more than 1,023 files or sockets open (a server, a Spark executor) still forms its mesh: the
+    accepting loop polls its listener, which ``select.select`` would refuse."""
+    from helpers.descriptors import SELECT_LIMIT, descriptors_above_select_limit
+
+    with descriptors_above_select_limit():
+        endpoints = free_endpoints(2)
+        meshes = [Mesh(index, endpoints, "token", ignore, ignore) for index in range(2)]
+        try:
+            acceptor, errors = connect_in_thread(meshes[0], 30.0)
+            meshes[1].connect(30.0)
+            acceptor.join(15.0)
+            assert not acceptor.is_alive() and not errors, errors
+            assert min(sock.fileno() for sock in meshes[0]._sockets.values()) >= SELECT_LIMIT
+        finally:
+            for mesh in meshes:
+                mesh.close()
+
+
 def test_data_sent_right_after_the_handshake_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """The acceptor may send before the connector has read its welcome: those bytes reach the reader."""
     endpoints = free_endpoints(2)

@@ -417,3 +417,23 @@ def test_malformed_bytes_in_a_ring_report_the_peer_as_lost() -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_the_wake_gate_works_with_descriptors_above_the_select_limit() -> None:
+    """The gate a worker parks on answers ``is_set`` by polling its eventfd, which ``select.select`` would refuse
+    once the process has more than 1,023 descriptors open; after ``close`` it is never set."""
+    from helpers.descriptors import SELECT_LIMIT, descriptors_above_select_limit
+
+    from runtime.communication.shm_transport import EventGate
+
+    with descriptors_above_select_limit():
+        gate = EventGate(())
+        try:
+            assert gate._fd >= SELECT_LIMIT
+            assert not gate.is_set()
+            gate.set()
+            assert gate.is_set() and gate.wait(0)
+            assert not gate.is_set() and not gate.wait(0)
+        finally:
+            gate.close()
+        assert not gate.is_set()

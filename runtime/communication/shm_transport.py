@@ -185,7 +185,7 @@ class EventGate:
     in between.
     """
 
-    __slots__ = ("_fd", "_poll")
+    __slots__ = ("_fd", "_poll", "_own")
 
     def __init__(self, doorbells: tuple[int, ...]) -> None:
         """A gate with no wake pending, that also watches ``doorbells``."""
@@ -193,6 +193,8 @@ class EventGate:
         self._poll = select.poll()
         for fd in (self._fd, *doorbells):
             self._poll.register(fd, select.POLLIN)
+        self._own = select.poll()  # not select.select, which fails on a descriptor above 1023
+        self._own.register(self._fd, select.POLLIN)
 
     def set(self) -> None:
         """Make a wake pending (nothing once closed)."""
@@ -203,7 +205,7 @@ class EventGate:
 
     def is_set(self) -> bool:
         """Whether a wake is pending."""
-        return bool(select.select([self._fd], [], [], 0)[0])
+        return self._fd >= 0 and bool(self._own.poll(0))
 
     def clear(self) -> None:
         """Forget a pending wake."""

@@ -384,6 +384,9 @@ class Mesh:
         state = self._sockets_lock
         wake_reader, wake_writer = socket.socketpair()
         wake_reader.setblocking(False)
+        watched = select.poll()  # not select.select, which fails on a descriptor above 1023
+        watched.register(listener, select.POLLIN)
+        watched.register(wake_reader, select.POLLIN)
 
         def handshake_then_wake(*args: Any) -> None:
             try:
@@ -406,11 +409,11 @@ class Mesh:
                         f"process {self.index} was not reached by {missing} before the deadline; check "
                         f"that they are running with the same hostfile, process count and token"
                     )
-                ready, _, _ = select.select([listener, wake_reader], [], [], min(remaining, ACCEPT_POLL))
-                if wake_reader in ready:  # a handshake ended: look again whether every peer is in
+                ready = {fd for fd, _ in watched.poll(1000 * min(remaining, ACCEPT_POLL))}
+                if wake_reader.fileno() in ready:  # a handshake ended: look again whether every peer is in
                     with contextlib.suppress(BlockingIOError):
                         wake_reader.recv(4096)
-                if listener not in ready:
+                if listener.fileno() not in ready:
                     continue
                 listener.settimeout(ACCEPT_POLL)  # ready, but a connection reset meanwhile is not waited for long
                 try:
