@@ -108,6 +108,10 @@ step) would add a credit frame to each: one more frame to encode, split and appl
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 
+FINISH_POLL = 0.02
+"""Seconds :meth:`ProcessFabric.wait_for_goodbyes` waits on the rings' doorbells before it looks again; a goodbye
+or a stop that arrives over TCP meanwhile ends the wait at once (``ShmTransport.interrupt``)."""
+
 
 def send_window_from(text: str | None) -> int:
     """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
@@ -324,6 +328,8 @@ class ProcessFabric:
             with self._changed:
                 self.byes[process] = payload
                 self._changed.notify_all()
+            if self.links is not None:  # wait_for_goodbyes may be waiting on the rings' doorbells
+                self.links.interrupt()
 
     def close_channels(self, local: int, channels: list[int]) -> None:
         """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
@@ -367,6 +373,9 @@ class ProcessFabric:
             self._changed.notify_all()
         for signal in self.signals:
             signal.wake()
+        links = self.links
+        if links is not None:  # say_goodbye or wait_for_goodbyes may be waiting on the rings' doorbells
+            links.interrupt()
         return first
 
     def stop(self, reason: Stop) -> None:
@@ -509,7 +518,7 @@ class ProcessFabric:
                 if self.links is None:
                     self._changed.wait(0.5)
                     continue
-            self.links.wait(0.02)  # no worker reads the rings any more: what still arrives is credited here
+            self.links.wait(FINISH_POLL)  # no worker reads the rings any more: what still arrives is credited here
 
     def pending_messages(self, local: int) -> list[str]:
         """Non-empty mailboxes of local worker ``local``, described."""

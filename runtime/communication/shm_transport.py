@@ -282,6 +282,9 @@ class ShmTransport:
         self._sleep_lock = threading.Lock()
         self._sleepers = 0
         self._gates: list[EventGate] = []
+        self._finishing = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if self.wanted else -1
+        """The eventfd that :meth:`interrupt` rings for :meth:`wait` (where shared memory may be used)."""
+        self._finishing_lock = threading.Lock()
         self._broken = False
         self._stopped: Callable[[], bool] = lambda: False
         self.sleeps = 0
@@ -539,15 +542,27 @@ class ShmTransport:
         self.retry()
 
     def wait(self, seconds: float) -> None:
-        """Without a worker (finishing): wait up to ``seconds`` for a doorbell, then drain and retry."""
+        """Without a worker (finishing): wait up to ``seconds`` for a doorbell or :meth:`interrupt`, then drain and
+        retry."""
         if not self._links:
             return
+        finishing = self._finishing
         poll = select.poll()
-        for fd in self.doorbells:
+        for fd in self.doorbells if finishing < 0 else (*self.doorbells, finishing):
             poll.register(fd, select.POLLIN)
         if not self.going_to_sleep():
             poll.poll(math.ceil(seconds * 1000))
+        if finishing >= 0:
+            _reset(finishing)
         self.woke()
+
+    def interrupt(self) -> None:
+        """End a :meth:`wait` now, or the next one at once: something it waits for came another way (a peer's
+        goodbye over TCP, a stop)."""
+        with self._finishing_lock:  # not a descriptor number that close() has given back meanwhile
+            if self._finishing >= 0:
+                with contextlib.suppress(OSError):
+                    os.eventfd_write(self._finishing, 1)
 
     def close(self) -> None:
         """Unmap every ring and close every doorbell."""
@@ -556,6 +571,11 @@ class ShmTransport:
         for gate in self._gates:
             gate.close()
         self._gates = []
+        with self._finishing_lock:
+            finishing, self._finishing = self._finishing, -1
+            if finishing >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(finishing)
         self._links = []
         self.links = {}
         self.doorbells = ()
