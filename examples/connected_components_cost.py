@@ -172,7 +172,7 @@ def parse_ints(chunk: bytes, path: str | Path = "the edge file", offset: int = 0
     two 64-bit integers is refused with :class:`~runtime.errors.FileSourceError`
     naming the file, the line's byte offset and the line.
     """
-    if ARROW_CSV:
+    if ARROW_CSV and not chunk.translate(None, _DECIMAL_TEXT):  # Arrow reads more than decimals (0x1f)
         parsed = _parse_tsv_arrow(chunk)
         if parsed is not None:
             return parsed
@@ -189,6 +189,9 @@ def parse_ints(chunk: bytes, path: str | Path = "the edge file", offset: int = 0
 
 ARROW_CSV = importlib.util.find_spec("pyarrow") is not None
 """Whether :func:`parse_ints` tries Arrow's CSV reader first."""
+_DECIMAL_TEXT = b"0123456789+-\t \r\n"
+"""The bytes of a chunk that Arrow's reader may parse: its integers are then what ``int`` reads (it also reads
+hexadecimal, which the line-by-line reading refuses)."""
 
 
 def _parse_tsv_arrow(chunk: bytes) -> tuple[np.ndarray, np.ndarray] | None:

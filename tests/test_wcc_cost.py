@@ -501,7 +501,15 @@ def _reference_pairs(chunk: bytes) -> list[tuple[int, int]] | None:
 @settings(max_examples=300, deadline=None)
 @example(pieces=[b"5", b"\n", b"6", b"\t", b"23", b"\t", b"1", b"\n"])  # two bad lines whose fields make two pairs
 @example(pieces=[b"1_0", b"\t", b"+5", b"\r\n", b" ", b"-4", b"\t", b"23"])  # what int() accepts, CRLF, no last newline
-@given(st.lists(st.sampled_from([b"1", b"23", b"-4", b"9" * 20, b"x", b"+5", b"1_0", b"\t", b" ", b"\n", b"\r\n"])))
+@example(pieces=[b"0x1f", b"\t", b"1", b"\n"])  # hexadecimal: Arrow's reader took it for 31
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"1", b"23", b"-4", b"9" * 20, b"x", b"+5", b"1_0", b"0x1f", b"1e3", b"-", b"\x0c", b"\t", b" ", b"\n"]
+            + [b"\r\n"]
+        )
+    )
+)
 def test_any_bytes_parse_to_the_line_by_line_pairs_or_are_refused(pieces: list[bytes]) -> None:
     """Fuzz: whatever the bytes, the parser (with Arrow's reader and without) gives the pairs a line-by-line
     reading gives, or refuses with FileSourceError; it never crashes otherwise and never pairs across lines."""
