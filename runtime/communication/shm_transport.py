@@ -185,7 +185,7 @@ class EventGate:
     in between.
     """
 
-    __slots__ = ("_fd", "_poll", "_own")
+    __slots__ = ("_fd", "_poll", "_own", "_lock")
 
     def __init__(self, doorbells: tuple[int, ...]) -> None:
         """A gate with no wake pending, that also watches ``doorbells``."""
@@ -195,13 +195,15 @@ class EventGate:
             self._poll.register(fd, select.POLLIN)
         self._own = select.poll()  # not select.select, which fails on a descriptor above 1023
         self._own.register(self._fd, select.POLLIN)
+        self._lock = threading.Lock()
 
     def set(self) -> None:
         """Make a wake pending (nothing once closed)."""
-        fd = self._fd
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.eventfd_write(fd, 1)
+        with self._lock:  # never a descriptor number that close() has just given back (and another file got)
+            fd = self._fd
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.eventfd_write(fd, 1)
 
     def is_set(self) -> bool:
         """Whether a wake is pending."""
@@ -220,9 +222,11 @@ class EventGate:
 
     def close(self) -> None:
         """Release the eventfd: a wake from a late thread (a stop relayed while closing) is then dropped."""
-        fd, self._fd = self._fd, -1
-        with contextlib.suppress(OSError):
-            os.close(fd)
+        with self._lock:
+            fd, self._fd = self._fd, -1
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class Link:
@@ -282,9 +286,8 @@ class ShmTransport:
         self._sleep_lock = threading.Lock()
         self._sleepers = 0
         self._gates: list[EventGate] = []
-        self._finishing = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if self.wanted else -1
-        """The eventfd that :meth:`interrupt` rings for :meth:`wait` (where shared memory may be used)."""
-        self._finishing_lock = threading.Lock()
+        self._finishing: EventGate | None = None
+        """What :meth:`wait` waits on once the rings are linked: their doorbells, and :meth:`interrupt`."""
         self._broken = False
         self._stopped: Callable[[], bool] = lambda: False
         self.sleeps = 0
@@ -343,6 +346,8 @@ class ShmTransport:
         self._links = [self.links[peer] for peer in sorted(self.links)]
         self.used = sorted(self.links)
         self.doorbells = tuple(link.doorbell for link in self._links)
+        if self._links:
+            self._finishing = self.gate()
 
     def _wait_for_offers(self, deadline: float) -> None:
         with self._offered:
@@ -544,25 +549,19 @@ class ShmTransport:
     def wait(self, seconds: float) -> None:
         """Without a worker (finishing): wait up to ``seconds`` for a doorbell or :meth:`interrupt`, then drain and
         retry."""
-        if not self._links:
+        gate = self._finishing
+        if not self._links or gate is None:
             return
-        finishing = self._finishing
-        poll = select.poll()
-        for fd in self.doorbells if finishing < 0 else (*self.doorbells, finishing):
-            poll.register(fd, select.POLLIN)
         if not self.going_to_sleep():
-            poll.poll(math.ceil(seconds * 1000))
-        if finishing >= 0:
-            _reset(finishing)
+            gate.wait(seconds)
         self.woke()
 
     def interrupt(self) -> None:
         """End a :meth:`wait` now, or the next one at once: something it waits for came another way (a peer's
         goodbye over TCP, a stop)."""
-        with self._finishing_lock:  # not a descriptor number that close() has given back meanwhile
-            if self._finishing >= 0:
-                with contextlib.suppress(OSError):
-                    os.eventfd_write(self._finishing, 1)
+        gate = self._finishing
+        if gate is not None:
+            gate.set()
 
     def close(self) -> None:
         """Unmap every ring and close every doorbell."""
@@ -571,11 +570,7 @@ class ShmTransport:
         for gate in self._gates:
             gate.close()
         self._gates = []
-        with self._finishing_lock:
-            finishing, self._finishing = self._finishing, -1
-            if finishing >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(finishing)
+        self._finishing = None
         self._links = []
         self.links = {}
         self.doorbells = ()

@@ -384,6 +384,7 @@ class Mesh:
         state = self._sockets_lock
         wake_reader, wake_writer = socket.socketpair()
         wake_reader.setblocking(False)
+        wake_writer.setblocking(False)  # a flood's handshakes never block on a full pair: one waiting byte will do
         watched = select.poll()  # not select.select, which fails on a descriptor above 1023
         watched.register(listener, select.POLLIN)
         watched.register(wake_reader, select.POLLIN)
