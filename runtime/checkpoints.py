@@ -107,6 +107,29 @@ class CheckpointStore:
             )
         self.durable[worker] = max(self.durable.get(worker, 0), time)
 
+    def claim_output(self, location: str, record: bool) -> bool:
+        """Whether an earlier run of this store's job already wrote to ``location`` (a sink's directory).
+
+        With ``record``, remember (durably, before the run writes anything there)
+        that this job writes it.  A sink resumed at epoch 0, after a crash before
+        the first checkpoint, thereby knows that the epochs it finds are its own.
+        """
+        marker = self.path / "outputs" / f"{hashlib.blake2b(location.encode(), digest_size=16).hexdigest()}.claim"
+        try:
+            claimed = marker.read_text(encoding="utf-8") == location
+        except OSError:
+            claimed = False
+        if record and not claimed:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            hidden = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
+            with open(hidden, "w", encoding="utf-8") as file:
+                file.write(location)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(hidden, marker)
+            _sync_directory(marker.parent)
+        return claimed
+
     def directory(self, worker: int, peers: int) -> Path:
         """Where worker ``worker`` of ``peers`` keeps its files."""
         return self.path / f"workers-{peers}" / f"worker-{worker}"
@@ -288,7 +311,9 @@ def new_registry(store: CheckpointStore | None, timestamp: TimestampType, label:
             f"dataflow {label!r} has {timestamp.name} timestamps; checkpoints are taken at integer epoch boundaries, "
             "so build it over integer times (loops inside it may have any)"
         )
-    return StateRegistry(store.every, encode_value, decode_value)
+    registry = StateRegistry(store.every, encode_value, decode_value)
+    registry.claim_output = store.claim_output
+    return registry
 
 
 def resume(

@@ -21,7 +21,9 @@ A crash at any moment leaves each epoch either committed whole or invisible,
 and (for integer times) the committed epochs are a prefix of those with records.
 A directory holding another run's epochs (or a crashed run's staging) is
 refused when the dataflow is built, unless ``overwrite=True`` (then worker 0
-removes them first, before any worker can write).
+removes them first, before any worker can write).  Under a checkpoint, the store
+records that its job writes the directory, so a run resumed at epoch 0 (killed
+before its first checkpoint) writes its own earlier epochs again.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ def write_files(
     if registry is None:
         _prepare(root, partition, overwrite, worker, where)
     else:  # resumed from a checkpoint, the epochs before it stay and the later ones are written again
-        registry.on_settle(lambda boundary: _prepare_to_resume(root, partition, overwrite, worker, where, boundary))
+        claim = registry.claim_output
+        registry.on_settle(
+            lambda boundary: _prepare_to_resume(root, partition, overwrite, worker, where, boundary, claim)
+        )
     part_name = f"part-{worker:05d}{SUFFIXES[file_format]}"
 
     def write(time: Any, batches: list[Any]) -> Report | None:
@@ -188,15 +193,36 @@ def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: st
             raise FileSinkError(f"{where}: cannot clear {str(root / entry)!r}: {error}") from error
 
 
-def _prepare_to_resume(root: Path, partition: str, overwrite: bool, worker: int, where: str, boundary: int) -> None:
-    """Prepare ``root`` for a run resumed at epoch ``boundary`` (0: a fresh start, prepared as any run).
+def _prepare_to_resume(
+    root: Path,
+    partition: str,
+    overwrite: bool,
+    worker: int,
+    where: str,
+    boundary: int,
+    claim: Callable[[str, bool], bool] | None,
+) -> None:
+    """Prepare ``root`` for a run resumed at epoch ``boundary`` (0: a fresh start).
 
     Committed epochs before ``boundary`` are this job's own and stay; worker 0
     removes the later ones and the staging directory, which the run writes again.
+    At epoch 0 the directory is prepared as for any run, unless the checkpoint
+    store says (``claim``) that an earlier run of this job wrote it: then that
+    run crashed before its first checkpoint, and its epochs are all written again.
+    Worker 0 records the claim before any epoch can be committed.
     """
     if boundary == 0:
-        _prepare(root, partition, overwrite, worker, where)
-        return
+        location = str(root.resolve())
+        if claim is None or not claim(location, False):
+            _prepare(root, partition, overwrite, worker, where)
+            if claim is not None and worker == 0:
+                try:
+                    claim(location, True)
+                except OSError as error:
+                    raise FileSinkError(
+                        f"{where}: cannot record in the checkpoint store that this job writes {location!r}: {error}"
+                    ) from error
+            return
     if worker != 0 or not root.is_dir():
         return
     try:

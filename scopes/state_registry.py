@@ -112,6 +112,10 @@ class StateRegistry:
         self.decode = decode
         self.operators: dict[str, OperatorState] = {}
         self.settlers: list[Callable[[int], None]] = []
+        self.claim_output: Callable[[str, bool], bool] | None = None
+        """Set by the runtime's checkpoint store: ``claim_output(location, record)`` says whether an earlier run
+        of this checkpointed job already wrote to ``location`` (and, with ``record``, remembers that this one does),
+        so that a sink can tell its own crashed run's output from another job's."""
 
     def on_settle(self, prepare: Callable[[int], None]) -> None:
         """Call ``prepare(boundary)`` once the run knows the epoch it resumes from (0: a fresh start).

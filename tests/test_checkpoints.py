@@ -307,12 +307,12 @@ def test_a_join_against_a_table_resumes_with_the_table_as_of_the_checkpoint(tmp_
     assert Counter([r for r in first if r[0] < resumed] + second) == Counter(expected)
 
 
-def run_to_files(checkpoints: Path, output: Path, crash_after: int | None = None) -> int:
-    """The running totals, written by write_files, with checkpoints; crash after ``crash_after``."""
+def run_to_files(checkpoints: Path, output: Path, crash_after: int | None = None, every: int = 1) -> int:
+    """The running totals, written by write_files, checkpointed every ``every`` epochs; crash after ``crash_after``."""
     from runtime.files import write_files
 
     def main(worker: Any) -> int:
-        store = CheckpointStore(checkpoints)
+        store = CheckpointStore(checkpoints, every=every)
 
         def build(scope: Any) -> Any:
             inp, words = scope.new_input("Words")
@@ -357,6 +357,26 @@ def test_write_files_resumes_without_writing_a_committed_epoch_twice(tmp_path: P
     assert kept, "the crashed run committed epochs before its checkpoint"
     for name in kept:  # epochs before the resume point were not written again
         assert (tmp_path / "out" / name).stat().st_mtime_ns == before[name]
+
+
+def test_a_crash_before_the_first_checkpoint_reruns_over_the_epochs_it_committed(tmp_path: Path) -> None:
+    """Found by SIGKILLing a 2-process job early: epochs committed, no checkpoint yet, and the rerun was refused."""
+    pytest.importorskip("pyarrow")
+    run_to_files(tmp_path / "plain-checkpoints", tmp_path / "plain")
+    expected = committed(tmp_path / "plain")
+    with pytest.raises(WorkerFailed, match="crash after epoch 1"):
+        run_to_files(tmp_path / "checkpoints", tmp_path / "out", crash_after=1, every=4)
+    assert committed(tmp_path / "out"), "the crashed run committed epochs before its first checkpoint"
+    assert not list((tmp_path / "checkpoints").rglob("epoch-*.ckpt"))
+    assert run_to_files(tmp_path / "checkpoints", tmp_path / "out", every=4) == 0
+    assert committed(tmp_path / "out") == expected
+
+
+def test_another_jobs_output_is_still_refused_under_checkpoints(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    run_to_files(tmp_path / "first-checkpoints", tmp_path / "out")
+    with pytest.raises(WorkerFailed, match="already holds another run's output"):
+        run_to_files(tmp_path / "other-checkpoints", tmp_path / "out")
 
 
 def read_and_total(source: Path, checkpoints: Path, seen: list[Any], crash_at: int | None = None) -> int:
