@@ -17,7 +17,8 @@ Files, one per worker and boundary, under ``path/workers-W/worker-I/``::
     BLAKE2b-256 of everything before it (32 bytes)
 
 A file is written under a hidden name (``.epoch-...tmp``), flushed to disk and
-renamed, so a file that has its name is whole.  A damaged file is refused with
+renamed, so a file that has its name is whole; the hidden files of a run killed
+while writing are removed when the job runs again.  A damaged file is refused with
 its path and byte offset, and the previous complete boundary is used instead; a
 file written by another dataflow shape or another worker count is refused with
 a message that says so.  Only the last ``keep`` boundaries that every worker
@@ -57,6 +58,7 @@ MAX_HEADER = 1 << 20
 """Headers declaring more bytes than this are damage."""
 
 _NAME = re.compile(r"^epoch-(\d{20})\.ckpt$")
+_HIDDEN = re.compile(r"^\.epoch-\d{20}\.ckpt\.\d+\.tmp$")
 
 
 def shape_of(fingerprint: Fingerprint) -> str:
@@ -121,6 +123,8 @@ class CheckpointStore:
             claimed = False
         if record and not claimed:
             marker.parent.mkdir(parents=True, exist_ok=True)
+            for stale in marker.parent.glob(f".{marker.name}.*.tmp"):  # a crashed run's unfinished claim
+                stale.unlink(missing_ok=True)
             hidden = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
             with open(hidden, "w", encoding="utf-8") as file:
                 file.write(location)
@@ -153,6 +157,19 @@ class CheckpointStore:
         os.replace(hidden, final)
         _sync_directory(directory)
         return final
+
+    def discard_unfinished(self, worker: int, peers: int) -> None:
+        """Remove the hidden files a run killed while writing left in worker ``worker``'s directory.
+
+        Only this worker writes there, and a run calls this before it writes, so
+        every hidden file found belongs to a run that has ended.
+        """
+        directory = self.directory(worker, peers)
+        if not directory.is_dir():
+            return
+        for name in os.listdir(directory):
+            if _HIDDEN.match(name):
+                (directory / name).unlink(missing_ok=True)
 
     def prune(self, worker: int, peers: int) -> None:
         """Remove this worker's files older than the last ``keep`` boundaries that every worker has.
@@ -321,6 +338,7 @@ def resume(
 ) -> CheckpointManager:
     """Restore the latest complete checkpoint, if any, advance ``inputs`` to it, and start checkpointing."""
     shape = shape_of(fingerprint(root))
+    store.discard_unfinished(worker, peers)
     boundary, states = store.latest(worker, peers, shape)
     if states is not None:
         registry.restore(boundary, states)

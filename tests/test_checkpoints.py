@@ -186,6 +186,18 @@ def test_a_damaged_checkpoint_is_refused_at_its_offset_and_the_previous_one_is_u
     assert store.resume_epoch == int(files[-2].name[6:26])
 
 
+def test_a_file_a_kill_left_half_written_is_removed_when_the_job_runs_again(tmp_path: Path) -> None:
+    """Found by SIGKILLing a job at random moments: its hidden ``.epoch-...tmp`` files stayed for ever."""
+    crashed_store(tmp_path)
+    directory = tmp_path / "workers-2" / "worker-1"
+    latest = sorted(directory.glob("epoch-*.ckpt"))[-1]
+    unfinished = directory / f".epoch-{int(latest.name[6:26]) + 1:020d}.ckpt.4242.tmp"
+    unfinished.write_bytes(latest.read_bytes()[:40])  # what a kill during write() leaves
+    run(CheckpointStore(tmp_path), [])
+    assert not unfinished.exists()
+    assert not [path for path in tmp_path.rglob(".*") if path.is_file()]
+
+
 def test_a_cut_or_foreign_file_is_reported_with_its_path(tmp_path: Path) -> None:
     crashed_store(tmp_path)
     store = CheckpointStore(tmp_path)
