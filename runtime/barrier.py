@@ -57,6 +57,10 @@ class Barrier:
 
         Raises :class:`SynchronizationTimeout` after ``timeout`` seconds (``None``:
         wait as long as it takes; the wait still ends if another worker fails).
+        Without a timeout the wait is a :meth:`~runtime.worker.Worker.step_while` on
+        the barrier's probe: if it can never end (every other worker that has not
+        reached it waits in the same way, see :mod:`runtime.stalls`), it raises
+        :class:`~runtime.errors.DataflowStuck` naming the barrier's line.
         """
         if self._input.closed:
             raise TimelyRuntimeError(
@@ -67,10 +71,13 @@ class Barrier:
         self._input.advance_to(target)
         probe = self._probe
         worker = self._worker
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout is None:  # a wait on the barrier's probe alone: judged as any step_while, so a certain stall raises
+            worker.step_while(lambda: probe.less_than(target))
+            return
+        deadline = time.monotonic() + timeout
         while probe.less_than(target):
             worker.step_or_park(0.01)
-            if deadline is not None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 raise SynchronizationTimeout(
                     f"barrier '{self.name}': worker {worker.index} waited {timeout} s at wait "
                     f"number {target}, but some worker has not reached it (the barrier frontier is "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers import eventually
@@ -105,3 +106,26 @@ def test_a_closed_barrier_cannot_be_waited_on_and_no_longer_holds_others_back():
         return repr(barrier)
 
     assert run(main)[1] == "Barrier('Barrier', worker=1, rounds=1)"
+
+
+def only_worker_0_waits(worker):
+    """Worker 0 waits at the barrier; worker 1 never comes and waits on a probe that worker 0's input holds."""
+    worker.certain_stall = 0.2
+    handle, probe = worker.dataflow(lambda scope: (lambda pair: (pair[0], pair[1].probe()))(scope.new_input("Data")))
+    barrier = Barrier(worker)  # the line the error names
+    if worker.index == 0:
+        barrier.wait()
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+
+
+@pytest.mark.parametrize("shape", [{"workers": 2}, {"workers": 1, "processes": 2}])
+def test_a_barrier_that_can_never_be_passed_is_a_certain_stall(shape):
+    """Found attacking stalls: every worker waited for ever, and nothing was reported (stall_timeout stops it here)."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(only_worker_0_waits, stall_timeout=8, **shape)
+    message = str(failure.value.__cause__)
+    assert "This cannot change" in message, message
+    lines = Path(__file__).read_text().splitlines()
+    site = next(number for number, line in enumerate(lines, 1) if "# the line the error names" in line)
+    assert f"input 'Barrier' is still open at time 0 (created at test_barrier.py:{site})" in message
