@@ -39,6 +39,20 @@ class DataflowStuck(TimelyRuntimeError):
     """
 
 
+STUCK_HEADER = "no worker can make progress (every worker is waiting and no message is in flight):"
+"""The first line of a :class:`DataflowStuck` that combines the explanations of several workers (or processes)."""
+
+
+def combined_stuck(explanations: list[str]) -> DataflowStuck:
+    """One :class:`DataflowStuck` under :data:`STUCK_HEADER` for the explanations of several workers or processes.
+
+    An explanation that is itself combined (a process's, under the header already) is added without its header,
+    so the header appears once.
+    """
+    parts = [text.removeprefix(STUCK_HEADER).lstrip("\n") for text in explanations]
+    return DataflowStuck(STUCK_HEADER + "\n" + "\n".join(parts))
+
+
 class DataflowMismatch(TimelyRuntimeError):
     """Workers built different dataflows; every worker must build the same ones in the same order.
 

@@ -24,6 +24,7 @@ from runtime.errors import (
     DataflowStuck,
     WorkerAborted,
     WorkerFailed,
+    combined_stuck,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
 from runtime.thread_cores import cores_setting, run_on, shared_core
@@ -251,10 +252,7 @@ def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerF
     stuck = [(index, error) for index, error in failures if isinstance(error, DataflowStuck)]
     if stuck and len(stuck) == len(failures):
         stuck.sort(key=lambda item: item[0])
-        explanation = "\n".join(str(error) for _, error in stuck)
-        combined = DataflowStuck(
-            f"no worker can make progress (every worker is waiting and no message is in flight):\n{explanation}"
-        )
+        combined = combined_stuck([str(error) for _, error in stuck])
         index = stuck[0][0]
         failed = WorkerFailed(f"worker {index} of {peers} failed: DataflowStuck: {combined}", index)
         failed.__cause__ = combined

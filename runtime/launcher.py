@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
-from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
+from runtime.errors import ConfigurationError, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
 from runtime.worker import Worker
 
@@ -428,10 +428,7 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
             raise _lost(child)
     stuck = by_kind.get("stuck", [])
     if stuck:
-        explanation = "\n".join(outcome[2] for _, outcome in stuck)
-        cause = DataflowStuck(
-            f"no worker can make progress (every worker is waiting and no message is in flight):\n{explanation}"
-        )
+        cause = combined_stuck([outcome[2] for _, outcome in stuck])
         worker = stuck[0][1][1]
         failed = WorkerFailed(f"worker {worker} of {peers} failed: DataflowStuck: {cause}", worker)
         failed.__cause__ = cause

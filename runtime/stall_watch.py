@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from runtime.audit import Auditor
 from runtime.communication import Communicator
@@ -70,7 +70,7 @@ class StallWatch:
         self.draining = False
         """Whether ``main`` has returned: only the dataflows can still move."""
         self._judged: int | None = None  # consulted probes when this idle period was last judged
-        self._holding: set[tuple[int, ...]] | None = None  # inputs that alone hold the wait back
+        self._holding: dict[tuple[int, ...], set[Any]] | None = None  # inputs that alone hold the wait back
 
     def resumed(self) -> None:
         """Work is being done again after an idle period: forget the judgement, withdraw a reported stall."""
@@ -146,11 +146,18 @@ class StallWatch:
         else:
             self._comm.report_stuck(self.draining)
 
+    def stopped_message(self) -> str:
+        """The explanation when another worker found the stall certain and stopped this one: :meth:`certain_message`
+        if this worker's own wait was judged held by open inputs alone, else :meth:`explain_stuck`."""
+        if self._holding is not None and self.wait is not None:
+            return self.certain_message()
+        return self.explain_stuck()
+
     def certain_message(self) -> str:
         """The explanation of a certain stall, naming the inputs that hold it and where they were made."""
-        holding = self._holding or set()
+        holding = self._holding or {}
         mine = [
-            describe_input(handle)
+            describe_input(handle, holding[handle.operator.address] or None)
             for handle in self._context.inputs
             if not handle.closed and handle.operator is not None and handle.operator.address in holding
         ]
@@ -243,7 +250,8 @@ def _circulating(subgraph: Subgraph, path: tuple[str, ...], found: list[str]) ->
 def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list[str]:
     """Positive pointstamps in ``subgraph`` and its nested scopes, described for a person.
 
-    Counts are over all workers; for capabilities, the part ``worker`` holds is added.
+    Counts are over all workers.  For capabilities, the part ``worker`` holds is added: on the line of the
+    output's one time, or (the worker knows its count per output, not per time) on a line after its times.
     """
     found: list[str] = []
     tracker = subgraph.tracker
@@ -253,22 +261,34 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
             continue
         name = subgraph.child_names[location.node]
         address = subgraph.address + (location.node,)
-        for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0])):
-            if count <= 0:
-                continue
-            if isinstance(location, Source):
-                held = getattr(subgraph.children[location.node], "held_capabilities", None)
-                mine = held()[location.port] if callable(held) else 0
+        stamps = [
+            (time_, count)
+            for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0]))
+            if count > 0
+        ]
+        if isinstance(location, Source):
+            held = getattr(subgraph.children[location.node], "held_capabilities", None)
+            mine = held()[location.port] if callable(held) and stamps else 0
+            for time_, count in stamps:
                 found.append(
                     f"operator '{name}' (scope '{scope}', address {address}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
-                    + (f" (worker {worker} holds {mine} at that output)" if mine else "")
+                    + (f" (worker {worker} holds {mine} at that output)" if mine and len(stamps) == 1 else "")
                 )
-            else:
+            if mine and len(stamps) > 1:  # this worker's count is per output, not per time
+                total = sum(count for _, count in stamps)
                 found.append(
-                    f"{count} message(s) at time {time_!r} wait at input {location.port} of "
-                    f"operator '{name}' (scope '{scope}', address {address})"
+                    f"  (worker {worker} holds {mine} of those {total} capabilities at output {location.port} "
+                    f"of operator '{name}'; the others are other workers')"
+                    if mine < total
+                    else f"  (worker {worker} holds all {total} at output {location.port} of operator '{name}')"
                 )
+            continue
+        for time_, count in stamps:
+            found.append(
+                f"{count} message(s) at time {time_!r} wait at input {location.port} of "
+                f"operator '{name}' (scope '{scope}', address {address})"
+            )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):
             found.extend(_pointstamps(child, path + (child.name,), worker))

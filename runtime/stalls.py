@@ -61,15 +61,16 @@ class Wait:
 
 def holding_inputs(
     probes: Sequence[ProbeHandle], dataflows: Mapping[int, Hosted], inputs: Sequence[InputHandle]
-) -> set[tuple[int, ...]] | None:
-    """The addresses of the input operators that alone hold ``probes`` back, or ``None`` if not certain.
+) -> dict[tuple[int, ...], set[Any]] | None:
+    """The input operators that alone hold ``probes`` back (address: the times of their capabilities that do, on
+    any worker), or ``None`` if not certain.
 
     ``None`` when no probe was read, when some pointstamp holding a probe back
     cannot be traced to an input's capability, when a probe sits in a dataflow
     not yet verified or inside a nested scope, or when nothing holds them back.
     A probe whose dataflow has completed is done for ever and holds nothing.
     """
-    holding: set[tuple[int, ...]] = set()
+    holding: dict[tuple[int, ...], set[Any]] = {}
     for probe in probes:
         for operator in probe.operators:
             address = operator.address
@@ -82,14 +83,23 @@ def holding_inputs(
             held = _held_by(hosted.root.tracker, Target(address[1], 0), nodes)
             if held is None:
                 return None
-            holding.update((address[0], node) for node in held)
+            for node, times in held.items():
+                holding.setdefault((address[0], node), set()).update(times)
     return holding or None
 
 
-def describe_input(handle: InputHandle) -> str:
-    """``'Name' (created at file.py:LINE) at time T`` for messages."""
+def describe_input(handle: InputHandle, holding: set[Any] | None = None) -> str:
+    """``'Name' (created at file.py:LINE) at time T`` for messages.
+
+    With ``holding`` (the times at which this input's capabilities hold a wait back, on any worker), a handle
+    whose own time is not among them is described as another worker's input at those times: every worker
+    builds the same input, so its line is the same, but this worker's copy is not the one that holds.
+    """
     site = f" (created at {handle.site})" if handle.site else ""
-    return f"'{handle.name}'{site} at time {handle.time!r}"
+    if holding is None or handle.time in holding:
+        return f"'{handle.name}'{site} at time {handle.time!r}"
+    times = ", ".join(sorted(map(repr, holding)))
+    return f"'{handle.name}'{site} of another worker, at time {times} (this worker's is at time {handle.time!r})"
 
 
 def _input_nodes(dataflow: int, inputs: Sequence[InputHandle]) -> set[int]:
@@ -102,8 +112,13 @@ def _input_nodes(dataflow: int, inputs: Sequence[InputHandle]) -> set[int]:
     return nodes
 
 
-def _held_by(tracker: Tracker, goal: Target, inputs: set[int]) -> set[int] | None:
-    """The input nodes holding ``goal`` back, if every pointstamp holding it back comes from them."""
+def _held_by(tracker: Tracker, goal: Target, inputs: set[int]) -> dict[int, set[Any]] | None:
+    """The input nodes holding ``goal`` back, if every pointstamp holding it back comes from them.
+
+    Each node comes with the times of its capabilities that hold ``goal``'s frontier: those whose earliest
+    result at ``goal`` no other pointstamp's result precedes (a capability at a later time, of another worker
+    say, holds nothing while an earlier one does).
+    """
     positive = [
         (location, time_)
         for location in tracker.locations()
@@ -112,15 +127,45 @@ def _held_by(tracker: Tracker, goal: Target, inputs: set[int]) -> set[int] | Non
     ]
     origins = [(loc, t) for loc, t in positive if isinstance(loc, Source) and loc.node in inputs]
     closures: dict[Location, dict[Location, Antichain[PathSummary]]] = {}
-    held: set[int] = set()
+    candidates: list[tuple[int, Any, list[Any]]] = []
+    results: list[Any] = []
     for location, time_ in positive:
-        if not _reaches(tracker, closures, location, time_, goal, None):
+        found = _results_at(tracker, closures, location, time_, goal)
+        if not found:
             continue
+        results.extend(found)
         if isinstance(location, Source) and location.node in inputs:
-            held.add(location.node)
+            candidates.append((location.node, time_, found))
         elif not any(_reaches(tracker, closures, loc, t0, location, time_) for loc, t0 in origins):
             return None
+    held: dict[int, set[Any]] = {}
+    for node, time_, found in candidates:
+        times = held.setdefault(node, set())
+        if any(not any(_precedes(other, result) for other in results) for result in found):
+            times.add(time_)
     return held
+
+
+def _precedes(earlier: Any, later: Any) -> bool:
+    """Whether ``earlier`` comes strictly before ``later`` in the timestamps' partial order."""
+    return earlier != later and less_equal(earlier, later)
+
+
+def _results_at(
+    tracker: Tracker,
+    closures: dict[Location, dict[Location, Antichain[PathSummary]]],
+    start: Location,
+    time_: Any,
+    goal: Location,
+) -> list[Any]:
+    """The times at ``goal`` that ``time_`` at ``start`` can result in (one per path summary)."""
+    closure = closures.get(start)
+    if closure is None:
+        closure = closures[start] = tracker.summaries_from(start)
+    paths = closure.get(goal)
+    if paths is None:
+        return []
+    return [result for summary in paths.elements if (result := summary.results_in(time_)) is not None]
 
 
 def _reaches(

@@ -334,7 +334,7 @@ class Worker:
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
-            raise DataflowStuck(self.explain_stuck())
+            raise DataflowStuck(self._stalls.stopped_message())
         raise WorkerAborted(f"worker {self.index} stopped because {reason.describe()}")
 
     def step_while(self, condition: Callable[[], bool]) -> None:

@@ -98,3 +98,34 @@ def test_a_worker_whose_main_returned_cannot_end_the_wait_either(shape: str) -> 
     cause = failure.value.__cause__
     assert isinstance(cause, DataflowStuck)
     assert "input 'Edges' is still open at time 0 (created at stall_mains.py:" in str(cause)
+
+
+def crossed_line() -> int:
+    """The line of ``stall_mains.py`` that creates the inputs of :func:`~helpers.stall_mains.crossed_main`."""
+    lines = Path(stall_mains.__file__).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if "new_input(name)  # the line the error names" in line)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+def test_the_error_names_the_other_workers_input_and_its_time_when_that_copy_holds(shape: str) -> None:
+    """Found auditing stalls: worker 0 named its own copy of the holding input, at its own time 1, when the copy
+    that held its wait was worker 1's at time 0; and said that it held 1 capability at each of the times 0 and 1."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.crossed_main, **SHAPES[shape])
+    message = str(failure.value.__cause__)
+    site = f"(created at stall_mains.py:{crossed_line()})"
+    assert f"(input 'Left' {site} of another worker, at time 0 (this worker's is at time 1))" in message, message
+    assert f"(input 'Right' {site} of another worker, at time 0 (this worker's is at time 1))" in message, message
+    assert "holds 1 capability(ies) for time 0 at output 0 (worker" not in message, message
+    assert "(worker 0 holds 1 of those 2 capabilities at output 0 of operator 'Left'; the others are" in message
+
+
+@pytest.mark.timeout(120)
+def test_the_stall_of_several_processes_is_explained_under_one_header() -> None:
+    """Found auditing stalls: each process's combined explanation kept its own header under the cluster's."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.crossed_main, **SHAPES["2 processes"])
+    message = str(failure.value.__cause__)
+    assert message.count("no worker can make progress") == 1, message
+    assert "worker 0: " in message and "worker 1: " in message, message

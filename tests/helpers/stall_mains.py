@@ -121,3 +121,25 @@ def one_forgets_main(worker: Worker) -> None:
     if worker.index == 0:
         handle.send(1)
         worker.step_while(lambda: not probe.done())
+
+
+def crossed_main(worker: Any) -> None:
+    """Each worker waits on a probe that only the *other* worker's copy of an input holds (one line makes both).
+
+    Worker 0 advances 'Left' to 1 and waits on its probe; worker 1 does the same with 'Right'.  So each
+    worker's own copy of the input that holds its wait is at time 1, and the holder (the other's) is at time 0.
+    """
+    worker.certain_stall = 0.2
+
+    def build(scope: Any) -> Any:
+        handles, probes = [], []
+        for name in ("Left", "Right"):
+            handle, stream = scope.new_input(name)  # the line the error names
+            handles.append(handle)
+            probes.append(stream.probe())
+        return handles, probes
+
+    handles, probes = worker.dataflow(build)
+    mine = worker.index % 2
+    handles[mine].advance_to(1)
+    worker.step_while(lambda: probes[mine].less_than(1))
