@@ -197,6 +197,8 @@ class CheckpointStore:
     def read(self, path: Path, peers: int, worker: int, shape: str) -> dict[str, bytes]:
         """The operator states in ``path``; :class:`CheckpointCorrupt` or :class:`CheckpointMismatch` if unfit."""
         data = path.read_bytes()
+        if len(data) < len(MAGIC) and MAGIC.startswith(data):
+            raise CheckpointCorrupt(f"{path}: cut short at byte {len(data)}, within the magic number")
         if not data.startswith(MAGIC):
             raise CheckpointCorrupt(f"{path}: not a pytimely checkpoint (no magic number at byte 0)")
         if len(data) < len(MAGIC) + _HEAD.size + _BODY.size + _DIGEST:

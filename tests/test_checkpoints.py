@@ -205,8 +205,16 @@ def test_a_cut_or_foreign_file_is_reported_with_its_path(tmp_path: Path) -> None
     path.write_bytes(path.read_bytes()[:30])
     with pytest.raises(CheckpointCorrupt, match="cut short at byte 30"):
         store.read(path, 2, 0, "any")
+    whole = path.read_bytes()
+    for cut in range(8):  # a file cut within its magic number is cut short, not foreign (the stall audit found it)
+        path.write_bytes(whole[:cut])
+        with pytest.raises(CheckpointCorrupt, match=f"cut short at byte {cut}, within the magic number"):
+            store.read(path, 2, 0, "any")
     path.write_bytes(b"PAR1" + bytes(100))
     with pytest.raises(CheckpointCorrupt, match="not a pytimely checkpoint .no magic number at byte 0"):
+        store.read(path, 2, 0, "any")
+    path.write_bytes(b"PAR1")
+    with pytest.raises(CheckpointCorrupt, match="no magic number at byte 0"):
         store.read(path, 2, 0, "any")
 
 
