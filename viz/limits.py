@@ -13,8 +13,9 @@ the viewer hold are bounded:
   timestamp;
 * a :class:`~viz.model.Model` holds at most :data:`MAX_OPERATORS` operators,
   :data:`MAX_SCOPES` scopes, :data:`MAX_EDGES` channels, :data:`MAX_WORKERS`
-  workers and :data:`MAX_INPUTS` input handles per worker; events beyond
-  those are not applied, and are counted in ``Model.over_limit``.
+  workers and :data:`MAX_INPUTS` input handles per worker, and an operator
+  at most :data:`MAX_PORTS` inputs and outputs (each one is drawn); events
+  beyond those are not applied, and are counted in ``Model.over_limit``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ MAX_WORKERS = 4_096
 """Workers one model holds a view of."""
 MAX_INPUTS = 10_000
 """Input handles one worker's view holds."""
+MAX_PORTS = 4_096
+"""Inputs (and, apart, outputs) of one operator: one declaring more is not applied (20 bytes could declare 2**60)."""
 
 
 _MARKER_ROOM = 40

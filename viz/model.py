@@ -360,12 +360,14 @@ class Model:
             view.shut_down = True
 
     def _beyond_limits(self, event: Event) -> bool:
-        """Whether applying ``event`` would add a worker, scope, operator, channel or input past its limit."""
+        """Whether applying ``event`` would add a worker, scope, operator, channel, input or port past its limit."""
         if event.worker not in self.workers and len(self.workers) >= limits.MAX_WORKERS:
             return True
         scopes: tuple[Address, ...] = ()
         if isinstance(event, OperatorCreated):
             if event.address not in self.operators and len(self.operators) >= limits.MAX_OPERATORS:
+                return True
+            if not 0 <= event.inputs <= limits.MAX_PORTS or not 0 <= event.outputs <= limits.MAX_PORTS:
                 return True
             scopes = (event.address[:-1], event.address) if event.scope_timestamp is not None else (event.address[:-1],)
         elif isinstance(event, ChannelCreated):

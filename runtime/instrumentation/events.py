@@ -78,7 +78,7 @@ holding ``[outer, inner]``, other non-msgpack times as REPR holding their
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,13 +252,177 @@ _CLASSES: dict[int, type[Event]] = {
 }
 
 
-def decode(raw: Sequence[Any]) -> Event:
-    """Turn one wire array ``[kind, worker, seq, t, *fields]`` into its event dataclass."""
+def _is_int(value: Any) -> bool:
+    return value.__class__ is int
+
+
+def _is_real(value: Any) -> bool:
+    return value.__class__ is float or value.__class__ is int
+
+
+def _is_str(value: Any) -> bool:
+    return value.__class__ is str
+
+
+def _is_optional_str(value: Any) -> bool:
+    return value is None or value.__class__ is str
+
+
+def _is_ints(value: Any) -> bool:
+    return value.__class__ is tuple and all(item.__class__ is int for item in value)
+
+
+def _is_address(value: Any) -> bool:
+    return value.__class__ is tuple and len(value) > 0 and all(item.__class__ is int for item in value)
+
+
+def _is_port(value: Any) -> bool:
+    return value.__class__ is tuple and len(value) == 2 and value[0].__class__ is int and value[1].__class__ is int
+
+
+def _is_reach(value: Any) -> bool:
+    return value.__class__ is tuple and all(_is_ints(ports) for ports in value)
+
+
+def _is_table(value: Any) -> bool:
+    return value.__class__ is tuple and all(
+        row.__class__ is tuple
+        and len(row) == 3
+        and row[0].__class__ is int
+        and row[1].__class__ is int
+        and row[2].__class__ in (bool, int)
+        for row in value
+    )
+
+
+def _is_time(value: Any) -> bool:
+    """Whether ``value`` can be a time: anything hashable (a map inside an array is not)."""
     try:
-        cls = _CLASSES[raw[0]]
-        return cls(*raw[1:])
-    except (KeyError, TypeError, IndexError) as error:
-        raise RecordingError(f"not a pytimely event: {tuple(raw)[:6]!r} ({error})") from None
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _is_changes(value: Any) -> bool:
+    return value.__class__ is tuple and all(
+        change.__class__ is tuple
+        and len(change) == 3
+        and change[0].__class__ is int
+        and change[2].__class__ is int
+        and _is_time(change[1])
+        for change in value
+    )
+
+
+def _is_entries(value: Any) -> bool:
+    return value.__class__ is tuple and all(
+        entry.__class__ is tuple and len(entry) == 2 and entry[1].__class__ is int and _is_time(entry[0])
+        for entry in value
+    )
+
+
+def _is_port_counts(value: Any) -> bool:
+    return value.__class__ is tuple and all(_is_entries(entries) for entries in value)
+
+
+_Check = Callable[[Any], bool]
+
+_FIELDS: dict[type[Event], tuple[tuple[tuple[str, _Check], ...], tuple[tuple[str, _Check], ...]]] = {
+    OperatorCreated: (
+        (
+            ("address", _is_address),
+            ("name", _is_str),
+            ("inputs", _is_int),
+            ("outputs", _is_int),
+            ("reach", _is_reach),
+            ("scope_timestamp", _is_optional_str),
+        ),
+        (("site", _is_optional_str),),
+    ),
+    ChannelCreated: (
+        (("scope", _is_address), ("source", _is_port), ("target", _is_port), ("contract", _is_str)),
+        (("copies", _is_int),),
+    ),
+    LocationsDefined: ((("scope", _is_address), ("table", _is_table)), ()),
+    Scheduled: ((("address", _is_address), ("start", _is_real), ("duration", _is_real)), ()),
+    Messages: ((("address", _is_address), ("consumed", _is_port_counts), ("produced", _is_port_counts)), ()),
+    PointstampsChanged: ((("scope", _is_address), ("changes", _is_changes)), ()),
+    LocalPointstampsChanged: ((("scope", _is_address), ("changes", _is_changes)), ()),
+    FrontiersChanged: ((("scope", _is_address), ("changes", _is_changes)), ()),
+    InputChanged: (
+        (("address", _is_address), ("name", _is_str), ("action", _is_str), ("time", _is_time)),
+        (("site", _is_optional_str),),
+    ),
+    CapabilitySite: (
+        (
+            ("address", _is_address),
+            ("output", _is_int),
+            ("time", _is_time),
+            ("diff", _is_int),
+            ("action", _is_str),
+            ("site", _is_str),
+        ),
+        (),
+    ),
+    DataflowCompleted: ((("index", _is_int), ("name", _is_str)), ()),
+    WorkerShutdown: ((), ()),
+    EventsDropped: ((("count", _is_int),), ()),
+    Mark: ((("label", _is_str),), ()),
+}
+"""Per event class: its required fields after ``t`` and its optional trailing ones, each with the check of its type."""
+
+
+def _shown(raw: Sequence[Any]) -> str:
+    """The start of a raw event for an error message, never long (a hostile field may be huge or deep)."""
+    return f"{tuple(raw)[:6]!r:.200}"
+
+
+def problem(raw: Any) -> str | None:
+    """What makes ``raw`` not an event array ``[kind, worker, seq, t, *fields]``, or ``None`` if it is one.
+
+    Every field is checked to have its type (see the module's schema:
+    addresses are non-empty tuples of ints, counts ints, names str, times
+    hashable), so that a recording whose checksums are right but whose
+    contents are not (a CRC-32 is no signature: anyone can recompute it) is
+    refused when read, not met later as a crash of whatever uses the event.
+    """
+    if raw.__class__ is not tuple and raw.__class__ is not list:
+        return f"a {type(raw).__name__}, not an array"
+    kind = raw[0] if raw else None
+    cls = _CLASSES.get(kind) if kind.__class__ is int else None
+    if cls is None:
+        return f"{_shown(raw)}: no event kind is {kind!r:.40}"
+    required, optional = _FIELDS[cls]
+    count = len(raw) - 4
+    if not len(required) <= count <= len(required) + len(optional):
+        return (
+            f"{_shown(raw)}: a {cls.__name__} has {len(required)} to {len(required) + len(optional)} fields "
+            f"after its time, not {count}"
+        )
+    if raw[1].__class__ is not int or raw[2].__class__ is not int or not _is_real(raw[3]):
+        return f"{_shown(raw)}: its worker, sequence number or time is not a number"
+    for position, (name, check) in enumerate((required + optional)[:count], 4):
+        if not check(raw[position]):
+            return f"{_shown(raw)}: the {name} of a {cls.__name__} is {raw[position]!r:.80}"
+    return None
+
+
+def decode(raw: Sequence[Any]) -> Event:
+    """Turn one wire array ``[kind, worker, seq, t, *fields]`` into its event dataclass.
+
+    Raises :class:`~runtime.errors.RecordingError` saying what is wrong if
+    :func:`problem` finds anything.
+    """
+    wrong = problem(raw)
+    if wrong is not None:
+        raise RecordingError(f"not a pytimely event: {wrong}")
+    return build(raw)
+
+
+def build(raw: Sequence[Any]) -> Event:
+    """The event dataclass of ``raw``, which :func:`problem` has found sound (nothing is checked again)."""
+    return _CLASSES[raw[0]](*raw[1:])
 
 
 def freeze(value: Any) -> Any:

@@ -27,7 +27,7 @@ from runtime.errors import (
 )
 from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
 from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
-from runtime.instrumentation.events import _CLASSES, Event, decode
+from runtime.instrumentation.events import _CLASSES, Event, build, decode, problem
 
 _READ_CHUNK = 1 << 16
 _V1_MAX_BUFFER = 1 << 27  # version 1 is one msgpack stream: no value may need more than this at once
@@ -61,6 +61,7 @@ class RecordingStream:
         cache_times: bool = False,
         max_pending: int | None = None,
         allow_format_1: bool = False,
+        check_fields: bool = True,
     ) -> None:
         """Decode a recording called ``where`` in errors; ``cache_times`` decodes each product time once.
 
@@ -69,7 +70,14 @@ class RecordingStream:
         :class:`RecordingTooLarge` instead of buffering more.  A recording of
         format version 1 (no checksums) is refused unless ``allow_format_1``;
         when read, :attr:`unchecked` says so (the caller warns).
+
+        With ``check_fields`` (the default) every field of every event is
+        checked to have its type (:func:`~runtime.instrumentation.events.problem`),
+        and an event that does not is refused at its frame's byte offset;
+        without it only the kind, worker, sequence number and time are (the
+        live viewer, whose ingest decodes what it needs and reports the rest).
         """
+        self.check_fields = check_fields
         self.max_pending = max_pending
         self.allow_format_1 = allow_format_1
         self.unchecked: str | None = None
@@ -209,13 +217,26 @@ class RecordingStream:
 
     def _check_events(self, events: Sequence[Any], offset: int) -> None:
         for raw in events:
-            if raw.__class__ is not tuple or len(raw) < 4 or raw[0] not in _CLASSES:
+            if self.check_fields:
+                wrong = problem(raw)
+            elif (
+                raw.__class__ is not tuple
+                or len(raw) < 4
+                or raw[0].__class__ is not int  # before the lookup: a map there is unhashable
+                or raw[0] not in _CLASSES
+                or raw[1].__class__ is not int
+                or raw[2].__class__ is not int
+                or (raw[3].__class__ is not float and raw[3].__class__ is not int)
+            ):
+                wrong = f"{codec.describe(raw)}: its kind, worker, sequence number or time is not one of an event"
+            else:
+                wrong = None
+            if wrong is not None:
                 if self.version == 1:
                     raise RecordingError(
-                        f"{self.where}: corrupted after {self.events} events: "
-                        f"{codec.describe(raw)} is not a pytimely event"
+                        f"{self.where}: corrupted after {self.events} events: not a pytimely event: {wrong}"
                     )
-                raise self._corrupt(offset, f"holds {codec.describe(raw)}, not a pytimely event")
+                raise self._corrupt(offset, f"holds what is not a pytimely event: {wrong}")
 
     def _corrupt(self, offset: int, problem: str) -> RecordingCorrupt:
         return RecordingCorrupt(
@@ -279,6 +300,8 @@ def iter_stream(stream: BinaryIO, where: str, allow_format_1: bool = False) -> I
 
 
 def _decode_checked(raw: tuple[Any, ...], decoder: RecordingStream) -> Event:
+    if decoder.check_fields:
+        return build(raw)  # checked as its frame was read
     try:
         return decode(raw)
     except RecordingError as error:

@@ -333,6 +333,7 @@ class LiveListener:
             cache_times=True,
             max_pending=MAX_PENDING_BYTES,
             allow_format_1=True,
+            check_fields=False,  # apply_raw decodes the events it needs whole; a bad field ends in the app's report
         )
         sock.settimeout(0.2)
         header_deadline = time.monotonic() + HEADER_TIMEOUT

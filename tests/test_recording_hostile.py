@@ -1,0 +1,98 @@
+"""Recordings whose checksums are right but whose events are not: refused when read, never a crash later.
+
+A recording's frames carry a CRC-32, which anyone can recompute over whatever
+they write, so the checksum proves nothing about the contents.  Each event's
+fields are checked to have their types as the frame is read (the file and the
+byte offset named), and the viewer bounds what a type-correct event can make
+it draw.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.errors import RecordingCorrupt, RecordingError
+from runtime.instrument import END_FRAME, RecordingStream, decode, encode_events, encode_header, read_recording
+from viz import limits
+from viz.__main__ import main as viz_main
+from viz.dot import to_graph
+from viz.model import Model
+
+GOOD: list[tuple[Any, ...]] = [
+    (1, 0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
+    (1, 0, 2, 0.0, (0, 1), "map", 1, 1, ((0,),), None),
+    (2, 0, 3, 0.0, (0,), (1, 0), (1, 0), "Pipeline"),
+    (3, 0, 4, 0.0, (0,), ((1, 0, True), (1, 0, False))),
+    (6, 0, 5, 0.0, (0,), ((0, 3, 1),)),
+    (7, 0, 6, 0.0, (0,), ((0, 3, 1),)),
+    (5, 0, 7, 0.0, (0, 1), (((3, 5),),), (((3, 5),),)),
+    (8, 0, 8, 0.0, (0, 1), "input", "advanced", 3),
+]
+
+HOSTILE = [
+    pytest.param(({}, 0, 9, 1.0), id="a map as the kind"),  # was TypeError: unhashable type: 'dict'
+    pytest.param((1, 0, 9, 1.0, None, "op", 0, 0, (), None), id="no address"),
+    pytest.param((1, 0, 9, 1.0, (0, 2), "op", "many", 0, (), None), id="text as a port count"),
+    pytest.param((6, 0, 9, 1.0, (0,), ((0, {"a": 1}, 1),)), id="a map as a time"),
+    pytest.param((6, 0, 9, 1.0, (0,), ((0, 3),)), id="a change of two fields"),
+    pytest.param((4, b"w", 9, 1.0, (0, 1), 0.0, 0.5), id="bytes as the worker"),
+    pytest.param((4, 0, 9, "late", (0, 1), 0.0, 0.5), id="text as the time"),
+    pytest.param((2, 0, 9, 1.0, (0,), (1,), (1, 0), "Pipeline"), id="a source of one field"),
+    pytest.param((14, 0, 9, 1.0, (), 0, 3, 1, "created", "f.py:1"), id="an empty address"),
+]
+
+
+def recording_bytes(*frames: list[tuple[Any, ...]]) -> bytes:
+    """A whole recording (checksums right) holding a frame of raw events as they are for each of ``frames``."""
+    return encode_header(0) + b"".join(encode_events(raws) for raws in frames) + END_FRAME
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_mistyped_event_with_right_checksums_is_refused_naming_the_file_and_offset(
+    tmp_path: Path, hostile: tuple[Any, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "hostile.msgpack"
+    good = recording_bytes(GOOD)
+    path.write_bytes(recording_bytes(GOOD, [hostile]))
+    with pytest.raises(RecordingCorrupt) as caught:
+        read_recording(path)
+    assert str(path) in str(caught.value) and "not a pytimely event" in str(caught.value)
+    assert caught.value.offset == len(good) - len(END_FRAME)  # the frame after the good events
+    assert viz_main(["dot", str(path), "-o", "-"]) == 1  # one line, no traceback
+    assert "not a pytimely event" in capsys.readouterr().err
+    with pytest.raises(RecordingCorrupt):  # the same check for a stream fed as it arrives
+        RecordingStream("stream").feed(recording_bytes([hostile]))
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_decode_refuses_a_mistyped_event(hostile: tuple[Any, ...]) -> None:
+    with pytest.raises(RecordingError, match="not a pytimely event"):
+        decode(hostile)
+
+
+def test_a_map_as_the_kind_is_refused_also_by_the_live_viewers_lighter_check() -> None:
+    stream = RecordingStream("live", check_fields=False)
+    with pytest.raises(RecordingCorrupt, match="byte offset"):
+        stream.feed(recording_bytes([({}, 0, 9, 1.0)]))
+
+
+def test_the_recordings_the_runtime_writes_pass_the_check() -> None:
+    events = RecordingStream("good").feed(recording_bytes(GOOD))
+    assert [decode(raw) for raw in events] == [decode(raw) for raw in GOOD]
+
+
+def test_an_operator_declaring_2_to_the_40_ports_is_not_drawn() -> None:
+    """20 bytes declaring 2**40 inputs made the diagram loop (10**7 took 16 s and a 650 MB DOT source)."""
+    huge = (1, 0, 9, 1.0, (0, 2), "wide", 1 << 40, 1, (), None)
+    events = [decode(raw) for raw in [*GOOD, huge]]
+    model = Model.from_events(events)
+    assert model.over_limit == 1 and (0, 2) not in model.operators
+    started = time.monotonic()
+    assert to_graph(model) is not None
+    assert time.monotonic() - started < 30  # generous: a bound on a hang, not a timing claim
+    within = (1, 0, 9, 1.0, (0, 2), "wide", limits.MAX_PORTS, 1, (), None)
+    assert (0, 2) in Model.from_events([*events[:-1], decode(within)]).operators
