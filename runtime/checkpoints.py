@@ -37,9 +37,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from runtime.communication.wire import decode_value, encode_value
+from runtime.communication.wire import WireError, decode_value, encode_value
 from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
+from scopes.errors import BuildError
 from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
@@ -196,7 +197,12 @@ class CheckpointStore:
 
     def read(self, path: Path, peers: int, worker: int, shape: str) -> dict[str, bytes]:
         """The operator states in ``path``; :class:`CheckpointCorrupt` or :class:`CheckpointMismatch` if unfit."""
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as error:  # a directory, an unreadable file, an I/O error: no checkpoint to use
+            raise CheckpointCorrupt(
+                f"{path}: cannot be read ({error.strerror or error}); it is not a checkpoint this run can use"
+            ) from error
         if len(data) < len(MAGIC) and MAGIC.startswith(data):
             raise CheckpointCorrupt(f"{path}: cut short at byte {len(data)}, within the magic number")
         if not data.startswith(MAGIC):
@@ -221,7 +227,7 @@ class CheckpointStore:
             )
         if hashlib.blake2b(data[:end], digest_size=_DIGEST).digest() != data[end:]:
             raise CheckpointCorrupt(f"{path}: the checksum at byte {end} does not match the {end} bytes before it")
-        header = decode_value(data[at : at + header_length])
+        header = _decode(path, data[at : at + header_length], at, "header")
         if not isinstance(header, dict) or header.get("workers") != peers or header.get("worker") != worker:
             raise CheckpointMismatch(f"{path}: written for another worker or worker count: {header!r:.200}")
         if header.get("shape") != shape:
@@ -229,7 +235,7 @@ class CheckpointStore:
                 f"{path}: written by another dataflow (its shape {header.get('shape')!r} is not this one's "
                 f"{shape!r}): resume with the same dataflow, or start afresh in another directory"
             )
-        states = decode_value(data[at + header_length + _BODY.size : end])
+        states = _decode(path, data[at + header_length + _BODY.size : end], at + header_length + _BODY.size, "body")
         if not isinstance(states, dict) or not all(isinstance(v, bytes) for v in states.values()):
             raise CheckpointCorrupt(f"{path}: the body at byte {at + header_length + _BODY.size} is not a state map")
         return states
@@ -258,6 +264,18 @@ class CheckpointStore:
                     f"{self.path} holds checkpoints written by {match.group(1)} workers, and this run has {peers}: "
                     f"resume with {match.group(1)} workers, or start afresh in another directory"
                 )
+
+
+def _decode(path: Path, data: bytes, offset: int, what: str) -> Any:
+    """The value encoded in ``data`` (the file's ``what``, at byte ``offset``); :class:`CheckpointCorrupt` if none.
+
+    The checksum has been checked, but it is no signature (anyone can recompute
+    it): what it covers is decoded as hostile, by the wire's bounded decoder.
+    """
+    try:
+        return decode_value(data)
+    except WireError as error:
+        raise CheckpointCorrupt(f"{path}: the {what} at byte {offset} cannot be decoded: {error}") from error
 
 
 class CheckpointManager:
@@ -343,7 +361,17 @@ def resume(
     store.discard_unfinished(worker, peers)
     boundary, states = store.latest(worker, peers, shape)
     if states is not None:
-        registry.restore(boundary, states)
+        try:
+            registry.restore(boundary, states)
+        except BuildError:  # the checkpoint is sound but does not fit this dataflow: said so already
+            raise
+        except Exception as error:  # an operator's restore met state of another shape than it keeps
+            path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
+            raise CheckpointCorrupt(
+                f"{path}: the operator states it holds do not restore this dataflow's operators "
+                f"({type(error).__name__}: {error!s:.200}); it was not written by this dataflow as it is, or was "
+                "changed: move it aside to resume from an earlier checkpoint, or start afresh in another directory"
+            ) from error
     registry.settle(boundary)
     store.resume_epoch = boundary
     if store.own_outputs:

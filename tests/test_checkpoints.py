@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import struct
 import threading
 from collections import Counter
 from pathlib import Path
@@ -540,3 +542,62 @@ def test_a_loop_inside_the_dataflow_resumes_under_checkpoints(tmp_path: Path) ->
     first = execute(main, workers=2)
     assert sorted(r for _, seen in first for r in seen) == [(0, (0, 2)), (1, (0, 4)), (2, (0, 6)), (3, (0, 8))]
     assert execute(main, workers=2)[0][0] == 4
+
+
+def _forge(path: Path, header: bytes, body: bytes) -> None:
+    """Write a checkpoint at ``path`` holding ``header`` and ``body`` as they are, its checksum right."""
+    from runtime.checkpoints import MAGIC, VERSION
+
+    data = MAGIC + struct.pack(">HI", VERSION, len(header)) + header + struct.pack(">Q", len(body)) + body
+    path.write_bytes(data + hashlib.blake2b(data, digest_size=32).digest())
+
+
+def test_a_checksum_valid_file_that_does_not_decode_is_refused_at_its_offset(tmp_path: Path) -> None:
+    """A BLAKE2b anyone can recompute proves nothing: bytes under a right checksum used to raise a bare WireError
+    ("malformed value on the wire", no file, no offset), which stopped the run instead of using an earlier file."""
+    from runtime.communication.wire import encode_value
+
+    store = CheckpointStore(tmp_path)
+    path = store.write(0, 1, "shape", 5, {"key": encode_value([1])})
+    header = encode_value({"shape": "shape", "workers": 1, "worker": 0, "epoch": 5})
+    _forge(path, b"\xc1", encode_value({}))  # 0xc1: never used by msgpack
+    with pytest.raises(CheckpointCorrupt, match=rf"{path.name}: the header at byte 14 cannot be decoded"):
+        store.read(path, 1, 0, "shape")
+    _forge(path, header, b"\x91\xc1")
+    with pytest.raises(CheckpointCorrupt, match=rf"{path.name}: the body at byte {14 + len(header) + 8} cannot"):
+        store.read(path, 1, 0, "shape")
+    with pytest.warns(UserWarning, match="cannot be decoded.*resuming from an earlier checkpoint"):
+        assert store.latest(0, 1, "shape") == (0, None)
+
+
+def test_a_directory_in_place_of_a_checkpoint_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    path = store.write(0, 1, "shape", 5, {})
+    path.unlink()
+    path.mkdir()  # was a bare IsADirectoryError out of the resume
+    with pytest.raises(CheckpointCorrupt, match=rf"{path.name}: cannot be read"):
+        store.read(path, 1, 0, "shape")
+    with pytest.warns(UserWarning, match="cannot be read.*resuming from an earlier checkpoint"):
+        assert store.latest(0, 1, "shape") == (0, None)
+
+
+def test_operator_state_of_another_shape_under_a_right_checksum_names_the_file(tmp_path: Path) -> None:
+    """States that decode but are not what the operators keep (here, 5 for a keyed table) raised a bare
+    TypeError out of an operator's restore; now a CheckpointCorrupt names the file and what to do."""
+    from runtime.checkpoints import MAGIC
+    from runtime.communication.wire import decode_value, encode_value
+
+    crashed_store(tmp_path)
+    latest = max(int(path.name[6:26]) for path in (tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))
+    for worker in range(2):
+        path = tmp_path / "workers-2" / f"worker-{worker}" / f"epoch-{latest:020d}.ckpt"
+        data = path.read_bytes()
+        (length,) = struct.unpack_from(">I", data, len(MAGIC) + 2)
+        header = data[len(MAGIC) + 6 : len(MAGIC) + 6 + length]
+        states = decode_value(data[len(MAGIC) + 6 + length + 8 : -32])
+        _forge(path, header, encode_value({key: encode_value(5) for key in states}))
+    with pytest.raises(WorkerFailed) as caught:
+        run(CheckpointStore(tmp_path), [])
+    cause = caught.value.__cause__
+    assert isinstance(cause, CheckpointCorrupt), repr(cause)
+    assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
