@@ -279,6 +279,10 @@ class EventReader:
                 raise EventLogFormatError(
                     f"{self.name} is a directory, not an event log; give the path of a log file", self.name
                 ) from None
+            except OSError as error:  # missing, unreadable, ...: one error of this module, naming the file
+                raise EventLogError(
+                    f"event log {self.name} cannot be opened: {error.strerror or error}", self.name
+                ) from error
             self._owns = True
         elif isinstance(source, socket.socket):
             self._socket = source
@@ -295,7 +299,7 @@ class EventReader:
             raise TypeError(f"EventReader needs a path, a binary file or a socket, got {source!r}")
         self.header: dict[str, Any] | None = None
         self._magic_ok = False
-        self._frames = FrameBuffer()
+        self._frames = FrameBuffer(max_frame=codec.PLAIN_MAX_SIZE)  # the header: at most 64 KiB, not 1 GiB
         self._times: TimestampType | None = None
         self._eof = False
         self._ended = False
@@ -320,7 +324,14 @@ class EventReader:
                 ) from error
         else:
             assert self._file is not None
-            data = self._file.read(_READ_CHUNK)
+            try:
+                data = self._file.read(_READ_CHUNK)
+            except OSError as error:
+                raise EventLogError(
+                    f"event log {self.name}: reading failed at byte offset "
+                    f"{self._frames.start + len(self._frames)}: {error.strerror or error}",
+                    self.name,
+                ) from error
         if not data:
             self._eof = True
             return False
@@ -417,6 +428,7 @@ class EventReader:
             raise self._unknown_timestamp(header.get("timestamp"), offset)
         self.header = header
         self._times = times
+        self._frames.max_frame = MAX_FRAME_BYTES
         if version >= CHAINED_VERSION:
             self._frames.chain = FrameChain(self._frames.last_checksum)
         return True

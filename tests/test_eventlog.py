@@ -6,6 +6,7 @@ import io
 import re
 import socket
 import struct
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -381,3 +382,23 @@ def cause_below_operator(failure: BaseException) -> BaseException | None:
     wrapped = failure.__cause__
     assert isinstance(wrapped, OperatorFailed) and wrapped.operator == "Replay", wrapped
     return wrapped.__cause__
+
+
+def test_a_missing_or_unreadable_log_is_an_event_log_error_naming_it(tmp_path: Path) -> None:
+    """open() and read() errors were bare FileNotFoundError/OSError; now EventLogError names the log (and offset)."""
+    missing = tmp_path / "missing.log"
+    with pytest.raises(EventLogError, match="missing.log cannot be opened"):
+        EventReader(missing)
+    if Path("/proc/self/mem").exists():  # opens, but reading at offset 0 fails with EIO
+        with pytest.raises(EventLogError, match="reading failed at byte offset 0"):
+            list(EventReader("/proc/self/mem"))
+
+
+def test_a_header_frame_declaring_more_than_64_kib_is_refused_before_it_is_buffered() -> None:
+    """The header is decoded only up to 64 KiB, but a header frame declaring up to 1 GiB was buffered whole
+    (from a socket, as it arrived) before being refused; now the declaration alone is refused."""
+    from runtime.framing import HEAD
+
+    declared = HEAD.pack(1 << 20, 0)  # a header frame of 1 MiB, of which nothing follows yet
+    with pytest.raises(EventLogCorrupt, match="byte offset 8 declares a payload of 1048576 bytes"):
+        list(EventReader(io.BytesIO(MAGIC + declared + bytes(100))))
