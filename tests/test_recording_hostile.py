@@ -17,10 +17,11 @@ import pytest
 
 from runtime.errors import RecordingCorrupt, RecordingError
 from runtime.instrument import END_FRAME, RecordingStream, decode, encode_events, encode_header, read_recording
+from scopes.progress.timestamp import Product
 from viz import limits
 from viz.__main__ import main as viz_main
 from viz.dot import to_graph
-from viz.model import Model
+from viz.model import TIME_DEPTH, Model, time_kind
 
 GOOD: list[tuple[Any, ...]] = [
     (1, 0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
@@ -96,3 +97,45 @@ def test_an_operator_declaring_2_to_the_40_ports_is_not_drawn() -> None:
     assert time.monotonic() - started < 30  # generous: a bound on a hang, not a timing claim
     within = (1, 0, 9, 1.0, (0, 2), "wide", limits.MAX_PORTS, 1, (), None)
     assert (0, 2) in Model.from_events([*events[:-1], decode(within)]).operators
+
+
+MIXED = [
+    (6, 0, 9, 0.0, (0,), ((0, "T(3)", 1),)),  # a str time in a scope of int times
+    (7, 0, 10, 0.0, (0,), ((0, 2.5, 1),)),  # a float one
+    (8, 0, 11, 0.0, (0, 1), "input", "advanced", (3, 4)),  # a tuple: no time the runtime records
+]
+
+
+def test_times_of_another_kind_than_their_scopes_are_not_applied_and_the_diagram_is_drawn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the hostile-bytes audit: right checksums over a str time among int times made sorting a frontier
+    raise TypeError, a traceback from ``python -m viz dot``."""
+    path = tmp_path / "mixed.msgpack"
+    path.write_bytes(recording_bytes(GOOD, MIXED))
+    model = Model.from_events(read_recording(path).events)
+    assert model.mistimed == len(MIXED)
+    assert model.view().frontier(((0,), 1, 0, True)) == [3]  # the int times are all there
+    assert viz_main(["dot", str(path), "-o", str(tmp_path / "out.dot")]) == 0
+    assert "3 event(s) hold a time of another kind" in capsys.readouterr().err
+
+
+def test_one_kind_of_time_per_scope_is_applied_whatever_the_kind() -> None:
+    """A user's own timestamp type is recorded as its repr: str times throughout are a scope's kind like ints."""
+    as_text = [
+        (*raw[:5], tuple((loc, f"T({time})", diff) for loc, time, diff in raw[5]))
+        if raw[0] in (6, 7)
+        else (*raw[:7], f"T({raw[7]})")
+        if raw[0] == 8
+        else raw
+        for raw in GOOD
+    ]
+    model = Model.from_events([decode(raw) for raw in as_text])
+    assert model.mistimed == 0 and model.view().frontier(((0,), 1, 0, True)) == ["T(3)"]
+
+
+def test_a_product_nested_deeper_than_any_scope_is_no_time() -> None:
+    deep: Any = 0
+    for _ in range(TIME_DEPTH + 1):
+        deep = Product(deep, 0)
+    assert time_kind(deep) is None and time_kind(Product(Product(1, 2), 3)) is not None

@@ -87,6 +87,12 @@ def _dot(args: argparse.Namespace) -> int:
     if not events:
         raise SelectionError("the recording holds no events")
     model = Model.from_events(events, until=args.at)
+    if model.mistimed:
+        print(
+            f"python -m viz: warning: {model.mistimed} event(s) hold a time of another kind than the other times of "
+            "their scope (the runtime never writes that: the recording was altered or damaged); they are not shown",
+            file=sys.stderr,
+        )
     if args.worker is not None and args.worker not in model.workers:
         raise SelectionError(f"--worker {args.worker}: the recording has workers {sorted(model.workers)}")
     stuck = None

@@ -52,6 +52,7 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.progress.order import Time, less_equal
+from scopes.progress.timestamp import Product
 from viz import limits
 from viz.errors import SelectionError
 from viz.limits import clip, clip_optional
@@ -210,6 +211,28 @@ def _project(time: Any, steps: int) -> Any:
     return time
 
 
+TIME_DEPTH = 32
+"""Products nest at most this deep in a time the viewer applies (one level per nested scope)."""
+
+
+def time_kind(time: Any, depth: int = 0) -> Hashable | None:
+    """What must agree between two times for the viewer to order and compare them, or ``None`` for no time.
+
+    ``int``, ``float`` and ``str`` (a user's own timestamp type, recorded as its
+    ``repr``) are kinds of their own; a :class:`~scopes.progress.timestamp.Product`
+    has the kinds of its outer and inner parts, nested at most :data:`TIME_DEPTH`
+    deep.  Anything else (a tuple, ``None``) is no time the runtime records.
+    """
+    cls = time.__class__
+    if cls is int or cls is float or cls is str:
+        return cls
+    if cls is Product and depth < TIME_DEPTH:
+        outer, inner = time_kind(time.outer, depth + 1), time_kind(time.inner, depth + 1)
+        if outer is not None and inner is not None:
+            return (Product, outer, inner)
+    return None
+
+
 class Model:
     """Dataflow structure and per-worker state, rebuilt from events (live or recorded)."""
 
@@ -224,6 +247,10 @@ class Model:
         self.events = 0
         self.over_limit = 0
         """Events not applied because they would have grown the model past a limit of :mod:`viz.limits`."""
+        self.mistimed = 0
+        """Events not applied because a time in them is not of its scope's kind (see :func:`time_kind`)."""
+        self._time_kinds: dict[Address, Hashable] = {}
+        """Per scope: the kind of the first time seen there, which every later one must share."""
         self.local_mode = False
         """Whether the events include ``LocalPointstampsChanged`` (per-worker attribution is possible)."""
         self._edge_keys: set[tuple[Address, tuple[int, int], tuple[int, int]]] = set()
@@ -297,6 +324,9 @@ class Model:
             return
         if self._beyond_limits(event):
             self.over_limit += 1
+            return
+        if not self._times_fit(event):
+            self.mistimed += 1
             return
         view = self.worker_view(event.worker)
         view.events += 1
@@ -382,6 +412,29 @@ class Model:
                 return True
         new = sum(1 for scope in scopes if scope and scope not in self.scopes)
         return len(self.scopes) + new > limits.MAX_SCOPES
+
+    def _times_fit(self, event: Event) -> bool:
+        """Whether every time in ``event`` is of the kind of its scope's times (the first one seen sets it).
+
+        The runtime writes one kind of time per scope; a recording that mixes
+        them (its checksums prove nothing about that) would make sorting and
+        comparing frontiers fail, so such an event is not applied.
+        """
+        if isinstance(event, (PointstampsChanged, LocalPointstampsChanged, FrontiersChanged)):
+            scope, times = event.scope, [change[1] for change in event.changes]
+        elif isinstance(event, (InputChanged, CapabilitySite)):
+            scope, times = event.address[:-1], [event.time]
+        else:
+            return True
+        kinds = self._time_kinds
+        for time in times:
+            kind = time_kind(time)
+            if kind is None:
+                return False
+            known = kinds.setdefault(scope, kind)
+            if known != kind:
+                return False
+        return True
 
     def _structure_changed(self) -> None:
         """Forget what was worked out from the structure (names, nesting depths, :meth:`memo`)."""
