@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from runtime import execute
 from scopes import Product, ScopeBuilder, Stream
 from scopes.channels import EXCHANGE_BUFFER, ExchangePusher, LocalQueue, Tee
-from scopes.hashing import MASK64, KeyHashError, route, stable_hash
+from scopes.hashing import MASK64, KeyHashError, route, stable_hash, stable_hash_array
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,6 +185,89 @@ def test_keys_of_every_routable_type_pass_on_one_worker() -> None:
         return seen
 
     assert execute(main, workers=1) == [list(range(len(keys)))]
+
+
+class Colour(str, enum.Enum):  # noqa: UP042  (not StrEnum: its str() is its value, this one's is not)
+    """A ``str`` Enum: equal to (and hashing as) its value, but its ``str()`` is ``Colour.RED``."""
+
+    RED = "red"
+    BLUE = "blue"
+
+
+class Level(enum.IntEnum):
+    """An ``int`` Enum whose ``__int__`` reads as its value."""
+
+    LOW = 3
+
+
+class Caseless(str):
+    """A case-insensitive string: equal keys with different values."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.lower() == other.lower()
+
+    def __hash__(self) -> int:
+        return hash(self.lower())
+
+
+def test_str_and_int_subclasses_hash_as_the_values_they_equal() -> None:
+    """A ``str`` Enum hashed by its ``str()`` (``'Colour.RED'``), so ``'red'`` and ``Colour.RED``, one key in a dict on
+    one worker, went to different workers: ``key_by(...).fold`` counted them together on one worker and apart on two."""
+    for subclassed, plain in [(Colour.RED, "red"), (Level.LOW, 3), (np.str_("x"), "x")]:
+        assert stable_hash(subclassed) == stable_hash(plain)
+        assert stable_hash((subclassed, 1)) == stable_hash((plain, 1))
+    assert stable_hash_array([Colour.BLUE, "red"]).tolist() == [stable_hash("blue"), stable_hash("red")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_str_enum_key_and_its_value_are_one_key_at_every_worker_count(workers: int) -> None:
+    names = [f"n{i}" for i in range(16)]
+    members = enum.Enum("Names", {name: name for name in names}, type=str)
+
+    def main(worker: Any) -> list[Any]:
+        counts: list[Any] = []
+
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            totals = stream.key_by(lambda name: name).fold(int, lambda n, name: n + 1)
+            return handle, totals.inspect(lambda pair: counts.append((str.__str__(pair[0]), pair[1]))).probe()
+
+        handle, probe = worker.dataflow(build)
+        if worker.index == 0:
+            handle.send_batch([*names, *(members[name] for name in names)])
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return counts
+
+    counts = [pair for result in execute(main, workers=workers) for pair in result]
+    assert sorted(counts) == sorted((name, 2) for name in names)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_str_subclass_with_its_own_equality_is_refused_at_every_worker_count(workers: int) -> None:
+    """``Caseless('a') == 'A'`` but their values hash apart: one worker grouped them, two could not."""
+    with pytest.raises(KeyHashError, match="Caseless.*__eq__ or __hash__ of its own"):
+        stable_hash(Caseless("a"))
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            return handle, stream.key_by(Caseless, name="ByName").fold(int, lambda n, name: n + 1).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(["a", "A"])
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(Exception) as info:
+        execute(main, workers=workers, stall_timeout=5)
+    chain = []
+    error: BaseException | None = info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, KeyHashError) and "Caseless" in str(e) for e in chain), chain
+    assert "'ByName'" in str(info.value)
 
 
 def test_exchange_pusher_buffers_until_flush_and_sends_one_message_per_destination_and_time() -> None:
