@@ -55,6 +55,7 @@ class _State:
         self.staged = 0  # items received but not yet released
         self.seen = 0  # the latest time seen in any item
         self.closed = False
+        self.ended = False  # every worker's sequencer closed and every item delivered: no item can come
         self.activate_source: Callable[[], None] = lambda: None
 
 
@@ -127,6 +128,7 @@ class Sequencer(Generic[T]):
 
         def release(frontier: MutableAntichain[int]) -> None:
             """Move the staged items that no earlier item can precede any more to ``ready``."""
+            state.ended = frontier.is_empty()
             if not staged:
                 return
             releasable = [entry for entry in staged if not frontier.less_equal(entry[0])]
@@ -181,12 +183,20 @@ class Sequencer(Generic[T]):
     def take(self, number: int, timeout: float | None = None) -> list[T]:
         """Step the worker until ``number`` items are ready, and return them.
 
-        Raises :class:`~runtime.barrier.SynchronizationTimeout` after ``timeout`` seconds.
+        Raises :class:`~runtime.barrier.SynchronizationTimeout` after ``timeout`` seconds,
+        and :class:`~runtime.errors.TimelyRuntimeError` as soon as every worker's
+        sequencer is closed with fewer than ``number`` items left: none can come then.
         """
-        ready = self._state.ready
+        state = self._state
+        ready = state.ready
         worker = self._worker
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(ready) < number:
+            if state.ended and not state.staged:
+                raise TimelyRuntimeError(
+                    f"sequencer '{self.name}': worker {worker.index} asked for {number} items but only "
+                    f"{len(ready)} are left, and no more can come: every worker's sequencer is closed"
+                )
             worker.step_or_park(0.01)
             if deadline is not None and time.monotonic() > deadline:
                 raise SynchronizationTimeout(

@@ -97,3 +97,19 @@ def test_waiting_for_items_that_never_come_times_out():
     error = failure.value.__cause__
     assert isinstance(error, SynchronizationTimeout)
     assert "waited 0.2 s for 1 items but only 0 are ready" in str(error)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_asking_for_more_items_than_every_closed_sequencer_proposed_fails_instead_of_waiting_for_ever(workers):
+    """Once every worker's sequencer is closed and its items delivered, ``take`` waited with no timeout for items
+    that could never come (at every worker count); it now fails, saying how many are left."""
+
+    def main(worker):
+        sequencer: Sequencer[int] = Sequencer(worker)
+        sequencer.push(worker.index)
+        sequencer.close()
+        with pytest.raises(TimelyRuntimeError, match=f"asked for {worker.peers + 1} items but only {worker.peers} are"):
+            sequencer.take(worker.peers + 1)
+        return sequencer.take(0)
+
+    assert execute(main, workers=workers, stall_timeout=10) == [[]] * workers
