@@ -117,7 +117,16 @@ class InputHandle:
             self._activate()
             return
         buffer = self._buffer
-        buffer.extend(records)
+        try:
+            buffer.extend(records)
+        except TypeError:
+            if _iterable(records):
+                raise  # raised by the records' own iteration (a generator's code, say): not ours to rename
+            raise BatchError(
+                f"input '{self.name}': send_batch takes an iterable of records (a list, a generator, an array), "
+                f"not a value of type {type(records).__qualname__} ({records!r:.80}), at time {self._time!r}; "
+                "use send(record) to send one record"
+            ) from None
         if buffer:
             self._activate()
             if len(buffer) >= BATCH_SIZE:
@@ -187,3 +196,12 @@ class InputHandle:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"time={self._time!r}"
         return f"InputHandle({self.name!r}, {state})"
+
+
+def _iterable(value: Any) -> bool:
+    """Whether ``iter(value)`` works."""
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True

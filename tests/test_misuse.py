@@ -26,7 +26,7 @@ from scopes import (
     ScopeError,
     TimestampError,
 )
-from scopes.errors import OperatorFailed
+from scopes.errors import BatchError, OperatorFailed
 from scopes.location import Source, Target
 from scopes.operator_builder import OperatorBuilder
 from scopes.reachability import TrackerBuilder
@@ -497,6 +497,38 @@ def test_send_on_closed_input():
     assert len(errors) == 3
     for error in errors:
         assert "'Shut'" in str(error) and "closed" in str(error)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_send_batch_of_something_that_is_not_iterable(workers):
+    """``send_batch(5)`` failed with a bare ``TypeError: 'int' object is not iterable`` from the input's buffer,
+    naming no input; it is now a ``BatchError`` naming the input and the value, and the input still works."""
+
+    def main(worker):
+        handle = worker.dataflow(lambda scope: scope.new_input("Counts")[0])
+        try:
+            handle.send_batch(5)
+        except BatchError as error:
+            handle.send_batch([1, 2])
+            return str(error)
+        return None
+
+    for message in execute(main, workers=workers):
+        assert message is not None and "'Counts'" in message and "not a value of type int (5)" in message, message
+        assert "send(record)" in message, message
+
+
+def test_send_batch_keeps_the_type_error_of_the_records_own_iteration():
+    def records():
+        yield 1
+        raise TypeError("the user's own generator failed")
+
+    def main(worker):
+        handle = worker.dataflow(lambda scope: scope.new_input("Generated")[0])
+        with pytest.raises(TypeError, match="the user's own generator failed"):
+            handle.send_batch(records())
+
+    execute(main)
 
 
 # ---------------------------------------------------------------------------- stream operators
