@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from runtime.audit import Auditor
 from runtime.communication import Communicator
 from runtime.errors import DataflowStuck
 from runtime.metrics import report_stall
-from runtime.stalls import Wait, describe_input, holding_inputs
+from runtime.stalls import Holding, Wait, describe_input, holding_inputs
 from scopes.builder import BuildContext
 from scopes.probes import ProbeHandle
 from scopes.progress.location import Source
@@ -70,7 +70,7 @@ class StallWatch:
         self.draining = False
         """Whether ``main`` has returned: only the dataflows can still move."""
         self._judged: int | None = None  # consulted probes when this idle period was last judged
-        self._holding: dict[tuple[int, ...], set[Any]] | None = None  # inputs that alone hold the wait back
+        self._holding: Holding | None = None  # what alone holds the wait back
 
     def resumed(self) -> None:
         """Work is being done again after an idle period: forget the judgement, withdraw a reported stall."""
@@ -117,6 +117,10 @@ class StallWatch:
             and self._comm.all_stuck()
         ):
             raise DataflowStuck(self.certain_message())
+        if self.draining and stalled > self.certain_stall:
+            unbuilt = {index: set(hosted.unverified) for index, hosted in self._dataflows.items() if hosted.unverified}
+            if unbuilt and self._comm.all_stuck():
+                raise DataflowStuck(f"{self.explain_stuck()}\n{self._unbuilt_message(unbuilt)}")
         warning = self.stall_warning
         if warning is not None and stalled > warning and not self._reported:
             self._reported = True
@@ -155,11 +159,14 @@ class StallWatch:
 
     def certain_message(self) -> str:
         """The explanation of a certain stall, naming the inputs that hold it and where they were made."""
-        holding = self._holding or {}
+        holding = self._holding or Holding()
+        if holding.unbuilt and not holding.inputs:
+            return f"{self.explain_stuck()}\n{self._unbuilt_message(holding.unbuilt)}"
+        inputs_held = holding.inputs
         mine = [
-            describe_input(handle, holding[handle.operator.address] or None)
+            describe_input(handle, inputs_held[handle.operator.address] or None)
             for handle in self._context.inputs
-            if not handle.closed and handle.operator is not None and handle.operator.address in holding
+            if not handle.closed and handle.operator is not None and handle.operator.address in inputs_held
         ]
         inputs = f" (input {', '.join(mine)})" if mine else " (of other workers)"
         if self._peers == 1:
@@ -169,10 +176,27 @@ class StallWatch:
                 f"only open inputs{inputs} hold back the probe(s) its condition reads, and every "
                 "other worker waits the same way or has returned, so none can advance or close them"
             )
+        unbuilt = f"\n{self._unbuilt_message(holding.unbuilt)}" if holding.unbuilt else ""
         return (
             f"{self.explain_stuck()}\nThis cannot change: worker {self._index} waits in step_while, and "
             f"{why}. Advance or close the input(s) before waiting for their results (a wait that also "
-            "ends on something outside the dataflow, such as a deadline, belongs in a loop of worker.step())."
+            f"ends on something outside the dataflow, such as a deadline, belongs in a loop of worker.step()).{unbuilt}"
+        )
+
+    def _unbuilt_message(self, unbuilt: dict[int, set[int]]) -> str:
+        """Why a wait on dataflows that other workers have not built cannot end, and what to do."""
+        names = ", ".join(
+            f"'{self._dataflows[index].name}' (not built by worker(s) {', '.join(map(str, sorted(missing)))})"
+            if index in self._dataflows
+            else f"dataflow {index}"
+            for index, missing in sorted(unbuilt.items())
+        )
+        waits = "returned from main with" if self.wait is None else "waits in step_while on"
+        return (
+            f"This cannot change: worker {self._index} {waits} dataflow(s) {names}, and every "
+            "other worker waits the same way or has returned, so none will build it. Every worker must build "
+            "the same dataflows in the same order (a Barrier or a Sequencer is a dataflow too): build it on "
+            "every worker, not under a condition on worker.index."
         )
 
     def explain_stuck(self) -> str:

@@ -12,7 +12,8 @@ when both hold:
   ``t0`` reaches ``loc`` along a path summary ``s`` with ``s(t0) <= t``.  Then
   the probe's frontier is fixed by the inputs' capabilities alone (whatever else
   happens downstream of them cannot move it), and only a ``main`` that advances
-  or closes an input can move it.
+  or closes an input can move it.  A probe of a dataflow that some workers have
+  not built waits for their ``main`` to build it.
 
 With several workers, an input capability counts only if its worker's ``main``
 waits in the same way too, which the communicator settles
@@ -25,6 +26,7 @@ worker's ``main`` still running, a probe inside a nested scope).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scopes.input_handle import InputHandle
@@ -36,7 +38,7 @@ from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import PathSummary
 
-__all__ = ["Wait", "describe_input", "holding_inputs"]
+__all__ = ["Holding", "Wait", "describe_input", "holding_inputs"]
 
 
 class Hosted(Protocol):
@@ -59,33 +61,49 @@ class Wait:
         return [probe for probe, before in zip(self._probes, self._reads, strict=True) if probe.reads != before]
 
 
+@dataclass
+class Holding:
+    """What alone holds a wait back: open inputs, and dataflows that other workers have not built."""
+
+    inputs: dict[tuple[int, ...], set[Any]] = field(default_factory=dict)
+    """The input operators (by address) whose capabilities hold a probe back, with those capabilities' times
+    (on any worker)."""
+    unbuilt: dict[int, set[int]] = field(default_factory=dict)
+    """The dataflows (by index) of probes that some workers have not built, with those workers: the probe waits
+    for them to build it (see :class:`runtime.worker.Dataflow`'s ``unverified``)."""
+
+
 def holding_inputs(
     probes: Sequence[ProbeHandle], dataflows: Mapping[int, Hosted], inputs: Sequence[InputHandle]
-) -> dict[tuple[int, ...], set[Any]] | None:
-    """The input operators that alone hold ``probes`` back (address: the times of their capabilities that do, on
-    any worker), or ``None`` if not certain.
+) -> Holding | None:
+    """What alone holds ``probes`` back (open inputs, dataflows not built everywhere), or ``None`` if not certain.
 
     ``None`` when no probe was read, when some pointstamp holding a probe back
-    cannot be traced to an input's capability, when a probe sits in a dataflow
-    not yet verified or inside a nested scope, or when nothing holds them back.
-    A probe whose dataflow has completed is done for ever and holds nothing.
+    cannot be traced to an input's capability, when a probe sits inside a nested
+    scope, or when nothing holds them back.  A probe whose dataflow has completed
+    is done for ever and holds nothing.  A probe in a dataflow that other workers
+    have not built is held by them: their ``main`` must build it, which it cannot
+    once it waits the same way or has returned (the communicator settles that).
     """
-    holding: dict[tuple[int, ...], set[Any]] = {}
+    holding = Holding()
     for probe in probes:
         for operator in probe.operators:
             address = operator.address
             hosted = dataflows.get(address[0])
             if hosted is None:
                 continue
-            if hosted.unverified or len(address) != 2:
+            if hosted.unverified:
+                holding.unbuilt.setdefault(address[0], set()).update(hosted.unverified)
+                continue
+            if len(address) != 2:
                 return None
             nodes = _input_nodes(address[0], inputs)
             held = _held_by(hosted.root.tracker, Target(address[1], 0), nodes)
             if held is None:
                 return None
             for node, times in held.items():
-                holding.setdefault((address[0], node), set()).update(times)
-    return holding or None
+                holding.inputs.setdefault((address[0], node), set()).update(times)
+    return holding if holding.inputs or holding.unbuilt else None
 
 
 def describe_input(handle: InputHandle, holding: set[Any] | None = None) -> str:

@@ -129,3 +129,27 @@ def test_the_stall_of_several_processes_is_explained_under_one_header() -> None:
     message = str(failure.value.__cause__)
     assert message.count("no worker can make progress") == 1, message
     assert "worker 0: " in message and "worker 1: " in message, message
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+@pytest.mark.parametrize("program", ["barrier_on_worker_0_only", "extra_dataflow_on_worker_0"])
+def test_a_dataflow_that_only_some_workers_build_is_a_certain_stall(shape: str, program: str) -> None:
+    """Found by the misuse audit: a Barrier made on worker 0 alone, or a dataflow more on worker 0, hung for ever
+    on 2 threads (the stall rule skipped dataflows not built everywhere) and, on 2 processes, ended after 7 s in a
+    false 'process 0 stopped answering'."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(getattr(stall_mains, program), **SHAPES[shape])
+    message = str(failure.value.__cause__)
+    assert "not built by worker(s) 1" in message, message
+    assert "Every worker must build the same dataflows in the same order" in message, message
+    waits = "waits in step_while on" if program.startswith("barrier") else "returned from main with"
+    assert f"This cannot change: worker 0 {waits} dataflow(s) '" in message, message
+
+
+@pytest.mark.timeout(120)
+def test_a_process_whose_main_runs_on_after_the_others_finished_is_not_reported_silent() -> None:
+    """Found auditing partial builds: a process stopped beating to peers that had said goodbye, which still watched
+    it for silence, so a main that went on for more than the silence limit after the dataflows completed was
+    killed as 'stopped answering'."""
+    assert execute(stall_mains.long_main_after_completion, **SHAPES["2 processes"]) == [0, 1]

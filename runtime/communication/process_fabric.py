@@ -483,9 +483,12 @@ class ProcessFabric:
                         target=mesh.report_silence, args=(process, now - heard), name="timely-silence", daemon=True
                     ).start()
             for process in range(self.processes):
-                if process == self.process or process in self.byes:
+                if process == self.process:
                     continue
-                # a beat is skipped while a data send to that process is under way (its bytes are heard
+                # A process that said goodbye still watches this one for silence until this one says goodbye
+                # too (its main may run on long after the dataflows completed), so it is beaten as the others;
+                # once it has gone, a failed send to it is no fault (the mesh knows it finished).
+                # A beat is skipped while a data send to that process is under way (its bytes are heard
                 # there) or its socket is full; the credit it would carry waits for the next beat
                 if not mesh.offer(process, frame([CREDIT, late[process]]) + data if late[process] else data):
                     with self._credit_lock:

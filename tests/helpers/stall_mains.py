@@ -143,3 +143,38 @@ def crossed_main(worker: Any) -> None:
     mine = worker.index % 2
     handles[mine].advance_to(1)
     worker.step_while(lambda: probes[mine].less_than(1))
+
+
+def long_main_after_completion(worker: Worker) -> int:
+    """Worker 0's ``main`` goes on for longer than the silence limit after every dataflow completed."""
+    from runtime.communication.process_fabric import SILENCE_LIMIT
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        return handle, stream.exchange(lambda record: record).probe()
+
+    handle, probe = worker.dataflow(build)
+    handle.send(worker.index)
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    if worker.index == 0:
+        time.sleep(SILENCE_LIMIT + 1.5)  # the program's own work after the dataflows (the scenario, not a sync)
+    return worker.index
+
+
+def barrier_on_worker_0_only(worker: Worker) -> int:
+    """Only worker 0 builds a Barrier (a dataflow) and waits at it: the others can never build it."""
+    from runtime.barrier import Barrier
+
+    worker.certain_stall = 0.2
+    if worker.index == 0:
+        Barrier(worker).wait()  # the line the error names
+    return worker.index
+
+
+def extra_dataflow_on_worker_0(worker: Worker) -> int:
+    """Worker 0 builds one dataflow more than the others and returns."""
+    worker.certain_stall = 0.2
+    if worker.index == 0:
+        worker.dataflow(lambda scope: scope.new_input("Extra")[0], name="extra")
+    return worker.index
