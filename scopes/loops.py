@@ -106,8 +106,8 @@ class LoopHandle:
             raise BuildError(f"loop variable '{self.name}' in scope '{self.scope.name}' is already connected")
         if stream.scope is not self.scope:
             raise ScopeBoundaryError(
-                f"loop variable '{self.name}' belongs to scope '{self.scope.name}' but stream "
-                f"'{stream.name}' is in scope '{stream.scope.name}'; move streams between scopes "
+                f"loop variable '{self.name}' belongs to scope {_label(self.scope)} but stream "
+                f"'{stream.name}' is in scope {_label(stream.scope)}; move streams between scopes "
                 "with stream.enter(scope) and stream.leave()"
             )
         self.scope.check_building(self.name, stream)
@@ -148,3 +148,8 @@ class LoopHandle:
 
         operator.set_logic(logic)
         self.connected = True
+
+
+def _label(scope: Any) -> str:
+    """A scope told apart from any other in messages: its path of names and its address (siblings share names)."""
+    return f"{' > '.join(repr(name) for name in scope.path)} (address {scope.address})"

@@ -883,3 +883,38 @@ def test_single_worker_exception_is_wrapped():
     failed, cause = run_failing(main)
     assert failed.worker == 0 and isinstance(cause, ZeroDivisionError)
     assert "worker 0 of 1" in str(failed)
+
+
+def test_a_loop_variable_fed_from_a_sibling_scope_of_the_same_name_is_told_apart():
+    """Found by the misuse audit: the error said the variable belongs to scope 'Iterative' but the stream is in scope
+    'Iterative', the two sibling scopes having one name; it now gives each scope's path and address."""
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            loops = []
+
+            def first(inner):
+                loop, feedback = inner.loop_variable(1)
+                loops.append(loop)
+                return stream.enter(inner).concat(feedback).filter(lambda x: x < 3).leave()
+
+            def second(inner):
+                entered = stream.enter(inner).map(lambda x: x + 1)
+                loops[0].connect(entered)
+                return entered.leave()
+
+            scope.iterative(first)
+            scope.iterative(second)
+            return handle
+
+        worker.dataflow(build)
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main)
+    message = str(failure.value)
+    assert re.search(
+        r"belongs to scope 'dataflow 0' > 'Iterative' \(address \(0, (\d+)\)\) but stream 'Map' is in scope "
+        r"'dataflow 0' > 'Iterative' \(address \(0, (?!\1\))\d+\)\)",
+        message,
+    ), message
