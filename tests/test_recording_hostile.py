@@ -22,6 +22,7 @@ from viz import limits
 from viz.__main__ import main as viz_main
 from viz.dot import to_graph
 from viz.model import TIME_DEPTH, Model, time_kind
+from viz.tui.sources import Replay
 
 GOOD: list[tuple[Any, ...]] = [
     (1, 0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
@@ -139,3 +140,21 @@ def test_a_product_nested_deeper_than_any_scope_is_no_time() -> None:
     for _ in range(TIME_DEPTH + 1):
         deep = Product(deep, 0)
     assert time_kind(deep) is None and time_kind(Product(Product(1, 2), 3)) is not None
+
+
+@pytest.mark.parametrize("kind", [6, 7, 13], ids=["tracked", "frontier", "originated"])
+def test_a_negative_location_index_is_kept_apart_not_a_crash(
+    tmp_path: Path, kind: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the viewer audit: a change at location -5 of a scope with 2 locations indexed its table from the end
+    and raised IndexError, a traceback from ``python -m viz dot`` and from ``viz tui --replay`` before it opened."""
+    path = tmp_path / "negative.msgpack"
+    path.write_bytes(recording_bytes(GOOD, [(kind, 0, 9, 1.0, (0,), ((-5, 3, 1), (-1, 4, 1)))]))
+    events = read_recording(path).events
+    model = Model.from_events(events)
+    view = model.view()
+    assert view.pointstamps.get(((0,), -1, -5, False)) == {3: 1} or view.frontier(((0,), -1, -5, False)) == [3]
+    assert viz_main(["dot", str(path), "-o", str(tmp_path / "out.dot")]) == 0
+    replay = Replay(events)
+    replay.seek(len(replay))
+    assert replay.state.model.events == len(events)

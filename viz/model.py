@@ -465,10 +465,10 @@ class Model:
     ) -> None:
         locations = self._scope(scope).locations
         for loc, time, diff in changes:
-            if loc < len(locations):
+            if 0 <= loc < len(locations):
                 node, port, is_source = locations[loc]
                 key = (scope, node, port, bool(is_source))
-            else:  # numbering not seen (a truncated recording): keep the raw index
+            else:  # numbering not seen (a truncated recording) or no index of it: keep the raw index
                 key = (scope, -1, loc, False)
             counts = table.get(key)
             if counts is None:
@@ -478,10 +478,10 @@ class Model:
     def _own_changes(self, view: View, scope: Address, changes: Iterable[tuple[int, Any, int]]) -> None:
         locations = self._scope(scope).locations
         for loc, time, diff in changes:
-            if loc < len(locations):
+            if 0 <= loc < len(locations):
                 node, port, is_source = locations[loc]
                 self._own_change(view, scope, node, port, bool(is_source), time, diff, 0)
-            else:  # numbering not seen (a truncated recording): keep the raw index
+            else:  # numbering not seen (a truncated recording) or no index of it: keep the raw index
                 _add(view.own.setdefault((scope, -1, loc, False), {}), time, diff)
 
     def _own_change(
