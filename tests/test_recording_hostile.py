@@ -21,6 +21,7 @@ from scopes.progress.timestamp import Product
 from viz import limits
 from viz.__main__ import main as viz_main
 from viz.dot import to_graph
+from viz.explain import explain
 from viz.model import TIME_DEPTH, Model, time_kind
 from viz.tui.sources import Replay
 
@@ -158,3 +159,29 @@ def test_a_negative_location_index_is_kept_apart_not_a_crash(
     replay = Replay(events)
     replay.seek(len(replay))
     assert replay.state.model.events == len(events)
+
+
+@pytest.mark.parametrize("times", [("T(1)", "T(2)"), (0.5, 1.5)], ids=["a user's own (its repr)", "float"])
+def test_times_of_a_user_type_or_floats_on_two_workers_are_combined_and_explained(
+    tmp_path: Path, times: tuple[Any, Any]
+) -> None:
+    """Found by the viewer audit: the combined view and the explainer compared times with the runtime's
+    ``less_equal``, which knows ints and ``PartialOrder`` types only, so a user's timestamp type (recorded as
+    its repr, a str) or float times on two workers made ``python -m viz dot`` raise AttributeError."""
+    first, second = times
+    per_worker = [
+        (kind, worker, seq, 0.0, (0,), ((0, time, 1),))
+        for worker, time in ((0, first), (1, second))
+        for kind, seq in ((6, 20), (7, 21))
+    ]
+    structure = [raw[:1] + (1,) + raw[2:] for raw in GOOD[:4]]
+    inputs = [(8, worker, 22, 0.0, (0, 1), "input", "advanced", time) for worker, time in ((0, first), (1, second))]
+    path = tmp_path / "typed.msgpack"
+    path.write_bytes(recording_bytes(GOOD[:4], structure, per_worker, inputs))
+    model = Model.from_events(read_recording(path).events)
+    loc = ((0,), 1, 0, True)
+    assert model.mistimed == 0 and len(model.workers) == 2
+    frontier = model.view().frontier(loc)
+    assert first in frontier
+    assert [blocker.time for blocker in explain(model, loc, first)] == [first]
+    assert viz_main(["dot", str(path), "-o", str(tmp_path / "out.dot")]) == 0

@@ -39,8 +39,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from scopes.progress.order import Time, less_equal
-from viz.model import Loc, Model, View
+from scopes.progress.order import Time
+from viz.model import Loc, Model, View, time_less_equal
 
 
 @dataclass
@@ -119,13 +119,13 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
             continue
         for worker, counts in holders[here[3]]:
             for stamp, count in counts.positive(here).items():
-                if count > 0 and less_equal(model.project(stamp, scope, bound_scope), bound):
+                if count > 0 and time_less_equal(model.project(stamp, scope, bound_scope), bound):
                     blocker = _blocker(model, counts, here, stamp, count, _path(parents, entry), worker)
                     if blocker is not None:
                         found.append(blocker)
         for worker, tracker in trackers:
             for stamp, count in tracker.tracked.get(here, {}).items():
-                if count <= 0 or not less_equal(model.project(stamp, scope, bound_scope), bound):
+                if count <= 0 or not time_less_equal(model.project(stamp, scope, bound_scope), bound):
                     continue
                 if view.local_mode:
                     retired = count - max(_global_count(model, holders, here, stamp), 0)
@@ -243,7 +243,7 @@ def _unheard(model: Model, loc: Loc, stamp: Any, count: int, path: list[Loc], wo
 def _reachable(model: Model, view: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
     """Whether the frontier at ``loc`` still holds a time at or before ``bound``."""
     for element in view.frontier(loc):
-        if less_equal(model.project(element, loc[0], bound_scope), bound):
+        if time_less_equal(model.project(element, loc[0], bound_scope), bound):
             return True
     return False
 

@@ -51,7 +51,7 @@ from runtime.instrument import (
     Scheduled,
     WorkerShutdown,
 )
-from scopes.progress.order import Time, less_equal
+from scopes.progress.order import Time
 from scopes.progress.timestamp import Product
 from viz import limits
 from viz.errors import SelectionError
@@ -231,6 +231,27 @@ def time_kind(time: Any, depth: int = 0) -> Hashable | None:
         if outer is not None and inner is not None:
             return (Product, outer, inner)
     return None
+
+
+def time_less_equal(a: Any, b: Any, depth: int = 0) -> bool:
+    """Whether ``a <= b`` in the partial order of times, for any two values the model holds; never raises.
+
+    Numbers compare by ``<=``, a :class:`~scopes.progress.timestamp.Product`
+    coordinate by coordinate (nested at most :data:`TIME_DEPTH` deep).  A
+    ``str`` is a user's own timestamp recorded as its ``repr``, whose order the
+    viewer cannot know: it is only ``<=`` itself.  Values of different kinds
+    are not ordered (``False``).
+    """
+    a_cls, b_cls = a.__class__, b.__class__
+    if (a_cls is int or a_cls is float) and (b_cls is int or b_cls is float):
+        return bool(a <= b)
+    if a_cls is Product and b_cls is Product:
+        return (
+            depth < TIME_DEPTH
+            and time_less_equal(a.outer, b.outer, depth + 1)
+            and time_less_equal(a.inner, b.inner, depth + 1)
+        )
+    return a_cls is str and b_cls is str and a == b
 
 
 class Model:
@@ -585,7 +606,7 @@ class Model:
                 else:
                     known.advanced = known.advanced or state.advanced
                     known.closed = known.closed and state.closed
-                    if not state.closed and (known.closed or less_equal(state.time, known.time)):
+                    if not state.closed and (known.closed or time_less_equal(state.time, known.time)):
                         known.time = state.time
             for loc, per_time in view.capability_sites.items():
                 into = combined.capability_sites.setdefault(loc, {})
@@ -600,7 +621,7 @@ class Model:
         for loc, counts in combined.frontier_counts.items():
             times = list(counts)
             for time in times:
-                if any(other != time and less_equal(other, time) for other in times):
+                if any(other != time and time_less_equal(other, time) for other in times):
                     del counts[time]
             combined.frontier_counts[loc] = counts
         return combined
