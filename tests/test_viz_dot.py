@@ -233,3 +233,29 @@ def test_cli_recording_cut_short_uses_the_complete_events(tmp_path: Path) -> Non
     log.write_bytes(data[:-3])
     result = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"))
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("stuck", "time", "message"),
+    [
+        ("0,3:in:0", "(3, 1)", "Product(3, 1) is not a time of 'Probe' input 0"),
+        ("0,3:in:0", "'x'", "whose times are int"),
+        ("0,3:in:0", "[1]", "[1] is not a time"),
+        ("0,3:in:0", "None", "None is not a time"),
+        ("0,2,2:in:0", "3", "whose times are Product(int, int)"),
+        ("0,2,2:in:0", "(1, 2, 3)", "(1, 2, 3) is not a time"),
+    ],
+)
+def test_cli_a_time_of_another_kind_than_the_locations_gives_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stuck: str, time: str, message: str
+) -> None:
+    """Found by the viewer audit: ``--time (3, 1)`` at an input of integer times raised TypeError ('<=' not
+    supported between 'int' and 'Product'), ``--time [1]`` 'unhashable type', both tracebacks."""
+    from viz.__main__ import main
+
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    assert main(["dot", str(log), "-o", str(tmp_path / "o.dot"), "--stuck", stuck, "--time", time]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+    assert main(["dot", str(log), "-o", str(tmp_path / "o.dot"), "--stuck", "0,2,2:in:0", "--time", "(1, 2)"]) == 0

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scopes.progress.order import Time
-from viz.model import Loc, Model, View, time_less_equal
+from viz.errors import SelectionError
+from viz.model import Loc, Model, View, time_fits, time_less_equal
 
 
 @dataclass
@@ -101,6 +102,9 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
     anything else raises :class:`~viz.errors.SelectionError`.
     """
     model.check_loc(loc)
+    kind = model.scope_time_kind(loc[0])
+    if not time_fits(time, kind):
+        raise SelectionError(f"{time!r:.80} is not a time of {model.describe(loc)}, whose times are {_kind_text(kind)}")
     if view is None:
         view = model.view()
     holders = _holders(model, view)
@@ -154,6 +158,15 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
         )
     )
     return found
+
+
+def _kind_text(kind: Any) -> str:
+    """A kind of time (see :func:`viz.model.time_kind`) for a person: ``int``, ``Product(int, int)``."""
+    if kind is None:
+        return "hashable values"
+    if isinstance(kind, tuple):
+        return f"Product({_kind_text(kind[1])}, {_kind_text(kind[2])})"
+    return "a user's timestamp (as its repr)" if kind is str else getattr(kind, "__name__", str(kind))
 
 
 def _holders(model: Model, view: View) -> dict[bool, list[tuple[int | None, View]]]:

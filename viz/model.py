@@ -254,6 +254,32 @@ def time_less_equal(a: Any, b: Any, depth: int = 0) -> bool:
     return a_cls is str and b_cls is str and a == b
 
 
+def _numbers_alike(kind: Hashable | None) -> Hashable | None:
+    """``kind`` with ``float`` read as ``int``: a bound of either kind compares with times of the other."""
+    if kind is float:
+        return int
+    if isinstance(kind, tuple):
+        return tuple(_numbers_alike(part) for part in kind)
+    return kind
+
+
+def time_fits(time: Any, kind: Hashable | None) -> bool:
+    """Whether ``time`` can be compared with times of ``kind``: a :func:`time_kind` of it, or ``None`` (unknown).
+
+    Numbers fit numbers whether ``int`` or ``float``.  Any hashable value fits
+    an unknown kind (a live snapshot of a user's own timestamp type holds no
+    kind: its times are objects, not their repr).
+    """
+    if kind is None:
+        try:
+            hash(time)
+        except TypeError:
+            return False
+        return True
+    mine = time_kind(time)
+    return mine is not None and _numbers_alike(mine) == _numbers_alike(kind)
+
+
 class Model:
     """Dataflow structure and per-worker state, rebuilt from events (live or recorded)."""
 
@@ -456,6 +482,10 @@ class Model:
             if known != kind:
                 return False
         return True
+
+    def scope_time_kind(self, scope: Address) -> Hashable | None:
+        """The kind (see :func:`time_kind`) of the times applied in ``scope``, or ``None`` before any was."""
+        return self._time_kinds.get(scope)
 
     def _structure_changed(self) -> None:
         """Forget what was worked out from the structure (names, nesting depths, :meth:`memo`)."""
