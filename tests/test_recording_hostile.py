@@ -46,6 +46,9 @@ HOSTILE = [
     pytest.param((4, 0, 9, "late", (0, 1), 0.0, 0.5), id="text as the time"),
     pytest.param((2, 0, 9, 1.0, (0,), (1,), (1, 0), "Pipeline"), id="a source of one field"),
     pytest.param((14, 0, 9, 1.0, (), 0, 3, 1, "created", "f.py:1"), id="an empty address"),
+    # found by the viewer audit: 'viz tui --replay' died before opening (int(inf / bucket) for the rates)
+    pytest.param((5, 0, 9, float("inf"), (0, 1), (((3, 5),),), ()), id="an infinite time"),
+    pytest.param((5, 0, 9, float("nan"), (0, 1), (((3, 5),),), ()), id="a NaN time"),
 ]
 
 
@@ -185,3 +188,11 @@ def test_times_of_a_user_type_or_floats_on_two_workers_are_combined_and_explaine
     assert first in frontier
     assert [blocker.time for blocker in explain(model, loc, first)] == [first]
     assert viz_main(["dot", str(path), "-o", str(tmp_path / "out.dot")]) == 0
+
+
+@pytest.mark.parametrize("moment", [float("inf"), float("-inf"), float("nan")], ids=["inf", "-inf", "NaN"])
+def test_a_time_that_is_no_moment_is_refused_by_the_live_viewers_lighter_check_too(moment: float) -> None:
+    """Found by the viewer audit: the live viewer's rates took int(t / bucket), OverflowError or ValueError."""
+    stream = RecordingStream("live", check_fields=False)
+    with pytest.raises(RecordingCorrupt, match="or time is not one of an event"):
+        stream.feed(recording_bytes([(4, 0, 9, moment, (0, 1), 0.0, 0.5)]))

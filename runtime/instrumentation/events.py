@@ -78,6 +78,7 @@ holding ``[outer, inner]``, other non-msgpack times as REPR holding their
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -260,6 +261,11 @@ def _is_real(value: Any) -> bool:
     return value.__class__ is float or value.__class__ is int
 
 
+def is_moment(value: Any) -> bool:
+    """Whether ``value`` can be an event's time: an ``int``, or a finite ``float`` (a clock never reads inf or NaN)."""
+    return value.__class__ is int or (value.__class__ is float and math.isfinite(value))
+
+
 def _is_str(value: Any) -> bool:
     return value.__class__ is str
 
@@ -400,7 +406,7 @@ def problem(raw: Any) -> str | None:
             f"{_shown(raw)}: a {cls.__name__} has {len(required)} to {len(required) + len(optional)} fields "
             f"after its time, not {count}"
         )
-    if raw[1].__class__ is not int or raw[2].__class__ is not int or not _is_real(raw[3]):
+    if raw[1].__class__ is not int or raw[2].__class__ is not int or not is_moment(raw[3]):
         return f"{_shown(raw)}: its worker, sequence number or time is not a number"
     for position, (name, check) in enumerate((required + optional)[:count], 4):
         if not check(raw[position]):

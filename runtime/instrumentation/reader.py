@@ -27,7 +27,7 @@ from runtime.errors import (
 )
 from runtime.framing import HEAD, MAX_FRAME_BYTES, RECORDING_MAGIC, FrameBuffer, FrameDamage, what_file
 from runtime.instrumentation.encoding import FORMAT, FORMAT_V1, VERSION
-from runtime.instrumentation.events import _CLASSES, Event, build, decode, problem
+from runtime.instrumentation.events import _CLASSES, Event, build, decode, is_moment, problem
 
 _READ_CHUNK = 1 << 16
 _V1_MAX_BUFFER = 1 << 27  # version 1 is one msgpack stream: no value may need more than this at once
@@ -226,7 +226,7 @@ class RecordingStream:
                 or raw[0] not in _CLASSES
                 or raw[1].__class__ is not int
                 or raw[2].__class__ is not int
-                or (raw[3].__class__ is not float and raw[3].__class__ is not int)
+                or not is_moment(raw[3])
             ):
                 wrong = f"{codec.describe(raw)}: its kind, worker, sequence number or time is not one of an event"
             else:
