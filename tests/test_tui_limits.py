@@ -7,6 +7,7 @@ import contextlib
 import socket
 import struct
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from helpers import eventually, recording_v1
@@ -15,10 +16,13 @@ from helpers.tui_helpers import wait_until
 from textual.widgets import Static
 
 from runtime.framing import HEAD
-from runtime.instrument import encode_header
+from runtime.instrument import END_FRAME, Event, encode_events, encode_header, read_recording
+from viz import limits
+from viz.__main__ import main as viz_main
+from viz.model import Model
 from viz.tui import sources
 from viz.tui.app import TimelyApp
-from viz.tui.sources import MAX_CONNECTIONS, MAX_PENDING_BYTES, LiveListener
+from viz.tui.sources import MAX_CONNECTIONS, MAX_PENDING_BYTES, LiveListener, Replay
 
 
 def test_connections_beyond_the_limit_are_refused_and_counted() -> None:
@@ -103,5 +107,34 @@ def test_the_header_says_when_the_viewer_refused_a_connection() -> None:
             assert "refused 1 (127.0.0.1:" in status and "connections already open" in status, status
             for sock in held:
                 sock.close()
+
+    asyncio.run(run())
+
+
+def test_scopes_nested_1000_deep_by_address_are_cut_at_the_depth_limit_and_the_viewer_lives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the viewer audit: 1,000 scopes each inside the last (addresses (0,), (0, 1), (0, 1, 1), ...)
+    made ``python -m viz dot`` end in RecursionError and the terminal viewer die drawing its scope tree."""
+    raws: list[tuple[object, ...]] = [
+        (1, 0, depth, 0.0, (0,) + (1,) * (depth - 1), f"s{depth}", 1, 1, ((0,),), "integer") for depth in range(1, 1001)
+    ]
+    path = tmp_path / "deep.msgpack"
+    path.write_bytes(encode_header(0) + encode_events(raws) + END_FRAME)
+    assert viz_main(["dot", str(path), "-o", str(tmp_path / "deep.dot")]) == 0, capsys.readouterr().err
+    events: list[Event] = read_recording(path).events
+    model = Model.from_events(events)
+    assert max(map(len, model.operators)) == limits.MAX_DEPTH
+    assert model.over_limit == 1000 - limits.MAX_DEPTH
+    replay = Replay(events)
+    replay.seek(len(replay))
+
+    async def run() -> None:
+        app = TimelyApp(replay=replay, clock=lambda: 0.0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            for pane in "12345":
+                await pilot.press(pane)
+                await pilot.pause()
+            assert app.errors == []
 
     asyncio.run(run())

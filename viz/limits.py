@@ -13,9 +13,10 @@ the viewer hold are bounded:
   timestamp;
 * a :class:`~viz.model.Model` holds at most :data:`MAX_OPERATORS` operators,
   :data:`MAX_SCOPES` scopes, :data:`MAX_EDGES` channels, :data:`MAX_WORKERS`
-  workers and :data:`MAX_INPUTS` input handles per worker, and an operator
-  at most :data:`MAX_PORTS` inputs and outputs (each one is drawn); events
-  beyond those are not applied, and are counted in ``Model.over_limit``.
+  workers and :data:`MAX_INPUTS` input handles per worker, scopes nested at
+  most :data:`MAX_DEPTH` deep, and an operator at most :data:`MAX_PORTS`
+  inputs and outputs (each one is drawn); events beyond those are not
+  applied, and are counted in ``Model.over_limit``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ MAX_WORKERS = 4_096
 """Workers one model holds a view of."""
 MAX_INPUTS = 10_000
 """Input handles one worker's view holds."""
+MAX_DEPTH = 100
+"""Scopes one inside another, as addresses tell: an event at an address longer than this is not applied
+(the diagram and the viewer's scope tree recurse once per level; real dataflows nest a few levels)."""
 MAX_PORTS = 4_096
 """Inputs (and, apart, outputs) of one operator: one declaring more is not applied (20 bytes could declare 2**60)."""
 

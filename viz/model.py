@@ -437,8 +437,12 @@ class Model:
             view.shut_down = True
 
     def _beyond_limits(self, event: Event) -> bool:
-        """Whether applying ``event`` would add a worker, scope, operator, channel, input or port past its limit."""
+        """Whether applying ``event`` would add a worker, scope, operator, channel, input or port past its limit,
+        or is at an address nested deeper than :data:`viz.limits.MAX_DEPTH`."""
         if event.worker not in self.workers and len(self.workers) >= limits.MAX_WORKERS:
+            return True
+        where = getattr(event, "address", None) or getattr(event, "scope", None)
+        if where is not None and len(where) > limits.MAX_DEPTH:
             return True
         scopes: tuple[Address, ...] = ()
         if isinstance(event, OperatorCreated):
