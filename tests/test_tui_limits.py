@@ -16,7 +16,16 @@ from helpers.tui_helpers import wait_until
 from textual.widgets import Static
 
 from runtime.framing import HEAD
-from runtime.instrument import END_FRAME, Event, encode_events, encode_header, read_recording
+from runtime.instrument import (
+    END_FRAME,
+    Event,
+    FrontiersChanged,
+    LocationsDefined,
+    OperatorCreated,
+    encode_events,
+    encode_header,
+    read_recording,
+)
 from viz import limits
 from viz.__main__ import main as viz_main
 from viz.model import Model
@@ -138,3 +147,27 @@ def test_scopes_nested_1000_deep_by_address_are_cut_at_the_depth_limit_and_the_v
             assert app.errors == []
 
     asyncio.run(run())
+
+
+def test_the_replays_copies_hold_about_as_many_entries_as_the_recording_has_events() -> None:
+    """Found by the viewer audit: a replay copied its whole state every 2,000 events, so a recording whose state
+    grows with it (each frontier change at a new time) was copied quadratically: 200,000 such events took
+    1 GB and 4 minutes before ``viz tui --replay`` opened, 10**6 would not have fitted."""
+    count = 20_000
+    events: list[Event] = [
+        OperatorCreated(0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
+        OperatorCreated(0, 2, 0.0, (0, 1), "map", 1, 1, ((0,),), None),
+        LocationsDefined(0, 3, 0.0, (0,), ((1, 0, True), (1, 0, False))),
+    ]
+    events += [FrontiersChanged(0, 10 + i, 0.001 * i, (0,), ((0, i, 1),)) for i in range(count)]
+    replay = Replay(events, checkpoint_every=100)
+    replay.seek(len(replay))
+    copied = sum(
+        len(times) for state in replay._checkpoints.values() for times in state.model.view().frontier_counts.values()
+    )
+    assert copied <= 3 * count  # was 2,009,400: 200 copies of up to 20,000 times each
+    replay.seek(12_345)  # back, from a copy
+    fresh = Replay(events, checkpoint_every=100)
+    fresh.seek(12_345)
+    assert replay.state.model.view().frontier_counts == fresh.state.model.view().frontier_counts
+    assert len(replay.state.model.view().frontier(((0,), 1, 0, True))) == 12_345 - 3

@@ -572,6 +572,17 @@ class Model:
                     entry[0] += 1
                     entry[1] += count
 
+    def size(self) -> int:
+        """Roughly how many entries the model holds (what a copy of it copies): structure, counts, pending batches."""
+        size = len(self.operators) + len(self._edge_keys) + sum(len(batches) for batches in self._unsettled.values())
+        for view in self.workers.values():
+            for table in (view.tracked, view.own, view.frontier_counts):
+                size += len(table) + sum(map(len, table.values()))
+            for per_time in view.capability_sites.values():
+                size += 1 + sum(map(len, per_time.values()))
+            size += len(view.received) + len(view.sent) + len(view.scheduled) + len(view.inputs)
+        return size
+
     # ------------------------------------------------------------------ views
 
     def view(self, worker: int | None = None) -> View:

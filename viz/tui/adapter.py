@@ -85,6 +85,10 @@ class TuiState:
         elif isinstance(event, FrontiersChanged):
             self.frontier_changes += 1
 
+    def size(self) -> int:
+        """Roughly how many entries the state holds: the model's (:meth:`Model.size`) and the rate buckets."""
+        return self.model.size() + sum(map(len, self.rates.counts.values()))
+
     def apply_all(self, events: Iterable[Event]) -> None:
         """Fold many events in."""
         for event in events:

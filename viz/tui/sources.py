@@ -119,6 +119,9 @@ class Replay:
         self.position = 0
         self._every = checkpoint_every
         self._checkpoints: dict[int, TuiState] = {0: copy.deepcopy(self.state)}
+        self._next_checkpoint = checkpoint_every
+        """Where the next copy is taken: at least as many events after the last as that copy held entries, so
+        the copies together hold about as many entries as the recording has events (not its square)."""
 
     def __len__(self) -> int:
         return len(self.events)
@@ -131,12 +134,13 @@ class Replay:
         return self.events[self.position - 1].t - self.start
 
     def _forward(self, target: int) -> None:
-        events, state, every = self.events, self.state, self._every
+        events, state = self.events, self.state
         while self.position < target:
             state.apply(events[self.position])
             self.position += 1
-            if self.position % every == 0 and self.position not in self._checkpoints:
+            if self.position >= self._next_checkpoint:
                 self._checkpoints[self.position] = copy.deepcopy(state)
+                self._next_checkpoint = self.position + max(self._every, state.size())
         if self.position == len(events):
             state.model.settle()  # the recording ended: no worker's next event will come
 
