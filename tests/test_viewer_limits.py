@@ -15,7 +15,7 @@ import time
 import pytest
 from helpers.bounds import eventually, rss, threads
 
-from runtime.instrument import K_OPERATOR, K_POINTSTAMPS, OperatorCreated, encode_events, encode_header
+from runtime.instrument import K_MESSAGES, K_OPERATOR, K_POINTSTAMPS, OperatorCreated, encode_events, encode_header
 from viz import limits
 from viz.model import Model
 from viz.tui import sources
@@ -183,3 +183,20 @@ def test_short_connections_leave_no_threads_behind() -> None:
         listener.close()
     eventually(lambda: threads() < before, 10, "the accepting thread to end")
     assert threading.active_count() < before
+
+
+def test_message_rates_keep_only_recent_buckets_however_long_a_live_run() -> None:
+    """Found by the viewer audit: the rate history kept every 0.25 s bucket of every channel port for ever, so a
+    live view grew without bound with the run's length (100,000 messages a quarter second apart: 200,000 buckets)."""
+    state = TuiState(0.25)
+    apply_raw(state, [operator(0, "map")])
+    for batch in range(50):
+        start = batch * 2000
+        apply_raw(
+            state,
+            [(K_MESSAGES, 0, 10 + i, 0.25 * i, (0, 1), (((3, 5),),), (((3, 5),),)) for i in range(start, start + 2000)],
+        )
+    kept = [len(buckets) for buckets in state.rates.counts.values()]
+    assert len(kept) == 2 and max(kept) <= 200  # was 100,000 each
+    end = 0.25 * (50 * 2000 - 1)
+    assert state.rates.series(((0, 1), 0, False), end, 20) == [5 / 0.25] * 20  # the sparkline still full

@@ -40,6 +40,9 @@ class RateHistory:
     input, or produced at an output.
     """
 
+    KEPT = 64
+    """Buckets kept per key, the newest: a sparkline shows 20, and a live run must not grow one a bucket for ever."""
+
     def __init__(self, bucket: float = 0.25) -> None:
         """Buckets of ``bucket`` seconds of event time."""
         self.bucket = bucket
@@ -50,16 +53,21 @@ class RateHistory:
         slot = int(event.t / self.bucket)
         for port, entries in enumerate(event.consumed):
             if entries:
-                self._add((event.address, port, False), slot, sum(count for _, count in entries))
+                self.add_records((event.address, port, False), slot, sum(count for _, count in entries))
         for port, entries in enumerate(event.produced):
             if entries:
-                self._add((event.address, port, True), slot, sum(count for _, count in entries))
+                self.add_records((event.address, port, True), slot, sum(count for _, count in entries))
 
-    def _add(self, key: tuple[Address, int, bool], slot: int, records: int) -> None:
+    def add_records(self, key: tuple[Address, int, bool], slot: int, records: int) -> None:
+        """Add ``records`` to bucket ``slot`` of ``key``, forgetting those :attr:`KEPT` or more before its newest."""
         buckets = self.counts.get(key)
         if buckets is None:
             buckets = self.counts[key] = {}
         buckets[slot] = buckets.get(slot, 0) + records
+        if len(buckets) > 2 * self.KEPT:
+            newest = max(buckets)
+            for old in [old for old in buckets if old <= newest - self.KEPT]:
+                del buckets[old]
 
     def series(self, key: tuple[Address, int, bool], end: float, width: int) -> list[float]:
         """Records per second in the ``width`` buckets that end at event time ``end``."""

@@ -152,7 +152,7 @@ def _coalesce(state: TuiState, run: Sequence[Raw]) -> tuple[_Schedulings, _Chang
                 entry[1] += duration
     changes_of: _Changes = {K_POINTSTAMPS: {}, K_LOCAL_POINTSTAMPS: {}, K_FRONTIERS: {}}
     messages: _Merged = {}
-    rates = state.rates.counts
+    rates = state.rates
     frontier_events = 0
     for key, times in same.items():
         kind, worker = key[0], key[1]
@@ -167,10 +167,7 @@ def _coalesce(state: TuiState, run: Sequence[Raw]) -> tuple[_Schedulings, _Chang
                 for port, entries in enumerate(ports):
                     if entries:
                         target[port].extend(entries * times)
-                        buckets = rates.get((address, port, is_output))
-                        if buckets is None:
-                            buckets = rates[(address, port, is_output)] = {}
-                        buckets[slot] = buckets.get(slot, 0) + times * sum(count for _, count in entries)
+                        rates.add_records((address, port, is_output), slot, times * sum(count for _, count in entries))
         else:
             scope, changes = key[2]
             tables = changes_of[kind]
