@@ -387,24 +387,28 @@ class Dialect:
 
         return hook
 
-    def cached(self, limit: int = 100_000) -> Dialect:
+    def cached(self, limit: int = 100_000, limit_bytes: int = 1 << 20) -> Dialect:
         """A copy of this dialect that decodes each distinct product once (up to ``limit`` of them).
 
         For a stream in which the same times recur in almost every value (a
         recording sent to the live viewer).  Only for dialects that read
-        arrays as tuples, so that the products shared are immutable.
+        arrays as tuples, so that the products shared are immutable.  The
+        encodings kept as keys add up to at most ``limit_bytes`` (a time is a
+        few bytes; a stream of large distinct ones must not be held for ever).
         """
         if self.use_list:
             raise ValueError(f"{self.name} reads arrays as lists: its products cannot be shared")
         copy = Dialect(self.name, self.codes, use_list=False, max_size=self.max_size)
         cache: dict[bytes, Any] = {}
+        held = [0]  # bytes of the keys in cache
 
         def product(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
             value = cache.get(data)
             if value is None:
                 value = _decode_product(dialect, hook, data)
-                if len(cache) < limit:
+                if len(cache) < limit and held[0] + len(data) <= limit_bytes:
                     cache[data] = value
+                    held[0] += len(data)
             return value
 
         for code, meaning in self.codes.items():

@@ -15,7 +15,17 @@ import time
 import pytest
 from helpers.bounds import eventually, rss, threads
 
-from runtime.instrument import K_MESSAGES, K_OPERATOR, K_POINTSTAMPS, OperatorCreated, encode_events, encode_header
+from runtime.instrument import (
+    K_FRONTIERS,
+    K_MESSAGES,
+    K_OPERATOR,
+    K_POINTSTAMPS,
+    OperatorCreated,
+    RecordingStream,
+    encode_events,
+    encode_header,
+)
+from scopes.progress.timestamp import Product
 from viz import limits
 from viz.model import Model
 from viz.tui import sources
@@ -200,3 +210,15 @@ def test_message_rates_keep_only_recent_buckets_however_long_a_live_run() -> Non
     assert len(kept) == 2 and max(kept) <= 200  # was 100,000 each
     end = 0.25 * (50 * 2000 - 1)
     assert state.rates.series(((0, 1), 0, False), end, 20) == [5 / 0.25] * 20  # the sparkline still full
+
+
+def test_a_stream_of_large_distinct_times_is_not_held_by_the_time_cache() -> None:
+    """Found by the viewer audit: the live decoder kept every distinct product time it decoded (up to 100,000),
+    key and value, so a peer sending times of 20 kB each grew the viewer by twice what it sent: 775 MiB for 382."""
+    stream = RecordingStream("live", cache_times=True, max_pending=sources.MAX_PENDING_BYTES, check_fields=False)
+    stream.feed(encode_header(0))
+    before = rss()
+    for frame in range(100):
+        raws = [(K_FRONTIERS, 0, i, 1.0, (0,), ((0, Product(frame * 100 + i, "x" * 20_000), 1),)) for i in range(100)]
+        assert len(stream.feed(encode_events(raws))) == 100
+    assert rss() - before < 64 << 20, f"the viewer grew by {(rss() - before) >> 20} MiB for 190 MiB received"
