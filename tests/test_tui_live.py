@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
+import pytest
 from helpers.tui_helpers import ROOT, wait_until, write_recording
 from textual.widgets import Static
 
@@ -466,3 +467,42 @@ def test_the_last_error_is_the_final_exception_of_the_output() -> None:
     assert not died_stuck(last_error(output[:5]))
     assert last_error(["a", "", "b", "c"], limit=2) == ["b", "c"]  # no traceback: the last lines
     assert last_error([*output, *[f"  more {i}" for i in range(20)]], limit=4)[-1] == "…"
+
+
+BAD_FIELDS = [
+    (6, 0, 9, 0.0, (0,), (("a", 3, 1),)),  # a text location in a tracker batch, which waits for the next event
+    (7, 0, 9, 0.0, (0,), ((1.5, 3, 1),)),  # a float location
+    (6, 0, 9, 0.0, "abc", ((0, 3, 1),)),  # a text scope
+]
+
+
+@pytest.mark.parametrize("bad", BAD_FIELDS, ids=["text location", "float location", "text scope"])
+def test_one_bad_field_in_a_live_stream_ends_that_connection_not_the_viewer(bad: tuple[object, ...]) -> None:
+    """Found by the viewer audit: the live listener checks only an event's kind, worker, sequence number and time
+    as it arrives; the bulk ingest passed a pointstamp batch with a text location (or a text scope) to the model,
+    which kept it for the worker's next event, and the viewer died when it fell idle and settled it (TypeError
+    from a timer: the whole TUI exited)."""
+    from runtime.instrument import encode_events, encode_header
+
+    async def run() -> None:
+        listener = LiveListener("127.0.0.1", 0)
+        app = TimelyApp(listener=listener, refresh_interval=0.05, idle_after=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sock = socket.create_connection(("127.0.0.1", listener.port))
+            now = time.monotonic()
+            structure = [
+                (1, 0, 1, now, (0,), "dataflow", 0, 0, (), "integer"),
+                (1, 0, 2, now, (0, 1), "map", 1, 1, ((0,),), None),
+                (3, 0, 3, now, (0,), ((1, 0, True), (1, 0, False))),
+            ]
+            sock.sendall(encode_header(0) + encode_events([*structure, (*bad[:3], now, *bad[4:])]))
+            await wait_until(pilot, lambda: any(c.error for c in listener.connections), 10, "the bad event's report")
+            await pilot.pause(0.5)  # idle for five times idle_after: the viewer settles the workers' last batches
+            for pane in "12345":
+                await pilot.press(pane)
+                await pilot.pause()
+            assert "not a pytimely event" in (listener.connections[0].error or "")
+            assert list(app.state.model.operators) == [(0,), (0, 1)] and app.errors == []
+            sock.close()
+
+    asyncio.run(run())

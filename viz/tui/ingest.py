@@ -38,8 +38,10 @@ from runtime.instrument import (
     LocalPointstampsChanged,
     Messages,
     PointstampsChanged,
+    RecordingError,
     decode,
 )
+from runtime.instrumentation.events import problem
 from viz.model import Address, View
 from viz.tui.adapter import TuiState
 
@@ -86,8 +88,15 @@ _Schedulings = dict[tuple[int, Address], list[float]]
 
 
 def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
-    """Fold a run of frequent events (no structure among them) into ``state``."""
+    """Fold a run of frequent events (no structure among them) into ``state``.
+
+    Raises :class:`~runtime.instrument.RecordingError` before changing the
+    model if a merged event is not one (a live stream's fields are not
+    checked as they arrive: one bad field must not reach the model, where it
+    would fail later, outside the feed's care).
+    """
     scheduled, changes_of, messages, frontier_events = _coalesce(state, run)
+    _check_merged(scheduled, changes_of, messages)
     model = state.model
     per_worker = Counter(raw[1] for raw in run)
     last_seen: dict[int, float] = {}
@@ -125,6 +134,27 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
         view = model.workers[worker]
         view.events = view_events[worker] + events
         view.last_t = last_seen[worker]
+
+
+def _check_merged(scheduled: _Schedulings, changes_of: _Changes, messages: _Merged) -> None:
+    """Raise :class:`~runtime.instrument.RecordingError` unless every merged event has the fields of its kind.
+
+    The merged events are few (one per worker and scope, or operator), so
+    checking them costs little next to checking every event of the run.
+    """
+    merged: list[tuple[Any, ...]] = [
+        (K_SCHEDULE, worker, 0, 0.0, address, 0.0, seconds) for (worker, address), (_, seconds) in scheduled.items()
+    ]
+    for kind, tables in changes_of.items():
+        for (worker, scope), table in tables.items():
+            changes = tuple((loc, time, diff) for (loc, time), diff in table.items())
+            merged.append((kind, worker, 0, 0.0, scope, changes))
+    for (worker, address), (consumed, produced) in messages.items():
+        merged.append((K_MESSAGES, worker, 0, 0.0, address, tuple(map(tuple, consumed)), tuple(map(tuple, produced))))
+    for raw in merged:
+        wrong = problem(raw)
+        if wrong is not None:
+            raise RecordingError(f"not a pytimely event: {wrong}")
 
 
 def _coalesce(state: TuiState, run: Sequence[Raw]) -> tuple[_Schedulings, _Changes, _Merged, int]:
