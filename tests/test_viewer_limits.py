@@ -20,6 +20,7 @@ from runtime.instrument import (
     K_MESSAGES,
     K_OPERATOR,
     K_POINTSTAMPS,
+    K_SCHEDULE,
     OperatorCreated,
     RecordingStream,
     encode_events,
@@ -222,3 +223,15 @@ def test_a_stream_of_large_distinct_times_is_not_held_by_the_time_cache() -> Non
         raws = [(K_FRONTIERS, 0, i, 1.0, (0,), ((0, Product(frame * 100 + i, "x" * 20_000), 1),)) for i in range(100)]
         assert len(stream.feed(encode_events(raws))) == 100
     assert rss() - before < 64 << 20, f"the viewer grew by {(rss() - before) >> 20} MiB for 190 MiB received"
+
+
+def test_the_live_ingest_caps_workers_as_the_model_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the viewer audit: the bulk ingest made a view for every worker index its frequent events named,
+    past limits.MAX_WORKERS (100,000 schedulings of distinct workers: 100,000 views, one worker 10**9 more)."""
+    monkeypatch.setattr(limits, "MAX_WORKERS", 8)
+    state = TuiState()
+    apply_raw(state, [(K_SCHEDULE, worker, 1, 1.0, (0, 1), 0.0, 0.5) for worker in range(100)])
+    apply_raw(state, [(K_FRONTIERS, 10**9, 1, 2.0, (0,), ((0, 1, 1),)), (K_SCHEDULE, 3, 2, 2.0, (0, 1), 0.0, 0.5)])
+    model = state.model
+    assert sorted(model.workers) == list(range(8)) and model.over_limit == 93
+    assert model.events == 102 and model.last_t == 2.0 and model.workers[3].scheduled[(0, 1)] == [2, 1.0]

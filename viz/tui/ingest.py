@@ -42,7 +42,8 @@ from runtime.instrument import (
     decode,
 )
 from runtime.instrumentation.events import problem
-from viz.model import Address, View
+from viz import limits
+from viz.model import Address
 from viz.tui.adapter import TuiState
 
 Raw = Sequence[Any]
@@ -95,10 +96,20 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
     checked as they arrive: one bad field must not reach the model, where it
     would fail later, outside the feed's care).
     """
-    scheduled, changes_of, messages, frontier_events = _coalesce(state, run)
-    _check_merged(scheduled, changes_of, messages)
     model = state.model
     per_worker = Counter(raw[1] for raw in run)
+    times_run = [raw[3] for raw in run]
+    new = [worker for worker in per_worker if worker not in model.workers]
+    room = max(limits.MAX_WORKERS - len(model.workers), 0)
+    if len(new) > room:  # as Model.apply does: past the limit, a new worker's events are counted, not applied
+        refused = set(new[room:])
+        model.over_limit += sum(per_worker.pop(worker) for worker in refused)
+        model.events += len(run) - sum(per_worker.values())
+        run = [raw for raw in run if raw[1] not in refused]
+        if not run:
+            return
+    scheduled, changes_of, messages, frontier_events = _coalesce(state, run)
+    _check_merged(scheduled, changes_of, messages)
     last_seen: dict[int, float] = {}
     for raw in reversed(run):  # each worker's newest event time: usually found near the end
         if raw[1] not in last_seen:
@@ -106,8 +117,7 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
             if len(last_seen) == len(per_worker):
                 break
     for worker in per_worker:
-        if worker not in model.workers:
-            model.workers[worker] = View()
+        model.worker_view(worker)
     events_before, first_before, last_before = model.events, model.first_t, model.last_t
     view_events = {worker: model.workers[worker].events for worker in per_worker}
 
@@ -125,7 +135,6 @@ def _apply_run(state: TuiState, run: Sequence[Raw]) -> None:
     state.frontier_changes += frontier_events
 
     # The merged events above counted once each and carried no time: set the counters and times right.
-    times_run = [raw[3] for raw in run]
     first, last = min(times_run), max(times_run)
     model.events = events_before + len(run)
     model.first_t = first if first_before is None else min(first_before, first)
