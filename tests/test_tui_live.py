@@ -205,6 +205,18 @@ def test_cli_refuses_bad_arguments() -> None:
     assert_clean_error(run_cli("--listen", "127.0.0.1:0", "--", "/no/such/program"), "cannot start")
 
 
+@pytest.mark.parametrize("idle", ["nan", "0", "-1"])
+def test_cli_refuses_an_idle_time_that_is_no_positive_number(idle: str) -> None:
+    """Found by the viewer audit: ``--idle nan`` passed the check (NaN compares false with 0) and opened the
+    stuck view at the first moment of quiet."""
+    from viz.__main__ import _parser
+    from viz.errors import VizError
+    from viz.tui.cli import _build
+
+    with pytest.raises(VizError, match=f"--idle {idle}"):
+        _build(_parser().parse_args(["tui", "--listen", "127.0.0.1:0", "--idle", idle]))
+
+
 def test_a_program_that_cannot_start_leaves_no_output_file(tmp_path: Path) -> None:
     """The viewer makes a file for the program's output before it starts it; a failed start removes it."""
     result = subprocess.run(

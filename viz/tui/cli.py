@@ -133,7 +133,7 @@ def _build(args: argparse.Namespace) -> tuple[Any, Program | None]:
         raise VizError("--replay plays a recording; it cannot be combined with --listen or a program")
     if not args.replay and not args.listen and not command:
         raise VizError("give --replay LOG, --listen HOST:PORT, or -- followed by a program to start")
-    if args.idle <= 0:
+    if not args.idle > 0:  # also NaN, which compares false with everything
         raise VizError(f"--idle {args.idle}: expected a positive number of seconds")
     if not Path(args.diagram_dir).is_dir():
         raise VizError(f"--diagram-dir {args.diagram_dir!r}: no such directory")
