@@ -21,6 +21,7 @@ from runtime.instrument import (
     K_OPERATOR,
     K_POINTSTAMPS,
     K_SCHEDULE,
+    K_SHUTDOWN,
     OperatorCreated,
     RecordingStream,
     encode_events,
@@ -235,3 +236,21 @@ def test_the_live_ingest_caps_workers_as_the_model_does(monkeypatch: pytest.Monk
     model = state.model
     assert sorted(model.workers) == list(range(8)) and model.over_limit == 93
     assert model.events == 102 and model.last_t == 2.0 and model.workers[3].scheduled[(0, 1)] == [2, 1.0]
+
+
+def test_a_connection_remembers_at_most_about_max_workers_worker_indices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the viewer audit: each connection kept every worker index its events named (and every one that
+    shut down), so a peer naming 1,000,000 workers grew two sets of 1,000,000 ints, past what the model keeps."""
+    monkeypatch.setattr(limits, "MAX_WORKERS", 8)
+    listener = LiveListener("127.0.0.1", 0)
+    listener.start()
+    try:
+        with connect(listener) as sock:
+            sock.sendall(encode_header(0))
+            for frame in range(200):
+                sock.sendall(encode_events([(K_SHUTDOWN, frame * 1000 + i, 1, 1.0) for i in range(1000)]))
+            eventually(lambda: listener.received == 200_000, what="every event received")
+            connection = listener.connections[0]
+            assert len(connection.workers) <= 40_000 and len(connection.shut_down) <= 40_000  # one read: 256 KiB
+    finally:
+        listener.close()

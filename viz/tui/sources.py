@@ -51,6 +51,7 @@ from runtime.instrument import (
     RecordingTooLarge,
     read_recording,
 )
+from viz import limits
 from viz.errors import TuiError as TuiError
 from viz.limits import LARGE_EVENT, clip_deep, clip_raw
 from viz.tui.adapter import TuiState
@@ -372,8 +373,10 @@ class LiveListener:
                 else:
                     batch = [raw if raw[0] in HOT else clip_raw(raw) for raw in batch]  # long names cut here
                 size, unclipped = unclipped, 0
-                connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})
-                connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
+                if len(connection.workers) < limits.MAX_WORKERS:  # a peer could name every int: at most one batch more
+                    connection.workers.update({raw[1] for raw in batch if raw[1].__class__ is int and raw[1] >= 0})
+                if len(connection.shut_down) < limits.MAX_WORKERS:
+                    connection.shut_down.update(raw[1] for raw in batch if raw[0] == K_SHUTDOWN)
                 connection.events += len(batch)
                 stamp = connection.sent_at(batch[-1][3], self.clock())
                 with self._lock:
