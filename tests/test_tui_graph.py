@@ -182,3 +182,34 @@ def test_an_edge_through_a_frame_title_does_not_cut_it() -> None:
     lines = draw(plan, model, model.view(), 100, 20).to_text().plain.splitlines()
     titled = [line for line in lines if "Peel" in line]
     assert len(titled) == 1 and f" {PEEL} " in titled[0], "\n".join(lines)
+
+
+def test_negative_addresses_and_ports_are_laid_out_not_refused_by_dot() -> None:
+    """Found by the viewer audit: an operator at address (0, -1) or a channel from port -1 (well-typed ints)
+    made node names like n0_-1 that dot refuses ('syntax error near -1'): the graph pane showed no graph."""
+    from runtime.instrument import ChannelCreated, LocationsDefined, OperatorCreated
+    from viz.tui.app import TimelyApp
+    from viz.tui.sources import Replay
+
+    events = [
+        OperatorCreated(0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
+        OperatorCreated(0, 2, 0.0, (0, -1), "Negative", 1, 1, ((0,),), None),
+        OperatorCreated(0, 3, 0.0, (0, 1), "Map", 1, 1, ((0,),), None),
+        ChannelCreated(0, 4, 0.0, (0,), (-1, 0), (1, 0), "Pipeline"),
+        ChannelCreated(0, 5, 0.0, (0,), (1, -2), (0, -3), "Pipeline"),
+        LocationsDefined(0, 6, 0.0, (0,), ((1, 0, True), (1, 0, False))),
+    ]
+    replay = Replay(events)
+    replay.seek(len(replay))
+
+    async def run() -> None:
+        app = TimelyApp(replay=replay, clock=lambda: 0.0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("5")
+            await pilot.pause(0.1)
+            assert "laid out by Graphviz" in str(app.query_one("#graph-caption", Static).render())
+            drawing = "\n".join(canvas_lines(app))
+            assert "Negative" in drawing and "Map" in drawing
+            assert app.errors == []
+
+    asyncio.run(run())

@@ -87,8 +87,13 @@ class Layout:
     signature: tuple[Any, ...]
 
 
+def _num(value: int) -> str:
+    """An int as a DOT identifier's part: ``-1`` is ``m1`` (a recording may hold any int; ``-`` ends an ID)."""
+    return str(value) if value >= 0 else f"m{-value}"
+
+
 def _id(address: Address) -> str:
-    return "n" + "_".join(map(str, address))
+    return "n" + "_".join(map(_num, address))
 
 
 def _quote(text: str) -> str:
@@ -137,11 +142,11 @@ def _nodes_and_clusters(model: Model, box_width: int) -> tuple[dict[str, Node], 
 def _endpoint(model: Model, scope: Address, node: int, port: int, is_source: bool) -> str:
     """The drawing's node for one end of an edge inside ``scope``."""
     if node == 0:  # the scope's own boundary, seen from inside
-        return f"{_id(scope)}_{'in' if is_source else 'out'}{port}"
+        return f"{_id(scope)}_{'in' if is_source else 'out'}{_num(port)}"
     address = scope + (node,)
     info = model.operators.get(address)
     if info is not None and info.is_scope and address in model.scopes:
-        return f"{_id(address)}_{'out' if is_source else 'in'}{port}"
+        return f"{_id(address)}_{'out' if is_source else 'in'}{_num(port)}"
     return _id(address)
 
 
