@@ -242,3 +242,38 @@ def test_operator_rows_and_sparklines() -> None:
     assert rows["Step"].records_out == 14 and rows["Step"].frontiers == "{} {}" and not rows["Step"].busy
     assert sparkline([0, 1, 2, 4]) == " ▂▄█"
     assert sparkline([0, 0]) == "  "
+
+
+def test_a_port_the_explainer_does_not_know_is_said_in_the_stuck_view_not_a_display_error() -> None:
+    """Found by the viewer audit: an operator at address (0, -1) met the model's key for frontier changes at a
+    location index past the scope's table ((0,), -1, index, False): the stuck view listed that port, and picking
+    it made the explainer raise SelectionError, shown as a display error with the explanation left stale."""
+    from runtime.instrument import FrontiersChanged, LocationsDefined, OperatorCreated
+
+    events = [
+        OperatorCreated(0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),
+        OperatorCreated(0, 2, 0.0, (0, -1), "Negative", 8, 1, ((0,),), None),
+        OperatorCreated(0, 3, 0.0, (0, 1), "Map", 1, 1, ((0,),), None),
+        LocationsDefined(0, 4, 0.0, (0,), ((1, 0, True), (1, 0, False))),
+        FrontiersChanged(0, 5, 0.1, (0,), ((0, 3, 1), (1, 3, 1), (5, 3, 1))),
+    ]
+    replay = Replay(events)
+    replay.seek(len(replay))
+
+    async def run() -> None:
+        app = TimelyApp(replay=replay, clock=lambda: 0.0)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("4")
+            places = stuck_places(app.state.model, app.current_view())
+            index = next(i for i, p in enumerate(places) if p.loc == ((0,), -1, 5, False))
+            options = app.query_one("#stuck-places", OptionList)
+            options.focus()
+            options.highlighted = index
+            await pilot.pause()
+            assert "Negative.in5 [0.-1] {3}: cannot be explained" in text_of(app, "#stuck-text")
+            options.highlighted = next(i for i, p in enumerate(places) if p.loc == ((0,), 1, 0, False))
+            await pilot.pause()
+            assert "'Map' input 0" in text_of(app, "#stuck-text")
+            assert app.errors == []
+
+    asyncio.run(run())

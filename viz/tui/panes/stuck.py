@@ -8,6 +8,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from viz.errors import VizError
 from viz.model import Loc, Model, View
 from viz.tui.adapter import KIND_TITLES, StuckPlace, default_place, explanation, path_text, stuck_places
 
@@ -73,7 +74,11 @@ class StuckPane:
             else:
                 text.append("No location selected.")
         else:
-            heading, blockers = explanation(model, view, place)
+            try:
+                heading, blockers = explanation(model, view, place)
+            except VizError as error:  # a recording can make a port the explainer does not know: say so, go on
+                widget.update(Text(f"{place.label}: cannot be explained: {error}"))
+                return
             text.append(heading + "\n", style="bold")
             if not blockers:
                 text.append("\nno pointstamp holds it back on this view (other workers may; press w)\n")
