@@ -21,7 +21,8 @@ from scopes.progress.timestamp import Product
 from viz import limits
 from viz.__main__ import main as viz_main
 from viz.dot import to_graph
-from viz.model import TIME_DEPTH, Model, time_kind
+from viz.model import Model
+from viz.time_kinds import TIME_DEPTH, time_kind
 
 GOOD: list[tuple[Any, ...]] = [
     (1, 0, 1, 0.0, (0,), "dataflow", 0, 0, (), "integer"),

@@ -52,10 +52,10 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.progress.order import Time, less_equal
-from scopes.progress.timestamp import Product
 from viz import limits
 from viz.errors import SelectionError
 from viz.limits import clip, clip_optional
+from viz.time_kinds import time_kind
 
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
@@ -209,28 +209,6 @@ def _project(time: Any, steps: int) -> Any:
         if isinstance(time, tuple) and len(time) == 2:
             time = time[0]
     return time
-
-
-TIME_DEPTH = 32
-"""Products nest at most this deep in a time the viewer applies (one level per nested scope)."""
-
-
-def time_kind(time: Any, depth: int = 0) -> Hashable | None:
-    """What must agree between two times for the viewer to order and compare them, or ``None`` for no time.
-
-    ``int``, ``float`` and ``str`` (a user's own timestamp type, recorded as its
-    ``repr``) are kinds of their own; a :class:`~scopes.progress.timestamp.Product`
-    has the kinds of its outer and inner parts, nested at most :data:`TIME_DEPTH`
-    deep.  Anything else (a tuple, ``None``) is no time the runtime records.
-    """
-    cls = time.__class__
-    if cls is int or cls is float or cls is str:
-        return cls
-    if cls is Product and depth < TIME_DEPTH:
-        outer, inner = time_kind(time.outer, depth + 1), time_kind(time.inner, depth + 1)
-        if outer is not None and inner is not None:
-            return (Product, outer, inner)
-    return None
 
 
 class Model:
