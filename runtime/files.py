@@ -240,8 +240,12 @@ class _FileReader:
         self.info.activate()
 
     def _read(self, unit: _Unit) -> Iterator[Any]:
+        """The unit's batches, each checked whole: a string that is not UTF-8 (which pyarrow's JSON and Parquet
+        readers pass on) is refused here, not later as a ``UnicodeDecodeError`` or by a downstream operator."""
         try:
-            yield from unit.fragment.to_batches(schema=self.dataset.schema, batch_size=self.batch_rows)
+            for batch in unit.fragment.to_batches(schema=self.dataset.schema, batch_size=self.batch_rows):
+                batch.validate(full=True)
+                yield batch
         except Exception as error:
             raise FileSourceError(f"{self.where}: cannot read {unit.path!r}: {error}") from error
 

@@ -347,3 +347,30 @@ def test_json_lines_brackets_in_strings_and_nesting_up_to_the_limit_read(tmp_pat
     assert deepest["a"] == json.loads(at_limit)["a"]
     [(_, _, strings)] = collect(tmp_path / "strings", format="jsonl")
     assert strings["s"] == '\\"[[[' + "[" * 500 + "\\" and strings["t"] == "{{{" + "{" * 500
+
+
+def _write_not_utf8(directory: Path, format: str) -> Path:
+    """A file whose string column holds bytes that are not UTF-8, which pyarrow's JSON and Parquet readers pass on."""
+    directory.mkdir()
+    if format == "json":
+        target = directory / "bad.jsonl"
+        target.write_bytes(b'{"word": "fine"}\n{"word": "\xff\xfe"}\n')
+    else:
+        target = directory / "bad.parquet"
+        offsets = pa.py_buffer((0).to_bytes(4, "little") + (4).to_bytes(4, "little") + (6).to_bytes(4, "little"))
+        words = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"fine\xff\xfe")])
+        pq.write_table(pa.table({"word": words}), target)
+    return target
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("columnar", [False, True])
+@pytest.mark.parametrize("format", ["json", "parquet"])
+def test_a_string_that_is_not_utf8_is_refused_naming_the_file(tmp_path, format, columnar, workers):
+    """Rows failed with a bare UnicodeDecodeError; columnar batches went on, invalid, to the next operator."""
+    target = _write_not_utf8(tmp_path / "in", format)
+    with pytest.raises(WorkerFailed) as failure:
+        collect(tmp_path / "in", workers=workers, format=format, columnar=columnar)
+    cause = root_cause(failure.value)
+    assert isinstance(cause, FileSourceError), repr(cause)
+    assert str(target) in str(cause) and "UTF8" in str(cause)
