@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -374,3 +375,33 @@ def test_a_string_that_is_not_utf8_is_refused_naming_the_file(tmp_path, format, 
     cause = root_cause(failure.value)
     assert isinstance(cause, FileSourceError), repr(cause)
     assert str(target) in str(cause) and "UTF8" in str(cause)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("change", ["grow", "shrink"])
+def test_a_file_that_changes_after_its_rows_were_counted_is_refused(tmp_path, change, workers):
+    """rows_per_epoch numbers rows from the counts taken when the dataflow is built; a file that grew or shrank
+    before it was read gave epochs of 10 rows for 5, or a missing epoch, silently."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    first = directory / "a.csv"
+    first.write_text("n\n" + "".join(f"{i}\n" for i in range(10)))
+    (directory / "b.csv").write_text("n\n" + "".join(f"{100 + i}\n" for i in range(10)))
+    built = threading.Barrier(workers, timeout=60)
+
+    def main(worker):
+        probe = worker.dataflow(lambda scope: read_files(scope, directory, format="csv", rows_per_epoch=5).probe())
+        if built.wait() == 0:  # every worker has counted; one changes the file before any reads it
+            if change == "grow":
+                with open(first, "a") as more:
+                    more.write("".join(f"{50 + i}\n" for i in range(10)))
+            else:
+                first.write_text("n\n1\n")
+        built.wait()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers)
+    cause = root_cause(failure.value)
+    assert isinstance(cause, FileSourceError), repr(cause)
+    assert f"{str(first)!r} changed while the dataflow ran: it held 10 rows" in str(cause)
