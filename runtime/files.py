@@ -95,7 +95,14 @@ def _dataset(path: str | os.PathLike[str], format: str, where: str, scanned: set
     pa, dataset_module = pyarrow_modules()
     location = Path(path)
     if not location.exists():
+        if location.is_symlink():
+            raise FileSourceError(f"{where}: {str(location)!r} is a symbolic link to nothing (or in a loop)")
         raise FileSourceError(f"{where}: no such file or directory: {str(location)!r}")
+    if not location.is_file() and not location.is_dir():
+        raise FileSourceError(
+            f"{where}: {str(location)!r} is neither a file nor a directory (a FIFO, a socket or a device); "
+            "give a file or a directory of files"
+        )
     try:
         files = sorted(dataset_module.dataset(str(location), format=format, schema=pa.schema([])).files)
     except Exception as error:

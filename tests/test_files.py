@@ -405,3 +405,21 @@ def test_a_file_that_changes_after_its_rows_were_counted_is_refused(tmp_path, ch
     cause = root_cause(failure.value)
     assert isinstance(cause, FileSourceError), repr(cause)
     assert f"{str(first)!r} changed while the dataflow ran: it held 10 rows" in str(cause)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-loop"])
+def test_a_path_that_is_no_file_or_directory_says_what_it_is(tmp_path, kind):
+    """A FIFO was refused as 'cannot list PATH: PATH' and a symbolic link loop as 'no such file or directory'."""
+    target = tmp_path / "in.csv"
+    if kind == "fifo":
+        os.mkfifo(target)
+        expected = "is neither a file nor a directory"
+    else:
+        target.symlink_to(tmp_path / "other.csv")
+        (tmp_path / "other.csv").symlink_to(target)
+        expected = "symbolic link to nothing (or in a loop)"
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as failure:
+            collect(target, workers=workers, format="csv")
+        cause = root_cause(failure.value)
+        assert isinstance(cause, FileSourceError) and expected in str(cause), str(cause)
