@@ -635,3 +635,13 @@ def test_a_hostfile_takes_comments_blank_lines_and_ipv6(tmp_path: Path) -> None:
         Endpoint("::1", 7000),
         Endpoint("::1", 7001),
     ]
+
+
+def test_a_token_that_is_not_utf8_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token of bytes that are not UTF-8 (os.environ decodes them to surrogates) failed every handshake with
+    UnicodeEncodeError, and the processes ended after the connect timeout blaming the hostfile."""
+    monkeypatch.setenv("PYTIMELY_TOKEN", "\udcffnot-utf-8")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:1\n127.0.0.1:2\n")
+    with pytest.raises(ConfigurationError, match="must be UTF-8 text"):
+        execute_from_args(failing_main, ["-n", "2", "-p", "1", "-h", str(hosts)], connect_timeout=0.5)
