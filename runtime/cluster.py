@@ -175,6 +175,13 @@ def execute_from_args(
             f"process {config.process} of a cluster started separately needs the cluster's shared token: "
             f"set {TOKEN_VARIABLE} or pass --token, with the same value in every process"
         )
+    try:
+        token.encode("utf-8")  # bytes that are not UTF-8 come from os.environ as surrogates: every handshake fails
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"the cluster's token ({TOKEN_VARIABLE} or --token) must be UTF-8 text, and this one holds other "
+            f"bytes; use a value such as the output of `openssl rand -hex 16`, the same in every process"
+        ) from None
     return run_process(
         main, config.process, endpoints_for(config), config.workers, token, stall_timeout, connect_timeout, tls=tls
     )

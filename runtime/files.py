@@ -95,7 +95,14 @@ def _dataset(path: str | os.PathLike[str], format: str, where: str, scanned: set
     pa, dataset_module = pyarrow_modules()
     location = Path(path)
     if not location.exists():
+        if location.is_symlink():
+            raise FileSourceError(f"{where}: {str(location)!r} is a symbolic link to nothing (or in a loop)")
         raise FileSourceError(f"{where}: no such file or directory: {str(location)!r}")
+    if not location.is_file() and not location.is_dir():
+        raise FileSourceError(
+            f"{where}: {str(location)!r} is neither a file nor a directory (a FIFO, a socket or a device); "
+            "give a file or a directory of files"
+        )
     try:
         files = sorted(dataset_module.dataset(str(location), format=format, schema=pa.schema([])).files)
     except Exception as error:
@@ -228,9 +235,11 @@ class _FileReader:
         except Exception as error:
             raise FileSourceError(f"{self.where}: cannot read {unit.path!r}: {error}") from error
         if batch is None:
+            self._check_count(unit, self.row, ended=True)
             self.position += 1
             self.batches = None
         elif batch.num_rows:
+            self._check_count(unit, self.row + batch.num_rows, ended=False)
             for time, piece in self.timing(unit, batch, self.row):
                 if time < self.resume_at:  # in the checkpoint this run resumed from
                     continue
@@ -239,9 +248,23 @@ class _FileReader:
             self.row += batch.num_rows
         self.info.activate()
 
+    def _check_count(self, unit: _Unit, rows: int, ended: bool) -> None:
+        """Refuse a unit whose rows were counted when the dataflow was built (``rows_per_epoch``) if it now holds
+        ``rows`` rows, more than then, or (``ended``) another number: each row's epoch came from that count."""
+        if unit.rows is not None and (rows > unit.rows or (ended and rows != unit.rows)):
+            raise FileSourceError(
+                f"{self.where}: {unit.path!r} changed while the dataflow ran: it held {unit.rows} rows when the "
+                f"dataflow was built and now holds {'more' if rows > unit.rows else rows}, so rows_per_epoch "
+                "cannot number its rows; do not change input files while they are read"
+            )
+
     def _read(self, unit: _Unit) -> Iterator[Any]:
+        """The unit's batches, each checked whole: a string that is not UTF-8 (which pyarrow's JSON and Parquet
+        readers pass on) is refused here, not later as a ``UnicodeDecodeError`` or by a downstream operator."""
         try:
-            yield from unit.fragment.to_batches(schema=self.dataset.schema, batch_size=self.batch_rows)
+            for batch in unit.fragment.to_batches(schema=self.dataset.schema, batch_size=self.batch_rows):
+                batch.validate(full=True)
+                yield batch
         except Exception as error:
             raise FileSourceError(f"{self.where}: cannot read {unit.path!r}: {error}") from error
 

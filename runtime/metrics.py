@@ -356,11 +356,20 @@ def report_stall(worker: int, cause: str | None) -> None:
 
 
 def parse_address(spec: str, process: int = 0) -> tuple[str, int]:
-    """``HOST:PORT`` (process ``P`` gets ``PORT + P``); a malformed spec is a ConfigurationError."""
+    """``HOST:PORT`` (process ``P`` gets ``PORT + P``); a malformed spec is a ConfigurationError.
+
+    The port is 1 to 5 ASCII digits, and ``PORT + P`` must be a port too (0 picks a free one everywhere).
+    """
     host, _, port_text = spec.strip().rpartition(":")
-    if not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    valid_port = port_text.isascii() and port_text.isdigit() and len(port_text) <= 5
+    if not host or not valid_port or not 0 <= int(port_text) <= 65535:
         raise ConfigurationError(f"--metrics {spec!r}: expected HOST:PORT, for example 127.0.0.1:9464")
     port = int(port_text)
+    if port and port + process > 65535:
+        raise ConfigurationError(
+            f"--metrics {spec!r}: process {process} would listen on port {port} + {process}, above 65535; "
+            f"choose a port of at most {65535 - process} (or 0 for a free one)"
+        )
     return host.strip("[]"), (port + process if port else 0)
 
 

@@ -54,6 +54,9 @@ BUILD_DIR = SOURCE_ROOT / "build" / "mypyc"
 MANIFEST = "manifest.json"
 """The manifest's file name in :data:`BUILD_DIR`."""
 
+MAX_MANIFEST_BYTES = 1 << 16
+"""The largest manifest read (a real one holds a few kilobytes); a larger one makes the build unusable."""
+
 PURE_VARIABLE = "PYTIMELY_PURE"
 """Set to ``1`` to ignore a compiled build."""
 
@@ -77,11 +80,15 @@ def manifest_problem(build_dir: Path = BUILD_DIR, root: Path = SOURCE_ROOT) -> s
     import json
 
     try:
-        manifest = json.loads(path.read_text())
+        with open(path, "rb") as file:
+            data = file.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            return f"its manifest {path} is larger than {MAX_MANIFEST_BYTES} bytes"
+        manifest = json.loads(data.decode("utf-8"))
         tag = manifest["cache_tag"]
         hashes = manifest["sources"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        return f"its manifest {path} is unreadable ({error})"
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+        return f"its manifest {path} is unreadable ({type(error).__name__}: {error})"
     if tag != sys.implementation.cache_tag:
         return f"it was built for {tag}, and this interpreter is {sys.implementation.cache_tag}"
     if not isinstance(hashes, dict) or sorted(hashes) != sorted(MODULES):

@@ -608,3 +608,40 @@ def test_a_short_hostfile_and_a_missing_token_are_explained(tmp_path: Path, monk
     monkeypatch.delenv("PYTIMELY_TOKEN", raising=False)
     with pytest.raises(ConfigurationError, match="PYTIMELY_TOKEN"):
         execute_from_args(failing_main, ["-n", "2", "-p", "0"])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"127.0.0.1\x00:7000\n127.0.0.1:7001\n",  # a NUL: a raw TypeError from the socket library at bind
+        b"[]:7000\n[]:7001\n",  # no host: process 0 listened on every interface
+        "127.0.0.1:70\u00b2\n127.0.0.1:7001\n".encode(),  # not ASCII digits
+        b"127.0.0.1:7000\n" + b"#" * 10_000 + b"\n127.0.0.1:7001\n",  # a line too long to read whole
+        b"127.0.0.1:7000\n\xff\xfe:7001\n",  # not UTF-8
+    ],
+    ids=["nul", "empty-host", "superscript-port", "long-line", "not-utf-8"],
+)
+def test_a_damaged_hostfile_is_refused_naming_the_file(tmp_path: Path, content: bytes) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_bytes(content)
+    with pytest.raises(ConfigurationError, match=r"hosts, (at or after )?line \d"):
+        endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))
+
+
+def test_a_hostfile_takes_comments_blank_lines_and_ipv6(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# the cluster\n\n[::1]:7000  # process 0\n::1:7001\n")
+    assert endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts))) == [
+        Endpoint("::1", 7000),
+        Endpoint("::1", 7001),
+    ]
+
+
+def test_a_token_that_is_not_utf8_is_refused_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token of bytes that are not UTF-8 (os.environ decodes them to surrogates) failed every handshake with
+    UnicodeEncodeError, and the processes ended after the connect timeout blaming the hostfile."""
+    monkeypatch.setenv("PYTIMELY_TOKEN", "\udcffnot-utf-8")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:1\n127.0.0.1:2\n")
+    with pytest.raises(ConfigurationError, match="must be UTF-8 text"):
+        execute_from_args(failing_main, ["-n", "2", "-p", "1", "-h", str(hosts)], connect_timeout=0.5)

@@ -147,3 +147,28 @@ def test_a_build_that_fails_as_it_loads_falls_back_to_the_sources(tmp_path: Path
     out = _select_fresh(build)
     assert out.startswith("[] True True ["), out
     assert "does not load (TypeError: a broken build)" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"[" * 60_000, "unreadable (RecursionError"),  # deeper than json can recurse, within the size limit
+        (b'{"cache_tag": "' + b"x" * ((1 << 16) + 1) + b'"}', "larger than"),
+        (b"\xff\xfe{", "unreadable (UnicodeDecodeError"),
+    ],
+    ids=["deeply-nested", "too-large", "not-utf-8"],
+)
+def test_a_hostile_manifest_falls_back_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, expected: str
+) -> None:
+    monkeypatch.delenv(native.PURE_VARIABLE, raising=False)
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / native.MANIFEST).write_bytes(content)
+    problem = native.manifest_problem(build, ROOT)
+    assert problem is not None and expected in problem
+    package = types.ModuleType("scopes")
+    package.__path__ = ["somewhere"]
+    with pytest.warns(StaleBuildWarning, match=expected.replace("(", r"\(")):
+        assert native.select(package, build) == []
+    assert package.__path__ == ["somewhere"]

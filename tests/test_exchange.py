@@ -23,6 +23,16 @@ from scopes.hashing import MASK64, KeyHashError, route, stable_hash, stable_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def error_chain(error: BaseException | None) -> list[BaseException]:
+    """``error`` and the errors it was raised from (causes, else contexts), outermost first."""
+    chain = []
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    return chain
+
+
 KEYS: list[Any] = [
     0,
     1,
@@ -132,11 +142,7 @@ def test_exchange_with_unsupported_key_names_the_type() -> None:
 
     with pytest.raises(Exception) as info:
         execute(main, workers=2, stall_timeout=5)
-    chain = []
-    error: BaseException | None = info.value
-    while error is not None:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
+    chain = error_chain(info.value)
     assert any(isinstance(e, KeyHashError) and "Opaque" in str(e) for e in chain)
 
 
@@ -158,11 +164,7 @@ def test_a_key_that_cannot_be_routed_is_refused_at_every_worker_count(workers: i
 
     with pytest.raises(Exception) as info:
         execute(main, workers=workers, stall_timeout=5)
-    chain = []
-    error: BaseException | None = info.value
-    while error is not None:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
+    chain = error_chain(info.value)
     assert any(isinstance(e, KeyHashError) for e in chain), chain
     assert "'ByKey'" in str(info.value)
     assert any("for record 0" in str(e) for e in chain), chain  # the record whose key cannot be routed
@@ -261,11 +263,7 @@ def test_a_str_subclass_with_its_own_equality_is_refused_at_every_worker_count(w
 
     with pytest.raises(Exception) as info:
         execute(main, workers=workers, stall_timeout=5)
-    chain = []
-    error: BaseException | None = info.value
-    while error is not None:
-        chain.append(error)
-        error = error.__cause__ or error.__context__
+    chain = error_chain(info.value)
     assert any(isinstance(e, KeyHashError) and "Caseless" in str(e) for e in chain), chain
     assert "'ByName'" in str(info.value)
 

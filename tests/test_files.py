@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -347,3 +348,78 @@ def test_json_lines_brackets_in_strings_and_nesting_up_to_the_limit_read(tmp_pat
     assert deepest["a"] == json.loads(at_limit)["a"]
     [(_, _, strings)] = collect(tmp_path / "strings", format="jsonl")
     assert strings["s"] == '\\"[[[' + "[" * 500 + "\\" and strings["t"] == "{{{" + "{" * 500
+
+
+def _write_not_utf8(directory: Path, format: str) -> Path:
+    """A file whose string column holds bytes that are not UTF-8, which pyarrow's JSON and Parquet readers pass on."""
+    directory.mkdir()
+    if format == "json":
+        target = directory / "bad.jsonl"
+        target.write_bytes(b'{"word": "fine"}\n{"word": "\xff\xfe"}\n')
+    else:
+        target = directory / "bad.parquet"
+        offsets = pa.py_buffer((0).to_bytes(4, "little") + (4).to_bytes(4, "little") + (6).to_bytes(4, "little"))
+        words = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"fine\xff\xfe")])
+        pq.write_table(pa.table({"word": words}), target)
+    return target
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("columnar", [False, True])
+@pytest.mark.parametrize("format", ["json", "parquet"])
+def test_a_string_that_is_not_utf8_is_refused_naming_the_file(tmp_path, format, columnar, workers):
+    """Rows failed with a bare UnicodeDecodeError; columnar batches went on, invalid, to the next operator."""
+    target = _write_not_utf8(tmp_path / "in", format)
+    with pytest.raises(WorkerFailed) as failure:
+        collect(tmp_path / "in", workers=workers, format=format, columnar=columnar)
+    cause = root_cause(failure.value)
+    assert isinstance(cause, FileSourceError), repr(cause)
+    assert str(target) in str(cause) and "UTF8" in str(cause)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("change", ["grow", "shrink"])
+def test_a_file_that_changes_after_its_rows_were_counted_is_refused(tmp_path, change, workers):
+    """rows_per_epoch numbers rows from the counts taken when the dataflow is built; a file that grew or shrank
+    before it was read gave epochs of 10 rows for 5, or a missing epoch, silently."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    first = directory / "a.csv"
+    first.write_text("n\n" + "".join(f"{i}\n" for i in range(10)))
+    (directory / "b.csv").write_text("n\n" + "".join(f"{100 + i}\n" for i in range(10)))
+    built = threading.Barrier(workers, timeout=60)
+
+    def main(worker):
+        probe = worker.dataflow(lambda scope: read_files(scope, directory, format="csv", rows_per_epoch=5).probe())
+        if built.wait() == 0:  # every worker has counted; one changes the file before any reads it
+            if change == "grow":
+                with open(first, "a") as more:
+                    more.write("".join(f"{50 + i}\n" for i in range(10)))
+            else:
+                first.write_text("n\n1\n")
+        built.wait()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers)
+    cause = root_cause(failure.value)
+    assert isinstance(cause, FileSourceError), repr(cause)
+    assert f"{str(first)!r} changed while the dataflow ran: it held 10 rows" in str(cause)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-loop"])
+def test_a_path_that_is_no_file_or_directory_says_what_it_is(tmp_path, kind):
+    """A FIFO was refused as 'cannot list PATH: PATH' and a symbolic link loop as 'no such file or directory'."""
+    target = tmp_path / "in.csv"
+    if kind == "fifo":
+        os.mkfifo(target)
+        expected = "is neither a file nor a directory"
+    else:
+        target.symlink_to(tmp_path / "other.csv")
+        (tmp_path / "other.csv").symlink_to(target)
+        expected = "symbolic link to nothing (or in a loop)"
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as failure:
+            collect(target, workers=workers, format="csv")
+        cause = root_cause(failure.value)
+        assert isinstance(cause, FileSourceError) and expected in str(cause), str(cause)

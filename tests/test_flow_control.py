@@ -63,6 +63,7 @@ def test_the_send_window_setting_is_parsed_and_refused_when_wrong() -> None:
     assert send_window_from("65536") == 65536
     assert send_window_from("64K") == send_window_from("64KiB") == 64 * 1024
     assert send_window_from(" 8M ") == 8 << 20
-    for wrong in ("lots", "-5", "1.5M", "100", "4K"):
+    # 5000 digits: a bare ValueError from int(); Arabic-Indic digits: not ASCII
+    for wrong in ("lots", "-5", "1.5M", "100", "4K", "9" * 5000, "\u0665\u0660\u0660\u0660\u0660\u0660"):
         with pytest.raises(ConfigurationError, match="PYTIMELY_SEND_WINDOW"):
             send_window_from(wrong)

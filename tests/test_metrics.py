@@ -154,10 +154,28 @@ def test_a_reported_stall_is_served_with_its_cause():
         server.close()
 
 
-@pytest.mark.parametrize("spec", ["nohost", "127.0.0.1:", ":9000", "127.0.0.1:99999", "127.0.0.1:http"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "nohost",
+        "127.0.0.1:",
+        ":9000",
+        "127.0.0.1:99999",
+        "127.0.0.1:http",
+        "127.0.0.1:94\u00b2",
+        pytest.param("h:" + "9" * 5000, id="5000-digits"),
+    ],
+)
 def test_a_malformed_address_is_refused(spec):
-    with pytest.raises(ConfigurationError, match="expected HOST:PORT"):
+    with pytest.raises(ConfigurationError, match="expected HOST:PORT"):  # not a bare ValueError from int()
         parse_address(spec)
+
+
+def test_a_port_that_later_processes_would_push_past_65535_is_refused():
+    assert parse_address("127.0.0.1:65534", 1) == ("127.0.0.1", 65535)
+    assert parse_address("127.0.0.1:0", 3) == ("127.0.0.1", 0)
+    with pytest.raises(ConfigurationError, match="process 2 would listen on port 65535 \\+ 2"):
+        parse_address("127.0.0.1:65535", 2)  # was an OverflowError from bind() in process 2
 
 
 def test_a_port_in_use_is_refused_with_the_address():

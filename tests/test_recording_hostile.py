@@ -22,7 +22,8 @@ from viz import limits
 from viz.__main__ import main as viz_main
 from viz.dot import to_graph
 from viz.explain import explain
-from viz.model import TIME_DEPTH, Model, time_kind
+from viz.model import Model
+from viz.time_kinds import TIME_DEPTH, time_kind
 from viz.tui.sources import Replay
 
 GOOD: list[tuple[Any, ...]] = [

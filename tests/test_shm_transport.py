@@ -133,7 +133,7 @@ def test_the_transport_and_ring_settings_are_parsed_and_refused_when_wrong() -> 
     with pytest.raises(ConfigurationError, match="PYTIMELY_TRANSPORT"):
         transport_from("udp")
     assert ring_capacity_from("64K") == 1 << 16 and ring_capacity_from(None) == 4 << 20
-    for wrong in ("1K", "lots", "2G"):
+    for wrong in ("1K", "lots", "2G", "9" * 5000):  # 5000 digits: a bare ValueError from int()
         with pytest.raises(ConfigurationError, match="PYTIMELY_SHM_RING_BYTES"):
             ring_capacity_from(wrong)
 

@@ -41,7 +41,8 @@ from typing import Any
 
 from scopes.progress.order import Time
 from viz.errors import SelectionError
-from viz.model import Loc, Model, View, time_fits, time_less_equal
+from viz.model import Loc, Model, View
+from viz.time_kinds import time_fits, time_less_equal
 
 
 @dataclass
@@ -161,7 +162,7 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
 
 
 def _kind_text(kind: Any) -> str:
-    """A kind of time (see :func:`viz.model.time_kind`) for a person: ``int``, ``Product(int, int)``."""
+    """A kind of time (see :func:`viz.time_kinds.time_kind`) for a person: ``int``, ``Product(int, int)``."""
     if kind is None:
         return "hashable values"
     if isinstance(kind, tuple):

@@ -52,10 +52,10 @@ from runtime.instrument import (
     WorkerShutdown,
 )
 from scopes.progress.order import Time
-from scopes.progress.timestamp import Product
 from viz import limits
 from viz.errors import SelectionError
 from viz.limits import clip, clip_optional
+from viz.time_kinds import scope_and_times, time_kind, time_less_equal
 
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
@@ -209,75 +209,6 @@ def _project(time: Any, steps: int) -> Any:
         if isinstance(time, tuple) and len(time) == 2:
             time = time[0]
     return time
-
-
-TIME_DEPTH = 32
-"""Products nest at most this deep in a time the viewer applies (one level per nested scope)."""
-
-
-def time_kind(time: Any, depth: int = 0) -> Hashable | None:
-    """What must agree between two times for the viewer to order and compare them, or ``None`` for no time.
-
-    ``int``, ``float`` and ``str`` (a user's own timestamp type, recorded as its
-    ``repr``) are kinds of their own; a :class:`~scopes.progress.timestamp.Product`
-    has the kinds of its outer and inner parts, nested at most :data:`TIME_DEPTH`
-    deep.  Anything else (a tuple, ``None``) is no time the runtime records.
-    """
-    cls = time.__class__
-    if cls is int or cls is float or cls is str:
-        return cls
-    if cls is Product and depth < TIME_DEPTH:
-        outer, inner = time_kind(time.outer, depth + 1), time_kind(time.inner, depth + 1)
-        if outer is not None and inner is not None:
-            return (Product, outer, inner)
-    return None
-
-
-def time_less_equal(a: Any, b: Any, depth: int = 0) -> bool:
-    """Whether ``a <= b`` in the partial order of times, for any two values the model holds; never raises.
-
-    Numbers compare by ``<=``, a :class:`~scopes.progress.timestamp.Product`
-    coordinate by coordinate (nested at most :data:`TIME_DEPTH` deep).  A
-    ``str`` is a user's own timestamp recorded as its ``repr``, whose order the
-    viewer cannot know: it is only ``<=`` itself.  Values of different kinds
-    are not ordered (``False``).
-    """
-    a_cls, b_cls = a.__class__, b.__class__
-    if (a_cls is int or a_cls is float) and (b_cls is int or b_cls is float):
-        return bool(a <= b)
-    if a_cls is Product and b_cls is Product:
-        return (
-            depth < TIME_DEPTH
-            and time_less_equal(a.outer, b.outer, depth + 1)
-            and time_less_equal(a.inner, b.inner, depth + 1)
-        )
-    return a_cls is str and b_cls is str and a == b
-
-
-def _numbers_alike(kind: Hashable | None) -> Hashable | None:
-    """``kind`` with ``float`` read as ``int``: a bound of either kind compares with times of the other."""
-    if kind is float:
-        return int
-    if isinstance(kind, tuple):
-        return tuple(_numbers_alike(part) for part in kind)
-    return kind
-
-
-def time_fits(time: Any, kind: Hashable | None) -> bool:
-    """Whether ``time`` can be compared with times of ``kind``: a :func:`time_kind` of it, or ``None`` (unknown).
-
-    Numbers fit numbers whether ``int`` or ``float``.  Any hashable value fits
-    an unknown kind (a live snapshot of a user's own timestamp type holds no
-    kind: its times are objects, not their repr).
-    """
-    if kind is None:
-        try:
-            hash(time)
-        except TypeError:
-            return False
-        return True
-    mine = time_kind(time)
-    return mine is not None and _numbers_alike(mine) == _numbers_alike(kind)
 
 
 class Model:
@@ -465,25 +396,15 @@ class Model:
         return len(self.scopes) + new > limits.MAX_SCOPES
 
     def _times_fit(self, event: Event) -> bool:
-        """Whether every time in ``event`` is of the kind of its scope's times (the first one seen sets it).
-
-        The runtime writes one kind of time per scope; a recording that mixes
-        them (its checksums prove nothing about that) would make sorting and
-        comparing frontiers fail, so such an event is not applied.
-        """
-        if isinstance(event, (PointstampsChanged, LocalPointstampsChanged, FrontiersChanged)):
-            scope, times = event.scope, [change[1] for change in event.changes]
-        elif isinstance(event, (InputChanged, CapabilitySite)):
-            scope, times = event.address[:-1], [event.time]
-        else:
+        """Whether every time in ``event`` is of the kind of its scope's times (the first one seen sets it): a
+        recording that mixes them (its checksums prove nothing) would make sorting frontiers fail."""
+        found = scope_and_times(event)
+        if found is None:
             return True
-        kinds = self._time_kinds
+        scope, times = found
         for time in times:
             kind = time_kind(time)
-            if kind is None:
-                return False
-            known = kinds.setdefault(scope, kind)
-            if known != kind:
+            if kind is None or self._time_kinds.setdefault(scope, kind) != kind:
                 return False
         return True
 

@@ -117,7 +117,7 @@ def send_window_from(text: str | None) -> int:
     """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
     if text is None or not text.strip():
         return DEFAULT_SEND_WINDOW
-    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    match = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)i?[bB]?\s*", text)  # ASCII digits, few: int() cannot fail
     if match is None:
         raise ConfigurationError(
             f"{SEND_WINDOW_VARIABLE} must be a number of bytes such as 65536, 64K or 8M, got {text!r}"

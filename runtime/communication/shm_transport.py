@@ -98,7 +98,7 @@ def ring_capacity_from(text: str | None) -> int:
     """The ring size ``$PYTIMELY_SHM_RING_BYTES`` asks for (``65536``, ``64K``, ``4M``); the default if unset."""
     if text is None or not text.strip():
         return DEFAULT_RING
-    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    match = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)i?[bB]?\s*", text)  # ASCII digits, few: int() cannot fail
     size = None if match is None else int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
     if size is None or not MIN_CAPACITY <= size <= MAX_CAPACITY:
         raise ConfigurationError(

@@ -138,19 +138,45 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
+MAX_HOSTFILE_LINE = 4096
+"""The longest line of a hostfile, in characters; a longer one is refused rather than read whole."""
+
+
 def parse_endpoint(text: str, where: str = "address") -> Endpoint:
-    """Parse ``host:port``."""
+    """Parse ``host:port`` (an IPv6 host may be in brackets); ``ValueError`` naming ``where`` if malformed.
+
+    The host must be non-empty and free of whitespace and control characters
+    (an empty host would listen on every interface, a NUL fails deep in the
+    socket library), and the port ASCII digits from 1 to 65535.
+    """
     host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    host = host.strip("[]")
+    valid_host = host.isprintable() and not any(character.isspace() for character in host)
+    valid_port = port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
+    if not sep or not host or not valid_host or not valid_port:
         raise ValueError(f"{where}: expected host:port, got {text.strip()!r}")
-    return Endpoint(host.strip("[]"), int(port))
+    return Endpoint(host, int(port))
 
 
 def read_hostfile(path: str) -> list[Endpoint]:
-    """The ``host:port`` lines of a hostfile (blank lines and ``#`` comments skipped)."""
+    """The ``host:port`` lines of a hostfile (blank lines and ``#`` comments skipped).
+
+    ``ValueError`` (naming the file and line) for a malformed line, one longer
+    than :data:`MAX_HOSTFILE_LINE` characters, or bytes that are not UTF-8.
+    """
     endpoints = []
     with open(path, encoding="utf-8") as file:
-        for number, line in enumerate(file, 1):
+        number = 0
+        while True:
+            try:
+                line = file.readline(MAX_HOSTFILE_LINE + 1)
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}, at or after line {number + 1}: not UTF-8 text ({error.reason})") from None
+            if not line:
+                break
+            number += 1
+            if len(line) > MAX_HOSTFILE_LINE:
+                raise ValueError(f"{path}, line {number}: longer than {MAX_HOSTFILE_LINE} characters")
             text = line.split("#", 1)[0].strip()
             if text:
                 endpoints.append(parse_endpoint(text, f"{path}, line {number}"))

@@ -154,8 +154,13 @@ class Gate:
                 conn, _ = self._sock.accept()
             except TimeoutError:
                 continue
-            except OSError:
-                return
+            except OSError as error:
+                if self._closed.is_set() or self._sock.fileno() < 0:
+                    return
+                # out of descriptors (a flood), a connection reset before it was accepted: the listener lives on
+                log.warning("%s could not accept a connection: %s", self._name, error)
+                self._closed.wait(_POLL)
+                continue
             with self._lock:
                 self._handlers = {t: s for t, s in self._handlers.items() if t.is_alive()}  # reap
                 if self._proven >= self.max_proven:

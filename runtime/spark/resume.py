@@ -104,10 +104,16 @@ class OutputLog:
             raise CheckpointCorrupt(f"{path}: body length {length} at byte {len(MAGIC) + 2} does not match the file")
         if hashlib.blake2b(data[: at + length], digest_size=_DIGEST).digest() != data[at + length :]:
             raise CheckpointCorrupt(f"{path}: the checksum at byte {at + length} does not match the bytes before it")
-        reader = pa.ipc.open_stream(pa.py_buffer(data[at : at + length]))
-        if not reader.schema.equals(self.schema):
-            raise CheckpointCorrupt(f"{path}: written with schema {reader.schema}, not the job's {self.schema}")
-        return list(reader)
+        try:  # the checksum is no key: bytes a writer got wrong (or forged) still reach Arrow's reader
+            reader = pa.ipc.open_stream(pa.py_buffer(data[at : at + length]))
+            if not reader.schema.equals(self.schema):
+                raise CheckpointCorrupt(f"{path}: written with schema {reader.schema}, not the job's {self.schema}")
+            return list(reader)
+        except (pa.ArrowException, OSError, ValueError) as error:
+            raise CheckpointCorrupt(
+                f"{path}: the Arrow stream at byte {at} cannot be read ({error}); delete the checkpoint "
+                "directory to run the job from its start"
+            ) from None
 
     def replay(self, before: int) -> Iterator[pa.RecordBatch]:
         """The saved output of every epoch before ``before``, in epoch order."""
@@ -121,7 +127,7 @@ class OutputLog:
         return {
             int(name[6:26])
             for name in os.listdir(self.directory)
-            if name.startswith("epoch-") and name.endswith(".out") and name[6:26].isdigit()
+            if name.startswith("epoch-") and name.endswith(".out") and name[6:26].isascii() and name[6:26].isdigit()
         }
 
 

@@ -113,9 +113,12 @@ def _registered(web_ui: str) -> int:
     try:
         with urllib.request.urlopen(f"{web_ui}/json/", timeout=2) as page:
             state = json.load(page)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return 0
-    return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+    workers = state.get("workers") if isinstance(state, dict) else None  # whatever answers on the port
+    if not isinstance(workers, list):
+        return 0
+    return sum(1 for worker in workers if isinstance(worker, dict) and worker.get("state") == "ALIVE")
 
 
 def _logs(directory: Path) -> str:
@@ -163,18 +166,59 @@ def start(
 
 
 def status(directory: Path | None = None) -> Cluster | None:
-    """The cluster started from ``directory``, or ``None``."""
-    state = Path(directory or default_directory()) / STATE_FILE
+    """The cluster started from ``directory``, or ``None``.
+
+    Raises :class:`SparkSetupError` naming the state file if it is damaged
+    (not the JSON :func:`start` writes); ``stop`` still stops that cluster.
+    """
+    directory = Path(directory or default_directory())
+    state = directory / STATE_FILE
     if not state.exists():
         return None
-    return Cluster(**json.loads(state.read_text()))
+    try:
+        with open(state, "rb") as file:
+            data = file.read(MAX_STATE_BYTES + 1)
+        if len(data) > MAX_STATE_BYTES:
+            raise ValueError(f"larger than {MAX_STATE_BYTES} bytes")
+        fields = json.loads(data.decode("utf-8"))
+        cluster = Cluster(**fields)
+        if not all(isinstance(getattr(cluster, name), kind) for name, kind in _STATE_TYPES.items()):
+            raise TypeError("a field has the wrong type")
+    except (OSError, ValueError, TypeError, RecursionError) as error:
+        raise SparkSetupError(
+            f"{state} is damaged ({type(error).__name__}: {error}); stop the cluster with "
+            f"`python -m runtime.spark.standalone stop --dir {directory}`, which also removes the file"
+        ) from None
+    return cluster
+
+
+MAX_STATE_BYTES = 1 << 16
+"""The largest state file :func:`status` reads (one is some 200 bytes)."""
+_STATE_TYPES = {"master": str, "web_ui": str, "workers": int, "cores": int, "directory": str}
+
+
+def _worker_instances(directory: Path) -> int:
+    """The highest worker instance with a pid file in ``directory`` (0: none): for a damaged state file."""
+    marker = f"-{WORKER_CLASS}-"
+    found = [0]
+    for pid_file in (directory / "pids").glob("*.pid"):
+        suffix = pid_file.stem.rpartition(marker)[2] if marker in pid_file.stem else ""
+        if suffix.isascii() and suffix.isdigit() and len(suffix) < 6:
+            found.append(int(suffix))
+    return max(found)
 
 
 def stop(directory: Path | None = None, timeout: float = 30.0) -> None:
-    """Stop every daemon started from ``directory`` (killing any that outlive ``timeout`` seconds)."""
+    """Stop every daemon started from ``directory`` (killing any that outlive ``timeout`` seconds).
+
+    With a damaged state file the workers to stop are found from their pid files.
+    """
     directory = Path(directory or default_directory())
-    cluster = status(directory)
-    instances = cluster.workers if cluster else 0
+    try:
+        cluster = status(directory)
+    except SparkSetupError:
+        cluster = None
+    instances = cluster.workers if cluster else _worker_instances(directory)
     pids = []  # read first: spark-daemon.sh removes the pid files as it sends TERM
     for pid_file in (directory / "pids").glob("*.pid"):
         with contextlib.suppress(OSError, ValueError):
