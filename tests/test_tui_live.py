@@ -518,3 +518,48 @@ def test_one_bad_field_in_a_live_stream_ends_that_connection_not_the_viewer(bad:
             sock.close()
 
     asyncio.run(run())
+
+
+class _FailingAccept:
+    """A listening socket whose next ``accept`` fails as it does when the process is out of descriptors."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.failures = 1
+
+    def accept(self) -> tuple[socket.socket, object]:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(24, "Too many open files")  # EMFILE
+        return self.sock.accept()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.sock, name)
+
+
+def test_the_listener_accepts_again_after_accept_fails() -> None:
+    """Found by the hostile-input audit (the same defect as the Spark gate's): one failed ``accept`` (EMFILE in a
+    flood) ended the live viewer's accepting thread for good; now it is counted as refused and accepting goes on."""
+    from helpers import eventually
+
+    listener = LiveListener("127.0.0.1", 0)
+    failing = _FailingAccept(listener._server)  # noqa: SLF001 - the accepting thread reads it on every call
+    listener._server = failing  # type: ignore[assignment]  # noqa: SLF001
+    listener.start()
+    try:
+        eventually(lambda: failing.failures == 0, 10, "accept to fail once")
+        with socket.create_connection(("127.0.0.1", listener.port)):
+            eventually(lambda: len(listener.connections) == 1, 10, "the connection after the failure")
+        assert listener.refused == 1 and "Too many open files" in (listener.last_refused or "")
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("value", ["soon", "nan", "-1", "1e9", "inf"])
+def test_a_bad_log_wait_is_refused_in_one_line(value: str) -> None:
+    """Found by the hostile-input audit: ``float(PYTIMELY_LOG_WAIT)`` raised a bare ValueError, and NaN was taken."""
+    from viz.tui.logged import log_wait
+
+    with pytest.raises(SystemExit, match="PYTIMELY_LOG_WAIT must be a number of seconds"):
+        log_wait(value)
+    assert log_wait(None) == 5.0 and log_wait(" 2.5 ") == 2.5 and log_wait("0") == 0.0

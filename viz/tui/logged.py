@@ -9,6 +9,7 @@ first events are not dropped, then runs the program as ``__main__``.
 
 from __future__ import annotations
 
+import math
 import os
 import runpy
 import sys
@@ -19,6 +20,23 @@ from runtime.instrument import TcpSink, configure_from
 ENV = "PYTIMELY_LOG"
 
 
+def log_wait(text: str | None) -> float:
+    """The seconds ``PYTIMELY_LOG_WAIT`` (``text``) asks to wait for the viewer: 5 if unset; exits for a bad value."""
+    if text is None or not text.strip():
+        return 5.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_LOG_WAIT:  # NaN fails this too
+        sys.exit(f"PYTIMELY_LOG_WAIT must be a number of seconds from 0 to {MAX_LOG_WAIT:g}, got {text!r}")
+    return seconds
+
+
+MAX_LOG_WAIT = 3600.0
+"""The longest wait for the viewer ``PYTIMELY_LOG_WAIT`` may ask for."""
+
+
 def main() -> None:
     """Turn logging on, then run the program named on the command line."""
     args = sys.argv[1:]
@@ -26,7 +44,7 @@ def main() -> None:
         sys.exit("usage: python -m viz.tui.logged SCRIPT [ARGS...] | -m MODULE [ARGS...]")
     pipeline = configure_from(os.environ.get(ENV))
     if pipeline is not None:
-        deadline = time.monotonic() + float(os.environ.get("PYTIMELY_LOG_WAIT", "5"))
+        deadline = time.monotonic() + log_wait(os.environ.get("PYTIMELY_LOG_WAIT"))
         sinks = [s for s in pipeline.sinks if isinstance(s, TcpSink)]
         while sinks and not all(s.connected for s in sinks) and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -59,6 +59,8 @@ from viz.tui.ingest import HOT, Raw
 
 MAX_CONNECTIONS = 32
 """Program connections the live viewer holds open at once (one per process); more are refused."""
+ACCEPT_RETRY = 0.05
+"""Seconds the listener waits after a failed ``accept`` (out of descriptors, say) before it accepts again."""
 MAX_PENDING_BYTES = 4 << 20
 """Bytes of one connection's incomplete event the viewer buffers; a larger event ends that connection."""
 HEADER_TIMEOUT = 10.0
@@ -289,8 +291,15 @@ class LiveListener:
                 sock, peer = self._server.accept()
             except TimeoutError:
                 continue
-            except OSError:
-                return
+            except OSError as error:
+                if self._stop.is_set() or self._server.fileno() < 0:
+                    return
+                # out of descriptors (a flood), a connection reset before it was accepted: the listener lives on
+                with self._lock:
+                    self.refused += 1
+                    self.last_refused = f"a connection could not be accepted: {error}"
+                self._stop.wait(ACCEPT_RETRY)
+                continue
             connection = Connection(f"{peer[0]}:{peer[1]}")
             with self._lock:
                 self._threads = [thread for thread in self._threads if thread.is_alive()]  # reap
