@@ -6,7 +6,6 @@ directly, as the driver makes them.
 
 from __future__ import annotations
 
-import errno
 import socket
 import struct
 import threading
@@ -14,6 +13,7 @@ import time
 
 import pytest
 from helpers.bounds import eventually, rss, threads
+from helpers.failing_accept import FailingAccept
 
 from runtime.communication.wire import frame
 from runtime.spark import gate
@@ -173,23 +173,6 @@ def test_a_declared_frame_beyond_the_handshake_limit_is_refused_unread() -> None
         server.close()
 
 
-class _FailingAccept:
-    """A listening socket whose next ``accept`` fails as it does when the process is out of descriptors."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.failures = 1
-
-    def accept(self) -> tuple[socket.socket, object]:
-        if self.failures:
-            self.failures -= 1
-            raise OSError(errno.EMFILE, "Too many open files")
-        return self.sock.accept()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.sock, name)
-
-
 @pytest.mark.timeout(60)
 def test_the_gate_accepts_again_after_accept_fails() -> None:
     """A flood that used up the driver's descriptors (EMFILE at ``accept``) ended the accepting thread for good,
@@ -202,7 +185,7 @@ def test_the_gate_accepts_again_after_accept_fails() -> None:
 
     door = gate.Gate("127.0.0.1", "secret", "test-gate", serve, max_proven=4)
     try:
-        failing = _FailingAccept(door._sock)  # noqa: SLF001 - the accepting thread reads it on every call
+        failing = FailingAccept(door._sock)  # noqa: SLF001 - the accepting thread reads it on every call
         door._sock = failing  # type: ignore[assignment]  # noqa: SLF001
         eventually(lambda: failing.failures == 0, 10, "accept to fail once")
         with socket.create_connection(("127.0.0.1", door.port)) as sock:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+from helpers.failing_accept import FailingAccept
 from helpers.tui_helpers import ROOT, wait_until, write_recording
 from textual.widgets import Static
 
@@ -520,30 +521,13 @@ def test_one_bad_field_in_a_live_stream_ends_that_connection_not_the_viewer(bad:
     asyncio.run(run())
 
 
-class _FailingAccept:
-    """A listening socket whose next ``accept`` fails as it does when the process is out of descriptors."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.failures = 1
-
-    def accept(self) -> tuple[socket.socket, object]:
-        if self.failures:
-            self.failures -= 1
-            raise OSError(24, "Too many open files")  # EMFILE
-        return self.sock.accept()
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.sock, name)
-
-
 def test_the_listener_accepts_again_after_accept_fails() -> None:
     """Found by the hostile-input audit (the same defect as the Spark gate's): one failed ``accept`` (EMFILE in a
     flood) ended the live viewer's accepting thread for good; now it is counted as refused and accepting goes on."""
     from helpers import eventually
 
     listener = LiveListener("127.0.0.1", 0)
-    failing = _FailingAccept(listener._server)  # noqa: SLF001 - the accepting thread reads it on every call
+    failing = FailingAccept(listener._server)  # noqa: SLF001 - the accepting thread reads it on every call
     listener._server = failing  # type: ignore[assignment]  # noqa: SLF001
     listener.start()
     try:
