@@ -385,7 +385,13 @@ class ColumnarWindowOperator:
         changed[0] = True
         for key in self.keys:
             column = table.column(key)
-            differs = pc.fill_null(pc.not_equal(column.slice(1), column.slice(0, rows - 1)), True)
+            later, earlier = column.slice(1), column.slice(0, rows - 1)
+            # a null key is one key, as in group_by: two nulls are the same key, a null and a value differ
+            differs = pc.if_else(
+                pc.and_(pc.is_null(later), pc.is_null(earlier)),
+                False,
+                pc.fill_null(pc.not_equal(later, earlier), True),
+            )
             changed[1:] |= differs.to_numpy(zero_copy_only=False)
         groups = np.cumsum(changed) - 1
         lasts = table.column(_LAST).to_numpy()
