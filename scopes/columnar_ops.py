@@ -17,7 +17,10 @@ iterate rows in Python.
     The output has the key columns, then the aggregations, in the kind of the
     input (a structured array, or an Arrow table when any partial was Arrow).
     Sums of integers are ``int64`` (``uint64`` for unsigned), means ``float64``;
-    Arrow's ``count`` skips nulls, a NumPy column counts every row.
+    Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
+    and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
+    so partials combine to one answer however the rows are split into batches
+    and workers; a NaN still makes a ``sum`` and a ``mean`` NaN.
 
 ``join_batch(other, keys)``
     Per time, the equi-join of this stream's rows with ``other``'s on key
@@ -79,8 +82,8 @@ _PARTS = {"count": ("count",), "sum": ("sum",), "min": ("min",), "max": ("max",)
 """The partial aggregates each function is computed from."""
 _COMBINE = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
 """How partial aggregates of one part combine."""
-_REDUCE = {"sum": "add", "min": "minimum", "max": "maximum"}
-"""The NumPy ufunc that reduces a part."""
+_REDUCE = {"sum": "add", "min": "fmin", "max": "fmax"}
+"""The NumPy ufunc that reduces a part: ``fmin`` and ``fmax`` skip NaN unless a group has only NaN, as Arrow's do."""
 _SEPARATOR = "\x1f"
 """Joins a part and a column into a partial column's name (a name no user column is expected to have)."""
 
