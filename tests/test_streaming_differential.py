@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runtime import execute
+from runtime.testing import run_dataflow
 from scopes import Session, Sliding, Tumbling
 
 pa = pytest.importorskip("pyarrow")
@@ -661,3 +662,33 @@ def test_columnar_sessions_of_a_null_key_merge_as_any_key_s_do() -> None:
     for workers in (1, 2):
         assert drive(build, {"rows": [[rows]]}, workers) == expected
         assert drive(build, {"rows": [[rows.slice(0, 1), rows.slice(1)]]}, workers) == expected
+
+
+# ---------------------------------------------------------------------------------------------- two processes
+
+PROCESS_RECORDS = [(e, k, e + d) for e in range(6) for k, d in (("a", -2), ("b", 0), ("a", 1), (None, -3), ("b", -1))]
+"""(epoch, key, event time): late records, keys that collide on a worker, a None key."""
+
+
+def sessions_and_slides(scope: Any, events: Any) -> dict[str, Any]:
+    """Session and sliding counts with lateness, at the top level so that processes can import it."""
+    keyed = events.key_by(lambda e: e[0])
+    sessions = keyed.window(Session(2), event_time=lambda e: e[1], lateness=1).count()
+    slides = keyed.window(Sliding(3, 2, origin=1), event_time=lambda e: e[1], lateness=1).count()
+    return {
+        "sessions": sessions.down,
+        "sessions_late": sessions.late,
+        "slides": slides.down,
+        "slides_late": slides.late,
+    }
+
+
+def test_windows_on_two_processes_match_the_reference() -> None:
+    epochs: list[list[Any]] = [[] for _ in range(6)]
+    for epoch, key, event in PROCESS_RECORDS:
+        epochs[epoch].append((key, event))
+    run = run_dataflow(sessions_and_slides, epochs, workers=1, processes=2)
+    for name, spec in (("sessions", Session(2)), ("slides", Sliding(3, 2, origin=1))):
+        reference = expected_outputs(reference_windows(spec, 1, PROCESS_RECORDS))
+        assert {t: canonical(r) for t, r in run.output(name).items()} == reference["down"]
+        assert {t: canonical(r) for t, r in run.output(f"{name}_late").items()} == reference["late"]
