@@ -208,9 +208,30 @@ class WindowBuilder(Generic[S]):
         if registry is not None:
             address = (*down.scope.address, down.source.node)
             operator.tracked = registry.register(
-                address, name, where, operator.snapshot, operator.restore, start(), operator.settle
+                address,
+                window_state_name(
+                    name, self.spec, "epochs" if self.event_time is None else "event time", self.lateness
+                ),
+                where,
+                operator.snapshot,
+                operator.restore,
+                start(),
+                operator.settle,
             )
         return Windowed(down, late)
+
+
+def window_state_name(name: str, spec: Any, timed: str, lateness: int) -> str:
+    """The name a window operator files its checkpointed state under: its name, spec, ``timed`` and lateness.
+
+    ``timed`` says what times the windows: ``"epochs"``, or the event time.
+
+    A checkpoint of windows of another spec or lateness (or timed otherwise) holds
+    windows this operator would close wrongly, or could not handle at all; with
+    these in the name, resuming from it is refused with a message naming both
+    (:meth:`scopes.state_registry.StateRegistry.restore`).
+    """
+    return f"{name}[{spec!r}, {timed}, lateness={lateness}]"
 
 
 class _Open:

@@ -62,7 +62,7 @@ from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
 from scopes.state_registry import OperatorState, registry_of
-from scopes.windows import Session, Sliding, Windowed, check_window, earliest_complete
+from scopes.windows import Session, Sliding, Windowed, check_window, earliest_complete, window_state_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,8 +161,10 @@ class ColumnarWindowBuilder(Generic[S]):
         down = generic(partials.scope, f"{name}Close", [(partials, contract)], 1, constructor)[0]
         if registry is not None:
             address = (*down.scope.address, down.source.node)
+            timed = "epochs" if self.event_time is None else f"event time {self.event_time!r}"
+            state_name = window_state_name(name, self.spec, timed, self.lateness)
             operator.tracked = registry.register(
-                address, name, where, operator.snapshot, operator.restore, [], operator.settle
+                address, state_name, where, operator.snapshot, operator.restore, [], operator.settle
             )
         return Windowed(down, late)
 
