@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.differential import build_observed, joins
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,15 +82,7 @@ def drive(
         handles: dict[str, Any] = {}
         probes: list[Any] = []
 
-        def dataflow(scope: Any) -> None:
-            streams = {}
-            for name in inputs:
-                handles[name], streams[name] = scope.new_input(name)
-            for out, stream in build(scope, streams).items():
-                stream.inspect_batch(lambda time, batch, out=out: keep(out, time, batch))
-                probes.append(stream.probe())
-
-        worker.dataflow(dataflow, checkpoint=store)
+        worker.dataflow(lambda scope: build_observed(scope, inputs, build, handles, probes, keep), checkpoint=store)
         start = store.resume_epoch if store is not None else 0
         for epoch in range(start, length):
             for name, epochs in inputs.items():
@@ -229,13 +222,7 @@ def test_joins_resume_with_the_uninterrupted_output(
     """Per-time joins, and join_latest with deletes (a None value), inner and left."""
     table = [list({key: (key, value) for key, value in batch}.values()) for batch in table]  # one value per key
 
-    def build(scope: Any, streams: dict[str, Any]) -> dict[str, Any]:
-        lefts, rights, updates = (streams[name].keyed() for name in ("left", "right", "table"))
-        return {
-            "join": lefts.join(rights),
-            "inner": lefts.join_latest(updates),
-            "left": lefts.join_latest(updates, how="left"),
-        }
+    build = joins
 
     inputs = {"left": left, "right": right, "table": table}
     check_resume(build, {k: [spread(b, 2) for b in v] for k, v in inputs.items()}, workers, crash_after, every)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers.differential import build_observed, joins
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,15 +45,10 @@ def drive(
         handles: dict[str, Any] = {}
         probes: list[Any] = []
 
-        def dataflow(scope: Any) -> None:
-            streams = {}
-            for name in epochs:
-                handles[name], streams[name] = scope.new_input(name)
-            for out, stream in build(scope, streams).items():
-                stream.inspect_batch(lambda time, batch, out=out: seen.append((out, time, as_rows(batch))))
-                probes.append(stream.probe())
+        def keep(out: str, time: Any, batch: Any) -> None:
+            seen.append((out, time, as_rows(batch)))
 
-        worker.dataflow(dataflow)
+        worker.dataflow(lambda scope: build_observed(scope, epochs, build, handles, probes, keep))
         length = max(len(batches) for batches in epochs.values())
         for time in range(length):
             for name, batches in epochs.items():
@@ -297,13 +293,7 @@ UPDATES = st.lists(st.tuples(KEYS, st.one_of(st.none(), st.integers(0, 3))), max
 def test_joins_per_time_and_against_the_latest_table_match_the_reference(
     left: list[list[Any]], right: list[list[Any]], table: list[list[Any]], workers: int
 ) -> None:
-    def build(scope: Any, streams: dict[str, Any]) -> dict[str, Any]:
-        lefts, rights, updates = (streams[name].keyed() for name in ("left", "right", "table"))
-        return {
-            "join": lefts.join(rights),
-            "inner": lefts.join_latest(updates),
-            "left": lefts.join_latest(updates, how="left"),
-        }
+    build = joins
 
     inputs = {
         name: [spread(batch, 2) for batch in epochs]
