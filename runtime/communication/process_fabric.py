@@ -50,7 +50,6 @@ at all for :data:`SILENCE_LIMIT` seconds is reported as lost.
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -58,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication import WAITING_GAP, Address, Stop
+from runtime.communication.byte_sizes import parse_byte_count
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.process_channels import (
     CreditingPuller,
@@ -117,12 +117,11 @@ def send_window_from(text: str | None) -> int:
     """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
     if text is None or not text.strip():
         return DEFAULT_SEND_WINDOW
-    match = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)i?[bB]?\s*", text)  # ASCII digits, few: int() cannot fail
-    if match is None:
+    window = parse_byte_count(text)
+    if window is None:
         raise ConfigurationError(
             f"{SEND_WINDOW_VARIABLE} must be a number of bytes such as 65536, 64K or 8M, got {text!r}"
         )
-    window = int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
     if window < MIN_SEND_WINDOW:
         raise ConfigurationError(
             f"{SEND_WINDOW_VARIABLE} must be at least {MIN_SEND_WINDOW} bytes, got {text!r} ({window} bytes)"

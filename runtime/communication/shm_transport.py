@@ -43,7 +43,6 @@ import hmac
 import logging
 import math
 import os
-import re
 import select
 import socket
 import stat
@@ -55,6 +54,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from runtime.communication.byte_sizes import parse_byte_count
 from runtime.communication.shm_ring import MAX_CAPACITY, MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
 from runtime.communication.tcp import Endpoint, Mesh
 from runtime.communication.wire import frame
@@ -98,8 +98,7 @@ def ring_capacity_from(text: str | None) -> int:
     """The ring size ``$PYTIMELY_SHM_RING_BYTES`` asks for (``65536``, ``64K``, ``4M``); the default if unset."""
     if text is None or not text.strip():
         return DEFAULT_RING
-    match = re.fullmatch(r"\s*([0-9]{1,18})\s*([kKmMgG]?)i?[bB]?\s*", text)  # ASCII digits, few: int() cannot fail
-    size = None if match is None else int(match.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[match.group(2).lower()]
+    size = parse_byte_count(text)
     if size is None or not MIN_CAPACITY <= size <= MAX_CAPACITY:
         raise ConfigurationError(
             f"{RING_VARIABLE} must be a number of bytes from {MIN_CAPACITY} to {MAX_CAPACITY} (such as 64K or 4M), "
