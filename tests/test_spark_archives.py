@@ -18,9 +18,11 @@ its dependencies, packed by ``venv-pack``), once per test session. Then:
 Each ``run_dataflow`` job must give the expected rows, and each task reports
 its ``sys.executable``, working directory and ``scopes.__file__``: they lie in
 the ``env`` directory Spark unpacked in its executor's working directory, not
-in the checkout or the packed venv's source. The executors' working
-directories (``work/APP`` in pyspark's installation, where ``local-cluster``
-puts them) are removed afterwards.
+in the checkout or the packed venv's source. Each child runs with a
+``SPARK_HOME`` of its test's own (pyspark's installation by links,
+``helpers/spark_home.py``), so its executors' working directories
+(``work/APP``, where ``local-cluster`` puts them) are its own; they are removed
+afterwards.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.spark_home import private_spark_home
 from test_spark_docs import _as_written, block
 
 pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
@@ -185,7 +188,8 @@ def test_a_session_with_the_packed_environment_in_spark_archives_runs_the_datafl
     bare = os.path.realpath(packed_environment.parent / "pytimely-env" / "bin" / "python")  # what it links to
     job, given = _job(tmp_path, mode="sessions", archive=str(packed_environment), bare=bare)
     started = time.monotonic()
-    lines, code, err = _run([sys.executable, str(job), given], tmp_path, timeout=400)
+    home = str(private_spark_home(tmp_path / "spark"))  # executors' directories of its own
+    lines, code, err = _run([sys.executable, str(job), given], tmp_path, 400, home)
     try:
         assert code == 0, err
         print(f"two sessions and their jobs in {time.monotonic() - started:.1f} s")
@@ -200,10 +204,9 @@ def test_a_session_with_the_packed_environment_in_spark_archives_runs_the_datafl
 def test_the_spark_submit_block_ships_the_packed_environment_as_written(
     packed_environment: Path, tmp_path: Path
 ) -> None:
-    import pyspark
-
     job, given = _job(tmp_path, mode="submitted")
-    spark_home = os.path.dirname(pyspark.__file__)  # as docs/spark.md's manual-start block finds it
+    # pyspark's installation, as docs/spark.md's manual-start block finds it, by links with a work directory of its own
+    spark_home = str(private_spark_home(tmp_path / "spark"))
     submit = Path(spark_home) / "bin" / "spark-submit"
     settings = " ".join(f"--conf {key}={value}" for key, value in SETTINGS.items())
     command = _as_written(block("packed-env-submit"), {})

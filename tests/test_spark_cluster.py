@@ -7,11 +7,13 @@ this test drives its own session in a child process.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.spark_home import private_spark_home
 
 pytest.importorskip("pyspark", reason="the Spark tests need the spark extra: pip install -e '.[spark]'")
 
@@ -42,11 +44,14 @@ spark.stop()
 """
 
 
-def test_two_executor_jvms_compute_the_components_networkx_finds() -> None:
+def test_two_executor_jvms_compute_the_components_networkx_finds(tmp_path: Path) -> None:
     import networkx as nx
 
     script = SCRIPT.format(root=str(ROOT), examples=str(ROOT / "examples"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=280, cwd=ROOT)
+    env = {**os.environ, "SPARK_HOME": str(private_spark_home(tmp_path / "spark"))}  # executors' directories
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=280, cwd=ROOT, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     graph = nx.DiGraph([tuple(edge) for edge in found["edges"]])

@@ -25,6 +25,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from helpers.spark_home import private_spark_home
 
 pytest.importorskip("pyspark")
 
@@ -78,7 +79,9 @@ reliable = run_dataflow(numbers, build, schema, workers=2, slot_wait=60, durable
 written = run_dataflow(numbers, build, schema, workers=2, slot_wait=60, durable=os.path.join({tmp!r}, "out"))
 found["before"] = sorted(tuple(row) for row in local.collect())
 
-app = spark.sparkContext.applicationId
+# this driver's executors: by its port, as the application id (app-<second>-0000) is shared by any other
+# local-cluster started in the same second
+driver = ":" + spark.sparkContext.getConf().get("spark.driver.port")
 executors = {{}}
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
@@ -86,7 +89,7 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
     except OSError:
         continue
     words = [w.decode(errors="replace") for w in command]
-    if any("CoarseGrainedExecutorBackend" in w for w in words) and app in words:
+    if "--driver-url" in words and words[words.index("--driver-url") + 1].endswith(driver):
         executors[words[words.index("--executor-id") + 1]] = int(pid)
 found["executors"] = len(executors)
 victim, pid = sorted(executors.items())[0]
@@ -96,6 +99,7 @@ jsc = spark.sparkContext._jsc.sc()
 while victim in re.findall(r"\d+", str(jsc.getExecutorIds())) and time.monotonic() < deadline:
     time.sleep(0.5)
 found["victim_gone"] = victim not in re.findall(r"\d+", str(jsc.getExecutorIds()))
+found["killed"] = [victim, str(jsc.getExecutorIds())]  # to read if it was not
 for label, frame in (("reliable", reliable), ("written", written)):
     found[label] = [frame.count(), sorted(tuple(row) for row in frame.collect())]
 try:
@@ -139,6 +143,7 @@ def test_a_session_made_elsewhere_is_diagnosed_pytimely_ships_as_py_files_and_du
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{bare.parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = "python"  # a bare name, looked up on PATH, as clusters often have it
+    env["SPARK_HOME"] = str(private_spark_home(tmp_path / "spark"))  # executors' directories of its own
     script = SCRIPT.format(root=str(ROOT), tmp=str(tmp_path))
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=500, cwd=tmp_path, env=env
