@@ -390,6 +390,45 @@ def test_a_spark_failure_is_summed_up_by_its_reason_not_by_py4js_header(text: st
     assert told in summary(text)
 
 
+def test_a_session_whose_application_id_an_earlier_one_had_is_checked_again() -> None:
+    """Two ``local-cluster`` sessions started in the same second both name their application app-<second>-0000."""
+    from runtime.spark.executors import check_executors, forget_checks
+
+    probes: list[int] = []
+
+    class Rows:
+        def __init__(self, tasks: int) -> None:
+            self.tasks = tasks
+
+        def mapInArrow(self, *_: object) -> Rows:  # noqa: N802 - Spark's name
+            return self
+
+        def collect(self) -> list[dict[str, str]]:
+            probes.append(self.tasks)
+            return [{"host": "vm", "python": "python", "missing": ""}] * self.tasks
+
+    def session(started: int) -> object:
+        class Context:
+            applicationId = "app-20261128091239-0000"
+            startTime = started
+
+        class Session:
+            sparkContext = Context
+
+            def range(self, tasks: int, **__: object) -> Rows:
+                return Rows(tasks)
+
+        return Session()
+
+    forget_checks()
+    first, second = session(1764321159000), session(1764321159800)
+    check_executors(first, 2)
+    check_executors(first, 2)  # once per session
+    check_executors(second, 2)  # another session, though its application id is the same
+    assert probes == [2, 2]
+    forget_checks()
+
+
 def test_a_failed_probe_of_the_executors_names_spark_s_reason() -> None:
     """The check before run_dataflow names why Spark's probe job failed, not only the Java call that failed."""
     from runtime.spark.executors import check_executors
@@ -404,6 +443,7 @@ def test_a_failed_probe_of_the_executors_names_spark_s_reason() -> None:
     class Session:
         class sparkContext:  # noqa: N801 - Spark's name
             applicationId = "app-probe-test"
+            startTime = 1
 
         def range(self, *_: object, **__: object) -> Failing:
             return Failing()

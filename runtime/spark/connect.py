@@ -32,10 +32,17 @@ def setting(spark: Any, key: str, default: str | None = None) -> str | None:
 
 
 def session_key(spark: Any) -> str:
-    """A name for the session that stays the same while it lives (its application or Connect session id)."""
+    """A name for the session that stays the same while it lives and differs from every other session's.
+
+    A Connect session has an id of its own. A classic one is named by its
+    application id and its context's start time: the application id alone is
+    not unique, as a ``local-cluster`` or standalone master started for the
+    session names its first application ``app-<the second it started>-0000``.
+    """
     if is_connect(spark):
         return f"connect:{spark.session_id}"
-    return f"classic:{spark.sparkContext.applicationId}"
+    context = spark.sparkContext
+    return f"classic:{context.applicationId}:{context.startTime}"
 
 
 _CONTEXT_SETTINGS: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
