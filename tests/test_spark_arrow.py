@@ -255,7 +255,8 @@ def test_the_mesh_listens_in_the_pinned_port_range_and_a_full_range_says_what_to
     with socket.create_server(("127.0.0.1", 0)) as probe:
         free = probe.getsockname()[1]
     assert parse_ports(f"{free}-{free}") == (free, free) and parse_ports((1, 2)) == (1, 2) and parse_ports(None) is None
-    for bad in ("a-b", "9-3", "0-10", (70000, 70001)):
+    assert parse_ports(" 40000 - 40099 ") == (40000, 40099) and parse_ports("40000") == (40000, 40000)
+    for bad in ("a-b", "9-3", "0-10", (70000, 70001), "5-", "-5", "+5-9", "5-9-12", "\u0665-9", "5_0-60", ""):
         with pytest.raises(ConfigurationError):
             parse_ports(bad)  # type: ignore[arg-type]
     listener, address = _listen("127.0.0.1", "127.0.0.1", (free, free))

@@ -63,6 +63,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
 import secrets
 import sys
 import time
@@ -125,14 +126,19 @@ def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
     return schema, to_arrow_schema(schema)
 
 
+_PORT_RANGE = re.compile(r"([0-9]{1,5})(?:\s*-\s*([0-9]{1,5}))?")
+
+
 def parse_ports(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
     """``(low, high)`` from ``"LOW-HIGH"`` or a pair (``None`` stays ``None``); a bad range is refused."""
     if text is None:
         return None
     try:
-        if isinstance(text, str):
-            low_text, _, high_text = text.partition("-")
-            low, high = int(low_text), int(high_text or low_text)
+        if isinstance(text, str):  # 'LOW-HIGH' or one port, in ASCII digits ('5-', '+5' and '٥' are refused)
+            found = _PORT_RANGE.fullmatch(text.strip())
+            if found is None:
+                raise ValueError(text)
+            low, high = int(found[1]), int(found[2] or found[1])
         else:
             low, high = (int(value) for value in text)
     except (TypeError, ValueError):
