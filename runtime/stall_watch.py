@@ -285,6 +285,8 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
             continue
         name = subgraph.child_names[location.node]
         address = subgraph.address + (location.node,)
+        site = subgraph.child_sites.get(location.node)
+        where = f"scope '{scope}', address {address}" + (f", built at {site}" if site else "")
         stamps = [
             (time_, count)
             for time_, count in sorted(tracker.pointstamps(location).items(), key=lambda item: repr(item[0]))
@@ -295,7 +297,7 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
             mine = held()[location.port] if callable(held) and stamps else 0
             for time_, count in stamps:
                 found.append(
-                    f"operator '{name}' (scope '{scope}', address {address}) holds "
+                    f"operator '{name}' ({where}) holds "
                     f"{count} capability(ies) for time {time_!r} at output {location.port}"
                     + (f" (worker {worker} holds {mine} at that output)" if mine and len(stamps) == 1 else "")
                 )
@@ -310,8 +312,7 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
             continue
         for time_, count in stamps:
             found.append(
-                f"{count} message(s) at time {time_!r} wait at input {location.port} of "
-                f"operator '{name}' (scope '{scope}', address {address})"
+                f"{count} message(s) at time {time_!r} wait at input {location.port} of operator '{name}' ({where})"
             )
     for child in subgraph.children[1:]:
         if isinstance(child, Subgraph):

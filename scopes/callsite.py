@@ -1,8 +1,9 @@
 """Where the user's code is: the first stack frame outside pytimely's own packages, as ``file.py:LINE``.
 
-Called while building: once per input (errors about an open input name its line), and
-for every operator only when instrumentation is on (those hook sites are guarded), so
-a running program that does not log never walks its stack.
+Called while building, once per input, operator and scope: errors about an open
+input or a stuck operator name the line that made it. While running, only when
+instrumentation is on (where the user's code came to hold a capability: those hook
+sites are guarded), so a running program that does not log never walks its stack.
 """
 
 from __future__ import annotations

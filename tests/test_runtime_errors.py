@@ -215,7 +215,7 @@ def test_a_stall_in_step_while_is_detected(workers: int) -> None:
     assert isinstance(cause, DataflowStuck)
     message = str(cause)
     assert "input 'Prices' is still open at time 2" in message
-    assert "operator 'Prices' (scope 'quotes', address (0, 1)) holds" in message
+    assert "operator 'Prices' (scope 'quotes', address (0, 1), built at test_runtime_errors.py:" in message
     assert "for time 2 at output 0" in message
     assert "(worker 0 holds 1 at that output)" in message
     for index in range(workers):

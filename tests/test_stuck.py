@@ -1,8 +1,12 @@
 """A dataflow that can never complete is reported, with what holds it back, instead of hanging."""
 
+from pathlib import Path
+
 import pytest
 
 from runtime import DataflowStuck, WorkerFailed, execute
+
+SOURCE = Path(__file__).read_text().splitlines()
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -17,7 +21,7 @@ def test_a_capability_held_forever_is_named(workers):
 
                 return logic
 
-            return scope.source("Forever", constructor).probe()
+            return scope.source("Forever", constructor).probe()  # the line the error names
 
         worker.dataflow(build, name="never-ends")
 
@@ -29,6 +33,8 @@ def test_a_capability_held_forever_is_named(workers):
     assert "never-ends" in message
     assert "operator 'Forever'" in message
     assert "capability(ies) for time 0 at output 0" in message
+    built = next(number for number, line in enumerate(SOURCE, 1) if "the line the error names" in line)
+    assert f"built at test_stuck.py:{built})" in message  # logging off: the site is recorded at every build
 
 
 def test_a_dataflow_that_completes_is_not_reported():

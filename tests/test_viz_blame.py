@@ -156,7 +156,9 @@ def test_the_stuck_pane_prints_the_lines(recording: Recorder) -> None:
     asyncio.run(run())
 
 
-def test_with_logging_off_only_each_inputs_site_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_logging_off_sites_are_looked_up_once_per_input_and_operator_at_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("PYTIMELY_AUDIT", "0")  # the audit turns the hooks on, as logging does
     import scopes.capability
     import scopes.nesting
@@ -174,8 +176,9 @@ def test_with_logging_off_only_each_inputs_site_is_looked_up_once(monkeypatch: p
     for module in (scopes.sources, scopes.nesting, scopes.capability):
         monkeypatch.setattr(module, "user_site", counting(module.__name__))
     execute(lambda worker: _small(worker), workers=1)
-    # only the input's line is looked up, once, at build time: a certain stall's error names it (issue 26)
-    assert calls == {"scopes.sources": 1}
+    # at build time only, once per input and per operator (the input, the map, 'Keep' and the probe): a stuck
+    # dataflow's error names their lines; no capability's while running
+    assert calls == {"scopes.sources": 1, "scopes.nesting": 4}
     calls.clear()
     with Recorder():
         execute(lambda worker: _small(worker), workers=1)

@@ -50,7 +50,7 @@ class SubgraphBuilder:
         self.children: list[Operate | None] = [None]
         self.child_names: list[str] = ["scope boundary"]
         self.child_sites: dict[int, str | None] = {}
-        """Where the user's code built each child (only recorded while an observer is attached)."""
+        """Where the user's code built each child (``file.py:LINE``), when the build came from the user's code."""
         self.edges: list[tuple[Source, Target]] = []
         self.edge_contracts: list[str] = []
         self._copies: dict[tuple[Source, Target], int] = {}
