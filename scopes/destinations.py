@@ -21,7 +21,9 @@ batch by destination the same way:
 The cache is safe because values of these exact types that compare equal also
 have equal stable hashes (``1 == 1.0 == True``, ``(1, "a") == (1.0, "a")``):
 whichever of them filled an entry, every key that finds it routes exactly as
-:func:`stable_hash` would route it.  Types are checked exactly (a ``str``
+:func:`stable_hash` would route it.  NaN keys, which equal nothing, are looked
+up again as the one canonical NaN when they miss (:mod:`scopes.key_equality`),
+so they share one entry, as they share one hash.  Types are checked exactly (a ``str``
 subclass, whose ``str()`` may differ from its value, takes the per-record path).
 
 The destinations are a ``bytes`` string (one byte per record) when there are at
@@ -37,6 +39,7 @@ from itertools import chain, compress
 from typing import Any
 
 from scopes.hashing import INT_KEY_TYPES, MASK64, int_key_hashes, stable_hash, through_cache
+from scopes.key_equality import canonical_keys
 
 CACHE_LIMIT = 1 << 16
 """At most this many keys are remembered per router; when a batch's new keys would pass it, the cache starts over."""
@@ -96,7 +99,7 @@ class KeyRouter:
         if types == {tuple}:
             types = set(map(type, chain.from_iterable(keys)))
         if types <= _CACHED_TYPES:
-            found = self._cached(keys)
+            found = self._cached(keys, float in types)
             if found is not None:
                 return found
         peers = self.peers
@@ -117,10 +120,18 @@ class KeyRouter:
             found = [(key & MASK64) % peers for key in keys]
         return bytes(found) if self._small else found
 
-    def _cached(self, keys: list[Any]) -> bytes | list[int] | None:
+    def _cached(self, keys: list[Any], floats: bool) -> bytes | list[int] | None:
+        """Destinations through the cache; a batch with ``floats`` that misses is looked up again canonicalised.
+
+        A NaN key finds a ``dict`` entry only by identity, and each decoded record
+        carries a NaN object of its own: looked up as they are, NaN keys would
+        miss every time and fill the cache with one entry per record.  Their
+        canonical form (:func:`~scopes.key_equality.canonical_keys`) is one object.
+        """
         peers = self.peers
         collect: Callable[[Iterator[int]], bytes | list[int]] = bytes if self._small else list
-        return through_cache(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT, collect)
+        canonical = canonical_keys if floats else None
+        return through_cache(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT, collect, canonical)
 
     def split(self, records: list[Any], keys: list[Any]) -> list[list[Any]]:
         """``records`` split by the destinations of ``keys`` (one key per record): one list per worker, in order."""

@@ -11,8 +11,10 @@ key                       hash
 ``int`` (and ``bool``)    the value modulo ``2**64`` (two's complement for
                           negative values), so ``True`` hashes as ``1``
 ``float``                 an integral float hashes as the equal ``int``
-                          (``1.0`` and ``1`` meet on the same worker); any
-                          other float is the CRC-32 of its IEEE-754 bytes
+                          (``1.0`` and ``1`` meet on the same worker); every
+                          NaN (any sign, any payload) one fixed constant, so
+                          all NaN keys are one key; any other float is the
+                          CRC-32 of its IEEE-754 bytes
 ``str``                   ``zlib.crc32`` of its UTF-8 bytes (lone surrogates
                           allowed)
 ``bytes``, ``bytearray``  ``zlib.crc32`` of the bytes
@@ -23,7 +25,9 @@ key                       hash
 ========================  ===================================================
 
 Values that compare equal hash equally across these types (``1 == 1.0 ==
-True``), which is what routing by key needs.  A subclass of ``int`` or ``str``
+True``), which is what routing by key needs.  NaN, which equals nothing, is
+the one exception made on purpose: all NaN keys are one key
+(:mod:`scopes.key_equality`), so they must all reach one worker.  A subclass of ``int`` or ``str``
 (an ``IntEnum``, a ``str`` Enum, ``numpy.str_``) hashes as its value, which it
 compares equal to, whatever its ``str()`` reads; one with an ``__eq__`` or
 ``__hash__`` of its own is refused, as it could call keys equal that hash apart.  CRC-32 was chosen over
@@ -47,8 +51,8 @@ whole NumPy array of keys at once and is element-wise equal to
   as unsigned 64-bit integers, which is ``k & (2**64 - 1)``, in one NumPy
   operation;
 * floats: integral values below ``2**63`` in magnitude as the equal integer,
-  in one NumPy operation; the others (fractions, infinities, NaN, huge
-  values) one Python call per *distinct* value;
+  and NaN (of any bits) as its constant, in NumPy operations; the others
+  (fractions, infinities, huge values) one Python call per *distinct* value;
 * strings, bytes and object arrays (for example an Arrow string column
   converted to NumPy, or keys of mixed types): the distinct values are found
   with a ``dict`` (C speed, no Python call per row; measured four times faster
@@ -83,6 +87,8 @@ T = TypeVar("T")
 """What :func:`through_cache`'s caller collects the cached values into."""
 
 _NONE_HASH = 0x5F3759DF
+_NAN_HASH = zlib.crc32(bytes.fromhex("000000000000f87f"))
+"""Every NaN's hash: the CRC-32 of the quiet NaN's IEEE-754 bytes (what ``float('nan')`` hashed as before)."""
 _TUPLE_SEED = 0xCBF29CE484222325  # FNV-1a offset basis
 _TUPLE_PRIME = 0x100000001B3  # FNV-1a prime
 _pack_double = struct.Struct("<d").pack
@@ -125,6 +131,8 @@ def stable_hash(key: Any) -> int:
     if cls is float:
         if key.is_integer():
             return int(key) & MASK64
+        if key != key:  # NaN, of any sign and payload: one key (scopes.key_equality)
+            return _NAN_HASH
         return zlib.crc32(_pack_double(key))
     if isinstance(key, int):  # an int subclass (IntEnum, ...): hash its value, as it compares
         _check_subclass_equality(key, int)
@@ -270,15 +278,19 @@ def _object_array(keys: Any) -> np.ndarray:
 
 
 def _hash_floats(keys: np.ndarray) -> np.ndarray:
-    """Integral floats below ``2**63`` in magnitude hash as the equal int; the rest value by value."""
-    values = keys.astype(np.float64, copy=False)
-    with np.errstate(invalid="ignore"):
+    """Integral floats below ``2**63`` in magnitude hash as the equal int, NaN as one constant; the rest one by one."""
+    with np.errstate(invalid="ignore"):  # a signalling NaN warns as it is widened
+        values = keys.astype(np.float64, copy=False)
         integral = (np.floor(values) == values) & (np.abs(values) < _TWO_63)
     hashes = np.where(integral, values, 0.0).astype(np.int64).view(np.uint64)
     if integral.all():
         return hashes
     rest = ~integral
     hashes = hashes.copy()
+    nan = np.isnan(values)
+    if nan.any():
+        hashes[nan] = _NAN_HASH
+        rest &= ~nan
     hashes[rest] = _hash_by_distinct(values[rest])
     return hashes
 
@@ -398,15 +410,23 @@ def through_cache(
     value_of: Callable[[Any], Any],
     limit: int,
     collect: Callable[[Iterator[Any]], T],
+    canonical: Callable[[list[Any]], list[Any]] | None = None,
 ) -> T | None:
     """``collect`` of the cached value of every key, in order, adding the keys ``cache`` lacks (:func:`remember`);
     ``None`` when the batch has more new keys than ``limit``, or another worker thread of this process restarted
-    the cache meanwhile (the caller computes the batch without it)."""
+    the cache meanwhile (the caller computes the batch without it).
+
+    ``canonical``, when given, maps a batch whose lookup missed to keys the cache
+    can find (:func:`~scopes.key_equality.canonical_keys`: a NaN, found in a
+    ``dict`` only by identity, becomes the one canonical NaN), so that NaN keys
+    take one entry rather than one per record."""
     lookup = cache.__getitem__
     try:
         return collect(map(lookup, keys))
     except KeyError:
         pass
+    if canonical is not None:
+        keys = canonical(list(keys))
     if remember(cache, keys, value_of, limit):
         try:
             return collect(map(lookup, keys))
