@@ -13,7 +13,8 @@
   which is the latest would depend on the message order.
 
 Both sides are streams of ``(key, value)`` pairs routed by key, in the same scope; the results are
-``(key, (left, right))`` pairs.
+``(key, (left, right))`` pairs.  All NaN keys are one key (:mod:`scopes.key_equality`), as in pandas'
+``merge``: a NaN key on one side joins a NaN key on the other.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from scopes.channels import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, ConflictingUpdates, ScopeBoundaryError
 from scopes.generic_operators import binary
+from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.progress.timestamp import IntegerType
 from scopes.signatures import describe_operator
@@ -62,7 +64,14 @@ def join_per_time(left: S, right: S, name: str) -> S:
                     mine, theirs = seen[index], seen[1 - index]
                     matches = []
                     for key, value in batch:
-                        mine.setdefault(key, []).append(value)
+                        values = mine.get(key)
+                        if values is None:
+                            if key.__class__ not in PLAIN_KEY_TYPES:  # NaN keys: one key, kept canonical
+                                key = canonical_key(key)
+                                values = mine.get(key)
+                            if values is None:
+                                values = mine[key] = []
+                        values.append(value)
                         for other in theirs.get(key, ()):
                             matches.append((key, (value, other) if index == 0 else (other, value)))
                     if matches:
@@ -156,6 +165,8 @@ class LatestJoin:
         """Apply one time's updates, refusing two different values for one key."""
         applied: dict[Any, Any] = {}
         for key, value in updates:
+            if key not in applied and key.__class__ not in PLAIN_KEY_TYPES:  # NaN keys: one key, kept canonical
+                key = canonical_key(key)
             if key in applied and applied[key] != value:
                 raise ConflictingUpdates(
                     f"{self.where}: the table got two different values for key {key!r} at time {time!r} "
@@ -181,14 +192,15 @@ class LatestJoin:
 
     def restore(self, saved: Any) -> None:
         """Put back a :meth:`snapshot`."""
-        self.table = dict((key, value) for key, value in saved)
+        self.table = dict((canonical_key(key), value) for key, value in saved)  # a decoded NaN, canonical again
 
     def send(self, time: int, pairs: list[Any], output: OperatorOutput) -> None:
         """Join ``pairs`` at ``time`` against the table as it is now (as of ``time``)."""
         table = self.table
         joined = []
         for key, value in pairs:
-            if key in table:
+            # a NaN key (or a tuple holding one) that misses is looked up again in its canonical form
+            if key in table or (key.__class__ not in PLAIN_KEY_TYPES and (key := canonical_key(key)) in table):
                 joined.append((key, (value, table[key])))
             elif self.keep_unmatched:
                 joined.append((key, (value, None)))

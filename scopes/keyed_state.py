@@ -16,6 +16,10 @@ that worker:
 Records are applied one complete time after another, in time order, so the state a
 record sees is the state as of the times before it, whatever the interleaving of
 the workers.  Within one time, records of one key are applied in arrival order.
+
+All NaN keys are one key, as is a tuple key with NaN in the same places
+(:mod:`scopes.key_equality`): a lookup that misses is tried again with the key's
+:func:`~scopes.key_equality.canonical_key`, and the state is kept under that.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from scopes.channels import Exchange, Pipeline
 from scopes.core import StreamCore
 from scopes.errors import CapabilityError, UserFunctionError
 from scopes.generic_operators import unary
+from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
@@ -65,11 +70,17 @@ def stateful_map(
     check_function(initial, (), "the initial-state function", where)
     check_function(function, ("state", "value"), "the stateful_map function", where)
     states: dict[Any, Any] = {}
+    plain = PLAIN_KEY_TYPES
 
     def apply(time: Any, records: list[Any]) -> list[Any]:
         out = []
         for key, value in records:
-            state = states[key] if key in states else initial()
+            if key in states:
+                state = states[key]
+            elif key.__class__ in plain or (key := canonical_key(key)) not in states:
+                state = initial()
+            else:  # a NaN key (or a tuple holding NaN), found in its canonical form
+                state = states[key]
             result = function(state, value)
             if not isinstance(result, tuple) or len(result) != 2:
                 raise UserFunctionError(
@@ -106,11 +117,17 @@ def reduce(stream: S, function: Callable[[Any, Any], Any], name: str) -> S:
 def running(stream: S, name: str, first: Callable[[Any], Any], function: Callable[[Any, Any], Any]) -> S:
     """Per key, ``first(value)`` then ``function(acc, value)``; each changed key's value once per complete time."""
     states: dict[Any, Any] = {}
+    plain = PLAIN_KEY_TYPES
 
     def apply(time: Any, records: list[Any]) -> list[Any]:
         changed: dict[Any, None] = {}
         for key, value in records:
-            states[key] = function(states[key], value) if key in states else first(value)
+            if key in states:
+                states[key] = function(states[key], value)
+            elif key.__class__ in plain or (key := canonical_key(key)) not in states:
+                states[key] = first(value)
+            else:  # a NaN key (or a tuple holding NaN), found in its canonical form
+                states[key] = function(states[key], value)
             changed[key] = None
         return [(key, states[key]) for key in changed]
 
@@ -208,7 +225,7 @@ def track_state(out: StreamCore, name: str, states: dict[Any, Any], initial: Cal
 
     def restore(pairs: Any) -> None:
         states.clear()
-        states.update((key, value) for key, value in pairs)
+        states.update((canonical_key(key), value) for key, value in pairs)  # decoded NaN: found as new records' NaN
 
     where = describe_operator(name, out.scope.path)
     address = (*out.scope.address, out.source.node)
@@ -292,8 +309,8 @@ class KeyedProcess:
     def restore(self, saved: Any) -> None:
         """Put back a :meth:`snapshot`; the restored timers get their capabilities in :meth:`settle`."""
         states, timers = saved
-        self.states = dict((key, value) for key, value in states)
-        self.timers = {time: dict.fromkeys(keys) for time, keys in timers}
+        self.states = dict((canonical_key(key), value) for key, value in states)
+        self.timers = {time: dict.fromkeys(map(canonical_key, keys)) for time, keys in timers}
 
     def settle(self) -> None:
         """Take a capability for every restored timer from the initial one, then drop that."""
@@ -324,6 +341,9 @@ class KeyedProcess:
     def call(self, function: Callable[..., None], key: Any, time: Any, capability: Capability, *args: Any) -> list[Any]:
         """Run ``function`` on ``key``'s context; keep its state; schedule the timers it set."""
         state = self.states.get(key)
+        if state is None and key.__class__ not in PLAIN_KEY_TYPES:  # a NaN key is kept in its canonical form
+            key = canonical_key(key)
+            state = self.states.get(key)
         if state is None and self.initial is not None:
             state = self.initial()
         asked: list[Any] = []

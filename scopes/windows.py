@@ -19,6 +19,9 @@ in (for a session: of the session it would start alone); it goes to the
 ``late`` stream as its ``(key, value)`` pair, never dropped.  Whether a record is
 late depends only on its epoch and event time, not on the order things ran.
 
+All NaN keys are one key (:mod:`scopes.key_equality`): their windows are kept
+under the one canonical NaN, which the results carry.
+
 Results are ``(key, (start, end), value)``.  Records are applied one complete
 time after another, in time order (within a time, in arrival order); sessions
 fold theirs in event-time order once they close.  Windows need integer timestamps (the top-level scope's
@@ -36,6 +39,7 @@ from scopes.channels import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, UserFunctionError
 from scopes.generic_operators import generic
+from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.progress.timestamp import IntegerType
 from scopes.signatures import check_function, describe_operator
@@ -345,6 +349,9 @@ class WindowOperator:
             if time > close:
                 continue
             window = self.windows.get((key, start))
+            if window is None and key.__class__ not in PLAIN_KEY_TYPES:  # NaN keys: one key, kept canonical
+                key = canonical_key(key)
+                window = self.windows.get((key, start))
             if window is None:
                 window = _Open(key, start, start + length, self.start(), close)
                 self.windows[(key, start)] = window
@@ -358,7 +365,11 @@ class WindowOperator:
             return
         start, last, gathered = event, event, [(event, value)]
         kept = []
-        for session in self.sessions.get(key, ()):
+        sessions = self.sessions.get(key)
+        if sessions is None and key.__class__ not in PLAIN_KEY_TYPES:  # NaN keys: one key, kept canonical
+            key = canonical_key(key)
+            sessions = self.sessions.get(key)
+        for session in sessions or ():
             if session.close >= time and session.start - gap < event < session.end - 1 + gap:
                 start, last = min(start, session.start), max(last, session.end - 1)
                 gathered.extend(session.value)
@@ -411,10 +422,12 @@ class WindowOperator:
         """Put back a :meth:`snapshot`; the capabilities to send them come in :meth:`settle`."""
         windows, sessions = saved
         for key, start, end, value, close in windows:
+            key = canonical_key(key)  # a decoded NaN: found as new records' NaN
             window = _Open(key, start, end, value, close)
             self.windows[(key, start)] = window
             self.closing.setdefault(close, []).append(window)
         for key, start, end, value, close in sessions:
+            key = canonical_key(key)
             window = _Open(key, start, end, [tuple(item) for item in value], close)
             self.sessions.setdefault(key, []).append(window)
             self.closing.setdefault(close, []).append(window)

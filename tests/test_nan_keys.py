@@ -1,22 +1,46 @@
-"""All NaN keys are one key (scopes.key_equality): every NaN, of any sign and payload, routes alike."""
+"""All NaN keys are one key (scopes.key_equality), at 1 worker, 2 threads and 2 processes.
+
+The answer with NaN keys must be the answer with every NaN replaced by one
+ordinary key (:data:`~helpers.nan_key_mains.SENTINEL`): routing, the
+record-wise keyed operators (fold, reduce, stateful_map, process and its
+timers, windows, join, join_latest) and checkpoint restore.
+"""
 
 from __future__ import annotations
 
+import functools
 import struct
+from collections import Counter
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from helpers.nan_key_mains import (
+    SENTINEL,
+    checkpointed_main,
+    nan_makers,
+    plain,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime import WorkerFailed, execute
+from runtime.testing import DataflowRun, run_dataflow
+from scopes import Session, Tumbling
 from scopes.destinations import CACHE_LIMIT, KeyRouter
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
 from scopes.key_equality import NAN, canonical_key
 
 pa = pytest.importorskip("pyarrow")
 
+CONFIGS = [
+    pytest.param(1, 1, id="1-worker"),
+    pytest.param(2, 1, id="2-threads"),
+    pytest.param(1, 2, id="2-processes"),
+]
 NAN_HASH = stable_hash(float("nan"))
+STALL = 30.0
 
 
 def bits_to_float(bits: int) -> float:
@@ -101,3 +125,120 @@ def test_canonical_key_replaces_every_nan_at_any_depth_and_keeps_other_keys() ->
     assert type(canonical_key(Point(float("nan"), 1))) is Point
     for plain_key in (1, "a", 1.5, None, (1, ("a", b"b")), (), True):
         assert canonical_key(plain_key) is plain_key
+
+
+# ---------------------------------------------------------------------------------------------- record-wise operators
+
+
+def record_inputs(sentinel: bool) -> dict[str, list[list[Any]]]:
+    """The streams' records per epoch, with NaN keys of every kind (or all of them :data:`SENTINEL`)."""
+    nan, negative, payload, shared = nan_makers(sentinel)
+    return {
+        "records": [
+            [
+                (shared, 1),
+                (shared, 2),
+                (nan(), 3),
+                (1.0, 4),
+                (negative(), 5),
+                ((nan(), ("x", nan())), 6),
+                ((shared, ("x", payload())), 7),
+            ],
+            [(payload(), 8), (nan(), 9), (1.0, 10), ((nan(), ("x", nan())), 11)],
+            [],
+            [(nan(), 12), ((negative(), ("x", shared)), 13)],
+        ],
+        "left": [[(nan(), "l1"), (shared, "l2"), (2.0, "l3"), ((nan(), 1), "l4")], [(payload(), "l5")], [], []],
+        "right": [[(negative(), "r1"), (nan(), "r2"), (2.0, "r3"), ((shared, 1), "r4")], [(nan(), "r5")], [], []],
+        "table": [[(nan(), "t0"), (1.0, "one")], [], [(payload(), "t2")], []],
+    }
+
+
+def record_wise(scope: Any, streams: Any) -> dict[str, Any]:
+    """Every record-wise keyed operator over the NaN-keyed streams."""
+    records = streams["records"].keyed()
+
+    def on_record(context: Any, value: Any) -> None:
+        if context.state is None:
+            context.state = 0
+            context.set_timer(context.time + 2)
+        context.state += 1
+
+    def on_timer(context: Any) -> None:
+        context.emit(context.state)
+        context.state = None
+
+    return {
+        "fold": records.fold(int, lambda total, value: total + value),
+        "reduce": records.reduce(max),
+        "stateful_map": records.stateful_map(lambda: 0, lambda count, value: (count + 1, count + 1)),
+        "process": records.process(on_record, on_timer),
+        "tumbling": records.window(Tumbling(2)).count().down,
+        "session": records.window(Session(2)).count().down,
+        "join": streams["left"].keyed().join(streams["right"].keyed()),
+        "join_latest": records.join_latest(streams["table"].keyed(), how="left"),
+    }
+
+
+@functools.cache
+def record_run(workers: int, processes: int, sentinel: bool) -> DataflowRun:
+    return run_dataflow(record_wise, record_inputs(sentinel), workers=workers, processes=processes)
+
+
+def outputs(run: DataflowRun, name: str) -> dict[Any, Counter[Any]]:
+    return {time: Counter(map(plain, records)) for time, records in run.output(name).items()}
+
+
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+@pytest.mark.parametrize(
+    "name", ["fold", "reduce", "stateful_map", "process", "tumbling", "session", "join", "join_latest"]
+)
+def test_record_wise_operators_treat_every_nan_key_as_one_key(workers: int, processes: int, name: str) -> None:
+    found = outputs(record_run(workers, processes, False), name)
+    assert found == outputs(record_run(1, 1, True), name)
+
+
+def test_the_expected_answers_do_group_the_nan_keys() -> None:
+    """The reference is not vacuous: the NaN key's running sum and its joins are there."""
+    reference = record_run(1, 1, True)
+    assert outputs(reference, "fold")[3] == Counter({(SENTINEL, 40): 1, ((SENTINEL, ("x", SENTINEL)), 37): 1})
+    assert outputs(reference, "join")[0][(SENTINEL, ("l1", "r2"))] == 1
+    assert len(outputs(reference, "join")[0]) == 4 + 1 + 1  # 2 x 2 NaN pairs, 2.0, the tuple key
+
+
+def test_a_nan_key_read_from_the_input_as_it_is_is_grouped_too() -> None:
+    """Keys from key_by (not keyed()), among them NumPy scalars holding NaN."""
+
+    def build(scope: Any, words: Any) -> Any:
+        return words.key_by(lambda record: record[0]).fold(int, lambda count, record: count + 1)
+
+    inputs = [[(float("nan"), 1), (np.float64("nan"), 2), (np.float32("nan"), 3), (1.0, 4)]]
+    for workers in (1, 2):
+        found = Counter(map(plain, run_dataflow(build, inputs, workers=workers).output("output")[0]))
+        assert found == Counter({(SENTINEL, 3): 1, (1.0, 1): 1})
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_a_restored_nan_key_meets_the_nan_keys_of_the_records_after_the_checkpoint(
+    tmp_path: Any, workers: int, processes: int
+) -> None:
+    import json
+
+    def run(tag: str, crash_after: int = -1) -> int:
+        main = partial(checkpointed_main, root=str(tmp_path), tag=tag, crash_after=crash_after)
+        return execute(main, workers=workers, processes=processes, stall_timeout=STALL)[0]
+
+    def seen(tag: str) -> list[str]:
+        lines = [line for path in tmp_path.glob(f"{tag}-worker-*.jsonl") for line in path.read_text().splitlines()]
+        return [json.dumps(json.loads(line)) for line in lines]
+
+    run("plain")
+    with pytest.raises(WorkerFailed, match="crash after epoch 3"):
+        run("first", 3)
+    resumed = run("second")
+    assert 0 < resumed <= 4
+    kept = [line for line in seen("first") if json.loads(line)[0] < resumed]
+    assert seen("plain") and Counter(kept + seen("second")) == Counter(seen("plain"))
