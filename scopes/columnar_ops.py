@@ -20,7 +20,9 @@ iterate rows in Python.
     Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
     and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
     so partials combine to one answer however the rows are split into batches
-    and workers; a NaN still makes a ``sum`` and a ``mean`` NaN.
+    and workers; a NaN still makes a ``sum`` and a ``mean`` NaN.  All NaN
+    keys are one key, and ``-0.0`` is the key ``0.0``, in both kinds and at
+    every worker count (:mod:`scopes.key_equality`).
 
 ``join_batch(other, keys)``
     Per time, the equi-join of this stream's rows with ``other``'s on key
@@ -30,8 +32,9 @@ iterate rows in Python.
     has the left key columns, the left's other columns, then the right's other
     columns, a suffix telling apart names present on both sides.  The join
     types are ``inner``, ``left semi`` and ``left anti`` (an outer join would
-    need the columns of a side that a worker may never have seen).  Needs
-    pyarrow.
+    need the columns of a side that a worker may never have seen).  A NaN
+    key joins a NaN key (of any bits), as in pandas' ``merge`` and the
+    record-wise ``join``, and ``-0.0`` joins ``0.0``.  Needs pyarrow.
 
 When the program has imported pyarrow, building either operator imports
 Arrow's query engine (``pyarrow.acero``, which ``group_by`` and ``join`` load on
@@ -61,6 +64,7 @@ from scopes.errors import BatchError, BuildError, KeyColumnError
 from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
 from scopes.joins import check_same_scope
+from scopes.key_equality import canonical_arrow_keys, differing_rows
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -207,12 +211,19 @@ def key_contract(keys: Sequence[str], where: str) -> ExchangeBatch:
 
 
 def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(order, starts, distinct keys)``: rows sorted by key, where each group starts, and its key."""
+    """``(order, starts, distinct keys)``: rows sorted by key, where each group starts, and its key.
+
+    ``keys`` is a key column, or a structured array of key columns.  All NaN are
+    one key (:func:`~scopes.key_equality.differing_rows`; NaN sorts last, so a
+    group's NaN rows are adjacent).
+    """
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     if len(ordered) == 0:
         return order, np.empty(0, np.intp), ordered
-    starts = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1))
+    names = ordered.dtype.names
+    columns = [ordered] if names is None else [ordered[name] for name in names]
+    starts = np.concatenate(([0], np.flatnonzero(differing_rows(columns)) + 1))
     return order, starts, ordered[starts]
 
 
@@ -270,6 +281,7 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
 
     if batch_kind(table) == "RecordBatch":
         table = pa.Table.from_batches([table])
+    table = canonical_arrow_keys(table, keys)  # Arrow groups floats by their bits: one NaN, one zero
     grouped = table.group_by(list(keys), use_threads=False).aggregate(
         [(source, reduction) for source, reduction, _ in parts]
     )
@@ -471,11 +483,12 @@ class _Join:
         """The join of the rows of one time (``None`` when it has no rows)."""
         if not lefts or (not rights and self.join_type != "left anti"):
             return None
-        table = to_arrow(_concat(lefts, self.where))
+        table = canonical_arrow_keys(to_arrow(_concat(lefts, self.where)), self.left)
         if not rights:
             return table
-        return table.join(
-            self.matched(table, to_arrow(_concat(rights, self.where))),
+        right = canonical_arrow_keys(self.matched(table, to_arrow(_concat(rights, self.where))), self.right)
+        return table.join(  # Arrow matches floats by their bits: each side has one NaN and one zero
+            right,
             keys=list(self.left),
             right_keys=list(self.right),
             join_type=self.join_type,

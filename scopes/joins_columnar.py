@@ -14,6 +14,11 @@
   at ``t`` or before can still arrive, so each row sees the table exactly as of
   its own time, whatever the interleaving.
 
+All NaN keys are one key (of any bits), and ``-0.0`` is the key ``0.0``, as
+for the record-wise joins: Arrow matches float keys by their bits, so key
+columns are given one NaN and one zero as they arrive
+(:func:`~scopes.key_equality.canonical_arrow_keys`).
+
 Both sides are exchanged by their key columns (the stable hash of
 :func:`~scopes.columnar_ops.key_contract`).  The result is one Arrow table per
 worker and time: the stream's columns, then the table's other columns (a
@@ -35,6 +40,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
 from scopes.joins import LatestJoin, check_same_scope
+from scopes.key_equality import canonical_arrow_keys
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.state_registry import registry_of
@@ -150,11 +156,11 @@ class LatestBatchJoin(LatestJoin):
                 check_columns(batch, self.left, self.where, ref.time)
                 if ref.time not in self.capabilities:
                     self.capabilities[ref.time] = ref.retain()
-                self.records.setdefault(ref.time, []).append(to_arrow(batch))
+                self.records.setdefault(ref.time, []).append(canonical_arrow_keys(to_arrow(batch), self.left))
         for ref, batch in updates:
             if len(batch):
                 check_columns(batch, self.right + ((self.deletes,) if self.deletes else ()), self.where, ref.time)
-                self.updates.setdefault(ref.time, []).append(to_arrow(batch))
+                self.updates.setdefault(ref.time, []).append(canonical_arrow_keys(to_arrow(batch), self.right))
 
     def apply(self, batches: list[Any], time: int) -> None:
         """The table with the updates of ``time``: each key's last row kept, deleted keys dropped."""

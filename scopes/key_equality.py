@@ -22,12 +22,25 @@ is, and only when that lookup misses (a new key, or a NaN key not yet in its
 canonical form) does it take :func:`canonical_key` and look again.  Every key
 an operator stores is canonical, so a NaN key that missed always finds its
 group the second time.  Restored checkpoints are canonicalised as they are put back.
+
+Columnar batches follow the same rule: NumPy grouping treats NaN rows as one
+group (:func:`differing_rows`), and Arrow key columns are given one NaN bit
+pattern (and ``0.0`` for ``-0.0``) before Arrow groups or joins them
+(:func:`canonical_arrow_keys`), since Arrow compares float keys by their bits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import is_
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from scopes.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 NAN: float = float("nan")
 """The one NaN object that every NaN in a key is replaced by when operators store the key."""
@@ -66,3 +79,45 @@ def canonical_key(key: Any) -> Any:
 def canonical_keys(keys: list[Any]) -> list[Any]:
     """:func:`canonical_key` of every key of ``keys`` (a list of keys of one batch)."""
     return list(map(canonical_key, keys))
+
+
+def differing_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Where sorted key ``columns`` change key: ``True`` at ``i`` when row ``i + 1``'s key differs from row ``i``'s.
+
+    The columns are sorted together (NaN sorts last, so a key's NaN rows are
+    adjacent).  Two NaN are the same key, so a float column's NaN rows next to
+    each other do not differ.
+    """
+    rows = len(columns[0])
+    differ = np.zeros(max(rows - 1, 0), dtype=bool)
+    for column in columns:
+        later, earlier = column[1:], column[:-1]
+        changed = later != earlier
+        if column.dtype.kind in "fc":
+            changed &= ~(np.isnan(later) & np.isnan(earlier))
+        differ |= changed
+    return differ
+
+
+def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
+    """``table`` (an Arrow table) with its floating key columns given one NaN and one zero.
+
+    Arrow groups and joins float keys by their bits: NaN of another sign or
+    payload, and ``-0.0``, would each be a key of their own.  Every NaN becomes
+    the NaN of :data:`NAN` and ``-0.0`` becomes ``0.0``, as ``stable_hash`` and
+    Python's ``==`` treat them.  Other columns, and nulls, are left as they are.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    for name in keys:
+        column = table.column(name)
+        kind = column.type
+        if not pa.types.is_floating(kind):
+            continue
+        work = column.cast(pa.float32()) if pa.types.is_float16(kind) else column  # Arrow adds no float16
+        nan = pa.scalar(NAN, pa.float64()).cast(work.type)
+        zero = pa.scalar(0.0, pa.float64()).cast(work.type)
+        fixed = pc.if_else(pc.is_nan(work), nan, pc.add(work, zero))  # -0.0 + 0.0 is 0.0
+        table = table.set_column(table.schema.get_field_index(name), name, fixed.cast(kind))
+    return table

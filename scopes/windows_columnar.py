@@ -382,6 +382,7 @@ class ColumnarWindowOperator:
         """The merged session of each row of ``table`` (sorted by key and start): rows closer than the gap join."""
         import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+        pa = _pyarrow()
         rows = table.num_rows
         changed = np.zeros(rows, bool)
         changed[0] = True
@@ -389,11 +390,10 @@ class ColumnarWindowOperator:
             column = table.column(key)
             later, earlier = column.slice(1), column.slice(0, rows - 1)
             # a null key is one key, as in group_by: two nulls are the same key, a null and a value differ
-            differs = pc.if_else(
-                pc.and_(pc.is_null(later), pc.is_null(earlier)),
-                False,
-                pc.fill_null(pc.not_equal(later, earlier), True),
-            )
+            same = pc.and_(pc.is_null(later), pc.is_null(earlier))
+            if pa.types.is_floating(column.type):  # all NaN are one key, as in group_by here (key_equality)
+                same = pc.or_(same, pc.fill_null(pc.and_(pc.is_nan(later), pc.is_nan(earlier)), False))
+            differs = pc.if_else(same, False, pc.fill_null(pc.not_equal(later, earlier), True))
             changed[1:] |= differs.to_numpy(zero_copy_only=False)
         groups = np.cumsum(changed) - 1
         lasts = table.column(_LAST).to_numpy()

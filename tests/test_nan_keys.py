@@ -3,7 +3,8 @@
 The answer with NaN keys must be the answer with every NaN replaced by one
 ordinary key (:data:`~helpers.nan_key_mains.SENTINEL`): routing, the
 record-wise keyed operators (fold, reduce, stateful_map, process and its
-timers, windows, join, join_latest) and checkpoint restore.
+timers, windows, join, join_latest), checkpoint restore, and the columnar
+operators over NumPy and Arrow batches.
 """
 
 from __future__ import annotations
@@ -11,16 +12,20 @@ from __future__ import annotations
 import functools
 import struct
 from collections import Counter
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from helpers.columnar_ops_mains import aggregate_main, join_main
 from helpers.nan_key_mains import (
     SENTINEL,
     checkpointed_main,
+    join_latest_main,
     nan_makers,
     plain,
+    window_main,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -242,3 +247,156 @@ def test_a_restored_nan_key_meets_the_nan_keys_of_the_records_after_the_checkpoi
     assert 0 < resumed <= 4
     kept = [line for line in seen("first") if json.loads(line)[0] < resumed]
     assert seen("plain") and Counter(kept + seen("second")) == Counter(seen("plain"))
+
+
+# ---------------------------------------------------------------------------------------------- columnar operators
+
+KEY_VALUES = [
+    float("nan"),
+    -float("nan"),
+    bits_to_float(0x7FF8000000000002),  # its bytes' CRC-32 is even, float('nan')'s odd: another worker of two
+    bits_to_float(0xFFF0000000000001),  # a signalling NaN's bits, negative
+    1.5,
+    -0.0,
+    0.0,
+    float("nan"),
+]
+STAND_IN = 12345.5
+"""What NaN becomes in the reference run (and ``-0.0`` becomes ``0.0``): an ordinary float key."""
+
+
+def stand_in(value: float) -> float:
+    return STAND_IN if value != value else value + 0.0
+
+
+def rows_of(key_values: list[float], count: int, sentinel: bool) -> list[tuple[float, str, int]]:
+    """``count`` rows ``(k, s, v)`` cycling through ``key_values``."""
+    keys = [key_values[i % len(key_values)] for i in range(count)]
+    return [(stand_in(k) if sentinel else k, "ab"[i % 2], i) for i, k in enumerate(keys)]
+
+
+def columnar(rows: list[tuple[float, str, int]], kind: str, names: tuple[str, ...] = ("k", "s", "v")) -> Any:
+    """A NumPy structured array or an Arrow table of ``rows``, NaN bits kept."""
+    array = np.array(rows, dtype=[(names[0], np.float64), (names[1], "U2"), (names[2], np.int64)])
+    if kind == "numpy":
+        return array
+    return pa.table({name: array[name] for name in names})
+
+
+def epochs_of(kind: str, sentinel: bool) -> list[list[Any]]:
+    """Two epochs of three batches; the second (worker 1's of two) holds only a NaN that hashed apart before."""
+    lone = [bits_to_float(0x7FF8000000000002), 1.5]
+    mixed = [columnar(rows_of(KEY_VALUES[shift:] + KEY_VALUES[:shift], 9, sentinel), kind) for shift in (0, 5)]
+    return [[mixed[0], columnar(rows_of(lone, 4, sentinel), kind), mixed[1]] for _ in range(2)]
+
+
+def found_rows(outputs: list[list[tuple[int, list[Any]]]], rows: Callable[[Any], list[Any]]) -> dict[int, Counter[Any]]:
+    """Every worker's rows per time, NaN as the stand-in's value."""
+    per_time: dict[int, Counter[Any]] = {}
+    for worker in outputs:
+        for time, batch in worker:
+            per_time.setdefault(time, Counter()).update(rows(batch))
+    return per_time
+
+
+def dict_rows(batch: list[dict[str, Any]]) -> list[Any]:
+    """The rows of :func:`~helpers.columnar_ops_mains.as_rows`, NaN as the stand-in, ``-0.0`` as ``0.0``."""
+    return [tuple(stand_in(value) if isinstance(value, float) else value for value in row.values()) for row in batch]
+
+
+def sentinel_rows(batch: list[Any]) -> list[Any]:
+    """Rows from :mod:`helpers.nan_key_mains`' mains: NaN as :data:`SENTINEL`, made the stand-in's value."""
+    return [tuple(STAND_IN if value == SENTINEL else value for value in row) for row in batch]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "table"])
+@pytest.mark.parametrize("keys", [["k"], ["s", "k"]], ids=["float-key", "two-keys"])
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_aggregate_batch_makes_one_group_of_every_nan_key(
+    kind: str, keys: list[str], workers: int, processes: int
+) -> None:
+    aggregations = [("v", "count"), ("v", "sum")]
+
+    def run(sentinel: bool, workers: int, processes: int) -> dict[int, Counter[Any]]:
+        main = partial(aggregate_main, epochs=epochs_of(kind, sentinel), keys=keys, aggregations=aggregations)
+        return found_rows(execute(main, workers=workers, processes=processes, stall_timeout=STALL), dict_rows)
+
+    found = run(False, workers, processes)
+    expected = run(True, 1, 1)
+    assert found == expected
+    nan_groups = sum(row[keys.index("k")] == STAND_IN for row in expected[0])
+    assert nan_groups == (1 if keys == ["k"] else 2)  # one NaN group (per value of s)
+
+
+@pytest.mark.parametrize("join_type", ["inner", "left semi", "left anti"])
+@pytest.mark.parametrize("kinds", [("numpy", "numpy"), ("table", "numpy"), ("table", "table")])
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_join_batch_joins_nan_keys_with_nan_keys(join_type: str, kinds: Any, workers: int, processes: int) -> None:
+    def run(sentinel: bool, workers: int, processes: int) -> dict[int, Counter[Any]]:
+        left = [[columnar(rows_of(KEY_VALUES, 8, sentinel), kinds[0])]]
+        right_values = [-float("nan"), 0.0, 2.0, bits_to_float(0x7FF0000000000002)]
+        right = [[columnar(rows_of(right_values, 4, sentinel), kinds[1], ("key", "t", "w"))]]
+        main = partial(join_main, left=left, right=right, keys="k", right_keys="key", join_type=join_type)
+        return found_rows(execute(main, workers=workers, processes=processes, stall_timeout=STALL), dict_rows)
+
+    found = run(False, workers, processes)
+    expected = run(True, 1, 1)
+    assert found == expected
+    if join_type == "inner":  # five NaN rows on the left, two on the right; two zeros on the left, one on the right
+        assert sum(expected[0].values()) == 5 * 2 + 2 * 1
+
+
+def record_join(scope: Any, streams: Any) -> Any:
+    """The record-wise join of ``(k, v)`` and ``(key, w)`` pairs, as ``(k, v, w)``."""
+    joined = streams["left"].keyed().join(streams["right"].keyed())
+    return joined.map(lambda pair: (pair[0], pair[1][0], pair[1][1]))
+
+
+@pytest.mark.parametrize("kind", ["numpy", "table"])
+def test_join_batch_agrees_with_the_record_wise_join_on_nan_keys(kind: str) -> None:
+    left_rows = rows_of(KEY_VALUES, 8, False)
+    right_rows = rows_of([-float("nan"), 0.0, 2.0], 3, False)
+    pairs = {
+        "left": [[(k, v) for k, _, v in left_rows]],
+        "right": [[(k, v) for k, _, v in right_rows]],
+    }
+    records = Counter(map(plain, run_dataflow(record_join, pairs, workers=2).output("output")[0]))
+    left = [[columnar(left_rows, kind)]]
+    right = [[columnar(right_rows, kind, ("key", "t", "w"))]]
+    main = partial(join_main, left=left, right=right, keys="k", right_keys="key", join_type="inner")
+    rows = Counter()
+    for worker in execute(main, workers=2, stall_timeout=STALL):
+        for _, batch in worker:
+            rows.update((plain(row["k"]), row["v"], row["w"]) for row in batch)
+    assert rows == records and sum(rows.values()) == 5 + 2
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["tumbling", "session"])
+@pytest.mark.parametrize("kind", ["numpy", "table"])
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_window_batch_keeps_one_window_for_every_nan_key(
+    session: bool, kind: str, workers: int, processes: int
+) -> None:
+    def run(sentinel: bool, workers: int, processes: int) -> dict[int, Counter[Any]]:
+        main = partial(window_main, epochs=epochs_of(kind, sentinel), keys=["k"], session=session)
+        return found_rows(execute(main, workers=workers, processes=processes, stall_timeout=STALL), sentinel_rows)
+
+    found = run(False, workers, processes)
+    expected = run(True, 1, 1)
+    assert found == expected
+    assert sum(row[0] == STAND_IN for rows in expected.values() for row in rows) == 1
+
+
+@pytest.mark.parametrize("kind", ["numpy", "table"])
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_columnar_join_latest_finds_the_table_row_of_a_nan_key(kind: str, workers: int, processes: int) -> None:
+    def run(sentinel: bool, workers: int, processes: int) -> dict[int, Counter[Any]]:
+        rows = [[columnar(rows_of(KEY_VALUES, 8, sentinel), kind)] for _ in range(2)]
+        table = [[columnar(rows_of([-float("nan"), 0.0], 2, sentinel), kind, ("k", "t", "w"))], []]
+        main = partial(join_latest_main, rows=rows, table=table, keys=["k"])
+        return found_rows(execute(main, workers=workers, processes=processes, stall_timeout=STALL), sentinel_rows)
+
+    found = run(False, workers, processes)
+    expected = run(True, 1, 1)
+    assert found == expected
+    assert sum(expected[1].values()) == 5 + 2  # the NaN rows and the zeros of the second epoch

@@ -144,3 +144,59 @@ def checkpointed_main(worker: Any, root: str, tag: str, crash_after: int) -> int
         return start
     finally:
         lines.close()
+
+
+# ---------------------------------------------------------------------------------------------- columnar
+
+
+def _batches_of(worker: Any, batches: list[Any]) -> list[Any]:
+    """Batch ``j`` goes from worker ``j % peers``."""
+    return [batch for number, batch in enumerate(batches) if number % worker.peers == worker.index]
+
+
+def _rows(batch: Any) -> list[Any]:
+    """The rows of an Arrow table as tuples in column order, NaN as :data:`SENTINEL`, ``-0.0`` as ``0.0``."""
+    return [tuple(0.0 if value == 0.0 else plain(value) for value in row.values()) for row in batch.to_pylist()]
+
+
+def window_main(worker: Any, epochs: list[list[Any]], keys: list[str], session: bool) -> list[Any]:
+    """``window_batch`` counts per key (tumbling windows of 2, or sessions of gap 2); ``(time, rows)`` per output."""
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input()
+        spec = Session(2) if session else Tumbling(2)
+        out = stream.window_batch(spec, keys=keys).count().down
+        return handle, out.inspect_batch(lambda time, batch: seen.append((time, _rows(batch)))).probe()
+
+    handle, probe = worker.dataflow(build)
+    for epoch, batches in enumerate(epochs):
+        for batch in _batches_of(worker, batches):
+            handle.send_batch(batch)
+        handle.advance_to(epoch + 1)
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return seen
+
+
+def join_latest_main(worker: Any, rows: list[list[Any]], table: list[list[Any]], keys: list[str]) -> list[Any]:
+    """``KeyedBatches.join_latest`` (inner) of ``rows`` against ``table``; ``(time, rows)`` per output."""
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        rows_in, row_stream = scope.new_input("Rows")
+        table_in, table_stream = scope.new_input("Table")
+        out = row_stream.key_by_columns(keys).join_latest(table_stream.key_by_columns(keys))
+        probe = out.inspect_batch(lambda time, batch: seen.append((time, _rows(batch)))).probe()
+        return rows_in, table_in, probe
+
+    rows_in, table_in, probe = worker.dataflow(build)
+    for epoch, (row_batches, table_batches) in enumerate(zip(rows, table, strict=True)):
+        for handle, batches in ((rows_in, row_batches), (table_in, table_batches)):
+            for batch in _batches_of(worker, batches):
+                handle.send_batch(batch)
+            handle.advance_to(epoch + 1)
+    rows_in.close()
+    table_in.close()
+    worker.step_while(lambda: not probe.done())
+    return seen
