@@ -103,7 +103,7 @@ def fold(stream: S, initial: Callable[[], Any], function: Callable[[Any, Any], A
     where = describe_operator(name, stream.scope.path)
     check_function(initial, (), "the initial-value function", where)
     check_function(function, ("accumulator", "value"), "the fold function", where)
-    return running(stream, name, lambda value: function(initial(), value), function)
+    return running(stream, name, function, initial)
 
 
 def reduce(stream: S, function: Callable[[Any, Any], Any], name: str) -> S:
@@ -111,11 +111,17 @@ def reduce(stream: S, function: Callable[[Any, Any], Any], name: str) -> S:
     check_function(
         function, ("accumulator", "value"), "the reduce function", describe_operator(name, stream.scope.path)
     )
-    return running(stream, name, lambda value: value, function)
+    return running(stream, name, function, None)
 
 
-def running(stream: S, name: str, first: Callable[[Any], Any], function: Callable[[Any, Any], Any]) -> S:
-    """Per key, ``first(value)`` then ``function(acc, value)``; each changed key's value once per complete time."""
+def running(stream: S, name: str, function: Callable[[Any, Any], Any], initial: Callable[[], Any] | None) -> S:
+    """Per key, ``acc = function(acc, value)`` from ``initial()``; each changed key's value once per complete time.
+
+    With ``initial`` ``None``, a key's first value is its first ``acc`` (:func:`reduce`).
+    A new key's first ``acc`` is computed in the loop, without a call of a
+    function made for it: that call cost more than the class test a new key
+    takes to find its canonical form.
+    """
     states: dict[Any, Any] = {}
     plain = PLAIN_KEY_TYPES
 
@@ -125,7 +131,7 @@ def running(stream: S, name: str, first: Callable[[Any], Any], function: Callabl
             if key in states:
                 states[key] = function(states[key], value)
             elif key.__class__ in plain or (key := canonical_key(key)) not in states:
-                states[key] = first(value)
+                states[key] = value if initial is None else function(initial(), value)
             else:  # a NaN key (or a tuple holding NaN), found in its canonical form
                 states[key] = function(states[key], value)
             changed[key] = None
