@@ -34,12 +34,12 @@ most 256 workers, so that a destination's records are taken with one
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain, compress
 from typing import Any
 
 from scopes.hashing import INT_KEY_TYPES, MASK64, int_key_hashes, stable_hash, through_cache
-from scopes.key_equality import canonical_keys
+from scopes.key_equality import canonical_keys, canonical_scalar_keys
 
 CACHE_LIMIT = 1 << 16
 """At most this many keys are remembered per router; when a batch's new keys would pass it, the cache starts over."""
@@ -96,10 +96,12 @@ class KeyRouter:
         types = set(map(type, keys))
         if types <= INT_KEY_TYPES:
             return self._of_ints(keys)
+        canonical = canonical_scalar_keys
         if types == {tuple}:
             types = set(map(type, chain.from_iterable(keys)))
+            canonical = canonical_keys
         if types <= _CACHED_TYPES:
-            found = self._cached(keys, float in types)
+            found = self._cached(keys, canonical if float in types else None)
             if found is not None:
                 return found
         peers = self.peers
@@ -120,17 +122,19 @@ class KeyRouter:
             found = [(key & MASK64) % peers for key in keys]
         return bytes(found) if self._small else found
 
-    def _cached(self, keys: list[Any], floats: bool) -> bytes | list[int] | None:
-        """Destinations through the cache; a batch with ``floats`` that misses is looked up again canonicalised.
+    def _cached(
+        self, keys: list[Any], canonical: Callable[[Sequence[Any]], list[Any]] | None
+    ) -> bytes | list[int] | None:
+        """Destinations through the cache; a batch that misses is looked up again as ``canonical`` of its keys.
 
         A NaN key finds a ``dict`` entry only by identity, and each decoded record
         carries a NaN object of its own: looked up as they are, NaN keys would
         miss every time and fill the cache with one entry per record.  Their
-        canonical form (:func:`~scopes.key_equality.canonical_keys`) is one object.
+        canonical form (:func:`~scopes.key_equality.canonical_keys`) is one
+        object; batches without float keys pass no ``canonical``.
         """
         peers = self.peers
         collect: Callable[[Iterator[int]], bytes | list[int]] = bytes if self._small else list
-        canonical = canonical_keys if floats else None
         return through_cache(self._cache, keys, lambda key: stable_hash(key) % peers, CACHE_LIMIT, collect, canonical)
 
     def split(self, records: list[Any], keys: list[Any]) -> list[list[Any]]:

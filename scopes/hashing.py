@@ -410,7 +410,7 @@ def through_cache(
     value_of: Callable[[Any], Any],
     limit: int,
     collect: Callable[[Iterator[Any]], T],
-    canonical: Callable[[list[Any]], list[Any]] | None = None,
+    canonical: Callable[[Sequence[Any]], list[Any]] | None = None,
 ) -> T | None:
     """``collect`` of the cached value of every key, in order, adding the keys ``cache`` lacks (:func:`remember`);
     ``None`` when the batch has more new keys than ``limit``, or another worker thread of this process restarted
@@ -426,7 +426,7 @@ def through_cache(
     except KeyError:
         pass
     if canonical is not None:
-        keys = canonical(list(keys))
+        keys = canonical(keys)
     if remember(cache, keys, value_of, limit):
         try:
             return collect(map(lookup, keys))

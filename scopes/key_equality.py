@@ -76,9 +76,15 @@ def canonical_key(key: Any) -> Any:
     return key
 
 
-def canonical_keys(keys: list[Any]) -> list[Any]:
+def canonical_keys(keys: Sequence[Any]) -> list[Any]:
     """:func:`canonical_key` of every key of ``keys`` (a list of keys of one batch)."""
     return list(map(canonical_key, keys))
+
+
+def canonical_scalar_keys(keys: Sequence[Any]) -> list[Any]:
+    """:func:`canonical_keys` of keys none of which is a tuple, at a quarter of its cost: NaN becomes :data:`NAN`."""
+    nan = NAN
+    return [nan if key != key else key for key in keys]
 
 
 def differing_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
