@@ -2,39 +2,16 @@
 
 from __future__ import annotations
 
-import random
-import socket
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+from helpers.ports import free_port, free_ports
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TIMEOUT = 60
-
-
-def free_port_range(count: int) -> int:
-    """A base port such that ``base .. base + count - 1`` are free on 127.0.0.1 right now.
-
-    Drawn below Linux's ephemeral range (32768-60999), so that no connection another test opens between this probe
-    and the receiver's bind is given one of these ports as its own.
-    """
-    for _ in range(100):
-        base = random.randrange(20000, 32768 - count)
-        sockets = []
-        try:
-            for offset in range(count):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise RuntimeError("no free range of ports found")
 
 
 def run(*args: str) -> subprocess.Popen[str]:
@@ -62,7 +39,7 @@ def check_replayed(output: str) -> None:
 
 
 def test_five_capturing_workers_send_over_tcp_to_three_replaying_workers():
-    base = free_port_range(5)
+    base = free_ports(5, consecutive=True)[0]
     receiver = run(str(EXAMPLES / "capture_recv.py"), "5", "-w", "3", "--port", str(base), "--accept-timeout", "30")
     sender = run(str(EXAMPLES / "capture_send.py"), "-w", "5", "--port", str(base), "--connect-timeout", "30")
     try:
@@ -82,7 +59,7 @@ def test_five_capturing_workers_write_files_that_three_workers_replay(tmp_path):
 
 
 def test_the_receiver_reports_a_sender_that_never_connects():
-    base = free_port_range(1)
+    base = free_port()
     process = run(str(EXAMPLES / "capture_recv.py"), "1", "--port", str(base), "--accept-timeout", "0.5")
     out, err = process.communicate(timeout=TIMEOUT)
     assert process.returncode != 0

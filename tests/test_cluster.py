@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from helpers import eventually
 from helpers.example_loader import load_example
+from helpers.ports import free_ports, refusing_port
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
@@ -239,11 +240,8 @@ def test_main_must_be_importable_and_its_arguments_encodable() -> None:
 
 
 def free_endpoints(count: int) -> list[Endpoint]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    for s in sockets:
-        s.close()
-    return endpoints
+    """Addresses for a mesh's processes: free now, and where no other test or connection takes them."""
+    return [Endpoint("127.0.0.1", port) for port in free_ports(count)]
 
 
 def connect_in_thread(mesh: Mesh, timeout: float) -> tuple[threading.Thread, list[BaseException]]:
@@ -396,11 +394,11 @@ def test_a_cluster_with_only_wrong_tokens_fails_with_a_deadline() -> None:
 
 
 def test_connecting_to_nobody_ends_with_a_clear_error() -> None:
-    endpoints = free_endpoints(2)
-    lonely = Mesh(1, endpoints, "token", ignore, ignore)
-    start = time.monotonic()
-    with pytest.raises(ConnectTimeout, match="could not connect to process 0"):
-        lonely.connect(1.0)
+    with refusing_port() as nobody:  # held for the test: no other test's server can appear there
+        lonely = Mesh(1, [Endpoint("127.0.0.1", nobody), *free_endpoints(1)], "token", ignore, ignore)
+        start = time.monotonic()
+        with pytest.raises(ConnectTimeout, match="could not connect to process 0"):
+            lonely.connect(1.0)
     assert time.monotonic() - start < 3.0
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import msgpack  # type: ignore[import-untyped]
 import pytest
 from helpers import eventually
+from helpers.ports import free_ports
 
 from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
 from runtime.communication.wire import (
@@ -40,11 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_endpoints(count: int) -> list[Endpoint]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    for s in sockets:
-        s.close()
-    return endpoints
+    """Addresses for a mesh's processes: free now, and where no other test or connection takes them."""
+    return [Endpoint("127.0.0.1", port) for port in free_ports(count)]
 
 
 def head_only(head: bytes) -> bytes:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.ports import free_ports
 
 from runtime.communication.seal import OVERHEAD, RECORD_MAX, Opener, Sealer, session_keys
 from runtime.communication.tcp import Endpoint, Mesh, PeerLost
@@ -35,11 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_endpoints(count: int) -> list[Endpoint]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    for s in sockets:
-        s.close()
-    return endpoints
+    """Addresses for a mesh's processes: free now, and where no other test or connection takes them."""
+    return [Endpoint("127.0.0.1", port) for port in free_ports(count)]
 
 
 # ---------------------------------------------------------------------- the records

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,20 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from helpers import eventually
+from helpers.ports import free_ports
 
 from runtime.communication.process_fabric import SILENCE_LIMIT, ProcessFabric
 from runtime.communication.tcp import PeerLost
 from runtime.launcher import SUSPENDED_LIMIT
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 BULK = textwrap.dedent(

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from helpers import eventually
+from helpers.ports import free_ports
 
 from runtime.cluster import parse_cluster_args
 from runtime.communication.tcp import Endpoint, Mesh
@@ -78,11 +79,8 @@ def config(pki: Path, node: str, ca: str = "ca") -> TlsConfig:
 
 
 def free_endpoints(count: int) -> list[Endpoint]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    endpoints = [Endpoint("127.0.0.1", s.getsockname()[1]) for s in sockets]
-    for s in sockets:
-        s.close()
-    return endpoints
+    """Addresses for a mesh's processes: free now, and where no other test or connection takes them."""
+    return [Endpoint("127.0.0.1", port) for port in free_ports(count)]
 
 
 class Recorder:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from helpers.ports import refusing_port
 
 from runtime import codec, instrument
 from runtime.errors import ConfigurationError
@@ -99,18 +100,16 @@ def test_configure_from_specs(tmp_path: Path) -> None:
 
 
 def test_dead_tcp_viewer_never_blocks_and_counts_drops() -> None:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    sink = TcpSink("127.0.0.1", port, retry=0.05)
-    pipeline = EventShipper([sink])
-    log = pipeline.logger(0)
-    start = time.monotonic()
-    for i in range(20_000):
-        log.mark(str(i))
-    pipeline.flush()
-    assert time.monotonic() - start < 5
-    pipeline.close()
+    with refusing_port() as port:  # nobody listens there while the test runs, another test's server included
+        sink = TcpSink("127.0.0.1", port, retry=0.05)
+        pipeline = EventShipper([sink])
+        log = pipeline.logger(0)
+        start = time.monotonic()
+        for i in range(20_000):
+            log.mark(str(i))
+        pipeline.flush()
+        assert time.monotonic() - start < 5
+        pipeline.close()
     assert sink.dropped == 20_000
     assert pipeline.dropped == 20_000
 

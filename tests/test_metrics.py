@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import eventually
+from helpers.ports import free_port, free_ports
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime import execute
@@ -39,24 +40,6 @@ def value(samples, name, **labels) -> float:
     matches = [v for found, v in samples.get(name, []) if all(found.get(k) == str(w) for k, w in labels.items())]
     assert len(matches) == 1, f"{name} {labels}: {matches} in {samples.get(name)}"
     return matches[0]
-
-
-def free_ports(count: int) -> int:
-    """A port P such that P .. P+count-1 are free on the loopback interface."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + count > 65535:
-            continue
-        try:
-            sockets = [socket.create_server(("127.0.0.1", base + i)) for i in range(count)]
-        except OSError:
-            continue
-        for s in sockets:
-            s.close()
-        return base
-    raise RuntimeError("no run of free ports")
 
 
 def test_records_batches_and_final_frontiers_per_operator_with_scope_paths():
@@ -186,7 +169,7 @@ def test_a_port_in_use_is_refused_with_the_address():
 
 
 def test_each_process_of_a_cluster_serves_at_port_plus_its_index(tmp_path):
-    base = free_ports(2)
+    base = free_ports(2, consecutive=True)[0]
     program = tmp_path / "two.py"
     program.write_text(
         textwrap.dedent(
@@ -248,7 +231,7 @@ def test_a_real_prometheus_scrapes_a_running_dataflow_and_answers_a_frontier_lag
     binary = shutil.which("prometheus")
     assert binary, "Debian's prometheus package provides the server; `make test` installs it"
     server = serve_metrics("127.0.0.1:0")
-    web = free_ports(1)
+    web = free_port()
     (tmp_path / "prometheus.yml").write_text(
         textwrap.dedent(
             f"""

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from helpers import eventually, flow_control_mains
+from helpers.ports import free_port, free_ports
 
 from runtime import Worker, execute
 from runtime.cluster_member import run_process
@@ -247,14 +248,13 @@ def exchange_sum(worker: Worker, epochs: int = 30) -> int:
     return sum(seen)
 
 
-def free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def run_cluster_in_threads(hosts: list[str], workers: int = 1) -> tuple[list[list[int]], list[ProcessFabric]]:
-    endpoints = [Endpoint(host, free_port(host)) for host in hosts]
+    endpoints: list[Endpoint] = []
+    for host in hosts:  # a port free on its host, and none twice (two of the hosts are the same)
+        port = free_port(host)
+        while any(endpoint.port == port for endpoint in endpoints):
+            port = free_port(host)
+        endpoints.append(Endpoint(host, port))
     results: list[Any] = [None] * len(hosts)
     fabrics: list[ProcessFabric] = []
 
@@ -462,7 +462,7 @@ def test_a_goodbye_over_tcp_ends_the_wait_on_the_rings_at_once(monkeypatch: pyte
             assert waiting.wait(20), "process 0 never waited for goodbyes"
         return total
 
-    endpoints = [Endpoint("127.0.0.1", free_port("127.0.0.1")) for _ in range(2)]
+    endpoints = [Endpoint("127.0.0.1", port) for port in free_ports(2)]
     results: list[Any] = [None, None]
     fabrics: list[ProcessFabric] = []
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from helpers import eventually
+from helpers.ports import free_port, refusing_port
 
 from runtime.communication.wire import decode_value, encode_value, frame
 from runtime.spark import SchemaMismatch, SparkSetupError, check_java, java_version, to_record_batches
@@ -134,11 +135,10 @@ def test_progress_events_reach_the_driver_and_a_wrong_token_is_ignored() -> None
 
 
 def test_a_reporter_without_a_driver_reports_nothing_and_does_not_fail() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
-    reporter = ProgressReporter(f"127.0.0.1:{port}", "t", 0, 0)
-    reporter.report("anything", value=object())
-    reporter.close()
+    with refusing_port() as port:  # no driver there while the test runs, nor another test's server
+        reporter = ProgressReporter(f"127.0.0.1:{port}", "t", 0, 0)
+        reporter.report("anything", value=object())
+        reporter.close()
     assert threading.active_count() >= 1 and os.getpid() > 0
 
 
@@ -252,8 +252,7 @@ def test_the_mesh_listens_in_the_pinned_port_range_and_a_full_range_says_what_to
     from runtime.spark.errors import RETRY_MARKER
     from runtime.spark.task import TaskFailed, _listen
 
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        free = probe.getsockname()[1]
+    free = free_port()
     assert parse_ports(f"{free}-{free}") == (free, free) and parse_ports((1, 2)) == (1, 2) and parse_ports(None) is None
     assert parse_ports(" 40000 - 40099 ") == (40000, 40099) and parse_ports("40000") == (40000, 40000)
     for bad in ("a-b", "9-3", "0-10", (70000, 70001), "5-", "-5", "+5-9", "5-9-12", "\u0665-9", "5_0-60", ""):

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers import eventually
+from helpers.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "spark.md"
@@ -116,11 +116,6 @@ def test_each_directory_gets_its_own_cluster_state_and_workers_a_bounded_memory(
 # ---------------------------------------------------------------------- the blocks, run (PYTIMELY_CLUSTER_TESTS=1)
 
 
-def _free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        return int(probe.getsockname()[1])
-
-
 def _as_written(text: str, ports: dict[str, int]) -> str:
     """The block with free ports for the page's fixed ones, and this interpreter for ``.venv/bin/python``."""
     text = text.replace("$PWD/.venv/bin/python", sys.executable).replace(".venv/bin/python", sys.executable)
@@ -152,7 +147,7 @@ def _gone(pid: int) -> bool:
 
 def test_the_manual_start_and_stop_commands_run_as_written(tmp_path: Path) -> None:
     needs_pyspark()
-    ports = {"7077": _free_port(), "8080": _free_port(), "8081": _free_port()}
+    ports = dict(zip(("7077", "8080", "8081"), free_ports(3), strict=True))
     saved = tmp_path / "environment"
     script = _as_written(block("manual-start"), ports) + f"\nenv -0 > {saved}\n"
     done = subprocess.run(

@@ -7,7 +7,6 @@ markers never show; a schema error names what the dataflow emitted.
 
 from __future__ import annotations
 
-import socket
 import sys
 import threading
 import time
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from helpers.ports import free_port
 
 pytest.importorskip("pyspark")
 
@@ -51,8 +51,7 @@ def assert_no_marker(error: BaseException) -> None:
 
 
 def test_a_port_range_smaller_than_the_tasks_fails_at_once_saying_it_can_never_succeed(spark: Any) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as probe:
-        port = probe.getsockname()[1]
+    port = free_port()  # one port for two tasks: the first task's, if no other test or connection takes it first
     attempts: list[int] = []
     started = time.monotonic()
     with pytest.raises(DataflowFailed) as caught:
