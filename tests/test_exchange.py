@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime import execute
@@ -104,6 +104,7 @@ def test_stable_hash_values_are_documented_ones() -> None:
     assert all(0 <= stable_hash(k) <= MASK64 for k in KEYS)
 
 
+@settings(deadline=None)  # a loaded machine may pause an example past Hypothesis's 200 ms
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
