@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tomllib
@@ -111,6 +112,21 @@ def test_each_directory_gets_its_own_cluster_state_and_workers_a_bounded_memory(
     assert environment["SPARK_WORKER_DIR"] == str(tmp_path / "state" / "work")
     assert environment["SPARK_PID_DIR"] == str(tmp_path / "state" / "pids")
     assert standalone.DEFAULT_MEMORY == "1g"
+
+
+def test_the_standalone_clusters_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
+    """The master's, its UI's and each worker's UI port: a port the kernel may give any connection or any bind to
+    port 0 (its ephemeral range) could be taken before the JVM, seconds later, binds it."""
+    from runtime.spark import standalone
+
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(20):
+        ports = standalone._free_ports(2 + 8)
+        assert len(set(ports)) == len(ports)
+        assert all(standalone.PORTS[0] <= port <= standalone.PORTS[1] < first_ephemeral for port in ports)
+        servers = [socket.create_server((standalone.HOST, port)) for port in ports]
+        for server in servers:
+            server.close()
 
 
 # ---------------------------------------------------------------------- the blocks, run (PYTIMELY_CLUSTER_TESTS=1)

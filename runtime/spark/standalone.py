@@ -30,6 +30,7 @@ import getpass
 import hashlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -81,9 +82,29 @@ def spark_home() -> Path:
     return home
 
 
-def _free_port() -> int:
-    with socket.create_server((HOST, 0)) as probe:
-        return int(probe.getsockname()[1])
+PORTS = (20000, 32767)
+"""The daemons' ports are drawn from here: below Linux's ephemeral range (32768-60999), from which the kernel gives
+every bind to port 0 and every outgoing connection a port. A free port found there (by binding port 0) is bound
+by a JVM only seconds later, and any program on the machine could be given it in between: the master would then
+move to the next port, and ``start`` wait for workers that never find it."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports of :data:`PORTS` free on :data:`HOST` now (probed all at once, then released)."""
+    for _ in range(200):
+        drawn = random.sample(range(PORTS[0], PORTS[1] + 1), count)
+        probes: list[socket.socket] = []
+        try:
+            for port in drawn:
+                probes.append(socket.socket())
+                probes[-1].bind((HOST, port))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return drawn
+    raise SparkSetupError(f"no {count} free ports found in {PORTS[0]}-{PORTS[1]} on {HOST}")
 
 
 def _environment(directory: Path) -> dict[str, str]:
@@ -142,14 +163,15 @@ def start(
             f"a cluster started from {directory} may still run: stop it first (stop --dir {directory})"
         )
     directory.mkdir(parents=True, exist_ok=True)
-    port, ui_port = _free_port(), _free_port()
+    port, ui_port, *worker_ui_ports = _free_ports(2 + max(workers, 0))
     cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{ui_port}", workers, cores, str(directory))
     (directory / STATE_FILE).write_text(json.dumps(asdict(cluster)))
     try:
         master_args = ["--host", HOST, "--port", str(port), "--webui-port", str(ui_port)]
         _daemon("start", MASTER_CLASS, 1, master_args, directory)
         for instance in range(1, workers + 1):
-            args = ["--host", HOST, "--cores", str(cores), "--memory", memory, "--webui-port", str(_free_port())]
+            ui = str(worker_ui_ports[instance - 1])
+            args = ["--host", HOST, "--cores", str(cores), "--memory", memory, "--webui-port", ui]
             _daemon("start", WORKER_CLASS, instance, [*args, cluster.master], directory)
         deadline = time.monotonic() + timeout
         while _registered(cluster.web_ui) < workers:
