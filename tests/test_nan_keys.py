@@ -22,6 +22,8 @@ from helpers.columnar_ops_mains import aggregate_main, join_main
 from helpers.nan_key_mains import (
     SENTINEL,
     checkpointed_main,
+    count_records,
+    emit_count,
     join_latest_main,
     nan_makers,
     plain,
@@ -162,22 +164,11 @@ def record_inputs(sentinel: bool) -> dict[str, list[list[Any]]]:
 def record_wise(scope: Any, streams: Any) -> dict[str, Any]:
     """Every record-wise keyed operator over the NaN-keyed streams."""
     records = streams["records"].keyed()
-
-    def on_record(context: Any, value: Any) -> None:
-        if context.state is None:
-            context.state = 0
-            context.set_timer(context.time + 2)
-        context.state += 1
-
-    def on_timer(context: Any) -> None:
-        context.emit(context.state)
-        context.state = None
-
     return {
         "fold": records.fold(int, lambda total, value: total + value),
         "reduce": records.reduce(max),
         "stateful_map": records.stateful_map(lambda: 0, lambda count, value: (count + 1, count + 1)),
-        "process": records.process(on_record, on_timer),
+        "process": records.process(count_records, emit_count),
         "tumbling": records.window(Tumbling(2)).count().down,
         "session": records.window(Session(2)).count().down,
         "join": streams["left"].keyed().join(streams["right"].keyed()),

@@ -79,21 +79,24 @@ def checkpoint_table(epoch: int) -> list[Any]:
     return [(fresh_nan(), f"v{epoch}")] if epoch % 3 == 0 else []
 
 
+def count_records(context: Any, value: Any) -> None:
+    """``process``'s per-record function: count the key's records, with a timer 2 epochs after its first."""
+    if context.state is None:
+        context.state = 0
+        context.set_timer(context.time + 2)
+    context.state += 1
+
+
+def emit_count(context: Any) -> None:
+    """``process``'s timer function: emit the key's count and forget it."""
+    context.emit(context.state)
+    context.state = None
+
+
 def checkpointed_dataflow(records: Any, table: Any) -> Any:
     """A fold, per-key timers, windows, sessions and a table join over keyed ``records``, tagged and concatenated."""
-
-    def on_record(context: Any, value: Any) -> None:
-        if context.state is None:
-            context.state = 0
-            context.set_timer(context.time + 2)
-        context.state += 1
-
-    def on_timer(context: Any) -> None:
-        context.emit(context.state)
-        context.state = None
-
     totals = records.fold(int, lambda total, value: total + value).map(lambda kv: ("total", kv))
-    timers = records.process(on_record, on_timer).map(lambda kv: ("timer", kv))
+    timers = records.process(count_records, emit_count).map(lambda kv: ("timer", kv))
     windows = records.window(Tumbling(3)).count().down.map(lambda result: ("window", result))
     sessions = records.window(Session(2)).count().down.map(lambda result: ("session", result))
     joined = records.join_latest(table, how="left").map(lambda result: ("joined", result))
