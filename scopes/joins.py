@@ -25,7 +25,7 @@ from scopes.channels import Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BuildError, ConflictingUpdates, ScopeBoundaryError
 from scopes.generic_operators import binary
-from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
+from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key, same_value
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.progress.timestamp import IntegerType
 from scopes.signatures import describe_operator
@@ -167,7 +167,7 @@ class LatestJoin:
         for key, value in updates:
             if key not in applied and key.__class__ not in PLAIN_KEY_TYPES:  # NaN keys: one key, kept canonical
                 key = canonical_key(key)
-            if key in applied and applied[key] != value:
+            if key in applied and not same_value(applied[key], value):  # a NaN value decoded twice is one value
                 raise ConflictingUpdates(
                     f"{self.where}: the table got two different values for key {key!r} at time {time!r} "
                     f"({applied[key]!r} and {value!r}); which is the latest would depend on the order "

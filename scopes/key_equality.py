@@ -76,6 +76,17 @@ def canonical_key(key: Any) -> Any:
     return key
 
 
+def same_value(one: Any, other: Any) -> bool:
+    """Whether ``one == other``, NaN counting as equal to NaN (at any depth of tuples), as for keys.
+
+    Used where two values must agree (two updates of one key at one time): a
+    NaN value decoded from another process is another NaN object, and ``nan
+    != nan``.  The canonical forms are compared inside a tuple, whose
+    comparison tries identity first, so that the one :data:`NAN` equals itself.
+    """
+    return bool(one == other) or (canonical_key(one),) == (canonical_key(other),)
+
+
 def canonical_keys(keys: Sequence[Any]) -> list[Any]:
     """:func:`canonical_key` of every key of ``keys`` (a list of keys of one batch)."""
     return list(map(canonical_key, keys))

@@ -214,6 +214,33 @@ def test_a_nan_key_read_from_the_input_as_it_is_is_grouped_too() -> None:
         assert found == Counter({(SENTINEL, 3): 1, (1.0, 1): 1})
 
 
+def table_lookup(scope: Any, streams: Any) -> Any:
+    """The records joined with the table (``join_latest``, left)."""
+    return streams["records"].keyed().join_latest(streams["table"].keyed(), how="left")
+
+
+@pytest.mark.parametrize(("workers", "processes"), CONFIGS)
+def test_two_updates_of_a_key_at_one_time_with_nan_values_are_one_value_not_a_conflict(
+    workers: int, processes: int
+) -> None:
+    """Each NaN value below is an object of its own, as every value decoded from another process is."""
+    nan = functools.partial(float, "nan")
+    inputs = {
+        "table": [[("k", nan()), ("k", nan()), ("t", (1, nan())), ("t", (1, nan())), ("x", 1.0)], []],
+        "records": [[], [("k", "a"), ("t", "b"), ("x", "c")]],
+    }
+    found = run_dataflow(table_lookup, inputs, workers=workers, processes=processes).output("output")[1]
+    assert Counter(map(plain, found)) == Counter(
+        {("k", ("a", SENTINEL)): 1, ("t", ("b", (1, SENTINEL))): 1, ("x", ("c", 1.0)): 1}
+    )
+
+
+def test_two_different_values_of_a_key_at_one_time_still_conflict() -> None:
+    inputs = {"table": [[("k", float("nan")), ("k", 2.0)], []], "records": [[], [("k", "a")]]}
+    with pytest.raises(WorkerFailed, match="two different values for key 'k'"):
+        run_dataflow(table_lookup, inputs)
+
+
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
