@@ -13,6 +13,7 @@ from helpers.process_tree import run_measuring_peak
 
 from runtime import execute
 from runtime.communication.process_fabric import DEFAULT_SEND_WINDOW, send_window_from
+from runtime.communication.wire import max_frame_from
 from runtime.errors import ConfigurationError
 
 pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
@@ -67,3 +68,17 @@ def test_the_send_window_setting_is_parsed_and_refused_when_wrong() -> None:
     for wrong in ("lots", "-5", "1.5M", "100", "4K", "9" * 5000, "\u0665\u0660\u0660\u0660\u0660\u0660"):
         with pytest.raises(ConfigurationError, match="PYTIMELY_SEND_WINDOW"):
             send_window_from(wrong)
+
+
+def test_the_frame_limit_setting_reads_the_forms_the_other_byte_settings_read() -> None:
+    """PYTIMELY_MAX_FRAME_BYTES is read as PYTIMELY_SEND_WINDOW and PYTIMELY_SHM_RING_BYTES are: '64K' and '512M'
+    are taken (int() refused them), a sign, a separator or non-ASCII digits are not (int() took them), and a limit
+    past what a frame's 32-bit length prefix can say is refused rather than failing the first frame that large."""
+    assert max_frame_from(None) == max_frame_from(" ") == 1 << 30
+    assert max_frame_from("65536") == 65536
+    assert max_frame_from("64K") == max_frame_from("64KiB") == 64 * 1024
+    assert max_frame_from(" 512M ") == 512 << 20
+    assert max_frame_from("4294967295") == (1 << 32) - 1
+    for wrong in ("lots", "+65536", "65_536", "\u0667\u0660\u0660\u0660\u0660", "-5", "1.5M", "4K", "4G", "9" * 5000):
+        with pytest.raises(ConfigurationError, match="PYTIMELY_MAX_FRAME_BYTES"):
+            max_frame_from(wrong)

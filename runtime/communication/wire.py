@@ -87,7 +87,8 @@ from runtime.communication.arraycodec import (
     decode_arrow,
     ndarray_parts,
 )
-from runtime.errors import DecodeError, TimelyRuntimeError, WireError
+from runtime.communication.byte_sizes import parse_byte_count
+from runtime.errors import ConfigurationError, DecodeError, WireError
 from runtime.errors import FrameTooLarge as FrameTooLarge
 
 PROTOCOL_VERSION = 5
@@ -101,20 +102,29 @@ MAX_FRAME_SETTING = "PYTIMELY_MAX_FRAME_BYTES"
 """The environment variable that lowers (or raises) :data:`MAX_FRAME`, in bytes; the same in every process."""
 
 
-def _max_frame() -> int:
-    value = os.environ.get(MAX_FRAME_SETTING, "")
-    if not value:
-        return 1 << 30
-    try:
-        limit = int(value)
-    except ValueError:
-        raise TimelyRuntimeError(f"{MAX_FRAME_SETTING}={value!r} is not a number of bytes") from None
-    if limit < 1 << 16:
-        raise TimelyRuntimeError(f"{MAX_FRAME_SETTING}={value!r} is below the smallest limit, 65536 bytes")
+DEFAULT_MAX_FRAME = 1 << 30
+"""The frame limit when ``$PYTIMELY_MAX_FRAME_BYTES`` is unset."""
+MIN_MAX_FRAME = 1 << 16
+"""The smallest frame limit the setting may ask for."""
+MAX_MAX_FRAME = (1 << 32) - 1
+"""The largest frame limit the setting may ask for: a frame's length prefix holds 32 bits."""
+
+
+def max_frame_from(text: str | None) -> int:
+    """The frame limit ``text`` (``$PYTIMELY_MAX_FRAME_BYTES``: ``65536``, ``64K``, ``512M``) asks for; the default if
+    unset.  Read as the other byte-count settings are (:func:`runtime.communication.byte_sizes.parse_byte_count`)."""
+    if text is None or not text.strip():
+        return DEFAULT_MAX_FRAME
+    limit = parse_byte_count(text)
+    if limit is None or not MIN_MAX_FRAME <= limit <= MAX_MAX_FRAME:
+        raise ConfigurationError(
+            f"{MAX_FRAME_SETTING} must be a number of bytes from {MIN_MAX_FRAME} to {MAX_MAX_FRAME} (such as 64K or "
+            f"512M), got {text!r}"
+        )
     return limit
 
 
-MAX_FRAME = _max_frame()
+MAX_FRAME = max_frame_from(os.environ.get(MAX_FRAME_SETTING))
 """The largest frame sent or accepted (1 GiB unless ``$PYTIMELY_MAX_FRAME_BYTES`` says otherwise);
 a larger length prefix is a protocol violation, and a larger message is refused by its sender."""
 
