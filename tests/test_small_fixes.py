@@ -121,3 +121,18 @@ def test_a_record_over_the_frame_limit_is_an_error_naming_the_limit_and_the_oper
     assert "operator 'Texts'" in message and "at time 0" in message, message  # the sender, and when
     assert "the operator at address (0, 2)" in message, message  # the receiver, the exchange 'ToOne'
     assert "connection closed" not in message and "lost" not in message, message
+
+
+def test_a_message_past_the_frame_prefixs_32_bits_is_refused_as_too_large_not_a_struct_error():
+    """A 5 GiB message (its length only: nothing that large is made) cannot be packed into a frame's 32-bit
+    prefix; the sender's check must say FrameTooLarge, as for any message over the limit."""
+    from runtime.communication.process_fabric import DATA, ProcessCommunicator
+    from runtime.communication.wire import BATCH_FAST, FrameTooLarge, frame_size
+
+    class Huge:
+        def __len__(self) -> int:
+            return 5 << 30
+
+    assert frame_size([DATA, 1, (0, 2), [1], 0, BATCH_FAST], 5 << 30) > 5 << 30
+    with pytest.raises(FrameTooLarge, match=r"a message of \d+ bytes at time 0 .* exceeds the frame limit"):
+        ProcessCommunicator._check_frame(object(), 1, 1, 3, (0, 2), 0, BATCH_FAST, Huge())

@@ -79,6 +79,7 @@ from runtime.communication.wire import (
     encode_value,
     frame,
     frame_head,
+    frame_size,
     payload_pieces,
     prefixed_head,
 )
@@ -621,7 +622,7 @@ class ProcessCommunicator(FabricCommunicator):
         self, process: int, receiver: int, channel: int, address: Address, time: Any, path: int, payload: Any
     ) -> None:
         """Refuse a message too large for one frame, naming the limit, the receiver and the time."""
-        size = len(frame_head([DATA, channel, address, [receiver], time, path], len(payload))) - 8 + len(payload)
+        size = frame_size([DATA, channel, address, [receiver], time, path], len(payload))
         if size > MAX_FRAME:
             raise FrameTooLarge(
                 f"a message of {size} bytes at time {time!r} for the operator at address {address} on worker "

@@ -440,6 +440,12 @@ def frame_head(header: list[Any], payload_length: int) -> bytes:
     return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
 
 
+def frame_size(header: list[Any], payload_length: int) -> int:
+    """The length a frame's prefix would give (its header and payload), without packing it: any size, even one
+    past the prefix's 32 bits, so that a sender can refuse a message too large with :class:`FrameTooLarge`."""
+    return len(encode_value(header)) + payload_length
+
+
 def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
     """:func:`frame_head` for a header already encoded with :func:`encode_value` (a sender may keep it)."""
     return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
