@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from runtime.codec import MAX_SIZE
 from runtime.communication import WAITING_GAP, Address, Stop
 from runtime.communication.byte_sizes import parse_byte_count
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
@@ -70,6 +71,9 @@ from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.shm_transport import OFFER, RingWatch, ShmTransport, may_spin, usable_cores
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
+    BATCH_COLUMNS,
+    BATCH_FAST,
+    BATCH_GENERAL,
     MAX_FRAME,
     MAX_FRAME_SETTING,
     EncodingError,
@@ -108,6 +112,12 @@ over the window while at most that much is in flight.  Below it, a worker that a
 step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
+
+RECORDS_MAX = MAX_SIZE
+"""The most bytes a batch of records (msgpack) may take between processes: what the receiver's decoder accepts."""
+_RECORD_PATHS = frozenset({BATCH_FAST, BATCH_COLUMNS, BATCH_GENERAL})
+_CHECK_FRAME_FROM = min(MAX_FRAME - 65536, RECORDS_MAX)
+"""A payload longer than this is measured against the limits (:meth:`ProcessCommunicator._check_frame`)."""
 
 FINISH_POLL = 0.02
 """Seconds :meth:`ProcessFabric.wait_for_goodbyes` waits on the rings' doorbells before it looks again; a goodbye
@@ -609,7 +619,7 @@ class ProcessCommunicator(FabricCommunicator):
             self._last_batch = batch
             self._last_time = time
             self._last_encoded = (path, payload)
-        if len(payload) > MAX_FRAME - 65536:
+        if len(payload) > _CHECK_FRAME_FROM:
             self._check_frame(process, receiver, channel, address, time, path, payload)
         out.append(Outgoing(channel, address, receiver, time, path, payload, batch))
         self.buffered = True
@@ -621,7 +631,15 @@ class ProcessCommunicator(FabricCommunicator):
     def _check_frame(
         self, process: int, receiver: int, channel: int, address: Address, time: Any, path: int, payload: Any
     ) -> None:
-        """Refuse a message too large for one frame, naming the limit, the receiver and the time."""
+        """Refuse a message too large for one frame, or a batch of records too large to decode, naming the limit,
+        the receiver and the time."""
+        if path in _RECORD_PATHS and len(payload) > RECORDS_MAX:
+            raise FrameTooLarge(
+                f"a batch of records of {len(payload)} bytes at time {time!r} for the operator at address {address} "
+                f"on worker {receiver} (process {process}) exceeds the {RECORDS_MAX} bytes a batch of records may "
+                f"take between processes, whatever ${MAX_FRAME_SETTING} says; send it as smaller batches, or as a "
+                "NumPy array or Arrow batch, which may take the whole frame limit"
+            )
         size = frame_size([DATA, channel, address, [receiver], time, path], len(payload))
         if size > MAX_FRAME:
             raise FrameTooLarge(
