@@ -58,7 +58,7 @@ from typing import Any
 
 from runtime.codec import MAX_SIZE
 from runtime.communication import WAITING_GAP, Address, Stop
-from runtime.communication.byte_sizes import parse_byte_count
+from runtime.communication.byte_sizes import byte_setting
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.process_channels import (
     CreditingPuller,
@@ -87,7 +87,6 @@ from runtime.communication.wire import (
     payload_pieces,
     prefixed_head,
 )
-from runtime.errors import ConfigurationError
 from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
@@ -126,18 +125,7 @@ or a stop that arrives over TCP meanwhile ends the wait at once (``ShmTransport.
 
 def send_window_from(text: str | None) -> int:
     """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
-    if text is None or not text.strip():
-        return DEFAULT_SEND_WINDOW
-    window = parse_byte_count(text)
-    if window is None:
-        raise ConfigurationError(
-            f"{SEND_WINDOW_VARIABLE} must be a number of bytes such as 65536, 64K or 8M, got {text!r}"
-        )
-    if window < MIN_SEND_WINDOW:
-        raise ConfigurationError(
-            f"{SEND_WINDOW_VARIABLE} must be at least {MIN_SEND_WINDOW} bytes, got {text!r} ({window} bytes)"
-        )
-    return window
+    return byte_setting(SEND_WINDOW_VARIABLE, text, DEFAULT_SEND_WINDOW, MIN_SEND_WINDOW, None, "65536, 64K or 8M")
 
 
 class ProcessFabric:

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from runtime.communication.byte_sizes import parse_byte_count
+from runtime.communication.byte_sizes import byte_setting
 from runtime.communication.shm_ring import MAX_CAPACITY, MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
 from runtime.communication.tcp import Endpoint, Mesh
 from runtime.communication.wire import frame
@@ -96,15 +96,7 @@ def transport_from(text: str | None) -> str:
 
 def ring_capacity_from(text: str | None) -> int:
     """The ring size ``$PYTIMELY_SHM_RING_BYTES`` asks for (``65536``, ``64K``, ``4M``); the default if unset."""
-    if text is None or not text.strip():
-        return DEFAULT_RING
-    size = parse_byte_count(text)
-    if size is None or not MIN_CAPACITY <= size <= MAX_CAPACITY:
-        raise ConfigurationError(
-            f"{RING_VARIABLE} must be a number of bytes from {MIN_CAPACITY} to {MAX_CAPACITY} (such as 64K or 4M), "
-            f"got {text!r}"
-        )
-    return size
+    return byte_setting(RING_VARIABLE, text, DEFAULT_RING, MIN_CAPACITY, MAX_CAPACITY, "64K or 4M")
 
 
 def shared_memory_supported() -> bool:

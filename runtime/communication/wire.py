@@ -87,8 +87,8 @@ from runtime.communication.arraycodec import (
     decode_arrow,
     ndarray_parts,
 )
-from runtime.communication.byte_sizes import parse_byte_count
-from runtime.errors import ConfigurationError, DecodeError, WireError
+from runtime.communication.byte_sizes import byte_setting
+from runtime.errors import DecodeError, WireError
 from runtime.errors import FrameTooLarge as FrameTooLarge
 
 PROTOCOL_VERSION = 5
@@ -112,16 +112,8 @@ MAX_MAX_FRAME = (1 << 32) - 1
 
 def max_frame_from(text: str | None) -> int:
     """The frame limit ``text`` (``$PYTIMELY_MAX_FRAME_BYTES``: ``65536``, ``64K``, ``512M``) asks for; the default if
-    unset.  Read as the other byte-count settings are (:func:`runtime.communication.byte_sizes.parse_byte_count`)."""
-    if text is None or not text.strip():
-        return DEFAULT_MAX_FRAME
-    limit = parse_byte_count(text)
-    if limit is None or not MIN_MAX_FRAME <= limit <= MAX_MAX_FRAME:
-        raise ConfigurationError(
-            f"{MAX_FRAME_SETTING} must be a number of bytes from {MIN_MAX_FRAME} to {MAX_MAX_FRAME} (such as 64K or "
-            f"512M), got {text!r}"
-        )
-    return limit
+    unset.  Read as the other byte-count settings are (:func:`runtime.communication.byte_sizes.byte_setting`)."""
+    return byte_setting(MAX_FRAME_SETTING, text, DEFAULT_MAX_FRAME, MIN_MAX_FRAME, MAX_MAX_FRAME, "64K or 512M")
 
 
 MAX_FRAME = max_frame_from(os.environ.get(MAX_FRAME_SETTING))
