@@ -126,13 +126,7 @@ class CheckpointStore:
             marker.parent.mkdir(parents=True, exist_ok=True)
             for stale in marker.parent.glob(f".{marker.name}.*.tmp"):  # a crashed run's unfinished claim
                 stale.unlink(missing_ok=True)
-            hidden = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
-            with open(hidden, "w", encoding="utf-8") as file:
-                file.write(location)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(hidden, marker)
-            _sync_directory(marker.parent)
+            _write_whole(marker, location.encode("utf-8"))
         return claimed
 
     def directory(self, worker: int, peers: int) -> Path:
@@ -150,13 +144,7 @@ class CheckpointStore:
         data = b"".join([MAGIC, _HEAD.pack(VERSION, len(header)), header, _BODY.pack(len(body)), body])
         data += hashlib.blake2b(data, digest_size=_DIGEST).digest()
         final = directory / f"epoch-{boundary:020d}.ckpt"
-        hidden = directory / f".{final.name}.{os.getpid()}.tmp"
-        with open(hidden, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(hidden, final)
-        _sync_directory(directory)
+        _write_whole(final, data)
         return final
 
     def discard_unfinished(self, worker: int, peers: int) -> None:
@@ -380,6 +368,18 @@ def resume(
         for handle in inputs:
             handle.advance_to(boundary)
     return CheckpointManager(store, registry, root.tracker, inputs, worker, peers, shape)
+
+
+def _write_whole(final: Path, data: bytes) -> None:
+    """Write ``data`` as ``final``: under a hidden name (``.NAME.PID.tmp``), flushed to disk, renamed into place and
+    the rename flushed, so that a file with ``final``'s name is always whole."""
+    hidden = final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    with open(hidden, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(hidden, final)
+    _sync_directory(final.parent)
 
 
 def _sync_directory(directory: Path) -> None:
