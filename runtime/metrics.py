@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.communication.tcp import port_number
 from runtime.errors import ConfigurationError
 from runtime.instrument import (
     K_DROPPED,
@@ -361,10 +362,9 @@ def parse_address(spec: str, process: int = 0) -> tuple[str, int]:
     The port is 1 to 5 ASCII digits, and ``PORT + P`` must be a port too (0 picks a free one everywhere).
     """
     host, _, port_text = spec.strip().rpartition(":")
-    valid_port = port_text.isascii() and port_text.isdigit() and len(port_text) <= 5
-    if not host or not valid_port or not 0 <= int(port_text) <= 65535:
+    port = port_number(port_text)
+    if not host or port is None:
         raise ConfigurationError(f"--metrics {spec!r}: expected HOST:PORT, for example 127.0.0.1:9464")
-    port = int(port_text)
     if port and port + process > 65535:
         raise ConfigurationError(
             f"--metrics {spec!r}: process {process} would listen on port {port} + {process}, above 65535; "

@@ -142,6 +142,14 @@ MAX_HOSTFILE_LINE = 4096
 """The longest line of a hostfile, in characters; a longer one is refused rather than read whole."""
 
 
+def port_number(text: str) -> int | None:
+    """The port ``text`` says: 1 to 5 ASCII digits, at most 65535 (0 included); ``None`` for anything else."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 5):
+        return None
+    port = int(text)
+    return port if port <= 65535 else None
+
+
 def parse_endpoint(text: str, where: str = "address") -> Endpoint:
     """Parse ``host:port`` (an IPv6 host may be in brackets); ``ValueError`` naming ``where`` if malformed.
 
@@ -152,10 +160,10 @@ def parse_endpoint(text: str, where: str = "address") -> Endpoint:
     host, sep, port = text.strip().rpartition(":")
     host = host.strip("[]")
     valid_host = host.isprintable() and not any(character.isspace() for character in host)
-    valid_port = port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536
-    if not sep or not host or not valid_host or not valid_port:
+    number = port_number(port)
+    if not sep or not host or not valid_host or not number:  # port 0 is no place to connect to
         raise ValueError(f"{where}: expected host:port, got {text.strip()!r}")
-    return Endpoint(host, int(port))
+    return Endpoint(host, number)
 
 
 def read_hostfile(path: str) -> list[Endpoint]:
