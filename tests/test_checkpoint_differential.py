@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.differential import build_observed, joins
+from helpers.differential import build_observed, joins, user_window_sums
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -262,12 +262,7 @@ def test_columnar_windows_resume_with_the_uninterrupted_output(
     ]
 
     def build(scope: Any, streams: dict[str, Any]) -> dict[str, Any]:
-        windowed = (
-            streams["rows"]
-            .key_by_columns("user")
-            .window(spec, event_time="event", lateness=lateness)
-            .aggregate([("amount", "sum"), ("amount", "min"), ("event", "count", "rows")])
-        )
+        windowed = user_window_sums(streams["rows"], spec, lateness)
         per_time = streams["rows"].aggregate_batch("user", [("amount", "sum"), ("event", "max")])
         return {"down": windowed.down, "late": windowed.late, "per_time": per_time}
 

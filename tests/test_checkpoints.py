@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.keyed_timers import count_records, emit_count
 
 from runtime import execute
 from runtime.checkpoints import CheckpointStore
@@ -29,17 +30,7 @@ def streaks(scope: Any, words: Any) -> Any:
     windows = keyed.window(Tumbling(3)).count().down.map(lambda r: ("window", r))
     sessions = keyed.window(Tumbling(2)).collect().down.map(lambda r: ("collect", (r[0], r[1], len(r[2]))))
 
-    def on_record(context: Any, word: Any) -> None:
-        if context.state is None:
-            context.state = 0
-            context.set_timer(context.time + 2)
-        context.state += 1
-
-    def on_timer(context: Any) -> None:
-        context.emit(context.state)
-        context.state = None
-
-    timers = keyed.process(on_record, on_timer).map(lambda kv: ("timer", kv))
+    timers = keyed.process(count_records, emit_count).map(lambda kv: ("timer", kv))
     return totals.concat(windows, sessions, timers)
 
 

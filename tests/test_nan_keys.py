@@ -19,11 +19,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import pytest
 from helpers.columnar_ops_mains import aggregate_main, join_main
+from helpers.keyed_timers import count_records, emit_count
 from helpers.nan_key_mains import (
     SENTINEL,
     checkpointed_main,
-    count_records,
-    emit_count,
     join_latest_main,
     nan_makers,
     plain,

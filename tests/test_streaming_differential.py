@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from helpers.differential import build_observed, joins
+from helpers.differential import build_observed, joins, user_window_sums
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -539,12 +539,7 @@ def test_columnar_windows_match_the_record_wise_reference(
     batches = [[pa.Table.from_pylist(part, schema=schema) for part in spread(epoch, pieces)] for epoch in epochs]
 
     def build(scope: Any, streams: dict[str, Any]) -> dict[str, Any]:
-        windowed = (
-            streams["rows"]
-            .key_by_columns("user")
-            .window(spec, event_time="event", lateness=lateness)
-            .aggregate([("amount", "sum"), ("amount", "min"), ("event", "count", "rows")])
-        )
+        windowed = user_window_sums(streams["rows"], spec, lateness)
         return {"down": windowed.down, "late": windowed.late}
 
     got = drive(build, {"rows": batches}, workers)

@@ -34,3 +34,13 @@ def joins(scope: Any, streams: dict[str, Any]) -> dict[str, Any]:
         "inner": lefts.join_latest(updates),
         "left": lefts.join_latest(updates, how="left"),
     }
+
+
+def user_window_sums(rows: Any, spec: Any, lateness: int) -> Any:
+    """The columnar window under test: Arrow rows keyed by ``user``, windowed by ``event`` (``spec``, ``lateness``),
+    each window's amount sum and minimum and its row count (its ``down`` and ``late`` streams are the outputs)."""
+    return (
+        rows.key_by_columns("user")
+        .window(spec, event_time="event", lateness=lateness)
+        .aggregate([("amount", "sum"), ("amount", "min"), ("event", "count", "rows")])
+    )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helpers.keyed_timers import count_records, emit_count
 from runtime.checkpoints import CheckpointStore
 from scopes import Session, Tumbling
 
@@ -77,20 +78,6 @@ def checkpoint_records(epoch: int) -> list[Any]:
 def checkpoint_table(epoch: int) -> list[Any]:
     """The table updates of ``epoch``: a new value for the NaN key every third epoch."""
     return [(fresh_nan(), f"v{epoch}")] if epoch % 3 == 0 else []
-
-
-def count_records(context: Any, value: Any) -> None:
-    """``process``'s per-record function: count the key's records, with a timer 2 epochs after its first."""
-    if context.state is None:
-        context.state = 0
-        context.set_timer(context.time + 2)
-    context.state += 1
-
-
-def emit_count(context: Any) -> None:
-    """``process``'s timer function: emit the key's count and forget it."""
-    context.emit(context.state)
-    context.state = None
 
 
 def checkpointed_dataflow(records: Any, table: Any) -> Any:
