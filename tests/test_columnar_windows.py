@@ -369,29 +369,18 @@ def test_a_columnar_window_resumes_from_its_checkpoint_with_the_uninterrupted_an
 
 
 def test_a_columnar_window_resumes_on_2_processes(tmp_path: Any) -> None:
-    import json
-    from collections import Counter
     from functools import partial
 
     from helpers.columnar_window_mains import checkpointed_main
+    from helpers.resumed_runs import assert_resume_repeats_the_plain_run
 
     from runtime import execute
 
-    def run(tag: str, crash_after: int = -1) -> int:
+    def run(tag: str, crash_after: int) -> int:
         main = partial(checkpointed_main, root=str(tmp_path), tag=tag, epochs=ROWS, crash_after=crash_after)
         return execute(main, workers=1, processes=2)[0]
 
-    def seen(tag: str) -> list[Any]:
-        lines = [line for path in tmp_path.glob(f"{tag}-worker-*.jsonl") for line in path.read_text().splitlines()]
-        return [json.dumps(json.loads(line)) for line in lines]
-
-    run("plain")
-    with pytest.raises(WorkerFailed, match="crash after epoch 4"):
-        run("first", 4)
-    resumed = run("second")
-    assert 0 < resumed <= 5
-    kept = [line for line in seen("first") if json.loads(line)[0] < resumed]
-    assert seen("plain") and Counter(kept + seen("second")) == Counter(seen("plain"))
+    assert_resume_repeats_the_plain_run(tmp_path, run, 4)
 
 
 def as_array(rows: Any) -> Any:

@@ -28,6 +28,7 @@ from helpers.nan_key_mains import (
     plain,
     window_main,
 )
+from helpers.resumed_runs import assert_resume_repeats_the_plain_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -247,23 +248,11 @@ def test_two_different_values_of_a_key_at_one_time_still_conflict() -> None:
 def test_a_restored_nan_key_meets_the_nan_keys_of_the_records_after_the_checkpoint(
     tmp_path: Any, workers: int, processes: int
 ) -> None:
-    import json
-
-    def run(tag: str, crash_after: int = -1) -> int:
+    def run(tag: str, crash_after: int) -> int:
         main = partial(checkpointed_main, root=str(tmp_path), tag=tag, crash_after=crash_after)
         return execute(main, workers=workers, processes=processes, stall_timeout=STALL)[0]
 
-    def seen(tag: str) -> list[str]:
-        lines = [line for path in tmp_path.glob(f"{tag}-worker-*.jsonl") for line in path.read_text().splitlines()]
-        return [json.dumps(json.loads(line)) for line in lines]
-
-    run("plain")
-    with pytest.raises(WorkerFailed, match="crash after epoch 3"):
-        run("first", 3)
-    resumed = run("second")
-    assert 0 < resumed <= 4
-    kept = [line for line in seen("first") if json.loads(line)[0] < resumed]
-    assert seen("plain") and Counter(kept + seen("second")) == Counter(seen("plain"))
+    assert_resume_repeats_the_plain_run(tmp_path, run, 3)
 
 
 # ---------------------------------------------------------------------------------------------- columnar operators
