@@ -20,6 +20,8 @@ import pytest
 from helpers import eventually
 from helpers.example_loader import load_example
 from helpers.ports import free_ports, refusing_port
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
@@ -624,6 +626,27 @@ def test_a_damaged_hostfile_is_refused_naming_the_file(tmp_path: Path, content: 
     hosts.write_bytes(content)
     with pytest.raises(ConfigurationError, match=r"hosts, (at or after )?line \d"):
         endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))
+
+
+@settings(deadline=None, max_examples=300)
+@example("\u0665")
+@example("+5")
+@example(" 5")
+@example("65536")
+@example("0")
+@example("65535")
+@example("00080")
+@given(st.text(max_size=8) | st.integers(-10, 10**6).map(str) | st.from_regex(r"[0-9]{1,7}", fullmatch=True))
+def test_a_port_is_ascii_digits_up_to_65535_and_no_text_reads_as_another(text: str) -> None:
+    """The one reading of a port, for endpoints and --metrics (``tcp.port_number``): no text fails it, and only
+    1 to 5 ASCII digits up to 65535 read as a port, as the number they write."""
+    from runtime.communication.tcp import port_number
+
+    port = port_number(text)
+    if text.isascii() and text.isdigit() and len(text) <= 5 and int(text) <= 65535:
+        assert port == int(text)
+    else:
+        assert port is None
 
 
 def test_a_hostfile_takes_comments_blank_lines_and_ipv6(tmp_path: Path) -> None:
