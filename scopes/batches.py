@@ -133,6 +133,20 @@ def describe_value(value: Any) -> str:
     return f"{type(value).__qualname__} {text}"
 
 
+TEXT_TYPES = (str, bytes, bytearray)
+"""Iterables that are refused where records are expected: iterated, they would be characters or byte values."""
+
+
+def text_as_records(records: Any, where: str, time: Any, one: str) -> BatchError:
+    """The error for a string or bytes value given where an iterable of records belongs; ``one`` sends it whole."""
+    return BatchError(
+        f"{where}: got {describe_value(records)} as the records to send at time {time!r}, which would send "
+        f"each {'character' if isinstance(records, str) else 'byte value'} as a record of its own; use {one} "
+        f"to send it as one record, or pass a list (list(value) if you do mean one record per "
+        f"{'character' if isinstance(records, str) else 'byte'})"
+    )
+
+
 def batch_len(batch: Any) -> int:
     """The number of rows of ``batch`` (``len`` for every kind: an array's first axis, an Arrow batch's rows)."""
     return len(batch)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, Final, Protocol
 
-from scopes.batches import is_columnar
+from scopes.batches import TEXT_TYPES, is_columnar, text_as_records
 from scopes.bursts import burst
 from scopes.capability import Capability, CapabilityRef
 from scopes.errors import CapabilityError
@@ -130,14 +130,24 @@ class Session:
         buffer.records.append(record)
 
     def give_batch(self, records: Sequence[Any]) -> None:
-        """Send several records; a columnar batch (see :mod:`scopes.batches`) is sent whole, as one message."""
+        """Send several records; a columnar batch (see :mod:`scopes.batches`) is sent whole, as one message.
+
+        A ``str``, ``bytes`` or ``bytearray`` is refused with :class:`~scopes.errors.BatchError`:
+        iterated, it would send one record per character or byte (``give`` sends it as one record).
+        """
         if not self._token[0]:
             self._recheck()
         buffer = self._buffer
-        if records.__class__ is not list and is_columnar(records):
-            buffer.flush()
-            buffer.port.send(self.time, records)
-            return
+        if records.__class__ is not list:
+            if is_columnar(records):
+                buffer.flush()
+                buffer.port.send(self.time, records)
+                return
+            if isinstance(records, TEXT_TYPES):
+                port = buffer.port
+                raise text_as_records(
+                    records, f"operator '{port.operator}' output {port.port}: give_batch", self.time, "give(value)"
+                )
         if buffer.time != self.time:
             buffer.switch(self.time)
         buffer.records.extend(records)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from scopes.batches import BatchError, is_batch, is_columnar
+from scopes.batches import TEXT_TYPES, BatchError, is_batch, is_columnar, text_as_records
 from scopes.capability import Capability
 from scopes.errors import ScopeError, TimestampError
 from scopes.operator import Operator
@@ -103,7 +103,10 @@ class InputHandle:
         A columnar batch (a NumPy array, or an Arrow record batch or table; see
         :mod:`scopes.batches`) is sent whole as one message, after the records
         buffered so far, and is not copied: do not change it afterwards.  Any
-        other iterable is added record by record to the buffer.
+        other iterable is added record by record to the buffer, except a
+        ``str``, ``bytes`` or ``bytearray``, which is refused with
+        :class:`~scopes.errors.BatchError` (iterated, it would send one record per
+        character or byte; ``send`` sends it as one record).
         """
         self._check_open("send")
         if records.__class__ is not list and is_columnar(records):
@@ -116,6 +119,8 @@ class InputHandle:
             self._output.send(self._time, records)
             self._activate()
             return
+        if isinstance(records, TEXT_TYPES):
+            raise text_as_records(records, f"input '{self.name}': send_batch", self._time, "send(value)")
         buffer = self._buffer
         try:
             buffer.extend(records)

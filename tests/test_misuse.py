@@ -518,6 +518,49 @@ def test_send_batch_of_something_that_is_not_iterable(workers):
         assert "send(record)" in message, message
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("text", "unit"), [("abc", "character"), (b"abc", "byte"), (bytearray(b"ab"), "byte")])
+def test_send_batch_of_a_string_is_refused(workers, text, unit):
+    """``send_batch("abc")`` sent three records, "a", "b" and "c" (a string is iterable): a plausible wrong
+    answer.  It is refused, naming the input, the value and the time, and the input still works."""
+
+    def main(worker):
+        seen = []
+
+        def build(scope):
+            handle, stream = scope.new_input("Lines")
+            stream.inspect(seen.append)
+            return handle
+
+        handle = worker.dataflow(build)
+        with pytest.raises(BatchError) as raised:
+            handle.send_batch(text)
+        handle.send_batch([text])
+        handle.close()
+        worker.step_while(lambda: not seen)
+        return str(raised.value), seen
+
+    for message, seen in execute(main, workers=workers):
+        assert "'Lines'" in message and repr(text)[:20] in message and "time 0" in message, message
+        assert f"each {unit}" in message and "send(value)" in message, message
+        assert seen == [text]
+
+
+@pytest.mark.parametrize("text", ["line", b"line"])
+def test_give_batch_of_a_string_is_refused(text):
+    """An operator's ``give_batch("line")`` would send one record per character; refused, naming the operator's
+    output and the time."""
+
+    def on_message(ref, output):
+        output.session(ref).give_batch(text)
+
+    failed, error = run_failing(single_message_operator("Emit", on_message))
+    assert isinstance(error, BatchError), error
+    message = str(error)
+    assert "operator 'Emit' output 0: give_batch" in message and "time 7" in message, message
+    assert "give(value)" in message, message
+
+
 def test_send_batch_keeps_the_type_error_of_the_records_own_iteration():
     def records():
         yield 1
