@@ -16,6 +16,23 @@ downstream operators see epochs complete while later files are still being
 read; with ``time_column`` any file may hold any time, so nothing completes
 before the source has read all its files.
 
+Each worker lists the files, and (``rows_per_epoch``) counts their rows, when it
+builds the dataflow, and each process builds its own: a file added, removed or
+rewritten between two workers' builds would give them different lists to share
+out (a file read twice or not at all) or different row offsets (records in the
+wrong epochs).  So with several workers the workers agree first, inside the
+dataflow: ``List<name>`` sends every worker this worker's listing (each file,
+by its path under the source's directory, and its units' row counts) at the
+source's first time, and the reader compares each listing that reaches it with
+its own.  The listings' input is connected to the reader's output, so nothing
+the source sends can complete, on any worker, until every worker has compared
+every listing with its own and found them equal; the reader reads on meanwhile.
+A difference is a :class:`~runtime.errors.FileSourceError` on every worker
+(each compares all listings with its own) naming the files and what each of the
+two workers counted.  Once they agree, a unit whose rows differ from the count
+when it is read is refused as well (the file changed while the dataflow ran).
+With one worker there is nothing to agree on, and no ``List<name>`` operator.
+
 :func:`write_files` (in :mod:`runtime.file_sink`) writes what reaches it as
 one file per epoch and worker, ``DIRECTORY/epoch=T/part-WWWWW.EXT``.  Each
 worker writes its part of epoch ``T`` into the hidden staging directory
@@ -47,8 +64,11 @@ from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_module
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
 from scopes.capability import Capability
+from scopes.contracts import Broadcast
 from scopes.handles import OperatorOutput
 from scopes.operator import OperatorInfo
+from scopes.operator_builder import OperatorBuilder
+from scopes.ports import InputPort
 from scopes.sources import programmable
 from scopes.state_registry import registry_of
 
@@ -146,6 +166,140 @@ def _units(dataset: Any, format: str, rows_per_epoch: int | None, where: str) ->
             units.append(_Unit(file_index, fragment.path, piece, rows, offset if rows is not None else None))
             offset += rows or 0
     return units
+
+
+Listing = list[list[Any]]
+"""What one worker listed and counted when it built the dataflow: ``[[name, [rows, ...]], ...]``, each file in path
+order by its path under the source's directory, with the rows of each of its units (``None``: not counted)."""
+
+
+def _listing(units: list[_Unit], base: str) -> Listing:
+    """This worker's :data:`Listing` of ``units``, the files' names relative to ``base``.
+
+    Relative names let workers that reach the same directory by another path agree.
+    """
+    listing: Listing = []
+    for unit in units:
+        name = os.path.relpath(unit.path, base)
+        if listing and listing[-1][0] == name:
+            listing[-1][1].append(unit.rows)
+        else:
+            listing.append([name, [unit.rows]])
+    return listing
+
+
+class _Announcer:
+    """The logic of ``List<name>``: sends this worker's listing to every worker once, at its capability's time."""
+
+    def __init__(self, capability: Capability, worker: int, listing: Listing) -> None:
+        self.capability: Capability | None = capability
+        self.record: tuple[int, Listing] | None = (worker, listing)
+
+    def resume(self, boundary: int) -> None:
+        """Resumed from a checkpoint at epoch ``boundary``: send at that epoch, not before it."""
+        if boundary and self.capability is not None and self.capability.time < boundary:
+            self.capability.downgrade(boundary)
+
+    def __call__(self, output: OperatorOutput) -> None:
+        capability, record = self.capability, self.record
+        if capability is None or record is None:
+            return
+        output.session(capability).give(record)
+        capability.drop()
+        self.capability = self.record = None
+
+
+class _Agreement:
+    """Compares this worker's listing with every worker's as they arrive; a difference is a FileSourceError.
+
+    The reader's output is connected to the listings' input, so no time at or
+    after the listings' (the source's first time) can complete downstream while
+    a listing is on its way or not yet compared on any worker.
+    """
+
+    def __init__(
+        self, listing: Listing, worker: int, peers: int, base: str, rows_per_epoch: int | None, where: str
+    ) -> None:
+        self.listing = listing
+        self.worker = worker
+        self.peers = peers
+        self.base = base
+        self.rows_per_epoch = rows_per_epoch
+        self.where = where
+        self.heard = 0
+        self.waiting = True
+
+    def hear(self, listings: InputPort, info: OperatorInfo) -> None:
+        """Compare the listings that have arrived with this worker's own."""
+        differing: tuple[int, Listing] | None = None
+        while (message := listings.pull()) is not None:
+            for sender, theirs in message[1]:
+                self.heard += 1
+                if differing is None and theirs != self.listing:
+                    differing = (sender, theirs)
+        if differing is not None:
+            info.position = "comparing the files each worker listed and counted"
+            raise self._disagreement(*differing)
+        if self.heard >= self.peers:
+            self.waiting = False
+            self.listing = []  # agreed: nothing more to compare it with
+
+    def _disagreement(self, them: int, theirs: Listing) -> FileSourceError:
+        me = self.worker
+        mine = {name: rows for name, rows in self.listing}
+        others = {name: rows for name, rows in theirs}
+        found: list[str] = []
+        listed = shared = counted = False  # a file listed by one only; units shared out differently; rows differ
+        for name in sorted(mine.keys() | others.keys()):
+            ours, their = mine.get(name), others.get(name)
+            if ours == their:
+                continue
+            shown = repr(os.path.join(self.base, name))
+            if ours is None or their is None:
+                listed = shared = True
+                having, lacking = (them, me) if ours is None else (me, them)
+                found.append(f"{shown} is listed on worker {having} but not on worker {lacking}")
+                continue
+            if len(ours) != len(their):  # row groups: the units to share out differ
+                shared = True
+            if len(ours) == len(their) or sum(r or 0 for r in ours) != sum(r or 0 for r in their):
+                counted = True
+            detailed = _rows_text(ours, False) == _rows_text(their, False)
+            found.append(
+                f"{shown} has {_rows_text(ours, detailed)} on worker {me} but {_rows_text(their, detailed)} on "
+                f"worker {them}"
+            )
+        if not found:  # the same files and counts in another order: path order differs between the workers
+            shared = True
+            found.append(f"worker {me} and worker {them} listed the same files in another order")
+        effects = []
+        if counted and self.rows_per_epoch is not None:
+            effects.append("every row's epoch is numbered from these counts, so records would land in wrong epochs")
+        if shared:
+            effects.append(
+                "each worker reads its share of the units it listed, so rows could be read twice or not at all"
+            )
+        if not effects:
+            effects.append("a file changed while the workers built the dataflow")
+        shown_found = "; ".join(found[:5]) + (f"; and {len(found) - 5} more files" if len(found) > 5 else "")
+        mode = " with rows_per_epoch" if self.rows_per_epoch is not None else ""
+        return FileSourceError(
+            f"{self.where}: the workers did not list and count the same files when they built the dataflow: "
+            f"{shown_found} ({'; '.join(effects)}). Nothing this source sent has completed; do not "
+            f"{'add, remove or ' if listed else ''}change input files while a dataflow that reads them{mode} is "
+            "being built; rerun"
+        )
+
+
+def _rows_text(rows: list[int | None], detailed: bool) -> str:
+    """A file's rows as a message gives them: ``10 rows``, ``10 rows in 3 row groups`` (``detailed``: ``(4, 4, 2)``)."""
+    counts = [count for count in rows if count is not None]
+    if len(counts) < len(rows):
+        return "rows not counted"
+    text = f"{sum(counts)} rows" if len(counts) == 1 else f"{sum(counts)} rows in {len(counts)} row groups"
+    if detailed and len(counts) > 1:
+        text += f" ({', '.join(str(count) for count in counts[:8])}{', ...' if len(counts) > 8 else ''})"
+    return text
 
 
 def _check_schema(dataset: Any, unit: _Unit, where: str) -> None:
@@ -288,7 +442,10 @@ def read_files(
     less, or another type), a JSON Lines record nested too deep, or an
     unreadable file is a :class:`~runtime.errors.FileSourceError` naming the
     file; schemas and nesting are checked when the dataflow is built (each
-    worker checks the files it reads), reading errors when they happen.
+    worker checks the files it reads), reading errors when they happen.  Workers
+    that listed or counted the files differently when they built the dataflow
+    (a file changed meanwhile) all fail with a ``FileSourceError`` naming the
+    files, before any epoch of the source completes.
     """
     where = f"file source {name!r} in scope {'/'.join(scope.path)} on worker {scope.index}"
     if rows_per_epoch is not None and time_column is not None:
@@ -342,7 +499,55 @@ def read_files(
             registry.on_settle(reader.resume)
         return reader
 
-    return programmable(scope, name, constructor)
+    if scope.peers == 1:  # one worker lists the files once: nothing to agree on
+        return programmable(scope, name, constructor)
+    location = Path(path)
+    base = str(location if location.is_dir() else location.parent)
+    agreement = _Agreement(_listing(units, base), scope.index, scope.peers, base, rows_per_epoch, where)
+    return _agreeing(scope, name, constructor, agreement)
+
+
+def _agreeing(
+    scope: ScopeBuilder,
+    name: str,
+    constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+    agreement: _Agreement,
+) -> Stream:
+    """The reader ``constructor`` makes, as an operator that also compares every worker's listing with this one's.
+
+    ``List<name>`` sends this worker's listing to every worker (a broadcast) at
+    the source's first time.  The reader reads it as an input, connected to its
+    output: until every worker has compared every listing with its own, that
+    input holds every time from the first one back, downstream of every worker's
+    reader, whatever the readers have sent.  The listings are compared as they
+    arrive, before the reader reads on; a difference fails the worker, and every
+    worker hears of one (each compares all listings with its own).
+    """
+    registry = registry_of(scope)
+
+    def announcer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
+        logic = _Announcer(capability, scope.index, agreement.listing)
+        if registry is not None:
+            registry.on_settle(logic.resume)
+        return logic
+
+    listings = programmable(scope, f"List{name}", announcer)
+    builder = OperatorBuilder(scope, name, reads=listings)
+    port = builder.new_input(listings, Broadcast)
+    _, stream = builder.new_output()
+    operator = builder.build(None)
+    _, outputs = builder.handles(operator)
+    info = builder.info
+    reader = constructor(builder.initial_capabilities()[0], info)
+    output = outputs[0]
+
+    def logic() -> None:
+        if agreement.waiting:
+            agreement.hear(port, info)
+        reader(output)
+
+    operator.set_logic(logic, outputs)
+    return stream
 
 
 def _by_rows(batch: Any, first_row: int, size: int) -> Iterator[tuple[int, Any]]:
