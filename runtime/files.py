@@ -22,9 +22,9 @@ rewritten between two workers' builds would give them different lists to share
 out (a file read twice or not at all) or different row offsets (records in the
 wrong epochs).  So with several workers the workers agree first, inside the
 dataflow: ``List<name>`` sends every worker this worker's listing (each file,
-by its path under the source's directory, and its units' row counts) at the
-source's first time, and the reader compares each listing that reaches it with
-its own.  The listings' input is connected to the reader's output, so nothing
+by its path under the source's directory, and its units' row counts) and the
+schema it took from the first file, at the source's first time, and the reader
+compares each listing that reaches it with its own.  The listings' input is connected to the reader's output, so nothing
 the source sends can complete, on any worker, until every worker has compared
 every listing with its own and found them equal; the reader reads on meanwhile.
 A difference is a :class:`~runtime.errors.FileSourceError` on every worker
@@ -191,9 +191,9 @@ def _listing(units: list[_Unit], base: str) -> Listing:
 class _Announcer:
     """The logic of ``List<name>``: sends this worker's listing to every worker once, at its capability's time."""
 
-    def __init__(self, capability: Capability, worker: int, listing: Listing) -> None:
+    def __init__(self, capability: Capability, worker: int, schema: str, listing: Listing) -> None:
         self.capability: Capability | None = capability
-        self.record: tuple[int, Listing] | None = (worker, listing)
+        self.record: tuple[int, str, Listing] | None = (worker, schema, listing)
 
     def resume(self, boundary: int) -> None:
         """Resumed from a checkpoint at epoch ``boundary``: send at that epoch, not before it."""
@@ -218,8 +218,17 @@ class _Agreement:
     """
 
     def __init__(
-        self, listing: Listing, worker: int, peers: int, base: str, rows_per_epoch: int | None, where: str
+        self,
+        schema: str,
+        listing: Listing,
+        worker: int,
+        peers: int,
+        base: str,
+        rows_per_epoch: int | None,
+        where: str,
     ) -> None:
+        self.schema = schema
+        """The schema this worker took from the first file, which every worker's batches carry."""
         self.listing = listing
         self.worker = worker
         self.peers = peers
@@ -232,17 +241,31 @@ class _Agreement:
     def hear(self, listings: InputPort, info: OperatorInfo) -> None:
         """Compare the listings that have arrived with this worker's own."""
         differing: tuple[int, Listing] | None = None
+        schema: tuple[int, str] | None = None
         while (message := listings.pull()) is not None:
-            for sender, theirs in message[1]:
+            for sender, their_schema, theirs in message[1]:
                 self.heard += 1
+                if schema is None and their_schema != self.schema:
+                    schema = (sender, their_schema)
                 if differing is None and theirs != self.listing:
                     differing = (sender, theirs)
         if differing is not None:
             info.position = "comparing the files each worker listed and counted"
             raise self._disagreement(*differing)
+        if schema is not None:
+            info.position = "comparing the schema each worker took from the first file"
+            raise self._other_schema(*schema)
         if self.heard >= self.peers:
             self.waiting = False
             self.listing = []  # agreed: nothing more to compare it with
+
+    def _other_schema(self, them: int, theirs: str) -> FileSourceError:
+        return FileSourceError(
+            f"{self.where}: the workers took different schemas from the first file when they built the dataflow "
+            f"(it changed meanwhile): worker {self.worker} has ({_one_line(self.schema)}) but worker {them} has "
+            f"({_one_line(theirs)}), so their batches would not have the same columns. Nothing this source sent "
+            "has completed; do not change input files while a dataflow that reads them is being built; rerun"
+        )
 
     def _disagreement(self, them: int, theirs: Listing) -> FileSourceError:
         me = self.worker
@@ -289,6 +312,12 @@ class _Agreement:
             f"{'add, remove or ' if listed else ''}change input files while a dataflow that reads them{mode} is "
             "being built; rerun"
         )
+
+
+def _one_line(schema: str) -> str:
+    """A schema's text on one line, bounded for a message."""
+    text = ", ".join(line.strip() for line in schema.splitlines() if line.strip())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _rows_text(rows: list[int | None], detailed: bool) -> str:
@@ -503,7 +532,9 @@ def read_files(
         return programmable(scope, name, constructor)
     location = Path(path)
     base = str(location if location.is_dir() else location.parent)
-    agreement = _Agreement(_listing(units, base), scope.index, scope.peers, base, rows_per_epoch, where)
+    agreement = _Agreement(
+        str(dataset.schema), _listing(units, base), scope.index, scope.peers, base, rows_per_epoch, where
+    )
     return _agreeing(scope, name, constructor, agreement)
 
 
@@ -526,7 +557,7 @@ def _agreeing(
     registry = registry_of(scope)
 
     def announcer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorOutput], None]:
-        logic = _Announcer(capability, scope.index, agreement.listing)
+        logic = _Announcer(capability, scope.index, agreement.schema, agreement.listing)
         if registry is not None:
             registry.on_settle(logic.resume)
         return logic

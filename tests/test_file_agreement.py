@@ -187,7 +187,7 @@ def test_the_message_shows_row_groups_when_the_totals_agree_and_at_most_five_fil
 
     mine = [["a.parquet", [4, 6]], *([f"f{i}.csv", [3]] for i in range(7))]
     theirs = [["a.parquet", [5, 5]], *([f"f{i}.csv", [4]] for i in range(7))]
-    agreement = _Agreement(mine, 0, 2, "/data", None, "file source 'Files' in scope dataflow 0 on worker 0")
+    agreement = _Agreement("n: int64", mine, 0, 2, "/data", None, "file source 'Files' in scope dataflow 0 on worker 0")
     message = str(agreement._disagreement(1, theirs))
     assert "'/data/a.parquet' has 10 rows in 2 row groups (4, 6) on worker 0 but 10 rows in 2 row groups (5, 5)" in (
         message
@@ -195,3 +195,28 @@ def test_the_message_shows_row_groups_when_the_totals_agree_and_at_most_five_fil
     assert "'/data/f3.csv' has 3 rows on worker 0 but 4 rows on worker 1; and 3 more files (" in message, message
     assert "a file changed while the workers built the dataflow" in message, message
     assert "do not change input files while a dataflow that reads them is being built; rerun" in message, message
+
+
+def test_a_first_file_rewritten_with_another_schema_between_two_workers_builds_fails_every_worker(tmp_path):
+    """Each worker takes the schema its batches carry from the first file when it builds: both files rewritten
+    with a column more between the two builds (each worker's own file matching the schema it took) gave worker 0
+    batches without the column and worker 1 batches with it.  The same files otherwise, so only the schema tells
+    them apart."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_csv(directory / "a.csv", range(0, 10))
+    write_csv(directory / "b.csv", range(10, 20))
+
+    def add_a_column() -> None:
+        for name, numbers in (("a.csv", range(0, 10)), ("b.csv", range(10, 20))):
+            (directory / name).write_text("n,t,extra\n" + "".join(f"{n},{n % 3},x\n" for n in numbers))
+
+    seen: list[Any] = []
+    completed: list[Any] = []
+    with pytest.raises(WorkerFailed) as failure:
+        run_changing_between_builds(directory, add_a_column, seen, completed)
+    message = str(file_error(failure.value))
+    assert "took different schemas from the first file" in message, message
+    assert "extra" in message and "worker 0" in message and "worker 1" in message, message
+    assert "do not change input files while a dataflow that reads them is being built; rerun" in message, message
+    assert completed == [], f"epoch 0 completed on worker(s) {completed} before the schemas were compared"
