@@ -21,10 +21,12 @@ renamed, so a file that has its name is whole; the hidden files of a run killed
 while writing are removed when the job runs again.  A damaged file is refused with
 its path and byte offset, and the previous complete boundary is used instead; a
 file written by another dataflow shape or another worker count is refused with
-a message that says so.  Only the last ``keep`` boundaries that every worker
-has are kept (with any newer ones).  The path
-may be any directory every worker can reach (a local disk for one host, a
-shared file system for several).
+a message that says so, and so is one whose keyed state holds a key that the
+current routing sends to another worker (:mod:`scopes.key_owners`): written by a
+pytimely that routed keys otherwise, or moved from another worker's directory.
+Only the last ``keep`` boundaries that every worker has are kept (with any newer
+ones).  The path may be any directory every worker can reach (a local disk for
+one host, a shared file system for several).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 from runtime.communication.wire import WireError, decode_value, encode_value
 from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
-from scopes.errors import BuildError
+from scopes.errors import BuildError, KeyNotOwned
 from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
@@ -351,6 +353,12 @@ def resume(
     if states is not None:
         try:
             registry.restore(boundary, states)
+        except KeyNotOwned as error:  # sound, and of this dataflow, but a key's state is not where its records go
+            path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
+            raise CheckpointMismatch(
+                f"{path}: {error}. The checkpoint was written by a version of pytimely that routed keys differently "
+                "(or the file was moved); start afresh in a new checkpoint directory"
+            ) from error
         except BuildError:  # the checkpoint is sound but does not fit this dataflow: said so already
             raise
         except Exception as error:  # an operator's restore met state of another shape than it keeps

@@ -131,7 +131,11 @@ class CheckpointCorrupt(CheckpointError):
 
 
 class CheckpointMismatch(CheckpointError):
-    """A checkpoint was written by another dataflow, worker count or format version."""
+    """A checkpoint was written by another dataflow, worker count or format version, or routed keys otherwise.
+
+    The last: a worker's file holds state for a key that the current routing sends
+    to another worker (:class:`scopes.errors.KeyNotOwned` is its cause).
+    """
 
 
 class InterleavingFailure(AssertionError, TimelyRuntimeError):

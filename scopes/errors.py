@@ -136,6 +136,31 @@ class KeyHashError(ScopeError, TypeError):
     """A routing key has a type whose hash is not stable across processes."""
 
 
+class KeyNotOwned(ScopeError):
+    """Keyed state restored from a checkpoint holds a key that the current routing sends to another worker.
+
+    Restored there, the key's state would never be updated again, while the
+    worker that now receives its records starts the key afresh: a silent wrong
+    answer.  Raised by :meth:`scopes.state_registry.StateRegistry.restore`; the
+    runtime reports it as :class:`runtime.errors.CheckpointMismatch`, naming the file.
+
+    Attributes:
+        operator: the operator, by name and scope path.
+        key: the first key found that this worker does not own.
+        worker: the worker that restored it.
+        owner: the worker the key's records are routed to.
+        epoch: the checkpoint's boundary.
+    """
+
+    def __init__(self, message: str, operator: str, key: object, worker: int, owner: int, epoch: int) -> None:
+        super().__init__(message)
+        self.operator = operator
+        self.key = key
+        self.worker = worker
+        self.owner = owner
+        self.epoch = epoch
+
+
 class ReplayError(ScopeError):
     """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
 

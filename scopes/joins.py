@@ -26,6 +26,7 @@ from scopes.core import StreamCore
 from scopes.errors import BuildError, ConflictingUpdates, ScopeBoundaryError
 from scopes.generic_operators import binary
 from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key, same_value
+from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.progress.timestamp import IntegerType
 from scopes.signatures import describe_operator
@@ -109,7 +110,8 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
     registry = registry_of(scope)
     if registry is not None:
         address = (*out.scope.address, out.source.node)
-        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [])
+        misplaced = record_key_check(scope, lambda: joiner.table)  # the table's keys: its input is routed by key
+        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [], None, misplaced)
     return out
 
 

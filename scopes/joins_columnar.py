@@ -41,6 +41,7 @@ from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
 from scopes.joins import LatestJoin, check_same_scope
 from scopes.key_equality import canonical_arrow_keys
+from scopes.key_owners import column_key_check
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.state_registry import registry_of
@@ -102,7 +103,8 @@ def join_latest_batch(
     registry = registry_of(stream.scope)
     if registry is not None:
         address = (*out.scope.address, out.source.node)
-        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [])
+        misplaced = column_key_check(stream.scope, contracts[1], right, lambda: [joiner.table])
+        joiner.tracked = registry.register(address, name, where, joiner.snapshot, joiner.restore, [], None, misplaced)
     return out
 
 

@@ -24,7 +24,8 @@ All NaN keys are one key, as is a tuple key with NaN in the same places
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from itertools import chain
 from typing import Any, TypeVar
 
 from scopes.channels import Exchange, Pipeline
@@ -32,6 +33,7 @@ from scopes.core import StreamCore
 from scopes.errors import CapabilityError, UserFunctionError
 from scopes.generic_operators import unary
 from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
+from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
@@ -168,7 +170,14 @@ def process(
     if registry is not None:
         address = (*out.scope.address, out.source.node)
         operator.tracked = registry.register(
-            address, name, where, operator.snapshot, operator.restore, initial and initial(), operator.settle
+            address,
+            name,
+            where,
+            operator.snapshot,
+            operator.restore,
+            initial and initial(),
+            operator.settle,
+            record_key_check(out.scope, operator.keys),
         )
     return out
 
@@ -235,7 +244,12 @@ def track_state(out: StreamCore, name: str, states: dict[Any, Any], initial: Cal
 
     where = describe_operator(name, out.scope.path)
     address = (*out.scope.address, out.source.node)
-    return [registry.register(address, name, where, lambda: list(states.items()), restore, initial and initial())]
+    misplaced = record_key_check(out.scope, states.keys)
+    return [
+        registry.register(
+            address, name, where, lambda: list(states.items()), restore, initial and initial(), None, misplaced
+        )
+    ]
 
 
 class KeyContext:
@@ -317,6 +331,10 @@ class KeyedProcess:
         states, timers = saved
         self.states = dict((canonical_key(key), value) for key, value in states)
         self.timers = {time: dict.fromkeys(map(canonical_key, keys)) for time, keys in timers}
+
+    def keys(self) -> Iterator[Any]:
+        """Every key with state or a timer (each timer's once), for the check of restored keys' owners."""
+        return chain(self.states, *self.timers.values())
 
     def settle(self) -> None:
         """Take a capability for every restored timer from the initial one, then drop that."""

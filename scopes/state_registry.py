@@ -17,14 +17,22 @@ operator covers ``E`` and the dataflow has passed it everywhere.
 
 No files here: the registry holds encoded snapshots in memory until the runtime
 takes them.
+
+Keyed state lives on the worker that owns its key, and each worker restores the
+file it wrote.  A keyed operator therefore registers, with its state, a check of
+the keys it restored (:mod:`scopes.key_owners`): a key that the current routing
+sends to another worker (a checkpoint of a pytimely that routed keys
+differently, or a file moved between workers) makes :meth:`StateRegistry.restore`
+raise :class:`~scopes.errors.KeyNotOwned`, rather than resume with the key's
+state where its records no longer arrive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from scopes.errors import BuildError
+from scopes.errors import BuildError, KeyNotOwned
 
 Encode = Callable[[Any], bytes]
 """Turns an operator's state into bytes; raises for a state it cannot carry."""
@@ -34,6 +42,21 @@ Decode = Callable[[bytes], Any]
 
 ENDED = 1 << 62
 """The boundary an operator covers once its input has ended: every later one."""
+
+KEY_REPR = 120
+"""At most this many characters of a misplaced key's ``repr`` are shown in an error."""
+
+
+class Misplaced(NamedTuple):
+    """A restored key that worker ``worker`` holds and the current routing sends to worker ``owner``."""
+
+    key: Any
+    worker: int
+    owner: int
+
+
+MisplacedCheck = Callable[[], Misplaced | None]
+"""Run after an operator's restore: the first key it restored that this worker does not own, if any."""
 
 
 class OperatorState:
@@ -47,12 +70,15 @@ class OperatorState:
         snapshot: Callable[[], Any],
         restore: Callable[[Any], None],
         settle: Callable[[], None] | None = None,
+        misplaced: MisplacedCheck | None = None,
     ) -> None:
         """The state of the operator described by ``where``, filed under ``key``.
 
         ``snapshot()`` returns the operator's state as plain values; ``restore(state)``
         puts such a state back when the run resumes from a checkpoint;
-        ``settle()`` runs once the run knows whether it resumes (after any restore).
+        ``settle()`` runs once the run knows whether it resumes (after any restore);
+        ``misplaced()``, run after ``restore``, finds a restored key this worker
+        does not own (``None`` for state that is not keyed, or a single worker).
         """
         self.key = key
         self.where = where
@@ -60,6 +86,7 @@ class OperatorState:
         self.snapshot = snapshot
         self.restore = restore
         self.settle = settle
+        self.misplaced = misplaced
         self.covered = 0
         self.snapshots: list[tuple[int, int | None, bytes]] = []
 
@@ -134,6 +161,7 @@ class StateRegistry:
         restore: Callable[[Any], None],
         initial: Any = None,
         settle: Callable[[], None] | None = None,
+        misplaced: MisplacedCheck | None = None,
     ) -> OperatorState:
         """Track the state of the operator at ``address`` (see :class:`OperatorState`).
 
@@ -151,12 +179,16 @@ class StateRegistry:
                     f"{where} keeps state that a checkpoint cannot carry: its initial state is "
                     f"{type(initial).__name__} ({error}); keep state of plain values, or run without checkpoint="
                 ) from error
-        state = OperatorState(key, where, self, snapshot, restore, settle)
+        state = OperatorState(key, where, self, snapshot, restore, settle, misplaced)
         self.operators[key] = state
         return state
 
     def restore(self, boundary: int, states: Mapping[str, bytes]) -> None:
-        """Put back every operator's state as of the times before ``boundary``, from its encoded form."""
+        """Put back every operator's state as of the times before ``boundary``, from its encoded form.
+
+        :class:`~scopes.errors.KeyNotOwned` if an operator restored a key that
+        the current routing sends to another worker.
+        """
         missing = sorted(set(self.operators) - set(states))
         extra = sorted(set(states) - set(self.operators))
         if missing or extra:
@@ -168,6 +200,9 @@ class StateRegistry:
             operator.restore(self.decode(states[key]))
             operator.covered = boundary
             operator.snapshots = []
+            found = operator.misplaced() if operator.misplaced is not None else None
+            if found is not None:
+                raise _not_owned(operator.where, found, boundary)
 
     def settle(self, boundary: int) -> None:
         """Tell every operator that restoring is over (it may release what it kept), and run the settlers."""
@@ -189,6 +224,23 @@ class StateRegistry:
                 return None
             latest = min(latest, covered)
         return latest
+
+
+def _not_owned(where: str, found: Misplaced, boundary: int) -> KeyNotOwned:
+    """:class:`KeyNotOwned` for the operator ``where``, which restored ``found`` from the checkpoint at ``boundary``."""
+    shown = repr(found.key)
+    if len(shown) > KEY_REPR:
+        shown = shown[: KEY_REPR - 3] + "..."
+    return KeyNotOwned(
+        f"{where} restored state for key {shown} from the checkpoint at epoch {boundary} on worker "
+        f"{found.worker}, but the key's records are routed to worker {found.owner}: the key would have two "
+        "states, one restored and never updated, one started afresh",
+        where,
+        found.key,
+        found.worker,
+        found.owner,
+        boundary,
+    )
 
 
 def registry_of(scope: Any) -> StateRegistry | None:

@@ -31,7 +31,7 @@ epochs, or a scope with integer times).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -40,6 +40,7 @@ from scopes.core import StreamCore
 from scopes.errors import BuildError, UserFunctionError
 from scopes.generic_operators import generic
 from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
+from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.progress.timestamp import IntegerType
 from scopes.signatures import check_function, describe_operator
@@ -221,6 +222,7 @@ class WindowBuilder(Generic[S]):
                 operator.restore,
                 start(),
                 operator.settle,
+                record_key_check(down.scope, operator.keys),
             )
         return Windowed(down, late)
 
@@ -431,6 +433,11 @@ class WindowOperator:
             window = _Open(key, start, end, [tuple(item) for item in value], close)
             self.sessions.setdefault(key, []).append(window)
             self.closing.setdefault(close, []).append(window)
+
+    def keys(self) -> Iterator[Any]:
+        """The key of every open window and of every key with open sessions, for the check of restored keys' owners."""
+        yield from (key for key, _ in self.windows)
+        yield from self.sessions
 
     def settle(self) -> None:
         """Take a capability for every restored window's close from the initial one, then drop that."""

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from scopes.batches import is_arrow
@@ -58,6 +59,7 @@ from scopes.columnar_ops import (
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError
 from scopes.generic_operators import generic
+from scopes.key_owners import column_key_check
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -163,8 +165,9 @@ class ColumnarWindowBuilder(Generic[S]):
             address = (*down.scope.address, down.source.node)
             timed = "epochs" if self.event_time is None else f"event time {self.event_time!r}"
             state_name = window_state_name(name, self.spec, timed, self.lateness)
+            misplaced = column_key_check(down.scope, contract, plan.keys, operator.tables)
             operator.tracked = registry.register(
-                address, state_name, where, operator.snapshot, operator.restore, [], operator.settle
+                address, state_name, where, operator.snapshot, operator.restore, [], operator.settle, misplaced
             )
         return Windowed(down, late)
 
@@ -433,6 +436,10 @@ class ColumnarWindowOperator:
         buckets, sessions = saved
         self.buckets = {close: list(parts) for close, parts in buckets}
         self.sessions = sessions
+
+    def tables(self) -> Iterator[Any]:
+        """The open windows' tables of partials and the open sessions, for the check of restored keys' owners."""
+        return chain(chain.from_iterable(self.buckets.values()), [self.sessions])
 
     def settle(self) -> None:
         """Take a capability for every restored window's close from the initial one, then drop that."""
