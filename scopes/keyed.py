@@ -35,7 +35,8 @@ class KeyedStream(Generic[S]):
     __slots__ = ("stream",)
 
     def __init__(self, stream: S) -> None:
-        """Wrap ``stream``, whose records are ``(key, value)`` pairs already routed by key."""
+        """Wrap ``stream``, whose records are ``(key, value)`` pairs already routed by key as ``key_by`` routes them
+        (``stable_hash(key) % peers``): a resume from a checkpoint refuses keyed state found on another worker."""
         self.stream = stream
 
     def __repr__(self) -> str:
