@@ -213,8 +213,15 @@ class WindowSplitter:
         return self.step
 
     def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
-        """Each batch's late rows to output 1, its partial aggregates per key and window to output 0."""
+        """Each batch's late rows to output 1; one batch of partial aggregates per key and window per time to output 0.
+
+        The partials of all the batches of one time in this invocation are
+        combined before they are sent, so that a message holds each key and
+        window once (the exchange joins the messages of one invocation that go
+        to one worker, and the owner takes a single message as combined).
+        """
         down, late = outputs
+        found: dict[Any, tuple[Capability, list[Any]]] = {}
         for ref, batch in inputs[0]:
             if not len(batch):
                 continue
@@ -230,8 +237,13 @@ class WindowSplitter:
                 late.session(ref).give_batch(late_part)
             if len(rows):
                 whole = len(rows) == table.num_rows and np.array_equal(rows, np.arange(len(rows)))
-                partial = self.partials(table if whole else table.take(rows), starts)
-                down.session(ref).give_batch(partial)
+                entry = found.get(time)
+                if entry is None:
+                    entry = found[time] = (ref.retain(), [])
+                entry[1].append(self.partials(table if whole else table.take(rows), starts))
+        for capability, partials in found.values():
+            down.session(capability).give_batch(combine_partials(self.plan, partials))
+            capability.drop()
         down.flush()
         late.flush()
 

@@ -439,3 +439,28 @@ def test_windows_keyed_by_two_columns_aggregate_as_pandas_does() -> None:
     for run in assert_agree(two_key_sums, ROWS, CONFIGURATIONS):
         assert_outputs(run, expected, "down")
         assert_outputs(run, late, "late")
+
+
+def test_a_key_sent_in_two_batches_of_one_time_by_one_worker_is_one_window_row() -> None:
+    """The exchange joins the messages that one invocation sends to one worker, and the owner takes one message
+    as combined partials: the partials of one time are combined before they leave, or the window came out twice."""
+    from runtime import execute
+
+    def main(worker: Any) -> list[Any]:
+        seen: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            out = stream.window_batch(Tumbling(2), keys="user").aggregate([("amount", "sum")]).down
+            return handle, out.inspect_batch(lambda time, batch: seen.extend(batch.to_pylist())).probe()
+
+        handle, probe = worker.dataflow(build)
+        if worker.index == 0:  # both before the worker steps: one invocation of the splitting operator
+            handle.send_batch(as_table([("ann", 0, 1), ("ann", 1, 2)]))
+            handle.send_batch(as_table([("ann", 0, 4)]))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return seen
+
+    rows = [row for seen in execute(main, workers=2) for row in seen]
+    assert rows == [{"user": "ann", "window_start": 0, "window_end": 2, "amount_sum": 7}]
