@@ -22,8 +22,9 @@ from scopes.batches import (
     is_arrow,
 )
 from scopes.destinations import check_keys
-from scopes.errors import OperatorFailed, UserFunctionError
+from scopes.errors import KeyHashError, OperatorFailed, UserFunctionError
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
+from scopes.key_types import check_key_type, key_type_problem
 from scopes.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -84,14 +85,16 @@ class BatchKeys:
     """Computes the destinations of a batch's rows for :class:`ExchangeBatch`, checking the key as it goes.
 
     ``where`` names the exchange operator (and its scope path) in error messages.
+    With ``objects=False``, NumPy batches with ``object`` fields are refused.
     """
 
-    __slots__ = ("key", "where")
+    __slots__ = ("key", "objects", "where")
 
-    def __init__(self, key: BatchKey, where: str) -> None:
+    def __init__(self, key: BatchKey, where: str, objects: bool = True) -> None:
         """Route by ``key`` (a column name or a vectorised key function) for the operator ``where``."""
         self.key = key
         self.where = where
+        self.objects = objects
 
     def check_kind(self, batch: Any, time: Any) -> str:
         """The batch's kind, or :class:`~scopes.batches.BatchError` if the exchange cannot route it."""
@@ -109,6 +112,8 @@ class BatchKeys:
                 raise BatchError(
                     f"{self.where}: cannot route a 0-dimensional NumPy array at time {time!r}; a batch has rows"
                 )
+            if not self.objects and batch.dtype.hasobject:
+                self.refuse_objects(batch, time)
             return kind
         if is_arrow(batch):
             if isinstance(self.key, str) and self.key not in batch.schema.names:
@@ -118,6 +123,21 @@ class BatchKeys:
             f"{self.where}: cannot route a batch of type {type(batch).__qualname__} at time {time!r}: "
             "exchange_batch knows lists, NumPy arrays and Arrow record batches and tables; convert the batch "
             "to one of these"
+        )
+
+    def refuse_objects(self, batch: Any, time: Any) -> None:
+        """Raise :class:`~scopes.batches.BatchError`: ``batch`` has ``object`` fields, which this exchange refuses.
+
+        Whole rows travel to the worker of their key, and Python objects cannot
+        cross processes (pytimely never pickles), so such a batch would pass on
+        threads and fail on processes: it is refused on every worker count.
+        """
+        fields = batch.dtype.fields or {}
+        found = [name for name, (dtype, *_) in fields.items() if dtype.hasobject] or ["(the array itself)"]
+        raise BatchError(
+            f"{self.where}: the NumPy batch at time {time!r} has fields of Python objects ({', '.join(found)}), "
+            "which cannot travel between processes to the worker of their key (pytimely never pickles); convert "
+            "them first (strings: astype('U'), numbers: astype of a number dtype), or send Arrow tables"
         )
 
     def missing(self, batch: Any, time: Any) -> None:
@@ -152,7 +172,11 @@ class BatchKeys:
         return hashes % np.uint64(peers)
 
     def keys(self, batch: Any, time: Any) -> Any:
-        """Each row's key (the key column, or what the key function returned), checked to be one per row."""
+        """Each row's key (the key column, or what the key function returned), checked to be one per row.
+
+        A key column must be of a type routing takes (:mod:`scopes.key_types`);
+        a :class:`~scopes.errors.KeyTypeError` names the exchange and the column.
+        """
         kind = self.check_kind(batch, time)
         key = self.key
         if isinstance(key, str):
@@ -160,8 +184,11 @@ class BatchKeys:
                 names = batch.dtype.names
                 if names is None or key not in names:
                     self.missing(batch, time)
+                check_key_type(batch.dtype[key], key, self.where, time)
                 return batch[key]
-            return batch.column(key)
+            column = batch.column(key)
+            check_key_type(column.type, key, self.where, time)
+            return column
         keys = key(batch)
         rows = len(batch)
         try:
@@ -176,6 +203,13 @@ class BatchKeys:
                 f"{self.where}: the key function returned {count} keys for a {kind} batch of {rows} rows at "
                 f"time {time!r}; it must return exactly one key per row"
             )
+        if keys.__class__.__module__.startswith("pyarrow"):
+            problem = key_type_problem(keys.type)
+            if problem is not None:
+                raise KeyHashError(
+                    f"{self.where}: the key function returned Arrow keys of type {keys.type} at time {time!r}, "
+                    f"which routing cannot hash: {problem}"
+                )
         return keys
 
 
@@ -183,7 +217,8 @@ class CheckBatchPusher:
     """The columnar exchange on a single worker: every row stays, but the batch kind and the keys are checked.
 
     Checking on one worker too means a misused key fails the same way whatever
-    the number of workers.  A key function is called once per batch, as on
+    the number of workers.  A key column's type is checked as routing checks it
+    (:mod:`scopes.key_types`).  A key function is called once per batch, as on
     several workers, and its keys are checked as routing would: one per row,
     of a type that hashes stably.  Keys of a plain dtype (numbers, strings) or
     an Arrow column are not hashed, since nothing is routed; other keys (an
@@ -201,11 +236,17 @@ class CheckBatchPusher:
         """Check the batch, then queue it."""
         keys = self._keys
         kind = keys.check_kind(batch, time)
-        if kind == "ndarray" and isinstance(keys.key, str):
-            names = batch.dtype.names
-            if names is None or keys.key not in names:
-                keys.missing(batch, time)
-        elif not isinstance(keys.key, str):
+        if isinstance(keys.key, str):
+            if kind == "ndarray":
+                names = batch.dtype.names
+                if names is None or keys.key not in names:
+                    keys.missing(batch, time)
+                check_key_type(batch.dtype[keys.key], keys.key, keys.where, time)
+                if batch.dtype[keys.key].kind == "O":
+                    stable_hash_array(batch[keys.key])  # objects: raises KeyHashError as routing would
+            elif kind != "list":  # an Arrow batch (check_kind refused a list with a column name)
+                check_key_type(batch.schema.field(keys.key).type, keys.key, keys.where, time)
+        else:
             found = keys.keys(batch, time)
             plain = found.__class__ is np.ndarray and found.ndim == 1 and found.dtype.kind in "biufUS"
             if not plain and not found.__class__.__module__.startswith("pyarrow"):

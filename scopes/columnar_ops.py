@@ -15,14 +15,16 @@ iterate rows in Python.
     travels as a sum and a count).  NumPy batches are grouped with a sort and
     ``ufunc.reduceat``; Arrow batches with ``Table.group_by(...).aggregate``.
     The output has the key columns, then the aggregations, in the kind of the
-    input (a structured array, or an Arrow table when any partial was Arrow).
+    input (a structured array, or an Arrow table when any partial was Arrow: a
+    structured array with ``object`` key fields is grouped by Arrow).
     Sums of integers are ``int64`` (``uint64`` for unsigned), means ``float64``;
     Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
     and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
     so partials combine to one answer however the rows are split into batches
     and workers; a NaN still makes a ``sum`` and a ``mean`` NaN.  All NaN
     keys are one key, and ``-0.0`` is the key ``0.0``, in both kinds and at
-    every worker count (:mod:`scopes.key_equality`).
+    every worker count (:mod:`scopes.key_equality`); a null key (NumPy's
+    ``NaT`` too) is one group of its own, as in pandas' ``groupby(dropna=False)``.
 
 ``join_batch(other, keys)``
     Per time, the equi-join of this stream's rows with ``other``'s on key
@@ -34,7 +36,17 @@ iterate rows in Python.
     types are ``inner``, ``left semi`` and ``left anti`` (an outer join would
     need the columns of a side that a worker may never have seen).  A NaN
     key joins a NaN key (of any bits), as in pandas' ``merge`` and the
-    record-wise ``join``, and ``-0.0`` joins ``0.0``.  Needs pyarrow.
+    record-wise ``join``, and ``-0.0`` joins ``0.0``; a null key joins a null
+    key, as ``None`` does in the record-wise ``join`` (and pandas' ``merge``;
+    not SQL).  Key columns of two types of one kind join in their common type,
+    and every column comes out as it went in (:mod:`scopes.arrow_joins`).  NumPy
+    batches with ``object`` fields are refused: their rows could not cross
+    processes.  Needs pyarrow.
+
+Key columns may be of the types :mod:`scopes.key_types` lists (numbers,
+strings, binary, dictionaries, dates and times, decimals, nulls); another type
+is refused by the first batch that has it, on every worker count, with a
+:class:`~scopes.errors.KeyTypeError` naming the operator, the column and its type.
 
 When the program has imported pyarrow, building either operator imports
 Arrow's query engine (``pyarrow.acero``, which ``group_by`` and ``join`` load on
@@ -57,6 +69,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from scopes.arrow_joins import join_tables
 from scopes.batches import batch_kind, column_names, concat_batches, describe_value, is_arrow
 from scopes.channels import ExchangeBatch, Pipeline
 from scopes.core import StreamCore
@@ -65,6 +78,7 @@ from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
 from scopes.joins import check_same_scope
 from scopes.key_equality import canonical_arrow_keys, differing_rows
+from scopes.key_types import check_key_columns, has_object_keys
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -171,8 +185,12 @@ def plan_aggregation(keys: str | Sequence[str], aggregations: Sequence[Sequence[
 # ---------------------------------------------------------------------------------------------- checks and keys
 
 
-def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any) -> None:
-    """Raise unless ``batch`` is a structured array or Arrow batch with every column in ``needed``."""
+def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any, keys: Sequence[str] = ()) -> None:
+    """Raise unless ``batch`` is a structured array or Arrow batch with every column in ``needed``.
+
+    The key columns among them, ``keys``, must also be of a type the operator
+    can key by (:func:`~scopes.key_types.check_key_columns`).
+    """
     if not is_arrow(batch) and not (isinstance(batch, np.ndarray) and batch.dtype.names is not None):
         raise BatchError(
             f"{where}: the batch at time {time!r} is {batch_kind(batch)} {describe_value(batch)}; this operator "
@@ -187,6 +205,8 @@ def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any) -> N
                 name,
                 names,
             )
+    if keys:
+        check_key_columns(batch, keys, where, time)
 
 
 def key_hashes(batch: Any, keys: Sequence[str]) -> np.ndarray:
@@ -199,12 +219,33 @@ def key_hashes(batch: Any, keys: Sequence[str]) -> np.ndarray:
     return result
 
 
-def key_contract(keys: Sequence[str], where: str) -> ExchangeBatch:
-    """The exchange that sends rows with equal keys to one worker: by the column, or by :func:`key_hashes`."""
+class KeyColumnsHash:
+    """The routing key of several key columns: the columns checked (present, of a key type), then :func:`key_hashes`."""
+
+    __slots__ = ("keys", "where")
+
+    def __init__(self, keys: tuple[str, ...], where: str) -> None:
+        """Hash the columns ``keys`` of each batch for the operator ``where``."""
+        self.keys = keys
+        self.where = where
+
+    def __call__(self, batch: Any) -> np.ndarray:
+        """One ``uint64`` per row of ``batch``."""
+        check_columns(batch, self.keys, self.where, None, self.keys)
+        return key_hashes(batch, self.keys)
+
+
+def key_contract(keys: Sequence[str], where: str, objects: bool = True) -> ExchangeBatch:
+    """The exchange that sends rows with equal keys to one worker: by the column, or by :func:`key_hashes`.
+
+    Either way a key column of a type the operators cannot key by is refused
+    there, at every worker count (:mod:`scopes.key_types`); so are NumPy
+    batches with ``object`` fields when ``objects`` is false (the joins, which
+    send whole rows: objects cannot cross processes).
+    """
     if len(keys) == 1:
-        return ExchangeBatch(keys[0], where)
-    names = tuple(keys)
-    return ExchangeBatch(lambda batch: key_hashes(batch, names), where)
+        return ExchangeBatch(keys[0], where, objects)
+    return ExchangeBatch(KeyColumnsHash(tuple(keys), where), where, objects)
 
 
 # ---------------------------------------------------------------------------------------------- NumPy grouping
@@ -290,8 +331,13 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
     return pa.table(arrays, names=list(keys) + [output for _, _, output in parts])
 
 
-def to_arrow(batch: Any) -> Any:
-    """An Arrow table of ``batch`` (a structured array is converted column by column; Arrow is kept)."""
+def to_arrow(batch: Any, where: str = "to_arrow") -> Any:
+    """An Arrow table of ``batch`` (a structured array is converted column by column; Arrow is kept).
+
+    A field Arrow cannot convert (an ``object`` field of values of no common
+    type, an unknown unit) raises :class:`~scopes.errors.BatchError` naming
+    ``where`` (the operator), the field and its dtype.
+    """
     import pyarrow as pa
 
     if batch_kind(batch) == "Table":
@@ -299,7 +345,17 @@ def to_arrow(batch: Any) -> Any:
     if is_arrow(batch):
         return pa.Table.from_batches([batch])
     names = list(batch.dtype.names)
-    return pa.table([pa.array(batch[name]) for name in names], names=names)
+    arrays = []
+    for name in names:
+        try:
+            arrays.append(pa.array(batch[name]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+            raise BatchError(
+                f"{where}: the field {name!r} (numpy dtype {batch.dtype[name]}) does not convert to an Arrow "
+                f"column ({error}); give it a dtype Arrow has (an object field needs values of one kind: all "
+                "str, all int, ...), or send Arrow tables"
+            ) from error
+    return pa.table(arrays, names=names)
 
 
 def _reduce(batch: Any, keys: Sequence[str], parts: Sequence[tuple[str, str, str]]) -> Any:
@@ -310,10 +366,31 @@ def _reduce(batch: Any, keys: Sequence[str], parts: Sequence[tuple[str, str, str
 
 
 def _concat(batches: list[Any], where: str) -> Any:
-    """One batch of partials: all NumPy, or all converted to Arrow when any is Arrow."""
-    if len(batches) > 1 and any(is_arrow(batch) for batch in batches) and not all(map(is_arrow, batches)):
-        batches = [to_arrow(batch) for batch in batches]
+    """One batch of partials: all NumPy, or all converted to Arrow when any is Arrow.
+
+    Columns of one kind and different widths (``int32`` and ``int64``, ``string``
+    and ``large_string``) are combined in their common type: Arrow's permissive
+    promotion, NumPy's ``result_type`` of the structured dtypes.
+    """
+    if len(batches) == 1:
+        return batches[0]
+    if any(is_arrow(batch) for batch in batches):
+        import pyarrow as pa
+
+        tables = [to_arrow(batch, where) for batch in batches]
+        try:
+            return pa.concat_tables(tables, promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+            schemas = sorted({str(table.schema).replace("\n", ", ") for table in tables})
+            raise BatchError(
+                f"{where}: the batches of one time do not have one type ({'; '.join(schemas)}); "
+                "give every batch of the stream the same column types"
+            ) from error
     try:
+        dtypes = {batch.dtype for batch in batches}
+        if len(dtypes) > 1:
+            common = np.result_type(*dtypes)
+            batches = [batch.astype(common, copy=False) for batch in batches]
         return concat_batches(batches)
     except (BatchError, TypeError, ValueError) as error:
         kinds = sorted({str(getattr(batch, "dtype", None) or batch.schema) for batch in batches})
@@ -327,7 +404,14 @@ def _concat(batches: list[Any], where: str) -> Any:
 
 
 def partial_aggregates(plan: AggregationPlan, batch: Any) -> Any:
-    """``batch`` reduced to one row of partial aggregates per distinct key."""
+    """``batch`` reduced to one row of partial aggregates per distinct key.
+
+    A structured array with an ``object`` key field is grouped by Arrow, which
+    gives the objects one type (NumPy would compare them one by one, and cannot
+    order ``None`` or a string against a number), so its partials are Arrow.
+    """
+    if not is_arrow(batch) and has_object_keys(batch, plan.keys):
+        batch = to_arrow(batch, plan.where)
     parts = [(column, part, partial_name(column, part)) for column, part in plan.partials]
     return _reduce(batch, plan.keys, parts)
 
@@ -399,7 +483,7 @@ def _partial_constructor(plan: AggregationPlan, where: str) -> Callable[[Capabil
             for ref, batch in input:
                 if not len(batch):
                     continue
-                check_columns(batch, plan.columns, where, ref.time)
+                check_columns(batch, plan.columns, where, ref.time, plan.keys)
                 entry = found.get(ref.time)
                 if entry is None:
                     entry = found[ref.time] = (ref.retain(), [])
@@ -465,7 +549,7 @@ def join_batch(
     importlib.import_module("pyarrow")
     prepare_arrow()
     join = _Join(where, left, right, join_type, suffixes)
-    inputs = [(stream, key_contract(left, where)), (other, key_contract(right, where))]
+    inputs = [(stream, key_contract(left, where, objects=False)), (other, key_contract(right, where, objects=False))]
     return generic(stream.scope, name, inputs, 1, join.constructor, notify=True, frontiers=True)[0]
 
 
@@ -483,35 +567,20 @@ class _Join:
         """The join of the rows of one time (``None`` when it has no rows)."""
         if not lefts or (not rights and self.join_type != "left anti"):
             return None
-        table = canonical_arrow_keys(to_arrow(_concat(lefts, self.where)), self.left)
+        table = self.side(lefts, self.left)
         if not rights:
             return table
-        right = canonical_arrow_keys(self.matched(table, to_arrow(_concat(rights, self.where))), self.right)
-        return table.join(  # Arrow matches floats by their bits: each side has one NaN and one zero
-            right,
-            keys=list(self.left),
-            right_keys=list(self.right),
-            join_type=self.join_type,
-            left_suffix=self.suffixes[0] or None,
-            right_suffix=self.suffixes[1] or None,
-            use_threads=False,
-        )
+        right = self.side(rights, self.right)
+        return join_tables(table, right, self.left, self.right, self.join_type, self.suffixes, self.where)
 
-    def matched(self, left: Any, right: Any) -> Any:
-        """``right`` with each key column cast to the type of its left key column (``int32`` and ``int64`` join)."""
-        for left_key, right_key in zip(self.left, self.right, strict=True):
-            wanted, have = left.schema.field(left_key).type, right.schema.field(right_key).type
-            if wanted == have:
-                continue
-            try:
-                values = right.column(right_key).cast(wanted)
-            except Exception as error:  # Arrow raises several kinds for a cast it cannot do
-                raise BatchError(
-                    f"{self.where}: the left key column {left_key!r} is {wanted} but the right key column "
-                    f"{right_key!r} is {have}, which does not convert; give both key columns one type"
-                ) from error
-            right = right.set_column(right.schema.get_field_index(right_key), right_key, values)
-        return right
+    def side(self, batches: list[Any], keys: tuple[str, ...]) -> Any:
+        """One side's batches of a time as one Arrow table, its key columns canonical (one NaN, decoded values).
+
+        Arrow matches floats by their bits, and cannot combine differing
+        dictionaries: each batch's keys are made canonical before the batches
+        are combined (in their common types).
+        """
+        return _concat([canonical_arrow_keys(to_arrow(batch, self.where), keys) for batch in batches], self.where)
 
     def constructor(self, capabilities: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Any:
         """Gather both sides per time; join a time once neither input frontier can reach it."""
@@ -523,7 +592,7 @@ class _Join:
                 for ref, batch in input:
                     if not len(batch):
                         continue
-                    check_columns(batch, needed, self.where, ref.time)
+                    check_columns(batch, needed, self.where, ref.time, needed)
                     entry = pending.get(ref.time)
                     if entry is None:
                         entry = pending[ref.time] = (ref.retain(), [], [])

@@ -102,12 +102,15 @@ class ExchangeBatch(ChannelContract):
 
     name = "ExchangeBatch"
 
-    def __init__(self, key: BatchKey, where: str | None = None) -> None:
+    def __init__(self, key: BatchKey, where: str | None = None, objects: bool = True) -> None:
         """Route by ``key``; rows with equal keys meet on the same worker.
 
         ``where`` (for example ``"operator 'ByWord' in scope 'main'"``) is set by
         ``Stream.exchange_batch``; a contract given directly to a generic operator
-        names the receiving operator by its address instead.
+        names the receiving operator by its address instead.  With
+        ``objects=False`` a NumPy batch with ``object`` fields is refused on every
+        worker count (its objects could not cross processes, see
+        :meth:`~scopes.batch_keys.BatchKeys.check_kind`).
         """
         if not isinstance(key, str) and not callable(key):
             raise BuildError(
@@ -116,12 +119,15 @@ class ExchangeBatch(ChannelContract):
             )
         self.key = key
         self.where = where
+        self.objects = objects
 
     def connect(
         self, allocator: Allocator, channel: int, receiver: Receiver, activate: Activator
     ) -> tuple[Pusher, Puller]:
         keys = BatchKeys(
-            self.key, self.where or f"the ExchangeBatch channel into the operator at address {receiver.address}"
+            self.key,
+            self.where or f"the ExchangeBatch channel into the operator at address {receiver.address}",
+            self.objects,
         )
         if allocator.peers == 1:
             queue = LocalQueue(activate)

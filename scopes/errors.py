@@ -195,5 +195,24 @@ class KeyColumnError(BatchError, KeyError):
         return str(self.args[0])
 
 
+class KeyTypeError(BatchError):
+    """A key column has a type that a columnar keyed operator (or routing by key columns) cannot use.
+
+    Raised when the first batch with such a column reaches the operator (or the
+    exchange in front of it), at every worker count; the message names the
+    operator, the column, its type and what to convert it to
+    (:mod:`scopes.key_types`).
+
+    Attributes:
+        column: the key column's name.
+        type: its type, as text (an Arrow type or a NumPy dtype).
+    """
+
+    def __init__(self, message: str, column: str, type: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.type = type
+
+
 class StaleBuildWarning(TimelyError, UserWarning):
     """The compiled build does not match the sources (or this interpreter) and is ignored (a warning)."""

@@ -218,6 +218,8 @@ def stable_hash_array(keys: Any) -> np.ndarray:
         return _hash_strings(keys)
     if kind == "O":
         return _hash_by_distinct(keys)
+    if kind in "mM":
+        return _hash_numpy_temporal(keys)
     raise KeyHashError(
         f"cannot route by keys of dtype {keys.dtype}: only booleans, integers, floats, strings, bytes and "
         "object arrays of int, str, bytes, bool, float, None or tuples of these hash stably; convert the key "
@@ -292,6 +294,38 @@ def _hash_floats(keys: np.ndarray) -> np.ndarray:
         hashes[nan] = _NAN_HASH
         rest &= ~nan
     hashes[rest] = _hash_by_distinct(values[rest])
+    return hashes
+
+
+NANOSECONDS = {"W": 604_800 * 10**9, "D": 86_400 * 10**9, "h": 3_600 * 10**9, "m": 60 * 10**9, "s": 10**9}
+"""Nanoseconds per unit of ``datetime64`` and ``timedelta64`` (and ``ms``, ``us``, ``ns`` below) of fixed length."""
+NANOSECONDS.update({"ms": 10**6, "us": 10**3, "ns": 1})
+
+
+def _hash_nanoseconds(counts: np.ndarray, unit: str, count: int = 1) -> np.ndarray:
+    """:func:`stable_hash` of the integer nanoseconds of ``counts`` (``int64`` counts of ``count`` ``unit``).
+
+    Multiplied in unsigned 64-bit arithmetic, which wraps: the product is the
+    count of nanoseconds modulo ``2**64``, exactly what :func:`stable_hash` of
+    that integer is, without the overflow a wider unit would risk.
+    """
+    factor = np.uint64(NANOSECONDS[unit] * count)
+    hashes: np.ndarray = counts.astype(np.int64, copy=False).view(np.uint64) * factor
+    return hashes
+
+
+def _hash_numpy_temporal(keys: np.ndarray) -> np.ndarray:
+    """Dates, times and durations as nanoseconds (:func:`_hash_nanoseconds`); ``NaT`` as ``None``."""
+    unit, count = np.datetime_data(keys.dtype)
+    if unit not in NANOSECONDS:
+        raise KeyHashError(
+            f"cannot route by keys of dtype {keys.dtype}: months, years and units finer than nanoseconds have no "
+            "fixed length in nanoseconds; convert the keys with astype('datetime64[s]') (or timedelta64[s]) first"
+        )
+    hashes = _hash_nanoseconds(keys.view(np.int64), unit, count)
+    missing = np.isnat(keys)
+    if missing.any():
+        hashes[missing] = _NONE_HASH
     return hashes
 
 
@@ -458,7 +492,8 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
 
     Strings without nulls or NUL characters (which a NumPy ``U`` array would
     drop from their ends) are hashed as a ``U`` array, column by column when they
-    are ASCII; other values one by one.
+    are ASCII; other strings and binary values one by one, and values of other
+    types as :func:`stable_hash_arrow` hashes a column of them.
     """
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -471,7 +506,10 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
         and not pc.any(pc.match_substring(dictionary, "\x00")).as_py()
     ):
         return stable_hash_array(np.array(dictionary.to_pylist(), dtype=str))
-    return stable_hash_array(_object_array(dictionary.to_pylist()))
+    textual = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+    if textual or pa.types.is_large_binary(kind):
+        return stable_hash_array(_object_array(dictionary.to_pylist()))
+    return stable_hash_arrow(dictionary)
 
 
 DIRECT_ROWS = 1 << 14
@@ -521,7 +559,8 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
 
     String and binary columns are dictionary-encoded in Arrow, so only the
     distinct values are hashed (:func:`_hash_dictionary`); numeric columns go through
-    :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one.
+    :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one;
+    dates, times and durations as nanoseconds, decimals as floats (see the module).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -529,6 +568,11 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     kind = values.type
+    if pa.types.is_decimal(kind):
+        values = values.cast(pa.float64(), safe=False)  # equal decimals, of any scale, are equal floats
+        kind = values.type
+    elif pa.types.is_temporal(kind) and not pa.types.is_interval(kind):
+        return _hash_arrow_temporal(values)
     textual = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
     textual = textual or pa.types.is_large_binary(kind)
     if textual and not values.null_count and len(values) <= DIRECT_ROWS:  # few rows: hashing them beats encoding
@@ -562,3 +606,19 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
         hashes[valid] = stable_hash_array(values.drop_null().to_numpy(zero_copy_only=False))
         return hashes
     return stable_hash_array(values.to_numpy(zero_copy_only=False))
+
+
+def _hash_arrow_temporal(values: Any) -> np.ndarray:
+    """An Arrow date, time, timestamp or duration array as nanoseconds (:func:`_hash_nanoseconds`), nulls as None."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = values.type
+    unit = "D" if pa.types.is_date32(kind) else "ms" if pa.types.is_date64(kind) else kind.unit
+    counts = values.view(pa.int32() if kind.bit_width == 32 else pa.int64())
+    if values.null_count:
+        counts = pc.fill_null(counts, 0)
+    hashes = _hash_nanoseconds(counts.to_numpy(), unit)
+    if values.null_count:
+        hashes[~values.is_valid().to_numpy(zero_copy_only=False)] = _NONE_HASH
+    return hashes

@@ -17,7 +17,10 @@
 All NaN keys are one key (of any bits), and ``-0.0`` is the key ``0.0``, as
 for the record-wise joins: Arrow matches float keys by their bits, so key
 columns are given one NaN and one zero as they arrive
-(:func:`~scopes.key_equality.canonical_arrow_keys`).
+(:func:`~scopes.key_equality.canonical_arrow_keys`).  A null key joins a null
+key (the table's row of the null key), as ``None`` does in the record-wise
+``join_latest``; the key column types taken are those of
+:mod:`scopes.key_types` (:func:`~scopes.arrow_joins.join_tables` joins them).
 
 Both sides are exchanged by their key columns (the stable hash of
 :func:`~scopes.columnar_ops.key_contract`).  The result is one Arrow table per
@@ -35,7 +38,8 @@ import importlib.util
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scopes.columnar_ops import check_columns, key_columns, key_contract, prepare_arrow, to_arrow
+from scopes.arrow_joins import join_tables
+from scopes.columnar_ops import _concat, check_columns, key_columns, key_contract, prepare_arrow, to_arrow
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
@@ -98,7 +102,7 @@ def join_latest_batch(
         capability.drop()
         return joiner.step
 
-    contracts = (key_contract(left, where), key_contract(right, where))
+    contracts = (key_contract(left, where, objects=False), key_contract(right, where, objects=False))
     out = binary(stream, table, contracts, name, constructor, None, notify=True)
     registry = registry_of(stream.scope)
     if registry is not None:
@@ -155,14 +159,17 @@ class LatestBatchJoin(LatestJoin):
         """Hold what arrived, by time, as Arrow tables: rows (with a capability for their time) and updates."""
         for ref, batch in rows:
             if len(batch):
-                check_columns(batch, self.left, self.where, ref.time)
+                check_columns(batch, self.left, self.where, ref.time, self.left)
                 if ref.time not in self.capabilities:
                     self.capabilities[ref.time] = ref.retain()
-                self.records.setdefault(ref.time, []).append(canonical_arrow_keys(to_arrow(batch), self.left))
+                table = canonical_arrow_keys(to_arrow(batch, self.where), self.left)
+                self.records.setdefault(ref.time, []).append(table)
         for ref, batch in updates:
             if len(batch):
-                check_columns(batch, self.right + ((self.deletes,) if self.deletes else ()), self.where, ref.time)
-                self.updates.setdefault(ref.time, []).append(canonical_arrow_keys(to_arrow(batch), self.right))
+                needed = self.right + ((self.deletes,) if self.deletes else ())
+                check_columns(batch, needed, self.where, ref.time, self.right)
+                table = canonical_arrow_keys(to_arrow(batch, self.where), self.right)
+                self.updates.setdefault(ref.time, []).append(table)
 
     def apply(self, batches: list[Any], time: int) -> None:
         """The table with the updates of ``time``: each key's last row kept, deleted keys dropped."""
@@ -170,7 +177,7 @@ class LatestBatchJoin(LatestJoin):
         tables = ([self.table] if self.table is not None else []) + batches
         try:
             table = pa.concat_tables(tables, promote_options="permissive")
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
             raise BatchError(
                 f"{self.where}: the table's updates at time {time!r} do not have the table's columns and types "
                 f"({error}); give every update batch one schema"
@@ -187,39 +194,53 @@ class LatestBatchJoin(LatestJoin):
 
     def check_one_row_per_key(self, pa: Any, updates: Any, time: int) -> None:
         """Refuse two different rows for one key among the updates of ``time``."""
+        import pyarrow.compute as pc
+
         keys = list(self.right)
         per_key = updates.group_by(keys, use_threads=False).aggregate([([], "count_all")])
         if per_key.num_rows == updates.num_rows:
             return
-        distinct = updates.group_by(updates.column_names, use_threads=False).aggregate([([], "count_all")])
+        try:
+            distinct = updates.group_by(updates.column_names, use_threads=False).aggregate([([], "count_all")])
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # columns Arrow cannot group by
+            self.check_repeated_rows(pa, updates, time)
+            return
         per_distinct_key = distinct.group_by(keys, use_threads=False).aggregate([([], "count_all")])
-        import pyarrow.compute as pc
-
         clashing = per_distinct_key.filter(pc.greater(per_distinct_key.column("count_all"), 1))
         if clashing.num_rows:
-            key = {name: clashing.column(name)[0].as_py() for name in keys}
-            raise ConflictingUpdates(
-                f"{self.where}: the table got different rows for key {key} at time {time!r}; which is the "
-                "latest would depend on the order messages arrive in, which differs between runs and worker "
-                "counts. Send one update per key and time (combine them first, for example with aggregate)"
-            )
+            self.conflict({name: clashing.column(name)[0].as_py() for name in keys}, time)
+
+    def check_repeated_rows(self, pa: Any, updates: Any, time: int) -> None:
+        """:meth:`check_one_row_per_key` for updates with columns Arrow cannot group by (lists, structs).
+
+        Only the rows of keys given more than once are compared, as Python values.
+        """
+        import pyarrow.compute as pc
+
+        numbered = updates.append_column(_SEQUENCE, pa.array(np.arange(updates.num_rows), pa.int64()))
+        groups = numbered.group_by(list(self.right), use_threads=False).aggregate([(_SEQUENCE, "list")])
+        rows = groups.column(f"{_SEQUENCE}_list")
+        repeated = groups.filter(pc.greater(pc.list_value_length(rows), 1)).column(f"{_SEQUENCE}_list")
+        for indices in repeated.to_pylist():
+            first, *others = updates.take(indices).to_pylist()
+            if any(other != first for other in others):
+                self.conflict({name: first[name] for name in self.right}, time)
+
+    def conflict(self, key: dict[str, Any], time: int) -> None:
+        """Raise :class:`ConflictingUpdates` for ``key`` at ``time``."""
+        raise ConflictingUpdates(
+            f"{self.where}: the table got different rows for key {key} at time {time!r}; which is the "
+            "latest would depend on the order messages arrive in, which differs between runs and worker "
+            "counts. Send one update per key and time (combine them first, for example with aggregate)"
+        )
 
     def send(self, time: int, batches: list[Any], output: OperatorOutput) -> None:
         """Join the rows of ``time`` against the table as it is now (as of ``time``)."""
-        pa = importlib.import_module("pyarrow")
-        rows = batches[0] if len(batches) == 1 else pa.concat_tables(batches)
         if self.table is None:  # an inner join with no table row yet: nothing matches
             return
+        rows = _concat(batches, f"{self.where} (rows at time {time!r})")
         table = self.table if self.deletes is None else self.table.drop_columns([self.deletes])
-        joined = rows.join(
-            table,
-            keys=list(self.left),
-            right_keys=list(self.right),
-            join_type=self.join_type,
-            left_suffix=self.suffixes[0] or None,
-            right_suffix=self.suffixes[1] or None,
-            use_threads=False,
-        )
+        joined = join_tables(rows, table, self.left, self.right, self.join_type, self.suffixes, self.where)
         if joined.num_rows:
             output.session(self.capabilities[time]).give_batch(joined)
             output.flush()

@@ -101,28 +101,34 @@ def canonical_scalar_keys(keys: Sequence[Any]) -> list[Any]:
 def differing_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
     """Where sorted key ``columns`` change key: ``True`` at ``i`` when row ``i + 1``'s key differs from row ``i``'s.
 
-    The columns are sorted together (NaN sorts last, so a key's NaN rows are
-    adjacent).  Two NaN are the same key, so a float column's NaN rows next to
-    each other do not differ.
+    The columns are sorted together (NaN and NaT sort last, so a key's NaN
+    rows are adjacent).  Two NaN are the same key, so a float column's NaN rows
+    next to each other do not differ; nor do two NaT of a ``datetime64`` or
+    ``timedelta64`` column (NaT is the null of those, and a null is one key).
     """
     rows = len(columns[0])
     differ = np.zeros(max(rows - 1, 0), dtype=bool)
     for column in columns:
         later, earlier = column[1:], column[:-1]
         changed = later != earlier
-        if column.dtype.kind in "fc":
+        kind = column.dtype.kind
+        if kind in "fc":
             changed &= ~(np.isnan(later) & np.isnan(earlier))
+        elif kind in "mM":
+            changed &= ~(np.isnat(later) & np.isnat(earlier))
         differ |= changed
     return differ
 
 
 def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
-    """``table`` (an Arrow table) with its floating key columns given one NaN and one zero.
+    """``table`` (an Arrow table) with its dictionary keys decoded and its floating keys given one NaN and one zero.
 
     Arrow groups and joins float keys by their bits: NaN of another sign or
     payload, and ``-0.0``, would each be a key of their own.  Every NaN becomes
     the NaN of :data:`NAN` and ``-0.0`` becomes ``0.0``, as ``stable_hash`` and
-    Python's ``==`` treat them.  Other columns, and nulls, are left as they are.
+    Python's ``==`` treat them.  A dictionary-encoded key column becomes a column
+    of its values (Arrow cannot combine batches whose dictionaries differ, nor a
+    dictionary with plain values).  Other columns, and nulls, are left as they are.
     """
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -130,6 +136,10 @@ def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
     for name in keys:
         column = table.column(name)
         kind = column.type
+        if pa.types.is_dictionary(kind):
+            column = column.cast(kind.value_type)
+            kind = kind.value_type
+            table = table.set_column(table.schema.get_field_index(name), name, column)
         if not pa.types.is_floating(kind):
             continue
         work = column.cast(pa.float32()) if pa.types.is_float16(kind) else column  # Arrow adds no float16

@@ -26,6 +26,9 @@ stable hash of every worker count) to the worker owning the key, whose
 operator (the window's name followed by ``Close``) keeps the open windows and
 sends each once it closes.  The results are Arrow tables:
 the key columns, ``window_start``, ``window_end``, then the aggregations.
+A null key is a key of its own, with its own windows and sessions, as ``None``
+is in the record-wise windows; the key column types taken are those of
+:mod:`scopes.key_types` (``float16`` keys are sorted as ``float32``).
 
 With checkpoints, the open windows (Arrow tables of partial aggregates) are the
 operator's registered state (:mod:`scopes.state_registry`), written in the
@@ -45,6 +48,7 @@ from scopes.channels import Pipeline
 from scopes.columnar_ops import (
     _COMBINE,
     AggregationPlan,
+    _concat,
     _reduce_arrow,
     check_columns,
     combine_partials,
@@ -60,6 +64,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError
 from scopes.generic_operators import generic
 from scopes.key_owners import column_key_check
+from scopes.key_types import sortable
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -225,8 +230,8 @@ class WindowSplitter:
         for ref, batch in inputs[0]:
             if not len(batch):
                 continue
-            check_columns(batch, self.needed, self.where, ref.time)
-            table = to_arrow(batch)
+            check_columns(batch, self.needed, self.where, ref.time, self.plan.keys[:-1])
+            table = to_arrow(batch, self.where)
             time = ref.time
             events = np.full(table.num_rows, time, np.int64)
             if self.event_time is not None:
@@ -377,14 +382,8 @@ class ColumnarWindowOperator:
         new = [table.append_column(_LAST, table.column(_START)).select(order) for table in new]
         if self.sessions is not None:
             new.insert(0, self.sessions.select(order))
-        try:
-            table = pa.concat_tables(new)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-            raise BatchError(
-                f"{self.where}: the partial aggregates at time {time!r} do not have one type ({error}); "
-                "give every batch of the stream the same column types"
-            ) from error
-        table = table.sort_by([(key, "ascending") for key in self.keys] + [(_START, "ascending")])
+        table = _concat(new, f"{self.where} (at time {time!r})")
+        table = self.sorted(table)
         table = table.append_column(_SEGMENT, pa.array(self.segments(table), pa.int64()))
         parts = [(_START, "min", _START), (_LAST, "max", _LAST)]
         parts += [(partial_name(c, p), _COMBINE[p], partial_name(c, p)) for c, p in self.plan.partials]
@@ -393,16 +392,32 @@ class ColumnarWindowOperator:
         for close in np.unique(self.session_closes(self.sessions)).tolist():
             self.expect(close, hold)
 
+    def sorted(self, table: Any) -> Any:
+        """``table`` sorted by the keys, then the session start; keys Arrow cannot sort go in their sortable form."""
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        pa = _pyarrow()
+        columns: dict[str, Any] = {}
+        for index, key in enumerate(self.keys):
+            column = sortable(table.column(key))  # float16 as float32; None for the null type, which orders nothing
+            if column is not None:
+                columns[f"\x1fkey{index}"] = column
+        columns[_START] = table.column(_START)
+        indices = pc.sort_indices(pa.table(columns), sort_keys=[(name, "ascending") for name in columns])
+        return table.take(indices)
+
     def segments(self, table: Any) -> np.ndarray:
         """The merged session of each row of ``table`` (sorted by key and start): rows closer than the gap join."""
-        import pyarrow.compute as pc  # type: ignore[import-untyped]
+        import pyarrow.compute as pc
 
         pa = _pyarrow()
         rows = table.num_rows
         changed = np.zeros(rows, bool)
         changed[0] = True
         for key in self.keys:
-            column = table.column(key)
+            column = sortable(table.column(key))  # float16 compared as float32
+            if column is None:  # the null type: every row is null, one key
+                continue
             later, earlier = column.slice(1), column.slice(0, rows - 1)
             # a null key is one key, as in group_by: two nulls are the same key, a null and a value differ
             same = pc.and_(pc.is_null(later), pc.is_null(earlier))

@@ -222,17 +222,26 @@ def test_numpy_scalars_hash_as_their_python_values() -> None:
 @pytest.mark.parametrize(
     "keys",
     [
-        np.array(["2024-01-01"], dtype="datetime64[D]"),
+        np.array(["2024-01"], dtype="datetime64[M]"),
         np.array([1 + 2j]),
         np.zeros(3, dtype=[("a", "i8")]),
         np.zeros((2, 2), dtype=np.int64),
         np.array([[1], {2}, object()], dtype=object),
     ],
-    ids=["datetime", "complex", "structured", "two-dimensional", "unhashable-objects"],
+    ids=["datetime-months", "complex", "structured", "two-dimensional", "unhashable-objects"],
 )
 def test_unsupported_keys_are_refused(keys: np.ndarray) -> None:
     with pytest.raises(KeyHashError):
         stable_hash_array(keys)
+
+
+def test_dates_and_durations_hash_as_their_nanoseconds_in_any_unit() -> None:
+    """An instant reaches one worker whatever unit a batch writes it in; NaT goes where None does."""
+    day = np.array(["2024-01-01", "NaT"], dtype="datetime64[D]")
+    expected = [stable_hash(1_704_067_200 * 10**9), stable_hash(None)]
+    for unit in ("D", "h", "s", "ms", "us", "ns"):
+        assert stable_hash_array(day.astype(f"datetime64[{unit}]")).tolist() == expected
+    assert stable_hash_array(np.array([-1], dtype="timedelta64[s]")).tolist() == [stable_hash(-(10**9))]
 
 
 def test_unhashable_object_keys_name_the_problem() -> None:

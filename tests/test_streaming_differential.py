@@ -442,7 +442,8 @@ JOIN_ROWS = st.lists(
 def test_join_batch_matches_a_per_time_equi_join(
     left: list[list[list[tuple[Any, int]]]], right: list[list[list[tuple[Any, int]]]], join_type: str, workers: int
 ) -> None:
-    """Duplicate keys on both sides, null keys (which match nothing), empty and one-row tables."""
+    """Duplicate keys on both sides, null keys (a null joins a null, as None does in the record-wise join), empty
+    and one-row tables."""
     lschema = pa.schema([("k", pa.int64()), ("a", pa.int64())])
     rschema = pa.schema([("key", pa.int32()), ("b", pa.int64())])
 
@@ -464,7 +465,7 @@ def test_join_batch_matches_a_per_time_equi_join(
         rights = [row for batch in (right[time] if time < len(right) else []) for row in batch]
         rows = []
         for k, a in lefts:
-            matches = [b for key, b in rights if k is not None and key == k]
+            matches = [b for key, b in rights if key == k]
             if join_type == "inner":
                 rows += [{"k": k, "a": a, "b": b} for b in matches]
             elif (join_type == "left semi") == bool(matches):
@@ -567,7 +568,8 @@ PLAN_UPDATES = st.lists(
 def test_columnar_join_latest_matches_the_table_as_of_each_rows_time(
     rows: list[list[tuple[Any, int]]], updates: list[list[tuple[Any, Any, bool]]], how: str, pieces: int, workers: int
 ) -> None:
-    """Deletes, null plans, null keys (which match nothing), empty and one-row batches."""
+    """Deletes, null plans, null keys (a null key has the table's row of the null key, as None does in the
+    record-wise join_latest), empty and one-row batches."""
     row_schema = pa.schema([("user", pa.int64()), ("page", pa.int64())])
     plan_schema = pa.schema([("id", pa.int64()), ("plan", pa.int64()), ("gone", pa.bool_())])
 
@@ -597,7 +599,7 @@ def test_columnar_join_latest_matches_the_table_as_of_each_rows_time(
                 table[key] = plan
         out = []
         for user, page in rows[time] if time < len(rows) else []:
-            if user is not None and user in table:
+            if user in table:
                 out.append({"user": user, "page": page, "plan": table[user]})
             elif how == "left":
                 out.append({"user": user, "page": page, "plan": None})

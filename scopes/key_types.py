@@ -1,0 +1,214 @@
+"""Key column types of the columnar keyed operators: which are taken, and the refusal of the others.
+
+The columnar operators that keep state per key (``aggregate_batch``,
+``join_batch``, the columnar windows and sessions, ``join_latest``) and the
+routing by key columns (``exchange_batch(column)``) hash, group, sort and join
+key columns in NumPy and Arrow.  Every key column type either works, with the
+same answer at every worker count, or is refused when the first batch with it
+arrives, by :func:`check_key_columns` (called by the operators on every
+batch, and by the exchange in front of them), with a
+:class:`~scopes.errors.KeyTypeError` that names the operator, the column, its
+type and what to convert it to.  The check is one dictionary lookup per key
+column and batch: the verdict on each type is kept.
+
+Taken (Arrow types, and the NumPy dtypes that convert to them):
+
+* integers of every width, signed or not; floats, ``float16`` included (Arrow
+  sorts and compares it as ``float32``; the output keeps ``float16``); booleans;
+* ``string``, ``large_string``, ``binary``, ``large_binary`` and fixed-size
+  binary (NumPy ``U`` and ``S``);
+* dictionary-encoded columns of any taken type: decoded to their values as the
+  operator starts, so that batches with different dictionaries, or a dictionary
+  in one batch and plain strings in the next, hold one key per value (the output
+  has the value type);
+* ``date32``, ``date64``, ``timestamp`` of any unit, with or without a time
+  zone, ``time32``, ``time64``, ``duration`` (NumPy ``datetime64`` and
+  ``timedelta64`` in the units Arrow has: days for dates, and ``s``, ``ms``,
+  ``us``, ``ns``);
+* ``decimal`` columns;
+* the ``null`` type, and nulls in a column of any taken type (NumPy ``NaT``
+  is a null);
+* NumPy ``object`` fields, which are converted to Arrow (Arrow infers one type
+  for them, for example ``string`` for Python strings); a field whose values
+  have no common Arrow type (strings and numbers, say) is refused then.  The
+  joins refuse NumPy batches with ``object`` fields outright: they send whole
+  rows to the key's worker, and objects cannot cross processes, so they would
+  work on threads and fail on processes (``exchange_batch`` routes them, and the
+  wire encoding refuses them between processes, as it does every object array).
+
+Refused, with what to do instead: nested types (lists, structs, maps, unions),
+Arrow's string and binary views, intervals, extension types; NumPy complex
+numbers, ``longdouble``, sub-arrays and raw ``void`` fields, and date and time
+units Arrow does not have (``datetime64[h]``, ``[Y]``, ...).
+
+How keys compare, at every worker count: all NaN are one key and ``-0.0`` is
+``0.0`` (:mod:`scopes.key_equality`); a null is a key of its own (one group in
+an aggregation or window, and a null key joins a null key, as ``None`` does in
+the record-wise operators); equal values of different types (``int32`` and
+``int64``, a dictionary and plain strings, ``timestamp[ms]`` and
+``timestamp[ns]``) are one key and reach one worker
+(:func:`~scopes.hashing.stable_hash_arrow`), and batches of such types are
+combined in their common type (Arrow's permissive promotion: ``int64`` for
+``int32`` and ``int64``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from scopes.batches import is_arrow
+from scopes.errors import KeyTypeError
+from scopes.lazy_import import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
+
+NUMPY_DATE_UNITS = frozenset({"D", "s", "ms", "us", "ns"})
+"""The ``datetime64`` units Arrow converts (``D`` to ``date32``, the others to ``timestamp``)."""
+NUMPY_DURATION_UNITS = frozenset({"s", "ms", "us", "ns"})
+"""The ``timedelta64`` units Arrow converts (to ``duration``)."""
+
+_verdicts: dict[Any, str | None] = {}
+"""Each type seen so far (an Arrow type or a NumPy dtype): ``None`` when it is taken, else why not and what to do."""
+
+
+def _arrow_problem(kind: Any) -> str | None:
+    """Why an Arrow key column of type ``kind`` is refused, with what to do, or ``None`` when it is taken."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    types = pa.types
+    if types.is_dictionary(kind):
+        return _arrow_problem(kind.value_type)
+    if (
+        types.is_integer(kind)
+        or types.is_floating(kind)
+        or types.is_boolean(kind)
+        or types.is_string(kind)
+        or types.is_large_string(kind)
+        or types.is_binary(kind)
+        or types.is_large_binary(kind)
+        or types.is_fixed_size_binary(kind)
+        or types.is_date(kind)
+        or types.is_timestamp(kind)
+        or types.is_time(kind)
+        or types.is_duration(kind)
+        or types.is_decimal(kind)
+        or types.is_null(kind)
+    ):
+        return None
+    if types.is_struct(kind):
+        return (
+            "Arrow cannot group or join by a struct: key by its fields instead (pyarrow.compute.struct_field, or "
+            "Table.flatten, then name those columns as the keys)"
+        )
+    nested = (types.is_list(kind), types.is_large_list(kind), types.is_fixed_size_list(kind), types.is_map(kind))
+    if any(nested) or "list" in str(kind):
+        return (
+            "Arrow cannot group or join by a list or map, and it has no stable hash to route by: make it a scalar "
+            "column first (for example a string, with pyarrow.compute.cast to a list of strings and then "
+            "pyarrow.compute.binary_join)"
+        )
+    if str(kind) in ("string_view", "binary_view"):  # pyarrow 16 and later
+        plain = "pa.string()" if str(kind) == "string_view" else "pa.binary()"
+        return f"cast the column to {plain} with pyarrow.compute.cast before the operator"
+    return (
+        "keys must be numbers, booleans, strings, binary, dates and times, decimals or nulls: cast the column "
+        "to one of these with pyarrow.compute.cast before the operator"
+    )
+
+
+def _numpy_problem(dtype: Any) -> str | None:
+    """Why a NumPy key field of ``dtype`` is refused, with what to do, or ``None`` when it is taken."""
+    if dtype.shape:
+        return "a field of sub-arrays has no single key per row: make each element a field of its own"
+    kind = dtype.kind
+    if kind in "biuUSO" or (kind == "f" and dtype.itemsize <= 8):
+        return None
+    if kind == "f":
+        return "Arrow has no float wider than 64 bits: convert the field with astype('float64') first"
+    if kind in "mM":
+        unit, count = np.datetime_data(dtype)
+        units = NUMPY_DATE_UNITS if kind == "M" else NUMPY_DURATION_UNITS
+        if unit in units and count == 1:
+            return None
+        wanted = "datetime64[s]" if kind == "M" else "timedelta64[s]"
+        return (
+            f"its unit is not one Arrow has ({', '.join(sorted(units))}): convert the field with "
+            f"astype('{wanted}') (or another of those units) first"
+        )
+    if kind == "c":
+        return "complex numbers neither sort nor convert to Arrow: split the field into two float fields (real, imag)"
+    return "convert the field to numbers, strings ('U'), bytes ('S') or datetime64 first"
+
+
+def key_type_problem(kind: Any) -> str | None:
+    """Why a key column of ``kind`` (an Arrow type or a NumPy dtype) is refused, or ``None`` when it is taken."""
+    try:
+        return _verdicts[kind]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable type object: judge it every time
+        return _numpy_problem(kind) if isinstance(kind, np.dtype) else _arrow_problem(kind)
+    verdict = _numpy_problem(kind) if isinstance(kind, np.dtype) else _arrow_problem(kind)
+    if len(_verdicts) > 4096:  # a program making ever new types (decimal precisions, time zones): start over
+        _verdicts.clear()
+    _verdicts[kind] = verdict
+    return verdict
+
+
+def describe_key_type(kind: Any) -> str:
+    """``kind`` as the text messages show: an Arrow type as Arrow prints it, a NumPy dtype as ``numpy dtype ...``."""
+    return f"numpy dtype {kind}" if isinstance(kind, np.dtype) else f"{kind}"
+
+
+def check_key_type(kind: Any, column: str, where: str, time: Any = None) -> None:
+    """Raise :class:`~scopes.errors.KeyTypeError` unless a key column ``column`` of type ``kind`` is taken."""
+    problem = key_type_problem(kind)
+    if problem is None:
+        return
+    at = f" at time {time!r}" if time is not None else ""
+    described = describe_key_type(kind)
+    raise KeyTypeError(
+        f"{where}: the key column {column!r}{at} is {described}, which it cannot key by: {problem}",
+        column,
+        str(kind),
+    )
+
+
+def check_key_columns(batch: Any, keys: Sequence[str], where: str, time: Any = None) -> None:
+    """:func:`check_key_type` of every key column of ``batch`` (an Arrow batch or a structured array that has them)."""
+    if is_arrow(batch):
+        schema = batch.schema
+        for key in keys:
+            check_key_type(schema.field(key).type, key, where, time)
+        return
+    dtype = batch.dtype
+    for key in keys:
+        check_key_type(dtype[key], key, where, time)
+
+
+def has_object_keys(batch: Any, keys: Sequence[str]) -> bool:
+    """Whether a structured array ``batch`` has a key field of dtype ``object`` (grouped as Arrow, not NumPy)."""
+    fields = batch.dtype.fields
+    return any(fields[key][0].kind == "O" for key in keys)
+
+
+def sortable(column: Any) -> Any:
+    """An Arrow key column as Arrow can sort and compare it: ``float16`` as ``float32``, small decimals as 128 bits.
+
+    ``None`` for a column of the ``null`` type (every row is null, so it orders
+    and tells apart nothing).  Equal values stay equal and the order is kept.
+    """
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_null(kind):
+        return None
+    if pa.types.is_float16(kind):
+        return column.cast(pa.float32())
+    if pa.types.is_decimal(kind) and kind.bit_width < 128:
+        return column.cast(pa.decimal128(kind.precision, kind.scale))
+    return column
