@@ -16,7 +16,8 @@ iterate rows in Python.
     ``ufunc.reduceat``; Arrow batches with ``Table.group_by(...).aggregate``.
     The output has the key columns, then the aggregations, in the kind of the
     input (a structured array, or an Arrow table when any partial was Arrow: a
-    structured array with ``object`` key fields is grouped by Arrow).
+    structured array with ``object`` fields, or ``min`` or ``max`` of strings,
+    is aggregated by Arrow).
     Sums of integers are ``int64`` (``uint64`` for unsigned), means ``float64``;
     Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
     and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
@@ -25,6 +26,8 @@ iterate rows in Python.
     keys are one key, and ``-0.0`` is the key ``0.0``, in both kinds and at
     every worker count (:mod:`scopes.key_equality`); a null key (NumPy's
     ``NaT`` too) is one group of its own, as in pandas' ``groupby(dropna=False)``.
+    ``sum`` and ``mean`` take numbers, ``min`` and ``max`` also strings, binary,
+    dates and times, ``count`` any column; another column is refused naming it.
 
 ``join_batch(other, keys)``
     Per time, the equi-join of this stream's rows with ``other``'s on key
@@ -78,7 +81,7 @@ from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
 from scopes.joins import check_same_scope
 from scopes.key_equality import canonical_arrow_keys, differing_rows
-from scopes.key_types import check_key_columns, has_object_keys
+from scopes.key_types import check_aggregated_columns, check_key_columns, numpy_needs_arrow
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -317,17 +320,40 @@ def _reduce_numpy(batch: np.ndarray, keys: Sequence[str], parts: Sequence[tuple[
 
 
 def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, str, str]]) -> Any:
-    """:func:`_reduce_numpy` for an Arrow table, with ``Table.group_by(...).aggregate`` (one thread)."""
+    """:func:`_reduce_numpy` for an Arrow table, with ``Table.group_by(...).aggregate`` (one thread).
+
+    Arrow has no kernels for ``float16`` nor for dictionaries: a ``float16``
+    column is reduced as ``float32`` (its ``min`` and ``max`` given back as
+    ``float16``, which holds them exactly; its ``sum`` is ``float64``, as
+    NumPy's), a dictionary column as its values.
+    """
     import pyarrow as pa  # type: ignore[import-untyped]
 
     if batch_kind(table) == "RecordBatch":
         table = pa.Table.from_batches([table])
     table = canonical_arrow_keys(table, keys)  # Arrow groups floats by their bits: one NaN, one zero
+    halves: set[str] = set()
+    for source in dict.fromkeys(source for source, _, _ in parts):
+        kind = table.schema.field(source).type
+        if pa.types.is_dictionary(kind):
+            table = table.set_column(
+                table.schema.get_field_index(source), source, table.column(source).cast(kind.value_type)
+            )
+            kind = kind.value_type
+        if pa.types.is_float16(kind):
+            halves.add(source)
+            table = table.set_column(
+                table.schema.get_field_index(source), source, table.column(source).cast(pa.float32())
+            )
     grouped = table.group_by(list(keys), use_threads=False).aggregate(
         [(source, reduction) for source, reduction, _ in parts]
     )
     arrays = [grouped.column(key) for key in keys]
-    arrays += [grouped.column(f"{source}_{reduction}") for source, reduction, _ in parts]
+    for source, reduction, _ in parts:
+        values = grouped.column(f"{source}_{reduction}")
+        if source in halves and reduction in ("min", "max"):
+            values = values.cast(pa.float16())
+        arrays.append(values)
     return pa.table(arrays, names=list(keys) + [output for _, _, output in parts])
 
 
@@ -406,11 +432,11 @@ def _concat(batches: list[Any], where: str) -> Any:
 def partial_aggregates(plan: AggregationPlan, batch: Any) -> Any:
     """``batch`` reduced to one row of partial aggregates per distinct key.
 
-    A structured array with an ``object`` key field is grouped by Arrow, which
-    gives the objects one type (NumPy would compare them one by one, and cannot
-    order ``None`` or a string against a number), so its partials are Arrow.
+    A structured array with ``object`` fields to key by or aggregate, or with
+    strings to take the ``min`` or ``max`` of, is aggregated by Arrow
+    (:func:`~scopes.key_types.numpy_needs_arrow`), so its partials are Arrow.
     """
-    if not is_arrow(batch) and has_object_keys(batch, plan.keys):
+    if not is_arrow(batch) and numpy_needs_arrow(batch, plan.keys, plan.outputs):
         batch = to_arrow(batch, plan.where)
     parts = [(column, part, partial_name(column, part)) for column, part in plan.partials]
     return _reduce(batch, plan.keys, parts)
@@ -484,6 +510,7 @@ def _partial_constructor(plan: AggregationPlan, where: str) -> Callable[[Capabil
                 if not len(batch):
                     continue
                 check_columns(batch, plan.columns, where, ref.time, plan.keys)
+                check_aggregated_columns(batch, plan.outputs, where, ref.time)
                 entry = found.get(ref.time)
                 if entry is None:
                     entry = found[ref.time] = (ref.retain(), [])

@@ -41,6 +41,11 @@ Arrow's string and binary views, intervals, extension types; NumPy complex
 numbers, ``longdouble``, sub-arrays and raw ``void`` fields, and date and time
 units Arrow does not have (``datetime64[h]``, ``[Y]``, ...).
 
+The aggregated columns of ``aggregate_batch`` and the columnar windows are
+checked the same way (:func:`check_aggregated_columns`): ``count`` takes any
+column, ``sum`` and ``mean`` numbers (``float16`` is added as ``float32``),
+``min`` and ``max`` numbers, strings, binary, dates and times.
+
 How keys compare, at every worker count: all NaN are one key and ``-0.0`` is
 ``0.0`` (:mod:`scopes.key_equality`); a null is a key of its own (one group in
 an aggregation or window, and a null key joins a null key, as ``None`` does in
@@ -58,7 +63,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from scopes.batches import is_arrow
-from scopes.errors import KeyTypeError
+from scopes.errors import BatchError, KeyTypeError
 from scopes.lazy_import import lazy_module
 
 if TYPE_CHECKING:
@@ -190,10 +195,113 @@ def check_key_columns(batch: Any, keys: Sequence[str], where: str, time: Any = N
         check_key_type(dtype[key], key, where, time)
 
 
-def has_object_keys(batch: Any, keys: Sequence[str]) -> bool:
-    """Whether a structured array ``batch`` has a key field of dtype ``object`` (grouped as Arrow, not NumPy)."""
+# ---------------------------------------------------------------------------------------------- aggregated columns
+
+_NUMBERS = "sum and mean add numbers (integers, floats, booleans, decimals)"
+
+
+def _arrow_aggregate_problem(kind: Any, function: str) -> str | None:
+    """Why ``function`` cannot aggregate an Arrow column of type ``kind``, with what to do, or ``None``."""
+    import pyarrow as pa
+
+    types = pa.types
+    if types.is_dictionary(kind):
+        return _arrow_aggregate_problem(kind.value_type, function)  # decoded before it is aggregated
+    numeric = types.is_integer(kind) or types.is_floating(kind) or types.is_boolean(kind) or types.is_decimal(kind)
+    if numeric or types.is_null(kind):
+        return None
+    if function in ("sum", "mean"):
+        return f"{_NUMBERS}: cast the column with pyarrow.compute.cast first, or count it"
+    ordered = (
+        types.is_string(kind)
+        or types.is_large_string(kind)
+        or types.is_binary(kind)
+        or types.is_large_binary(kind)
+        or types.is_fixed_size_binary(kind)
+        or types.is_date(kind)
+        or types.is_timestamp(kind)
+        or types.is_time(kind)
+    )
+    if ordered:
+        return None
+    if types.is_duration(kind):
+        return "Arrow has no min or max of durations: cast the column to int64 (its count of units) first"
+    return "min and max need numbers, strings, binary, dates or times: count the column, or cast it first"
+
+
+def _numpy_aggregate_problem(dtype: Any, function: str) -> str | None:
+    """Why ``function`` cannot aggregate a NumPy field of ``dtype``, with what to do, or ``None``."""
+    kind = dtype.kind
+    if dtype.shape or kind == "V":
+        return "a field of sub-arrays or raw bytes has no value per row to aggregate: count it, or split it"
+    if kind in "biuO" or (kind == "f" and dtype.itemsize <= 8):  # object fields are aggregated as Arrow
+        return None
+    if kind == "m":
+        return "Arrow has no sum, min or max of durations: convert the field with astype('int64') first"
+    if kind == "c":
+        return "complex numbers neither order nor convert to Arrow: split the field into two float fields"
+    if function in ("sum", "mean"):
+        return f"{_NUMBERS}: convert the field with astype first, or count it"
+    if kind in "USM":  # strings and bytes are aggregated as Arrow; dates by NumPy
+        return None
+    return "min and max need numbers, strings, bytes or dates: convert the field with astype first"
+
+
+def aggregate_problem(kind: Any, function: str) -> str | None:
+    """Why ``function`` (``count``, ``sum``, ``min``, ``max``, ``mean``) cannot aggregate a column of ``kind``.
+
+    ``None`` when it can.  ``count`` counts any column.  ``kind`` is an Arrow
+    type or a NumPy dtype; the verdicts are kept, as for key types.
+    """
+    if function == "count":
+        return None
+    entry: tuple[Any, str] | None = (kind, function)
+    try:
+        return _verdicts[entry]
+    except KeyError:
+        pass
+    except TypeError:
+        entry = None
+    is_numpy = isinstance(kind, np.dtype)
+    verdict = _numpy_aggregate_problem(kind, function) if is_numpy else _arrow_aggregate_problem(kind, function)
+    if entry is not None:
+        _verdicts[entry] = verdict
+    return verdict
+
+
+def check_aggregated_columns(batch: Any, outputs: Sequence[tuple[str, str, str]], where: str, time: Any) -> None:
+    """Raise :class:`~scopes.errors.BatchError` unless each ``(column, function, name)`` of ``outputs`` can be
+    computed on ``batch``'s column (columns the batch lacks are the operator's own, and skipped)."""
+    names = batch.schema.names if is_arrow(batch) else batch.dtype.names
+    for column, function, _ in outputs:
+        if column not in names:
+            continue
+        kind = batch.schema.field(column).type if is_arrow(batch) else batch.dtype[column]
+        problem = aggregate_problem(kind, function)
+        if problem is not None:
+            at = f" at time {time!r}" if time is not None else ""
+            raise BatchError(
+                f"{where}: cannot compute {function} of the column {column!r}{at}, which is "
+                f"{describe_key_type(kind)}: {problem}"
+            )
+
+
+def numpy_needs_arrow(batch: Any, keys: Sequence[str], outputs: Sequence[tuple[str, str, str]]) -> bool:
+    """Whether a structured array is aggregated as Arrow rather than by NumPy.
+
+    So it is when a key or aggregated field holds Python objects (Arrow gives
+    them one type; NumPy would compare them one by one, and cannot order
+    ``None`` or a string against a number), or ``min`` or ``max`` is taken of
+    strings or bytes (NumPy has no ``fmin`` of those).
+    """
     fields = batch.dtype.fields
-    return any(fields[key][0].kind == "O" for key in keys)
+    if any(fields[key][0].kind == "O" for key in keys):
+        return True
+    for column, function, _ in outputs:
+        field = fields.get(column)
+        if field is not None and (field[0].kind == "O" or (function in ("min", "max") and field[0].kind in "US")):
+            return True
+    return False
 
 
 def sortable(column: Any) -> Any:

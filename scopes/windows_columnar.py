@@ -64,7 +64,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError
 from scopes.generic_operators import generic
 from scopes.key_owners import column_key_check
-from scopes.key_types import sortable
+from scopes.key_types import check_aggregated_columns, sortable
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.signatures import describe_operator
@@ -231,6 +231,7 @@ class WindowSplitter:
             if not len(batch):
                 continue
             check_columns(batch, self.needed, self.where, ref.time, self.plan.keys[:-1])
+            check_aggregated_columns(batch, self.plan.outputs, self.where, ref.time)
             table = to_arrow(batch, self.where)
             time = ref.time
             events = np.full(table.num_rows, time, np.int64)

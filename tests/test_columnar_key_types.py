@@ -10,6 +10,7 @@ type (:mod:`scopes.key_types`).  The operators: ``aggregate_batch``,
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import decimal
 from collections import Counter
@@ -353,6 +354,70 @@ def test_join_latest_takes_table_rows_of_columns_arrow_cannot_group_and_refuses_
         with pytest.raises(WorkerFailed) as failed:
             rows(False, workers)
         assert isinstance(root_error(failed.value), ConflictingUpdates)
+
+
+VALUES = {
+    "float16": pa.array(np.array([1.5, -2.0, np.nan, 4.0, 0.25, 8.0], np.float16)),
+    "decimal": pa.array([decimal.Decimal(x) for x in ("1.5", "2", "-3.25", "4", "0", "1")], pa.decimal128(8, 2)),
+    "bool": pa.array([True, False, True, None, True, True]),
+    "timestamp": pa.array(range(6), pa.timestamp("s")),
+    "string": pa.array(["b", "a", None, "c", "b", "a"]),
+    "dictionary": pa.array(["b", "a", "z", "c", "b", "a"]).dictionary_encode(),
+}
+"""Value columns and the functions they take: every one takes ``count``; numbers ``sum`` and ``mean`` too."""
+ADDS = {"float16", "decimal", "bool"}
+
+
+def _reference(function: str, values: list[Any]) -> Any:
+    """``function`` of one key's values as the operators define it: nulls skipped; a NaN makes a sum or a mean NaN,
+    and ``min`` and ``max`` skip it unless every value is NaN."""
+    present = [value for value in values if value is not None]
+    if function == "count":
+        return len(present)
+    if function in ("sum", "mean"):
+        total = float(sum(present)) if present and not isinstance(present[0], bool) else sum(present)
+        return total if function == "sum" else float(total) / len(present)
+    numbers = [value for value in present if value == value] or present
+    return getattr(builtins, function)(numbers)
+
+
+@pytest.mark.parametrize("name", list(VALUES))
+@pytest.mark.parametrize("function", ["count", "sum", "min", "max", "mean"])
+def test_aggregations_of_value_types_equal_pandas_or_are_refused_naming_the_column(name: str, function: str) -> None:
+    table = pa.table({"k": [1, 1, 2, 2, 3, 3], "x": VALUES[name]})
+    sends = [(0, 0, table.slice(0, 3)), (1, 0, table.slice(3))]
+
+    def build(stream: Any) -> Any:
+        return stream.aggregate_batch("k", [("x", function, "out")], name="Agg")
+
+    if function in ("sum", "mean") and name not in ADDS:
+        for workers in (1, 2):
+            with pytest.raises(WorkerFailed) as failed:
+                run_dataflow_rows(build, sends, workers)
+            error = root_error(failed.value)
+            assert isinstance(error, BatchError) and "operator 'Agg'" in str(error) and "'x'" in str(error), error
+        return
+    values = VALUES[name].cast(VALUES[name].type.value_type) if name == "dictionary" else VALUES[name]
+    data = pd.DataFrame({"k": [1, 1, 2, 2, 3, 3], "x": pd.Series(values.to_pylist(), dtype=object)})
+    want = data.groupby("k").x.agg(lambda values: _reference(function, list(values))).to_dict()
+    for workers in (1, 2):
+        got = {row["k"]: row["out"] for row in run_dataflow_rows(build, sends, workers)}
+        assert got.keys() == want.keys()
+        for key, value in want.items():
+            assert got[key] == value or (value != value and got[key] != got[key]), (key, got[key], value)
+
+
+def test_numpy_aggregations_of_strings_and_complex_numbers() -> None:
+    """``min`` of strings is taken (by Arrow); a mean of complex numbers is refused (it lost the imaginary part)."""
+    words = np.array([(1, "b"), (1, "a"), (2, "c")], dtype=[("k", "i8"), ("x", "U1")])
+    rows = run_dataflow_rows(lambda s: s.aggregate_batch("k", [("x", "min"), ("x", "max")]), [(0, 0, words)], 2)
+    assert sorted(rows, key=lambda row: row["k"]) == [
+        {"k": 1, "x_min": "a", "x_max": "b"},
+        {"k": 2, "x_min": "c", "x_max": "c"},
+    ]
+    numbers = np.array([(1, 1 + 2j)], dtype=[("k", "i8"), ("x", "c16")])
+    with pytest.raises(WorkerFailed, match=r"cannot compute mean of the column 'x'.*complex128"):
+        run_dataflow_rows(lambda s: s.aggregate_batch("k", [("x", "mean")]), [(0, 0, numbers)], 1)
 
 
 def test_equal_instants_and_decimals_hash_alike_whatever_their_unit_or_scale() -> None:
