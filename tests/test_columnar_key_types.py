@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers.columnar_ops_mains import as_rows
 from helpers.key_type_mains import ARROW_CASES, EPOCHS, NUMPY_CASES, OPS, epochs, run_ops, table_updates, tokens
 
 from runtime import WorkerFailed, execute
@@ -303,7 +304,7 @@ def run_dataflow_rows(build: Any, sends: list[tuple[int, int, Any]], workers: in
         def dataflow(scope: Any) -> Any:
             handle, stream = scope.new_input()
             out = build(stream)
-            return handle, out.inspect_batch(lambda time, batch: seen.extend(batch.to_pylist())).probe()
+            return handle, out.inspect_batch(lambda time, batch: seen.extend(as_rows(batch))).probe()
 
         handle, probe = worker.dataflow(dataflow)
         for sender, time, batch in sends:
@@ -432,3 +433,51 @@ def test_equal_instants_and_decimals_hash_alike_whatever_their_unit_or_scale() -
     amounts = pa.array([decimal.Decimal("1.00"), decimal.Decimal("2.50")], pa.decimal128(5, 2))
     assert stable_hash_arrow(amounts).tolist() == stable_hash_arrow(amounts.cast(pa.decimal128(12, 5))).tolist()
     assert stable_hash_arrow(amounts).tolist() == [stable_hash(1), stable_hash(2.5)]
+
+
+def test_two_key_columns_of_mixed_types_group_and_join_as_pandas_does() -> None:
+    """Routing by several columns hashes each (float16 with NaN, a dictionary, nulls, NaT), as one column does."""
+    keys = pa.table(
+        {
+            "k": pa.array(np.array([1.5, np.nan, -0.0, 0.0, np.nan, 1.5], np.float16)),
+            "g": pa.array(["a", None, "b", "b", None, "a"]).dictionary_encode(),
+            "v": range(6),
+        }
+    )
+    plain = keys.set_column(1, "g", keys.column("g").cast(pa.string()))  # the same keys, another batch type
+    days = np.array(
+        [("2024-01-01", 1, 0), ("NaT", 1, 1), ("NaT", 1, 2), ("2024-01-01", 2, 3)],
+        dtype=[("k", "M8[D]"), ("g", "i8"), ("v", "i8")],
+    )
+    for batches in ([keys, plain], [days, days]):
+        sends = [(0, 0, batches[0]), (1, 0, batches[1])]
+        data = pd.concat([frame_of(batch) for batch in batches], ignore_index=True)
+        want = data.groupby(["k", "g"], dropna=False).v.agg(["sum", "count"]).reset_index()
+        merged = data.merge(data, on=["k", "g"])
+        for workers in (1, 2):
+            rows = run_dataflow_rows(
+                lambda s: s.aggregate_batch(["k", "g"], [("v", "sum"), ("v", "count")]), sends, workers
+            )
+            got = Counter((key_token(row["k"]), key_token(row["g"]), row["v_sum"], row["v_count"]) for row in rows)
+            assert got == Counter(zip(want.k, want.g, want["sum"], want["count"], strict=True)), workers
+
+            def join(stream: Any) -> Any:
+                return stream.join_batch(stream.map_batch(lambda same: same), ["k", "g"])
+
+            rows = run_dataflow_rows(join, sends, workers)
+            got = Counter((key_token(row["k"]), key_token(row["g"]), row["v"], row["v_right"]) for row in rows)
+            assert got == Counter(zip(merged.k, merged.g, merged.v_x, merged.v_y, strict=True)), workers
+
+
+def key_token(value: Any) -> str:
+    """The token of one output key value (a float, a string, a date, None) as :func:`tokens` gives it."""
+    if isinstance(value, dt.date):
+        return tokens(pa.array([value], pa.date32()))[0]
+    return tokens(pa.array([value]))[0]
+
+
+def frame_of(batch: Any) -> Any:
+    """The rows of a batch with key tokens in ``k`` and ``g``, for pandas."""
+    columns = {name: tokens(batch[name] if isinstance(batch, np.ndarray) else batch.column(name)) for name in "kg"}
+    values = batch["v"] if isinstance(batch, np.ndarray) else batch.column("v").to_numpy()
+    return pd.DataFrame({**columns, "v": list(values)})
