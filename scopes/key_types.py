@@ -265,6 +265,8 @@ def aggregate_problem(kind: Any, function: str) -> str | None:
     is_numpy = isinstance(kind, np.dtype)
     verdict = _numpy_aggregate_problem(kind, function) if is_numpy else _arrow_aggregate_problem(kind, function)
     if entry is not None:
+        if len(_verdicts) > 4096:  # as for key types: a program making ever new types starts over
+            _verdicts.clear()
         _verdicts[entry] = verdict
     return verdict
 
