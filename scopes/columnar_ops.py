@@ -626,11 +626,13 @@ class _Join:
                     (entry[2] if side else entry[1]).append(batch)
             done = [t for t in pending if not any(frontier.less_equal(t) for frontier in frontiers)]
             for time in sorted(done):
+                info.position = f"joining the rows of the complete time {time!r}"
                 capability, lefts, rights = pending.pop(time)
                 result = self.join(lefts, rights)
                 if result is not None and result.num_rows:
                     outputs[0].session(capability).give_batch(result)
                     outputs[0].flush()
                 capability.drop()
+            info.position = None
 
         return logic

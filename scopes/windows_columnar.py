@@ -158,6 +158,7 @@ class ColumnarWindowBuilder(Generic[S]):
         registry = registry_of(partials.scope)
 
         def constructor(capabilities: list[Capability], info: OperatorInfo) -> Any:
+            operator.info = info
             if registry is not None:  # kept until the run knows whether it resumes: restored windows need it
                 operator.initial = capabilities[0]
             else:
@@ -305,6 +306,8 @@ class ColumnarWindowOperator:
         self.holds: dict[int, Capability] = {}
         self.initial: Capability | None = None
         self.tracked: OperatorState | None = None
+        self.info: OperatorInfo | None = None
+        """The operator's info, once built: an error while a complete time is applied names that time."""
 
     def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
         """Gather partials per time; then apply every complete time and close the windows it passes."""
@@ -316,7 +319,10 @@ class ColumnarWindowOperator:
                 self.holds[ref.time] = ref.retain()
         frontier = inputs[0].frontier
         # applying a time may open windows that close at complete times too: look again
+        info = self.info
         while (time := earliest_complete(self.holds, self.capabilities, frontier)) is not None:
+            if info is not None:
+                info.position = f"applying the complete time {time!r} and closing the windows it passes"
             if self.tracked is not None:
                 self.tracked.reached(time)
             hold = self.holds.pop(time, None)
@@ -324,6 +330,8 @@ class ColumnarWindowOperator:
                 self.apply(self.pending.pop(time), time, hold)
                 hold.drop()
             self.close_at(time, outputs[0])
+        if info is not None:
+            info.position = None
         if self.tracked is not None:
             elements = frontier.elements
             self.tracked.reached(min(elements) if elements else None)

@@ -233,3 +233,23 @@ def test_join_latest_accepts_the_same_row_twice_for_one_key_and_time() -> None:
     plans = [[("ann", "gold", False), ("ann", "gold", False)]]
     run = run_dataflow(join_plans, {"clicks": [[("ann", "home")]], "plans": plans}, workers=2)
     assert [row["plan"] for row in run.outputs["inner"].get(0, [])] == ["gold"]
+
+
+def test_a_join_that_fails_on_a_complete_time_names_that_time() -> None:
+    """A failure while a complete time's rows are joined said "outside any batch": the join runs on its frontier,
+    not on a message.  It names the time it was joining."""
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            left_in, left = scope.new_input("Left")
+            right_in, right = scope.new_input("Right")
+            return left_in, right_in, left.join_batch(right, "k", name="Pairs").probe()
+
+        left_in, right_in, _ = worker.dataflow(build)
+        left_in.advance_to(3)
+        right_in.advance_to(3)
+        left_in.send_batch(pa.record_batch({"k": pa.array([1, 2]), "x": pa.array([1, 2])}))
+        right_in.send_batch(pa.record_batch({"k": pa.array(["1", "2"]), "y": pa.array([1, 2])}))
+
+    with pytest.raises(WorkerFailed, match="'Pairs'.* while joining the rows of the complete time 3: .*one type"):
+        execute(main)

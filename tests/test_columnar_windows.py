@@ -421,7 +421,8 @@ def test_batches_whose_column_types_differ_fail_naming_the_operator(spec: Any) -
     def build(scope: Any, s: Any) -> Any:
         return s.map_batch(mixed).window_batch(spec, keys="user").aggregate([("amount", "min")], name="Spend").down
 
-    with pytest.raises(WorkerFailed, match="'SpendClose'.*do not have one type"):
+    failed = r"'SpendClose'.* while applying the complete time \d .*do not have one type"
+    with pytest.raises(WorkerFailed, match=failed):
         run_dataflow(build, [[("ann", 0, 1)], [("ann", 0, 2)], [("ann", 0, 2)]])
 
 
