@@ -202,6 +202,7 @@ class WindowBuilder(Generic[S]):
         registry = registry_of(stream.scope)
 
         def constructor(capabilities: list[Capability], info: OperatorInfo) -> Any:
+            operator.info = info
             if registry is not None:  # kept until the run knows whether it resumes: restored windows need it
                 operator.initial = capabilities[0]
                 capabilities = capabilities[1:]
@@ -288,6 +289,8 @@ class WindowOperator:
         self.holds: dict[int, Capability] = {}
         self.initial: Capability | None = None
         self.tracked: OperatorState | None = None
+        self.info: OperatorInfo | None = None
+        """The operator's info, once built: an error while a complete time is applied names that time."""
 
     def step(self, inputs: list[OperatorInput], outputs: list[OperatorOutput]) -> None:
         """Send the late records, then apply every complete time and close the windows it passes."""
@@ -308,8 +311,11 @@ class WindowOperator:
         late.flush()
         frontier = inputs[0].frontier
         # records may open windows that close at complete times too: look again after each time
+        info = self.info
         while (time := earliest_complete(self.holds, self.capabilities, frontier)) is not None:
             # the state now is as of the times before ``time``: its records not applied, its windows not sent
+            if info is not None:
+                info.position = f"applying the complete time {time!r} and closing the windows it passes"
             if self.tracked is not None:
                 self.tracked.reached(time)
             hold = self.holds.pop(time, None)
@@ -318,6 +324,8 @@ class WindowOperator:
                     self.assign(key, value, event, time, hold)
                 hold.drop()
             self.close_at(time, down)
+        if info is not None:
+            info.position = None
         if self.tracked is not None:
             elements = frontier.elements
             self.tracked.reached(min(elements) if elements else None)

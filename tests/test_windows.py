@@ -174,6 +174,20 @@ def test_an_event_time_that_is_not_an_integer_names_the_operator() -> None:
         run_dataflow(build, [[1]])
 
 
+def test_a_fold_that_fails_on_a_complete_time_names_that_time() -> None:
+    """The fold runs when its record's time is complete, on the frontier, not on a message: a failure there said
+    "outside any batch".  It names the time being applied."""
+
+    def fails(total: int, value: int) -> int:
+        raise ValueError("the fold failed")
+
+    def build(scope: Any, s: Any) -> Any:
+        return s.window(Tumbling(2), key=str).fold(0, fails, name="Sum").down
+
+    with pytest.raises(WorkerFailed, match="'Sum'.* while applying the complete time 0 .*the fold failed"):
+        run_dataflow(build, [[1]])
+
+
 def test_a_join_across_scopes_is_refused() -> None:
     def build(scope: Any, s: Any) -> Any:
         def body(inner: Any) -> Any:
