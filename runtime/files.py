@@ -506,18 +506,7 @@ def read_files(
         _check_depths([unit.path for unit in mine], scanned, where)
     for unit in mine:
         _check_schema(dataset, unit, where)
-    timing: Callable[[_Unit, Any, int], Iterator[tuple[int, Any]]]
-    first_time: Callable[[_Unit], int] | None
-    if time_column is not None:
-        column = time_column
-        timing, first_time = (lambda unit, batch, row: _by_column(batch, column, where, unit)), None
-    elif rows_per_epoch is not None:
-        size = rows_per_epoch
-        timing = lambda unit, batch, row: _by_rows(batch, (unit.first_row or 0) + row, size)  # noqa: E731
-        first_time = lambda unit: (unit.first_row or 0) // size  # noqa: E731
-    else:
-        timing = lambda unit, batch, row: iter([(unit.file_index, batch)])  # noqa: E731
-        first_time = lambda unit: unit.file_index  # noqa: E731
+    timing, first_time = _timing(rows_per_epoch, time_column, where)
 
     registry = registry_of(scope)
 
@@ -536,6 +525,26 @@ def read_files(
         str(dataset.schema), _listing(units, base), scope.index, scope.peers, base, rows_per_epoch, where
     )
     return _agreeing(scope, name, constructor, agreement)
+
+
+Timing = Callable[[_Unit, Any, int], Iterator[tuple[int, Any]]]
+"""``timing(unit, batch, row)``: the ``(time, rows)`` pieces of a batch read from ``unit`` at its row ``row``."""
+
+
+def _timing(
+    rows_per_epoch: int | None, time_column: str | None, where: str
+) -> tuple[Timing, Callable[[_Unit], int] | None]:
+    """How rows get their times in the chosen mode, and each unit's first time (``None``: any unit, any time)."""
+    if time_column is not None:
+        column = time_column
+        return (lambda unit, batch, row: _by_column(batch, column, where, unit)), None
+    if rows_per_epoch is not None:
+        size = rows_per_epoch
+        return (
+            lambda unit, batch, row: _by_rows(batch, (unit.first_row or 0) + row, size),
+            lambda unit: (unit.first_row or 0) // size,
+        )
+    return (lambda unit, batch, row: iter([(unit.file_index, batch)])), (lambda unit: unit.file_index)
 
 
 def _agreeing(
