@@ -53,6 +53,7 @@ The extension table
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -457,13 +458,46 @@ def _decode_tuple(dialect: Dialect, hook: ExtHook, data: bytes) -> tuple[Any, ..
     raise DecodeError(f"a tuple in {dialect.name} holds {describe(items)}, not an array")
 
 
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s bounded ``repr``, which also shows an ``int`` too long for ``str`` by its size."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        """``x``, or its size in bits when it has more digits than are worth showing (or ``str`` would give)."""
+        if x.bit_length() > 128:
+            return f"<an int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_SHORT = _ShortRepr()
+_SHORT.maxlevel = 3
+_SHORT.maxtuple = _SHORT.maxlist = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 6
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """The start of ``value``'s ``repr`` for an error message, at most ``limit`` characters, never raising.
+
+    A decoded value may nest a thousand arrays deep, hold a million items or
+    an ``int`` past ``str``'s digit limit: a plain ``repr`` of it (even cut
+    with ``{value!r:.80}``, which cuts only after building all of it) could
+    raise ``RecursionError`` or ``ValueError``, or take time and memory
+    out of proportion to the message.  This one looks at most 3 levels deep
+    and 6 items wide.
+    """
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # a repr that fails: say what it is
+        text = f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
 def describe(value: Any) -> str:
     """A short description of a decoded value for an error message (never a deep, unbounded ``repr``)."""
     if isinstance(value, list | tuple | dict | set | frozenset):
         return f"a {type(value).__name__} of {len(value)} items"
     if isinstance(value, int | float | bool | None):
-        return repr(value)
-    return f"a {type(value).__name__} ({value!r:.60})"
+        return shown(value)
+    return f"a {type(value).__name__} ({shown(value, 60)})"
 
 
 def _decode_set(dialect: Dialect, hook: ExtHook, data: bytes) -> set[Any]:
@@ -635,5 +669,6 @@ __all__ = [
     "pack_recording",
     "pack_wire",
     "register_codec",
+    "shown",
     "unregister_codec",
 ]

@@ -116,6 +116,8 @@ def decode_event(payload: bytes) -> CaptureEvent:
     value = codec.decode(payload, codec.CAPTURE)
     if isinstance(value, list) and value:
         kind = value[0]
+        if kind.__class__ is not int:  # compared with an int, a numpy array answers an array (ValueError in `if`)
+            raise DecodeError(f"payload {codec.describe(value)} has {codec.describe(kind)} as its kind, not 0 or 1")
         if kind == EVENT_PROGRESS and len(value) == 2 and isinstance(value[1], list):
             updates = value[1]
             if all(pair.__class__ is list and len(pair) == 2 for pair in updates):
@@ -304,6 +306,7 @@ class EventReader:
         self._eof = False
         self._ended = False
         self._error: EventLogError | None = None
+        self._event_offset: int | None = None
 
     # -- input ---------------------------------------------------------------
 
@@ -399,28 +402,29 @@ class EventReader:
             raise self._corrupt(offset, f"(the header) cannot be decoded: {error}") from error
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
             raise EventLogFormatError(
-                f"{self.name} is not a pytimely event log: its header "
+                f"{self.name} is not a pytimely event log: its header (the frame at byte offset {offset}) "
                 + (
-                    f"declares the format {header.get('format')!r:.80}"
+                    f"declares the format {codec.shown(header.get('format'))}"
                     if isinstance(header, dict)
                     else f"is {codec.describe(header)}"
                 ),
                 self.name,
             )
         version = header.get("version")
-        if version not in READ_VERSIONS:
+        if version.__class__ is not int or version not in READ_VERSIONS:
             raise EventLogVersionError(
-                f"event log {self.name} has format version {version!r}; this pytimely reads "
-                f"versions {', '.join(map(str, READ_VERSIONS))}. Read it with the pytimely release that "
-                "wrote it, or re-capture the stream",
+                f"event log {self.name}: its header (the frame at byte offset {offset}) declares format version "
+                f"{codec.shown(version)}; this pytimely reads versions {', '.join(map(str, READ_VERSIONS))}. "
+                "Read it with the pytimely release that wrote it, or re-capture the stream",
                 self.name,
                 version,
             )
         expected = self.expected_timestamp
         if expected is not None and header.get("timestamp") != expected.name:
             raise EventLogFormatError(
-                f"event log {self.name} holds {header.get('timestamp')!r} timestamps, but "
-                f"{expected.name!r} timestamps were expected; replay it into a scope of its own timestamp type",
+                f"event log {self.name}: its header (the frame at byte offset {offset}) says it holds "
+                f"{codec.shown(header.get('timestamp'))} timestamps, but {expected.name!r} timestamps were expected; "
+                "replay it into a scope of its own timestamp type",
                 self.name,
             )
         times = expected if expected is not None else timestamp_type_named(header.get("timestamp"))
@@ -435,7 +439,7 @@ class EventReader:
 
     def _unknown_timestamp(self, name: Any, offset: int) -> EventLogFormatError:
         """The error for a header whose timestamp type this reader cannot check times against."""
-        shown = f"{name!r:.80}" if isinstance(name, str) else codec.describe(name)
+        shown = codec.shown(name) if isinstance(name, str) else codec.describe(name)
         return EventLogFormatError(
             f"event log {self.name}: its header (the frame at byte offset {offset}) declares the timestamp "
             f"type {shown}, which is not a built-in one, so its times cannot be checked; give the reader "
@@ -507,6 +511,7 @@ class EventReader:
             except DecodeError as error:
                 raise self._corrupt(offset, f"cannot be decoded as an event: {error}") from error
             self._check_times(event, offset)
+            self._event_offset = offset
             return event
         except EventLogError as error:
             self._error = error
@@ -517,6 +522,20 @@ class EventReader:
     def timestamp_name(self) -> str | None:
         """The name of the log's timestamp type, once the header has been read."""
         return None if self.header is None else str(self.header.get("timestamp"))
+
+    @property
+    def replay_position(self) -> str | None:
+        """Where the event last returned lies in the log, or that the log has ended, for a replay's errors.
+
+        A log whose checksums are right can still describe an impossible stream
+        (a CRC-32 is no signature); :func:`~scopes.capture.replay_into` names
+        this position when it refuses one.
+        """
+        if self._ended:
+            return f"at the end of the log, byte offset {self._frames.start}"
+        if self._event_offset is None:
+            return None
+        return f"the event at byte offset {self._event_offset} of the log"
 
     @property
     def offset(self) -> int:

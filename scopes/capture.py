@@ -395,7 +395,9 @@ class _Replayer:
         self.started = False
 
     def fail(self, state: _ReplayedStream, problem: str) -> ReplayError:
-        return ReplayError(f"{self.where}: event stream {state.index} {problem}", state.index)
+        position = getattr(state.events, "replay_position", None)  # a log file's reader says where in the file
+        where = f" ({position})" if isinstance(position, str) else ""
+        return ReplayError(f"{self.where}: event stream {state.index}{where} {problem}", state.index)
 
     def check_time(self, state: _ReplayedStream, time: Any) -> None:
         timestamp_type = self.timestamp_type

@@ -83,6 +83,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.codec import shown
 from runtime.errors import RecordingError
 from scopes.progress.order import Time
 
@@ -381,7 +382,7 @@ _FIELDS: dict[type[Event], tuple[tuple[tuple[str, _Check], ...], tuple[tuple[str
 
 def _shown(raw: Sequence[Any]) -> str:
     """The start of a raw event for an error message, never long (a hostile field may be huge or deep)."""
-    return f"{tuple(raw)[:6]!r:.200}"
+    return shown(tuple(raw)[:6], 200)
 
 
 def problem(raw: Any) -> str | None:
@@ -398,7 +399,7 @@ def problem(raw: Any) -> str | None:
     kind = raw[0] if raw else None
     cls = _CLASSES.get(kind) if kind.__class__ is int else None
     if cls is None:
-        return f"{_shown(raw)}: no event kind is {kind!r:.40}"
+        return f"{_shown(raw)}: no event kind is {shown(kind, 40)}"
     required, optional = _FIELDS[cls]
     count = len(raw) - 4
     if not len(required) <= count <= len(required) + len(optional):
@@ -410,7 +411,7 @@ def problem(raw: Any) -> str | None:
         return f"{_shown(raw)}: its worker, sequence number or time is not a number"
     for position, (name, check) in enumerate((required + optional)[:count], 4):
         if not check(raw[position]):
-            return f"{_shown(raw)}: the {name} of a {cls.__name__} is {raw[position]!r:.80}"
+            return f"{_shown(raw)}: the {name} of a {cls.__name__} is {shown(raw[position])}"
     return None
 
 
