@@ -85,7 +85,7 @@ def _dot(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     if not events:
-        raise SelectionError("the recording holds no events")
+        raise SelectionError(f"{', '.join(map(str, args.logs))}: the recording holds no events")
     model = Model.from_events(events, until=args.at)
     if model.mistimed:
         print(

@@ -178,21 +178,25 @@ class RecordingStream:
     def _feed_v1(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
         unpacker = self._unpacker
         out: list[Any] = []
+        start = unpacker.tell()  # the byte offset of the value being read
         try:
             unpacker.feed(data)
             for item in unpacker:
                 if self.header is None:
-                    self._check_header(item, 0)  # refuses the file (unless asked) before any event is read
+                    self._check_header(item, start)  # refuses the file (unless asked) before any event is read
                 else:
+                    self._check_events((item,), start, len(out))
                     out.append(item)
+                start = unpacker.tell()
         except msgpack.BufferFull:
             raise self._too_large() from None
         except RecordingError:
             raise
         except Exception as error:  # msgpack and the decoder raise many unrelated types on damage
             problem = codec.decode_error(error, codec.RECORDING_V1)
-            raise RecordingError(f"{self.where}: corrupted after {self.events + len(out)} events ({problem})") from None
-        self._check_events(out, unpacker.tell())
+            raise RecordingError(
+                f"{self.where}: corrupted after {self.events + len(out)} events, at byte offset {start} ({problem})"
+            ) from None
         self.events += len(out)
         return out
 
@@ -202,20 +206,26 @@ class RecordingStream:
 
     def _check_header(self, value: Any, offset: int) -> None:
         if not isinstance(value, dict) or value.get("format") not in (FORMAT, FORMAT_V1):
-            raise RecordingError(f"{self.where}: not a pytimely recording (no '{FORMAT}' header)")
-        version = value.get("version")
-        if not isinstance(version, int) or version > VERSION:
             raise RecordingError(
-                f"{self.where}: recording format version {version!r} is newer than this viewer's ({VERSION}); "
-                "upgrade pytimely to read it"
+                f"{self.where}: not a pytimely recording (no '{FORMAT}' header in the frame at byte offset {offset})"
+            )
+        version = value.get("version")
+        if version.__class__ is not int:  # a bool, or a value of any other type a damaged header may hold
+            raise self._corrupt(offset, f"(the header) declares the format version {codec.shown(version)}")
+        if version > VERSION:
+            raise RecordingError(
+                f"{self.where}: recording format version {version} is newer than this viewer's ({VERSION}) (its "
+                f"header, at byte offset {offset}, says so); upgrade pytimely to read it"
             )
         if version != self.version:
-            raise self._corrupt(offset, f"declares format version {version!r} in a file of version {self.version}")
+            raise self._corrupt(offset, f"declares format version {version} in a file of version {self.version}")
         if version == 1:
             self._format_1()
         self.header = value
 
-    def _check_events(self, events: Sequence[Any], offset: int) -> None:
+    def _check_events(self, events: Sequence[Any], offset: int, before: int = 0) -> None:
+        """Refuse the first of ``events`` (read from byte ``offset``, after ``before`` others of this feed) that is
+        not an event."""
         for raw in events:
             if self.check_fields:
                 wrong = problem(raw)
@@ -234,7 +244,8 @@ class RecordingStream:
             if wrong is not None:
                 if self.version == 1:
                     raise RecordingError(
-                        f"{self.where}: corrupted after {self.events} events: not a pytimely event: {wrong}"
+                        f"{self.where}: corrupted after {self.events + before} events, at byte offset {offset}: "
+                        f"not a pytimely event: {wrong}"
                     )
                 raise self._corrupt(offset, f"holds what is not a pytimely event: {wrong}")
 
