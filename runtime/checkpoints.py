@@ -39,6 +39,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import msgpack  # type: ignore[import-untyped]
+
+from runtime.codec import shown
 from runtime.communication.wire import WireError, decode_value, encode_value
 from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
@@ -46,7 +49,7 @@ from scopes.errors import BuildError, KeyNotOwned
 from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
-from scopes.state_registry import ENDED, StateRegistry
+from scopes.state_registry import ENDED, StateRegistry, StateRestoreFailed
 
 MAGIC = b"\x89PTCK\r\n\x1a"
 """The first 8 bytes of a checkpoint file."""
@@ -219,15 +222,21 @@ class CheckpointStore:
             raise CheckpointCorrupt(f"{path}: the checksum at byte {end} does not match the {end} bytes before it")
         header = _decode(path, data[at : at + header_length], at, "header")
         if not isinstance(header, dict) or header.get("workers") != peers or header.get("worker") != worker:
-            raise CheckpointMismatch(f"{path}: written for another worker or worker count: {header!r:.200}")
+            raise CheckpointMismatch(
+                f"{path}: written for another worker or worker count: its header at byte {at} is {shown(header, 200)}"
+            )
         if header.get("shape") != shape:
             raise CheckpointMismatch(
-                f"{path}: written by another dataflow (its shape {header.get('shape')!r} is not this one's "
-                f"{shape!r}): resume with the same dataflow, or start afresh in another directory"
+                f"{path}: written by another dataflow (its shape {shown(header.get('shape'))} in its header at "
+                f"byte {at} is not this one's {shape!r}): resume with the same dataflow, or start afresh in another "
+                "directory"
             )
-        states = _decode(path, data[at + header_length + _BODY.size : end], at + header_length + _BODY.size, "body")
-        if not isinstance(states, dict) or not all(isinstance(v, bytes) for v in states.values()):
-            raise CheckpointCorrupt(f"{path}: the body at byte {at + header_length + _BODY.size} is not a state map")
+        body = at + header_length + _BODY.size
+        states = _decode(path, data[body:end], body, "body")
+        if not isinstance(states, dict) or not all(
+            key.__class__ is str and value.__class__ is bytes for key, value in states.items()
+        ):
+            raise CheckpointCorrupt(f"{path}: the body at byte {body} is not a state map (operator key -> bytes)")
         return states
 
     def latest(self, worker: int, peers: int, shape: str) -> tuple[int, dict[str, bytes] | None]:
@@ -254,6 +263,28 @@ class CheckpointStore:
                     f"{self.path} holds checkpoints written by {match.group(1)} workers, and this run has {peers}: "
                     f"resume with {match.group(1)} workers, or start afresh in another directory"
                 )
+
+
+def _state_offsets(path: Path) -> tuple[int | str, dict[str, int]]:
+    """The byte offset of the body of the checkpoint at ``path``, and of each operator's state in it, for an error.
+
+    Only called once the file has been read as sound; ``"?"`` and ``{}`` if it cannot be read again.
+    """
+    try:
+        data = path.read_bytes()
+        (header_length,) = struct.unpack_from(">I", data, len(MAGIC) + 2)
+        body = len(MAGIC) + _HEAD.size + header_length + _BODY.size
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(data))
+        unpacker.feed(memoryview(data)[body : len(data) - _DIGEST])
+        offsets = {}
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key.__class__ is str:
+                offsets[key] = body + unpacker.tell()
+            unpacker.skip()
+        return body, offsets
+    except Exception:  # the file changed since it was read: the message names the file all the same
+        return "?", {}
 
 
 def _decode(path: Path, data: bytes, offset: int, what: str) -> Any:
@@ -351,21 +382,24 @@ def resume(
     store.discard_unfinished(worker, peers)
     boundary, states = store.latest(worker, peers, shape)
     if states is not None:
+        path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
         try:
             registry.restore(boundary, states)
         except KeyNotOwned as error:  # sound, and of this dataflow, but a key's state is not where its records go
-            path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
             raise CheckpointMismatch(
                 f"{path}: {error}. The checkpoint was written by a version of pytimely that routed keys differently "
                 "(or the file was moved); start afresh in a new checkpoint directory"
             ) from error
-        except BuildError:  # the checkpoint is sound but does not fit this dataflow: said so already
-            raise
+        except BuildError as error:  # the checkpoint is sound but does not fit this dataflow: say which file
+            body, _ = _state_offsets(path)
+            raise BuildError(f"{path} (its body at byte {body}): {error}") from error
         except Exception as error:  # an operator's restore met state of another shape than it keeps
-            path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
+            key = error.key if isinstance(error, StateRestoreFailed) else None
+            _, offsets = _state_offsets(path)
+            whose = f" (the state at byte {offsets.get(key, '?')} for {key!r})" if key is not None else ""
             raise CheckpointCorrupt(
-                f"{path}: the operator states it holds do not restore this dataflow's operators "
-                f"({type(error).__name__}: {error!s:.200}); it was not written by this dataflow as it is, or was "
+                f"{path}: the operator states it holds do not restore this dataflow's operators{whose} "
+                f"({type(error).__name__}: {error!s:.300}); it was not written by this dataflow as it is, or was "
                 "changed: move it aside to resume from an earlier checkpoint, or start afresh in another directory"
             ) from error
     registry.settle(boundary)

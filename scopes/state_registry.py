@@ -59,6 +59,20 @@ MisplacedCheck = Callable[[], Misplaced | None]
 """Run after an operator's restore: the first key it restored that this worker does not own, if any."""
 
 
+class StateRestoreFailed(Exception):
+    """An operator could not be restored from the state a checkpoint holds for it.
+
+    Raised by :meth:`StateRegistry.restore` (from the operator's own error);
+    the runtime, which knows the checkpoint's file, reports it there.
+    """
+
+    def __init__(self, key: str, where: str, error: Exception) -> None:
+        """The state filed under ``key``, of the operator described by ``where``, raised ``error``."""
+        super().__init__(f"{where}: {type(error).__name__}: {error!s:.200}")
+        self.key = key
+        self.where = where
+
+
 class OperatorState:
     """One stateful operator's snapshots: encoded states, each covering a range of boundaries."""
 
@@ -197,7 +211,12 @@ class StateRegistry:
                 f"{missing or 'nothing'} and holds state for {extra or 'nothing'} that no operator here keeps"
             )
         for key, operator in self.operators.items():
-            operator.restore(self.decode(states[key]))
+            try:
+                operator.restore(self.decode(states[key]))
+            except BuildError:
+                raise
+            except Exception as error:  # state of another shape than the operator keeps: say whose it was
+                raise StateRestoreFailed(key, operator.where, error) from error
             operator.covered = boundary
             operator.snapshots = []
             found = operator.misplaced() if operator.misplaced is not None else None

@@ -13,6 +13,7 @@ the uninterrupted run's: no time lost, none twice, none different.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from collections import Counter
@@ -364,4 +365,5 @@ def test_a_checkpoint_of_windows_of_another_spec_is_refused_with_a_message_that_
     with pytest.raises(WorkerFailed) as caught:
         drive(windows_of(*then, columnar=columnar), inputs, 2, [], CheckpointStore(tmp_path))
     assert "does not fit this dataflow" in str(caught.value.__cause__)
+    assert re.search(r"epoch-\d{20}\.ckpt \(its body at byte \d+\)", str(caught.value.__cause__))  # the file, where
     assert repr(first[0]) in str(caught.value.__cause__) and repr(then[0]) in str(caught.value.__cause__)

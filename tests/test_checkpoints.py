@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 import threading
 from collections import Counter
@@ -592,3 +593,4 @@ def test_operator_state_of_another_shape_under_a_right_checksum_names_the_file(t
     cause = caught.value.__cause__
     assert isinstance(cause, CheckpointCorrupt), repr(cause)
     assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
+    assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause  # which operator, where in the file
