@@ -374,7 +374,7 @@ def _compressed(meta: bytes) -> bool:
         raise ColumnarDecodeError("an Arrow IPC message's metadata is malformed") from None
 
 
-def _refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
+def refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
     """Refuse an IPC stream with compressed buffers before any is decompressed.
 
     pytimely never writes them; a compressed buffer declares the size it
@@ -400,7 +400,7 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     pyarrow = _pyarrow(what)
     try:
         buffer = pyarrow.py_buffer(data)
-        _refuse_compressed(pyarrow, buffer, what)
+        refuse_compressed(pyarrow, buffer, what)
         reader = pyarrow.ipc.open_stream(buffer, options=_aligned_reads(pyarrow))
         table = reader.read_all()
         # Arrow's IPC reader checks only that buffers lie inside the message: an offset that points
@@ -446,5 +446,6 @@ __all__ = [
     "encode_ndarray",
     "ndarray_from",
     "ndarray_parts",
+    "refuse_compressed",
     "split_ndarray",
 ]

@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.checkpoints import CheckpointStore
+from runtime.communication.arraycodec import refuse_compressed
 from runtime.errors import CheckpointCorrupt
 from runtime.spark.arrow import OutputBatcher, input_rows
 from scopes.state_registry import ENDED
@@ -104,16 +105,28 @@ class OutputLog:
             raise CheckpointCorrupt(f"{path}: body length {length} at byte {len(MAGIC) + 2} does not match the file")
         if hashlib.blake2b(data[: at + length], digest_size=_DIGEST).digest() != data[at + length :]:
             raise CheckpointCorrupt(f"{path}: the checksum at byte {at + length} does not match the bytes before it")
-        try:  # the checksum is no key: bytes a writer got wrong (or forged) still reach Arrow's reader
-            reader = pa.ipc.open_stream(pa.py_buffer(data[at : at + length]))
-            if not reader.schema.equals(self.schema):
-                raise CheckpointCorrupt(f"{path}: written with schema {reader.schema}, not the job's {self.schema}")
-            return list(reader)
-        except (pa.ArrowException, OSError, ValueError) as error:
+        # The checksum is no key: bytes a writer got wrong (or forged) still reach Arrow's reader, which checks
+        # only that buffers lie inside the stream.  An offset pointing outside its data crashed the process when
+        # the batch was read (to hand it to Spark), and a compressed buffer declares the size it inflates to.
+        try:
+            body = pa.py_buffer(data[at : at + length])
+            refuse_compressed(pa, body, "a saved output")
+            reader = pa.ipc.open_stream(body)
+            schema = reader.schema
+            batches = list(reader)
+            for batch in batches:
+                batch.validate(full=True)
+        except Exception as error:  # ArrowInvalid, ArrowIOError, ColumnarDecodeError, ...: all mean damaged bytes
             raise CheckpointCorrupt(
-                f"{path}: the Arrow stream at byte {at} cannot be read ({error}); delete the checkpoint "
-                "directory to run the job from its start"
+                f"{path}: the Arrow stream at byte {at} cannot be read ({type(error).__name__}: {error!s:.300}); "
+                "delete the checkpoint directory to run the job from its start"
             ) from None
+        if not schema.equals(self.schema):
+            raise CheckpointCorrupt(
+                f"{path}: the Arrow stream at byte {at} has the schema {str(schema)!r:.300}, not the job's "
+                f"{str(self.schema)!r:.300}"
+            )
+        return batches
 
     def replay(self, before: int) -> Iterator[pa.RecordBatch]:
         """The saved output of every epoch before ``before``, in epoch order."""
