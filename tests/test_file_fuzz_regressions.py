@@ -163,6 +163,11 @@ def test_a_recording_of_format_1_names_the_offset_of_a_damaged_event(tmp_path: P
     path.write_bytes(header + good + b"\xc1")
     with pytest.raises(RecordingError, match=rf"corrupted after 1 events, at byte offset {len(header + good)} "):
         read_recording(path, allow_format_1=True)
+    path.write_bytes(header[:12])
+    with pytest.raises(
+        RecordingError, match=r"its header, at byte offset 0, is cut short: the file ends at byte offset 12"
+    ):
+        read_recording(path, allow_format_1=True)
 
 
 def test_viz_names_the_file_of_a_recording_without_events(tmp_path: Path) -> None:

@@ -270,7 +270,10 @@ class RecordingStream:
             return f"{self.where} is truncated: it ends {len(self._start)} bytes into its magic bytes"
         if self.header is None:
             if self.version == 1:
-                raise RecordingError(f"{self.where}: not a pytimely recording (its header is cut short)")
+                raise RecordingError(
+                    f"{self.where}: not a pytimely recording (its header, at byte offset 0, is cut short: the file "
+                    f"ends at byte offset {self._fed})"
+                )
             return f"{self.where} is truncated: it ends in its header, at byte offset {self._frames.start}"
         if self.version == 1:
             if self._unpacker.tell() < self._fed:
