@@ -45,11 +45,11 @@ from runtime.codec import shown
 from runtime.communication.wire import WireError, decode_value, encode_value
 from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
-from scopes.errors import BuildError, KeyNotOwned
+from scopes.errors import BuildError, KeyNotOwned, StateRestoreFailed
 from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
-from scopes.state_registry import ENDED, StateRegistry, StateRestoreFailed
+from scopes.state_registry import ENDED, StateRegistry
 
 MAGIC = b"\x89PTCK\r\n\x1a"
 """The first 8 bytes of a checkpoint file."""

@@ -161,6 +161,26 @@ class KeyNotOwned(ScopeError):
         self.epoch = epoch
 
 
+class StateRestoreFailed(ScopeError):
+    """An operator could not be restored from the state a checkpoint holds for it.
+
+    Raised by :meth:`scopes.state_registry.StateRegistry.restore` (from the
+    operator's own error); the runtime, which knows the checkpoint's file,
+    reports it as :class:`runtime.errors.CheckpointCorrupt` naming the file and
+    the state's offset.
+
+    Attributes:
+        key: the key the operator's state is filed under in the checkpoint.
+        where: the operator, by name and scope path.
+    """
+
+    def __init__(self, key: str, where: str, error: Exception) -> None:
+        """The state filed under ``key``, of the operator described by ``where``, raised ``error``."""
+        super().__init__(f"{where}: {type(error).__name__}: {error!s:.200}")
+        self.key = key
+        self.where = where
+
+
 class ReplayError(ScopeError):
     """A replayed event stream is inconsistent: it ended early, or broke the capability contract.
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from scopes.errors import BuildError, KeyNotOwned
+from scopes.errors import BuildError, KeyNotOwned, StateRestoreFailed
 
 Encode = Callable[[Any], bytes]
 """Turns an operator's state into bytes; raises for a state it cannot carry."""
@@ -57,20 +57,6 @@ class Misplaced(NamedTuple):
 
 MisplacedCheck = Callable[[], Misplaced | None]
 """Run after an operator's restore: the first key it restored that this worker does not own, if any."""
-
-
-class StateRestoreFailed(Exception):
-    """An operator could not be restored from the state a checkpoint holds for it.
-
-    Raised by :meth:`StateRegistry.restore` (from the operator's own error);
-    the runtime, which knows the checkpoint's file, reports it there.
-    """
-
-    def __init__(self, key: str, where: str, error: Exception) -> None:
-        """The state filed under ``key``, of the operator described by ``where``, raised ``error``."""
-        super().__init__(f"{where}: {type(error).__name__}: {error!s:.200}")
-        self.key = key
-        self.where = where
 
 
 class OperatorState:
