@@ -41,10 +41,10 @@ Hysteresis, so that it cannot flap every window:
 * spreading needs 3 windows (60 ms) in a row that ask for it, pinning 10
   (200 ms): denied C work costs up to half the throughput (0.96 s against
   0.52 s for two threads sorting), while GIL-bound threads left spread cost
-  a tenth to a third more (2.10x against 1.79x of one worker on the Collatz loop
-  in BENCHMARKS.md; 2.06x against 1.80x, 2.21x against 1.88x, 2.12x against 1.80x, 2.15x against 1.87x,
-  2.07x against 1.82x, 1.88x against 1.61x, 2.23x against 1.62x, 1.95x against 1.77x and 1.98x against 1.60x
-  in earlier runs),
+  a tenth to a third more (1.95x against 1.69x of one worker on the Collatz loop
+  in BENCHMARKS.md; 2.10x against 1.79x, 2.06x against 1.80x, 2.21x against 1.88x, 2.12x against 1.80x,
+  2.15x against 1.87x, 2.07x against 1.82x, 1.88x against 1.61x, 2.23x against 1.62x, 1.95x against 1.77x
+  and 1.98x against 1.60x in earlier runs),
   so spreading is quick and pinning slow;
 * after every move :attr:`Policy.settle_windows` (5, 100 ms) windows are
   ignored (the move itself disturbs them: caches, queues);

@@ -6,8 +6,8 @@ When the operating system spreads them over two cores, each hand-over moves the
 interpreter's working set from one core's cache to the other's, and a woken
 thread starts on an idle core only to wait there for the GIL (about 90 µs of
 CPU per hand-over).  Measured on 2 cores (``benchmarks/scaling.py``), the
-Collatz loop with exchange on 2 threads spread costs 2.10 times the time of 1
-worker, and 1.79 times with both threads on one core (``BENCHMARKS.md``).  But C code that releases
+Collatz loop with exchange on 2 threads spread costs 1.95 times the time of 1
+worker, and 1.69 times with both threads on one core (``BENCHMARKS.md``).  But C code that releases
 the GIL (NumPy, Arrow, compression, I/O) runs on two threads at once only when
 they are spread: two threads sorting 2 M floats a batch took 0.96 s on one
 core against 0.52 s spread (``benchmarks/thread_cores.py``).  Neither fixed setting suits both, hence:
