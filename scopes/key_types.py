@@ -80,9 +80,26 @@ _verdicts: dict[Any, str | None] = {}
 """Each type seen so far (an Arrow type or a NumPy dtype): ``None`` when it is taken, else why not and what to do."""
 
 
+def _ordered(kind: Any) -> bool:
+    """Whether an Arrow type is text, binary, a date or a time: not a number, but ordered (min, max, sort)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    types = pa.types
+    return bool(
+        types.is_string(kind)
+        or types.is_large_string(kind)
+        or types.is_binary(kind)
+        or types.is_large_binary(kind)
+        or types.is_fixed_size_binary(kind)
+        or types.is_date(kind)
+        or types.is_timestamp(kind)
+        or types.is_time(kind)
+    )
+
+
 def _arrow_problem(kind: Any) -> str | None:
     """Why an Arrow key column of type ``kind`` is refused, with what to do, or ``None`` when it is taken."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     types = pa.types
     if types.is_dictionary(kind):
@@ -91,14 +108,7 @@ def _arrow_problem(kind: Any) -> str | None:
         types.is_integer(kind)
         or types.is_floating(kind)
         or types.is_boolean(kind)
-        or types.is_string(kind)
-        or types.is_large_string(kind)
-        or types.is_binary(kind)
-        or types.is_large_binary(kind)
-        or types.is_fixed_size_binary(kind)
-        or types.is_date(kind)
-        or types.is_timestamp(kind)
-        or types.is_time(kind)
+        or _ordered(kind)
         or types.is_duration(kind)
         or types.is_decimal(kind)
         or types.is_null(kind)
@@ -212,17 +222,7 @@ def _arrow_aggregate_problem(kind: Any, function: str) -> str | None:
         return None
     if function in ("sum", "mean"):
         return f"{_NUMBERS}: cast the column with pyarrow.compute.cast first, or count it"
-    ordered = (
-        types.is_string(kind)
-        or types.is_large_string(kind)
-        or types.is_binary(kind)
-        or types.is_large_binary(kind)
-        or types.is_fixed_size_binary(kind)
-        or types.is_date(kind)
-        or types.is_timestamp(kind)
-        or types.is_time(kind)
-    )
-    if ordered:
+    if _ordered(kind):
         return None
     if types.is_duration(kind):
         return "Arrow has no min or max of durations: cast the column to int64 (its count of units) first"
