@@ -189,7 +189,8 @@ class BatchKeys:
             column = batch.column(key)
             check_key_type(column.type, key, self.where, time)
             return column
-        keys = key(batch)
+        keys_at = getattr(key, "keys_at", None)  # a key that checks the batch's columns names the time itself
+        keys = key(batch) if keys_at is None else keys_at(batch, time)
         rows = len(batch)
         try:
             count = len(keys)

@@ -194,17 +194,17 @@ def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any, keys
     The key columns among them, ``keys``, must also be of a type the operator
     can key by (:func:`~scopes.key_types.check_key_columns`).
     """
+    at = f" at time {time!r}" if time is not None else ""  # None: routing, which names the time itself
     if not is_arrow(batch) and not (isinstance(batch, np.ndarray) and batch.dtype.names is not None):
         raise BatchError(
-            f"{where}: the batch at time {time!r} is {batch_kind(batch)} {describe_value(batch)}; this operator "
+            f"{where}: the batch{at} is {batch_kind(batch)} {describe_value(batch)}; this operator "
             "needs named columns: a NumPy structured array or an Arrow RecordBatch or Table"
         )
     names = column_names(batch)
     for name in needed:
         if name not in names:
             raise KeyColumnError(
-                f"{where}: no column {name!r} in the {batch_kind(batch)} at time {time!r}; "
-                f"its columns are {list(names)}",
+                f"{where}: no column {name!r} in the {batch_kind(batch)}{at}; its columns are {list(names)}",
                 name,
                 names,
             )
@@ -234,7 +234,11 @@ class KeyColumnsHash:
 
     def __call__(self, batch: Any) -> np.ndarray:
         """One ``uint64`` per row of ``batch``."""
-        check_columns(batch, self.keys, self.where, None, self.keys)
+        return self.keys_at(batch, None)
+
+    def keys_at(self, batch: Any, time: Any) -> np.ndarray:
+        """One ``uint64`` per row of ``batch``, the batch of ``time`` (which an error names)."""
+        check_columns(batch, self.keys, self.where, time, self.keys)
         return key_hashes(batch, self.keys)
 
 

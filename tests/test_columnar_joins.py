@@ -253,3 +253,21 @@ def test_a_join_that_fails_on_a_complete_time_names_that_time() -> None:
 
     with pytest.raises(WorkerFailed, match="'Pairs'.* while joining the rows of the complete time 3: .*one type"):
         execute(main)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_key_column_missing_from_a_join_by_two_columns_is_named_with_the_time(workers: int) -> None:
+    """Routing by two key columns checked the batch without its time: the error said "at time None"."""
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            left_in, left = scope.new_input("Left")
+            right_in, right = scope.new_input("Right")
+            return left_in, right_in, left.join_batch(right, ["k", "j"], name="Pairs").probe()
+
+        left_in, _, _ = worker.dataflow(build)
+        left_in.advance_to(5)
+        left_in.send_batch(pa.record_batch({"k": pa.array([1, 2]), "x": pa.array([1, 2])}))
+
+    with pytest.raises(WorkerFailed, match=r"'Pairs'.*: no column 'j' in the RecordBatch at time 5; its columns are"):
+        execute(main, workers=workers)
