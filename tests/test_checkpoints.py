@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.epoch_feed import Crash, feed_epochs
 from helpers.keyed_timers import count_records, emit_count
 
 from runtime import execute
@@ -19,10 +20,6 @@ from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationE
 from scopes import Exchange, Tumbling
 
 EPOCHS = [["a", "b", "a"], ["b", "c"], [], ["a"], ["c", "c", "b"], ["a", "b"], [], ["c"], ["a", "a"], ["b"]]
-
-
-class Crash(Exception):
-    """The simulated crash of a test run."""
 
 
 def streaks(scope: Any, words: Any) -> Any:
@@ -292,18 +289,9 @@ def test_a_join_against_a_table_resumes_with_the_table_as_of_the_checkpoint(tmp_
             return clicks_in, names_in, joined.probe()
 
         clicks_in, names_in, probe = worker.dataflow(build, checkpoint=store)
-        for epoch in range(store.resume_epoch, len(clicks)):
-            if worker.index == 0:
-                clicks_in.send_batch(clicks[epoch])
-                names_in.send_batch(names[epoch])
-            clicks_in.advance_to(epoch + 1)
-            names_in.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-        clicks_in.close()
-        names_in.close()
-        worker.step_while(lambda: not probe.done())
+        mine = worker.index == 0  # worker 0 sends every record
+        batches = lambda epoch: (clicks[epoch], names[epoch]) if mine else (None, None)  # noqa: E731
+        feed_epochs(worker, (clicks_in, names_in), batches, probe, range(store.resume_epoch, len(clicks)), crash_after)
         return store.resume_epoch
 
     def run_join(crash_after: int | None, seen: list[Any]) -> int:
@@ -335,15 +323,8 @@ def run_to_files(checkpoints: Path, output: Path, crash_after: int | None = None
             return inp, write_files(rows, output, format="jsonl").probe()
 
         inp, probe = worker.dataflow(build, checkpoint=store)
-        for epoch in range(store.resume_epoch, len(EPOCHS)):
-            if worker.index == 0:
-                inp.send_batch(EPOCHS[epoch])
-            inp.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-        inp.close()
-        worker.step_while(lambda: not probe.done())
+        batches = lambda epoch: (EPOCHS[epoch] if worker.index == 0 else None,)  # noqa: E731  # worker 0 sends all
+        feed_epochs(worker, (inp,), batches, probe, range(store.resume_epoch, len(EPOCHS)), crash_after)
         return store.resume_epoch
 
     return execute(main, workers=2)[0]

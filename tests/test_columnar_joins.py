@@ -13,6 +13,8 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
 
+from helpers.epoch_feed import feed_epochs  # noqa: E402
+
 from runtime import execute  # noqa: E402
 from runtime.checkpoints import CheckpointStore  # noqa: E402
 from runtime.errors import WorkerFailed  # noqa: E402
@@ -163,10 +165,6 @@ def test_bad_join_arguments_are_refused_when_built(build: Any, message: str) -> 
 # ---------------------------------------------------------------------- checkpoints
 
 
-class Crash(Exception):
-    """The simulated crash of a test run."""
-
-
 def run_plans(path: Path | None, seen: list[Any], crash_after: int | None = None) -> int:
     """Run :func:`join_plans` on 2 workers, epoch by epoch, from the store's resume epoch."""
     lock = threading.Lock()
@@ -187,17 +185,9 @@ def run_plans(path: Path | None, seen: list[Any], crash_after: int | None = None
 
         clicks_in, plans_in, probe = worker.dataflow(build, checkpoint=store)
         start = store.resume_epoch if store is not None else 0
-        for epoch in range(start, len(CLICKS)):
-            clicks_in.send_batch(CLICKS[epoch][worker.index :: worker.peers])
-            plans_in.send_batch(PLANS[epoch][worker.index :: worker.peers])
-            clicks_in.advance_to(epoch + 1)
-            plans_in.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-        clicks_in.close()
-        plans_in.close()
-        worker.step_while(lambda: not probe.done())
+        shares = slice(worker.index, None, worker.peers)
+        batches = lambda epoch: (CLICKS[epoch][shares], PLANS[epoch][shares])  # noqa: E731
+        feed_epochs(worker, (clicks_in, plans_in), batches, probe, range(start, len(CLICKS)), crash_after)
         return start
 
     return execute(main, workers=2)[0]

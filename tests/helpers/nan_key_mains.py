@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helpers.epoch_feed import feed_epochs
 from helpers.keyed_timers import count_records, emit_count
 from runtime.checkpoints import CheckpointStore
 from scopes import Session, Tumbling
@@ -90,16 +91,12 @@ def checkpointed_dataflow(records: Any, table: Any) -> Any:
     return totals.concat(timers, windows, sessions, joined)
 
 
-class Crash(Exception):
-    """The simulated crash of a test run."""
-
-
 def checkpointed_main(worker: Any, root: str, tag: str, crash_after: int) -> int:
     """Run :func:`checkpointed_dataflow` from the store's resume epoch (no store for ``tag`` ``"plain"``).
 
     Each worker appends every result, with NaN as :data:`SENTINEL`, to
     ``root/tag-worker-I.jsonl`` as ``[time, record]`` lines; worker 0 raises
-    :class:`Crash` once epoch ``crash_after`` is complete (``-1``: never).
+    :class:`~helpers.epoch_feed.Crash` once epoch ``crash_after`` is complete (``-1``: never).
     Returns the epoch the run resumed from.
     """
     store = CheckpointStore(Path(root) / "checkpoints") if tag != "plain" else None
@@ -120,17 +117,12 @@ def checkpointed_main(worker: Any, root: str, tag: str, crash_after: int) -> int
     try:
         records_in, table_in, probe = worker.dataflow(build, checkpoint=store)
         start = store.resume_epoch if store is not None else 0
-        for epoch in range(start, CHECKPOINT_EPOCHS):
-            records_in.send_batch(checkpoint_records(epoch)[worker.index :: worker.peers])
-            table_in.send_batch(checkpoint_table(epoch)[worker.index :: worker.peers])
-            records_in.advance_to(epoch + 1)
-            table_in.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-        records_in.close()
-        table_in.close()
-        worker.step_while(lambda: not probe.done())
+
+        def batches(epoch: int) -> tuple[list[Any], list[Any]]:
+            shares = slice(worker.index, None, worker.peers)
+            return checkpoint_records(epoch)[shares], checkpoint_table(epoch)[shares]
+
+        feed_epochs(worker, (records_in, table_in), batches, probe, range(start, CHECKPOINT_EPOCHS), crash_after)
         return start
     finally:
         lines.close()

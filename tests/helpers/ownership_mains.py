@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from helpers.epoch_feed import feed_epochs
 from helpers.keyed_timers import emit_count
 from runtime.checkpoints import CheckpointStore
 from scopes import Session, Tumbling
@@ -55,10 +56,6 @@ MULTI_KEY_FAMILIES = ("columnar_session",)
 PAYLOAD_NAN_BITS = bytes.fromhex("020000000000f87f")
 """A quiet NaN with payload 2: before all NaN were one key its bytes' CRC-32 (even) sent it to worker 0 of 2,
 while every NaN now goes where ``float('nan')`` (CRC-32 odd) always went, worker 1."""
-
-
-class Crash(Exception):
-    """The simulated crash of a test run."""
 
 
 def misroute_victim(set_attribute: Callable[[Any, str, Any], None]) -> None:
@@ -183,8 +180,8 @@ def ownership_main(worker: Any, root: str, family: str, tag: str, crash_after: i
 
     ``misroute`` is ``"victim"`` (:func:`misroute_victim`), ``"nan"`` (:func:`old_nan_hashing`) or ``""``: for a run
     in processes of its own, whose routing is changed for the whole process.  Each worker appends every output as
-    a line to ``root/tag-worker-I.jsonl``; worker 0 raises :class:`Crash` once epoch ``crash_after`` is complete
-    (``-1``: never).  Returns the epoch the run resumed from.
+    a line to ``root/tag-worker-I.jsonl``; worker 0 raises :class:`~helpers.epoch_feed.Crash` once epoch
+    ``crash_after`` is complete (``-1``: never).  Returns the epoch the run resumed from.
     """
     if misroute == "victim":
         misroute_victim(setattr)
@@ -212,24 +209,15 @@ def ownership_main(worker: Any, root: str, family: str, tag: str, crash_after: i
     try:
         records_in, table_in, probe = worker.dataflow(build, checkpoint=store)
         start = store.resume_epoch
-        for epoch in range(start, EPOCHS):
+
+        def batches(epoch: int) -> tuple[Any, Any]:
             pairs = epoch_records(family, epoch)[worker.index :: worker.peers]
             updates = [(key, f"v{epoch}") for key, _ in pairs] if epoch % 2 == 0 else []
-            if columnar:
-                records_in.send_batch(_table(pairs))
-                if updates:
-                    table_in.send_batch(_table([(key, epoch) for key, _ in updates]))
-            else:
-                records_in.send_batch(pairs)
-                table_in.send_batch(updates)
-            records_in.advance_to(epoch + 1)
-            table_in.advance_to(epoch + 1)
-            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
-            if epoch == crash_after and worker.index == 0:
-                raise Crash(f"crash after epoch {epoch}")
-        records_in.close()
-        table_in.close()
-        worker.step_while(lambda: not probe.done())
+            if not columnar:
+                return pairs, updates
+            return _table(pairs), _table([(key, epoch) for key, _ in updates]) if updates else None
+
+        feed_epochs(worker, (records_in, table_in), batches, probe, range(start, EPOCHS), crash_after)
         return start
     finally:
         lines.close()
