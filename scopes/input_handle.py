@@ -109,18 +109,19 @@ class InputHandle:
         character or byte; ``send`` sends it as one record).
         """
         self._check_open("send")
-        if records.__class__ is not list and is_columnar(records):
-            if not is_batch(records):
-                raise BatchError(
-                    f"input '{self.name}': cannot send a 0-dimensional NumPy array as a batch at time "
-                    f"{self._time!r}; a batch has rows: send a 1-D or structured array, or use send(record)"
-                )
-            self.release()
-            self._output.send(self._time, records)
-            self._activate()
-            return
-        if isinstance(records, TEXT_TYPES):
-            raise text_as_records(records, f"input '{self.name}': send_batch", self._time, "send(value)")
+        if records.__class__ is not list:  # a list, the usual batch, needs neither check
+            if is_columnar(records):
+                if not is_batch(records):
+                    raise BatchError(
+                        f"input '{self.name}': cannot send a 0-dimensional NumPy array as a batch at time "
+                        f"{self._time!r}; a batch has rows: send a 1-D or structured array, or use send(record)"
+                    )
+                self.release()
+                self._output.send(self._time, records)
+                self._activate()
+                return
+            if isinstance(records, TEXT_TYPES):
+                raise text_as_records(records, f"input '{self.name}': send_batch", self._time, "send(value)")
         buffer = self._buffer
         try:
             buffer.extend(records)
