@@ -109,6 +109,7 @@ class ColumnarWindowBuilder(Generic[S]):
         self.keys = key_columns(keys, where)
         scope = stream.scope
         check_window(scope, spec, lateness, f"{where}: ")
+        check_spans(spec, lateness, where)
         if event_time is not None and not isinstance(event_time, str):
             raise BuildError(
                 f"{where}: event_time= names the column of integer event times (a str), not {event_time!r}"
@@ -178,8 +179,34 @@ class ColumnarWindowBuilder(Generic[S]):
         return Windowed(down, late)
 
 
+EVENT_LIMIT = 2**62
+"""Columnar event times lie in ``[-EVENT_LIMIT, EVENT_LIMIT)``: with spans of at most :data:`SPAN_LIMIT`, every window
+start, end and close time, and every difference the sessions take between them, fits in ``int64``."""
+SPAN_LIMIT = 2**60
+"""The most a columnar window's size, step, gap, origin (either sign) or lateness may be."""
+
+
+def check_spans(spec: Any, lateness: int, where: str) -> None:
+    """Refuse, when the dataflow is built, a window whose size, step, gap, origin or lateness is past SPAN_LIMIT."""
+    spans = {name: getattr(spec, name) for name in ("size", "step", "gap", "origin") if hasattr(spec, name)}
+    spans["lateness"] = lateness
+    for name, value in spans.items():
+        if abs(value) > SPAN_LIMIT:
+            raise BuildError(
+                f"{where}: a columnar window's {name} is at most 2**60 (either sign), not {value}: its times are "
+                "computed as 64-bit integers; use coarser units"
+            )
+
+
 def _integers(table: Any, column: str, where: str, time: Any) -> np.ndarray:
-    """The integer event times of ``column`` as ``int64``, or a :class:`BatchError` naming the operator."""
+    """The integer event times of ``column`` as ``int64``, or a :class:`BatchError` naming the operator.
+
+    Times outside ``[-EVENT_LIMIT, EVENT_LIMIT)`` are refused: in ``int64`` arithmetic
+    their windows' ends and close times would wrap around (a ``uint64`` time past
+    ``2**63`` would even be read as negative), and their rows would come out late.
+    """
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
     pa = _pyarrow()
     values = table.column(column)
     if not pa.types.is_integer(values.type) or values.null_count:
@@ -187,6 +214,14 @@ def _integers(table: Any, column: str, where: str, time: Any) -> np.ndarray:
             f"{where}: the event-time column {column!r} at time {time!r} must hold integers without nulls, "
             f"in the units of the epochs; it is {values.type} with {values.null_count} null(s)"
         )
+    bounds = pc.min_max(values)
+    for bound in (bounds["min"].as_py(), bounds["max"].as_py()):
+        if not -EVENT_LIMIT <= bound < EVENT_LIMIT:
+            raise BatchError(
+                f"{where}: the event-time column {column!r} at time {time!r} holds {bound}, outside the event times "
+                "a columnar window takes, -2**62 to 2**62 - 1 (its windows' ends and close times are computed as "
+                "64-bit integers); use coarser units or subtract an offset, or window record-wise"
+            )
     return values.to_numpy().astype(np.int64, copy=False)
 
 
@@ -403,7 +438,7 @@ class ColumnarWindowOperator:
 
     def sorted(self, table: Any) -> Any:
         """``table`` sorted by the keys, then the session start; keys Arrow cannot sort go in their sortable form."""
-        import pyarrow.compute as pc  # type: ignore[import-untyped]
+        import pyarrow.compute as pc
 
         pa = _pyarrow()
         columns: dict[str, Any] = {}

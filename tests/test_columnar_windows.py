@@ -467,3 +467,52 @@ def test_a_key_sent_in_two_batches_of_one_time_by_one_worker_is_one_window_row()
 
     rows = [row for seen in execute(main, workers=2) for row in seen]
     assert rows == [{"user": "ann", "window_start": 0, "window_end": 2, "amount_sum": 7}]
+
+
+INT64_MAX = 2**63 - 1
+
+
+def far_events(rows: Any) -> Any:
+    """Rows whose event column holds ``amount`` itself, as ``uint64`` when it is past ``int64``."""
+    users, _, amounts = zip(*rows, strict=True)
+    kind = pa.uint64() if max(amounts) > INT64_MAX else pa.int64()
+    return pa.table({"user": list(users), "event": pa.array(amounts, kind)})
+
+
+def far_sessions(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = rows.map_batch(far_events).window_batch(Session(3), keys="user", event_time="event").count("n", "Far")
+    return {"down": windowed.down, "late": windowed.late}
+
+
+def far_tumbling(scope: Any, rows: Any) -> dict[str, Any]:
+    windowed = rows.map_batch(far_events).window_batch(Tumbling(4), keys="user", event_time="event", lateness=2)
+    counted = windowed.count("n", "Far")
+    return {"down": counted.down, "late": counted.late}
+
+
+@pytest.mark.parametrize("build", [far_sessions, far_tumbling])
+@pytest.mark.parametrize("event", [2**64 - 1, INT64_MAX - 3, 2**62, -(2**62) - 1])
+@pytest.mark.parametrize(("workers", "processes"), CONFIGURATIONS)
+def test_an_event_time_whose_window_ends_past_int64_is_refused_not_taken_as_late(
+    build: Any, event: int, workers: int, processes: int
+) -> None:
+    """Event times near the top of ``uint64`` wrapped around in the ``int64`` window arithmetic: their rows came out on
+    the late stream (a window far in the future taken as one long closed), at every worker count, with no error."""
+    failed = rf"'Far'.*the event-time column 'event' at time 0 holds {event}, .*64-bit"
+    with pytest.raises(WorkerFailed, match=failed):
+        run_dataflow(build, [[("ann", 0, event)]], workers=workers, processes=processes)
+
+
+@pytest.mark.parametrize("build", [far_sessions, far_tumbling])
+def test_event_times_at_the_ends_of_the_range_are_windowed(build: Any) -> None:
+    run = run_dataflow(build, [[("ann", 0, 2**62 - 1), ("bob", 0, -(2**62))]])
+    assert run.output("late") == {0: [{"user": "bob", "event": -(2**62)}]}  # its windows closed long before epoch 0
+    [rows] = run.output("down").values()
+    assert len(rows) == 1 and rows[0]["n"] == 1 and rows[0]["window_start"] <= 2**62 - 1 < rows[0]["window_end"]
+
+
+def test_a_columnar_window_longer_than_2_to_the_60_is_refused_when_built() -> None:
+    def build(scope: Any, s: Any) -> Any:
+        return s.map_batch(as_table).window_batch(Tumbling(2**61), keys="user", event_time="event").count().down
+
+    refused(build, BuildError, r"a columnar window's size is at most 2\*\*60")
