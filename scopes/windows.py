@@ -42,7 +42,7 @@ from scopes.generic_operators import generic
 from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
-from scopes.progress.timestamp import IntegerType
+from scopes.progress.timestamp import UINT64_MAX, IntegerType
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import OperatorState, registry_of
 
@@ -393,6 +393,12 @@ class WindowOperator:
 
     def expect(self, window: _Open, hold: Capability) -> None:
         """Hold a capability at ``window``'s close time, and list it to close then."""
+        if window.close > UINT64_MAX:
+            raise UserFunctionError(
+                f"{self.where}: the window {(window.start, window.end)} of key {window.key!r:.60} would close at time "
+                f"{window.close}, past the largest timestamp 2**64 - 1, so it could never be sent; the event_time "
+                "function must give times in the units of the epochs (use coarser units or subtract an offset)"
+            )
         self.closing.setdefault(window.close, []).append(window)
         if window.close not in self.capabilities:
             self.capabilities[window.close] = hold.delayed(window.close)

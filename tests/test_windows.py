@@ -174,6 +174,22 @@ def test_an_event_time_that_is_not_an_integer_names_the_operator() -> None:
         run_dataflow(build, [[1]])
 
 
+def far_future(scope: Any, s: Any) -> Any:
+    return s.window(Tumbling(4), key=str, event_time=lambda r: r, lateness=2).count(name="Far").down
+
+
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_an_event_time_whose_window_closes_past_the_last_timestamp_names_the_operator_and_window(
+    workers: int, processes: int
+) -> None:
+    """An event time whose window closes past 2**64 - 1 failed with a CapabilityError about delaying a capability,
+    naming neither the event time nor the window."""
+    window = r"the window \(18446744073709551612, 18446744073709551616\) of key '18446744073709551613'"
+    failed = rf"'Far'.*{window} would close at time 18446744073709551617, past the largest timestamp"
+    with pytest.raises(WorkerFailed, match=failed):
+        run_dataflow(far_future, [[2**64 - 3]], workers=workers, processes=processes)
+
+
 def test_a_fold_that_fails_on_a_complete_time_names_that_time() -> None:
     """The fold runs when its record's time is complete, on the frontier, not on a message: a failure there said
     "outside any batch".  It names the time being applied."""
