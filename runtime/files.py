@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigurationError, FileSourceError
 from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_modules
+from runtime.file_schema import is_blank, source_schema
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
 from scopes.capability import Capability
@@ -134,9 +135,10 @@ def _dataset(path: str | os.PathLike[str], format: str, where: str, scanned: set
     if format == "json":
         check_json_depth(files[0], where)
         scanned.add(files[0])
+    schema = source_schema(pa, dataset_module, files, format, where)
     try:
-        return dataset_module.dataset(files, format=format)
-    except Exception as error:  # pyarrow raises several kinds while it inspects the first file
+        return dataset_module.dataset(files, format=format, schema=schema if schema is not None else pa.schema([]))
+    except Exception as error:  # pyarrow raises several kinds while it lists the files
         raise FileSourceError(f"{where}: cannot open {files[0]!r} as {format}: {error}") from error
 
 
@@ -158,6 +160,8 @@ def _units(dataset: Any, format: str, rows_per_epoch: int | None, where: str) ->
         try:
             if format == "parquet":
                 pieces = [(piece, piece.row_groups[0].num_rows) for piece in fragment.split_by_row_group()]
+            elif is_blank(fragment.path, format):  # no records: its epoch is empty
+                pieces = [(None, 0 if rows_per_epoch is not None else None)]
             else:
                 pieces = [(fragment, fragment.count_rows() if rows_per_epoch is not None else None)]
         except Exception as error:
@@ -332,6 +336,10 @@ def _rows_text(rows: list[int | None], detailed: bool) -> str:
 
 
 def _check_schema(dataset: Any, unit: _Unit, where: str) -> None:
+    """Refuse ``unit``'s file if its columns differ from the source's, or one has another type (``null`` is any type,
+    :mod:`runtime.file_schema`)."""
+    if unit.fragment is None:  # a blank file: no columns to differ
+        return
     try:
         physical = unit.fragment.physical_schema
     except Exception as error:
@@ -350,7 +358,7 @@ def _check_schema(dataset: Any, unit: _Unit, where: str) -> None:
                 f"{where}: {unit.path!r} has column {field.name!r} ({field.type}) that the first file "
                 f"{dataset.files[0]!r} does not have; every file must have the same schema ({expected.names})"
             )
-        if not expected.field(index).type.equals(field.type):
+        if not expected.field(index).type.equals(field.type) and str(field.type) != "null":
             raise FileSourceError(
                 f"{where}: {unit.path!r} has column {field.name!r} of type {field.type}, but the first file "
                 f"{dataset.files[0]!r} has {expected.field(index).type}; every file must have the same schema"
@@ -444,6 +452,8 @@ class _FileReader:
     def _read(self, unit: _Unit) -> Iterator[Any]:
         """The unit's batches, each checked whole: a string that is not UTF-8 (which pyarrow's JSON and Parquet
         readers pass on) is refused here, not later as a ``UnicodeDecodeError`` or by a downstream operator."""
+        if unit.fragment is None:  # a blank file: no rows
+            return
         try:
             for batch in unit.fragment.to_batches(schema=self.dataset.schema, batch_size=self.batch_rows):
                 batch.validate(full=True)

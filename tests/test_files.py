@@ -423,3 +423,50 @@ def test_a_path_that_is_no_file_or_directory_says_what_it_is(tmp_path, kind):
             collect(target, workers=workers, format="csv")
         cause = root_cause(failure.value)
         assert isinstance(cause, FileSourceError) and expected in str(cause), str(cause)
+
+
+def write_epoch_files(directory: Path, format: str, epochs: list[list[dict]]) -> None:
+    """One file per epoch, as a producer writes them: an epoch without records is a CSV header or an empty file."""
+    import pyarrow.csv as pcsv
+
+    directory.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("user", pa.string()), ("plan", pa.string()), ("ts", pa.int64())])
+    for epoch, rows in enumerate(epochs):
+        path = directory / f"clicks-{epoch:02d}.{format}"
+        if format == "jsonl":
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        elif format == "csv":  # pyarrow writes a header only for no rows, and an empty field for a null
+            pcsv.write_csv(pa.Table.from_pylist(rows, schema=schema), path)
+        else:  # each file typed by its own rows, as pandas or from_pylist without a schema writes it
+            pq.write_table(pa.Table.from_pylist(rows) if rows else pa.Table.from_pylist([], schema=schema), path)
+
+
+NULL_EPOCHS = [
+    [],  # the first epoch has no records: no types at all in a CSV or JSON Lines file
+    [{"user": "ann", "plan": None, "ts": 1}],  # no plan in this file: the column's type is null
+    [{"user": "bob", "plan": "pro", "ts": 2}, {"user": "ann", "plan": None, "ts": 2}],
+    [],
+    [{"user": "cy", "plan": "free", "ts": 4}],
+]
+
+
+@pytest.mark.parametrize("format", ["csv", "jsonl", "parquet"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_epochs_without_records_and_columns_of_only_nulls_are_read(tmp_path, format, workers):
+    """A CSV file with a header and no rows, a JSON Lines file with no lines, and a file whose column holds only nulls
+    (Arrow's null type) were refused: 'has column 'user' of type string, but the first file has null', or pyarrow's
+    'Empty JSON stream'. A null column takes the type the column has in the other files."""
+    write_epoch_files(tmp_path / "in", format, NULL_EPOCHS)
+    got = sorted(((time, record) for _, time, record in collect(tmp_path / "in", workers, format=format)), key=repr)
+    expected = [(epoch, row) for epoch, rows in enumerate(NULL_EPOCHS) for row in rows]
+    if format == "csv":  # a CSV field holds no null string: an empty field reads back as ""
+        expected = [(epoch, {**row, "plan": row["plan"] or ""}) for epoch, row in expected]
+    assert got == sorted(expected, key=repr)
+
+
+def test_empty_json_lines_files_are_counted_as_no_rows_and_times_come_from_a_column_typed_later(tmp_path):
+    write_epoch_files(tmp_path / "in", "jsonl", NULL_EPOCHS)
+    by_column = collect(tmp_path / "in", 2, format="jsonl", time_column="ts")
+    assert sorted((time, r["user"]) for _, time, r in by_column) == [(1, "ann"), (2, "ann"), (2, "bob"), (4, "cy")]
+    by_rows = collect(tmp_path / "in", 2, format="jsonl", rows_per_epoch=2)
+    assert sorted((time, r["user"]) for _, time, r in by_rows) == [(0, "ann"), (0, "bob"), (1, "ann"), (1, "cy")]
