@@ -64,6 +64,7 @@ def write_files(
     columns: Sequence[str] | None = None,
     partition: str = "epoch",
     overwrite: bool = False,
+    schema: pa.Schema | None = None,
     name: str = "WriteFiles",
 ) -> Stream:
     """Write ``stream`` as one file per epoch and worker, ``directory/PARTITION=T/part-WWWWW.EXT``.
@@ -75,7 +76,11 @@ def write_files(
     ``pyarrow.dataset.dataset(directory, partitioning="hive")``, which adds the
     column ``partition``, so a record field of that name is refused.  A
     directory that already holds epochs or a staging directory is refused unless
-    ``overwrite=True``.  Returns a stream with the committed directory's path at
+    ``overwrite=True``.  Without ``schema`` each part's column types are those
+    of its own records (a field that is ``None`` in every record of a part has
+    Arrow's ``null`` type there); with a ``pyarrow.Schema`` every part is written
+    with exactly its columns and types, and records that do not fit it are
+    refused.  Returns a stream with the committed directory's path at
     each committed time (probe it to know an epoch is visible).
     """
     pa = pyarrow_module()
@@ -83,6 +88,13 @@ def write_files(
     root = Path(directory)
     where = f"file sink {name!r} in scope {'/'.join(stream.scope.path)} on worker {stream.scope.index}"
     _check_partition(partition, columns, where)
+    if schema is not None and not isinstance(schema, pa.Schema):
+        raise ConfigurationError(f"{where}: schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    if schema is not None and partition in schema.names:
+        raise ConfigurationError(
+            f"{where}: the schema has a field {partition!r}, the column a hive reader adds from the directory "
+            f"names ({partition}=T); rename that field or pass partition='another_name'"
+        )
     worker = stream.scope.index
     registry = registry_of(stream.scope)
     if registry is None:
@@ -96,6 +108,8 @@ def write_files(
 
     def write(time: Any, batches: list[Any]) -> Report | None:
         table = _table(pa, batches, columns, where, time)
+        if schema is not None and table.num_columns:
+            table = _conform(table, schema, where, time)
         if not table.num_columns:
             return None
         if partition in table.column_names:
@@ -293,6 +307,24 @@ def _table(pa: Any, batches: list[Any], columns: Sequence[str] | None, where: st
         raise
     except Exception as error:
         raise FileSinkError(f"{where}: at time {time!r} the records do not form one table: {error}") from error
+
+
+def _conform(table: Any, schema: Any, where: str, time: Any) -> Any:
+    """``table`` with exactly the columns of ``schema``, in its order and types, or a :class:`FileSinkError`."""
+    missing = [name for name in schema.names if name not in table.column_names]
+    extra = [name for name in table.column_names if name not in schema.names]
+    if missing or extra:
+        raise FileSinkError(
+            f"{where}: at time {time!r} the records' fields {table.column_names} are not the schema's "
+            f"{schema.names} (missing {missing}, not in the schema {extra}); send records with the schema's fields"
+        )
+    try:
+        return table.select(schema.names).cast(schema)
+    except Exception as error:
+        found = ", ".join(f"{field.name}: {field.type}" for field in table.schema)
+        raise FileSinkError(
+            f"{where}: at time {time!r} the records do not fit the schema (theirs is {found}): {error}"
+        ) from error
 
 
 def _write_atomically(table: Any, target: Path, format: str, where: str) -> None:

@@ -248,6 +248,30 @@ def test_the_sink_writes_tuples_with_named_columns_as_csv_and_json_lines(tmp_pat
     assert (tmp_path / "json" / "epoch=0" / "part-00000.jsonl").read_text() == '{"n": 1, "s": "a"}\n'
 
 
+# a left join's output: in epoch 0 no click has a plan, so a part inferred from its records has a null column 'plan'
+JOINED = [[{"user": "ann", "plan": None}, {"user": "bob", "plan": None}], [{"user": "ann", "plan": "pro"}]]
+JOINED_SCHEMA = pa.schema([("user", pa.string()), ("plan", pa.string())])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_sink_writes_every_part_with_the_given_schema(tmp_path, workers):
+    run_sink(tmp_path / "out", JOINED, workers=workers, schema=JOINED_SCHEMA)
+    parts = sorted((tmp_path / "out").glob("epoch=*/*.parquet"))
+    assert parts and all(pq.read_schema(part) == JOINED_SCHEMA for part in parts)
+    table = ds.dataset(tmp_path / "out", partitioning="hive").to_table()
+    rows = sorted(zip(table["epoch"].to_pylist(), table["user"].to_pylist(), table["plan"].to_pylist(), strict=True))
+    assert rows == [(0, "ann", None), (0, "bob", None), (1, "ann", "pro")]
+
+
+def test_records_that_do_not_fit_the_sinks_schema_are_refused_naming_the_time(tmp_path):
+    with pytest.raises(WorkerFailed, match=r"at time 1 the records' fields \['user', 'plan', 'age'\].*missing \[\]"):
+        run_sink(tmp_path / "a", [[], [{"user": "ann", "plan": "pro", "age": 3}]], workers=1, schema=JOINED_SCHEMA)
+    with pytest.raises(WorkerFailed, match="at time 0 the records do not fit the schema"):
+        run_sink(tmp_path / "b", [[{"user": "ann", "plan": ["pro"]}]], workers=1, schema=JOINED_SCHEMA)
+    with pytest.raises(WorkerFailed, match="the schema has a field 'epoch'"):
+        run_sink(tmp_path / "c", [[]], workers=1, schema=pa.schema([("epoch", pa.int64())]))
+
+
 def test_a_file_source_feeds_a_file_sink_end_to_end(tmp_path):
     everything = make_parquet(tmp_path / "in", files=3)
 
