@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 from scopes.bursts import BURST
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
-from scopes.errors import BuildError, ScopeBoundaryError
+from scopes.errors import BuildError, ScopeBoundaryError, SummaryError
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
 from scopes.ports import OutputPort
 from scopes.progress.antichain import Antichain
-from scopes.progress.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType
+from scopes.progress.timestamp import IntegerSummary, IntegerType, PathSummary, ProductType, fits
 from scopes.state_registry import refuse_later_times_under_checkpoints
 
 __all__ = ["LoopHandle", "loop_variable"]
@@ -53,6 +53,12 @@ def loop_variable(scope: ScopeCore[S], summary: int | PathSummary = 1, name: str
         resolved = summary
     else:
         raise BuildError(f"loop_variable in scope '{scope.name}': {summary!r} is not a summary")
+    if not fits(resolved, timestamp_type.identity()):
+        raise SummaryError(
+            f"loop_variable '{name}' in scope {_label(scope)}: summary {resolved!r} does not fit the scope's "
+            f"{timestamp_type!r} timestamps; give an int (the loop counter's step), or a summary shaped like "
+            f"{timestamp_type.identity()!r}"
+        )
     if not resolved.advances():
         raise BuildError(
             f"loop_variable '{name}' in scope '{scope.name}': summary {resolved!r} does not "

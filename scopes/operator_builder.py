@@ -136,7 +136,7 @@ class OperatorBuilder(Generic[S_co]):
             len(self.inputs),
             len(self.outputs),
             scope.timestamp_type.identity(),
-            f"operator '{self.name}'",
+            f"operator '{self.name}' in scope {' > '.join(repr(part) for part in scope.path)}",
         )
         operator = operator_class(
             self.name,

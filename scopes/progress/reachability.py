@@ -94,7 +94,7 @@ def connectivity_from(spec: SummarySpec, inputs: int, outputs: int, identity: Pa
             chain = table[i].get(o)
             if chain is None:
                 chain = table[i][o] = Antichain()
-            chain.insert(checked(s, f"{where} input {i} -> output {o}"))
+            chain.insert(checked(s, f"{where} input {i} -> output {o}", identity))
 
     if isinstance(spec, Mapping):
         items: Any = spec.items()  # Any: the compiled build must not check the key's type before we do

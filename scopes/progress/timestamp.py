@@ -282,8 +282,17 @@ class CheckedSummary(PathSummary):
 _BUILTIN_SUMMARIES = (IntegerSummary, ProductSummary, CheckedSummary)
 
 
-def checked(summary: PathSummary, where: str = "") -> PathSummary:
-    """Return ``summary``, wrapped in a :class:`CheckedSummary` if it is user-defined."""
+def checked(summary: PathSummary, where: str = "", identity: PathSummary | None = None) -> PathSummary:
+    """Return ``summary``, wrapped in a :class:`CheckedSummary` if it is user-defined.
+
+    With ``identity`` (the identity summary of the scope's times), a summary that does not
+    :func:`fit <fits>` those times is refused.
+    """
+    if identity is not None and not fits(summary, identity):
+        raise SummaryError(
+            f"{where}: summary {summary!r} does not fit this scope's timestamps, whose identity summary is "
+            f"{identity!r}: give a summary of that shape"
+        )
     if isinstance(summary, _BUILTIN_SUMMARIES):
         return summary
     if not isinstance(summary, PathSummary):
@@ -292,6 +301,23 @@ def checked(summary: PathSummary, where: str = "") -> PathSummary:
             "subclass scopes.PathSummary and implement results_in, followed_by, less_equal, advances"
         )
     return CheckedSummary(summary, where)
+
+
+def fits(summary: Any, identity: PathSummary) -> bool:
+    """Whether ``summary`` can summarize paths between the times whose identity summary is ``identity``.
+
+    Only the built-in summaries are told apart: an :class:`IntegerSummary` where times are
+    :class:`Product`, or a :class:`ProductSummary` nested to another depth than the times, does not fit
+    (it would fail when composed, or move a time into garbage, only once progress reached it).  Anything
+    else fits: a user-defined summary, or any summary of a user-defined timestamp type, is its author's.
+    """
+    if isinstance(summary, ProductSummary):
+        if isinstance(identity, ProductSummary):
+            return fits(summary.outer, identity.outer) and fits(summary.inner, identity.inner)
+        return not isinstance(identity, IntegerSummary)
+    if isinstance(summary, IntegerSummary):
+        return not isinstance(identity, ProductSummary)
+    return True
 
 
 class TimestampType(ABC):

@@ -1,0 +1,81 @@
+"""Iterative programs that misuse loops, for tests that run them on 1 worker, 2 threads and 2 processes.
+
+Top-level functions, so that ``execute(main, processes=2)`` can import them in
+every process.  Each builds its dataflow, returns the text of the build-time
+refusal it expects, and otherwise runs the dataflow to the end (returning ``None``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scopes import IntegerSummary, Pipeline, ProductSummary
+from scopes.errors import SummaryError
+
+
+def _pass_through(capability: Any, info: Any) -> Any:
+    """A generic operator's constructor: drop the initial capability, pass every batch on at its time."""
+    capability.drop()
+
+    def logic(input: Any, output: Any) -> None:
+        for ref, batch in input:
+            output.session(ref).give_batch(list(batch))
+
+    return logic
+
+
+def _operator_at_top(scope: Any, numbers: Any) -> Any:
+    """A top-level operator (integer times) declaring a summary for product times."""
+    summary = ProductSummary(IntegerSummary(1), IntegerSummary(0))
+    return numbers.unary(Pipeline, "Shifted", _pass_through, summary=[[[summary]]])
+
+
+def _operator_in_loop(scope: Any, numbers: Any) -> Any:
+    """An operator in a loop (product times) declaring an integer summary."""
+
+    def body(inner: Any) -> Any:
+        loop, feedback = inner.loop_variable(1, name="Again")
+        state = numbers.enter(inner).concat(feedback)
+        shifted = state.unary(Pipeline, "Shifted", _pass_through, summary=[[[IntegerSummary(0)]]])
+        shifted.filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(loop)
+        return shifted.leave()
+
+    return scope.iterative(body, name="Rounds")
+
+
+def _loop_in_loop(scope: Any, numbers: Any) -> Any:
+    """A loop variable two scopes deep given the summary of a loop one scope deep."""
+
+    def inner_body(inner: Any) -> Any:
+        loop, feedback = inner.loop_variable(ProductSummary(IntegerSummary(0), IntegerSummary(1)), name="Again")
+        state = numbers.enter(inner).concat(feedback)
+        state.filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(loop)
+        return state.leave()
+
+    return scope.iterative(lambda outer: outer.iterative(inner_body, name="Rounds").leave(), name="Outer")
+
+
+WRONG_SUMMARIES = {
+    "operator at top": _operator_at_top,
+    "operator in loop": _operator_in_loop,
+    "loop in loop": _loop_in_loop,
+}
+"""Builders whose summary does not fit their scope's timestamps, by name."""
+
+
+def wrong_summary(worker: Any, case: str) -> str | None:
+    """Build ``WRONG_SUMMARIES[case]``: the refusal's text, or ``None`` after running the dataflow to the end."""
+
+    def build(scope: Any) -> Any:
+        handle, numbers = scope.new_input("Numbers")
+        return handle, WRONG_SUMMARIES[case](scope, numbers).probe()
+
+    try:
+        handle, probe = worker.dataflow(build)
+    except SummaryError as error:
+        return str(error)
+    if worker.index == 0:
+        handle.send_batch([0, 1])
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return None
