@@ -132,7 +132,7 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
             for stamp, count in tracker.tracked.get(here, {}).items():
                 if count <= 0 or not time_less_equal(model.project(stamp, scope, bound_scope), bound):
                     continue
-                if view.local_mode:
+                if view.local_mode and not _scope_output(model, here):
                     retired = count - max(_global_count(model, holders, here, stamp), 0)
                     if retired > 0 and here[1] != 0:
                         found.append(_unheard(model, here, stamp, retired, _path(parents, entry), worker))
@@ -206,6 +206,20 @@ def _across_boundary(model: Model, tracker: View, loc: Loc, bound_scope: Any, bo
     far_scope = far[0] if len(far[0]) < len(bound_scope) else bound_scope
     far_bound = model.project(bound, bound_scope, far_scope) if far_scope != bound_scope else bound
     return not _reachable(model, tracker, far, far_scope, far_bound)
+
+
+def _scope_output(model: Model, loc: Loc) -> bool:
+    """Whether ``loc`` is a nested scope's output seen from its parent.
+
+    Each worker's tracker counts there its own copy of the scope's summary of what holds the scope's
+    outputs back, which no worker originates or sends to the others: the count is no progress anyone has
+    yet to hear, and the walk goes on inside the scope to what holds it.
+    """
+    scope, node, _, is_source = loc
+    if not is_source or node == 0:
+        return False
+    op = model.operators.get(scope + (node,))
+    return op is not None and op.is_scope
 
 
 def _boundary(model: Model, loc: Loc, stamp: Any, path: list[Loc], worker: int) -> Blocker:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopes import IntegerSummary, Pipeline, ProductSummary
+from scopes import Exchange, IntegerSummary, Pipeline, ProductSummary
 from scopes.errors import SummaryError
 
 
@@ -79,3 +79,45 @@ def wrong_summary(worker: Any, case: str) -> str | None:
     handle.close()
     worker.step_while(lambda: not probe.done())
     return None
+
+
+def _hold_the_first(capability: Any, info: Any) -> Any:
+    """A generic operator's constructor that retains the capability of the first batch it reads and never drops it."""
+    capability.drop()
+    held: list[Any] = []
+
+    def logic(input: Any, output: Any) -> None:
+        for ref, batch in input:
+            if not held:
+                held.append(ref.retain())
+            output.session(ref).give_batch(list(batch))
+
+    return logic
+
+
+def held_in_nested_loop(worker: Any) -> None:
+    """A loop in a loop whose operator 'Holder' keeps a capability for ever: the probe after it never completes.
+
+    Worker 0 sends 0 and 1, exchanged by value, so every worker's 'Holder' holds one; the inputs are
+    closed, and ``main`` waits on the probe (fails with ``stall_timeout``).
+    """
+
+    def inner_body(inner: Any, numbers: Any) -> Any:
+        loop, feedback = inner.loop_variable(1, name="Again")
+        held = numbers.enter(inner).concat(feedback).unary(Exchange(lambda n: n), "Holder", _hold_the_first)
+        held.filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(loop)
+        return held.leave()
+
+    def outer_body(outer: Any, numbers: Any) -> Any:
+        entered = numbers.enter(outer)
+        return outer.iterative(lambda inner: inner_body(inner, entered), name="Inner").leave()
+
+    def build(scope: Any) -> Any:
+        handle, numbers = scope.new_input("Numbers")
+        return handle, scope.iterative(lambda outer: outer_body(outer, numbers), name="Outer").probe()
+
+    handle, probe = worker.dataflow(build)
+    if worker.index == 0:
+        handle.send_batch([0, 1])
+    handle.close()
+    worker.step_while(lambda: not probe.done())
