@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 
 from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import StreamCore
+from scopes.errors import TimestampError
 from scopes.handles import OperatorInput
 from scopes.operator import Operator
 from scopes.operator_builder import OperatorBuilder
@@ -48,12 +49,32 @@ class ProbeHandle:
     def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
         self.reads += 1
-        return self._frontier.less_than(time)
+        try:
+            return self._frontier.less_than(time)
+        except TypeError as error:
+            raise self._not_a_time(time, "less_than", error) from error
 
     def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
         self.reads += 1
-        return self._frontier.less_equal(time)
+        try:
+            return self._frontier.less_equal(time)
+        except TypeError as error:
+            raise self._not_a_time(time, "less_equal", error) from error
+
+    def _not_a_time(self, time: Any, method: str, error: TypeError) -> Exception:
+        """The error for ``method(time)`` failing with ``error``: a :class:`TimestampError` when ``time`` is of
+        another type than the probed scope's times (a loop's probe asked about an epoch, say), else ``error``."""
+        probe = self.operators[0] if self.operators else None
+        if probe is None or probe.timestamp_type.contains(time):
+            return error
+        scope = " > ".join(repr(name) for name in probe.scope_path)
+        times = probe.timestamp_type
+        return TimestampError(
+            f"probe '{probe.name}' (scope {scope}, address {probe.address}) on worker {probe.worker_index}: "
+            f"{method}({time!r}): the probed stream's times are {times.name} timestamps (the least is "
+            f"{times.minimum()!r}) and {time!r} is not one; ask about a time of the probed stream's scope"
+        )
 
     def done(self) -> bool:
         """Whether no time at all may appear any more."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scopes import Exchange, IntegerSummary, Pipeline, ProductSummary
+from scopes import Exchange, IntegerSummary, Pipeline, Product, ProductSummary
 from scopes.errors import SummaryError
 
 
@@ -121,3 +121,30 @@ def held_in_nested_loop(worker: Any) -> None:
         handle.send_batch([0, 1])
     handle.close()
     worker.step_while(lambda: not probe.done())
+
+
+def probe_asked_of_another_time(worker: Any, inside: bool) -> None:
+    """Wait on a probe with a time of another type than its stream's: an epoch for a probe inside a loop
+    (``inside``), else a loop's time for a probe after it."""
+    probes: list[Any] = []
+
+    def body(inner: Any, numbers: Any) -> Any:
+        loop, feedback = inner.loop_variable(1, name="Again")
+        state = numbers.enter(inner).concat(feedback)
+        if inside:
+            probes.append(state.probe(name="InnerProbe"))
+        state.filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(loop)
+        return state.leave()
+
+    def build(scope: Any) -> Any:
+        handle, numbers = scope.new_input("Numbers")
+        out = scope.iterative(lambda inner: body(inner, numbers), name="Rounds")
+        if not inside:
+            probes.append(out.probe(name="OuterProbe"))
+        return handle
+
+    handle = worker.dataflow(build)
+    handle.send_batch([worker.index])
+    handle.advance_to(1)
+    time = 1 if inside else Product(1, 0)
+    worker.step_while(lambda: probes[0].less_than(time))
