@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from scopes.batches import Batch
 from scopes.callsite import user_site
 from scopes.channel_protocols import Activator, Pusher
-from scopes.core import ScopeCore, StreamCore
+from scopes.core import ScopeCore, StreamCore, describe_stream
 from scopes.errors import BuildError, ScopeBoundaryError
 from scopes.local_channels import Tee
 from scopes.progress.location import Source, Target
@@ -127,9 +127,16 @@ def _enter(stream: S, scope: ScopeCore[S]) -> S:
         )
     if parent is not stream.scope:
         if not is_ancestor(stream.scope, parent):
+            if _root(stream.scope) is _root(scope):  # a scope beside this one, whose body has returned
+                raise ScopeBoundaryError(
+                    f"{describe_stream(stream)} cannot enter scope {_path(scope)} (address {scope.address}): it is "
+                    f"in scope {_path(stream.scope)} (address {stream.scope.address}), whose body has already "
+                    "returned; take it out with stream.leave() (return stream.leave() from that body) and enter "
+                    "the stream leave() returns"
+                )
             raise BuildError(
-                f"cannot enter stream '{stream.name}' from scope '{stream.scope.name}' into "
-                f"scope '{scope.name}', which is not nested inside it"
+                f"cannot enter stream '{stream.name}' from scope {_path(stream.scope)} into "
+                f"scope {_path(scope)}, which is not nested inside it"
             )
         return _enter(_enter(stream, parent), scope)
     port, entrance, inner_tee = scope_input(scope.subgraph)
@@ -161,3 +168,15 @@ def is_ancestor(ancestor: ScopeCore[StreamCore], scope: ScopeCore[StreamCore] | 
             return True
         scope = scope.parent
     return False
+
+
+def _root(scope: ScopeCore[StreamCore]) -> ScopeCore[StreamCore]:
+    """The top-level scope of ``scope``'s dataflow."""
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope
+
+
+def _path(scope: ScopeCore[StreamCore]) -> str:
+    """``scope``'s path of names, for messages."""
+    return " > ".join(repr(part) for part in scope.path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scopes import Exchange, IntegerSummary, Pipeline, Product, ProductSummary
-from scopes.errors import SummaryError
+from scopes.errors import ScopeBoundaryError, SummaryError
 
 
 def _pass_through(capability: Any, info: Any) -> Any:
@@ -148,3 +148,28 @@ def probe_asked_of_another_time(worker: Any, inside: bool) -> None:
     handle.advance_to(1)
     time = 1 if inside else Product(1, 0)
     worker.step_while(lambda: probes[0].less_than(time))
+
+
+def entered_from_a_sibling(worker: Any) -> str | None:
+    """A stream of one loop, never taken out of it, entered into a second loop beside it: the refusal's text."""
+    kept: list[Any] = []
+
+    def first(inner: Any, numbers: Any) -> Any:
+        loop, feedback = inner.loop_variable(1, name="Again")
+        state = numbers.enter(inner).concat(feedback, name="State")
+        state.filter(lambda n: n < 3).map(lambda n: n + 1).connect_loop(loop)
+        kept.append(state)
+        return state.leave()
+
+    def build(scope: Any) -> Any:
+        handle, numbers = scope.new_input("Numbers")
+        scope.iterative(lambda inner: first(inner, numbers))
+        return handle, scope.iterative(lambda inner: kept[0].enter(inner).leave()).probe()
+
+    try:
+        handle, probe = worker.dataflow(build)
+    except ScopeBoundaryError as error:
+        return str(error)
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+    return None
