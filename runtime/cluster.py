@@ -17,15 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from runtime.cluster_member import LOG_VARIABLE, run_process
+from runtime.cluster_member import run_process
 from runtime.communication.tcp import Endpoint, read_hostfile
 from runtime.communication.tls import tls_config
+from runtime.environment_observers import LOG_VARIABLE
 from runtime.errors import ConfigurationError
 from runtime.execute import execute
-from runtime.instrument import configure_from, logging_active, stop_logging
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
 from runtime.main_guard import refuse_while_importing_main
-from runtime.metrics import METRICS_VARIABLE, parse_address, serve_from_environment
+from runtime.metrics import METRICS_VARIABLE, parse_address
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -156,16 +156,8 @@ def execute_from_args(
     if config.metrics is not None:
         parse_address(config.metrics)  # a malformed address fails here, before any process starts
         os.environ[METRICS_VARIABLE] = config.metrics
-    if config.processes == 1:
-        configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE))
-        metrics = serve_from_environment()
-        try:
-            return execute(main, workers=config.workers, stall_timeout=stall_timeout)
-        finally:
-            if metrics is not None:
-                metrics.close()
-            if configured is not None:
-                stop_logging()
+    if config.processes == 1:  # execute turns on what --log and --metrics asked for (the variables above)
+        return execute(main, workers=config.workers, stall_timeout=stall_timeout)
     tls = tls_config(*config.tls) if config.tls is not None else None  # bad files fail here, before any process
     if config.process is None:
         return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)

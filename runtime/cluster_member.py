@@ -31,18 +31,14 @@ from runtime.communication.shm_transport import ShmTransport
 from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
+from runtime.environment_observers import observers_from_environment
 from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.execute import run_workers
-from runtime.instrument import configure_from, logging_active, stop_logging
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
-from runtime.metrics import serve_from_environment
 from runtime.worker import Worker
 
 R = TypeVar("R")
-
-LOG_VARIABLE = "PYTIMELY_LOG"
-"""The environment variable that turns instrumentation on, as ``--log`` does (see :mod:`runtime.instrument`)."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -71,17 +67,10 @@ def run_process(
     vanished, :class:`~runtime.communication.tcp.ClusterError` when the cluster cannot form.
     """
     processes = len(endpoints)
-    configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)
-    metrics = serve_from_environment(process)
-    try:
+    with observers_from_environment(process, processes):
         return _run_process(
             main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric, tls
         )
-    finally:
-        if metrics is not None:
-            metrics.close()
-        if configured is not None:
-            stop_logging()
 
 
 def _run_process(

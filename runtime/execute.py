@@ -19,6 +19,7 @@ from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.communication.fabric import ThreadFabric
 from runtime.core_governor import counters_readable, start_governor
+from runtime.environment_observers import observers_from_environment
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
@@ -80,7 +81,8 @@ def execute(
     if stall_timeout is not None and not stall_timeout > 0:
         raise ConfigurationError(f"execute needs stall_timeout > 0 or None, got {stall_timeout!r}")
     fabric = ThreadFabric(workers)
-    return run_workers(main, fabric.communicators(), stall_timeout, audit=audit, one_core=True)
+    with observers_from_environment():
+        return run_workers(main, fabric.communicators(), stall_timeout, audit=audit, one_core=True)
 
 
 def run_workers(

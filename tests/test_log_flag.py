@@ -1,14 +1,20 @@
-"""``--log`` and ``PYTIMELY_LOG`` turn instrumentation on for programs started through ``execute_from_args``."""
+"""``--log`` and ``PYTIMELY_LOG`` turn instrumentation on (and ``PYTIMELY_METRICS`` the endpoint) for programs started
+through ``execute_from_args``, ``execute`` on threads, or ``execute`` on processes."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
-from runtime import execute_from_args
-from runtime.instrument import read_events
+from helpers import eventually
+from helpers.ports import free_port
+
+from runtime import execute, execute_from_args
+from runtime.instrument import MemorySink, add_sink, logging_active, read_events, remove_sink
+from runtime.metrics import current_state
 from runtime.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,3 +60,49 @@ def test_the_environment_variable_reaches_every_process_of_a_local_cluster(tmp_p
     assert files == ["cluster.0.msgpack", "cluster.1.msgpack"], files
     for name in files:
         assert read_events(tmp_path / name), name
+
+
+def test_the_environment_variable_records_worker_threads_of_plain_execute(tmp_path: Path, monkeypatch) -> None:
+    """Found by a user-level audit: ``PYTIMELY_LOG`` was read by the processes of ``execute(..., processes=2)``
+    and by ``execute_from_args``, but not by ``execute(main, workers=2)``, which recorded nothing, silently."""
+    path = tmp_path / "threads.msgpack"
+    monkeypatch.setenv("PYTIMELY_LOG", str(path))
+    assert sum(execute(count_main, workers=2)) == 10
+    kinds = {type(event).__name__ for event in read_events(path)}
+    assert any("Input" in kind for kind in kinds), kinds
+    assert not logging_active()  # execute turned it off again
+
+
+def test_plain_execute_leaves_a_recording_already_on_as_it_is(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTIMELY_LOG", str(tmp_path / "ignored.msgpack"))
+    sink = MemorySink()
+    pipeline = add_sink(sink)
+    try:
+        assert sum(execute(count_main, workers=2)) == 10
+        assert logging_active()
+    finally:
+        remove_sink(pipeline, sink)
+    assert sink.raw
+    assert not (tmp_path / "ignored.msgpack").exists()
+
+
+def test_the_metrics_variable_serves_worker_threads_of_plain_execute(monkeypatch) -> None:
+    """``PYTIMELY_METRICS`` likewise: plain ``execute`` on threads served nothing."""
+    port = free_port()
+    monkeypatch.setenv("PYTIMELY_METRICS", f"127.0.0.1:{port}")
+    scraped: list[str] = []
+
+    def scraping_main(worker: Worker) -> int:
+        counted = count_main(worker)
+        if worker.index == 0:  # the events reach the endpoint through the shipper's thread: scrape until they have
+
+            def counted_in() -> str | None:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+                return text if "pytimely_operator_records_in_total{" in text else None
+
+            scraped.append(eventually(counted_in, what="the run's records on the endpoint"))
+        return counted
+
+    assert sum(execute(scraping_main, workers=2)) == 10
+    assert 'operator="numbers"' in scraped[0], scraped[0][:2000]
+    assert current_state() is None  # the endpoint went away with the run

@@ -1,0 +1,46 @@
+"""The observers the environment asks for: ``PYTIMELY_LOG`` (a recording or a live viewer) and ``PYTIMELY_METRICS``.
+
+Every way of running workers turns them on the same way, for as long as its
+workers run: :func:`~runtime.execute.execute` in this process (worker threads),
+each process that :func:`~runtime.launcher.execute_processes` or a cluster
+starts (:mod:`runtime.cluster_member`), and the flags of
+:func:`~runtime.cluster.execute_from_args` (``--log`` and ``--metrics`` set the
+variables).  A recording or an endpoint that is already on in this process
+(``viz tui --`` turns logging on first; a program may call
+:func:`~runtime.metrics.serve_metrics` itself) is left as it is, and left on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from runtime.instrument import configure_from, logging_active, stop_logging
+from runtime.metrics import current_state, serve_from_environment
+
+LOG_VARIABLE = "PYTIMELY_LOG"
+"""The environment variable that turns instrumentation on, as ``--log`` does (see :mod:`runtime.instrument`)."""
+
+
+@contextmanager
+def observers_from_environment(process: int = 0, processes: int = 1) -> Iterator[None]:
+    """Record (``PYTIMELY_LOG``) and serve metrics (``PYTIMELY_METRICS``) as the environment asks while the block runs,
+    as process ``process`` of ``processes``; turn off, afterwards, only what this call turned on.
+
+    A malformed value is a :class:`~runtime.errors.ConfigurationError` before the block runs.
+    """
+    configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)
+    try:
+        metrics = None if current_state() is not None else serve_from_environment(process)
+    except BaseException:
+        if configured is not None:
+            stop_logging()
+        raise
+    try:
+        yield
+    finally:
+        if metrics is not None:
+            metrics.close()
+        if configured is not None:
+            stop_logging()
