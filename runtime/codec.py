@@ -76,6 +76,7 @@ from runtime.communication.arraycodec import (
     split_ndarray,
 )
 from runtime.errors import DecodeError, EncodingError
+from scopes.progress.antichain import Antichain
 from scopes.progress.timestamp import Product
 
 EXT_PRODUCT = 1
@@ -647,11 +648,34 @@ def decode_columnar(kind: str, data: bytes | bytearray | memoryview) -> Any:
     raise ColumnarDecodeError(f"unknown columnar kind {kind!r}")
 
 
+# ---------------------------------------------------------------------- built-in codecs
+
+MAX_ANTICHAIN = 1024
+"""The most elements an :class:`~scopes.progress.antichain.Antichain` decoded from the wire may have: building one
+compares every pair, so the bound bounds the work a hostile value can ask for (frontiers hold a handful)."""
+
+
+def _antichain_elements(chain: Antichain[Any]) -> list[Any]:
+    return list(chain.elements)
+
+
+def _antichain_of(elements: Any) -> Antichain[Any]:
+    if elements.__class__ is not list or len(elements) > MAX_ANTICHAIN:
+        raise DecodeError(f"an antichain on the wire must be a list of at most {MAX_ANTICHAIN} times")
+    return Antichain(elements)
+
+
+# A frontier (``probe.frontier()``, say) travels between processes as its elements: a worker's ``main`` may return
+# one from every process, as it may from every thread.
+register_codec(Antichain, _antichain_elements, _antichain_of, name="pytimely.Antichain")
+
+
 __all__ = [
     "CAPTURE",
     "Codec",
     "Dialect",
     "EncodingError",
+    "MAX_ANTICHAIN",
     "MAX_DEPTH",
     "MAX_SIZE",
     "PLAIN",
