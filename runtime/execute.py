@@ -265,9 +265,10 @@ def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerF
         scope = " / ".join(operator.scope_path) or "?"
         user = operator.__cause__
         what = f"{type(user).__name__}: {user}" if user is not None else str(operator)
+        built = "" if operator.site is None else f", built at {operator.site}"
         message = (
             f"worker {index} of {peers} failed in operator '{operator.operator}' "
-            f"(scope '{scope}', address {operator.address}) {operator.when}: {what}"
+            f"(scope '{scope}', address {operator.address}{built}) {operator.when}: {what}"
         )
     else:
         message = f"worker {index} of {peers} failed: {type(error).__name__}: {error}"

@@ -97,6 +97,7 @@ class OperatorFailed(ScopeError):
             was not processing a batch (for example, in a notification or a source).
         worker: the index of the worker the operator ran on.
         position: what a source was doing (the file or epoch it was reading), or ``None``.
+        site: where the user's code built the operator (``file:line``), or ``None`` when unknown.
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class OperatorFailed(ScopeError):
         time: object,
         worker: int,
         position: str | None = None,
+        site: str | None = None,
     ) -> None:
         super().__init__(message)
         self.operator = operator
@@ -116,6 +118,7 @@ class OperatorFailed(ScopeError):
         self.time = time
         self.worker = worker
         self.position = position
+        self.site = site
 
     @property
     def when(self) -> str:

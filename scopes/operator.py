@@ -101,6 +101,8 @@ class Operator(Operate):
         self.address: tuple[int, ...] = ()
         self.scope_path: tuple[str, ...] = ()
         self.worker_index = 0
+        self.site: str | None = None
+        """Where the user's code built the operator (``file:line``), when known: failures name it."""
         self._activate: Activator | None = None
         # Run-time state read by capabilities and failure reports.
         self.running = False
@@ -145,13 +147,14 @@ class Operator(Operate):
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
         position = self.info.position if self.info is not None else None
         position = None if position is None else str(position)
+        built = "" if self.site is None else f", built at {self.site}"
         message = (
-            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed "
+            f"operator '{self.name}' (address {self.address}, in scope {scope}{built}) failed "
             f"{describe_when(self.current_time, position)} on worker {self.worker_index}: "
             f"{type(error).__name__}: {error}"
         )
         return OperatorFailed(
-            message, self.name, self.address, self.scope_path, self.current_time, self.worker_index, position
+            message, self.name, self.address, self.scope_path, self.current_time, self.worker_index, position, self.site
         )
 
     @property

@@ -149,6 +149,7 @@ class OperatorBuilder(Generic[S_co]):
             **extra,
         )
         operator.locate(self.address, scope.path, scope.context.worker_index, self.activate)
+        operator.site = scope.subgraph.graph.child_sites.get(self.index)
         operator.info = self.info
         operator.set_logic(logic, handles or [])
         scope.subgraph.graph.set_child(self.index, operator)

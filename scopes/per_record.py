@@ -15,6 +15,7 @@ from itertools import chain as _itertools_chain
 from typing import Any, Generic, TypeVar
 
 from scopes.bursts import BURST, burst
+from scopes.callsite import user_site
 from scopes.capability import Capability
 from scopes.contracts import ChannelContract, Pipeline
 from scopes.core import Stage, StreamCore
@@ -213,11 +214,20 @@ class Chain(Generic[S]):
         if len(self.names) > 1:
             self.operator.name = f"{self.names[0]}+{len(self.names) - 1} fused"
             scope.subgraph.child_names[self.builder.index] = self.operator.name
+            self._add_site(user_site())
         Capability.initial(scope.timestamp_type.minimum(), output).drop()
         stream.chain = self
         stream.name = name
         self.last = stream
         return stream
+
+    def _add_site(self, site: str | None) -> None:
+        """Name a fused stage's line beside the chain's own: a failure names the lines of all its stages."""
+        sites = self.builder.scope.subgraph.graph.child_sites
+        first = sites.get(self.builder.index)
+        if site is None or first is None:
+            return
+        sites[self.builder.index] = self.operator.site = f"{first} and {site}"
 
     def _explain_type_error(self, error: TypeError) -> None:
         """If a ``flat_map`` function returned something not iterable, say so clearly.

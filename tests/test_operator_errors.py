@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import traceback
+from pathlib import Path
 
 import pytest
 
@@ -72,9 +73,11 @@ def test_failure_in_map_names_operator_address_scope_time_and_worker():
     assert operator_failed.address[0] == 0 and len(operator_failed.address) == 2
     assert operator_failed.time == 4 and operator_failed.worker == 0
     message = str(operator_failed)
+    built = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if 'name="Divide"' in text)
     assert message == (
-        f"operator 'Divide' (address {operator_failed.address}, in scope 'dataflow 0') failed at "
-        "time 4 on worker 0: ZeroDivisionError: integer division or modulo by zero"
+        f"operator 'Divide' (address {operator_failed.address}, in scope 'dataflow 0', built at "
+        f"test_operator_errors.py:{built}) failed at time 4 on worker 0: ZeroDivisionError: integer division or "
+        "modulo by zero"
     )
     # the user's own frame is in the chained traceback
     frames = traceback.extract_tb(root.__traceback__)
@@ -390,3 +393,29 @@ def test_builtins_without_a_signature_are_accepted():
 
     execute(main, stall_timeout=5)
     assert results == ["1", "2", "2"]
+
+
+def test_two_operators_of_one_name_are_told_apart_by_the_line_that_built_them_on_processes():
+    """Found by a user-level audit: a failure named the operator, its address and its scope, but not the line
+    that built it, which the stall errors name.  Two ``map``s run as one fused operator: it names both lines.  The
+    lines travel with the failure from another process too."""
+    with pytest.raises(WorkerFailed) as failed:
+        execute(two_maps_main, processes=2)
+    lines = Path(__file__).read_text().splitlines()
+    marks = ("plus_one = stream.map", "plus_one.map(")
+    first, second = (next(n for n, text in enumerate(lines, 1) if text.lstrip().startswith(mark)) for mark in marks)
+    assert "operator 'Map+1 fused'" in str(failed.value)
+    built = f"built at test_operator_errors.py:{first} and test_operator_errors.py:{second})"
+    assert built in str(failed.value), str(failed.value)
+
+
+def two_maps_main(worker):
+    def build(scope):
+        handle, stream = scope.new_input()
+        plus_one = stream.map(lambda x: x + 1)  # the first map
+        plus_one.map(lambda x: 1 // (x - 3)).probe()  # the second map, fused with the first
+        return handle
+
+    handle = worker.dataflow(build)
+    if worker.index == 1:
+        handle.send_batch([1, 2, 3])
