@@ -191,7 +191,7 @@ class ProcessFabric:
         """Processes the heartbeat thread found silent (each reported once)."""
         self._heart: threading.Thread | None = None
         self.lost: PeerLost | None = None
-        """The first connection this process lost, if any."""
+        """The connection whose loss stopped this process, if that was the first reason it stopped."""
         self.on_tick: Callable[[], None] | None = None
         """Called by the heartbeat thread at every beat (a child checks on its parent there)."""
         self.joined = False
@@ -356,18 +356,20 @@ class ProcessFabric:
                 self.mesh.send(process, frame([CREDIT, size]))
 
     def on_lost(self, error: PeerLost) -> None:
-        """A connection ended early: stop every worker here and tell the other processes."""
-        if self.lost is None:
-            self.lost = error
-        self.stop(Stop("lost", None, str(error)))
+        """A connection ended early: stop every worker here and tell the other processes.
+
+        :attr:`lost` is ``error`` only if it is the first reason to stop: a peer that relayed another's loss and
+        then closed its connection is not the process that was lost."""
+        self.stop(Stop("lost", None, str(error)), error)
 
     # ------------------------------------------------------------------ stopping
 
-    def _stop_locally(self, reason: Stop) -> bool:
+    def _stop_locally(self, reason: Stop, lost: PeerLost | None = None) -> bool:
         with self._changed:
             first = self.stop_reason is None
             if first:
                 self.stop_reason = reason
+                self.lost = lost
             self._changed.notify_all()
         for signal in self.signals:
             signal.wake()
@@ -376,9 +378,9 @@ class ProcessFabric:
             links.interrupt()
         return first
 
-    def stop(self, reason: Stop) -> None:
+    def stop(self, reason: Stop, lost: PeerLost | None = None) -> None:
         """Stop every worker here, and relay the reason to every other process (first reason wins)."""
-        if self._stop_locally(reason):
+        if self._stop_locally(reason, lost):
             data = frame([STOP, reason.kind, reason.worker, reason.detail])
             for process in range(self.processes):
                 if process != self.process:
