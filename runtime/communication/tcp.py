@@ -281,15 +281,20 @@ class Mesh:
         if self._listener is None and self.index < self.processes - 1:
             self._listener = self._bind(self.endpoints[self.index])
         accept_error: list[BaseException] = []
+        failed = threading.Event()  # either side failed: the other gives up at once instead of at the deadline
         acceptor = None
         if self.index < self.processes - 1:
             acceptor = threading.Thread(
-                target=self._accept_all, args=(deadline, accept_error), name="timely-accept", daemon=True
+                target=self._accept_all, args=(deadline, accept_error, failed), name="timely-accept", daemon=True
             )
             acceptor.start()
         try:
             for peer in range(self.index):
-                self._connect_to(peer, deadline)
+                if not failed.is_set():
+                    self._connect_to(peer, deadline, failed)
+        except BaseException:
+            failed.set()
+            raise
         finally:
             if acceptor is not None:
                 acceptor.join()
@@ -313,10 +318,10 @@ class Mesh:
         listener = socket.create_server((endpoint.host, endpoint.port), reuse_port=False, backlog=64)
         return listener
 
-    def _connect_to(self, peer: int, deadline: float) -> None:
+    def _connect_to(self, peer: int, deadline: float, failed: threading.Event) -> None:
         endpoint = self.endpoints[peer]
         last_error: BaseException | None = None
-        while True:
+        while not failed.is_set():  # set when accepting failed: connect raises that error
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ConnectTimeout(
@@ -405,11 +410,13 @@ class Mesh:
 
     # ------------------------------------------------------------------ accepting
 
-    def _accept_all(self, deadline: float, errors: list[BaseException]) -> None:
+    def _accept_all(self, deadline: float, errors: list[BaseException], failed: threading.Event) -> None:
         """Accept until every process ``j > index`` has joined: each connection handshakes on its own thread.
 
         A handshake's thread wakes the loop when it ends, so the mesh is complete
         as soon as the last peer is kept, not at the next timeout of ``accept``.
+        The loop ends within :data:`ACCEPT_POLL` once ``failed`` is set (connecting
+        failed), and sets it when accepting fails.
         """
         listener = self._listener
         assert listener is not None
@@ -433,7 +440,7 @@ class Mesh:
         try:
             while True:
                 with state:
-                    if errors or not expected - set(self._sockets):
+                    if errors or failed.is_set() or not expected - set(self._sockets):
                         break
                     for sock in [sock for sock, thread in pending.items() if not thread.is_alive()]:
                         del pending[sock]
@@ -469,6 +476,8 @@ class Mesh:
             with state:
                 errors.append(error)
         finally:
+            if errors:
+                failed.set()
             with state:
                 leftovers = [self._live(sock) for sock in pending if self._live(sock) not in self._sockets.values()]
             for sock in leftovers:  # unblocks their threads, which then end
