@@ -51,7 +51,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from runtime.errors import AuditViolation
+from runtime.errors import AuditViolation, ConfigurationError
 from scopes.progress.hooks import ProgressObserver
 from scopes.progress.order import Time, less_equal
 
@@ -62,9 +62,30 @@ AUDIT_VARIABLE = "PYTIMELY_AUDIT"
 """The environment variable that turns the audit on for every worker (``1``)."""
 
 
+AUDIT_ON = ("1", "true", "yes", "on")
+"""The values of :data:`AUDIT_VARIABLE` that turn the audit on (in any case)."""
+AUDIT_OFF = ("", "0", "false", "no", "off")
+"""The values of :data:`AUDIT_VARIABLE` that leave it off; any other is refused."""
+
+
+def audit_setting(text: str | None) -> bool:
+    """Whether ``text`` (the value of ``PYTIMELY_AUDIT``, ``None`` when unset) asks for the audit.
+
+    A value that is neither on nor off (``2``, ``enabled``) is a :class:`~runtime.errors.ConfigurationError`:
+    read as off, it would run without the checks the user asked for, and say nothing.
+    """
+    value = (text or "").strip().lower()
+    if value not in AUDIT_ON + AUDIT_OFF:
+        raise ConfigurationError(
+            f"{AUDIT_VARIABLE} must be 1 (or true, yes, on) to turn the progress audit on, or 0 (or false, no, "
+            f"off, or unset) to leave it off; got {text!r}"
+        )
+    return value in AUDIT_ON
+
+
 def audit_requested() -> bool:
-    """Whether ``PYTIMELY_AUDIT`` asks for the audit."""
-    return os.environ.get(AUDIT_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on")
+    """Whether ``PYTIMELY_AUDIT`` asks for the audit (see :func:`audit_setting`)."""
+    return audit_setting(os.environ.get(AUDIT_VARIABLE))
 
 
 class ProcessLedger:

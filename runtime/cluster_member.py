@@ -36,6 +36,7 @@ from runtime.errors import DataflowStuck, WorkerFailed
 from runtime.execute import run_workers
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
+from runtime.settings import check_settings
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -66,6 +67,7 @@ def run_process(
     or the dataflows are stuck, :class:`~runtime.communication.tcp.PeerLost` when a process
     vanished, :class:`~runtime.communication.tcp.ClusterError` when the cluster cannot form.
     """
+    check_settings()  # before joining the cluster
     processes = len(endpoints)
     with observers_from_environment(process, processes):
         return _run_process(

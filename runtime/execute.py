@@ -28,6 +28,7 @@ from runtime.errors import (
     combined_stuck,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
+from runtime.settings import check_settings
 from runtime.thread_cores import cores_setting, run_on, shared_core
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
@@ -64,6 +65,7 @@ def execute(
     raises :class:`~runtime.errors.AuditViolation` at the first inconsistency
     (see :mod:`runtime.audit`); ``None`` follows ``PYTIMELY_AUDIT``.
     """
+    check_settings()  # here too, not only in the processes: a wrong setting is refused at every worker count
     if processes != 1:
         if audit is None:
             return execute_processes(main, processes, workers, stall_timeout)

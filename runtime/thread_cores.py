@@ -72,16 +72,21 @@ def choose_core(allowed: Set[int], current: int | None) -> int:
 
 
 def cores_setting() -> str:
-    """The value of :data:`CORES_VARIABLE`: ``auto`` (also when unset), ``one`` or ``all``.
+    """The value of :data:`CORES_VARIABLE`: ``auto`` (also when unset), ``one`` or ``all`` (see :func:`cores_from`)."""
+    return cores_from(os.environ.get(CORES_VARIABLE))
 
-    Raises :class:`~runtime.errors.ConfigurationError` for any other value.
+
+def cores_from(text: str | None) -> str:
+    """The setting ``text`` (the value of :data:`CORES_VARIABLE`) asks for: ``auto`` when unset or blank.
+
+    Raises :class:`~runtime.errors.ConfigurationError` for a value other than ``auto``, ``one`` or ``all``.
     """
-    setting = os.environ.get(CORES_VARIABLE, "auto").strip().lower()
+    setting = (text or "").strip().lower() or "auto"
     if setting not in SETTINGS:
         raise ConfigurationError(
             f"{CORES_VARIABLE} must be 'auto' (worker threads start on one core and spread when they queue for it, "
             f"the default), 'one' (they share one core) or 'all' (they may use every CPU of the process), "
-            f"got {setting!r}"
+            f"got {text!r}"
         )
     return setting
 

@@ -87,8 +87,8 @@ _MAX_NAME = 100
 
 
 def transport_from(text: str | None) -> str:
-    """``shm`` or ``tcp`` as ``$PYTIMELY_TRANSPORT`` says (unset: ``shm``); :class:`ConfigurationError` else."""
-    value = (text or "shm").strip().lower()
+    """``shm`` or ``tcp`` as ``$PYTIMELY_TRANSPORT`` says (unset or blank: ``shm``); ConfigurationError else."""
+    value = (text or "").strip().lower() or "shm"
     if value not in ("shm", "tcp"):
         raise ConfigurationError(f"{TRANSPORT_VARIABLE} must be 'shm' or 'tcp', got {text!r}")
     return value

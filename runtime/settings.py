@@ -1,0 +1,39 @@
+"""Every ``PYTIMELY_*`` setting of the runtime, checked before any work starts, whatever runs the workers.
+
+Each setting is read where it is used, and some are used only by processes
+(the transport, the rings, the send window) or only by worker threads (where
+they run): read there alone, a wrong value was refused at some worker counts and
+ignored at others, so a job tried on threads failed only once run on a cluster.
+:func:`check_settings` reads them all when :func:`runtime.execute`,
+:func:`runtime.launcher.execute_processes` or a cluster process starts, so a
+wrong value is a :class:`~runtime.errors.ConfigurationError` naming the
+setting, what it got and what it takes, the same at 1 worker, on threads and on
+processes.  An empty value means the setting is unset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from runtime.audit import AUDIT_VARIABLE, audit_setting
+from runtime.communication.process_fabric import SEND_WINDOW_VARIABLE, send_window_from
+from runtime.communication.shm_transport import RING_VARIABLE, TRANSPORT_VARIABLE, ring_capacity_from, transport_from
+from runtime.communication.wire import MAX_FRAME_SETTING, max_frame_from
+from runtime.thread_cores import CORES_VARIABLE, cores_from
+
+__all__ = ["check_settings"]
+
+
+def check_settings(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse a wrong value of any runtime setting in ``environ`` (default ``os.environ``), naming it.
+
+    Raises :class:`~runtime.errors.ConfigurationError` for the first wrong one.
+    """
+    env = os.environ if environ is None else environ
+    transport_from(env.get(TRANSPORT_VARIABLE))
+    ring_capacity_from(env.get(RING_VARIABLE))
+    send_window_from(env.get(SEND_WINDOW_VARIABLE))
+    max_frame_from(env.get(MAX_FRAME_SETTING))
+    cores_from(env.get(CORES_VARIABLE))
+    audit_setting(env.get(AUDIT_VARIABLE))

@@ -1,0 +1,57 @@
+"""A wrong value of any runtime setting is refused before any work starts, the same at every worker count.
+
+Each setting used to be read only where it is used: the transport, ring and send-window settings only by
+processes (``PYTIMELY_TRANSPORT=udp`` ran on threads), ``PYTIMELY_THREAD_CORES`` only by a process of several
+worker threads (``two`` was refused with ``-w 2`` and ran with ``-n 2``), and ``PYTIMELY_AUDIT=2`` or ``enabled``
+ran without the audit, saying nothing.  Found giving each setting of docs/operations.md a wrong value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime import execute
+from runtime.errors import ConfigurationError
+from runtime.settings import check_settings
+
+WRONG = [
+    ("PYTIMELY_TRANSPORT", "udp", "'shm' or 'tcp'"),
+    ("PYTIMELY_SHM_RING_BYTES", "2G", "from 65536 to 1073741824"),
+    ("PYTIMELY_SEND_WINDOW", "4 MB?", "of at least 65536"),
+    ("PYTIMELY_MAX_FRAME_BYTES", "-1", "from 65536 to 4294967295"),
+    ("PYTIMELY_THREAD_CORES", "two", "'auto'"),
+    ("PYTIMELY_AUDIT", "enabled", "1 (or true, yes, on)"),
+    ("PYTIMELY_AUDIT", "2", "0 (or false, no, off, or unset)"),
+]
+
+CONFIGURATIONS: list[dict[str, Any]] = [{"workers": 1}, {"workers": 2}, {"processes": 2}]
+
+
+def never_runs(worker: Any) -> None:
+    raise AssertionError("main ran though a setting was wrong")
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=["1 worker", "2 threads", "2 processes"])
+@pytest.mark.parametrize(("name", "value", "takes"), WRONG)
+def test_a_wrong_setting_is_refused_before_any_worker_runs(
+    monkeypatch: pytest.MonkeyPatch, configuration: dict[str, Any], name: str, value: str, takes: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as refused:
+        execute(never_runs, **configuration)
+    message = str(refused.value)
+    assert message.startswith(f"{name} must be") and repr(value) in message and takes in message, message
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in WRONG])
+def test_an_empty_setting_is_the_default(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv(name, " ")
+    check_settings()
+    assert execute(lambda worker: worker.index, workers=2) == [0, 1]
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", " yes", "on", "0", "false", "No", "off", ""])
+def test_every_documented_audit_value_is_taken(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    check_settings({"PYTIMELY_AUDIT": value})
