@@ -80,6 +80,13 @@ def test_writer_thread_ships_without_explicit_flush(tmp_path: Path) -> None:
     pipeline.close()
 
 
+@pytest.mark.parametrize("port", ["\u00b2", "99999", "0", "-1", "\u0663\u0664"])
+def test_a_log_address_whose_port_is_not_a_port_is_refused_naming_the_flag(port: str) -> None:
+    # '²' failed with a bare ValueError from int(); 99999 and 0 were taken, and no viewer could ever be reached
+    with pytest.raises(ConfigurationError, match="port from 1 to 65535"):
+        configure_from(f"tcp://127.0.0.1:{port}")
+
+
 def test_configure_from_specs(tmp_path: Path) -> None:
     assert configure_from(None) is None
     assert configure_from("off") is None

@@ -91,8 +91,12 @@ def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Ev
     sink: Sink
     if spec.startswith("tcp://"):
         host, _, port_text = spec[len("tcp://") :].rpartition(":")
-        if not host or not port_text.isdigit():
-            raise ConfigurationError(f"--log {spec!r}: expected tcp://HOST:PORT, for example tcp://127.0.0.1:51317")
+        # ASCII digits only: str.isdigit() takes '²', which int() refuses, and '٣', which it reads as 3
+        if not host or not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) <= 65535):
+            raise ConfigurationError(
+                f"--log {spec!r}: expected tcp://HOST:PORT with a port from 1 to 65535, for example "
+                "tcp://127.0.0.1:51317"
+            )
         sink = TcpSink(host, int(port_text), process)
     else:
         path = log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
