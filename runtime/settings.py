@@ -20,7 +20,9 @@ from runtime.audit import AUDIT_VARIABLE, audit_setting
 from runtime.communication.process_fabric import SEND_WINDOW_VARIABLE, send_window_from
 from runtime.communication.shm_transport import RING_VARIABLE, TRANSPORT_VARIABLE, ring_capacity_from, transport_from
 from runtime.communication.wire import MAX_FRAME_SETTING, max_frame_from
+from runtime.errors import ConfigurationError
 from runtime.thread_cores import CORES_VARIABLE, cores_from
+from scopes.native import PURE_VARIABLE, pure_requested
 
 __all__ = ["check_settings"]
 
@@ -37,3 +39,8 @@ def check_settings(environ: Mapping[str, str] | None = None) -> None:
     max_frame_from(env.get(MAX_FRAME_SETTING))
     cores_from(env.get(CORES_VARIABLE))
     audit_setting(env.get(AUDIT_VARIABLE))
+    if pure_requested(env.get(PURE_VARIABLE)) is None:  # read by scopes at import, which cannot raise this
+        raise ConfigurationError(
+            f"{PURE_VARIABLE} must be 1 (or true, yes, on) to ignore a compiled build, or 0 (or false, no, off, "
+            f"or unset) to use one when it is current; got {env.get(PURE_VARIABLE)!r}"
+        )

@@ -10,7 +10,7 @@ compiled modules in front of the sources only if the manifest names exactly
 as it did at build time.  A source edited since the build therefore always
 wins: the stale build is ignored, with one warning saying how to rebuild.
 
-``PYTIMELY_PURE=1`` ignores the build whatever its state.  This is the only
+``PYTIMELY_PURE=1`` (or ``true``, ``yes``, ``on``) ignores the build whatever its state.  This is the only
 module of :mod:`scopes` that reads files, and only at import.
 """
 
@@ -59,6 +59,19 @@ MAX_MANIFEST_BYTES = 1 << 16
 
 PURE_VARIABLE = "PYTIMELY_PURE"
 """Set to ``1`` to ignore a compiled build."""
+
+PURE_ON = ("1", "true", "yes", "on")
+"""The values of :data:`PURE_VARIABLE` that ignore a compiled build (in any case)."""
+PURE_OFF = ("", "0", "false", "no", "off")
+"""The values that leave the choice to the build's state; any other is refused by :mod:`runtime.settings` when
+the workers start, and meanwhile ignores the build (pure Python is always correct)."""
+
+
+def pure_requested(text: str | None) -> bool | None:
+    """Whether ``text`` (the value of :data:`PURE_VARIABLE`, ``None`` when unset) asks for pure Python; ``None``
+    for a value that is neither on nor off."""
+    value = (text or "").strip().lower()
+    return True if value in PURE_ON else False if value in PURE_OFF else None
 
 
 def source_hash(module: str, root: Path = SOURCE_ROOT) -> str:
@@ -111,7 +124,7 @@ def select(package: ModuleType, build_dir: Path = BUILD_DIR) -> list[str]:
     as it runs) falls back to the sources with a warning rather than failing a
     later import.
     """
-    if os.environ.get(PURE_VARIABLE, "") not in ("", "0"):
+    if pure_requested(os.environ.get(PURE_VARIABLE)) is not False:
         return []
     problem = manifest_problem(build_dir)
     if problem == "no compiled build":

@@ -15,6 +15,7 @@ import pytest
 from runtime import execute
 from runtime.errors import ConfigurationError
 from runtime.settings import check_settings
+from scopes.native import pure_requested
 
 WRONG = [
     ("PYTIMELY_TRANSPORT", "udp", "'shm' or 'tcp'"),
@@ -24,6 +25,7 @@ WRONG = [
     ("PYTIMELY_THREAD_CORES", "two", "'auto'"),
     ("PYTIMELY_AUDIT", "enabled", "1 (or true, yes, on)"),
     ("PYTIMELY_AUDIT", "2", "0 (or false, no, off, or unset)"),
+    ("PYTIMELY_PURE", "compiled", "1 (or true, yes, on)"),
 ]
 
 CONFIGURATIONS: list[dict[str, Any]] = [{"workers": 1}, {"workers": 2}, {"processes": 2}]
@@ -55,3 +57,22 @@ def test_an_empty_setting_is_the_default(monkeypatch: pytest.MonkeyPatch, name: 
 @pytest.mark.parametrize("value", ["1", "TRUE", " yes", "on", "0", "false", "No", "off", ""])
 def test_every_documented_audit_value_is_taken(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     check_settings({"PYTIMELY_AUDIT": value})
+
+
+@pytest.mark.parametrize(
+    ("value", "pure"),
+    [
+        ("1", True),
+        ("Yes", True),
+        ("on", True),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+        (None, False),
+        ("maybe", None),
+    ],
+)
+def test_the_pure_setting_takes_the_audits_words(value: str | None, pure: bool | None) -> None:
+    """``PYTIMELY_PURE=no`` used to select pure Python (any value but "" and "0" did)."""
+    assert pure_requested(value) is pure
