@@ -82,8 +82,13 @@ def run_shape(shape: Any, count: int, workers: int = 1) -> tuple[list[Any], floa
 
 @pytest.mark.parametrize("shape", [operator_shape, region_shape])
 def test_shapes_with_thousands_of_ports(shape: Any) -> None:
+    # the least CPU of three runs of each size: a burst of load inflates one run's thread time (a cache shared with
+    # other test processes), and at 2.5x on one of the pair alone it passed the bound in CI
     small, small_seconds = run_shape(shape, N // 4)
     seen, seconds = run_shape(shape, N)
+    for _ in range(2):
+        small_seconds = min(small_seconds, run_shape(shape, N // 4)[1])
+        seconds = min(seconds, run_shape(shape, N)[1])
     expected = sorted([(0, 0), (0, 1), (0, 2), (0, N - 1), (1, 10), (1, 11), (1, 12), (1, N - 1)])
     assert sorted(seen) == expected
     assert len(small) == len(seen)
