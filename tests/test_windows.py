@@ -217,8 +217,7 @@ def test_a_join_across_scopes_is_refused() -> None:
 
 def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None:
     pytest.importorskip("prometheus_client")
-    import time
-
+    from helpers import eventually
     from test_metrics import scrape
 
     from runtime import execute
@@ -248,9 +247,7 @@ def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None
             samples = scrape(server.url).get("pytimely_operator_port_records_out_total", [])
             return sum(v for labels, v in samples if labels["operator"] == "Sessions" and labels["port"] == "1")
 
-        deadline = time.monotonic() + 10
-        while late() != 2 and time.monotonic() < deadline:  # the events reach the endpoint from a writer thread
-            time.sleep(0.02)
-        assert late() == 2
+        # the events reach the endpoint from a writer thread
+        eventually(lambda: late() == 2, what="the two late records on the endpoint")
     finally:
         server.close()
