@@ -12,13 +12,14 @@ iterate rows in Python.
     that holds it (the batches of one time that arrive in one invocation are
     combined into one partial batch), only the partials are exchanged by key,
     and the owner of a key combines them once the time is complete (a mean
-    travels as a sum and a count).  NumPy batches are grouped with a sort and
+    travels as a float sum and a count).  NumPy batches are grouped with a sort and
     ``ufunc.reduceat``; Arrow batches with ``Table.group_by(...).aggregate``.
     The output has the key columns, then the aggregations, in the kind of the
     input (a structured array, or an Arrow table when any partial was Arrow: a
     structured array with ``object`` fields, or ``min`` or ``max`` of strings,
     is aggregated by Arrow).
-    Sums of integers are ``int64`` (``uint64`` for unsigned), means ``float64``;
+    Sums of integers are ``int64`` (``uint64`` for unsigned) and wrap, as pandas'
+    and Arrow's do; a mean adds its values as ``float64``, as they do;
     Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
     and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
     so partials combine to one answer however the rows are split into batches
@@ -99,11 +100,16 @@ FUNCTIONS = ("count", "sum", "min", "max", "mean")
 JOIN_TYPES = ("inner", "left semi", "left anti")
 """The join types :func:`join_batch` knows."""
 
-_PARTS = {"count": ("count",), "sum": ("sum",), "min": ("min",), "max": ("max",), "mean": ("sum", "count")}
-"""The partial aggregates each function is computed from."""
-_COMBINE = {"count": "sum", "sum": "sum", "min": "min", "max": "max"}
+_PARTS = {"count": ("count",), "sum": ("sum",), "min": ("min",), "max": ("max",), "mean": ("total", "count")}
+"""The partial aggregates each function is computed from.
+
+A mean adds its values as floats (``total``), as pandas and Arrow do: an
+integer sum (``sum``) wraps past ``2**63``, and a sum past ``2**53`` does not
+convert to a float exactly.
+"""
+_COMBINE = {"count": "sum", "sum": "sum", "total": "sum", "min": "min", "max": "max"}
 """How partial aggregates of one part combine."""
-_REDUCE = {"sum": "add", "min": "fmin", "max": "fmax"}
+_REDUCE = {"sum": "add", "total": "add", "min": "fmin", "max": "fmax"}
 """The NumPy ufunc that reduces a part: ``fmin`` and ``fmax`` skip NaN unless a group has only NaN, as Arrow's do."""
 _SEPARATOR = "\x1f"
 """Joins a part and a column into a partial column's name (a name no user column is expected to have)."""
@@ -304,7 +310,9 @@ def _reduce_numpy(batch: np.ndarray, keys: Sequence[str], parts: Sequence[tuple[
             columns.append((output, (ends - starts).astype(np.int64)))
             continue
         values = batch[source][order]
-        if reduction == "sum":
+        if reduction == "total":
+            values = values.astype(np.float64, copy=False)
+        elif reduction == "sum":
             values = _widened(values)
         reduced = getattr(np, _REDUCE[reduction]).reduceat(values, starts) if len(starts) else values[:0]
         columns.append((output, reduced))
@@ -329,7 +337,8 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
     Arrow has no kernels for ``float16`` nor for dictionaries: a ``float16``
     column is reduced as ``float32`` (its ``min`` and ``max`` given back as
     ``float16``, which holds them exactly; its ``sum`` is ``float64``, as
-    NumPy's), a dictionary column as its values.
+    NumPy's), a dictionary column as its values.  A ``total`` is the ``sum`` of
+    the column's integers or booleans as ``float64`` (other numbers as they are).
     """
     import pyarrow as pa  # type: ignore[import-untyped]
 
@@ -349,6 +358,7 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
             table = table.set_column(
                 table.schema.get_field_index(source), source, table.column(source).cast(pa.float32())
             )
+    table, parts = _float_totals(table, parts)
     grouped = table.group_by(list(keys), use_threads=False).aggregate(
         [(source, reduction) for source, reduction, _ in parts]
     )
@@ -359,6 +369,27 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
             values = values.cast(pa.float16())
         arrays.append(values)
     return pa.table(arrays, names=list(keys) + [output for _, _, output in parts])
+
+
+def _float_totals(table: Any, parts: Sequence[tuple[str, str, str]]) -> tuple[Any, list[tuple[str, str, str]]]:
+    """``table`` and ``parts`` with each ``total`` part made a ``sum`` of a column of its own.
+
+    That column, named as the part's output, holds the source's integers and
+    booleans as ``float64``, and other numbers as they are.
+    """
+    import pyarrow as pa
+
+    result = []
+    for source, reduction, output in parts:
+        if reduction == "total":
+            values = table.column(source)
+            kind = values.type
+            if pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_null(kind):
+                values = values.cast(pa.float64(), safe=False)  # rounded, as a float sum rounds anyway
+            table = table.append_column(output, values)
+            source, reduction = output, "sum"
+        result.append((source, reduction, output))
+    return table, result
 
 
 def to_arrow(batch: Any, where: str = "to_arrow") -> Any:
@@ -464,7 +495,7 @@ def finish(plan: AggregationPlan, partials: Any) -> Any:
         arrays = [partials.column(key) for key in plan.keys]
         for column, function, _ in plan.outputs:
             if function == "mean":
-                total = pc.cast(partials.column(partial_name(column, "sum")), pa.float64())
+                total = pc.cast(partials.column(partial_name(column, "total")), pa.float64(), safe=False)
                 arrays.append(pc.divide(total, partials.column(partial_name(column, "count"))))
             else:
                 arrays.append(partials.column(partial_name(column, function)))
@@ -472,7 +503,7 @@ def finish(plan: AggregationPlan, partials: Any) -> Any:
     columns: list[tuple[str, np.ndarray]] = [(key, partials[key]) for key in plan.keys]
     for column, function, name in plan.outputs:
         if function == "mean":
-            total = partials[partial_name(column, "sum")].astype(np.float64)
+            total = partials[partial_name(column, "total")].astype(np.float64)
             columns.append((name, total / partials[partial_name(column, "count")]))
         else:
             columns.append((name, partials[partial_name(column, function)]))
