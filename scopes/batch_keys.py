@@ -114,6 +114,12 @@ class BatchKeys:
                 )
             if not self.objects and batch.dtype.hasobject:
                 self.refuse_objects(batch, time)
+            if batch.ndim > 1 and isinstance(self.key, str):
+                raise BatchError(
+                    f"{self.where}: cannot route a NumPy array of shape {batch.shape} at time {time!r} by column "
+                    f"{self.key!r}: its column has {batch.shape[1:]} values per row, not one key; send a 1-D "
+                    "structured array (np.array(rows, dtype) makes one from a list of tuples, not of lists)"
+                )
             return kind
         if is_arrow(batch):
             if isinstance(self.key, str) and self.key not in batch.schema.names:

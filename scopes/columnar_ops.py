@@ -206,6 +206,12 @@ def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any, keys
             f"{where}: the batch{at} is {batch_kind(batch)} {describe_value(batch)}; this operator "
             "needs named columns: a NumPy structured array or an Arrow RecordBatch or Table"
         )
+    if not is_arrow(batch) and batch.ndim != 1:
+        raise BatchError(
+            f"{where}: the batch{at} is a structured array of shape {batch.shape}; this operator needs one row "
+            "per element, a 1-D structured array (np.array(rows, dtype) makes one from a list of tuples, not of "
+            "lists)"
+        )
     names = column_names(batch)
     for name in needed:
         if name not in names:
