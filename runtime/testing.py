@@ -17,8 +17,9 @@ Each worker sends its share of each epoch's records (worker ``i`` takes
 records ``i, i + peers, ...``), so exchanges and per-worker state are
 exercised the way a real run exercises them.  Outputs are compared as
 multisets per time: the order in which workers emit records is not part of the
-answer.  Columnar batches (NumPy arrays, Arrow batches) are turned into
-records with ``tolist()`` / ``to_pylist()``.
+answer; numbers compare by value and kind (``1``, ``1.0`` and ``True`` differ,
+NaN equals NaN).  Columnar batches (NumPy arrays, Arrow batches) are turned into
+records with ``tolist()`` / ``to_pylist()`` when the run has ended.
 
 With ``processes=P`` the run starts ``P`` real processes, so ``build`` must be a
 function defined at the top level of an importable module and the inputs must
@@ -44,6 +45,7 @@ from typing import Any
 from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
+from scopes.batches import copy_batch, is_arrow, is_columnar
 from scopes.builder import ScopeBuilder
 from scopes.progress.order import Time
 from scopes.progress.timestamp import INTEGER, TimestampType
@@ -383,7 +385,21 @@ class _Collector:
         self.into = into
 
     def __call__(self, time: Time, batch: Any) -> None:
-        self.into.append([self.name, time, _as_records(batch)])
+        self.into.append([self.name, time, _kept(batch)])
+
+
+def _kept(batch: Any) -> Any:
+    """What a worker keeps of an output batch until the run ends; :func:`_gather` turns it into records.
+
+    A columnar batch is kept as it is (an array copied, as it may be reused),
+    so that from a process it travels to the parent as its memory or as Arrow
+    IPC whatever its values: its records (``datetime``, ``Decimal``, ...) may
+    have no wire encoding.  An array of objects, which does not travel, and a
+    list are kept as records.
+    """
+    if is_arrow(batch) or (is_columnar(batch) and not batch.dtype.hasobject):  # type: ignore[attr-defined]
+        return copy_batch(batch)
+    return _as_records(batch)
 
 
 def _run_loaded(
@@ -462,7 +478,7 @@ def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, p
         for name in result["frontiers"]:
             outputs.setdefault(name, {})
         for name, time, records in result["collected"]:
-            outputs.setdefault(name, {}).setdefault(time, []).extend(records)
+            outputs.setdefault(name, {}).setdefault(time, []).extend(_as_records(records))
     for by_time in outputs.values():
         for time in [time for time, records in by_time.items() if not records]:
             del by_time[time]
@@ -483,9 +499,16 @@ def _as_records(batch: Any) -> list[Any]:
         return list(to_pylist())
     tolist = getattr(batch, "tolist", None)
     if tolist is not None:
-        records = tolist()
-        return [tuple(record) if isinstance(record, list) else record for record in records]
+        return [_plain(record) for record in tolist()]
     return list(batch)
+
+
+def _plain(record: Any) -> Any:
+    """A record of ``ndarray.tolist()`` with its rows and sub-arrays (a field of shape ``(3,)``) as tuples."""
+    if isinstance(record, list | tuple):
+        return tuple(_plain(item) for item in record)
+    tolist = getattr(record, "tolist", None)  # a sub-array field's value is an ndarray inside the row's tuple
+    return _plain(tolist()) if tolist is not None else record
 
 
 def _sorted(records: list[Any]) -> list[Any]:
@@ -498,11 +521,12 @@ def _sorted(records: list[Any]) -> list[Any]:
 def _differences(actual: Mapping[Any, list[Any]], expected: Mapping[Any, list[Any]]) -> list[str]:
     problems: list[str] = []
     for time in _sorted(list(set(actual) | set(expected))):
-        have, want = Counter(map(_hashable, actual.get(time, []))), Counter(map(_hashable, expected.get(time, [])))
+        have = Counter(map(_Compared, actual.get(time, [])))
+        want = Counter(map(_Compared, expected.get(time, [])))
         if have == want:
             continue
-        missing = _sorted(list((want - have).elements()))
-        unexpected = _sorted(list((have - want).elements()))
+        missing = _sorted([compared.record for compared in (want - have).elements()])
+        unexpected = _sorted([compared.record for compared in (have - want).elements()])
         parts = []
         if missing:
             parts.append(f"missing {_preview(missing)}")
@@ -512,11 +536,48 @@ def _differences(actual: Mapping[Any, list[Any]], expected: Mapping[Any, list[An
     return problems
 
 
-def _hashable(record: Any) -> Any:
-    if isinstance(record, list):
-        return tuple(_hashable(item) for item in record)
+class _Compared:
+    """A record as outputs are compared: by value and by the kind of each number, NaN equal to NaN.
+
+    ``1``, ``1.0`` and ``True`` differ (an answer that is an integer on one
+    worker and a float on two is not the same answer), while a NumPy scalar
+    equals the Python number of its kind (``numpy.int64(1)`` is ``1``); every
+    NaN equals every NaN, as pandas' comparisons take them; lists and tuples
+    of equal items are equal, and so are dicts of equal items.
+    """
+
+    __slots__ = ("key", "record")
+
+    def __init__(self, record: Any) -> None:
+        """Compare ``record``."""
+        self.record = record
+        self.key = _comparable(record)
+
+    def __eq__(self, other: object) -> bool:
+        """Whether ``other`` is a record of the same values and number types."""
+        return isinstance(other, _Compared) and self.key == other.key
+
+    def __hash__(self) -> int:
+        """The hash of the compared form."""
+        return hash(self.key)
+
+
+def _comparable(record: Any) -> Any:
+    """``record`` as a hashable value that tells number types apart and takes every NaN as one value."""
+    if isinstance(record, list | tuple):
+        return ("sequence", tuple(_comparable(item) for item in record))
     if isinstance(record, dict):
-        return tuple(sorted((key, _hashable(value)) for key, value in record.items()))
+        items = [(_comparable(key), _comparable(value)) for key, value in record.items()]
+        return ("dict", tuple(sorted(items, key=repr)))
+    if type(record).__module__ == "numpy" and getattr(record, "ndim", None) == 0:
+        record = record.item()  # a NumPy scalar (an expectation pandas computed) as the Python number it equals
+    for kind in (bool, int, float, complex):  # bool first: True is an int too
+        if isinstance(record, kind):
+            return (kind.__name__, "nan") if record != record else (kind.__name__, record)
+    try:
+        hash(record)
+    except TypeError:
+        return ("unhashable", type(record).__qualname__, repr(record))
     return record
 
 

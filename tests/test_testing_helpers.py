@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
+from helpers.columnar_user_mains import arrow_zoned, floats_when_split, nan_array, sub_arrays, timestamped
 
 from runtime.errors import ConfigurationError, WorkerFailed
 from runtime.testing import assert_agree, assert_outputs, run_dataflow
@@ -169,3 +172,38 @@ def test_a_build_function_that_reads_no_input_gets_an_empty_one():
     run = run_dataflow(lambda scope, _unused: scope.to_stream(range(5)).map(lambda n: n * n), [], workers=2)
     assert run.output() == {0: [0, 0, 1, 1, 4, 4, 9, 9, 16, 16]}  # to_stream runs on every worker
     assert run.frontiers == {"output": []}
+
+
+def test_assert_agree_catches_integers_on_one_worker_that_are_floats_on_two() -> None:
+    with pytest.raises(AssertionError) as failure:
+        assert_agree(floats_when_split, [[1, 2, 3, 4]], configurations=[(1, 1), (2, 1)])
+    assert "at time 0: missing [1, 2, 3, 4] (4 record(s)); unexpected [1.0, 2.0, 3.0, 4.0]" in str(failure.value)
+
+
+def test_assert_outputs_tells_integers_floats_and_booleans_apart_but_not_numpy_scalars() -> None:
+    run = run_dataflow(floats_when_split, [[1, 2]])
+    with pytest.raises(AssertionError, match=r"missing \[1, 2\] \(2 record\(s\)\); unexpected \[1.0, 2.0\]"):
+        assert_outputs(run, {0: [1, 2]})
+    assert_outputs(run, {0: [np.float64(1), 2.0]})
+    with pytest.raises(AssertionError, match=r"missing \[True\]"):
+        assert_outputs(run_dataflow(lengths, [["a"]]), {0: [True]})
+
+
+def test_nan_outputs_agree_with_nan_and_with_an_expected_nan() -> None:
+    runs = assert_agree(nan_array, [[1, 2, 3]], configurations=[(1, 1), (2, 1)])
+    assert_outputs(runs[1], {0: [float("nan")] * 3})
+    with pytest.raises(AssertionError, match=r"at time 0: missing \[nan\]"):
+        assert_outputs(runs[1], {0: [float("nan")] * 4})
+
+
+@pytest.mark.parametrize("build", [timestamped, arrow_zoned])
+def test_columnar_outputs_whose_records_have_no_wire_encoding_agree_on_processes(build: Any) -> None:
+    pytest.importorskip("pyarrow")
+    runs = assert_agree(build, [[1, 2, 3], [4]], configurations=[(1, 1), (1, 2)])
+    assert len(runs[1].output()[0]) == 3 and len(runs[1].output()[1]) == 1
+
+
+def test_sub_array_fields_come_back_as_tuples() -> None:
+    run = run_dataflow(sub_arrays, [[1, 2]], workers=2)
+    assert run.output() == {0: [(1, (1, 1, 1)), (2, (2, 2, 2))]}
+    assert_outputs(run, {0: [(2, (2, 2, 2)), (1, [1, 1, 1])]})

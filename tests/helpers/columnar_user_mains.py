@@ -27,3 +27,43 @@ def exchange_two_d(scope: Any, rows: Any) -> Any:
 def aggregate_two_d(scope: Any, rows: Any) -> Any:
     """``aggregate_batch`` of 2-D structured arrays."""
     return rows.map_batch(two_d).aggregate_batch("k", [("v", "sum")])
+
+
+def floats_when_split(scope: Any, numbers: Any) -> Any:
+    """Integers, or the same numbers as floats in batches of fewer than 3 (as on two workers): a wrong answer."""
+    return numbers.map_batch(lambda batch: [n / 1 if len(batch) < 3 else n for n in batch])
+
+
+def nan_array(scope: Any, numbers: Any) -> Any:
+    """One NaN per record, in float arrays: every ``tolist()`` makes NaN objects of its own."""
+    return numbers.map_batch(lambda batch: np.full(len(batch), np.nan))
+
+
+def timestamped(scope: Any, numbers: Any) -> Any:
+    """Structured arrays with a ``datetime64[ms]`` column, exchanged: records with ``datetime`` values."""
+    stamped = np.dtype([("k", "i8"), ("at", "M8[ms]")])
+    return numbers.map_batch(lambda batch: np.array([(n, n) for n in batch], dtype=stamped)).exchange_batch("k")
+
+
+def arrow_zoned(scope: Any, numbers: Any) -> Any:
+    """Arrow tables with a time-zoned timestamp and a decimal column, exchanged."""
+    import decimal
+
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    def table(batch: list[int]) -> Any:
+        return pa.table(
+            {
+                "k": pa.array(batch, pa.int64()),
+                "at": pa.array(batch, pa.timestamp("ms", "UTC")),
+                "price": pa.array([decimal.Decimal(n) / 4 for n in batch], pa.decimal128(10, 2)),
+            }
+        )
+
+    return numbers.map_batch(table).exchange_batch("k")
+
+
+def sub_arrays(scope: Any, numbers: Any) -> Any:
+    """Structured arrays with a field of three integers per row."""
+    triples = np.dtype([("k", "i8"), ("xyz", "i4", (3,))])
+    return numbers.map_batch(lambda batch: np.array([(n, (n, n, n)) for n in batch], dtype=triples))
