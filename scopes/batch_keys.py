@@ -20,6 +20,7 @@ from scopes.batches import (
     column_names,
     describe_value,
     is_arrow,
+    is_columnar,
 )
 from scopes.destinations import check_keys
 from scopes.errors import KeyHashError, OperatorFailed, UserFunctionError
@@ -270,16 +271,17 @@ class KeyCheckPusher:
     list, a dict), fails the same way whatever the number of workers.
     """
 
-    __slots__ = ("_key", "_queue", "_receiver")
+    __slots__ = ("_columnar", "_key", "_queue", "_receiver")
 
     def __init__(self, key: Callable[[Any], Hashable], queue: LocalQueue, receiver: Receiver | None = None) -> None:
         """Call ``key`` on each record before queueing its batch on ``queue``; ``receiver`` is blamed if it fails."""
         self._key = key
         self._queue = queue
         self._receiver = receiver
+        self._columnar: CheckBatchPusher | None = None
 
     def push(self, time: Any, batch: Any) -> None:
-        """Compute every record's key, then queue the batch."""
+        """Compute every record's key (each row's, of a columnar batch), then queue the batch."""
         if batch.__class__ is list:
             try:
                 check_keys(list(map(self._key, batch)))  # every key, at C speed, and their types
@@ -287,4 +289,12 @@ class KeyCheckPusher:
                 if self._receiver is None:
                     raise
                 raise self._receiver.key_failed(error, time, self._key, batch) from error
+        elif batch.__class__ is not list and is_columnar(batch):
+            # several workers route a columnar batch by the key of each row (scopes.exchange): check it so here
+            columnar = self._columnar
+            if columnar is None:
+                where = "the Exchange channel (a record-wise key on a columnar batch)"
+                columnar = self._columnar = CheckBatchPusher(BatchKeys(row_keys(self._key), where), self._queue)
+            columnar.push(time, batch)
+            return
         self._queue.push(time, batch)

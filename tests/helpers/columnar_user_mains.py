@@ -67,3 +67,15 @@ def sub_arrays(scope: Any, numbers: Any) -> Any:
     """Structured arrays with a field of three integers per row."""
     triples = np.dtype([("k", "i8"), ("xyz", "i4", (3,))])
     return numbers.map_batch(lambda batch: np.array([(n, (n, n, n)) for n in batch], dtype=triples))
+
+
+def exchange_rows_by_themselves(scope: Any, numbers: Any) -> Any:
+    """A record-wise exchange whose key is the whole row of a structured array: an unhashable ``numpy.void``."""
+    return numbers.map_batch(lambda batch: np.array([(n, n) for n in batch], dtype=PAIRS)).exchange(lambda row: row)
+
+
+def exchange_rows_by_a_field(scope: Any, numbers: Any) -> Any:
+    """A record-wise exchange of structured arrays by an ``int`` of each row."""
+    return numbers.map_batch(lambda batch: np.array([(n, n) for n in batch], dtype=PAIRS)).exchange(
+        lambda row: int(row["k"])
+    )
