@@ -147,6 +147,20 @@ def text_as_records(records: Any, where: str, time: Any, one: str) -> BatchError
     )
 
 
+def arrow_as_records(batch: Any, where: str, time: Any) -> BatchError:
+    """The error for an Arrow batch that reached a record-wise operator (``map``, ``filter``, ``branch``, ...).
+
+    Python iterates a ``pyarrow.Table`` or ``RecordBatch`` by index, which gives
+    its columns: the operator would take each column as a record, a plausible
+    wrong answer.  The operators check the class once per message, not per record.
+    """
+    return BatchError(
+        f"{where}: got {describe_value(batch)} at time {time!r}; a record-wise operator takes each record of a "
+        "batch, and an Arrow batch iterates as its columns, not its rows: use map_batch and the columnar "
+        "operators on Arrow batches, or turn them into records first (map_batch(lambda table: table.to_pylist()))"
+    )
+
+
 def batch_len(batch: Any) -> int:
     """The number of rows of ``batch`` (``len`` for every kind: an array's first axis, an Arrow batch's rows)."""
     return len(batch)

@@ -56,7 +56,7 @@ def key_pair(pair: tuple[Any, Any]) -> Hashable:
 def key_by(stream: S, key: Callable[[Any], Hashable], name: str) -> S:
     """``(key(record), record)`` pairs, routed to the worker that owns the key."""
     check_function(key, ("record",), "the key function", describe_operator(name, stream.scope.path))
-    return pipe(stream, name, lambda batch: [(key(record), record) for record in batch], Exchange(key))
+    return pipe(stream, name, lambda batch: [(key(record), record) for record in batch], Exchange(key), records=True)
 
 
 def keyed(stream: S, name: str) -> S:

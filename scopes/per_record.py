@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain as _itertools_chain
 from typing import Any, Generic, TypeVar
 
+from scopes.batches import arrow_as_records, is_arrow
 from scopes.bursts import BURST, burst
 from scopes.callsite import user_site
 from scopes.capability import Capability
@@ -51,16 +52,24 @@ def pipe(
     name: str,
     transform: Callable[[Sequence[Any]], Sequence[Any]],
     contract: ChannelContract = Pipeline,
+    records: bool = False,
 ) -> S:
-    """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time."""
+    """A one-input, one-output operator sending ``transform(batch)`` for each message, at its time.
+
+    With ``records``, ``transform`` iterates the batch's records, and an Arrow batch (which iterates as its
+    columns) is refused.
+    """
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, contract)
     output, result = builder.new_output()
     pull = port.pull
     send = output.send
+    where = describe_operator(name, stream.scope.path)
 
     def logic() -> None:
         for time, batch in burst(pull, operator):
+            if records and batch.__class__ is not list and is_arrow(batch):
+                raise arrow_as_records(batch, where, time)
             send(time, transform(batch))
 
     operator = builder.build(logic)
@@ -111,7 +120,7 @@ def inspect(stream: S, function: Callable[[Any], None], name: str) -> S:
             function(record)
         return batch
 
-    return pipe(stream, name, transform)
+    return pipe(stream, name, transform, records=True)
 
 
 def inspect_batch(stream: S, function: Callable[[Any, Sequence[Any]], None], name: str) -> S:
@@ -161,6 +170,8 @@ class Chain(Generic[S]):
             try:
                 while sent < BURST and (message := pull()) is not None:
                     time, records = message
+                    if records.__class__ is not list and is_arrow(records):
+                        raise arrow_as_records(records, self._where(), time)
                     data: Iterable[Any] = records
                     last = len(stages) - 1
                     if not last:  # one stage (the usual case): no enumerate/zip
@@ -220,6 +231,10 @@ class Chain(Generic[S]):
         stream.name = name
         self.last = stream
         return stream
+
+    def _where(self) -> str:
+        """The chain's operator, for messages."""
+        return describe_operator(self.operator.name, self.operator.scope_path)
 
     def _add_site(self, site: str | None) -> None:
         """Name a fused stage's line beside the chain's own: a failure names the lines of all its stages."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from scopes.batch_keys import BatchKey
+from scopes.batches import arrow_as_records, is_arrow
 from scopes.bursts import burst
 from scopes.contracts import Broadcast, Exchange, ExchangeBatch, Pipeline
 from scopes.core import StreamCore
@@ -99,7 +100,8 @@ def partition(stream: S, parts: int, route: Callable[[Any], int], name: str) -> 
 
 def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S]:
     """Split by ``predicate``: returns ``(records where false, records where true)``."""
-    check_function(predicate, ("record",), "the branch predicate", describe_operator(name, stream.scope.path))
+    where = describe_operator(name, stream.scope.path)
+    check_function(predicate, ("record",), "the branch predicate", where)
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     false_port, false_stream = builder.new_output()
@@ -107,6 +109,8 @@ def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S
 
     def logic() -> None:
         for time, batch in burst(port.pull, operator):
+            if batch.__class__ is not list and is_arrow(batch):
+                raise arrow_as_records(batch, where, time)
             yes: list[Any] = []
             no: list[Any] = []
             for record in batch:
