@@ -109,8 +109,13 @@ RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
 
-def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
-    """``(Spark schema, Arrow schema)`` from a ``StructType``, a DDL string, or a ``pyarrow.Schema``."""
+def arrow_schema(schema: Any, timezone: str | None = None) -> tuple[Any, pa.Schema]:
+    """``(Spark schema, Arrow schema)`` from a ``StructType``, a DDL string, or a ``pyarrow.Schema``.
+
+    ``timezone`` is the session's ``spark.sql.session.timeZone``: a Spark
+    ``timestamp`` column is an Arrow ``timestamp("us", tz=timezone)``, as
+    Spark hands it to the tasks; a schema with one needs it.
+    """
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -123,7 +128,27 @@ def arrow_schema(schema: Any) -> tuple[Any, pa.Schema]:
             f"run_dataflow needs the output schema as a StructType, a DDL string such as "
             f"'package string, scc string' or a pyarrow.Schema, got {type(schema).__name__}"
         )
-    return schema, to_arrow_schema(schema)
+    if timezone is None and _has_timestamp(schema):
+        raise ConfigurationError(
+            f"the output schema {schema.simpleString()} has a timestamp column, whose Arrow type names the "
+            f"session's time zone: pass arrow_schema(schema, timezone=spark.conf.get('spark.sql.session.timeZone'))"
+        )
+    return schema, to_arrow_schema(schema, timezone=timezone)
+
+
+def _has_timestamp(kind: Any) -> bool:
+    """Whether the Spark type ``kind`` is or holds a ``timestamp`` (with time zone) anywhere."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
+
+    if isinstance(kind, TimestampType):
+        return True
+    if isinstance(kind, StructType):
+        return any(_has_timestamp(field.dataType) for field in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _has_timestamp(kind.elementType)
+    if isinstance(kind, MapType):
+        return _has_timestamp(kind.keyType) or _has_timestamp(kind.valueType)
+    return False
 
 
 _PORT_RANGE = re.compile(r"([0-9]{1,5})(?:\s*-\s*([0-9]{1,5}))?")
@@ -233,7 +258,7 @@ def run_dataflow(
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
         workers = _checked_workers(spark, workers, retries, build)
-        spark_schema, pa_schema = arrow_schema(schema)
+        spark_schema, pa_schema = arrow_schema(schema, spark.conf.get("spark.sql.session.timeZone"))
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
         _preflight(spark, workers, slot_wait, durable)

@@ -1,0 +1,73 @@
+"""Every common Spark type, with nulls, through ``run_dataflow`` and back, row-wise and columnar (``spark``)."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import sys
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from runtime.errors import ConfigurationError  # noqa: E402
+from runtime.spark import arrow_schema, run_dataflow  # noqa: E402
+from scopes import ScopeBuilder, Stream  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ship_by_value() -> None:
+    """Spark's tasks cannot import the tests by name: ship this module by value."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def every_type() -> Any:
+    """A ``StructType`` of one column of each common Spark type."""
+    from pyspark.sql import types as t
+
+    kinds = {
+        "i": t.IntegerType(),
+        "l": t.LongType(),
+        "d": t.DoubleType(),
+        "s": t.StringType(),
+        "b": t.BooleanType(),
+        "dt": t.DateType(),
+        "ts": t.TimestampType(),
+        "ntz": t.TimestampNTZType(),
+        "dec": t.DecimalType(10, 2),
+        "bin": t.BinaryType(),
+        "f": t.FloatType(),
+        "sh": t.ShortType(),
+    }
+    return t.StructType([t.StructField(name, kind) for name, kind in kinds.items()])
+
+
+ROWS = [
+    (1, 2**40, 1.5, "a", True, datetime.date(2020, 1, 2), datetime.datetime(2020, 1, 2, 3, 4, 5),
+     datetime.datetime(2021, 1, 1), decimal.Decimal("1.25"), b"\x00x", 1.5, 3),
+    (None,) * 12,
+    (-2, -1, -0.5, "é", False, datetime.date(1, 1, 1), datetime.datetime(1970, 1, 1, 0, 0, 1),
+     datetime.datetime(1999, 12, 31, 23, 59, 59, 999999), decimal.Decimal("-99999999.99"), b"", -2.5, -1),
+]  # fmt: skip
+
+
+def unchanged(scope: ScopeBuilder, batches: Stream) -> Stream:
+    return batches
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_every_common_type_and_null_comes_back_as_spark_gave_it(spark: Any, columnar: bool) -> None:
+    schema = every_type()
+    frame = spark.createDataFrame(ROWS, schema)
+    result = run_dataflow(frame, unchanged, schema, workers=2, columnar=columnar)
+    assert result.schema == schema
+    assert sorted(map(tuple, result.collect()), key=repr) == sorted(map(tuple, frame.collect()), key=repr)
+
+
+def test_a_timestamp_schema_without_the_sessions_time_zone_says_what_to_pass() -> None:
+    with pytest.raises(ConfigurationError, match="spark.sql.session.timeZone"):
+        arrow_schema(every_type())
+    assert str(arrow_schema(every_type(), "Europe/Paris")[1].field("ts").type) == "timestamp[us, tz=Europe/Paris]"
