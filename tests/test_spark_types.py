@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from runtime.errors import ConfigurationError  # noqa: E402
-from runtime.spark import arrow_schema, run_dataflow  # noqa: E402
+from runtime.spark import DataflowFailed, arrow_schema, run_dataflow  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
 
 
@@ -71,3 +71,23 @@ def test_a_timestamp_schema_without_the_sessions_time_zone_says_what_to_pass() -
     with pytest.raises(ConfigurationError, match="spark.sql.session.timeZone"):
         arrow_schema(every_type())
     assert str(arrow_schema(every_type(), "Europe/Paris")[1].field("ts").type) == "timestamp[us, tz=Europe/Paris]"
+
+
+def not_nullable() -> Any:
+    """``k long not null, s string not null``."""
+    from pyspark.sql import types as t
+
+    return t.StructType([t.StructField("k", t.LongType(), False), t.StructField("s", t.StringType(), False)])
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_a_null_in_a_column_the_schema_says_is_not_nullable_is_refused_at_once_naming_it(
+    spark: Any, columnar: bool
+) -> None:
+    frame = spark.createDataFrame([(1, "a"), (2, None)], "k long, s string")
+    with pytest.raises(DataflowFailed) as caught:
+        run_dataflow(frame, unchanged, not_nullable(), workers=2, columnar=columnar)
+    error = caught.value
+    assert error.attempts == 1 and not error.retryable, str(error)[:3000]
+    assert "column 's' is not nullable in the output schema" in str(error), str(error)[:3000]
+    assert "SchemaMismatch" in str(error)

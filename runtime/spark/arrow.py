@@ -45,6 +45,7 @@ def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> lis
     """
     what = what or f"an Arrow {type(batch).__name__}"
     if batch.schema.equals(schema):
+        check_nulls(batch, schema, what)
         return [batch] if isinstance(batch, pa.RecordBatch) else batch.to_batches()
     have = {field.name: field for field in batch.schema}
     for field in schema:
@@ -78,8 +79,32 @@ def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> lis
     columns = [batch.column(name) for name in schema.names]
     if isinstance(batch, pa.Table):
         table = pa.Table.from_arrays(columns, schema=schema)
+        check_nulls(table, schema, what)
         return table.to_batches()
-    return [pa.RecordBatch.from_arrays(columns, schema=schema)]
+    conformed = pa.RecordBatch.from_arrays(columns, schema=schema)
+    check_nulls(conformed, schema, what)
+    return [conformed]
+
+
+def check_nulls(batch: Any, schema: pa.Schema, what: str, first_row: int | None = None) -> None:
+    """Refuse a null in a column the schema declares not nullable (Spark's JVM would fail reading it).
+
+    One look at each such column's null count; ``first_row`` numbers rows for the error (``None``: a batch's).
+    """
+    for index, field in enumerate(schema):
+        if field.nullable or not batch.column(index).null_count:
+            continue
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        row = pc.index(pc.is_null(batch.column(index)), True).as_py()
+        where = f"output row {first_row + row}" if first_row is not None else f"row {row} of {what}"
+        raise _mismatch(
+            f"column '{field.name}' is not nullable in the output schema, but {where} has a null there; "
+            f"declare the column nullable (StructField(..., nullable=True), or drop NOT NULL) or emit no null",
+            field.name,
+            f"{field.type} not null",
+            "null",
+        )
 
 
 def _bulk_columns(rows: list[Any], schema: pa.Schema) -> list[Any] | None:
@@ -112,7 +137,9 @@ def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.Rec
                 arrays.append(pa.array(values, type=field.type, from_pandas=False))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
                 raise _column_error(field, values, first_row, error) from None
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        check_nulls(batch, schema, "rows", first_row)
+        return batch
     names = schema.names
     width = len(names)
     columns: list[list[Any]] = [[] for _ in range(width)]
@@ -150,7 +177,9 @@ def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.Rec
             arrays.append(pa.array(values, type=field.type, from_pandas=False))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
             raise _column_error(field, values, first_row, error) from None
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    check_nulls(batch, schema, "rows", first_row)
+    return batch
 
 
 def _column_error(field: pa.Field, values: list[Any], first_row: int, error: Exception) -> SchemaMismatch:
