@@ -7,6 +7,7 @@ import decimal
 import sys
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("pyspark")
@@ -91,3 +92,15 @@ def test_a_null_in_a_column_the_schema_says_is_not_nullable_is_refused_at_once_n
     assert error.attempts == 1 and not error.retryable, str(error)[:3000]
     assert "column 's' is not nullable in the output schema" in str(error), str(error)[:3000]
     assert "SchemaMismatch" in str(error)
+
+
+@pytest.mark.parametrize(
+    "schema", ["a long, a long", "a long, b string, a long", pa.schema([("a", pa.int64()), ("a", pa.string())])]
+)
+def test_an_output_schema_naming_a_column_twice_is_refused_before_the_job(spark: Any, schema: Any) -> None:
+    frame = spark.createDataFrame([(1, "x")], "a long, b string")
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup("pytimely:twice")
+    with pytest.raises(ConfigurationError, match="'a' more than once"):
+        run_dataflow(frame, unchanged, schema, workers=2, name="twice")
+    assert tracker.getJobIdsForGroup("pytimely:twice") == jobs

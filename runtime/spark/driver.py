@@ -120,6 +120,7 @@ def arrow_schema(schema: Any, timezone: str | None = None) -> tuple[Any, pa.Sche
     from pyspark.sql.types import StructType, _parse_datatype_string
 
     if isinstance(schema, pa.Schema):
+        _check_names(schema.names)
         return from_arrow_schema(schema), schema
     if isinstance(schema, str):
         schema = simple_ddl(schema) or _parse_datatype_string(schema)  # Spark's parser: a JVM round trip
@@ -128,12 +129,23 @@ def arrow_schema(schema: Any, timezone: str | None = None) -> tuple[Any, pa.Sche
             f"run_dataflow needs the output schema as a StructType, a DDL string such as "
             f"'package string, scc string' or a pyarrow.Schema, got {type(schema).__name__}"
         )
+    _check_names(schema.names)
     if timezone is None and _has_timestamp(schema):
         raise ConfigurationError(
             f"the output schema {schema.simpleString()} has a timestamp column, whose Arrow type names the "
             f"session's time zone: pass arrow_schema(schema, timezone=spark.conf.get('spark.sql.session.timeZone'))"
         )
     return schema, to_arrow_schema(schema, timezone=timezone)
+
+
+def _check_names(names: list[str]) -> None:
+    """Refuse an output schema that names a column twice: Spark cannot read such Arrow batches back."""
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ConfigurationError(
+            f"the output schema ({', '.join(names)}) has column(s) {', '.join(map(repr, twice))} more than once; "
+            f"Spark cannot take its rows back from the tasks: give every output column its own name"
+        )
 
 
 def _has_timestamp(kind: Any) -> bool:
