@@ -7,7 +7,7 @@ import decimal
 import sys
 from typing import Any
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
 pytest.importorskip("pyspark")
