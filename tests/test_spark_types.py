@@ -9,11 +9,14 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
 from runtime.errors import ConfigurationError  # noqa: E402
-from runtime.spark import DataflowFailed, arrow_schema, run_dataflow  # noqa: E402
+from runtime.spark import DataflowFailed, arrow_schema, run_dataflow, to_record_batches  # noqa: E402
+from runtime.spark.errors import SchemaMismatch  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
 
 
@@ -104,3 +107,30 @@ def test_an_output_schema_naming_a_column_twice_is_refused_before_the_job(spark:
     with pytest.raises(ConfigurationError, match="'a' more than once"):
         run_dataflow(frame, unchanged, schema, workers=2, name="twice")
     assert tracker.getJobIdsForGroup("pytimely:twice") == jobs
+
+
+def halves(scope: ScopeBuilder, batches: Stream) -> Stream:
+    return batches.map(lambda row: (row[0] / 2,))
+
+
+def test_a_float_with_a_fraction_in_a_long_column_is_refused_not_truncated(spark: Any) -> None:
+    frame = spark.createDataFrame([(2,), (3,)], "k long")
+    with pytest.raises(DataflowFailed) as caught:
+        run_dataflow(frame, halves, "half long", workers=2)
+    error = caught.value
+    assert error.attempts == 1 and "column 'half' has type int64" in str(error) and "float 1.5" in str(error)
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    values=st.lists(st.one_of(st.none(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True)), max_size=6),
+    kind=st.sampled_from([pa.int8(), pa.int32(), pa.int64(), pa.uint64()]),
+)
+def test_output_rows_reach_an_integer_column_unchanged_or_are_refused(values: list[Any], kind: Any) -> None:
+    schema = pa.schema([("x", kind)])
+    try:
+        batches = list(to_record_batches([(value,) for value in values], schema))
+    except SchemaMismatch:
+        return
+    converted = [value for batch in batches for value in batch.column(0).to_pylist()]
+    assert converted == values  # 2.0 == 2: a float without a fraction may become an int

@@ -134,7 +134,7 @@ def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.Rec
         arrays = []
         for field, values in zip(schema, bulk, strict=True):
             try:
-                arrays.append(pa.array(values, type=field.type, from_pandas=False))
+                arrays.append(column_array(values, field.type))
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
                 raise _column_error(field, values, first_row, error) from None
         batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -174,7 +174,7 @@ def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.Rec
     arrays = []
     for field, values in zip(schema, columns, strict=True):
         try:
-            arrays.append(pa.array(values, type=field.type, from_pandas=False))
+            arrays.append(column_array(values, field.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as error:
             raise _column_error(field, values, first_row, error) from None
     batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -182,11 +182,31 @@ def _rows_to_batch(rows: list[Any], schema: pa.Schema, first_row: int) -> pa.Rec
     return batch
 
 
+def column_array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """``values`` (Python objects) as an Arrow array of type ``kind``, refusing what would change a value.
+
+    Arrow converts a Python float to an integer type by truncating it
+    (``1.5`` becomes ``1``) without a word; an integer column is therefore
+    first converted as Arrow infers it, and a float column cast with Arrow's
+    safe cast, which refuses a fraction, a NaN or a value out of range (as
+    Spark's own schema check does).  Any other column, or values Arrow cannot
+    infer one type for, convert to ``kind`` directly.
+    """
+    if pa.types.is_integer(kind):
+        try:
+            inferred = pa.array(values, from_pandas=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            inferred = None  # mixed or out of int64's range: the typed conversion decides (and names the value)
+        if inferred is not None and (pa.types.is_integer(inferred.type) or pa.types.is_floating(inferred.type)):
+            return inferred.cast(kind)
+    return pa.array(values, type=kind, from_pandas=False)
+
+
 def _column_error(field: pa.Field, values: list[Any], first_row: int, error: Exception) -> SchemaMismatch:
     """Find the first value of ``values`` that does not convert to ``field.type`` and describe it."""
     for offset, value in enumerate(values):
         try:
-            pa.array([value], type=field.type)
+            column_array([value], field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             return _mismatch(
                 f"column '{field.name}' has type {field.type} in the output schema, but output row "
