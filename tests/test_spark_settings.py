@@ -67,3 +67,42 @@ def test_a_context_that_cannot_be_remembered_is_read_every_time() -> None:
     assert context_settings(context) == {"spark.driver.host": "10.0.0.2"}
     assert setting(FakeSession(context), "spark.driver.host") == "10.0.0.2"
     assert context.clones == 2
+
+
+def unchanged(scope: Any, batches: Any) -> Any:
+    return batches
+
+
+def test_pytimely_settings_set_on_a_running_session_are_taken(spark: Any) -> None:
+    """``spark.conf.set("spark.pytimely.ports", ...)``, as a notebook sets a session's settings, pins the mesh."""
+    import sys
+
+    import pytest
+    from helpers.ports import free_port
+    from pyspark import cloudpickle
+
+    from runtime.errors import ConfigurationError
+    from runtime.spark import run_dataflow
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    frame = spark.range(0, 10, numPartitions=2)
+    low = free_port()
+    joined: list[str] = []
+    try:
+        spark.conf.set("spark.pytimely.ports", f"{low}-{low + 40}")
+        result = run_dataflow(
+            frame,
+            unchanged,
+            "id long",
+            workers=2,
+            on_progress=lambda event: joined.append(str(event["address"])) if event["event"] == "joined" else None,
+        )
+        assert result.count() == 10
+        ports = sorted(int(address.rpartition(":")[2]) for address in joined)
+        assert len(ports) == 2 and all(low <= port <= low + 40 for port in ports), (low, joined)
+        spark.conf.set("spark.pytimely.rendezvous", "carrier-pigeon")
+        with pytest.raises(ConfigurationError, match="carrier-pigeon"):
+            run_dataflow(frame, unchanged, "id long", workers=2)
+    finally:
+        spark.conf.unset("spark.pytimely.ports")
+        spark.conf.unset("spark.pytimely.rendezvous")

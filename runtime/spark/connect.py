@@ -31,6 +31,25 @@ def setting(spark: Any, key: str, default: str | None = None) -> str | None:
     return default if value is None else str(value)
 
 
+def own_setting(spark: Any, key: str, default: str | None = None) -> str | None:
+    """One of pytimely's own settings (``spark.pytimely.*``) as the session has it now.
+
+    The session's runtime conf starts with the context's settings
+    (``spark-defaults.conf``, ``--conf``, the builder's) and also holds what
+    ``spark.conf.set`` gave it since, which is how a notebook sets a session's
+    settings.  Spark's own settings are read from the context instead
+    (:func:`setting`): a reused session's runtime conf may claim values its
+    context never took.
+    """
+    if is_connect(spark):
+        return setting(spark, key, default)
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001 - a session that cannot say reads as its context
+        value = None
+    return setting(spark, key, default) if value is None else str(value)
+
+
 def session_key(spark: Any) -> str:
     """A name for the session that stays the same while it lives and differs from every other session's.
 

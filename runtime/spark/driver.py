@@ -73,7 +73,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.errors import ConfigurationError
-from runtime.spark.connect import is_connect, setting
+from runtime.spark.connect import is_connect, own_setting, setting
 from runtime.spark.ddl import simple_ddl
 from runtime.spark.driver_phases import DriverPhases, job_labels, partitions_without_running
 from runtime.spark.durable import Durable, check_durable, finish
@@ -310,14 +310,14 @@ def _network(
     Returns ``(bind_host, ports, through_driver, driver_host)``: whether the tasks learn each
     other's addresses from the driver (else through ``allGather``), and the driver's host.
     """
-    bind_host = bind_host if bind_host is not None else setting(spark, BIND_HOST_SETTING)
-    port_range = parse_ports(ports if ports is not None else setting(spark, PORTS_SETTING))
+    bind_host = bind_host if bind_host is not None else own_setting(spark, BIND_HOST_SETTING)
+    port_range = parse_ports(ports if ports is not None else own_setting(spark, PORTS_SETTING))
     # a Connect client may be far from the executors: by default its tasks meet through allGather
     default = "barrier" if is_connect(spark) else "driver"
-    through_driver = _rendezvous_mode(setting(spark, RENDEZVOUS_SETTING, default) or default) == "driver"
+    through_driver = _rendezvous_mode(own_setting(spark, RENDEZVOUS_SETTING, default) or default) == "driver"
     driver_host = setting(spark, "spark.driver.host", "127.0.0.1") or "127.0.0.1"
     if is_connect(spark):  # the listeners run in the client, which need not be the server's driver host
-        driver_host = setting(spark, CLIENT_HOST_SETTING) or driver_host
+        driver_host = own_setting(spark, CLIENT_HOST_SETTING) or driver_host
     return bind_host, port_range, through_driver, driver_host
 
 
