@@ -134,3 +134,14 @@ def test_output_rows_reach_an_integer_column_unchanged_or_are_refused(values: li
         return
     converted = [value for batch in batches for value in batch.column(0).to_pylist()]
     assert converted == values  # 2.0 == 2: a float without a fraction may become an int
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("connect_timeout", -1), ("connect_timeout", 0), ("stall_timeout", 0), ("stall_timeout", float("nan")),
+     ("slot_wait", -1), ("stall_timeout", "60"), ("connect_timeout", True)],
+)  # fmt: skip
+def test_a_time_limit_that_is_no_number_of_seconds_is_refused_naming_it(spark: Any, argument: str, value: Any) -> None:
+    frame = spark.range(0, 4, numPartitions=2)
+    with pytest.raises(ConfigurationError, match=f"run_dataflow needs {argument}"):
+        run_dataflow(frame, unchanged, "id long", workers=2, **{argument: value})

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 import secrets
@@ -270,6 +271,7 @@ def run_dataflow(
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
         workers = _checked_workers(spark, workers, retries, build)
+        _checked_seconds(stall_timeout=stall_timeout, connect_timeout=connect_timeout, slot_wait=slot_wait)
         spark_schema, pa_schema = arrow_schema(schema, spark.conf.get("spark.sql.session.timeZone"))
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
@@ -319,6 +321,15 @@ def _network(
     if is_connect(spark):  # the listeners run in the client, which need not be the server's driver host
         driver_host = own_setting(spark, CLIENT_HOST_SETTING) or driver_host
     return bind_host, port_range, through_driver, driver_host
+
+
+def _checked_seconds(**seconds: Any) -> None:
+    """Refuse a time limit that is not a finite number of seconds above 0 (at least 0 for ``slot_wait``)."""
+    for name, value in seconds.items():
+        number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+        if not number or value < 0 or (value == 0 and name != "slot_wait"):
+            bound = ">= 0" if name == "slot_wait" else "> 0"
+            raise ConfigurationError(f"run_dataflow needs {name} {bound} (seconds, a finite number), got {value!r}")
 
 
 def _checked_workers(spark: Any, workers: int | None, retries: int, build: Build) -> int:
