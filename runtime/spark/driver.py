@@ -270,8 +270,7 @@ def run_dataflow(
     phases = DriverPhases(on_progress)
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
-        workers = _checked_workers(spark, workers, retries, build)
-        _checked_seconds(stall_timeout=stall_timeout, connect_timeout=connect_timeout, slot_wait=slot_wait)
+        workers = _checked_workers(spark, workers, retries, build, (stall_timeout, connect_timeout, slot_wait))
         spark_schema, pa_schema = arrow_schema(schema, spark.conf.get("spark.sql.session.timeZone"))
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
@@ -323,17 +322,24 @@ def _network(
     return bind_host, port_range, through_driver, driver_host
 
 
-def _checked_seconds(**seconds: Any) -> None:
-    """Refuse a time limit that is not a finite number of seconds above 0 (at least 0 for ``slot_wait``)."""
-    for name, value in seconds.items():
+def _checked_seconds(limits: tuple[Any, Any, Any]) -> None:
+    """Refuse a time limit that is not a finite number of seconds above 0 (at least 0 for ``slot_wait``).
+
+    ``limits`` is ``(stall_timeout, connect_timeout, slot_wait)``.
+    """
+    for name, value in zip(("stall_timeout", "connect_timeout", "slot_wait"), limits, strict=True):
         number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
         if not number or value < 0 or (value == 0 and name != "slot_wait"):
             bound = ">= 0" if name == "slot_wait" else "> 0"
             raise ConfigurationError(f"run_dataflow needs {name} {bound} (seconds, a finite number), got {value!r}")
 
 
-def _checked_workers(spark: Any, workers: int | None, retries: int, build: Build) -> int:
-    """The number of tasks to run (Spark's default parallelism unless given), once the arguments are checked."""
+def _checked_workers(spark: Any, workers: int | None, retries: int, build: Build, limits: tuple[Any, Any, Any]) -> int:
+    """The number of tasks to run (Spark's default parallelism unless given), once the arguments are checked.
+
+    ``limits`` are the time limits, ``(stall_timeout, connect_timeout, slot_wait)``.
+    """
+    _checked_seconds(limits)
     if workers is None and is_connect(spark):
         parallelism = setting(spark, "spark.default.parallelism")
         if parallelism is None:
