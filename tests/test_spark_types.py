@@ -145,3 +145,12 @@ def test_a_time_limit_that_is_no_number_of_seconds_is_refused_naming_it(spark: A
     frame = spark.range(0, 4, numPartitions=2)
     with pytest.raises(ConfigurationError, match=f"run_dataflow needs {argument}"):
         run_dataflow(frame, unchanged, "id long", workers=2, **{argument: value})
+
+
+@pytest.mark.parametrize("directory", ["", " "])
+def test_an_empty_checkpoint_directory_is_refused_not_taken_as_the_working_directory(
+    spark: Any, directory: str
+) -> None:
+    frame = spark.range(0, 4, numPartitions=2)
+    with pytest.raises(ConfigurationError, match="checkpoint="):
+        run_dataflow(frame, unchanged, "id long", workers=2, checkpoint=directory)

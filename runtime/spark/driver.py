@@ -286,7 +286,16 @@ def run_dataflow(
 
 
 def _path(path: str | os.PathLike[str] | None) -> str | None:
-    return None if path is None else os.fspath(path)
+    """The checkpoint directory as text; an empty one (the tasks' working directories) is refused."""
+    if path is None:
+        return None
+    text = os.fspath(path)
+    if not text.strip():
+        raise ConfigurationError(
+            f"run_dataflow needs checkpoint= a directory every task reaches, or None for no checkpoints; got "
+            f"{text!r}, which would checkpoint into each executor's working directory"
+        )
+    return text
 
 
 def _preflight(spark: Any, workers: int, slot_wait: float, durable: Durable = None) -> None:
