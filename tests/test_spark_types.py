@@ -154,3 +154,16 @@ def test_an_empty_checkpoint_directory_is_refused_not_taken_as_the_working_direc
     frame = spark.range(0, 4, numPartitions=2)
     with pytest.raises(ConfigurationError, match="checkpoint="):
         run_dataflow(frame, unchanged, "id long", workers=2, checkpoint=directory)
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+def test_strings_and_binaries_come_back_when_spark_hands_them_over_as_large_arrow_types(
+    spark: Any, columnar: bool
+) -> None:
+    frame = spark.createDataFrame([(1, "a", b"x"), (2, None, None)], "k long, s string, b binary")
+    spark.conf.set("spark.sql.execution.arrow.useLargeVarTypes", "true")
+    try:
+        result = run_dataflow(frame, unchanged, "k long, s string, b binary", workers=2, columnar=columnar)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.useLargeVarTypes")
+    assert sorted(map(tuple, result.collect())) == [(1, "a", b"x"), (2, None, None)]

@@ -110,12 +110,15 @@ RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
 
-def arrow_schema(schema: Any, timezone: str | None = None) -> tuple[Any, pa.Schema]:
+def arrow_schema(schema: Any, timezone: str | None = None, large_types: bool = False) -> tuple[Any, pa.Schema]:
     """``(Spark schema, Arrow schema)`` from a ``StructType``, a DDL string, or a ``pyarrow.Schema``.
 
     ``timezone`` is the session's ``spark.sql.session.timeZone``: a Spark
     ``timestamp`` column is an Arrow ``timestamp("us", tz=timezone)``, as
-    Spark hands it to the tasks; a schema with one needs it.
+    Spark hands it to the tasks; a schema with one needs it.  ``large_types``
+    is the session's ``spark.sql.execution.arrow.useLargeVarTypes``: Spark then
+    hands strings and binaries over as Arrow's ``large_string`` and
+    ``large_binary``, and the output schema has them too.
     """
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
@@ -136,7 +139,13 @@ def arrow_schema(schema: Any, timezone: str | None = None) -> tuple[Any, pa.Sche
             f"the output schema {schema.simpleString()} has a timestamp column, whose Arrow type names the "
             f"session's time zone: pass arrow_schema(schema, timezone=spark.conf.get('spark.sql.session.timeZone'))"
         )
-    return schema, to_arrow_schema(schema, timezone=timezone)
+    return schema, to_arrow_schema(schema, timezone=timezone, prefers_large_types=large_types)
+
+
+def _arrow_settings(spark: Any) -> tuple[str | None, bool]:
+    """The session's settings that shape the Arrow batches Spark hands the tasks: time zone, large types."""
+    large = str(spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).strip().lower() == "true"
+    return spark.conf.get("spark.sql.session.timeZone"), large
 
 
 def _check_names(names: list[str]) -> None:
@@ -271,7 +280,7 @@ def run_dataflow(
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
         workers = _checked_workers(spark, workers, retries, build, (stall_timeout, connect_timeout, slot_wait))
-        spark_schema, pa_schema = arrow_schema(schema, spark.conf.get("spark.sql.session.timeZone"))
+        spark_schema, pa_schema = arrow_schema(schema, *_arrow_settings(spark))
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
         _preflight(spark, workers, slot_wait, durable)
