@@ -16,6 +16,7 @@ pytest.importorskip("pyspark")
 
 from runtime.errors import ConfigurationError  # noqa: E402
 from runtime.spark import DataflowFailed, arrow_schema, run_dataflow, to_record_batches  # noqa: E402
+from runtime.spark.arrow import conform_batch  # noqa: E402
 from runtime.spark.errors import SchemaMismatch  # noqa: E402
 from scopes import ScopeBuilder, Stream  # noqa: E402
 
@@ -167,3 +168,12 @@ def test_strings_and_binaries_come_back_when_spark_hands_them_over_as_large_arro
     finally:
         spark.conf.unset("spark.sql.execution.arrow.useLargeVarTypes")
     assert sorted(map(tuple, result.collect())) == [(1, "a", b"x"), (2, None, None)]
+
+
+def test_a_string_or_binary_column_is_taken_in_its_large_form_or_not_and_other_types_must_match() -> None:
+    schema = pa.schema([("s", pa.large_string()), ("b", pa.binary())])
+    batch = pa.record_batch({"b": pa.array([b"y", None], pa.large_binary()), "s": pa.array(["x", None], pa.string())})
+    (conformed,) = conform_batch(batch, schema)
+    assert conformed.schema.equals(schema) and conformed.to_pylist() == [{"s": "x", "b": b"y"}, {"s": None, "b": None}]
+    with pytest.raises(SchemaMismatch, match="column 's' has type large_string"):
+        conform_batch(pa.record_batch({"s": pa.array([b"x"]), "b": pa.array([b"y"])}), schema)

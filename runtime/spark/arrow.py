@@ -5,8 +5,10 @@ Output contract
 
     * columnar batches (messages that are ``pyarrow.RecordBatch`` or
       ``pyarrow.Table``, or records that are), whose columns must be exactly
-      the schema's (by name; any order) with exactly its types; a batch whose
-      schema is the output schema is passed to Spark as it is;
+      the schema's (by name; any order) with exactly its types, but that a
+      string or binary column may be in its large form or not (Spark hands
+      them over large with ``spark.sql.execution.arrow.useLargeVarTypes``);
+      a batch whose schema is the output schema is passed to Spark as it is;
     * numpy structured arrays (as messages or records), converted to Arrow
       column by column;
     * rows: ``tuple`` or ``list`` in the schema's column order, or ``dict`` by
@@ -58,7 +60,7 @@ def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> lis
                 str(field.type),
                 "missing",
             )
-        if found.type != field.type:
+        if found.type != field.type and _offset_width(found.type) != _offset_width(field.type):
             raise _mismatch(
                 f"column '{field.name}' has type {field.type} in the output schema, but the dataflow "
                 f"produced {what} where it has type {found.type}; "
@@ -76,7 +78,7 @@ def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> lis
             "absent",
             str(have[extra[0]].type),
         )
-    columns = [batch.column(name) for name in schema.names]
+    columns = [_same_type(batch.column(field.name), field.type) for field in schema]
     if isinstance(batch, pa.Table):
         table = pa.Table.from_arrays(columns, schema=schema)
         check_nulls(table, schema, what)
@@ -84,6 +86,19 @@ def conform_batch(batch: Any, schema: pa.Schema, what: str | None = None) -> lis
     conformed = pa.RecordBatch.from_arrays(columns, schema=schema)
     check_nulls(conformed, schema, what)
     return [conformed]
+
+
+_WIDENED = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+
+
+def _offset_width(kind: pa.DataType) -> pa.DataType:
+    """The large form of a string or binary type (the types differ only in their offsets' width), else ``kind``."""
+    return _WIDENED.get(kind, kind)
+
+
+def _same_type(column: Any, kind: pa.DataType) -> Any:
+    """``column`` as type ``kind``: a string or binary column cast to or from its large form, others as they are."""
+    return column if column.type == kind else column.cast(kind)
 
 
 def check_nulls(batch: Any, schema: pa.Schema, what: str, first_row: int | None = None) -> None:
