@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from runtime.errors import ConfigurationError
 from runtime.spark import run_dataflow, warm_up
 from runtime.spark.warmup import wait_for_warm_up
 from scopes import ScopeBuilder, Stream
@@ -43,6 +44,7 @@ def test_run_dataflow_waits_for_a_warm_up_still_running(spark: Any) -> None:
     assert pids and os.getpid() not in pids
 
 
-def test_warm_up_refuses_no_tasks(spark: Any) -> None:
-    with pytest.raises(ValueError, match="tasks >= 1"):
-        warm_up(spark, 0)
+@pytest.mark.parametrize("tasks", [0, -1, 1.5, True])
+def test_warm_up_refuses_what_is_no_number_of_tasks_as_a_pytimely_error(spark: Any, tasks: Any) -> None:
+    with pytest.raises(ConfigurationError, match="tasks >= 1"):
+        warm_up(spark, tasks)

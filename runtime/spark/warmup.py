@@ -24,6 +24,8 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from runtime.errors import ConfigurationError
+
 _lock = threading.Lock()
 _running: list[WarmUp] = []
 
@@ -78,7 +80,7 @@ def warm_up(spark: Any, tasks: int | None = None, wait: bool = False) -> WarmUp:
     """
     count = int(spark.sparkContext.defaultParallelism) if tasks is None else tasks
     if count.__class__ is not int or count < 1:
-        raise ValueError(f"warm_up needs tasks >= 1, got {tasks!r}")
+        raise ConfigurationError(f"warm_up needs tasks >= 1 (an int: Python workers to start), got {tasks!r}")
     job = WarmUp(spark, count)
     if wait:
         job.wait()
