@@ -1,5 +1,9 @@
 """Where the user's code is: the first stack frame outside pytimely's own packages, as ``file.py:LINE``.
 
+A thread's start-up in the standard library (``threading.py``) is not the
+user's code either: an operator pytimely builds in a worker thread of its own
+(the output of a Spark task) has no user's line.
+
 Called while building, once per input, operator and scope: errors about an open
 input or a stuck operator name the line that made it. While running, only when
 instrumentation is on (where the user's code came to hold a capability: those hook
@@ -17,6 +21,8 @@ _OURS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), package) + os.sep
     for package in ("scopes", "runtime", "viz")
 )
+_THREAD_START = os.path.join(os.path.dirname(os.__file__), "threading.py")
+"""The standard library's thread start-up, at the root of every worker thread's stack: never the user's line."""
 
 
 def user_site(skip: int = 1, stop: Collection[CodeType] = ()) -> str | None:
@@ -33,7 +39,7 @@ def user_site(skip: int = 1, stop: Collection[CodeType] = ()) -> str | None:
         if code in stop:
             return None
         filename = code.co_filename
-        if not filename.startswith(_OURS) and not filename.startswith("<frozen"):
+        if not filename.startswith(_OURS) and not filename.startswith("<frozen") and filename != _THREAD_START:
             return f"{os.path.basename(filename)}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return None
