@@ -183,6 +183,15 @@ def test_a_spark_failure_gives_the_tasks_traceback_and_its_exception_line() -> N
     assert not should_retry(SPARK_FAILURE)
 
 
+CANCELLED = (
+    "An error occurred while calling o178.localCheckpoint.\n: org.apache.spark.SparkException: [SPARK_JOB_CANCELLED] "
+    "Job 1 cancelled part of cancelled job group pytimely:slow SQLSTATE: XXKDA\n"
+    "\tat org.apache.spark.errors.SparkCoreErrors$.sparkJobCancelled(SparkCoreErrors.scala:222)\n"
+    "\tat org.apache.spark.scheduler.DAGScheduler.handleJobCancellation(DAGScheduler.scala:4404)\n"
+)
+"""What Spark 4 says when ``cancelJobGroup`` stopped a dataflow's job."""
+
+
 @pytest.mark.parametrize(
     ("text", "retry"),
     [
@@ -191,6 +200,7 @@ def test_a_spark_failure_gives_the_tasks_traceback_and_its_exception_line() -> N
         ("org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", True),
         ("ExecutorLostFailure (executor 1 exited caused by one of the running tasks)", True),
         ("Traceback (most recent call last):\n  File x\n_pickle.UnpicklingError: invalid load key", False),
+        (CANCELLED, False),
     ],
 )
 def test_only_infrastructure_failures_are_retried(text: str, retry: bool) -> None:
@@ -382,6 +392,7 @@ PY4J_STAGE_FAILURE = (
             "ExecutorLostFailure (executor 1 exited",
         ),
         ("An error occurred while calling o9.collectToPython.\n", "An error occurred while calling o9"),
+        (CANCELLED, "[SPARK_JOB_CANCELLED] Job 1 cancelled part of cancelled job group pytimely:slow"),
     ],
 )
 def test_a_spark_failure_is_summed_up_by_its_reason_not_by_py4js_header(text: str, told: str) -> None:

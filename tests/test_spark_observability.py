@@ -130,3 +130,46 @@ def test_other_ddl_is_left_to_sparks_parser(text: str) -> None:
     from runtime.spark.ddl import simple_ddl
 
     assert simple_ddl(text) is None
+
+
+def held(row: Any) -> Any:
+    """``row``, a tenth of a second later."""
+    import time
+
+    time.sleep(0.1)
+    return row
+
+
+def slow_rows(scope: ScopeBuilder, batches: Stream) -> Stream:
+    """Each row held a tenth of a second: long enough for the test to cancel the job."""
+    return batches.map(held, name="Slow")
+
+
+def test_cancelling_the_dataflows_job_group_stops_it_without_another_attempt(spark: Any) -> None:
+    import threading
+
+    from runtime.spark import DataflowFailed
+
+    meshed = threading.Event()
+    attempts: list[int] = []
+
+    def cancel_once_meshed() -> None:
+        if meshed.wait(120):
+            spark.sparkContext.cancelJobGroup(job_group("cancelled"))
+
+    canceller = threading.Thread(target=cancel_once_meshed, daemon=True)
+    canceller.start()
+    with pytest.raises(DataflowFailed) as caught:
+        run_dataflow(
+            spark.range(0, 400, numPartitions=2),
+            slow_rows,
+            "id long",
+            workers=2,
+            name="cancelled",
+            on_attempt=lambda number, _: attempts.append(number),
+            on_progress=lambda event: meshed.set() if event["event"] == "meshed" else None,
+        )
+    canceller.join()
+    error = caught.value
+    assert attempts == [0] and error.attempts == 1 and not error.retryable, str(error)[:2000]
+    assert "was cancelled" in str(error) and "job group pytimely:cancelled" in error.causes[0], error.causes

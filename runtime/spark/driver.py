@@ -83,6 +83,7 @@ from runtime.spark.executors import check_executors
 from runtime.spark.failures import (
     OWN_FAILURE_WAIT,
     FailureReports,
+    cancelled,
     exception_line,
     should_retry,
     stopped_by_another,
@@ -483,9 +484,10 @@ def _failure(
     causes.append(cause)
     shown = f"\n\nThe failing task's Python traceback:\n{traceback}" if traceback else ""
     if not retry:
+        repeat = " failed in a way another attempt would repeat"
+        why = "'s Spark job was cancelled, which is not retried" if cancelled(text) else repeat
         return DataflowFailed(
-            f"the dataflow failed in a way another attempt would repeat (attempt {attempt + 1} "
-            f"of {retries + 1}): {cause}{shown}",
+            f"the dataflow{why} (attempt {attempt + 1} of {retries + 1}): {cause}{shown}",
             attempt + 1,
             causes,
             False,

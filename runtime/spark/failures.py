@@ -22,6 +22,7 @@ traceback over the one Spark chose.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -39,6 +40,8 @@ _INFRASTRUCTURE = ("Python worker exited unexpectedly", "ExecutorLostFailure", "
 _PY4J_HEADER = "An error occurred while calling "
 """How Py4J's error starts (``... o841.collectToPython.``): it names the Java call, never why it failed."""
 _STAGE_FAILURE = "Job aborted due to stage failure"
+_CANCELLED = re.compile(r"SPARK_JOB_CANCELLED|\bJob \d+ cancelled\b")
+"""How Spark says a job was cancelled (``cancelJobGroup``, ``cancelAllJobs``, the UI's kill link)."""
 
 
 def without_markers(text: str) -> str:
@@ -76,11 +79,14 @@ def exception_line(traceback: str) -> str:
 
 def summary(text: str) -> str:
     """The most telling line of a Spark job failure: the task's Python exception if it raised one."""
+    lines = [line.strip() for line in without_markers(text).splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith(_PY4J_HEADER)]
+    for line in telling:  # cancelled: whatever the killed tasks said, the cancel is why
+        if _CANCELLED.search(line) and not line.startswith("at "):
+            return line[:600]
     traceback = task_traceback(text)
     if traceback is not None:
         return exception_line(traceback)[:600]
-    lines = [line.strip() for line in without_markers(text).splitlines() if line.strip()]
-    telling = [line for line in lines if not line.startswith(_PY4J_HEADER)]
     for marker in (*_INFRASTRUCTURE, _STAGE_FAILURE):
         for line in telling:
             if marker in line:
@@ -91,9 +97,17 @@ def summary(text: str) -> str:
     return (telling or lines or ["the Spark job failed"])[0][:600]
 
 
+def cancelled(text: str) -> bool:
+    """Whether a Spark job failure's text says the job was cancelled (by the user: never retried)."""
+    return _CANCELLED.search(text) is not None
+
+
 def should_retry(text: str) -> bool:
-    """Whether another attempt may succeed, from a Spark job failure's text (see the module's docstring)."""
-    if FATAL_MARKER in text:
+    """Whether another attempt may succeed, from a Spark job failure's text (see the module's docstring).
+
+    A cancelled job is not retried: whoever cancelled it wants it stopped.
+    """
+    if FATAL_MARKER in text or cancelled(text):
         return False
     if RETRY_MARKER in text:
         return True
