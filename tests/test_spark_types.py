@@ -178,3 +178,15 @@ def test_a_string_or_binary_column_is_taken_in_its_large_form_or_not_and_other_t
     assert conformed.schema.equals(schema) and conformed.to_pylist() == [{"s": "x", "b": b"y"}, {"s": None, "b": None}]
     with pytest.raises(SchemaMismatch, match="column 's' has type large_string"):
         conform_batch(pa.record_batch({"s": pa.array([b"x"]), "b": pa.array([b"y"])}), schema)
+
+
+def test_an_input_with_a_column_named_twice_after_a_join_is_refused_naming_it(spark: Any) -> None:
+    left = spark.createDataFrame([(1, "x")], "id long, v string")
+    right = spark.createDataFrame([(1, "y")], "id long, w string")
+    joined = left.join(right, left.id == right.id)
+    with pytest.raises(ConfigurationError, match="the input DataFrame .* has column.s. 'id' more than once"):
+        run_dataflow(joined, unchanged, "id long, v string, id2 long, w string", workers=2)
+    renamed = joined.toDF("id", "v", "id2", "w")
+    assert run_dataflow(renamed, unchanged, "id long, v string, id2 long, w string", workers=2).collect() == [
+        (1, "x", 1, "y")
+    ]

@@ -111,7 +111,9 @@ RENDEZVOUS_SETTING = "spark.pytimely.rendezvous"
 """``driver`` (the default: tasks learn each other's addresses from the driver) or ``barrier`` (``allGather``)."""
 
 
-def arrow_schema(schema: Any, timezone: str | None = None, large_types: bool = False) -> tuple[Any, pa.Schema]:
+def arrow_schema(
+    schema: Any, timezone: str | None = None, large_types: bool = False, input_names: list[str] | None = None
+) -> tuple[Any, pa.Schema]:
     """``(Spark schema, Arrow schema)`` from a ``StructType``, a DDL string, or a ``pyarrow.Schema``.
 
     ``timezone`` is the session's ``spark.sql.session.timeZone``: a Spark
@@ -119,8 +121,11 @@ def arrow_schema(schema: Any, timezone: str | None = None, large_types: bool = F
     Spark hands it to the tasks; a schema with one needs it.  ``large_types``
     is the session's ``spark.sql.execution.arrow.useLargeVarTypes``: Spark then
     hands strings and binaries over as Arrow's ``large_string`` and
-    ``large_binary``, and the output schema has them too.
+    ``large_binary``, and the output schema has them too.  ``input_names``
+    are the input DataFrame's columns, which must not repeat a name either.
     """
+    if input_names is not None:
+        _check_names(input_names, "the input DataFrame", "rename them (df.toDF(*names), or select with alias)")
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructType, _parse_datatype_string
 
@@ -149,13 +154,15 @@ def _arrow_settings(spark: Any) -> tuple[str | None, bool]:
     return spark.conf.get("spark.sql.session.timeZone"), large
 
 
-def _check_names(names: list[str]) -> None:
-    """Refuse an output schema that names a column twice: Spark cannot read such Arrow batches back."""
+def _check_names(
+    names: list[str], what: str = "the output schema", fix: str = "give every output column its own name"
+) -> None:
+    """Refuse columns named twice: Spark can neither hand such Arrow batches to the tasks nor read them back."""
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise ConfigurationError(
-            f"the output schema ({', '.join(names)}) has column(s) {', '.join(map(repr, twice))} more than once; "
-            f"Spark cannot take its rows back from the tasks: give every output column its own name"
+            f"{what} ({', '.join(names)}) has column(s) {', '.join(map(repr, twice))} more than once (after a "
+            f"join?); Spark's mapInArrow cannot pass such columns to or from the tasks: {fix}"
         )
 
 
@@ -281,7 +288,7 @@ def run_dataflow(
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
         spark = df.sparkSession
         workers = _checked_workers(spark, workers, retries, build, (stall_timeout, connect_timeout, slot_wait))
-        spark_schema, pa_schema = arrow_schema(schema, *_arrow_settings(spark))
+        spark_schema, pa_schema = arrow_schema(schema, *_arrow_settings(spark), input_names=df.columns)
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
     with phases.phase("preflight"):
         _preflight(spark, workers, slot_wait, durable)
