@@ -253,6 +253,7 @@ def test_a_user_function_raising_is_not_retried_and_its_traceback_reaches_the_dr
     assert error.task_traceback is not None and "Traceback (most recent call last)" in error.task_traceback
     assert "explode_on_key" in error.task_traceback and "ZeroDivisionError: user code cannot divide" in str(error)
     assert error.__cause__ is not None
+    assert "reporter.close()" not in error.task_traceback  # the task's own clean-up is not where it failed
 
 
 def test_a_user_module_the_executors_cannot_import_fails_at_once_naming_the_module(

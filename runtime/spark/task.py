@@ -293,6 +293,7 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     reporter.report("started")
     queue = OutputQueue()
     runner: threading.Thread | None = None
+    failure: tuple[BaseException, BaseException] | None = None
     try:
         advertised = _advertised_host(context, index)
         listener, address = _listen(plan.bind_host, advertised, plan.ports, _neighbours(context, index))
@@ -333,15 +334,15 @@ def run_task(plan: TaskPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
             _report_failure(reporter, error, index)
         if _failed_elsewhere(error, index):
             time.sleep(REMOTE_FAILURE_DELAY)  # let the failing task's own error reach Spark first
-        marked = _marked(error, index, plan.attempt)
-        if marked is error:
-            raise
-        raise marked from error
+        failure = (error, _marked(error, index, plan.attempt))
     finally:
         if runner is not None:
             runner.join(timeout=plan.stall_timeout)
         _current = None
         reporter.close()
+    if failure is not None:  # raised once cleaned up: raised in the except, its traceback ended at reporter.close()
+        original, marked = failure
+        raise marked if marked is original else marked from original
 
 
 def _run_mesh(
