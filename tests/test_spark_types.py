@@ -190,3 +190,11 @@ def test_an_input_with_a_column_named_twice_after_a_join_is_refused_naming_it(sp
     assert run_dataflow(renamed, unchanged, "id long, v string, id2 long, w string", workers=2).collect() == [
         (1, "x", 1, "y")
     ]
+
+
+def test_an_input_that_is_no_spark_dataframe_is_refused_saying_what_to_make(spark: Any) -> None:
+    import pandas as pd
+
+    for frame in (pd.DataFrame({"id": [1]}), spark.range(2).rdd, [(1,)]):
+        with pytest.raises(ConfigurationError, match="needs a Spark DataFrame as its input"):
+            run_dataflow(frame, unchanged, "id long", workers=2)

@@ -286,7 +286,7 @@ def run_dataflow(
     """
     phases = DriverPhases(on_progress)
     with phases.phase("arguments"):  # a DDL schema that is not flat goes to Spark's parser (the JVM) here
-        spark = df.sparkSession
+        spark = _session_of(df)
         workers = _checked_workers(spark, workers, retries, build, (stall_timeout, connect_timeout, slot_wait))
         spark_schema, pa_schema = arrow_schema(schema, *_arrow_settings(spark), input_names=df.columns)
         bind_host, port_range, through_driver, driver_host = _network(spark, bind_host, ports)
@@ -300,6 +300,17 @@ def run_dataflow(
     return _run_attempts(
         spark, df, spark_schema, plan, retries, driver_host, through_driver, phases, on_attempt, durable
     )
+
+
+def _session_of(df: Any) -> Any:
+    """The Spark session of the input DataFrame; anything else (pandas, an RDD) is refused, saying what to do."""
+    spark = getattr(df, "sparkSession", None)
+    if spark is None:
+        raise ConfigurationError(
+            f"run_dataflow needs a Spark DataFrame as its input, got {type(df).__module__}.{type(df).__name__}; "
+            f"make one with spark.createDataFrame(...) (or rdd.toDF(...) for an RDD)"
+        )
+    return spark
 
 
 def _path(path: str | os.PathLike[str] | None) -> str | None:
