@@ -22,6 +22,7 @@ Output contract
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -201,20 +202,40 @@ def column_array(values: list[Any], kind: pa.DataType) -> pa.Array:
     """``values`` (Python objects) as an Arrow array of type ``kind``, refusing what would change a value.
 
     Arrow converts a Python float to an integer type by truncating it
-    (``1.5`` becomes ``1``) without a word; an integer column is therefore
-    first converted as Arrow infers it, and a float column cast with Arrow's
-    safe cast, which refuses a fraction, a NaN or a value out of range (as
-    Spark's own schema check does).  Any other column, or values Arrow cannot
-    infer one type for, convert to ``kind`` directly.
+    (``1.5`` becomes ``1``) without a word.  An integer column is therefore
+    first converted as Arrow infers it: integers alone (the common case) are
+    cast to ``kind`` with Arrow's safe cast, which refuses a value out of
+    range; otherwise (a float among them, or values Arrow infers no one type
+    for) each float must be a whole number, as Spark's own schema check
+    requires, and becomes an int (:func:`_whole_numbers`) before the typed
+    conversion.  Any other column converts to ``kind`` directly.
     """
     if pa.types.is_integer(kind):
         try:
             inferred = pa.array(values, from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            inferred = None  # mixed or out of int64's range: the typed conversion decides (and names the value)
-        if inferred is not None and (pa.types.is_integer(inferred.type) or pa.types.is_floating(inferred.type)):
+            inferred = None  # mixed, or out of int64's (or a double's exact) range
+        if inferred is not None and pa.types.is_integer(inferred.type):
             return inferred.cast(kind)
+        if inferred is None or pa.types.is_floating(inferred.type):
+            values = _whole_numbers(values)
     return pa.array(values, type=kind, from_pandas=False)
+
+
+def _whole_numbers(values: list[Any]) -> list[Any]:
+    """``values`` with each float (Python's or NumPy's) made an int; one with a fraction, NaN or inf is refused.
+
+    Runs only for an integer column that holds floats (or values of mixed kinds), never for integers alone.
+    """
+    whole = []
+    for value in values:
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+            number = float(value)
+            if not number.is_integer():
+                raise pa.ArrowInvalid(f"{value!r} is not a whole number")
+            value = int(number)
+        whole.append(value)
+    return whole
 
 
 def _column_error(field: pa.Field, values: list[Any], first_row: int, error: Exception) -> SchemaMismatch:
