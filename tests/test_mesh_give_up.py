@@ -9,11 +9,11 @@ from the command line with process 1's token wrong: process 1 printed "wrong tok
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from helpers.ports import free_ports, refusing_port
+from test_cluster import connect_in_thread
 
 from runtime.communication.tcp import Endpoint, HandshakeError, Mesh
 
@@ -25,25 +25,10 @@ def ignore(*_: object) -> None:
     """Frames and losses after the handshake do not matter here."""
 
 
-def joining(mesh: Mesh, timeout: float, errors: list[BaseException]) -> threading.Thread:
-    """A started thread in which ``mesh`` joins its cluster; what it raises goes to ``errors``."""
-
-    def join() -> None:
-        try:
-            mesh.connect(timeout)
-        except BaseException as error:  # noqa: BLE001 - inspected by the test
-            errors.append(error)
-
-    thread = threading.Thread(target=join, daemon=True)
-    thread.start()
-    return thread
-
-
 def test_a_process_whose_connection_is_refused_for_good_stops_waiting_for_later_peers() -> None:
     endpoints = [Endpoint("127.0.0.1", port) for port in free_ports(3)]
     first = Mesh(0, endpoints, "the cluster's token", ignore, ignore)
-    failures: list[BaseException] = []
-    thread = joining(first, 4.0, failures)  # process 2 never comes: process 0 fails at its own (short) deadline
+    thread, failures = connect_in_thread(first, 4.0)  # process 2 never comes: process 0 fails at its (short) deadline
     wrong = Mesh(1, endpoints, "another token", ignore, ignore)
     started = time.monotonic()
     with pytest.raises(HandshakeError, match="wrong token"):
@@ -63,8 +48,7 @@ def test_a_process_that_refused_a_misconfigured_peer_stops_connecting_to_earlier
         theirs = [endpoints[1], Endpoint("127.0.0.1", ports[2]), endpoints[2], Endpoint("127.0.0.1", ports[3])]
         middle = Mesh(1, endpoints, "token", ignore, ignore)
         other = Mesh(2, theirs, "token", ignore, ignore)
-        failures: list[BaseException] = []
-        thread = joining(other, 4.0, failures)
+        thread, failures = connect_in_thread(other, 4.0)
         started = time.monotonic()
         with pytest.raises(HandshakeError, match="process 2 of 4"):
             middle.connect(DEADLINE)  # process 0 never answers; process 2's count is wrong
