@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -151,12 +152,35 @@ def execute_from_args(
     """
     refuse_while_importing_main("execute_from_args(main)")
     config, _ = parse_cluster_args(argv)
-    if config.log is not None:  # every process of the cluster reads it, from the flag or from here
-        os.environ[LOG_VARIABLE] = config.log
     if config.metrics is not None:
         parse_address(config.metrics)  # a malformed address fails here, before any process starts
-        os.environ[METRICS_VARIABLE] = config.metrics
-    if config.processes == 1:  # execute turns on what --log and --metrics asked for (the variables above)
+    # every process of the cluster reads them (execute too, in this one), from the flags or from the environment;
+    # set for this run only: a later execute() in this program must not log to this run's file again
+    with _flags_in_environment({LOG_VARIABLE: config.log, METRICS_VARIABLE: config.metrics}):
+        return _run_configured(main, config, stall_timeout, connect_timeout)
+
+
+@contextmanager
+def _flags_in_environment(flags: dict[str, str | None]) -> Iterator[None]:
+    """Set each variable of ``flags`` that has a value for the block, then restore what the environment held."""
+    before = {name: os.environ.get(name) for name, value in flags.items() if value is not None}
+    for name in before:
+        os.environ[name] = str(flags[name])
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _run_configured(
+    main: Callable[[Worker], R], config: ClusterConfig, stall_timeout: float | None, connect_timeout: float
+) -> list[R]:
+    """:func:`execute_from_args` once the flags are parsed and in the environment."""
+    if config.processes == 1:  # execute turns on what --log and --metrics asked for
         return execute(main, workers=config.workers, stall_timeout=stall_timeout)
     tls = tls_config(*config.tls) if config.tls is not None else None  # bad files fail here, before any process
     if config.process is None:

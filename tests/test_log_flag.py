@@ -106,3 +106,16 @@ def test_the_metrics_variable_serves_worker_threads_of_plain_execute(monkeypatch
     assert sum(execute(scraping_main, workers=2)) == 10
     assert 'operator="numbers"' in scraped[0], scraped[0][:2000]
     assert current_state() is None  # the endpoint went away with the run
+
+
+def test_the_log_flag_holds_for_its_own_run_only(tmp_path: Path, monkeypatch) -> None:
+    """``execute_from_args(["--log", FILE])`` set ``PYTIMELY_LOG`` for the cluster's processes and left it set, so
+    a later ``execute`` in the same program (which now reads the variable) recorded into that file again."""
+    monkeypatch.delenv("PYTIMELY_LOG", raising=False)
+    monkeypatch.setenv("PYTIMELY_METRICS", "off")
+    path = tmp_path / "flagged.msgpack"
+    assert sum(execute_from_args(count_main, ["-w", "2", "--log", str(path), "--metrics", "127.0.0.1:0"])) == 10
+    assert "PYTIMELY_LOG" not in os.environ and os.environ["PYTIMELY_METRICS"] == "off"
+    recorded = path.read_bytes()
+    assert sum(execute(count_main, workers=2)) == 10
+    assert path.read_bytes() == recorded and not logging_active()
