@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -27,6 +26,7 @@ from runtime.execute import execute
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
 from runtime.main_guard import refuse_while_importing_main
 from runtime.metrics import METRICS_VARIABLE, parse_address
+from runtime.settings import settings_for_run
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -156,24 +156,8 @@ def execute_from_args(
         parse_address(config.metrics)  # a malformed address fails here, before any process starts
     # every process of the cluster reads them (execute too, in this one), from the flags or from the environment;
     # set for this run only: a later execute() in this program must not log to this run's file again
-    with _flags_in_environment({LOG_VARIABLE: config.log, METRICS_VARIABLE: config.metrics}):
+    with settings_for_run({LOG_VARIABLE: config.log, METRICS_VARIABLE: config.metrics}):
         return _run_configured(main, config, stall_timeout, connect_timeout)
-
-
-@contextmanager
-def _flags_in_environment(flags: dict[str, str | None]) -> Iterator[None]:
-    """Set each variable of ``flags`` that has a value for the block, then restore what the environment held."""
-    before = {name: os.environ.get(name) for name, value in flags.items() if value is not None}
-    for name in before:
-        os.environ[name] = str(flags[name])
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _run_configured(

@@ -8,7 +8,6 @@ or Ctrl-C is pressed, and turns failures into :class:`~runtime.errors.WorkerFail
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -28,7 +27,7 @@ from runtime.errors import (
     combined_stuck,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
-from runtime.settings import check_settings
+from runtime.settings import check_settings, settings_for_run
 from runtime.thread_cores import cores_setting, run_on, shared_core
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
@@ -65,19 +64,10 @@ def execute(
     raises :class:`~runtime.errors.AuditViolation` at the first inconsistency
     (see :mod:`runtime.audit`); ``None`` follows ``PYTIMELY_AUDIT``.
     """
-    check_settings()  # here too, not only in the processes: a wrong setting is refused at every worker count
-    if processes != 1:
-        if audit is None:
+    if processes != 1:  # execute_processes checks the settings before any process starts
+        with settings_for_run({AUDIT_VARIABLE: None if audit is None else "1" if audit else "0"}):
             return execute_processes(main, processes, workers, stall_timeout)
-        previous = os.environ.get(AUDIT_VARIABLE)
-        os.environ[AUDIT_VARIABLE] = "1" if audit else "0"  # the new processes read it
-        try:
-            return execute_processes(main, processes, workers, stall_timeout)
-        finally:
-            if previous is None:
-                os.environ.pop(AUDIT_VARIABLE, None)
-            else:
-                os.environ[AUDIT_VARIABLE] = previous
+    check_settings()  # threads too: a wrong setting is refused at every worker count
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
     if stall_timeout is not None and not stall_timeout > 0:

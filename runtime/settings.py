@@ -14,7 +14,8 @@ processes.  An empty value means the setting is unset.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from runtime.audit import AUDIT_VARIABLE, audit_setting
 from runtime.communication.process_fabric import SEND_WINDOW_VARIABLE, send_window_from
@@ -24,7 +25,7 @@ from runtime.errors import ConfigurationError
 from runtime.thread_cores import CORES_VARIABLE, cores_from
 from scopes.native import PURE_VARIABLE, pure_requested
 
-__all__ = ["check_settings"]
+__all__ = ["check_settings", "settings_for_run"]
 
 
 def check_settings(environ: Mapping[str, str] | None = None) -> None:
@@ -44,3 +45,21 @@ def check_settings(environ: Mapping[str, str] | None = None) -> None:
             f"{PURE_VARIABLE} must be 1 (or true, yes, on) to ignore a compiled build, or 0 (or false, no, off, "
             f"or unset) to use one when it is current; got {env.get(PURE_VARIABLE)!r}"
         )
+
+
+@contextmanager
+def settings_for_run(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Set each setting of ``values`` that has a value (``None``: leave it as it is) while the block runs, for
+    the processes it starts to read; then restore what the environment held, so that a later run of the same
+    program does not inherit them."""
+    before = {name: os.environ.get(name) for name, value in values.items() if value is not None}
+    for name in before:
+        os.environ[name] = str(values[name])
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
