@@ -289,7 +289,7 @@ class KeyCheckPusher:
                 if self._receiver is None:
                     raise
                 raise self._receiver.key_failed(error, time, self._key, batch) from error
-        elif batch.__class__ is not list and is_columnar(batch):
+        elif is_columnar(batch):
             # several workers route a columnar batch by the key of each row (scopes.exchange): check it so here
             columnar = self._columnar
             if columnar is None:
