@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime import execute
 from runtime.codec import EXT_CODEC, MAX_ANTICHAIN
@@ -58,3 +60,18 @@ def test_a_hostile_antichain_is_refused_not_built() -> None:
         decode_value(_codec_frame({"not": "a list"}))
     with pytest.raises(DecodeError):
         decode_value(_codec_frame([1, "a"]))  # times that do not compare
+
+
+SCALARS = st.none() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=4)
+"""What msgpack packs: a hostile peer's payload is any nesting of these."""
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=6), max_leaves=40))
+def test_any_payload_under_the_antichain_codec_decodes_to_an_antichain_or_a_decode_error(payload: object) -> None:
+    """Fuzz: whatever a peer puts under the codec's name, decoding gives an Antichain or a DecodeError."""
+    try:
+        decoded = decode_value(_codec_frame(payload))
+    except DecodeError:
+        return
+    assert type(decoded) is Antichain and len(decoded.elements) <= MAX_ANTICHAIN

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from runtime import execute
+from runtime.audit import audit_setting
 from runtime.errors import ConfigurationError
 from runtime.settings import check_settings
 from scopes.native import pure_requested
@@ -56,7 +57,8 @@ def test_an_empty_setting_is_the_default(monkeypatch: pytest.MonkeyPatch, name: 
 
 @pytest.mark.parametrize("value", ["1", "TRUE", " yes", "on", "0", "false", "No", "off", ""])
 def test_every_documented_audit_value_is_taken(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    check_settings({"PYTIMELY_AUDIT": value})
+    check_settings({"PYTIMELY_AUDIT": value})  # no ConfigurationError
+    assert audit_setting(value) is (value.strip().lower() in ("1", "true", "yes", "on"))
 
 
 @pytest.mark.parametrize(
@@ -76,3 +78,23 @@ def test_every_documented_audit_value_is_taken(monkeypatch: pytest.MonkeyPatch, 
 def test_the_pure_setting_takes_the_audits_words(value: str | None, pure: bool | None) -> None:
     """``PYTIMELY_PURE=no`` used to select pure Python (any value but "" and "0" did)."""
     assert pure_requested(value) is pure
+
+
+def test_a_setting_for_one_run_is_restored_after_it() -> None:
+    """``settings_for_run`` (execute's audit for new processes, execute_from_args's --log and --metrics) leaves
+    the environment as it found it, also after an error."""
+    import os
+
+    from runtime.settings import settings_for_run
+
+    os.environ.pop("PYTIMELY_LOG", None)
+    os.environ["PYTIMELY_METRICS"] = "off"
+    try:
+        with pytest.raises(RuntimeError), settings_for_run({"PYTIMELY_LOG": "x.msgpack", "PYTIMELY_METRICS": ":0"}):
+            assert os.environ["PYTIMELY_LOG"] == "x.msgpack" and os.environ["PYTIMELY_METRICS"] == ":0"
+            raise RuntimeError("the run failed")
+        assert "PYTIMELY_LOG" not in os.environ and os.environ["PYTIMELY_METRICS"] == "off"
+        with settings_for_run({"PYTIMELY_METRICS": None}):  # None: left as it is
+            assert os.environ["PYTIMELY_METRICS"] == "off"
+    finally:
+        os.environ.pop("PYTIMELY_METRICS", None)
