@@ -188,8 +188,11 @@ class CheckpointStore:
             return set()
         return {int(match.group(1)) for name in os.listdir(directory) if (match := _NAME.match(name))}
 
-    def read(self, path: Path, peers: int, worker: int, shape: str) -> dict[str, bytes]:
-        """The operator states in ``path``; :class:`CheckpointCorrupt` or :class:`CheckpointMismatch` if unfit."""
+    def read(self, path: Path, peers: int, worker: int, shape: str, epoch: int | None = None) -> dict[str, bytes]:
+        """The operator states in ``path``; :class:`CheckpointCorrupt` or :class:`CheckpointMismatch` if unfit.
+
+        With ``epoch``, the file must have been written for that boundary (the one its name gives).
+        """
         try:
             data = path.read_bytes()
         except OSError as error:  # a directory, an unreadable file, an I/O error: no checkpoint to use
@@ -225,6 +228,12 @@ class CheckpointStore:
             raise CheckpointMismatch(
                 f"{path}: written for another worker or worker count: its header at byte {at} is {shown(header, 200)}"
             )
+        if epoch is not None and header.get("epoch") != epoch:
+            raise CheckpointMismatch(
+                f"{path}: written at epoch boundary {shown(header.get('epoch'))} (its header at byte {at}), not at "
+                f"{epoch} as its name says: a file copied or renamed from another epoch would resume with the state "
+                "of the wrong epoch; move it aside to resume from an earlier checkpoint"
+            )
         if header.get("shape") != shape:
             raise CheckpointMismatch(
                 f"{path}: written by another dataflow (its shape {shown(header.get('shape'))} in its header at "
@@ -246,7 +255,7 @@ class CheckpointStore:
         for boundary in sorted(common, reverse=True):
             files = [self.directory(w, peers) / f"epoch-{boundary:020d}.ckpt" for w in range(peers)]
             try:
-                found = [self.read(path, peers, w, shape) for w, path in enumerate(files)]
+                found = [self.read(path, peers, w, shape, boundary) for w, path in enumerate(files)]
             except CheckpointCorrupt as error:
                 warnings.warn(f"{error}; resuming from an earlier checkpoint", stacklevel=2)
                 continue

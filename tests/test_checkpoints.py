@@ -575,3 +575,21 @@ def test_operator_state_of_another_shape_under_a_right_checksum_names_the_file(t
     assert isinstance(cause, CheckpointCorrupt), repr(cause)
     assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
     assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause  # which operator, where in the file
+
+
+def test_a_file_copied_from_another_epoch_is_refused(tmp_path: Path) -> None:
+    """Each worker's file of epoch E copied over its file of the latest epoch: sound, of this dataflow and this
+    worker, so it was restored, and the run resumed at the latest epoch with the state of an earlier one (the
+    records between were lost, silently). The header's epoch is now checked against the file's name."""
+    crashed_store(tmp_path)
+    latest = max(int(path.name[6:26]) for path in (tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))
+    for worker in range(2):
+        directory = tmp_path / "workers-2" / f"worker-{worker}"
+        (directory / f"epoch-{latest:020d}.ckpt").write_bytes(
+            (directory / f"epoch-{latest - 1:020d}.ckpt").read_bytes()
+        )
+    with pytest.raises(WorkerFailed) as caught:
+        run(CheckpointStore(tmp_path), [])
+    cause = caught.value.__cause__
+    assert isinstance(cause, CheckpointMismatch), repr(cause)
+    assert f"epoch-{latest:020d}.ckpt: written at epoch boundary {latest - 1} (its header at byte 14)" in str(cause)
