@@ -37,7 +37,7 @@ from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
 from scopes.signatures import check_function, describe_operator
-from scopes.state_registry import OperatorState, registry_of
+from scopes.state_registry import OperatorState, refuse_state_in_loops_under_checkpoints, registry_of
 
 S = TypeVar("S", bound=StreamCore)
 """The class of the streams read and made (for users, :class:`~scopes.stream.Stream`)."""
@@ -156,6 +156,7 @@ def process(
         check_function(on_timer, ("context",), "the on_timer function", where)
     if initial is not None:
         check_function(initial, (), "the initial-state function", where)
+    refuse_state_in_loops_under_checkpoints(stream.scope, where)
     operator = KeyedProcess(where, on_record, on_timer, initial)
     registry = registry_of(stream.scope)
 
@@ -195,6 +196,8 @@ def in_time_order(
     registered (:mod:`scopes.state_registry`) and reported as of each time
     before the next is applied.
     """
+    if states is not None:
+        refuse_state_in_loops_under_checkpoints(stream.scope, describe_operator(name, stream.scope.path))
     pending: dict[Any, list[Any]] = {}
     capabilities: dict[Any, Capability] = {}
     tracked: list[OperatorState] = []

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from scopes.errors import BuildError, KeyNotOwned, StateRestoreFailed
+from scopes.progress.timestamp import IntegerType
 
 Encode = Callable[[Any], bytes]
 """Turns an operator's state into bytes; raises for a state it cannot carry."""
@@ -281,4 +282,20 @@ def refuse_later_times_under_checkpoints(scope: Any, name: str, what: str) -> No
             f"operator {name!r} in scope {path} {what}, and records on their way to a later epoch are in no "
             "checkpoint: a resumed run would lose them. Use windows or process() timers, which checkpoint what "
             "they hold for later, or build this dataflow without checkpoint="
+        )
+
+
+def refuse_state_in_loops_under_checkpoints(scope: Any, where: str) -> None:
+    """:class:`BuildError` for keyed state in a scope whose times are not integers, in a dataflow with checkpoints.
+
+    A checkpoint holds state as of an epoch boundary: inside a loop, the
+    iterations of one epoch can still run after those of the next have been
+    applied, so no moment holds the state as of the boundary (and the operator
+    failed at its first time, comparing a ``Product`` with an epoch).
+    """
+    if registry_of(scope) is not None and not isinstance(scope.timestamp_type, IntegerType):
+        raise BuildError(
+            f"{where} keeps keyed state in a scope whose times are {scope.timestamp_type!r}, and checkpoints "
+            "hold state as of epoch boundaries, which a loop's iterations cross in no fixed order. Keep the state "
+            "outside the loop (leave() the stream first), or build this dataflow without checkpoint="
         )

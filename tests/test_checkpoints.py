@@ -593,3 +593,37 @@ def test_a_file_copied_from_another_epoch_is_refused(tmp_path: Path) -> None:
     cause = caught.value.__cause__
     assert isinstance(cause, CheckpointMismatch), repr(cause)
     assert f"epoch-{latest:020d}.ckpt: written at epoch boundary {latest - 1} (its header at byte 14)" in str(cause)
+
+
+@pytest.mark.parametrize("kind", ["fold", "reduce", "stateful_map", "process"])
+def test_keyed_state_inside_a_loop_is_refused_when_built_under_checkpoints(tmp_path: Path, kind: str) -> None:
+    """A fold in an iterative scope was built, then failed its first time with "TypeError: '<' not supported
+    between instances of 'Product' and 'int'": no moment holds a loop's keyed state as of an epoch boundary."""
+
+    def state(keyed: Any) -> Any:
+        if kind == "fold":
+            return keyed.fold(int, lambda n, x: n + 1)
+        if kind == "reduce":
+            return keyed.reduce(lambda n, x: n + x)
+        if kind == "stateful_map":
+            return keyed.stateful_map(int, lambda n, x: (n + 1, n))
+        return keyed.process(count_records, emit_count)
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            _, numbers = scope.new_input("Numbers")
+
+            def body(inner: Any) -> Any:
+                handle, fed = inner.loop_variable(1)
+                now = numbers.enter(inner).concat(fed)
+                now.map(lambda n: n // 2).filter(lambda n: n > 0).connect_loop(handle)
+                return state(now.key_by(lambda n: n % 2)).leave()
+
+            return scope.iterative(body).probe()
+
+        worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+
+    with pytest.raises(
+        WorkerFailed, match=r"keeps keyed state in a scope whose times are ProductType.*outside the loop"
+    ):
+        execute(main, workers=1)
