@@ -296,6 +296,18 @@ def _state_offsets(path: Path) -> tuple[int | str, dict[str, int]]:
         return "?", {}
 
 
+def _unfit(path: Path, error: Exception) -> CheckpointCorrupt:
+    """:class:`CheckpointCorrupt` for the sound file at ``path``, whose operator states failed with ``error``."""
+    key = error.key if isinstance(error, StateRestoreFailed) else None
+    _, offsets = _state_offsets(path)
+    whose = f" (the state at byte {offsets.get(key, '?')} for {key!r})" if key is not None else ""
+    return CheckpointCorrupt(
+        f"{path}: the operator states it holds do not restore this dataflow's operators{whose} "
+        f"({type(error).__name__}: {error!s:.300}); it was not written by this dataflow as it is, or was "
+        "changed: move it aside to resume from an earlier checkpoint, or start afresh in another directory"
+    )
+
+
 def _decode(path: Path, data: bytes, offset: int, what: str) -> Any:
     """The value encoded in ``data`` (the file's ``what``, at byte ``offset``); :class:`CheckpointCorrupt` if none.
 
@@ -403,15 +415,13 @@ def resume(
             body, _ = _state_offsets(path)
             raise BuildError(f"{path} (its body at byte {body}): {error}") from error
         except Exception as error:  # an operator's restore met state of another shape than it keeps
-            key = error.key if isinstance(error, StateRestoreFailed) else None
-            _, offsets = _state_offsets(path)
-            whose = f" (the state at byte {offsets.get(key, '?')} for {key!r})" if key is not None else ""
-            raise CheckpointCorrupt(
-                f"{path}: the operator states it holds do not restore this dataflow's operators{whose} "
-                f"({type(error).__name__}: {error!s:.300}); it was not written by this dataflow as it is, or was "
-                "changed: move it aside to resume from an earlier checkpoint, or start afresh in another directory"
-            ) from error
-    registry.settle(boundary)
+            raise _unfit(path, error) from error
+    try:
+        registry.settle(boundary)
+    except StateRestoreFailed as error:  # restored state that decoded but cannot resume (a window closed before it)
+        if states is None:
+            raise
+        raise _unfit(store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt", error) from error
     store.resume_epoch = boundary
     if store.own_outputs:
         store.durable[worker] = boundary  # the outputs before it are the earlier run's; none after it yet

@@ -344,6 +344,13 @@ class KeyedProcess:
         capability, self.initial_capability = self.initial_capability, None
         if capability is None:
             return
+        boundary = self.tracked.covered if self.tracked is not None else 0
+        for time in self.timers:
+            if time.__class__ is not int or time < boundary:  # fired before the checkpoint: only a changed file has it
+                capability.drop()
+                raise ValueError(
+                    f"a restored timer is at time {time!r:.60}, not an epoch at or after the checkpoint's {boundary}"
+                )
         for time in self.timers:
             if time not in self.capabilities:
                 self.capabilities[time] = capability.delayed(time)

@@ -211,10 +211,20 @@ class StateRegistry:
                 raise _not_owned(operator.where, found, boundary)
 
     def settle(self, boundary: int) -> None:
-        """Tell every operator that restoring is over (it may release what it kept), and run the settlers."""
-        for operator in self.operators.values():
+        """Tell every operator that restoring is over (it may release what it kept), and run the settlers.
+
+        An operator's ``settle`` fails only on restored state it cannot resume
+        from (a window that closes before ``boundary``, a timer at a time that
+        is no timestamp): :class:`~scopes.errors.StateRestoreFailed` says whose.
+        """
+        for key, operator in self.operators.items():
             if operator.settle is not None:
-                operator.settle()
+                try:
+                    operator.settle()
+                except BuildError:
+                    raise
+                except Exception as error:
+                    raise StateRestoreFailed(key, operator.where, error) from error
         for prepare in self.settlers:
             prepare(boundary)
 

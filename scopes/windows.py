@@ -435,18 +435,44 @@ class WindowOperator:
         return [windows, sessions]
 
     def restore(self, saved: Any) -> None:
-        """Put back a :meth:`snapshot`; the capabilities to send them come in :meth:`settle`."""
+        """Put back a :meth:`snapshot`; the capabilities to send them come in :meth:`settle`.
+
+        Each window is checked to be one this operator makes (its extent and
+        close time follow from the spec and lateness), so that a checkpoint
+        changed under a right checksum fails here, not when the window closes.
+        """
         windows, sessions = saved
         for key, start, end, value, close in windows:
             key = canonical_key(key)  # a decoded NaN: found as new records' NaN
             window = _Open(key, start, end, value, close)
+            self.check_restored(window, False)
             self.windows[(key, start)] = window
             self.closing.setdefault(close, []).append(window)
         for key, start, end, value, close in sessions:
             key = canonical_key(key)
             window = _Open(key, start, end, [tuple(item) for item in value], close)
+            self.check_restored(window, True)
             self.sessions.setdefault(key, []).append(window)
             self.closing.setdefault(close, []).append(window)
+
+    def check_restored(self, window: _Open, session: bool) -> None:
+        """:class:`ValueError` unless ``window`` (a session if ``session``) is one this operator could have open."""
+        start, end, close = window.start, window.end, window.close
+        if session != isinstance(self.spec, Session):
+            raise ValueError(f"{'a session' if session else 'a window'} for windows of {self.spec!r}")
+        if not all(part.__class__ is int for part in (start, end, close)):
+            raise ValueError(f"the window {[start, end, close]!r:.80} of key {window.key!r:.60} is not of integers")
+        if isinstance(self.spec, Session):
+            fits = start < end and close == end - 2 + self.spec.gap + self.lateness  # its last event + gap - 1
+            fits = fits and all(len(item) == 2 and item[0].__class__ is int for item in window.value)
+        else:
+            length = self.spec.length()
+            fits = start in self.spec.starts(start) and end == start + length and close == end - 1 + self.lateness
+        if not fits or not 0 <= close <= UINT64_MAX:
+            raise ValueError(
+                f"the window [{start}, {end}) of key {window.key!r:.60}, closing at {close}, is none that windows "
+                f"of {self.spec!r} with lateness {self.lateness} make"
+            )
 
     def keys(self) -> Iterator[Any]:
         """The key of every open window and of every key with open sessions, for the check of restored keys' owners."""
@@ -458,6 +484,13 @@ class WindowOperator:
         initial, self.initial = self.initial, None
         if initial is None:
             return
+        boundary = self.tracked.covered if self.tracked is not None else 0
+        if self.closing and min(self.closing) < boundary:  # sent before the checkpoint: only a changed file has it
+            initial.drop()
+            raise ValueError(
+                f"a restored window closes at {min(self.closing)}, before the checkpoint's epoch {boundary}, "
+                "so it was sent before the checkpoint was taken"
+            )
         for close in self.closing:
             if close not in self.capabilities:
                 self.capabilities[close] = initial.delayed(close)

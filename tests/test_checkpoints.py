@@ -627,3 +627,51 @@ def test_keyed_state_inside_a_loop_is_refused_when_built_under_checkpoints(tmp_p
         WorkerFailed, match=r"keeps keyed state in a scope whose times are ProductType.*outside the loop"
     ):
         execute(main, workers=1)
+
+
+def _rewrite_latest(tmp_path: Path, change: Any) -> int:
+    """Apply ``change(operator key, state)`` to every state of both workers' latest files, the checksums right."""
+    from runtime.checkpoints import MAGIC
+    from runtime.communication.wire import decode_value, encode_value
+
+    latest = max(int(path.name[6:26]) for path in (tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))
+    for worker in range(2):
+        path = tmp_path / "workers-2" / f"worker-{worker}" / f"epoch-{latest:020d}.ckpt"
+        data = path.read_bytes()
+        (length,) = struct.unpack_from(">I", data, len(MAGIC) + 2)
+        header = data[len(MAGIC) + 6 : len(MAGIC) + 6 + length]
+        states = decode_value(data[len(MAGIC) + 6 + length + 8 : -32])
+        changed = {key: encode_value(change(key, decode_value(state))) for key, state in states.items()}
+        _forge(path, header, encode_value(changed))
+    return latest
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda key, s: [[[*w[:4], "x"] for w in s[0]], s[1]] if "WindowCount" in key else s, id="close"),
+        pytest.param(lambda key, s: [[[*w[:4], 1] for w in s[0]], s[1]] if "WindowCount" in key else s, id="sent"),
+        pytest.param(
+            lambda key, s: [[[w[0], w[1] + 1, *w[2:]] for w in s[0]], s[1]] if "Window" in key else s, id="start"
+        ),
+        pytest.param(lambda key, s: [s[0], [("x", k) for _, k in s[1]]] if "Process" in key else s, id="timer"),
+        pytest.param(lambda key, s: [s[0], [(1, k) for _, k in s[1]]] if "Process" in key else s, id="fired"),
+    ],
+)
+def test_windows_and_timers_changed_under_a_right_checksum_are_refused_naming_the_file(
+    tmp_path: Path, change: Any
+) -> None:
+    """A window's close time or a timer's time that is no epoch raised a bare CapabilityError ("cannot delay to time
+    'x'") that named no file; one before the checkpoint's epoch (a window or timer that had already fired) was resumed
+    and sent at that earlier time, and a window's start off the spec's grid was sent as it was."""
+    crashed_store(tmp_path)
+    for path in tmp_path.glob("workers-2/worker-*/epoch-00000000000000000006.ckpt"):
+        path.unlink()  # at epoch 6 no window is open; at 5, [3, 6) and [4, 6) are
+    latest = _rewrite_latest(tmp_path, change)
+    assert latest == 5
+    with pytest.raises(WorkerFailed) as caught:
+        run(CheckpointStore(tmp_path), [])
+    cause = caught.value.__cause__
+    assert isinstance(cause, CheckpointCorrupt), repr(cause)
+    assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
+    assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause
