@@ -11,13 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
 from runtime.checkpoints import CheckpointManager, CheckpointStore, new_registry, resume
 from runtime.communication import Communicator, Stop
 from runtime.communication.fabric import FabricCommunicator
-from runtime.errors import DataflowMismatch, DataflowStuck, WorkerAborted
+from runtime.errors import ConfigurationError, DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
 from runtime.stall_watch import StallWatch
@@ -125,6 +126,8 @@ class Worker:
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
+        self._checkpoint_paths: dict[Path, tuple[int, str]] = {}
+        """Each checkpoint directory a dataflow of this worker uses, and that dataflow's index and name."""
         self._park = 0.002 if communicator.peers > 1 else 0.0
         self._idle = False
         self._several = communicator.peers > 1
@@ -175,8 +178,10 @@ class Worker:
         ``checkpoint.resume_epoch``.
         """
         index = self._next_dataflow
-        self._next_dataflow += 1
         label = name or f"dataflow {index}"
+        if isinstance(checkpoint, CheckpointStore):
+            self._claim_checkpoint_path(checkpoint, index, label)
+        self._next_dataflow += 1
         root = Subgraph(
             label,
             (index,),
@@ -208,6 +213,21 @@ class Worker:
         self._dataflows[index] = dataflow
         self._active.add(index)
         return result
+
+    def _claim_checkpoint_path(self, store: CheckpointStore, index: int, label: str) -> None:
+        """Refuse ``store`` for dataflow ``index`` if another dataflow of this worker checkpoints into its directory.
+
+        Their files share names (one per worker and epoch): each would overwrite
+        the other's, and a resumed run would find only files of another dataflow.
+        """
+        path = store.path.absolute()
+        other, other_label = self._checkpoint_paths.setdefault(path, (index, label))
+        if other != index:
+            raise ConfigurationError(
+                f"dataflow {label!r} checkpoints into {str(store.path)!r}, where {other_label!r} (the dataflow built "
+                f"{_ordinal(other)} on this worker) checkpoints too: their files would overwrite each other's. Give "
+                "each dataflow a CheckpointStore of its own directory"
+            )
 
     def _send_fingerprint(self, dataflow: Dataflow) -> None:
         """Send this worker's fingerprint of ``dataflow`` to every other worker."""

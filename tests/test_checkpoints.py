@@ -675,3 +675,31 @@ def test_windows_and_timers_changed_under_a_right_checksum_are_refused_naming_th
     assert isinstance(cause, CheckpointCorrupt), repr(cause)
     assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
     assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause
+
+
+@pytest.mark.parametrize("same_store", [True, False])
+def test_two_dataflows_checkpointing_into_one_directory_are_refused_when_built(
+    tmp_path: Path, same_store: bool
+) -> None:
+    """Two dataflows of a worker checkpointing into one directory wrote files of the same names, each overwriting the
+    other's; the next run then found only the other dataflow's files at its latest epoch and refused to resume
+    ("written by another dataflow"), its checkpoints lost."""
+
+    def counts(scope: Any, name: str) -> Any:
+        return scope.new_input(name)[1].key_by(str).fold(int, lambda n, w: n + 1).probe()
+
+    def main(worker: Any) -> None:
+        first = CheckpointStore(tmp_path)
+        worker.dataflow(lambda scope: counts(scope, "A"), checkpoint=first)
+        worker.dataflow(lambda scope: counts(scope, "B"), checkpoint=first if same_store else CheckpointStore(tmp_path))
+
+    with pytest.raises(WorkerFailed) as caught:
+        execute(main, workers=2)
+    assert isinstance(caught.value.__cause__, ConfigurationError), repr(caught.value.__cause__)
+    assert f"dataflow 'dataflow 1' checkpoints into {str(tmp_path)!r}, where 'dataflow 0'" in str(caught.value)
+
+    def apart(worker: Any) -> None:  # a directory each: both build
+        worker.dataflow(lambda scope: counts(scope, "A"), checkpoint=CheckpointStore(tmp_path / "a"))
+        worker.dataflow(lambda scope: counts(scope, "B"), checkpoint=CheckpointStore(tmp_path / "b"))
+
+    execute(apart, workers=2)
