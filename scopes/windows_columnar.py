@@ -507,6 +507,43 @@ class ColumnarWindowOperator:
         buckets, sessions = saved
         self.buckets = {close: list(parts) for close, parts in buckets}
         self.sessions = sessions
+        self.check_restored()
+
+    def check_restored(self) -> None:
+        """:class:`ValueError` unless the restored windows are tables of partials this operator makes.
+
+        A checkpoint changed under a right checksum then fails when it is
+        restored, naming its file, not when its windows close.
+        """
+        partials = [partial_name(column, part) for column, part in self.plan.partials]
+        if self.buckets if isinstance(self.spec, Session) else self.sessions is not None:
+            raise ValueError(f"windows of another kind than {self.spec!r}")
+        for close, parts in self.buckets.items():
+            if close.__class__ is not int:
+                raise ValueError(f"windows closing at {close!r:.60}, which is no epoch")
+            for part in parts:
+                starts = self.restored_column(part, [*self.plan.keys, *partials], _START)
+                if (starts + (self.spec.size - 1 + self.lateness) != close).any():
+                    raise ValueError(
+                        f"windows listed to close at {close} whose starts ({starts[:3]}...) close otherwise"
+                    )
+        if self.sessions is not None:
+            names = [*self.keys, _START, _LAST, *partials]
+            if (
+                self.restored_column(self.sessions, names, _START) > self.restored_column(self.sessions, names, _LAST)
+            ).any():
+                raise ValueError("sessions that end before they start")
+
+    def restored_column(self, table: Any, names: list[str], name: str) -> np.ndarray:
+        """Column ``name`` of a restored ``table``, which must have the columns ``names``, as integers."""
+        pa = _pyarrow()
+        if not isinstance(table, pa.Table) or not set(names) <= set(table.column_names):
+            shown = table.column_names if isinstance(table, pa.Table) else type(table).__name__
+            raise ValueError(f"windows as {shown!r:.200}, not a table of the columns {names!r:.200}")
+        column = table.column(name)
+        if column.type != pa.int64() or column.null_count:
+            raise ValueError(f"windows whose column {name!r} is {column.type}, not int64 without nulls")
+        return cast(np.ndarray, column.to_numpy())
 
     def tables(self) -> Iterator[Any]:
         """The open windows' tables of partials and the open sessions, for the check of restored keys' owners."""
@@ -520,6 +557,13 @@ class ColumnarWindowOperator:
         closes = set(self.buckets)
         if self.sessions is not None:
             closes.update(np.unique(self.session_closes(self.sessions)).tolist())
+        boundary = self.tracked.covered if self.tracked is not None else 0
+        if closes and min(closes) < boundary:  # sent before the checkpoint: only a changed file has it
+            initial.drop()
+            raise ValueError(
+                f"a restored window closes at {min(closes)}, before the checkpoint's epoch {boundary}, so it was "
+                "sent before the checkpoint was taken"
+            )
         for close in closes:
             if close not in self.capabilities:
                 self.capabilities[close] = initial.delayed(close)

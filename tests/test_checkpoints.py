@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from helpers.epoch_feed import Crash, feed_epochs
+from helpers.forged_checkpoints import rewrite_latest
 from helpers.keyed_timers import count_records, emit_count
 
 from runtime import execute
@@ -629,23 +630,6 @@ def test_keyed_state_inside_a_loop_is_refused_when_built_under_checkpoints(tmp_p
         execute(main, workers=1)
 
 
-def _rewrite_latest(tmp_path: Path, change: Any) -> int:
-    """Apply ``change(operator key, state)`` to every state of both workers' latest files, the checksums right."""
-    from runtime.checkpoints import MAGIC
-    from runtime.communication.wire import decode_value, encode_value
-
-    latest = max(int(path.name[6:26]) for path in (tmp_path / "workers-2" / "worker-0").glob("epoch-*.ckpt"))
-    for worker in range(2):
-        path = tmp_path / "workers-2" / f"worker-{worker}" / f"epoch-{latest:020d}.ckpt"
-        data = path.read_bytes()
-        (length,) = struct.unpack_from(">I", data, len(MAGIC) + 2)
-        header = data[len(MAGIC) + 6 : len(MAGIC) + 6 + length]
-        states = decode_value(data[len(MAGIC) + 6 + length + 8 : -32])
-        changed = {key: encode_value(change(key, decode_value(state))) for key, state in states.items()}
-        _forge(path, header, encode_value(changed))
-    return latest
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -667,7 +651,7 @@ def test_windows_and_timers_changed_under_a_right_checksum_are_refused_naming_th
     crashed_store(tmp_path)
     for path in tmp_path.glob("workers-2/worker-*/epoch-00000000000000000006.ckpt"):
         path.unlink()  # at epoch 6 no window is open; at 5, [3, 6) and [4, 6) are
-    latest = _rewrite_latest(tmp_path, change)
+    latest = rewrite_latest(tmp_path, 2, change)
     assert latest == 5
     with pytest.raises(WorkerFailed) as caught:
         run(CheckpointStore(tmp_path), [])
