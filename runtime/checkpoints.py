@@ -207,6 +207,11 @@ class CheckpointStore:
             raise CheckpointCorrupt(f"{path}: cut short at byte {len(data)}")
         version, header_length = _HEAD.unpack_from(data, len(MAGIC))
         if version != VERSION:
+            if _whole_with_version(data, VERSION):  # every other byte is a sound file of ours: damage, not a format
+                raise CheckpointCorrupt(
+                    f"{path}: the format version at byte {len(MAGIC)} reads {version}, in a file that is a whole "
+                    f"version {VERSION} checkpoint but for it: damaged"
+                )
             raise CheckpointMismatch(
                 f"{path}: checkpoint format version {version} at byte {len(MAGIC)}; this pytimely reads version "
                 f"{VERSION} only"
@@ -272,6 +277,17 @@ class CheckpointStore:
                     f"{self.path} holds checkpoints written by {match.group(1)} workers, and this run has {peers}: "
                     f"resume with {match.group(1)} workers, or start afresh in another directory"
                 )
+
+
+def _whole_with_version(data: bytes, version: int) -> bool:
+    """Whether ``data`` with ``version`` in its version field is a whole file: lengths and checksum right."""
+    data = data[: len(MAGIC)] + struct.pack(">H", version) + data[len(MAGIC) + 2 :]
+    (header_length,) = struct.unpack_from(">I", data, len(MAGIC) + 2)
+    at = len(MAGIC) + _HEAD.size + header_length
+    if at + _BODY.size + _DIGEST > len(data):
+        return False
+    end = at + _BODY.size + _BODY.unpack_from(data, at)[0]
+    return end + _DIGEST == len(data) and hashlib.blake2b(data[:end], digest_size=_DIGEST).digest() == data[end:]
 
 
 def _state_offsets(path: Path) -> tuple[int | str, dict[str, int]]:

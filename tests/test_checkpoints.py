@@ -687,3 +687,30 @@ def test_two_dataflows_checkpointing_into_one_directory_are_refused_when_built(
         worker.dataflow(lambda scope: counts(scope, "B"), checkpoint=CheckpointStore(tmp_path / "b"))
 
     execute(apart, workers=2)
+
+
+def test_a_damaged_format_version_is_damage_and_another_format_is_refused(tmp_path: Path) -> None:
+    """A bit flipped in the 2-byte version field was reported as a checkpoint of another format version: the run was
+    refused (CheckpointMismatch) instead of resuming from the previous boundary, as damage anywhere else does."""
+    from runtime.checkpoints import MAGIC
+
+    crashed_store(tmp_path)
+    files = sorted((tmp_path / "workers-2" / "worker-1").glob("epoch-*.ckpt"))
+    whole = files[-1].read_bytes()
+    data = bytearray(whole)
+    data[len(MAGIC) + 1] ^= 0x02  # version 1 reads 3
+    files[-1].write_bytes(bytes(data))
+    store = CheckpointStore(tmp_path)
+    with pytest.warns(UserWarning, match=rf"{files[-1].name}: the format version at byte 8 reads 3, .* damaged"):
+        run(store, [])
+    assert store.resume_epoch == int(files[-2].name[6:26])
+
+    header_length = struct.unpack_from(">I", whole, len(MAGIC) + 2)[0]
+    header = whole[len(MAGIC) + 6 : len(MAGIC) + 6 + header_length]
+    body = whole[len(MAGIC) + 6 + header_length + 8 : -32]
+    data = bytearray(MAGIC + struct.pack(">HI", 2, len(header)) + header + struct.pack(">Q", len(body)) + body)
+    files[-1].write_bytes(bytes(data) + hashlib.blake2b(bytes(data), digest_size=32).digest())  # a whole version 2
+    with pytest.raises(
+        CheckpointMismatch, match="checkpoint format version 2 at byte 8; this pytimely reads version 1"
+    ):
+        store.read(files[-1], 2, 1, "any")
