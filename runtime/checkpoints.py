@@ -43,7 +43,7 @@ import msgpack  # type: ignore[import-untyped]
 
 from runtime.codec import shown
 from runtime.communication.wire import WireError, decode_value, encode_value
-from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError
+from runtime.errors import CheckpointCorrupt, CheckpointError, CheckpointMismatch, ConfigurationError
 from runtime.fingerprint import Fingerprint, fingerprint
 from scopes.errors import BuildError, KeyNotOwned, StateRestoreFailed
 from scopes.progress.reachability import Tracker
@@ -143,14 +143,31 @@ class CheckpointStore:
     def write(self, worker: int, peers: int, shape: str, boundary: int, states: dict[str, bytes]) -> Path:
         """Write worker ``worker``'s file for ``boundary``: hidden, flushed, then renamed into place."""
         directory = self.directory(worker, peers)
-        directory.mkdir(parents=True, exist_ok=True)
         header = encode_value({"shape": shape, "workers": peers, "worker": worker, "epoch": boundary})
         body = encode_value(states)
         data = b"".join([MAGIC, _HEAD.pack(VERSION, len(header)), header, _BODY.pack(len(body)), body])
         data += hashlib.blake2b(data, digest_size=_DIGEST).digest()
         final = directory / f"epoch-{boundary:020d}.ckpt"
-        _write_whole(final, data)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            _write_whole(final, data)
+        except OSError as error:  # a full disk, a file where a directory should be: the run cannot go on safely
+            raise CheckpointError(
+                f"worker {worker} cannot write its checkpoint of epoch {boundary} as {final}: {error.strerror or error}"
+            ) from error
         return final
+
+    def prepare(self, worker: int, peers: int) -> None:
+        """Make worker ``worker``'s directory now, so that a path no checkpoint can be written under is refused when
+        the dataflow is built, not at its first checkpoint."""
+        directory = self.directory(worker, peers)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CheckpointError(
+                f"the checkpoint store {str(self.path)!r} cannot hold worker {worker}'s checkpoints: making "
+                f"{str(directory)!r} failed ({error.strerror or error}); give CheckpointStore a directory it can write"
+            ) from error
 
     def discard_unfinished(self, worker: int, peers: int) -> None:
         """Remove the hidden files a run killed while writing left in worker ``worker``'s directory.
@@ -418,6 +435,7 @@ def resume(
     shape = shape_of(fingerprint(root))
     store.discard_unfinished(worker, peers)
     boundary, states = store.latest(worker, peers, shape)
+    store.prepare(worker, peers)
     if states is not None:
         path = store.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt"
         try:

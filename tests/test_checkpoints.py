@@ -17,7 +17,7 @@ from helpers.keyed_timers import count_records, emit_count
 
 from runtime import execute
 from runtime.checkpoints import CheckpointStore
-from runtime.errors import CheckpointCorrupt, CheckpointMismatch, ConfigurationError, WorkerFailed
+from runtime.errors import CheckpointCorrupt, CheckpointError, CheckpointMismatch, ConfigurationError, WorkerFailed
 from scopes import Exchange, Tumbling
 
 EPOCHS = [["a", "b", "a"], ["b", "c"], [], ["a"], ["c", "c", "b"], ["a", "b"], [], ["c"], ["a", "a"], ["b"]]
@@ -714,3 +714,46 @@ def test_a_damaged_format_version_is_damage_and_another_format_is_refused(tmp_pa
         CheckpointMismatch, match="checkpoint format version 2 at byte 8; this pytimely reads version 1"
     ):
         store.read(files[-1], 2, 1, "any")
+
+
+def test_a_store_where_no_checkpoint_can_be_written_is_refused_when_built(tmp_path: Path) -> None:
+    """A store at a path under a file was found out at the first checkpoint, as a bare NotADirectoryError."""
+    (tmp_path / "a-file").write_text("not a directory")
+    built: list[int] = []
+
+    def main(worker: Any) -> None:
+        worker.dataflow(
+            lambda scope: scope.new_input("Words")[1].probe(), checkpoint=CheckpointStore(tmp_path / "a-file")
+        )
+        built.append(worker.index)
+
+    with pytest.raises(WorkerFailed) as caught:
+        execute(main, workers=2)
+    assert isinstance(caught.value.__cause__, CheckpointError), repr(caught.value.__cause__)
+    assert f"the checkpoint store {str(tmp_path / 'a-file')!r} cannot hold worker" in str(caught.value)
+    assert not built
+
+
+def test_a_checkpoint_that_cannot_be_written_names_the_worker_the_epoch_and_the_file(tmp_path: Path) -> None:
+    """A checkpoint write that failed (here the worker's directory turned into a file) raised a bare OSError."""
+    import shutil
+
+    def main(worker: Any) -> None:
+        store = CheckpointStore(tmp_path)
+        inp, probe = worker.dataflow(
+            lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")), checkpoint=store
+        )
+        directory = store.directory(0, 1)
+        shutil.rmtree(directory)
+        directory.write_text("in the way")
+        inp.send_batch(["a"])
+        inp.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        inp.close()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as caught:
+        execute(main, workers=1)
+    assert isinstance(caught.value.__cause__, CheckpointError), repr(caught.value.__cause__)
+    assert "worker 0 cannot write its checkpoint of epoch 1 as " in str(caught.value)
+    assert "epoch-00000000000000000001.ckpt" in str(caught.value)
