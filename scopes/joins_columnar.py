@@ -153,6 +153,7 @@ class LatestBatchJoin(LatestJoin):
         self.join_type = join_type
         self.deletes = deletes
         self.table: Any = empty
+        self.empty = empty
         self.suffixes = suffixes
 
     def take(self, rows: OperatorInput, updates: OperatorInput) -> None:
@@ -250,5 +251,16 @@ class LatestBatchJoin(LatestJoin):
         return [self.table]
 
     def restore(self, saved: Any) -> None:
-        """Put back a :meth:`snapshot`."""
-        self.table = saved[0]
+        """Put back a :meth:`snapshot`, checked to be a table this operator keeps (of its ``schema=``, if given)."""
+        (table,) = saved
+        pa = importlib.import_module("pyarrow")
+        if table is None and self.empty is None:  # no update yet, and no schema to start from
+            self.table = None
+            return
+        needed = self.right + ((self.deletes,) if self.deletes else ())
+        if self.empty is not None:  # the updates may add columns, never drop the schema's
+            needed = tuple(dict.fromkeys(needed + tuple(self.empty.column_names)))
+        if not isinstance(table, pa.Table) or not set(needed) <= set(table.column_names):
+            shown = table.column_names if isinstance(table, pa.Table) else type(table).__name__
+            raise ValueError(f"a table as {shown!r:.200}, not one with the columns {list(needed)!r:.200}")
+        self.table = table

@@ -757,3 +757,50 @@ def test_a_checkpoint_that_cannot_be_written_names_the_worker_the_epoch_and_the_
     assert isinstance(caught.value.__cause__, CheckpointError), repr(caught.value.__cause__)
     assert "worker 0 cannot write its checkpoint of epoch 1 as " in str(caught.value)
     assert "epoch-00000000000000000001.ckpt" in str(caught.value)
+
+
+@pytest.mark.parametrize("change", ["not-a-table", "no-key-column", "no-plan-column"])
+def test_a_columnar_table_changed_under_a_right_checksum_is_refused_naming_the_file(
+    tmp_path: Path, change: str
+) -> None:
+    """The table of a columnar join_latest was restored as it was: a table without the key column (or a column of
+    the schema) joined on as if nothing were wrong, and one that was no table failed the operator later, naming no
+    file. It is now checked when restored."""
+    pa = pytest.importorskip("pyarrow")
+    plans = pa.schema([("user", pa.string()), ("plan", pa.string()), ("gone", pa.bool_())])
+
+    def main(worker: Any, crash_after: int | None) -> int:
+        store = CheckpointStore(tmp_path)
+
+        def build(scope: Any) -> Any:
+            rows_in, rows = scope.new_input("Rows")
+            plans_in, updates = scope.new_input("Plans")
+            clicks = rows.map_batch(lambda batch: pa.Table.from_pylist(batch)).key_by_columns("user")
+            table = updates.map_batch(lambda batch: pa.Table.from_pylist(batch, schema=plans)).key_by_columns("user")
+            joined = clicks.join_latest(table, how="left", deletes="gone", schema=plans)
+            return (rows_in, plans_in), joined.probe()
+
+        inputs, probe = worker.dataflow(build, checkpoint=store)
+
+        def batches(epoch: int) -> list[Any]:
+            return [[{"user": f"u{epoch % 3}", "page": epoch}], [{"user": f"u{epoch % 3}", "plan": "p", "gone": False}]]
+
+        feed_epochs(worker, inputs, batches, probe, range(store.resume_epoch, 6), crash_after)
+        return store.resume_epoch
+
+    with pytest.raises(WorkerFailed, match="crash after epoch"):
+        execute(lambda worker: main(worker, 3), workers=1)
+
+    def changed(key: str, state: Any) -> Any:
+        (table,) = state
+        if change == "not-a-table":
+            return [5]
+        return [table.drop_columns(["user" if change == "no-key-column" else "plan"])]
+
+    latest = rewrite_latest(tmp_path, 1, changed)
+    with pytest.raises(WorkerFailed) as caught:
+        execute(lambda worker: main(worker, None), workers=1)
+    cause = caught.value.__cause__
+    assert isinstance(cause, CheckpointCorrupt), repr(cause)
+    assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
+    assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause
