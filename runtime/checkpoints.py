@@ -462,6 +462,7 @@ def resume(
     if boundary:
         for handle in inputs:
             handle.advance_to(boundary)
+            handle.resumed_at = boundary
     return CheckpointManager(store, registry, root.tracker, inputs, worker, peers, shape)
 
 

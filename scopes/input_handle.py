@@ -55,6 +55,8 @@ class InputHandle:
         self._address: tuple[int, ...] = ()
         self.site: str | None = None
         """Where the user's code made this input, as ``file.py:LINE`` (``None``: unknown)."""
+        self.resumed_at: Any = None
+        """The epoch a checkpoint advanced this input to when the dataflow resumed (``None``: it did not)."""
 
     def observe(self, observer: ProgressObserver, address: tuple[int, ...]) -> None:
         """Report advances and the close to ``observer``, as the input operator at ``address``."""
@@ -169,9 +171,15 @@ class InputHandle:
         if not (self._integer_times and time.__class__ is int and current <= time <= UINT64_MAX):
             self._timestamp_type.validate(time, f"input '{self.name}': time")
             if not less_equal(current, time):
+                resumed = ""
+                if self.resumed_at is not None and not less_equal(self.resumed_at, time):
+                    resumed = (
+                        f" (the dataflow resumed from its checkpoint at epoch {self.resumed_at!r}, which has every "
+                        "record before it: send the inputs from the store's resume_epoch)"
+                    )
                 raise TimestampError(
                     f"input '{self.name}': cannot advance to time {time!r}, which is earlier than "
-                    f"the current time {current!r}; input times may only move forward"
+                    f"the current time {current!r}; input times may only move forward{resumed}"
                 )
         if time == current:
             return

@@ -804,3 +804,42 @@ def test_a_columnar_table_changed_under_a_right_checksum_is_refused_naming_the_f
     assert isinstance(cause, CheckpointCorrupt), repr(cause)
     assert f"epoch-{latest:020d}.ckpt" in str(cause) and "do not restore this dataflow's operators" in str(cause)
     assert re.search(r"\(the state at byte \d+ for '[^']+'\)", str(cause)), cause
+
+
+def test_inputs_sent_again_from_epoch_0_after_a_resume_are_refused_saying_why(tmp_path: Path) -> None:
+    """A program that forgot resume_epoch was told "cannot advance to time 1, which is earlier than the current time
+    6", a time it never advanced to; the error now says that the checkpoint advanced it, and what to do."""
+    crashed_store(tmp_path)
+
+    def main(worker: Any) -> None:
+        inp, probe = worker.dataflow(
+            lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")),
+            checkpoint=CheckpointStore(tmp_path / "again"),
+        )
+        inp.advance_to(1)  # a fresh start: no checkpoint advanced it, and the message says nothing of one
+        inp.advance_to(0)
+
+    with pytest.raises(WorkerFailed) as fresh:
+        execute(main, workers=1)
+    assert "input times may only move forward" in str(fresh.value) and "resumed" not in str(fresh.value)
+
+    def forgetful(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            inp, words = scope.new_input("Words")
+            out = streaks(scope, words)
+            out.inspect_batch(lambda time, batch: None)  # as run() builds it
+            return inp, out.probe()
+
+        inp, probe = worker.dataflow(build, checkpoint=CheckpointStore(tmp_path))
+        for epoch in range(len(EPOCHS)):  # from 0, not from store.resume_epoch
+            inp.send_batch(EPOCHS[epoch])
+            inp.advance_to(epoch + 1)
+            worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1))
+
+    with pytest.raises(
+        WorkerFailed,
+        match=r"cannot advance to time 1, which is earlier than the current time (\d+); "
+        r"input times may only move forward \(the dataflow resumed from its checkpoint at epoch \1, "
+        r"which has every record before it: send the inputs from the store's resume_epoch\)",
+    ):
+        execute(forgetful, workers=2)
