@@ -190,6 +190,7 @@ class StateRegistry:
         :class:`~scopes.errors.KeyNotOwned` if an operator restored a key that
         the current routing sends to another worker.
         """
+        states = _as_this_dataflow(states, self.operators)
         missing = sorted(set(self.operators) - set(states))
         extra = sorted(set(states) - set(self.operators))
         if missing or extra:
@@ -240,6 +241,22 @@ class StateRegistry:
                 return None
             latest = min(latest, covered)
         return latest
+
+
+def _as_this_dataflow(states: Mapping[str, bytes], operators: Mapping[str, OperatorState]) -> Mapping[str, bytes]:
+    """``states`` filed under this dataflow's keys when they differ from them only in the dataflow's index.
+
+    A key starts with the operator's address, whose first part is the index of
+    the dataflow among those its worker built.  A program that builds another
+    dataflow before this one (named, so that its shape is the same) resumes it.
+    """
+    if states.keys() == operators.keys():
+        return states
+    theirs = {key.split("/", 1)[-1]: key for key in states}
+    ours = {key.split("/", 1)[-1]: key for key in operators}
+    if len(theirs) != len(states) or theirs.keys() != ours.keys():
+        return states  # another dataflow: the caller says what differs
+    return {ours[relative]: states[key] for relative, key in theirs.items()}
 
 
 def _not_owned(where: str, found: Misplaced, boundary: int) -> KeyNotOwned:

@@ -843,3 +843,41 @@ def test_inputs_sent_again_from_epoch_0_after_a_resume_are_refused_saying_why(tm
         r"which has every record before it: send the inputs from the store's resume_epoch\)",
     ):
         execute(forgetful, workers=2)
+
+
+def test_a_named_dataflow_resumes_when_the_program_builds_another_before_it(tmp_path: Path) -> None:
+    """Its operators' states are filed under addresses that start with the dataflow's index among its worker's
+    dataflows: one more dataflow built first (a monitor, say) made the same dataflow's checkpoint "not fit", naming
+    states that differed only in that index."""
+
+    def main(worker: Any, monitor: bool, crash_after: int | None) -> tuple[int, list[Any]]:
+        if monitor:
+            worker.dataflow(lambda scope: scope.new_input("Other")[1].probe(), name="monitor")
+        store = CheckpointStore(tmp_path)
+        seen: list[Any] = []
+
+        def build(scope: Any) -> Any:
+            inp, words = scope.new_input("Words")
+            out = streaks(scope, words)
+            out.inspect_batch(lambda time, batch: seen.extend((time, record) for record in batch))
+            return inp, out.probe()
+
+        inp, probe = worker.dataflow(build, name="streaks", checkpoint=store)
+        feed_epochs(
+            worker,
+            [inp],
+            lambda epoch: [EPOCHS[epoch] if worker.index == 0 else []],
+            probe,
+            range(store.resume_epoch, len(EPOCHS)),
+            crash_after,
+        )
+        return store.resume_epoch, seen
+
+    with pytest.raises(WorkerFailed, match="crash after epoch"):
+        execute(lambda worker: main(worker, False, 5), workers=2)
+    results = execute(lambda worker: main(worker, True, None), workers=2)
+    resumed = results[0][0]
+    assert 0 < resumed <= 6
+    assert Counter(r for _, seen in results for r in seen) == Counter(
+        r for r in uninterrupted().elements() if r[0] >= resumed
+    )
