@@ -139,6 +139,13 @@ def capture_into(stream: StreamCore, pusher: EventPusher, name: str = "Capture")
     """
     if not callable(getattr(pusher, "push", None)):
         raise TypeError(f"capture_into '{name}': {pusher!r} has no push(event) method")
+    if registry_of(stream.scope) is not None and not isinstance(pusher, CaptureRecorder):
+        raise BuildError(
+            f"{describe_operator(name, stream.scope.path)} records the stream from its start into "
+            f"{type(pusher).__name__}, and a run resumed from a checkpoint sends only the epochs from its resume "
+            "epoch on: a recording it writes (an EventWriter on the same file) would lose the earlier ones. Write "
+            "the stream with write_files, which keeps the committed epochs, or build this dataflow without checkpoint="
+        )
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
     operator = builder.build(None, operator_class=CaptureOperator, pusher=pusher)

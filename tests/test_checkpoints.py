@@ -881,3 +881,23 @@ def test_a_named_dataflow_resumes_when_the_program_builds_another_before_it(tmp_
     assert Counter(r for _, seen in results for r in seen) == Counter(
         r for r in uninterrupted().elements() if r[0] >= resumed
     )
+
+
+def test_a_recording_into_a_file_is_refused_under_checkpoints_and_one_in_memory_is_not(tmp_path: Path) -> None:
+    """capture_into(EventWriter(path)) under checkpoints: the resumed run opened the same file again and recorded only
+    the epochs from its resume epoch on, so the recording silently lost the earlier ones."""
+    from runtime import EventWriter
+
+    def main(worker: Any, into_file: bool) -> Any:
+        def build(scope: Any) -> Any:
+            counts = scope.new_input("Words")[1].key_by(str).fold(int, lambda n, w: n + 1)
+            if into_file:
+                counts.capture_into(EventWriter(tmp_path / f"counts-{worker.index}.log"))
+                return None
+            return counts.capture()
+
+        return worker.dataflow(build, checkpoint=CheckpointStore(tmp_path / "checkpoints"))
+
+    with pytest.raises(WorkerFailed, match=r"operator 'Capture' .* records the stream from its start into EventWriter"):
+        execute(lambda worker: main(worker, True), workers=1)
+    assert execute(lambda worker: main(worker, False), workers=1)[0] is not None  # in memory: each run its own
