@@ -20,10 +20,13 @@ A file is written under a hidden name (``.epoch-...tmp``), flushed to disk and
 renamed, so a file that has its name is whole; the hidden files of a run killed
 while writing are removed when the job runs again.  A damaged file is refused with
 its path and byte offset, and the previous complete boundary is used instead; a
-file written by another dataflow shape or another worker count is refused with
-a message that says so, and so is one whose keyed state holds a key that the
-current routing sends to another worker (:mod:`scopes.key_owners`): written by a
-pytimely that routed keys otherwise, or moved from another worker's directory.
+file written by another dataflow shape or another worker count, or for another
+epoch than its name says, is refused with a message that says so, and so is one
+whose keyed state holds a key that the current routing sends to another worker
+(:mod:`scopes.key_owners`): written by a pytimely that routed keys otherwise, or
+moved from another worker's directory.  Restored state is checked to be state
+the operators make (windows of the spec, timers and closes not before the
+checkpoint's epoch), as far as that can be told: the checksum is no signature.
 Only the last ``keep`` boundaries that every worker has are kept (with any newer
 ones).  The path may be any directory every worker can reach (a local disk for
 one host, a shared file system for several).
