@@ -464,7 +464,9 @@ def _run_worker(
             handle.advance_to(end)
         worker.step_while(lambda: any(probe.less_than(end) for probe in probes.values()))
     frontiers = {name: list(probe.frontier()) for name, probe in probes.items()}
-    return {"collected": collected, "frontiers": frontiers}
+    # a copy: once this returns, the worker closes the inputs left open and runs the dataflow to its end, and what
+    # the outputs send then (a window closing at the end, say) is no part of the run
+    return {"collected": list(collected), "frontiers": frontiers}
 
 
 def _behind(probes: list[Any], time: Time) -> bool:

@@ -10,7 +10,7 @@ from helpers.columnar_user_mains import arrow_zoned, floats_when_split, nan_arra
 
 from runtime.errors import ConfigurationError, WorkerFailed
 from runtime.testing import assert_agree, assert_outputs, run_dataflow
-from scopes import INTEGER, Pipeline, Product, ProductType
+from scopes import INTEGER, Pipeline, Product, ProductType, Tumbling
 
 
 def lengths(scope, words):
@@ -59,6 +59,20 @@ def test_inputs_left_open_end_at_the_time_after_the_last_epoch():
     result = run_dataflow(lengths, [["a"], ["bb"], []], close=False, workers=2)
     assert result.output() == {0: [1], 1: [2]}
     assert result.frontiers == {"output": [3]}
+
+
+def windows_of_two(scope, words):
+    return words.window(Tumbling(2), key=lambda word: word).count().down
+
+
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_inputs_left_open_collect_nothing_the_worker_sends_after_the_run(workers, processes):
+    # the window [0, 2) closes at time 1: the inputs left open at 1 must not send it; the worker's own close of
+    # its inputs, once the run has ended, would, and those records are no part of the run
+    result = run_dataflow(windows_of_two, [["a"]], close=False, workers=workers, processes=processes)
+    assert result.output() == {} and result.frontiers == {"output": [1]}
+    closed = run_dataflow(windows_of_two, [["a"]], workers=workers, processes=processes)
+    assert closed.output() == {1: [("a", (0, 2), 1)]}
 
 
 def test_columnar_batches_come_back_as_records():
