@@ -18,6 +18,9 @@
 The output has the columns ``Table.join`` gives, in its order and with its
 names: the left side's columns, then (for ``inner`` and ``left outer``) the
 right side's other than its keys, a suffix added to the names both have.
+``left semi`` and ``left anti`` give the left's rows with its key columns in
+their own type, not the common one: a worker whose right side has no rows at a
+time gives them so too, and the type must not depend on where rows went.
 """
 
 from __future__ import annotations
@@ -115,12 +118,13 @@ def join_tables(
     type is carried.  Float keys must already be canonical
     (:func:`~scopes.key_equality.canonical_arrow_keys`).
     """
+    given = left
     left, right = common_key_types(left, right, left_keys, right_keys, where)
     left_table, right_table, keys = _key_tables(left, right, left_keys, right_keys)
     joined = left_table.join(right_table, keys=keys, join_type=join_type, use_threads=False)
     rows = joined.column(_LEFT)
-    if join_type in ("left semi", "left anti"):
-        return left.take(rows)
+    if join_type in ("left semi", "left anti"):  # the left's rows as they came, whatever type the right's keys had
+        return given.take(rows)
     kept = [name for name in right.column_names if name not in set(right_keys)]
     taken_left = left.take(rows)
     taken_right = right.select(kept).take(joined.column(_RIGHT))  # a null row number (no match) takes nulls

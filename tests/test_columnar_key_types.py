@@ -336,6 +336,27 @@ def test_join_batch_carries_columns_arrow_cannot_join_and_joins_keys_of_two_widt
         ]
 
 
+@pytest.mark.parametrize("join_type", ["left semi", "left anti"])
+def test_semi_and_anti_joins_give_the_left_key_type_whether_or_not_a_worker_has_right_rows(join_type: str) -> None:
+    """An ``int32`` left key against ``int64`` right keys comes out ``int32``: on a worker whose right side has
+    no rows at the time, as on one that joined them, so the output type does not depend on the worker count."""
+    left = pa.table({"k": pa.array([1, 2, 3, 4], pa.int32())})
+    right = pa.table({"k": pa.array([1], pa.int64())})
+
+    def build(stream: Any) -> Any:
+        lefts = stream.map_batch(lambda batch: batch if batch.schema.field("k").type == pa.int32() else batch[:0])
+        rights = stream.map_batch(lambda batch: batch if batch.schema.field("k").type == pa.int64() else batch[:0])
+        joined = lefts.join_batch(rights, "k", join_type=join_type)
+        return joined.map_batch(
+            lambda table: pa.table({"type": [str(table.schema.field("k").type)] * table.num_rows, "k": table["k"]})
+        )
+
+    kept = [1] if join_type == "left semi" else [2, 3, 4]
+    for workers in (1, 2):
+        rows = run_dataflow_rows(build, [(0, 0, left), (1, 0, right)], workers)
+        assert sorted((row["type"], row["k"]) for row in rows) == [("int32", k) for k in kept], workers
+
+
 def test_join_latest_takes_table_rows_of_columns_arrow_cannot_group_and_refuses_two_different_ones() -> None:
     """A key sent twice at one time with one row is taken; with two different rows it is a conflict."""
     from scopes.errors import ConflictingUpdates
