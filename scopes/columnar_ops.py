@@ -18,7 +18,7 @@ iterate rows in Python.
     input (a structured array, or an Arrow table when any partial was Arrow: a
     structured array with ``object`` fields, or ``min`` or ``max`` of strings,
     is aggregated by Arrow).
-    Sums of integers are ``int64`` (``uint64`` for unsigned) and wrap, as pandas'
+    Sums of integers and booleans are ``int64`` (``uint64`` for unsigned) and wrap, as pandas'
     and Arrow's do; a mean adds its values as ``float64``, as they do;
     Arrow's ``count`` skips nulls, a NumPy column counts every row.  ``min``
     and ``max`` skip NaN unless a key has only NaN (then NaN), in both kinds,
@@ -378,10 +378,12 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
 
 
 def _float_totals(table: Any, parts: Sequence[tuple[str, str, str]]) -> tuple[Any, list[tuple[str, str, str]]]:
-    """``table`` and ``parts`` with each ``total`` part made a ``sum`` of a column of its own.
+    """``table`` and ``parts`` with each ``total`` part, and each ``sum`` of booleans, a ``sum`` of a column of its own.
 
-    That column, named as the part's output, holds the source's integers and
-    booleans as ``float64``, and other numbers as they are.
+    That column, named as the part's output, holds a ``total``'s integers and
+    booleans as ``float64`` (other numbers as they are), and a ``sum``'s
+    booleans as ``int64``: Arrow would sum booleans as ``uint64``, where NumPy
+    (:func:`_widened`) and pandas give ``int64``.
     """
     import pyarrow as pa
 
@@ -394,6 +396,9 @@ def _float_totals(table: Any, parts: Sequence[tuple[str, str, str]]) -> tuple[An
                 values = values.cast(pa.float64(), safe=False)  # rounded, as a float sum rounds anyway
             table = table.append_column(output, values)
             source, reduction = output, "sum"
+        elif reduction == "sum" and pa.types.is_boolean(table.schema.field(source).type):
+            table = table.append_column(output, table.column(source).cast(pa.int64()))
+            source = output
         result.append((source, reduction, output))
     return table, result
 

@@ -131,6 +131,41 @@ def test_partials_of_numpy_and_arrow_batches_combine_into_an_arrow_table() -> No
     assert sorted(result.to_pylist(), key=lambda row: row["k"]) == [{"k": 1, "total": 4}, {"k": 2, "total": 6}]
 
 
+def test_a_sum_of_booleans_is_int64_for_arrays_arrow_and_columnar_windows_as_in_pandas() -> None:
+    """Arrow sums booleans as ``uint64``; a NumPy batch's sum, and pandas', is ``int64``: every form gives ``int64``."""
+    from scopes import Tumbling
+
+    plan = AggregationPlan("operator 'A'", ("k",), (("b", "sum", "n"), ("b", "max", "any")))
+    array = np.array([(1, True), (1, True), (2, False)], dtype=[("k", "i8"), ("b", "?")])
+    arrow = pa.table({"k": array["k"], "b": array["b"]})
+    want = pd.DataFrame({"k": array["k"], "b": array["b"]}).groupby("k").b.sum()
+    assert want.dtype == np.int64
+    for batch in (array, arrow, pa.record_batch([arrow["k"].chunk(0), arrow["b"].chunk(0)], ["k", "b"])):
+        partial = partial_aggregates(plan, batch)
+        result = finish(plan, combine_partials(plan, [partial, partial]))
+        sums = result["n"] if isinstance(result, np.ndarray) else result.column("n")
+        kinds = result.dtype["any"] if isinstance(result, np.ndarray) else result.schema.field("any").type
+        assert str(sums.dtype if isinstance(sums, np.ndarray) else sums.type) == "int64", type(batch)
+        assert str(kinds) in ("bool", "bool_") and sorted(np.asarray(sums).tolist()) == [0, 4]
+
+    def windows(scope: ScopeBuilder) -> Any:
+        handle, stream = scope.new_input()
+        down = stream.window_batch(Tumbling(2), keys="k").aggregate([("b", "sum", "n")]).down
+        return handle, down.inspect_batch(lambda time, table: seen.append(table)).probe()
+
+    seen: list[Any] = []
+
+    def main(worker: Any) -> None:
+        handle, probe = worker.dataflow(windows)
+        handle.send_batch(arrow)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1, stall_timeout=STALL)
+    assert [str(table.schema.field("n").type) for table in seen] == ["int64"]
+    assert sorted(seen[0].column("n").to_pylist()) == [0, 2]
+
+
 # ---------------------------------------------------------------------------------------------- join
 
 PAIR = st.tuples(st.integers(0, 6), st.integers(-9, 9))
