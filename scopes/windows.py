@@ -187,10 +187,26 @@ class WindowBuilder(Generic[S]):
     def reduce(self, function: Callable[[Any, Any], Any], name: str = "WindowReduce") -> Windowed[S]:
         """``acc = function(acc, value)`` over each window's values, from its first value.
 
-        ``None`` stands for "no value yet", so ``function`` should not return ``None``.
+        ``None`` stands for "no value yet", so ``function`` must not return ``None``: a result of
+        ``None`` (a function that changes ``acc`` in place and returns nothing, such as
+        ``list.extend``) fails the operator, where it would drop the window's values before it.
         """
-        check_function(function, ("accumulator", "value"), "the window reduce function", self._where(name))
-        return self._build(name, lambda: None, lambda acc, value: value if acc is None else function(acc, value))
+        where = self._where(name)
+        check_function(function, ("accumulator", "value"), "the window reduce function", where)
+
+        def step(acc: Any, value: Any) -> Any:
+            if acc is None:
+                return value
+            result = function(acc, value)
+            if result is None:
+                raise UserFunctionError(
+                    f"the window reduce function of {where} returned None, which stands for a window with no "
+                    "value yet: the window's values before this one would be dropped. Return the new value "
+                    "(a function that changes its accumulator in place must return it too)"
+                )
+            return result
+
+        return self._build(name, lambda: None, step)
 
     def _where(self, name: str) -> str:
         return describe_operator(name, self.keyed.scope.path)

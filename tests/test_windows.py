@@ -174,6 +174,21 @@ def test_an_event_time_that_is_not_an_integer_names_the_operator() -> None:
         run_dataflow(build, [[1]])
 
 
+def test_a_window_reduce_function_that_returns_none_fails_naming_the_operator_and_time() -> None:
+    """None is the window's "no value yet": a reduce returning it (list.extend returns None) made the next value
+    start the window afresh, dropping those before it, without a word."""
+
+    def build(scope: Any, s: Any) -> Any:
+        pairs = s.map(lambda r: [r])
+        return pairs.window(Tumbling(4), key=lambda r: "k").reduce(lambda acc, v: acc.extend(v), name="All").down
+
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed, match="'All'.*complete time 0.*window reduce function .*returned None"):
+            run_dataflow(build, [[1, 2, 3]], workers=workers)
+    good = run_dataflow(lambda scope, s: s.window(Tumbling(4), key=str).reduce(max).down, [[1], [3], [2]])
+    assert good.output() == {3: [("1", (0, 4), 1), ("2", (0, 4), 2), ("3", (0, 4), 3)]}
+
+
 def far_future(scope: Any, s: Any) -> Any:
     return s.window(Tumbling(4), key=str, event_time=lambda r: r, lateness=2).count(name="Far").down
 
