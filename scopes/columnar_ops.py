@@ -562,8 +562,10 @@ def _partial_constructor(plan: AggregationPlan, where: str) -> Callable[[Capabil
                     entry = found[ref.time] = (ref.retain(), [])
                 entry[1].append(partial_aggregates(plan, batch))
             for capability, partials in found.values():
+                info.position = f"combining the partial aggregates of time {capability.time!r}"
                 output.session(capability).give_batch(combine_partials(plan, partials))
                 capability.drop()
+            info.position = None
 
         return logic
 
@@ -585,10 +587,12 @@ def _final_constructor(plan: AggregationPlan) -> Callable[[Capability, OperatorI
                 entry[1].append(batch)
             frontier = input.frontier
             for time in sorted(time for time in pending if not frontier.less_equal(time)):
+                info.position = f"combining the partial aggregates of the complete time {time!r}"
                 capability, partials = pending.pop(time)
                 output.session(capability).give_batch(finish(plan, combine_partials(plan, partials)))
                 output.flush()
                 capability.drop()
+            info.position = None
 
         return logic
 

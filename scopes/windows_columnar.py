@@ -246,9 +246,12 @@ class WindowSplitter:
         self.needed = needed
         self.counts = counts
         self.where = where
+        self.info: OperatorInfo | None = None
+        """The operator's info, once built: a failure to combine one time's partials names that time."""
 
     def build(self, capabilities: list[Capability], info: OperatorInfo) -> Any:
         """The operator's constructor: nothing is held across invocations."""
+        self.info = info
         for capability in capabilities:
             capability.drop()
         return self.step
@@ -284,8 +287,12 @@ class WindowSplitter:
                     entry = found[time] = (ref.retain(), [])
                 entry[1].append(self.partials(table if whole else table.take(rows), starts))
         for capability, partials in found.values():
+            if self.info is not None:
+                self.info.position = f"combining the partial aggregates of time {capability.time!r}"
             down.session(capability).give_batch(combine_partials(self.plan, partials))
             capability.drop()
+        if self.info is not None:
+            self.info.position = None
         down.flush()
         late.flush()
 

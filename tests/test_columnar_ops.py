@@ -308,6 +308,40 @@ def test_a_missing_column_names_the_operator_column_time_and_columns(workers: in
         assert "operator 'Agg'" in message and "'w'" in message and "at time 0" in message and "'f'" in message
 
 
+@pytest.mark.parametrize("window", [False, True])
+@pytest.mark.parametrize(("workers", "senders"), [(1, (0, 0)), (2, (0, 0)), (2, (0, 1))])
+def test_partials_of_one_time_that_do_not_combine_name_the_time(window: bool, workers: int, senders: Any) -> None:
+    """Two batches whose key columns have no common type (``int64`` -1 and ``uint64`` 2**64 - 1, which route
+    alike) fail where their partials meet: on the sender, or on the key's owner. Both said "outside any batch"."""
+    from scopes import Tumbling
+
+    batches = [pa.table({"k": pa.array([-1], pa.int64()), "v": [1]})]
+    batches.append(pa.table({"k": pa.array([2**64 - 1], pa.uint64()), "v": [1]}))
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            if window:
+                out = stream.window_batch(Tumbling(8), keys="k").aggregate([("v", "sum")], name="Agg").down
+            else:
+                out = stream.aggregate_batch("k", [("v", "sum")], name="Agg")
+            return handle, out.probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.advance_to(3)
+        for sender, batch in zip(senders, batches, strict=True):
+            if sender == worker.index:
+                handle.send_batch(batch)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as failed:
+        execute(main, workers=workers, stall_timeout=STALL)
+    message = str(failed.value)
+    assert "'Agg" in message and "do not have one type" in message and "time 3" in message, message
+    assert "outside any batch" not in message, message
+
+
 def test_a_missing_join_key_and_a_batch_without_columns_are_named() -> None:
     error = run_one(lambda s, o: s.join_batch(o, "kk", name="Join"), np.zeros(3, DTYPE), 2)
     assert isinstance(error, KeyColumnError) and "'kk'" in str(error) and "operator 'Join'" in str(error)
