@@ -10,7 +10,9 @@
   at ``t`` or before can still arrive, so every record sees exactly the table
   as of its own time, whatever the interleaving.  Two different values for one
   key at one time are refused (:class:`~scopes.errors.ConflictingUpdates`):
-  which is the latest would depend on the message order.
+  which is the latest would depend on the message order.  Values are one value
+  when :func:`~scopes.key_equality.same_value` says so: NaN is NaN, but ``1``
+  and ``1.0``, or ``0.0`` and ``-0.0``, are two.
 
 Both sides are streams of ``(key, value)`` pairs routed by key, in the same scope; the results are
 ``(key, (left, right))`` pairs.  All NaN keys are one key (:mod:`scopes.key_equality`), as in pandas'

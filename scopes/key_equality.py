@@ -31,6 +31,7 @@ pattern (and ``0.0`` for ``-0.0``) before Arrow groups or joins them
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from operator import is_
 from typing import TYPE_CHECKING, Any
@@ -77,14 +78,28 @@ def canonical_key(key: Any) -> Any:
 
 
 def same_value(one: Any, other: Any) -> bool:
-    """Whether ``one == other``, NaN counting as equal to NaN (at any depth of tuples), as for keys.
+    """Whether ``one`` and ``other`` are one value: equal, of one type, NaN counting as equal to NaN.
 
-    Used where two values must agree (two updates of one key at one time): a
-    NaN value decoded from another process is another NaN object, and ``nan
-    != nan``.  The canonical forms are compared inside a tuple, whose
-    comparison tries identity first, so that the one :data:`NAN` equals itself.
+    Used where two values must agree (two updates of one key at one time), and
+    either may be the one kept: a NaN value decoded from another process is
+    another NaN object, and ``nan != nan``, but values ``==`` calls equal that
+    print differently (``1``, ``1.0`` and ``True``; ``0.0`` and ``-0.0``) are
+    two values, since which one is kept would depend on the message order.
+    Tuples, lists and dicts are compared item by item, at any depth.
     """
-    return bool(one == other) or (canonical_key(one),) == (canonical_key(other),)
+    if one is other:
+        return True
+    if type(one) is not type(other):
+        return False
+    if isinstance(one, float):
+        if one != one:
+            return other != other
+        return bool(one == other) and math.copysign(1.0, one) == math.copysign(1.0, other)
+    if isinstance(one, (tuple, list)):
+        return len(one) == len(other) and all(map(same_value, one, other))
+    if isinstance(one, dict):
+        return one.keys() == other.keys() and all(same_value(value, other[key]) for key, value in one.items())
+    return bool(one == other)
 
 
 def canonical_keys(keys: Sequence[Any]) -> list[Any]:

@@ -241,6 +241,20 @@ def test_two_different_values_of_a_key_at_one_time_still_conflict() -> None:
         run_dataflow(table_lookup, inputs)
 
 
+@pytest.mark.parametrize(
+    "values", [(0.0, -0.0), (1, 1.0), (1, True), ((1, 0.0), (1, -0.0)), ([1], [1.0]), ({"a": 0.0}, {"a": -0.0})]
+)
+def test_two_values_of_a_key_at_one_time_that_only_compare_equal_conflict(values: Any) -> None:
+    """``0.0 == -0.0`` and ``1 == 1.0``, but the table kept whichever came last: -0.0 on one worker and 0.0 on two.
+    They are two values, refused as any two are, at every worker count."""
+    inputs = {"table": [[("k", values[0]), ("k", values[1])], []], "records": [[], [("k", "a")]]}
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed, match="two different values for key 'k'"):
+            run_dataflow(table_lookup, inputs, workers=workers)
+    again = {"table": [[("k", values[0]), ("k", values[0])], []], "records": [[], [("k", "a")]]}
+    assert run_dataflow(table_lookup, again, workers=2).output()[1] == [("k", ("a", values[0]))]
+
+
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
