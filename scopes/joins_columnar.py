@@ -44,7 +44,7 @@ from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
 from scopes.generic_operators import binary
 from scopes.joins import LatestJoin, check_same_scope
-from scopes.key_equality import canonical_arrow_keys
+from scopes.key_equality import canonical_arrow_keys, same_value
 from scopes.key_owners import column_key_check
 from scopes.lazy_import import lazy_module
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
@@ -201,8 +201,10 @@ class LatestBatchJoin(LatestJoin):
         per_key = updates.group_by(keys, use_threads=False).aggregate([([], "count_all")])
         if per_key.num_rows == updates.num_rows:
             return
+        floats = [field.name for field in updates.schema if pa.types.is_floating(field.type)]
+        rows = canonical_arrow_keys(updates, floats, zeros=False)  # one NaN, as same_value has: -NaN is NaN
         try:
-            distinct = updates.group_by(updates.column_names, use_threads=False).aggregate([([], "count_all")])
+            distinct = rows.group_by(rows.column_names, use_threads=False).aggregate([([], "count_all")])
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # columns Arrow cannot group by
             self.check_repeated_rows(pa, updates, time)
             return
@@ -224,7 +226,7 @@ class LatestBatchJoin(LatestJoin):
         repeated = groups.filter(pc.greater(pc.list_value_length(rows), 1)).column(f"{_SEQUENCE}_list")
         for indices in repeated.to_pylist():
             first, *others = updates.take(indices).to_pylist()
-            if any(other != first for other in others):
+            if not all(same_value(other, first) for other in others):  # NaN is NaN, as in the record-wise form
                 self.conflict({name: first[name] for name in self.right}, time)
 
     def conflict(self, key: dict[str, Any], time: int) -> None:

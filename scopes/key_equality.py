@@ -135,7 +135,7 @@ def differing_rows(columns: Sequence[np.ndarray]) -> np.ndarray:
     return differ
 
 
-def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
+def canonical_arrow_keys(table: Any, keys: Sequence[str], zeros: bool = True) -> Any:
     """``table`` (an Arrow table) with its dictionary keys decoded and its floating keys given one NaN and one zero.
 
     Arrow groups and joins float keys by their bits: NaN of another sign or
@@ -144,6 +144,8 @@ def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
     Python's ``==`` treat them.  A dictionary-encoded key column becomes a column
     of its values (Arrow cannot combine batches whose dictionaries differ, nor a
     dictionary with plain values).  Other columns, and nulls, are left as they are.
+    With ``zeros`` false, ``-0.0`` stays: values compared as values, not keys
+    (:func:`same_value`), have one NaN but two zeros.
     """
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -160,6 +162,6 @@ def canonical_arrow_keys(table: Any, keys: Sequence[str]) -> Any:
         work = column.cast(pa.float32()) if pa.types.is_float16(kind) else column  # Arrow adds no float16
         nan = pa.scalar(NAN, pa.float64()).cast(work.type)
         zero = pa.scalar(0.0, pa.float64()).cast(work.type)
-        fixed = pc.if_else(pc.is_nan(work), nan, pc.add(work, zero))  # -0.0 + 0.0 is 0.0
+        fixed = pc.if_else(pc.is_nan(work), nan, pc.add(work, zero) if zeros else work)  # -0.0 + 0.0 is 0.0
         table = table.set_column(table.schema.get_field_index(name), name, fixed.cast(kind))
     return table

@@ -225,6 +225,43 @@ def test_join_latest_accepts_the_same_row_twice_for_one_key_and_time() -> None:
     assert [row["plan"] for row in run.outputs["inner"].get(0, [])] == ["gold"]
 
 
+def nan_updates(scope: Any, streams: Any) -> Any:
+    """Rows joined with a table of a float and a list of floats (Arrow cannot group by lists), and of a float."""
+    joins = {}
+    for name, schema in (
+        ("lists", pa.schema([("k", pa.string()), ("w", pa.float64()), ("ws", pa.list_(pa.float64()))])),
+        ("floats", pa.schema([("k", pa.string()), ("w", pa.float64())])),
+    ):
+        rows = streams["rows"].map_batch(lambda keys: pa.table({"k": keys})).key_by_columns("k")
+        table = streams["table"].map_batch(
+            lambda rows, schema=schema: pa.Table.from_pylist(rows, schema=schema).select(schema.names)
+        )
+        joins[name] = rows.join_latest(table.key_by_columns("k"), schema=schema, name=f"Join {name}")
+    return joins
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_join_latest_takes_two_rows_differing_only_in_a_nans_bits_as_one_row_as_the_record_wise_form(
+    workers: int,
+) -> None:
+    """NaN and -NaN (a value, or in a list) were two rows, a conflict, where the record-wise join_latest takes two
+    NaN values as one; ``0.0`` and ``-0.0`` are two rows in both."""
+    nan = float("nan")
+    same = [{"k": "a", "w": nan, "ws": [nan]}, {"k": "a", "w": -nan, "ws": [-nan]}]
+    run = run_dataflow(nan_updates, {"rows": [[], ["a"]], "table": [same, []]}, workers=workers)
+    [row] = run.output("lists")[1]
+    assert row["k"] == "a" and row["w"] != row["w"] and row["ws"][0] != row["ws"][0]
+    [row] = run.output("floats")[1]
+    assert row["k"] == "a" and row["w"] != row["w"]
+    for w, ws in ((0.0, -0.0), (-0.0, 0.0)):
+        zeros = [{"k": "a", "w": 1.0, "ws": [w]}, {"k": "a", "w": 1.0, "ws": [ws]}]
+        with pytest.raises(WorkerFailed, match="different rows for key"):
+            run_dataflow(nan_updates, {"rows": [[], ["a"]], "table": [zeros, []]}, workers=workers)
+    with pytest.raises(WorkerFailed, match="different rows for key"):
+        zeros = [{"k": "a", "w": 0.0, "ws": None}, {"k": "a", "w": -0.0, "ws": None}]
+        run_dataflow(nan_updates, {"rows": [[], ["a"]], "table": [zeros, []]}, workers=workers)
+
+
 def test_a_join_that_fails_on_a_complete_time_names_that_time() -> None:
     """A failure while a complete time's rows are joined said "outside any batch": the join runs on its frontier,
     not on a message.  It names the time it was joining."""
