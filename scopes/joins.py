@@ -105,6 +105,7 @@ def join_latest(left: S, table: S, how: str, name: str) -> S:
     joiner = LatestJoin(how == "left", where)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Any:
+        joiner.info = info
         capability.drop()
         return joiner.step
 
@@ -132,6 +133,8 @@ class LatestJoin:
         self.capabilities: dict[int, Capability] = {}
         self.updates: dict[int, list[Any]] = {}
         self.tracked: OperatorState | None = None
+        self.info: OperatorInfo | None = None
+        """The operator's info, once built: an error while a complete time is joined names that time."""
 
     def step(self, records: OperatorInput, updates: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then join and apply, time by time, as far as both frontiers allow."""
@@ -152,6 +155,8 @@ class LatestJoin:
         for time in sorted(set(self.records) | set(self.updates)):
             if updates.frontier.less_equal(time):
                 break
+            if self.info is not None:
+                self.info.position = f"joining the records of time {time!r} with the table as of that time"
             if time in self.updates:
                 if any(earlier < time for earlier in self.records) or records.frontier.less_than(time):
                     break
@@ -160,6 +165,8 @@ class LatestJoin:
                 self.apply(self.updates.pop(time), time)
             if time in self.records:
                 self.send(time, self.records.pop(time), output)
+        if self.info is not None:
+            self.info.position = None
         for time in [time for time in self.capabilities if time not in self.records and _passed(records, time)]:
             self.capabilities.pop(time).drop()
         if self.tracked is not None:

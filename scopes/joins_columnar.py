@@ -99,6 +99,7 @@ def join_latest_batch(
     joiner = LatestBatchJoin(where, left, right, HOW[how], deletes, empty, suffixes)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Any:
+        joiner.info = info
         capability.drop()
         return joiner.step
 

@@ -161,6 +161,7 @@ def process(
     registry = registry_of(stream.scope)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        operator.info = info
         if registry is None:
             capability.drop()
         else:  # kept until the run knows whether it resumes: restored timers need capabilities
@@ -215,6 +216,7 @@ def in_time_order(
             frontier = input.frontier
             done = [time for time in capabilities if not frontier.less_equal(time)]
             for time in sorted(done):
+                info.position = f"applying the records of the complete time {time!r}"  # a failure names the time
                 if tracked:
                     tracked[0].reached(time)
                 capability = capabilities.pop(time)
@@ -223,6 +225,7 @@ def in_time_order(
                     output.session(capability).give_batch(records)
                     output.flush()
                 capability.drop()
+            info.position = None
             if tracked:
                 elements = frontier.elements
                 tracked[0].reached(min(elements) if elements else None)
@@ -304,6 +307,8 @@ class KeyedProcess:
         self.timers: dict[Any, dict[Any, None]] = {}
         self.initial_capability: Capability | None = None
         self.tracked: OperatorState | None = None
+        self.info: OperatorInfo | None = None
+        """The operator's info, once built: an error while a complete time is run names that time."""
 
     def step(self, input: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then run every complete time's records and timers in time order."""
@@ -318,9 +323,13 @@ class KeyedProcess:
             if not ready:
                 break
             time = min(ready)
+            if self.info is not None:
+                self.info.position = f"running the records and timers of the complete time {time!r}"
             if self.tracked is not None:
                 self.tracked.reached(time)
             self.run_time(time, output)
+        if self.info is not None:
+            self.info.position = None
         if self.tracked is not None:
             elements = frontier.elements
             self.tracked.reached(min(elements) if elements else None)

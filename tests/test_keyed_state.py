@@ -160,3 +160,53 @@ def test_join_latest_accepts_the_same_value_twice_for_one_key_and_time() -> None
     inputs = {"clicks": [[("u1", 1)]], "names": [[("u1", "ann"), ("u1", "ann")]]}
     for run in assert_agree(latest_join, inputs):
         assert_outputs(run, {0: [("u1", (1, "ann"))]})
+
+
+def _fails(*args: Any) -> Any:
+    raise ValueError("the function failed")
+
+
+def _on_timer_only(context: Any, value: Any) -> None:
+    context.set_timer(context.time + 1)
+
+
+KEYED_FAILURES = {
+    "Fold": lambda keyed: keyed.fold(int, _fails, name="Fold"),
+    "Reduce": lambda keyed: keyed.reduce(_fails, name="Reduce"),
+    "StatefulMap": lambda keyed: keyed.stateful_map(int, _fails, name="StatefulMap"),
+    "Process": lambda keyed: keyed.process(_fails, name="Process"),
+    "Timer": lambda keyed: keyed.process(_on_timer_only, _fails, name="Timer"),
+}
+
+
+@pytest.mark.parametrize("name", list(KEYED_FAILURES))
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_keyed_function_that_fails_on_a_complete_time_names_that_time(name: str, workers: int) -> None:
+    """The keyed operators apply a time's records (and timers) once it is complete, on the frontier, not on a
+    message: a failure there said "outside any batch", naming no time."""
+
+    def build(scope: Any, numbers: Any) -> Any:
+        return KEYED_FAILURES[name](numbers.key_by(lambda n: n % 2))
+
+    with pytest.raises(WorkerFailed) as failed:
+        run_dataflow(build, [[], [1, 2, 3, 4]], workers=workers)
+    message = str(failed.value)
+    when = "time 2" if name == "Timer" else "time 1"
+    assert f"'{name}'" in message and f"complete time {when[5:]}" in message and "the function failed" in message
+    assert "outside any batch" not in message, message
+
+
+def test_a_columnar_join_latest_that_fails_joining_a_time_names_that_time() -> None:
+    """A row key of no common type with the table's fails when the time's rows are joined: it named no time."""
+    pa = pytest.importorskip("pyarrow")
+    schema = pa.schema([("k", pa.string()), ("w", pa.int64())])
+
+    def build(scope: Any, streams: Any) -> Any:
+        rows = streams["rows"].map_batch(lambda keys: pa.table({"k": pa.array(keys, pa.int64())})).key_by_columns("k")
+        table = streams["table"].map_batch(lambda rows: pa.Table.from_pylist(rows, schema=schema))
+        return rows.join_latest(table.key_by_columns("k"), how="left", schema=schema, name="Plans")
+
+    with pytest.raises(WorkerFailed) as failed:
+        run_dataflow(build, {"rows": [[], [], [7]], "table": [[{"k": "7", "w": 1}], [], []]})
+    message = str(failed.value)
+    assert "'Plans'" in message and "records of time 2" in message and "outside any batch" not in message, message
