@@ -62,7 +62,10 @@ whole NumPy array of keys at once and is element-wise equal to
   raises :class:`KeyHashError`.
 
 :func:`stable_hash_arrow` does the same for an Arrow array, dictionary-encoding
-string columns in Arrow itself and hashing nulls as ``None``.
+string columns in Arrow itself and hashing nulls as ``None``.  A decimal column
+is dictionary-encoded too, and each distinct decimal hashed as the number it is:
+an integral one as the equal ``int`` (so ``2**53 + 1`` meets the equal
+``int64``, which a float could not), any other as the float it converts to.
 """
 
 from __future__ import annotations
@@ -509,7 +512,20 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
     textual = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
     if textual or pa.types.is_large_binary(kind):
         return stable_hash_array(_object_array(dictionary.to_pylist()))
+    if pa.types.is_decimal(kind):
+        return np.array([_decimal_hash(value) for value in dictionary.to_pylist()], dtype=np.uint64)
     return stable_hash_arrow(dictionary)
+
+
+def _decimal_hash(value: Any) -> int:
+    """:func:`stable_hash` of the number a ``Decimal`` is: an integral one as the equal ``int``, others as floats.
+
+    So an integral decimal meets the equal integer (and integral float) exactly, past ``2**53`` too,
+    which a float would round, and other decimals meet the floats they convert to, of any scale.
+    """
+    if value == value.to_integral_value():
+        return stable_hash(int(value))
+    return stable_hash(float(value))
 
 
 DIRECT_ROWS = 1 << 14
@@ -560,7 +576,8 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     String and binary columns are dictionary-encoded in Arrow, so only the
     distinct values are hashed (:func:`_hash_dictionary`); numeric columns go through
     :func:`stable_hash_array` on a zero-copy NumPy view where Arrow allows one;
-    dates, times and durations as nanoseconds, decimals as floats (see the module).
+    dates, times and durations as nanoseconds, decimals once per distinct value, an
+    integral one as the equal integer and others as floats (see the module).
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -568,8 +585,8 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     kind = values.type
-    if pa.types.is_decimal(kind):
-        values = values.cast(pa.float64(), safe=False)  # equal decimals, of any scale, are equal floats
+    if pa.types.is_decimal(kind) and kind.bit_width < 128:  # 32 and 64 bits: Arrow encodes 128 and 256
+        values = values.cast(pa.decimal128(kind.precision, kind.scale))
         kind = values.type
     elif pa.types.is_temporal(kind) and not pa.types.is_interval(kind):
         return _hash_arrow_temporal(values)
@@ -585,7 +602,8 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
         pa.types.is_string(kind)
         or pa.types.is_large_string(kind)
         or pa.types.is_binary(kind)
-        or (pa.types.is_large_binary(kind))
+        or pa.types.is_large_binary(kind)
+        or pa.types.is_decimal(kind)
     ):
         encoded = pc.dictionary_encode(values)
     else:

@@ -456,6 +456,25 @@ def test_equal_instants_and_decimals_hash_alike_whatever_their_unit_or_scale() -
     assert stable_hash_arrow(amounts).tolist() == [stable_hash(1), stable_hash(2.5)]
 
 
+def test_an_integral_decimal_key_meets_the_equal_integer_past_two_to_the_53() -> None:
+    """Decimals hashed as floats: 2**53 + 1 as a decimal went where 2**53 goes, not where the equal int64 goes,
+    so an aggregation of both was one group on 1 worker and two on 2 or 3."""
+    from scopes.hashing import stable_hash, stable_hash_arrow
+
+    big = 2**53 + 1
+    for kind, half in ((pa.decimal128(38, 0), "3"), (pa.decimal128(30, 4), "2.5"), (pa.decimal256(60, 2), "2.5")):
+        amounts = pa.array([decimal.Decimal(big), decimal.Decimal("-7.00"), decimal.Decimal(half), None], kind)
+        hashes = [stable_hash(big), stable_hash(-7), stable_hash(float(half)), stable_hash(None)]
+        assert stable_hash_arrow(amounts).tolist() == hashes, kind
+    ints = pa.table({"k": pa.array([big, 2, 3, 4, 5, 6], pa.int64()), "v": [1] * 6})
+    decimals = pa.table({"k": pa.array([decimal.Decimal(big)], pa.decimal128(38, 0)), "v": [1]})
+    sends = [(0, 0, ints), (1, 0, decimals)]
+    want = [(2, 1), (3, 1), (4, 1), (5, 1), (6, 1), (big, 2)]
+    for workers in (1, 2, 3):
+        rows = run_dataflow_rows(lambda s: s.aggregate_batch("k", [("v", "sum")]), sends, workers)
+        assert sorted((int(row["k"]), row["v_sum"]) for row in rows) == want, workers
+
+
 def test_two_key_columns_of_mixed_types_group_and_join_as_pandas_does() -> None:
     """Routing by several columns hashes each (float16 with NaN, a dictionary, nulls, NaT), as one column does."""
     keys = pa.table(
