@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import Any, TypeVar
 
+from scopes.batches import arrow_as_records, is_arrow
 from scopes.capability import Capability
 from scopes.contracts import Pipeline
 from scopes.core import StreamCore
@@ -32,8 +33,9 @@ def accumulate(stream: S, initial: Any, fold: Callable[[Any, Any], Any], name: s
     Each time starts from its own ``copy.deepcopy(initial)``, so a mutable
     initial value such as ``{"counts": {}}`` is never shared between times.
     """
-    check_function(fold, ("accumulator", "record"), "the fold function", describe_operator(name, stream.scope.path))
-    return per_time(stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc))
+    where = describe_operator(name, stream.scope.path)
+    check_function(fold, ("accumulator", "record"), "the fold function", where)
+    return per_time(stream, name, lambda: copy.deepcopy(initial), lambda acc, batch: reduce(fold, batch, acc), where)
 
 
 def accumulate_batch(stream: S, initial: Any, fold: Callable[[Any, Any], Any], name: str) -> S:
@@ -52,8 +54,18 @@ def count(stream: S, name: str) -> S:
     return per_time(stream, name, int, lambda total, batch: total + len(batch))
 
 
-def per_time(stream: S, name: str, start: Callable[[], Any], fold_batch: Callable[[Any, Sequence[Any]], Any]) -> S:
-    """One value per time, folded batch by batch from ``start()``, emitted when the time completes."""
+def per_time(
+    stream: S,
+    name: str,
+    start: Callable[[], Any],
+    fold_batch: Callable[[Any, Sequence[Any]], Any],
+    records: str | None = None,
+) -> S:
+    """One value per time, folded batch by batch from ``start()``, emitted when the time completes.
+
+    With ``records`` (the operator's description), ``fold_batch`` folds records one by one, and an Arrow
+    batch, which Python iterates as its columns, is refused (:func:`~scopes.batches.arrow_as_records`).
+    """
     values: dict[Any, Any] = {}
     capabilities: dict[Any, Capability] = {}
 
@@ -63,6 +75,8 @@ def per_time(stream: S, name: str, start: Callable[[], Any], fold_batch: Callabl
         def logic(input: OperatorInput, output: OperatorOutput) -> None:
             for ref, batch in input:
                 time = ref.time
+                if records is not None and batch.__class__ is not list and is_arrow(batch):
+                    raise arrow_as_records(batch, records, time)
                 if time not in capabilities:
                     capabilities[time] = ref.retain()
                     values[time] = start()

@@ -78,8 +78,12 @@ def partition(stream: S, parts: int, route: Callable[[Any], int], name: str) -> 
     outputs = [builder.new_output() for _ in range(parts)]
     ports = [output for output, _ in outputs]
 
+    where = describe_operator(name, stream.scope.path)
+
     def logic() -> None:
         for time, batch in burst(port.pull, operator):
+            if batch.__class__ is not list and is_arrow(batch):
+                raise arrow_as_records(batch, where, time)
             split: list[list[Any]] = [[] for _ in range(parts)]
             for record in batch:
                 index = route(record)
@@ -126,7 +130,8 @@ def branch(stream: S, predicate: Callable[[Any], bool], name: str) -> tuple[S, S
 
 def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
     """Move each record to the later time ``new_time(record, time)``."""
-    check_function(new_time, ("record", "time"), "the delay function", describe_operator(name, stream.scope.path))
+    where = describe_operator(name, stream.scope.path)
+    check_function(new_time, ("record", "time"), "the delay function", where)
     refuse_later_times_under_checkpoints(stream.scope, name, "delays records to later times")
     builder = OperatorBuilder(stream.scope, name, reads=stream)
     port = builder.new_input(stream, Pipeline)
@@ -135,6 +140,8 @@ def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
 
     def logic() -> None:
         for time, batch in burst(port.pull, operator):
+            if batch.__class__ is not list and is_arrow(batch):
+                raise arrow_as_records(batch, where, time)
             groups: dict[Any, list[Any]] = {}
             for record in batch:
                 later = new_time(record, time)

@@ -2,8 +2,8 @@
 
 Found by a user-level audit: ``stream.map(f)`` or ``filter`` over Arrow tables took each column (a
 ``ChunkedArray``) as a record and went on, with a plausible wrong answer and no error.  ``map``, ``filter``,
-``flat_map``, ``inspect``, ``branch`` and ``key_by`` now refuse such a batch, naming the operator and the time,
-the same at every worker count.
+``flat_map``, ``inspect``, ``branch``, ``key_by``, ``partition``, ``delay`` and ``accumulate`` now refuse such a
+batch, naming the operator and the time, the same at every worker count.
 """
 
 from __future__ import annotations
@@ -49,7 +49,21 @@ def build_keyby(scope: Any, rows: Any) -> Any:
     return as_tables(rows).key_by(lambda record: 0, name="KeyBy").stream
 
 
-RECORD_WISE = ["Map", "Filter", "FlatMap", "Inspect", "Branch", "KeyBy"]
+def build_partition(scope: Any, rows: Any) -> Any:
+    return as_tables(rows).partition(2, lambda record: 0, name="Partition")[0]
+
+
+def build_delay(scope: Any, rows: Any) -> Any:
+    return as_tables(rows).delay(lambda record, time: time, name="Delay")
+
+
+def build_accumulate(scope: Any, rows: Any) -> Any:
+    return as_tables(rows).accumulate(0, lambda total, record: total + 1, name="Accumulate")
+
+
+RECORD_WISE = ["Map", "Filter", "FlatMap", "Inspect", "Branch", "KeyBy", "Partition", "Delay", "Accumulate"]
+"""``partition``, ``delay`` and ``accumulate`` took the columns as records too (``accumulate`` counted 1 for a table
+of one column and two rows)."""
 
 
 @pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=["1 worker", "2 threads", "2 processes"])
