@@ -273,9 +273,16 @@ class WindowSplitter:
             check_aggregated_columns(batch, self.plan.outputs, self.where, ref.time)
             table = to_arrow(batch, self.where)
             time = ref.time
-            events = np.full(table.num_rows, time, np.int64)
             if self.event_time is not None:
                 events = _integers(table, self.event_time, self.where, time)
+            elif time >= EVENT_LIMIT:  # the epoch is the event time: its window's end must fit in int64 too
+                raise BatchError(
+                    f"{self.where}: the rows at time {time!r} are windowed by their epoch, which is past the event "
+                    "times a columnar window takes, -2**62 to 2**62 - 1 (its windows' ends and close times are "
+                    "computed as 64-bit integers); window record-wise, or by an event-time column of smaller times"
+                )
+            else:
+                events = np.full(table.num_rows, time, np.int64)
             late_rows, rows, starts = self.assign(events, time)
             if late_rows is not None and late_rows.any():
                 late_part = table.filter(late_rows) if is_arrow(batch) else cast(Any, batch)[late_rows]

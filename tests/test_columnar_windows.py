@@ -547,6 +547,27 @@ def test_an_event_time_whose_window_ends_past_int64_is_refused_not_taken_as_late
         run_dataflow(build, [[("ann", 0, event)]], workers=workers, processes=processes)
 
 
+def by_epoch(spec: Any) -> Any:
+    def build(scope: Any, keys: Any) -> Any:
+        tables = keys.map_batch(lambda batch: pa.table({"k": batch}))
+        return tables.window_batch(spec, keys="k").count(name="Epochs").down
+
+    return build
+
+
+@pytest.mark.parametrize("spec", [Tumbling(2**60), Tumbling(4), Session(2)])
+@pytest.mark.parametrize("epoch", [2**63 - 10, 2**63 + 5, 2**62])
+def test_rows_windowed_by_an_epoch_past_the_event_time_range_are_refused(spec: Any, epoch: int) -> None:
+    """An epoch is the rows' event time, but was not checked as one: at 2**63 - 10 a window of 2**60 came out
+    with a window_end wrapped to -2**63, and past 2**63 the window failed with a bare OverflowError."""
+    for workers in (1, 2):
+        failed = rf"'Epochs'.*the rows at time {epoch} are windowed by their epoch, which is past the event times"
+        with pytest.raises(WorkerFailed, match=failed):
+            run_dataflow(by_epoch(spec), {epoch: [1, 2]}, workers=workers)
+    [rows] = run_dataflow(by_epoch(spec), {2**62 - 1: [1]}).output().values()
+    assert rows[0]["window_start"] <= 2**62 - 1 < rows[0]["window_end"]
+
+
 @pytest.mark.parametrize("build", [far_sessions, far_tumbling])
 def test_event_times_at_the_ends_of_the_range_are_windowed(build: Any) -> None:
     run = run_dataflow(build, [[("ann", 0, 2**62 - 1), ("bob", 0, -(2**62))]])
