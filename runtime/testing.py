@@ -409,7 +409,28 @@ def _run_loaded(
     from runtime.cluster_member import load_main
 
     build: Any = load_main(described)
-    return _run_worker(build, spec, options, INTEGER, worker)
+    result = _run_worker(build, spec, options, INTEGER, worker)
+    # to the parent in the wire encoding, which has no NumPy scalars: a record-wise operator over an array gives them
+    result["collected"] = [
+        [name, time, [_python(record) for record in records] if isinstance(records, list) else records]
+        for name, time, records in result["collected"]
+    ]
+    return result
+
+
+def _python(value: Any) -> Any:
+    """``value`` with every NumPy scalar in it (in tuples, lists and dicts too) as the equal Python value."""
+    if isinstance(value, tuple):
+        items = tuple(map(_python, value))
+        make = getattr(value, "_make", None)  # a named tuple stays one
+        return make(items) if make is not None else items
+    if isinstance(value, list):
+        return [_python(item) for item in value]
+    if isinstance(value, dict):
+        return {_python(key): _python(item) for key, item in value.items()}
+    if type(value).__module__ == "numpy" and getattr(value, "shape", None) == ():  # a scalar (a row, too)
+        return _python(value.item())
+    return value
 
 
 def _run_worker(

@@ -75,6 +75,20 @@ def test_inputs_left_open_collect_nothing_the_worker_sends_after_the_run(workers
     assert closed.output() == {1: [("a", (0, 2), 1)]}
 
 
+def running_totals_of_an_array(scope, numbers):
+    """Records taken out of a NumPy array are NumPy scalars: the keys and totals below are ``numpy.int64``."""
+    array = numbers.map_batch(lambda batch: np.asarray(batch, dtype=np.int64))
+    return array.key_by(lambda n: n % 3).fold(int, lambda total, n: total + n)
+
+
+def test_records_holding_numpy_scalars_come_back_from_processes():
+    """The results of run_dataflow's processes travel to the parent in the wire encoding, which has no NumPy
+    scalars: assert_agree failed on 2 processes with an EncodingError for a dataflow that ran fine there."""
+    runs = assert_agree(running_totals_of_an_array, [[1, 2, 4], [5]])
+    assert_outputs(runs[-1], {0: [(1, 5), (2, 2)], 1: [(2, 7)]})
+    assert [type(value) for record in runs[-1].output()[0] for value in record] == [int] * 4
+
+
 def test_columnar_batches_come_back_as_records():
     def build(scope, numbers):
         return numbers.map_batch(lambda batch: np.asarray(batch, dtype=np.int64) * 2)
