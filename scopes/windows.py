@@ -31,6 +31,7 @@ epochs, or a scope with integer times).
 from __future__ import annotations
 
 import copy
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -433,14 +434,19 @@ class WindowOperator:
         return (window.key, (window.start, window.end), window.value)
 
     def event_of(self, value: Any, key: Any, time: int) -> int:
-        """The event time of ``value``, checked to be an integer."""
+        """The event time of ``value``, checked to be an integer (a NumPy integer is taken as the equal ``int``)."""
         event = self.event_time(value)  # type: ignore[misc]
-        if isinstance(event, bool) or not isinstance(event, int):
-            raise UserFunctionError(
-                f"the event_time function of {self.where} must return an integer, in the units of the epochs, "
-                f"not {type(event).__name__} {event!r:.60} (key {key!r:.60} at time {time})"
-            )
-        return event
+        if event.__class__ is int:
+            return event
+        if not isinstance(event, bool):
+            try:
+                return operator.index(event)  # an int subclass, or a NumPy integer from a record taken out of an array
+            except TypeError:
+                pass
+        raise UserFunctionError(
+            f"the event_time function of {self.where} must return an integer, in the units of the epochs, "
+            f"not {type(event).__name__} {event!r:.60} (key {key!r:.60} at time {time})"
+        )
 
     # ------------------------------------------------------------------ checkpoints
 

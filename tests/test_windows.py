@@ -189,6 +189,27 @@ def test_a_window_reduce_function_that_returns_none_fails_naming_the_operator_an
     assert good.output() == {3: [("1", (0, 4), 1), ("2", (0, 4), 2), ("3", (0, 4), 3)]}
 
 
+def test_event_times_taken_out_of_a_numpy_array_are_integers() -> None:
+    """A record-wise operator takes an array's elements as records, so a field read from one is a NumPy integer:
+    the window refused it ("must return an integer, not int64")."""
+    np = pytest.importorskip("numpy")
+
+    def build(scope: Any, s: Any) -> Any:
+        rows = s.map_batch(lambda batch: np.array(batch, dtype=[("k", "i8"), ("e", "i8")]))
+        windowed = rows.window(Tumbling(2), key=lambda r: int(r["k"]), event_time=lambda r: r["e"], lateness=1)
+        return windowed.count().down
+
+    for workers in (1, 2):
+        run = run_dataflow(build, [[(1, 0), (2, 1)], [(1, 3)], [(1, 1)]], workers=workers)
+        assert_outputs(run, {2: [(1, (0, 2), 2), (2, (0, 2), 1)], 4: [(1, (2, 4), 1)]})
+
+    def booleans(scope: Any, s: Any) -> Any:
+        return s.window(Tumbling(2), key=str, event_time=lambda r: np.bool_(True)).count().down
+
+    with pytest.raises(WorkerFailed, match="must return an integer.*not bool"):
+        run_dataflow(booleans, [[1]])
+
+
 def far_future(scope: Any, s: Any) -> Any:
     return s.window(Tumbling(4), key=str, event_time=lambda r: r, lateness=2).count(name="Far").down
 
