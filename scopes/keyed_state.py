@@ -24,6 +24,7 @@ All NaN keys are one key, as is a tuple key with NaN in the same places
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Hashable, Iterator
 from itertools import chain
 from typing import Any, TypeVar
@@ -277,7 +278,22 @@ class KeyContext:
         self.outputs.append((self.key, output))
 
     def set_timer(self, time: int) -> None:
-        """Call ``on_timer`` for this key once the frontier has passed ``time`` (not before this context's)."""
+        """Call ``on_timer`` for this key once the frontier has passed ``time`` (not before this context's).
+
+        With integer times, any integer is taken (a NumPy integer as the equal ``int``); a float or a
+        boolean is refused here, where it would be taken or refused by whether the operator happened to
+        hold the time already, which depends on the worker count.
+        """
+        if time.__class__ is not self.time.__class__ and self.time.__class__ is int:
+            try:
+                if isinstance(time, bool):
+                    raise TypeError("a boolean")
+                time = operator.index(time)
+            except TypeError:
+                raise CapabilityError(
+                    f"{self.where}: a timer for key {self.key!r} at time {time!r}: the times of this scope are "
+                    f"integers, not {type(time).__name__}"
+                ) from None
         if time < self.time:
             raise CapabilityError(
                 f"{self.where}: a timer for key {self.key!r} at time {time!r} is before the current time "

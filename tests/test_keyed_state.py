@@ -210,3 +210,30 @@ def test_a_columnar_join_latest_that_fails_joining_a_time_names_that_time() -> N
         run_dataflow(build, {"rows": [[], [], [7]], "table": [[{"k": "7", "w": 1}], [], []]})
     message = str(failed.value)
     assert "'Plans'" in message and "records of time 2" in message and "outside any batch" not in message, message
+
+
+def _timer_of_type(kind: Any) -> Any:
+    def on_record(context: Any, value: Any) -> None:
+        context.set_timer(kind(context.time + 1))
+
+    def on_timer(context: Any) -> None:
+        context.emit(("timer", context.time))
+
+    def build(scope: Any, numbers: Any) -> Any:
+        return numbers.key_by(lambda n: n).process(on_record, on_timer, name="Timers")
+
+    return build
+
+
+def test_a_timer_at_a_numpy_integer_is_taken_and_one_at_a_float_refused_at_every_worker_count() -> None:
+    """A timer time equal to a time the operator held (np.int64(1), 1.0) was taken; at any other it failed in
+    Capability.delayed. Which happened depended on the records each worker had, so on the worker count."""
+    np = pytest.importorskip("numpy")
+    inputs = [[1, 2], [3]]
+    want = {1: [(1, ("timer", 1)), (2, ("timer", 1))], 2: [(3, ("timer", 2))]}
+    for workers in (1, 2):
+        assert_outputs(run_dataflow(_timer_of_type(np.int64), inputs, workers=workers), want)
+        for kind in (float, bool):
+            refused = f"'Timers'.*the times of this scope are integers, not {kind.__name__}"
+            with pytest.raises(WorkerFailed, match=refused):
+                run_dataflow(_timer_of_type(kind), inputs, workers=workers)
