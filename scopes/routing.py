@@ -146,14 +146,16 @@ def delay(stream: S, new_time: Callable[[Any, Any], Any], name: str) -> S:
             for record in batch:
                 later = new_time(record, time)
                 group = groups.get(later)
-                if group is None:
+                # a time of another class (1.0 for 1) is checked too: found among the groups, it would be taken
+                if group is None or later.__class__ is not time.__class__:
                     if not timestamp_type.contains(later) or not less_equal(time, later):
                         raise CapabilityError(
                             f"operator '{name}' output 0: delay moved record {record!r} "
                             f"from time {time!r} to time {later!r}; records may only be "
                             f"delayed to a later {timestamp_type.name} time"
                         )
-                    group = groups[later] = []
+                    if group is None:
+                        group = groups[later] = []
                 group.append(record)
             for later, group in groups.items():
                 output.send(later, group)

@@ -596,6 +596,20 @@ def test_delay_moving_records_backwards():
     assert "BackDelay" in str(failed)
 
 
+def float_after_an_int_delay(scope, numbers):
+    return numbers.delay(lambda n, t: t + 1 if n % 2 else float(t + 1), name="FloatDelay")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_delay_to_a_float_time_is_refused_even_after_an_equal_integer_time(workers):
+    """A float time equal to one an earlier record of the message went to (1.0 after 1) was found among the
+    groups and taken unchecked: on 1 worker, whose message held both records, the run passed; on 2, it failed."""
+    from runtime.testing import run_dataflow
+
+    with pytest.raises(WorkerFailed, match="'FloatDelay'.*to time 1.0; records may only be delayed to a later"):
+        run_dataflow(float_after_an_int_delay, [[1, 2]], workers=workers)
+
+
 @pytest.mark.parametrize("route_value", [2, -1, True, "0"])
 def test_partition_route_out_of_range(route_value):
     def main(worker):
