@@ -98,6 +98,16 @@ class MetricsState:
         self._held: dict[tuple[int, int, bool], int] = {}
         self._dropped = 0
         self._stalls: dict[int, str | None] = {}
+        self._ship: Callable[[], None] | None = None
+
+    def ship_before_reading(self, ship: Callable[[], None]) -> None:
+        """Call ``ship()`` before every read, to fold the events logged so far (the pipeline's ``flush``).
+
+        The instrumentation ships events from a background thread every few
+        milliseconds; without this, a scrape right after ``execute`` returned
+        missed the run's last events (its counts were short, or empty).
+        """
+        self._ship = ship
 
     # ------------------------------------------------------------------ folding events
 
@@ -179,7 +189,12 @@ class MetricsState:
         return "/".join(names)
 
     def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
-        """Every series as ``{metric: [(labels, value), ...]}``, read consistently under the lock."""
+        """Every series as ``{metric: [(labels, value), ...]}``, read consistently under the lock.
+
+        Every event logged before the call is folded in first (see :meth:`ship_before_reading`).
+        """
+        if self._ship is not None:
+            self._ship()
         now = time.monotonic()
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
 
@@ -397,6 +412,7 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
         raise ConfigurationError(f"--metrics {spec!r}: cannot listen on {host}:{port}: {error.strerror}") from None
     sink = MetricsSink(state)
     pipeline = instrument.add_sink(sink)
+    state.ship_before_reading(pipeline.flush)
     _current = state
 
     def shutdown() -> None:

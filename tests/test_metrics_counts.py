@@ -72,3 +72,37 @@ def test_record_series_equal_each_workers_own_count_on_two_processes(tmp_path, f
     for items, samples in results:
         counts = {(name, direction): value for (name, direction), value in items}
         check_worker(counts, [(labels, value) for labels, value in samples])
+
+
+def test_a_scrape_right_after_execute_returns_counts_the_whole_run():
+    """The docs' example: scrape once after ``execute`` returned, with no waiting; every record is counted."""
+    from runtime.instrumentation.registry import install
+    from runtime.instrumentation.shipper import EventShipper
+
+    def main(worker):
+        def build(scope):
+            words, stream = scope.new_input("words")
+            return words, stream.exchange(len).count(name="Counted").probe()
+
+        words, probe = worker.dataflow(build)
+        words.send_batch(["a", "bb", "a"])
+        words.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+
+    slow = EventShipper([], interval=3600.0)  # a writer thread that would ship nothing during the test
+    previous = install(slow)
+    try:
+        server = serve_metrics("127.0.0.1:0")
+        try:
+            execute(main, workers=2)
+            samples = server.state.samples()
+        finally:
+            server.close()
+    finally:
+        install(previous)
+        slow.close()
+    counted = sorted(v for labels, v in samples["operator_records_in"] if labels["operator"] == "Counted")
+    assert counted == [2, 4]  # "a" x 4 to one worker, "bb" x 2 to the other
+    assert all(v == 0 for _, v in samples["capabilities"])
+    probes = [v for labels, v in samples["frontier"] if labels["operator"] == "Probe"]
+    assert probes == [float("inf"), float("inf")]
