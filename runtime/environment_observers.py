@@ -7,7 +7,8 @@ starts (:mod:`runtime.cluster_member`), and the flags of
 :func:`~runtime.cluster.execute_from_args` (``--log`` and ``--metrics`` set the
 variables).  A recording or an endpoint that is already on in this process
 (``viz tui --`` turns logging on first; a program may call
-:func:`~runtime.metrics.serve_metrics` itself) is left as it is, and left on.
+:func:`~runtime.metrics.serve_metrics` itself) is left as it is, and left on;
+an endpoint is no recording, so ``PYTIMELY_LOG`` still records beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from runtime.instrument import configure_from, logging_active, stop_logging
+from runtime.instrument import add_sink, log_sink, recording_active, remove_sink
 from runtime.metrics import current_state, serve_from_environment
 
 LOG_VARIABLE = "PYTIMELY_LOG"
@@ -30,17 +31,22 @@ def observers_from_environment(process: int = 0, processes: int = 1) -> Iterator
 
     A malformed value is a :class:`~runtime.errors.ConfigurationError` before the block runs.
     """
-    configured = None if logging_active() else configure_from(os.environ.get(LOG_VARIABLE), process, processes)
+    sink = None if recording_active() else log_sink(os.environ.get(LOG_VARIABLE), process, processes)
+    pipeline = None if sink is None else add_sink(sink)  # beside a metrics endpoint already on, if any
+
+    def stop_recording() -> None:
+        if pipeline is not None and sink is not None:
+            remove_sink(pipeline, sink)  # ships what the workers logged first
+            sink.close()
+
     try:
         metrics = None if current_state() is not None else serve_from_environment(process)
     except BaseException:
-        if configured is not None:
-            stop_logging()
+        stop_recording()
         raise
     try:
         yield
     finally:
         if metrics is not None:
             metrics.close()
-        if configured is not None:
-            stop_logging()
+        stop_recording()

@@ -59,8 +59,10 @@ from runtime.instrumentation.registry import (
     add_sink,
     configure_from,
     log_path,
+    log_sink,
     logger_for,
     logging_active,
+    recording_active,
     remove_sink,
     stop_logging,
 )
@@ -121,10 +123,12 @@ __all__ = [
     "encode_header",
     "iter_stream",
     "log_path",
+    "log_sink",
     "logger_for",
     "logging_active",
     "read_events",
     "read_recording",
+    "recording_active",
     "remove_sink",
     "stop_logging",
 ]

@@ -283,6 +283,7 @@ class MetricsSink(Sink):
     """An instrumentation sink that folds events into a :class:`MetricsState` (no bytes needed)."""
 
     needs_bytes = False
+    records = False  # an endpoint beside the program: PYTIMELY_LOG still records
 
     def __init__(self, state: MetricsState) -> None:
         """Fold into ``state``."""

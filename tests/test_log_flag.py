@@ -119,3 +119,24 @@ def test_the_log_flag_holds_for_its_own_run_only(tmp_path: Path, monkeypatch) ->
     recorded = path.read_bytes()
     assert sum(execute(count_main, workers=2)) == 10
     assert path.read_bytes() == recorded and not logging_active()
+
+
+def test_the_log_variable_records_beside_a_metrics_endpoint_the_program_serves(tmp_path: Path, monkeypatch) -> None:
+    """A program serving metrics itself (``serve_metrics``) made ``logging_active()`` true, so ``PYTIMELY_LOG`` (and
+    ``--log``) was taken for a recording already on and recorded nothing, silently (found by the debugging audit)."""
+    from runtime.instrument import read_recording
+    from runtime.metrics import serve_metrics
+
+    path = tmp_path / "beside.msgpack"
+    monkeypatch.setenv("PYTIMELY_LOG", str(path))
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        assert sum(execute(count_main, workers=2)) == 10
+        recording = read_recording(path)
+        assert recording.truncated is None  # closed with its end frame
+        assert any(type(event).__name__ == "InputChanged" for event in recording.events)
+        numbers = [v for labels, v in server.state.samples()["operator_records_out"] if labels["operator"] == "numbers"]
+        assert sum(numbers) == 10  # and the endpoint counted the run
+    finally:
+        server.close()
+    assert not logging_active()

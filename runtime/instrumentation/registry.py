@@ -27,6 +27,12 @@ def logging_active() -> bool:
     return _active is not None
 
 
+def recording_active() -> bool:
+    """Whether the installed pipeline records (a file, memory, a viewer), not only feeds observers such as metrics."""
+    pipeline = _active
+    return pipeline is not None and any(sink.records for sink in pipeline.sinks)
+
+
 def install(pipeline: EventShipper | None) -> EventShipper | None:
     """Make ``pipeline`` (or nothing) the active one; return the one it replaces, for the caller to close or restore."""
     global _active
@@ -75,20 +81,18 @@ def log_path(path: str, process: int, processes: int) -> Path:
     return target.with_name(f"{target.stem}.{process}{target.suffix}")
 
 
-def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> EventShipper | None:
-    """Turn logging on as ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks, for workers created from now on.
+def log_sink(spec: str | None, process: int = 0, processes: int = 1) -> Sink | None:
+    """The sink ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks for, as process ``process`` of ``processes``, or ``None``.
 
     ``SPEC`` is ``tcp://HOST:PORT`` (stream to a live viewer), a file path
     (one file per process, see :func:`log_path`), or empty / ``off`` / ``None``
-    (logging stays off).  Returns the new pipeline, or ``None``.  Raises
-    :class:`~runtime.errors.ConfigurationError` for a malformed spec.
+    (no sink).  Raises :class:`~runtime.errors.ConfigurationError` for a malformed spec.
     """
     from runtime.errors import ConfigurationError
 
     if spec is None or spec.strip() in ("", "off", "0", "none"):
         return None
     spec = spec.strip()
-    sink: Sink
     if spec.startswith("tcp://"):
         host, _, port_text = spec[len("tcp://") :].rpartition(":")
         # ASCII digits only: str.isdigit() takes '²', which int() refuses, and '٣', which it reads as 3
@@ -97,13 +101,24 @@ def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> Ev
                 f"--log {spec!r}: expected tcp://HOST:PORT with a port from 1 to 65535, for example "
                 "tcp://127.0.0.1:51317"
             )
-        sink = TcpSink(host, int(port_text), process)
-    else:
-        path = log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
-        try:
-            sink = FileSink(path, process)
-        except OSError as error:
-            raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
+        return TcpSink(host, int(port_text), process)
+    path = log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
+    try:
+        return FileSink(path, process)
+    except OSError as error:
+        raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
+
+
+def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> EventShipper | None:
+    """Turn logging on as ``--log SPEC`` / ``PYTIMELY_LOG=SPEC`` asks, for workers created from now on.
+
+    ``SPEC`` is read by :func:`log_sink`.  The new pipeline replaces (and
+    closes) any active one.  Returns it, or ``None`` when ``SPEC`` turns
+    logging off.  Raises :class:`~runtime.errors.ConfigurationError` for a malformed spec.
+    """
+    sink = log_sink(spec, process, processes)
+    if sink is None:
+        return None
     pipeline = EventShipper([sink])
     previous = install(pipeline)
     if previous is not None:

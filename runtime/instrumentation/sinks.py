@@ -22,6 +22,8 @@ class Sink(ABC):
     dropped = 0
     needs_bytes = True
     """Whether :meth:`write` uses the encoded bytes (the writer skips encoding otherwise)."""
+    records = True
+    """Whether the sink is a recording (a file, memory, a viewer), not an observer such as the metrics endpoint."""
 
     @abstractmethod
     def write(self, events: list[tuple[Any, ...]], encoded: bytes) -> None:
