@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ from test_viz_dot import cluster_tree
 from test_viz_recorded import countdown, scope_tree
 
 import viz
-from runtime import execute
+from runtime import WorkerFailed, execute
+from scopes import Pipeline
 from scopes.builder import ScopeBuilder
 from scopes.timestamp import Product
 from viz.errors import SelectionError
@@ -103,7 +105,67 @@ def test_a_live_input_not_closed_is_named_by_the_explainer() -> None:
 
     execute(main, workers=1, stall_timeout=5)
     assert [b.kind for b in found] == ["input"]
-    assert "input 'sensor readings' was never advanced past time 0 and never closed" in found[0].description
+    assert "input 'sensor readings' (test_viz_live.py:" in found[0].description
+    assert ") was never advanced past time 0 and never closed" in found[0].description
+
+
+def test_a_live_snapshot_names_where_the_code_made_the_input_and_the_holding_operator() -> None:
+    """``viz.snapshot`` left out the sites every input and operator keeps (logging or not), so the explainer on a
+    running program named neither the line that created the input nor the one that built the holder, where docs/
+    viewers.md says it prints them (found by the debugging audit, running that page's example)."""
+    found: list[Any] = []
+    lines: dict[str, int] = {}
+    sites: list[str | None] = []
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, numbers = scope.new_input("readings")
+            lines["input"] = _line()
+
+            def inner(region: ScopeBuilder) -> Any:
+                def constructor(capability: Any, info: Any) -> Any:
+                    held = [capability]
+
+                    def logic(input: Any, output: Any) -> None:
+                        input.for_each(lambda cap, data: output.session(cap).give_batch(data))
+                        assert held
+
+                    return logic
+
+                lines["holder"] = _line() + 1
+                return numbers.enter(region).unary(Pipeline, "Holder", constructor).leave()
+
+            lines["region"] = _line() + 1
+            return handle, scope.region(inner, name="Inner").probe(name="Seen")
+
+        handle, probe = worker.dataflow(build, name="held")
+        handle.send(1)
+        for _ in range(5):
+            worker.step()
+        model = snapshot(worker)
+        (seen,) = model.find("Seen")
+        found.extend(explain(model, model.input_loc(seen.address, 0), 0))
+        (region,) = model.find("Inner")
+        sites.append(region.site)
+        handle.close()
+        raise _Done
+
+    with pytest.raises(WorkerFailed):
+        execute(main, workers=1)
+    here = "test_viz_live.py"
+    assert [b.kind for b in found] == ["input", "capability"], found
+    assert f"input 'readings' ({here}:{lines['input'] - 1}) was never advanced" in found[0].description
+    assert f"operator 'Holder' (built at {here}:{lines['holder']}, " in found[1].description
+    assert sites == [f"{here}:{lines['region']}"]
+
+
+class _Done(Exception):
+    """Ends a run whose dataflow can never complete."""
+
+
+def _line() -> int:
+    """The line of the caller."""
+    return sys._getframe(1).f_lineno
 
 
 def test_render_refuses_what_it_cannot_draw() -> None:

@@ -4,7 +4,8 @@
 them as instrumentation events, which it folds into a :class:`~viz.model.Model`:
 the scope tree, operators, ports and edges with their contracts, the frontier
 each tracker implies at every location, the pointstamps each tracker counts
-(capabilities at outputs, messages waiting at inputs), and the input handles.
+(capabilities at outputs, messages waiting at inputs), and the input handles,
+with where the user's code built each operator and created each input.
 The state is what this worker's trackers know: every worker's capabilities
 and messages, as far as this worker has heard of them, in one worker's view.
 
@@ -99,7 +100,7 @@ def snapshot(source: Live) -> Model:
         address = _input_address(handle)
         if address is None:
             continue
-        out.add(InputChanged, address, handle.name, "created", handle.time)
+        out.add(InputChanged, address, handle.name, "created", handle.time, handle.site)
         if handle.time != handle.timestamp_type.minimum():
             out.add(InputChanged, address, handle.name, "advanced", handle.time)
     model = Model()
@@ -119,7 +120,7 @@ def _input_address(handle: Any) -> tuple[int, ...] | None:
     return tuple(address) if address else None
 
 
-def _describe(out: _Events, scope: Subgraph, name: str) -> None:
+def _describe(out: _Events, scope: Subgraph, name: str, site: str | None = None) -> None:
     tracker = scope.tracker
     out.add(
         OperatorCreated,
@@ -129,10 +130,11 @@ def _describe(out: _Events, scope: Subgraph, name: str) -> None:
         scope.outputs,
         _reach(tracker.scope_summary()),
         scope.timestamp_type.name,
+        site,
     )
     for index, child in enumerate(scope.children[1:], start=1):
         if isinstance(child, Subgraph):
-            _describe(out, child, scope.child_names[index])
+            _describe(out, child, scope.child_names[index], scope.child_sites.get(index))
         elif child is not None:
             out.add(
                 OperatorCreated,
@@ -142,6 +144,7 @@ def _describe(out: _Events, scope: Subgraph, name: str) -> None:
                 child.outputs,
                 _reach(child.get_internal_summary()[0]),
                 None,
+                scope.child_sites.get(index),
             )
     for (source, target), contract in zip(scope.edges, scope.edge_contracts, strict=True):
         out.add(
