@@ -25,7 +25,7 @@ from runtime.instrument import (
     encode_header,
 )
 from viz.dot import to_graph
-from viz.errors import RenderError
+from viz.errors import RenderError, SelectionError
 from viz.model import Model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -210,6 +210,26 @@ def test_cli_bad_selections_give_one_clear_line(tmp_path: Path) -> None:
         result = run_cli("dot", str(log), "-o", str(tmp_path / "o.dot"), *args)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert message in result.stderr, result.stderr
+
+
+def test_cli_refuses_a_moment_before_the_start_or_not_a_number_and_a_time_without_a_location(tmp_path: Path) -> None:
+    """``--at -1`` drew an empty diagram and exited 0, ``--at nan`` drew every event but the last tracker batches,
+    and ``--time`` without ``--stuck`` was ignored (found by the debugging audit)."""
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    for args, message in [
+        (["--at", "-1"], "--at -1.0: a moment is a number of seconds from the first event, at least 0"),
+        (["--at", "nan"], "--at nan: a moment"),
+        (["--at", "inf"], "--at inf: a moment"),
+        (["--time", "3"], "--time is the time a --stuck location cannot pass: give --stuck too"),
+    ]:
+        result = run_cli("dot", str(log), "-o", "-", *args)
+        assert result.returncode == 1 and result.stdout == "", args
+        assert result.stderr.startswith(f"python -m viz: error: {message}"), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    with pytest.raises(SelectionError, match="at least 0"):
+        viz.render(running().events(), at=-0.5)
+    assert run_cli("dot", str(log), "-o", "-", "--at", "0").returncode == 0
 
 
 def test_cli_reads_format_1_only_when_asked_and_warns(tmp_path: Path) -> None:

@@ -86,7 +86,10 @@ def _dot(args: argparse.Namespace) -> int:
             )
     if not events:
         raise SelectionError(f"{', '.join(map(str, args.logs))}: the recording holds no events")
-    model = Model.from_events(events, until=args.at)
+    try:
+        model = Model.from_events(events, until=args.at)
+    except SelectionError as error:
+        raise SelectionError(f"--at {error}") from None
     if model.mistimed:
         print(
             f"python -m viz: warning: {model.mistimed} event(s) hold a time of another kind than the other times of "
@@ -96,6 +99,8 @@ def _dot(args: argparse.Namespace) -> int:
     if args.worker is not None and args.worker not in model.workers:
         raise SelectionError(f"--worker {args.worker}: the recording has workers {sorted(model.workers)}")
     stuck = None
+    if args.time is not None and args.stuck is None:
+        raise SelectionError("--time is the time a --stuck location cannot pass: give --stuck too")
     if args.stuck is not None:
         loc = _parse_location(model, args.stuck)
         view = model.view(args.worker)

@@ -31,6 +31,7 @@ tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -245,7 +246,9 @@ class Model:
 
     @classmethod
     def from_events(cls, events: Iterable[Event], until: float | None = None) -> Model:
-        """A model of ``events`` (sorted by time), stopping after ``until`` seconds from the first event."""
+        """A model of ``events`` (sorted by time), stopping after ``until`` (>= 0) seconds from the first event."""
+        if until is not None and not (isinstance(until, int | float) and 0 <= until < math.inf):
+            raise SelectionError(f"{until!r:.40}: a moment is a number of seconds from the first event, at least 0")
         ordered = sorted(events, key=lambda e: (e.t, e.worker, e.seq))
         model = cls()
         if not ordered:
