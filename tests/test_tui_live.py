@@ -188,6 +188,17 @@ def test_cli_refuses_an_empty_recording(tmp_path: Path) -> None:
     assert_clean_error(run_cli("--replay", str(path)), "holds no events")
 
 
+def test_cli_says_why_a_recording_cut_in_its_first_frame_holds_no_events(tmp_path: Path) -> None:
+    """A recording cut short inside its first frame of events (its program killed) said only 'the recording holds
+    no events', where 'viz dot' says that it is truncated and where (found by the debugging audit)."""
+    from runtime.instrument import K_MARK, encode_events, encode_header
+
+    header = encode_header(0)
+    path = tmp_path / "cut.msgpack"
+    path.write_bytes((header + encode_events([(K_MARK, 0, 1, 1.0, "x" * 100)]))[: len(header) + 50])
+    assert_clean_error(run_cli("--replay", str(path)), "holds no events", "is truncated", f"byte offset {len(header)}")
+
+
 def test_cli_refuses_a_recording_of_format_1_unless_asked(tmp_path: Path) -> None:
     path = tmp_path / "old.msgpack"
     write_recording(path, [])

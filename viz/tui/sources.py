@@ -94,7 +94,8 @@ def load_recording(
         if recording.truncated is not None:
             truncated.append(recording.truncated)
     if not events:
-        raise TuiError(f"{', '.join(map(str, paths))}: the recording holds no events")
+        cut = "".join(f"; {why}" for why in truncated)  # a file cut inside its first frame of events says so
+        raise TuiError(f"{', '.join(map(str, paths))}: the recording holds no events{cut}")
     events.sort(key=lambda e: (e.t, e.worker, e.seq))
     return events, truncated
 
