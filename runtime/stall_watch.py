@@ -293,6 +293,8 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
             if count > 0
         ]
         if isinstance(location, Source):
+            if isinstance(subgraph.children[location.node], Subgraph):
+                continue  # the nested scope's summary of what holds it inside, listed from inside below
             held = getattr(subgraph.children[location.node], "held_capabilities", None)
             mine = held()[location.port] if callable(held) and stamps else 0
             for time_, count in stamps:

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from runtime import DataflowStuck, WorkerFailed, execute
+from scopes import Pipeline
 
 SOURCE = Path(__file__).read_text().splitlines()
 
@@ -35,6 +36,41 @@ def test_a_capability_held_forever_is_named(workers):
     assert "capability(ies) for time 0 at output 0" in message
     built = next(number for number, line in enumerate(SOURCE, 1) if "the line the error names" in line)
     assert f"built at test_stuck.py:{built})" in message  # logging off: the site is recorded at every build
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("kind", ["region", "iterative"])
+def test_a_capability_held_in_a_nested_scope_is_named_and_the_scope_is_not(workers, kind):
+    """The error also listed the nested scope itself as an operator holding a capability ("operator 'Inner' ...
+    holds 1 capability(ies) for time 0"): that count is the parent's summary of what the scope holds inside, so
+    it named an operator the user cannot fix and the explainer never names (found by the debugging audit)."""
+
+    def main(worker):
+        def build(scope):
+            _, numbers = scope.new_input("numbers")
+
+            def body(inner):
+                def constructor(capability, info):
+                    held = [capability]
+
+                    def logic(input, output):
+                        input.for_each(lambda cap, data: output.session(cap).give_batch(data))
+                        assert held
+
+                    return logic
+
+                return numbers.enter(inner).unary(Pipeline, "InnerHolder", constructor).leave()
+
+            nested = scope.region(body, name="Inner") if kind == "region" else scope.iterative(body, name="Inner")
+            return nested.probe()
+
+        worker.dataflow(build, name="nested")
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers, stall_timeout=0.5)
+    message = str(failure.value.__cause__)
+    assert "operator 'InnerHolder'" in message
+    assert "operator 'Inner'" not in message, message
 
 
 def test_a_dataflow_that_completes_is_not_reported():
