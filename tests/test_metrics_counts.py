@@ -106,3 +106,22 @@ def test_a_scrape_right_after_execute_returns_counts_the_whole_run():
     assert all(v == 0 for _, v in samples["capabilities"])
     probes = [v for labels, v in samples["frontier"] if labels["operator"] == "Probe"]
     assert probes == [float("inf"), float("inf")]
+
+
+def test_a_scrape_after_the_recording_beside_it_closed_does_not_write_into_the_closed_file(tmp_path):
+    """A scrape ships the events logged so far to every sink of the pipeline; once the pipeline closed its sinks
+    (the program's --log file), an event a worker still logged reached the closed file: ValueError in the scrape."""
+    from runtime.instrument import configure_from, read_recording, stop_logging
+
+    pipeline = configure_from(str(tmp_path / "run.msgpack"))
+    assert pipeline is not None
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        logger = pipeline.logger(0)
+        logger.mark("before")
+        stop_logging()
+        logger.mark("after the file closed")
+        server.state.samples()  # raised ValueError: write to closed file
+    finally:
+        server.close()
+    assert read_recording(tmp_path / "run.msgpack").truncated is None

@@ -33,6 +33,7 @@ class EventShipper:
         self._interval = interval
         self._stop = threading.Event()
         self._closed = False
+        self._sinks_closed = False
         self._thread = threading.Thread(target=self._run, name="timely-log-writer", daemon=True)
         self._thread.start()
 
@@ -48,8 +49,10 @@ class EventShipper:
             self.flush()
 
     def flush(self) -> None:
-        """Encode and write every event logged so far (safe from any thread)."""
+        """Encode and write every event logged so far (safe from any thread; nothing once closed)."""
         with self._lock:
+            if self._sinks_closed:  # a metrics scrape may still ask: the sinks (a file) are closed
+                return
             batch: list[tuple[Any, ...]] = []
             for events in self._deques:
                 pop = events.popleft
@@ -87,5 +90,7 @@ class EventShipper:
         self._stop.set()
         self._thread.join(timeout=5.0)
         self.flush()
+        with self._lock:
+            self._sinks_closed = True
         for sink in self.sinks:
             sink.close()
