@@ -18,7 +18,7 @@ from runtime.audit import AUDIT_VARIABLE, ProcessLedger, audit_requested
 from runtime.communication import Communicator, Stop
 from runtime.communication.fabric import ThreadFabric
 from runtime.core_governor import counters_readable, start_governor
-from runtime.environment_observers import observers_from_environment
+from runtime.environment_observers import observers_from_environment, recording_processes
 from runtime.errors import (
     ConfigurationError,
     DataflowStuck,
@@ -65,7 +65,10 @@ def execute(
     (see :mod:`runtime.audit`); ``None`` follows ``PYTIMELY_AUDIT``.
     """
     if processes != 1:  # execute_processes checks the settings before any process starts
-        with settings_for_run({AUDIT_VARIABLE: None if audit is None else "1" if audit else "0"}):
+        with (
+            settings_for_run({AUDIT_VARIABLE: None if audit is None else "1" if audit else "0"}),
+            recording_processes(processes),
+        ):
             return execute_processes(main, processes, workers, stall_timeout)
     check_settings()  # threads too: a wrong setting is refused at every worker count
     if workers.__class__ is not int or workers < 1:

@@ -53,9 +53,17 @@ from runtime.instrumentation.events import (
     decode,
 )
 from runtime.instrumentation.logger import Instrument
-from runtime.instrumentation.reader import Recording, RecordingStream, iter_stream, read_events, read_recording
+from runtime.instrumentation.reader import (
+    Recording,
+    RecordingStream,
+    iter_stream,
+    read_events,
+    read_raw,
+    read_recording,
+)
 from runtime.instrumentation.recorder import Recorder
 from runtime.instrumentation.registry import (
+    active_sinks,
     add_sink,
     configure_from,
     log_path,
@@ -116,6 +124,7 @@ __all__ = [
     "TcpSink",
     "VERSION",
     "WorkerShutdown",
+    "active_sinks",
     "add_sink",
     "configure_from",
     "decode",
@@ -127,6 +136,7 @@ __all__ = [
     "logger_for",
     "logging_active",
     "read_events",
+    "read_raw",
     "read_recording",
     "recording_active",
     "remove_sink",

@@ -153,3 +153,27 @@ def test_two_processes_an_input_never_closed_is_explained_as_exactly_that(tmp_pa
                 found.description,
             ), found.description
         assert not [b for b in blockers if b.kind == "capability"]
+
+
+def test_a_recorder_around_execute_on_processes_holds_every_processs_events(tmp_path: Path) -> None:
+    """``with Recorder() as r: execute(main, processes=2)`` left ``r.events`` empty, silently: the workers ran in
+    processes the recorder cannot reach (found by the debugging audit). Each process now records into a file the
+    run reads back into the recorder."""
+    script = (
+        f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(TESTS)!r})\n"
+        "from helpers.viz_process_mains import never_closed_main\n"
+        "from runtime import Recorder, execute\n"
+        "with Recorder() as recording:\n"
+        "    execute(never_closed_main, workers=1, processes=2)\n"
+        "print(json.dumps([[type(e).__name__, e.worker] for e in recording.events]))\n"
+        f"recording.save({str(tmp_path / 'run.msgpack')!r})\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTIMELY_LOG"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    kinds = json.loads(done.stdout.splitlines()[-1])
+    assert {worker for _, worker in kinds} == {0, 1}, kinds
+    assert sum(kind == "Mark" for kind, _ in kinds) == 2
+    model = Model.from_events(e for e in read_events(tmp_path / "run.msgpack") if not isinstance(e, Mark))
+    assert {kind for kind, _ in kinds} >= {"OperatorCreated", "LocalPointstampsChanged", "InputChanged"}
+    assert model.workers.keys() == {0, 1}

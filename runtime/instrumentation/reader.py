@@ -355,6 +355,23 @@ def read_recording(path: str | os.PathLike[str], allow_format_1: bool = False) -
     return Recording(events, truncated, decoder.unchecked)
 
 
+def read_raw(path: str | os.PathLike[str]) -> list[tuple[Any, ...]]:
+    """The raw events (``(kind, worker, seq, t, *fields)``, checked) of a recording file of this version.
+
+    What a :class:`~runtime.instrumentation.sinks.MemorySink` holds; raises :class:`RecordingError` as
+    :func:`read_recording` does.  A file cut short gives the events before the cut.
+    """
+    decoder = RecordingStream(str(path))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise RecordingError(f"{path}: cannot open ({error.strerror})") from None
+    raws = list(decoder.feed(data))
+    decoder.finish()
+    return raws
+
+
 def read_events(path: str | os.PathLike[str], allow_format_1: bool = False) -> list[Event]:
     """Every event of a recording file, in file order.
 

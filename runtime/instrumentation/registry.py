@@ -33,6 +33,12 @@ def recording_active() -> bool:
     return pipeline is not None and any(sink.records for sink in pipeline.sinks)
 
 
+def active_sinks() -> list[Sink]:
+    """The sinks of the installed pipeline (none when logging is off)."""
+    pipeline = _active
+    return [] if pipeline is None else list(pipeline.sinks)
+
+
 def install(pipeline: EventShipper | None) -> EventShipper | None:
     """Make ``pipeline`` (or nothing) the active one; return the one it replaces, for the caller to close or restore."""
     global _active
