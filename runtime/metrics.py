@@ -61,6 +61,7 @@ from runtime.instrument import (
     K_OPERATOR,
     K_POINTSTAMPS,
     K_SCHEDULE,
+    EventShipper,
     Sink,
 )
 
@@ -98,16 +99,18 @@ class MetricsState:
         self._held: dict[tuple[int, int, bool], int] = {}
         self._dropped = 0
         self._stalls: dict[int, str | None] = {}
-        self._ship: Callable[[], None] | None = None
+        self._pipeline: EventShipper | None = None
 
-    def ship_before_reading(self, ship: Callable[[], None]) -> None:
-        """Call ``ship()`` before every read, to fold the events logged so far (the pipeline's ``flush``).
+    def follow(self, pipeline: EventShipper) -> None:
+        """Read ``pipeline`` (the instrumentation pipeline feeding this state) at every read.
 
-        The instrumentation ships events from a background thread every few
-        milliseconds; without this, a scrape right after ``execute`` returned
-        missed the run's last events (its counts were short, or empty).
+        It ships the events logged so far first: it ships from a background
+        thread every few milliseconds, so without this a scrape right after
+        ``execute`` returned missed the run's last events.  And its sinks'
+        drops (a viewer too slow, or never there) are counted: they happen in
+        the sinks, where no event says so.
         """
-        self._ship = ship
+        self._pipeline = pipeline
 
     # ------------------------------------------------------------------ folding events
 
@@ -191,10 +194,12 @@ class MetricsState:
     def samples(self) -> dict[str, list[tuple[dict[str, str], float]]]:
         """Every series as ``{metric: [(labels, value), ...]}``, read consistently under the lock.
 
-        Every event logged before the call is folded in first (see :meth:`ship_before_reading`).
+        Every event logged before the call is folded in first (see :meth:`follow`).
         """
-        if self._ship is not None:
-            self._ship()
+        pipeline = self._pipeline
+        if pipeline is not None:
+            pipeline.flush()
+        dropped = 0 if pipeline is None else pipeline.dropped
         now = time.monotonic()
         out: dict[str, list[tuple[dict[str, str], float]]] = {}
 
@@ -228,7 +233,7 @@ class MetricsState:
             for worker, cause in self._stalls.items():
                 if cause is not None:
                     add("stall_info", {"worker": str(worker), "cause": cause}, 1.0)
-            add("instrumentation_events_dropped", {}, self._dropped)
+            add("instrumentation_events_dropped", {}, self._dropped + dropped)
         return out
 
     def _labels(self, worker: int, address: tuple[int, ...], name: str) -> dict[str, str]:
@@ -413,7 +418,7 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
         raise ConfigurationError(f"--metrics {spec!r}: cannot listen on {host}:{port}: {error.strerror}") from None
     sink = MetricsSink(state)
     pipeline = instrument.add_sink(sink)
-    state.ship_before_reading(pipeline.flush)
+    state.follow(pipeline)
     _current = state
 
     def shutdown() -> None:

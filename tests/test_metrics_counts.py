@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import textwrap
@@ -125,3 +126,31 @@ def test_a_scrape_after_the_recording_beside_it_closed_does_not_write_into_the_c
     finally:
         server.close()
     assert read_recording(tmp_path / "run.msgpack").truncated is None
+
+
+def test_events_a_viewer_sink_drops_are_counted_by_the_endpoint():
+    """``pytimely_instrumentation_events_dropped_total`` was 0 whatever the sinks dropped: drops happen inside a
+    sink (a viewer too slow, or never there), and only the viewer's own socket was told, so the endpoint never
+    heard of them (found by the debugging audit: 70,000 events dropped by --log tcp://, the series said 0)."""
+    from runtime.instrument import TcpSink, add_sink, remove_sink
+
+    with socket.socket() as unused:  # a port nobody listens on: the sink keeps its buffer, then drops
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    viewer = TcpSink("127.0.0.1", port, max_events=10, retry=60.0)
+    pipeline = add_sink(viewer)
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        logger = pipeline.logger(0)
+        for number in range(50):
+            logger.mark(f"event {number}")
+        pipeline.flush()
+        assert viewer.dropped == 50  # one batch of 50 events, over the bound of 10
+        assert server.state.samples()["instrumentation_events_dropped"] == [({}, 50)]
+        remove_sink(pipeline, viewer)  # a sink detached after the run still counts
+        assert server.state.samples()["instrumentation_events_dropped"] == [({}, 50)]
+    finally:
+        server.close()
+        if viewer in pipeline.sinks:
+            remove_sink(pipeline, viewer)
+        viewer.close()

@@ -34,6 +34,7 @@ class EventShipper:
         self._stop = threading.Event()
         self._closed = False
         self._sinks_closed = False
+        self._detached_drops = 0
         self._thread = threading.Thread(target=self._run, name="timely-log-writer", daemon=True)
         self._thread.start()
 
@@ -75,12 +76,13 @@ class EventShipper:
         with self._lock:
             if sink in self.sinks:
                 self.sinks.remove(sink)
+                self._detached_drops += sink.dropped
             return bool(self.sinks)
 
     @property
     def dropped(self) -> int:
-        """Events dropped by the sinks so far."""
-        return sum(sink.dropped for sink in self.sinks)
+        """Events dropped by the sinks so far (those detached since included)."""
+        return self._detached_drops + sum(sink.dropped for sink in self.sinks)
 
     def close(self) -> None:
         """Stop the writer thread, write what remains and close the sinks.  Idempotent."""
