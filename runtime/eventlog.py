@@ -188,12 +188,19 @@ class EventWriter:
     def _write(self, data: bytes) -> None:
         if self.closed:
             raise EventLogError(f"event log {self.name} is closed; nothing more can be written", self.name)
-        if self._socket is not None:
-            self._socket.sendall(data)
-        else:
-            assert self._file is not None
-            self._file.write(data)
+        try:
+            if self._socket is not None:
+                self._socket.sendall(data)
+            else:
+                assert self._file is not None
+                self._file.write(data)
+        except OSError as error:  # the reader gone, the disk full, ...: one error of this module, naming the log
+            raise self._write_failed(error, f"writing at byte offset {self.bytes_written}") from error
         self.bytes_written += len(data)
+
+    def _write_failed(self, error: OSError, what: str = "") -> EventLogError:
+        what = what or f"writing its first {self.bytes_written} bytes to the file"  # buffered: where is unknown
+        return EventLogError(f"event log {self.name}: {what} failed: {error.strerror or error}", self.name)
 
     def push(self, event: CaptureEvent) -> None:
         """Write one event as a record."""
@@ -209,7 +216,10 @@ class EventWriter:
     def flush(self) -> None:
         """Push buffered bytes to the file (sockets are not buffered)."""
         if self._file is not None and not self.closed:
-            self._file.flush()
+            try:
+                self._file.flush()
+            except OSError as error:
+                raise self._write_failed(error) from error
 
     def finish(self) -> None:
         """The stream is complete: flush, and close the target if this writer owns it."""
@@ -222,14 +232,19 @@ class EventWriter:
         """Flush and close the target.  Closing twice is harmless."""
         if self.closed:
             return
-        self.flush()
-        self.closed = True
-        if self._socket is not None:
-            with contextlib.suppress(OSError):  # the peer may already be gone
-                self._socket.shutdown(socket.SHUT_WR)
-            self._socket.close()
-        elif self._file is not None:
-            self._file.close()
+        try:
+            self.flush()
+        finally:  # the target is released even when the last bytes could not be written
+            self.closed = True
+            if self._socket is not None:
+                with contextlib.suppress(OSError):  # the peer may already be gone
+                    self._socket.shutdown(socket.SHUT_WR)
+                self._socket.close()
+            elif self._file is not None:
+                try:
+                    self._file.close()
+                except OSError as error:
+                    raise self._write_failed(error) from error
 
     def __enter__(self) -> EventWriter:
         return self
@@ -246,7 +261,7 @@ def _describe_socket(sock: socket.socket) -> str:
         peer = sock.getpeername()
     except OSError:
         peer = "an unconnected peer"
-    return f"socket to {peer}"
+    return f"socket to {peer or 'an unnamed peer'}"  # a socketpair's peer has no name
 
 
 # ---------------------------------------------------------------------- reading

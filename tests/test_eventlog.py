@@ -215,6 +215,42 @@ def test_writer_refuses_after_close_and_accepts_only_logs_targets(tmp_path):
 # ---------------------------------------------------------------------- sockets
 
 
+def test_a_failed_write_names_the_log_and_byte_offset_and_the_capture_that_made_it():
+    """The writer let OSError through bare: a capture whose reader had gone failed the run with 'BrokenPipeError:
+    [Errno 32] Broken pipe' and a full disk with 'OSError: [Errno 28]', naming neither the log nor where
+    (found by the debugging audit); the reader already wrapped its own OSErrors."""
+    ours, theirs = socket.socketpair()
+
+    def main(worker):
+        def build(scope):
+            words, stream = scope.new_input("words")
+            stream.capture_into(EventWriter(ours))
+            return words
+
+        words = worker.dataflow(build)
+        theirs.close()  # the replaying side is gone
+        for epoch in range(5):
+            words.send_batch(list(range(1000)))
+            words.advance_to(epoch + 1)
+            worker.step()
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main)
+    message = str(failure.value)
+    assert "in operator 'Capture'" in message
+    assert re.search(
+        r"EventLogError: event log socket to an unnamed peer: writing at byte offset \d+ failed: ", message
+    )
+    full = EventWriter("/dev/full")  # every write to it fails: ENOSPC
+    full.push(Progress([(0, -1)]))
+    with pytest.raises(
+        EventLogError, match=r"^event log /dev/full: writing its first \d+ bytes to the file failed: No space left"
+    ):
+        full.close()
+    assert full.closed
+    full.close()  # the file was released: closing again is harmless
+
+
 def test_a_socket_reader_never_blocks_and_ends_when_the_peer_closes():
     sender, receiver = socket.socketpair()
     with sender, receiver:
