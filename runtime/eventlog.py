@@ -168,7 +168,12 @@ class EventWriter:
         self._file: IO[bytes] | None = None
         if isinstance(target, (str, os.PathLike)):
             self.name = os.fspath(target)
-            self._file = open(target, "wb")  # noqa: SIM115 - closed by finish()/close()
+            try:
+                self._file = open(target, "wb")  # noqa: SIM115 - closed by finish()/close()
+            except OSError as error:  # a missing folder, a directory, no permission: named, as the reader does
+                raise EventLogError(
+                    f"event log {self.name} cannot be created: {error.strerror or error}", self.name
+                ) from error
             self._close_target = True
         elif isinstance(target, socket.socket):
             self._socket = target

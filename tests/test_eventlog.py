@@ -251,6 +251,14 @@ def test_a_failed_write_names_the_log_and_byte_offset_and_the_capture_that_made_
     full.close()  # the file was released: closing again is harmless
 
 
+def test_a_log_that_cannot_be_created_is_named(tmp_path):
+    """``EventWriter(path)`` let FileNotFoundError or IsADirectoryError through bare (the reader names its file)."""
+    with pytest.raises(EventLogError, match=r"^event log .*missing/x\.log cannot be created: No such file"):
+        EventWriter(tmp_path / "missing" / "x.log")
+    with pytest.raises(EventLogError, match=r"cannot be created: Is a directory"):
+        EventWriter(tmp_path)
+
+
 def test_a_socket_reader_never_blocks_and_ends_when_the_peer_closes():
     sender, receiver = socket.socketpair()
     with sender, receiver:
