@@ -232,6 +232,19 @@ def test_cli_refuses_a_moment_before_the_start_or_not_a_number_and_a_time_withou
     assert run_cli("dot", str(log), "-o", "-", "--at", "0").returncode == 0
 
 
+def test_a_file_name_without_a_suffix_is_dot_wherever_it_is(tmp_path: Path) -> None:
+    """``-o diagram`` wrote DOT but ``-o ./diagram`` (or ``a.d/diagram``) was refused as 'use a file ending in .dot,
+    ...': the suffix was taken after the path's last dot, in a folder's name too (found by the debugging audit)."""
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    folder = tmp_path / "diagrams.d"
+    folder.mkdir()
+    for target in (folder / "flow", tmp_path / "flow"):
+        result = run_cli("dot", str(log), "-o", f"{target.parent}/./{target.name}")
+        assert result.returncode == 0, result.stderr
+        assert target.read_text().startswith("digraph")
+
+
 def test_cli_reads_format_1_only_when_asked_and_warns(tmp_path: Path) -> None:
     log = tmp_path / "old.msgpack"
     write_recording_v1(log, running())

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from pathlib import PurePath
 from typing import Any
 
 import graphviz  # type: ignore[import-untyped]
@@ -275,7 +276,7 @@ class Diagram:
 
     def save(self, path: str) -> None:
         """Write to ``path``: DOT for ``.dot``/``.gv``, otherwise the format its suffix names."""
-        suffix = path.rsplit(".", 1)[-1].lower() if "." in path else "dot"
+        suffix = PurePath(path).suffix[1:].lower() or "dot"  # of the file's name: './out' and 'a.d/out' are DOT
         if suffix in ("dot", "gv"):
             data = self.source.encode()
         else:
