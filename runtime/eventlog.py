@@ -208,7 +208,16 @@ class EventWriter:
         return EventLogError(f"event log {self.name}: {what} failed: {error.strerror or error}", self.name)
 
     def push(self, event: CaptureEvent) -> None:
-        """Write one event as a record."""
+        """Write one event as a record; a time not of the log's timestamp type is refused (``EventEncodeError``)."""
+        contains = self.timestamp.contains
+        times = [event.time] if isinstance(event, CapturedBatch) else [t for t, _ in getattr(event, "updates", ())]
+        for time in times:
+            if not contains(time):  # every reader would refuse the log as damaged from this frame on
+                raise EventEncodeError(
+                    f"event log {self.name} holds {self.timestamp.name} timestamps and cannot hold time {time!r}: "
+                    "write the stream's own timestamp type, EventWriter(target, timestamp=scope.timestamp_type)",
+                    self.name,
+                )
         try:
             payload = encode_event(event)
         except (TypeError, OverflowError, ValueError) as error:

@@ -251,6 +251,39 @@ def test_a_failed_write_names_the_log_and_byte_offset_and_the_capture_that_made_
     full.close()  # the file was released: closing again is harmless
 
 
+def test_a_time_not_of_the_logs_timestamp_type_is_refused_when_written(tmp_path):
+    """A stream of a loop's Product times captured into ``EventWriter(path)`` (integer timestamps by default) was
+    written without a word, and every reader then refused the log as damaged at its first batch, saying to
+    re-capture it, which wrote the same log again (found by the debugging audit)."""
+
+    def main(worker):
+        def build(scope):
+            numbers, stream = scope.new_input()
+
+            def body(inner):
+                entered = stream.enter(inner)
+                entered.capture_into(EventWriter(tmp_path / "loop.log"))  # forgot timestamp=inner.timestamp_type
+                return entered.leave()
+
+            return numbers, scope.iterative(body).probe()
+
+        numbers, _ = worker.dataflow(build)
+        numbers.send(1)
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main)
+    assert "in operator 'Capture'" in str(failure.value)
+    assert "holds integer timestamps and cannot hold time Product(0, 0)" in str(failure.value)
+    writer = EventWriter(tmp_path / "ints.log")
+    with pytest.raises(EventEncodeError, match="cannot hold time -1"):
+        writer.push(Progress([(0, -1), (-1, 1)]))
+    with pytest.raises(EventEncodeError, match="cannot hold time 'x'"):
+        writer.push(Batch("x", [1]))
+    writer.push(Batch(3, [1]))
+    writer.close()
+    assert read_event_log(tmp_path / "ints.log", INTEGER) == [Batch(3, [1])]
+
+
 def test_a_log_that_cannot_be_created_is_named(tmp_path):
     """``EventWriter(path)`` let FileNotFoundError or IsADirectoryError through bare (the reader names its file)."""
     with pytest.raises(EventLogError, match=r"^event log .*missing/x\.log cannot be created: No such file"):
