@@ -20,7 +20,7 @@ from typing import TypeVar
 from runtime.cluster_member import run_process
 from runtime.communication.tcp import Endpoint, read_hostfile
 from runtime.communication.tls import tls_config
-from runtime.environment_observers import LOG_VARIABLE
+from runtime.environment_observers import LOG_VARIABLE, recording_processes
 from runtime.errors import ConfigurationError
 from runtime.execute import execute
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
@@ -168,7 +168,8 @@ def _run_configured(
         return execute(main, workers=config.workers, stall_timeout=stall_timeout)
     tls = tls_config(*config.tls) if config.tls is not None else None  # bad files fail here, before any process
     if config.process is None:
-        return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)
+        with recording_processes(config.processes):  # a Recorder in this program gets the processes' events
+            return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)
     token = config.token or os.environ.get(TOKEN_VARIABLE)
     if not token:
         raise ConfigurationError(

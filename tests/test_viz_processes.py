@@ -163,8 +163,12 @@ def test_a_recorder_around_execute_on_processes_holds_every_processs_events(tmp_
         f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(TESTS)!r})\n"
         "from helpers.viz_process_mains import never_closed_main\n"
         "from runtime import Recorder, execute\n"
+        "from runtime import execute_from_args\n"
         "with Recorder() as recording:\n"
         "    execute(never_closed_main, workers=1, processes=2)\n"
+        "with Recorder() as flagged:\n"
+        "    execute_from_args(never_closed_main, ['-n', '2'])\n"
+        "assert {e.worker for e in flagged.events} == {0, 1}, flagged.events\n"
         "print(json.dumps([[type(e).__name__, e.worker] for e in recording.events]))\n"
         f"recording.save({str(tmp_path / 'run.msgpack')!r})\n"
     )
