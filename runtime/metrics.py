@@ -54,6 +54,7 @@ from typing import Any
 from runtime.communication.tcp import port_number
 from runtime.errors import ConfigurationError
 from runtime.instrument import (
+    K_DATAFLOW_DONE,
     K_DROPPED,
     K_FRONTIERS,
     K_LOCATIONS,
@@ -64,6 +65,10 @@ from runtime.instrument import (
     EventShipper,
     Sink,
 )
+
+MAX_COMPLETED = 64
+"""Completed dataflows (one per worker each) whose series are still served, the newest: a program building a
+dataflow per epoch (a Barrier is one) would otherwise grow the endpoint by every series of each, for ever."""
 
 METRICS_VARIABLE = "PYTIMELY_METRICS"
 """The environment variable that turns the metrics endpoint on, as ``--metrics HOST:PORT`` does."""
@@ -100,6 +105,8 @@ class MetricsState:
         self._dropped = 0
         self._stalls: dict[int, str | None] = {}
         self._pipeline: EventShipper | None = None
+        self._completed: dict[tuple[int, int], None] = {}
+        """``(worker, dataflow)`` of the completed dataflows still served, oldest first."""
 
     def follow(self, pipeline: EventShipper) -> None:
         """Read ``pipeline`` (the instrumentation pipeline feeding this state) at every read.
@@ -131,11 +138,29 @@ class MetricsState:
                 elif kind == K_POINTSTAMPS:
                     self._pointstamps(worker, tuple(event[4]), event[5])
                 elif kind == K_OPERATOR:
-                    self._operators[(worker, tuple(event[4]))] = _Operator(str(event[5]))
+                    address = tuple(event[4])
+                    self._operators[(worker, address)] = _Operator(str(event[5]))
+                    if len(address) == 1:  # a dataflow built again under the index of one completed before
+                        self._completed.pop((worker, address[0]), None)
+                elif kind == K_DATAFLOW_DONE:
+                    self._dataflow_completed(worker, int(event[4]))
                 elif kind == K_LOCATIONS:
                     self._locations[(worker, tuple(event[4]))] = tuple(tuple(entry) for entry in event[5])
                 elif kind == K_DROPPED:
                     self._dropped += int(event[4])
+
+    def _dataflow_completed(self, worker: int, dataflow: int) -> None:
+        """Serve the completed dataflow's series (done: frontiers ``+Inf``) until :data:`MAX_COMPLETED` newer end."""
+        self._completed[(worker, dataflow)] = None
+        while len(self._completed) > MAX_COMPLETED:
+            gone_worker, gone = next(iter(self._completed))
+            del self._completed[(gone_worker, gone)]
+            tables: tuple[dict[Any, Any], ...] = (self._operators, self._locations, self._frontiers)
+            for table in tables:
+                for key in [key for key in table if key[0] == gone_worker and key[1][:1] == (gone,)]:
+                    del table[key]
+            for held in [key for key in self._held if key[0] == gone_worker and key[1] == gone]:
+                del self._held[held]
 
     def _messages(self, worker: int, address: Any, consumed: Any, produced: Any) -> None:
         operator = self._operators.get((worker, tuple(address)))

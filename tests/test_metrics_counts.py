@@ -154,3 +154,37 @@ def test_events_a_viewer_sink_drops_are_counted_by_the_endpoint():
         if viewer in pipeline.sinks:
             remove_sink(pipeline, viewer)
         viewer.close()
+
+
+def test_a_program_building_a_dataflow_per_epoch_keeps_a_bounded_endpoint():
+    """Every series of every dataflow ever built was served for ever: a program with a Barrier per epoch (a
+    dataflow each) grew the endpoint by 6 operator series per worker and barrier (300 barriers on 2 workers: 1,800
+    per metric), without bound in memory and scrape size (found by the debugging audit)."""
+    import runtime
+
+    def main(worker):
+        for _ in range(150):
+            with runtime.Barrier(worker) as barrier:
+                barrier.wait()
+
+        def build(scope):
+            numbers, stream = scope.new_input("numbers")
+            return numbers, stream.map(lambda n: n, name="Last").probe(name="LastProbe")
+
+        numbers, probe = worker.dataflow(build)
+        numbers.send(1)
+        numbers.close()
+        worker.step_while(lambda: not probe.done())
+
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        execute(main, workers=2)
+        samples = server.state.samples()
+    finally:
+        server.close()
+    per_dataflow = {labels["address"].split(".")[0] for labels, _ in samples["operator_records_in"]}
+    assert len(per_dataflow) <= 70, sorted(per_dataflow)  # of the 151 built: the newest (runtime.metrics.MAX_COMPLETED)
+    assert len(samples["frontier"]) <= 140
+    last = [v for labels, v in samples["frontier"] if labels["operator"] == "LastProbe"]
+    assert last == [float("inf"), float("inf")]  # the newest completed dataflows are still served, done
+    assert sum(v for labels, v in samples["operator_records_in"] if labels["operator"] == "Last") == 2
