@@ -232,6 +232,25 @@ def test_cli_refuses_a_moment_before_the_start_or_not_a_number_and_a_time_withou
     assert run_cli("dot", str(log), "-o", "-", "--at", "0").returncode == 0
 
 
+def test_a_location_whose_numbers_int_cannot_read_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``--stuck 'Probe:in:²'`` or ``'0,²'`` ended in a ValueError traceback (str.isdigit takes '²', which int
+    refuses), and so did a port or address of 5,000 digits (Python's integer-string limit); Model.locate promises
+    SelectionError for anything that is not a location (found by the debugging audit)."""
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    for text, message in [
+        ("0,3:in:²", "expected NAME or ADDRESS[:in|out:PORT]"),
+        ("0,²", "operator(s) named '0,²'"),
+        ("0,3:in:" + "9" * 5000, "expected NAME or ADDRESS[:in|out:PORT]"),
+        ("0," + "9" * 5000, "operator(s) named"),
+    ]:
+        result = run_cli("dot", str(log), "-o", "-", "--stuck", text)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-300:]
+        assert message in result.stderr, result.stderr[:300]
+        with pytest.raises(SelectionError):
+            Model.from_events(running().events()).locate(text)
+
+
 def test_a_file_name_without_a_suffix_is_dot_wherever_it_is(tmp_path: Path) -> None:
     """``-o diagram`` wrote DOT but ``-o ./diagram`` (or ``a.d/diagram``) was refused as 'use a file ending in .dot,
     ...': the suffix was taken after the path's last dot, in a folder's name too (found by the debugging audit)."""

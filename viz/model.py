@@ -31,7 +31,7 @@ tracker's own naming inside ``scope``.  Node 0 is the scope's boundary.
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +61,7 @@ from viz.time_kinds import scope_and_times, time_kind, time_less_equal
 Address = tuple[int, ...]
 Loc = tuple[Address, int, int, bool]
 """``(scope address, node, port, is_source)``: a location as a scope's tracker names it."""
+_NUMBER = re.compile(r"[0-9]{1,18}")  # what a location's text may hold as a number (not '²', not 5,000 digits)
 
 
 @dataclass
@@ -247,7 +248,7 @@ class Model:
     @classmethod
     def from_events(cls, events: Iterable[Event], until: float | None = None) -> Model:
         """A model of ``events`` (sorted by time), stopping after ``until`` (>= 0) seconds from the first event."""
-        if until is not None and not (isinstance(until, int | float) and 0 <= until < math.inf):
+        if until is not None and not (isinstance(until, int | float) and 0 <= until < float("inf")):
             raise SelectionError(f"{until!r:.40}: a moment is a number of seconds from the first event, at least 0")
         ordered = sorted(events, key=lambda e: (e.t, e.worker, e.seq))
         model = cls()
@@ -690,11 +691,11 @@ class Model:
             head, _, rest = operator.partition(":")
             if rest:
                 kind, _, port_text = rest.partition(":")
-                if kind not in ("in", "out") or (port_text and not port_text.isdigit()):
+                if kind not in ("in", "out") or (port_text and not _NUMBER.fullmatch(port_text)):
                     raise SelectionError(f"location {where}: expected NAME or ADDRESS[:in|out:PORT], e.g. 0,3:in:0")
                 port = int(port_text or 0)
             parts = head.replace("(", "").replace(")", "").split(",")
-            if head.strip() and all(part.strip().isdigit() for part in parts if part.strip()):
+            if head.strip() and all(_NUMBER.fullmatch(part.strip()) for part in parts if part.strip()):
                 address: Address = tuple(int(part) for part in parts if part.strip())
             else:
                 matches = self.find(head)
