@@ -31,9 +31,13 @@ input port, probes included, ``scope_output`` for a scope's output)
     the pointstamps that hold a dataflow's frontiers back, as this worker
     knows them: capabilities held by operators and inputs, and messages sent
     but not yet received.
-``pytimely_stalled`` and ``pytimely_stall_info`` (with ``cause``)
-    1 while the worker reports that no worker can make progress, with the
-    explanation's first line as ``cause``.
+``pytimely_stalled``, ``pytimely_waiting`` and ``pytimely_stall_info`` (with ``cause``)
+    while no worker can make progress with work unfinished (for the worker's
+    ``stall_warning``, 30 s by default): ``stalled`` is 1 when the worker's
+    ``main`` cannot feed its inputs (it waits in ``step_while``, or has
+    returned), ``waiting`` is 1 when it can (a program waiting for outside
+    data, which is no stall); ``stall_info`` gives the explanation's first
+    line as ``cause`` in either case.
 ``pytimely_instrumentation_events_dropped_total``
     events the instrumentation had to drop (a slow viewer, a full buffer).
 
@@ -103,7 +107,7 @@ class MetricsState:
         self._frontiers: dict[tuple[int, tuple[int, ...], int], _Frontier] = {}
         self._held: dict[tuple[int, int, bool], int] = {}
         self._dropped = 0
-        self._stalls: dict[int, str | None] = {}
+        self._stalls: dict[int, tuple[str, bool] | None] = {}  # (cause, main free to feed the inputs)
         self._pipeline: EventShipper | None = None
         self._completed: dict[tuple[int, int], None] = {}
         """``(worker, dataflow)`` of the completed dataflows still served, oldest first."""
@@ -198,14 +202,17 @@ class MetricsState:
             key = (worker, scope[0] if scope else 0, bool(is_source))
             self._held[key] = self._held.get(key, 0) + diff
 
-    def report_stall(self, worker: int, cause: str | None) -> None:
-        """Record that ``worker`` is stalled for ``cause``, or no longer (``None``).
+    def report_stall(self, worker: int, cause: str | None, waiting: bool = False) -> None:
+        """Record that ``worker`` is idle with work unfinished for ``cause``, or no longer (``None``).
 
-        The cause kept is the explanation's first line that names something
-        (headings ending in ``:`` are skipped), cut at 300 characters.
+        ``waiting``: its ``main`` is free to feed the inputs (it is not inside
+        ``step_while`` and has not returned), so the program may be waiting for
+        outside data, which is no stall.  The cause kept is the explanation's
+        first line that names something (headings ending in ``:`` are skipped),
+        cut at 300 characters.
         """
         with self._lock:
-            self._stalls[worker] = None if cause is None else _one_line(cause)
+            self._stalls[worker] = None if cause is None else (_one_line(cause), waiting)
 
     # ------------------------------------------------------------------ reading
 
@@ -254,10 +261,12 @@ class MetricsState:
                 add(metric, {"worker": str(worker), "dataflow": str(dataflow)}, count)
             workers = {worker for worker, _ in self._operators} | set(self._stalls)
             for worker in sorted(workers):
-                add("stalled", {"worker": str(worker)}, 0.0 if self._stalls.get(worker) is None else 1.0)
-            for worker, cause in self._stalls.items():
-                if cause is not None:
-                    add("stall_info", {"worker": str(worker), "cause": cause}, 1.0)
+                stall = self._stalls.get(worker)
+                add("stalled", {"worker": str(worker)}, 0.0 if stall is None or stall[1] else 1.0)
+                add("waiting", {"worker": str(worker)}, 1.0 if stall is not None and stall[1] else 0.0)
+            for worker, stall in self._stalls.items():
+                if stall is not None:
+                    add("stall_info", {"worker": str(worker), "cause": stall[0]}, 1.0)
             add("instrumentation_events_dropped", {}, self._dropped + dropped)
         return out
 
@@ -336,8 +345,17 @@ _DESCRIPTIONS = {
     "frontier_seconds_since_advance": ("gauge", "Seconds since the frontier at the port last advanced."),
     "capabilities": ("gauge", "Capabilities held in the dataflow, as this worker knows them."),
     "messages_in_flight": ("gauge", "Messages sent but not yet received in the dataflow, as this worker knows them."),
-    "stalled": ("gauge", "1 while the worker reports that no worker can make progress."),
-    "stall_info": ("gauge", "The stall's explanation, first line, as the cause label."),
+    "stalled": (
+        "gauge",
+        "1 while no worker can make progress and this worker's main cannot feed its inputs (it waits in step_while "
+        "or has returned).",
+    ),
+    "waiting": (
+        "gauge",
+        "1 while no worker can make progress but this worker's main is free to feed its inputs: waiting for outside "
+        "data, no stall.",
+    ),
+    "stall_info": ("gauge", "Why no worker can make progress (stalled or waiting), first line, as the cause label."),
     "instrumentation_events_dropped": ("counter", "Instrumentation events dropped because a sink could not keep up."),
 }
 
@@ -395,11 +413,12 @@ def current_state() -> MetricsState | None:
     return _current
 
 
-def report_stall(worker: int, cause: str | None) -> None:
-    """Tell the active endpoint (if any) that ``worker`` is stalled for ``cause``, or no longer (``None``)."""
+def report_stall(worker: int, cause: str | None, waiting: bool = False) -> None:
+    """Tell the active endpoint (if any) that ``worker`` is idle with work unfinished for ``cause``, or no longer
+    (``None``); ``waiting``: its ``main`` is free to feed the inputs (see :meth:`MetricsState.report_stall`)."""
     state = _current
     if state is not None:
-        state.report_stall(worker, cause)
+        state.report_stall(worker, cause, waiting)
 
 
 def parse_address(spec: str, process: int = 0) -> tuple[str, int]:

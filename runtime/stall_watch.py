@@ -63,7 +63,9 @@ class StallWatch:
         """Seconds of stall before the explanation is logged as a warning (``None``: never)."""
         self.certain_stall: float = CERTAIN_STALL
         """Seconds of stall before a stall known to be permanent raises ``DataflowStuck``."""
-        self._reported = False  # the metrics endpoint (if any) shows this worker as stalled
+        self._reported: bool | None = None
+        """What the metrics endpoint (if any) was told of this idle period: ``None`` nothing, else whether ``main``
+        was free to feed the inputs (waiting) rather than inside ``step_while`` or returned (stalled)."""
         self._warned = False
         self.wait: Wait | None = None
         """Set while ``main`` is inside ``step_while``, so it cannot feed its inputs."""
@@ -75,8 +77,8 @@ class StallWatch:
     def resumed(self) -> None:
         """Work is being done again after an idle period: forget the judgement, withdraw a reported stall."""
         self._judged = self._holding = None
-        if self._reported:
-            self._reported = False
+        if self._reported is not None:
+            self._reported = None
             report_stall(self._index, None)
 
     def begin_wait(self, probes: Sequence[ProbeHandle]) -> Wait | None:
@@ -122,9 +124,10 @@ class StallWatch:
             if unbuilt and self._comm.all_stuck():
                 raise DataflowStuck(f"{self.explain_stuck()}\n{self._unbuilt_message(unbuilt)}")
         warning = self.stall_warning
-        if warning is not None and stalled > warning and not self._reported:
-            self._reported = True
-            report_stall(self._index, self.explain_stuck())
+        feeding = self.wait is None and not self.draining  # main may be waiting for outside data: no stall
+        if warning is not None and stalled > warning and self._reported is not feeding:
+            self._reported = feeding
+            report_stall(self._index, self.explain_stuck(), waiting=feeding)
         if warning is not None and stalled > warning and not self._warned:
             self._warned = True
             log.warning(

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime import execute
 from runtime.errors import ConfigurationError
 from runtime.metrics import parse_address, report_stall, serve_metrics
+from scopes.contracts import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -313,7 +314,7 @@ def test_a_real_prometheus_scrapes_a_running_dataflow_and_answers_a_frontier_lag
         server.close()
 
 
-def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_moves_on():
+def test_a_stream_waiting_for_outside_data_is_shown_waiting_not_stalled_and_cleared_when_it_moves_on():
     server = serve_metrics("127.0.0.1:0")
     seen = {}
     try:
@@ -327,12 +328,12 @@ def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_mo
 
             handle, probe = worker.dataflow(build, name="waiting")
 
-            def stalled() -> dict | None:  # a streaming program waiting for outside data
+            def waiting() -> dict | None:  # a streaming program waiting for outside data: main is free to feed
                 worker.step()
                 samples = scrape(server.url)
-                return samples if [v for _, v in samples.get("pytimely_stalled", [])] == [1] else None
+                return samples if [v for _, v in samples.get("pytimely_waiting", [])] == [1] else None
 
-            seen["stalled"] = eventually(stalled, timeout=30, what="the stall to be reported")
+            seen["waiting"] = eventually(waiting, timeout=30, what="the wait to be reported")
             handle.send(1)
             handle.advance_to(1)
             worker.step_while(lambda: probe.less_than(1))
@@ -341,11 +342,61 @@ def test_a_waiting_stream_is_shown_stalled_with_its_cause_and_cleared_when_it_mo
         execute(main)
     finally:
         server.close()
-    assert value(seen["stalled"], "pytimely_stalled", worker=0) == 1
-    cause = next(labels["cause"] for labels, _ in seen["stalled"]["pytimely_stall_info"])
+    assert value(seen["waiting"], "pytimely_stalled", worker=0) == 0  # no stall: the rule does not fire
+    cause = next(labels["cause"] for labels, _ in seen["waiting"]["pytimely_stall_info"])
     expected = (
         r"input 'outside' is still open at time 0 \(created at test_metrics\.py:\d+\): "
         r"advance it with advance_to\(\) or close\(\) it"
     )
     assert re.fullmatch(expected, cause), cause
+    assert value(seen["moving"], "pytimely_waiting", worker=0) == 0
     assert value(seen["moving"], "pytimely_stalled", worker=0) == 0
+    assert "pytimely_stall_info" not in seen["moving"]
+
+
+def test_a_main_waiting_in_step_while_on_a_held_capability_is_shown_stalled_with_its_cause():
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    try:
+
+        def main(worker):
+            worker.stall_warning = 0.3
+            held = []
+
+            def build(scope):
+                handle, stream = scope.new_input("numbers")
+
+                def hold(capability, info):  # keeps its capability for time 0 until told to let go
+                    held.append(capability)
+
+                    def logic(input, output):
+                        for _ref, _batch in input:
+                            pass
+
+                    return logic
+
+                return handle, stream.unary_frontier(Pipeline, "Holder", hold).probe()
+
+            handle, probe = worker.dataflow(build, name="held")
+            handle.close()
+
+            def stalled() -> bool:  # main waits in step_while on the dataflow, which only the holder holds
+                if time.monotonic() < seen.get("next", 0.0):
+                    return True
+                seen["next"] = time.monotonic() + 0.05
+                samples = scrape(server.url)
+                if [v for _, v in samples.get("pytimely_stalled", [])] == [1]:
+                    seen["stalled"] = samples
+                    held.pop().drop()
+                return bool(held)
+
+            worker.step_while(lambda: stalled() or not probe.done())
+            seen["done"] = scrape(server.url)
+
+        execute(main)
+    finally:
+        server.close()
+    assert value(seen["stalled"], "pytimely_waiting", worker=0) == 0
+    cause = next(labels["cause"] for labels, _ in seen["stalled"]["pytimely_stall_info"])
+    assert "'Holder'" in cause and "holds 1 capability" in cause, cause
+    assert value(seen["done"], "pytimely_stalled", worker=0) == 0
