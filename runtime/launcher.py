@@ -40,6 +40,7 @@ from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.errors import ConfigurationError, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
+from runtime.metrics import warn_unseen_processes
 from runtime.settings import check_settings
 from runtime.worker import Worker
 
@@ -153,6 +154,7 @@ def execute_processes(
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
     refuse_while_importing_main(f"execute(..., processes={processes})")
     check_settings()  # before any process starts
+    warn_unseen_processes(processes)
     spec = describe_main(main)
     refuse_unguarded_call(spec["module"], f"execute(..., processes={processes})")
     token = secrets.token_hex(16)

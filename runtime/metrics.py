@@ -50,6 +50,7 @@ import math
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -411,6 +412,25 @@ _current: MetricsState | None = None
 def current_state() -> MetricsState | None:
     """The state the active endpoint serves in this process, or ``None`` when metrics are off."""
     return _current
+
+
+def warn_unseen_processes(processes: int) -> None:
+    """Warn that the endpoint this process serves (if any) will not see the workers of ``processes`` new processes.
+
+    ``serve_metrics`` in a program serves the workers of that program's
+    process; ``execute(main, processes=P)`` runs its workers in new processes,
+    so the endpoint would stay empty, silently, unless each process serves its
+    own (``PYTIMELY_METRICS``, which they inherit).
+    """
+    if _current is not None and not os.environ.get(METRICS_VARIABLE, "").strip():
+        warnings.warn(
+            f"the metrics endpoint this program serves (serve_metrics) sees only the workers of its own process, "
+            f"and execute(..., processes={processes}) runs its workers in new processes: it will show none of them. "
+            f"Set {METRICS_VARIABLE}=HOST:PORT (or pass --metrics HOST:PORT to execute_from_args) to have each "
+            "process serve its own workers, process P at PORT + P",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def report_stall(worker: int, cause: str | None, waiting: bool = False) -> None:

@@ -7,14 +7,16 @@ import os
 import subprocess
 import sys
 import urllib.request
+import warnings
 from pathlib import Path
 
+import pytest
 from helpers import eventually
 from helpers.ports import free_port
 
 from runtime import execute, execute_from_args
 from runtime.instrument import MemorySink, add_sink, logging_active, read_events, remove_sink
-from runtime.metrics import current_state
+from runtime.metrics import current_state, serve_metrics
 from runtime.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,3 +142,18 @@ def test_the_log_variable_records_beside_a_metrics_endpoint_the_program_serves(t
     finally:
         server.close()
     assert not logging_active()
+
+
+def test_an_endpoint_served_by_the_program_warns_that_it_cannot_see_new_processes(monkeypatch) -> None:
+    """Found by a user-level audit: ``serve_metrics`` then ``execute(main, processes=2)`` served nothing, silently:
+    the workers run in new processes.  It now warns, saying how each process serves its own."""
+    monkeypatch.delenv("PYTIMELY_METRICS", raising=False)
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        with pytest.warns(RuntimeWarning, match=r"processes=2\) runs its workers in new processes.*PYTIMELY_METRICS"):
+            assert sum(execute(count_main, processes=2)) == 10
+    finally:
+        server.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no endpoint here: nothing to warn about
+        assert sum(execute(count_main, processes=2)) == 10
