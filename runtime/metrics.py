@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
 import warnings
@@ -502,4 +503,7 @@ def serve_from_environment(process: int = 0) -> MetricsServer | None:
     spec = os.environ.get(METRICS_VARIABLE, "").strip()
     if spec in ("", "off", "0", "none"):
         return None
-    return serve_metrics(spec, process)
+    server = serve_metrics(spec, process)
+    if parse_address(spec, process)[1] == 0:  # a free port: nobody could scrape it without being told which
+        print(f"pytimely: process {process} serves metrics at {server.url}", file=sys.stderr, flush=True)
+    return server

@@ -4,6 +4,7 @@ through ``execute_from_args``, ``execute`` on threads, or ``execute`` on process
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -157,3 +158,12 @@ def test_an_endpoint_served_by_the_program_warns_that_it_cannot_see_new_processe
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no endpoint here: nothing to warn about
         assert sum(execute(count_main, processes=2)) == 10
+
+
+def test_a_free_metrics_port_is_printed_so_that_it_can_be_scraped(capsys, monkeypatch) -> None:
+    """``--metrics HOST:0`` picked a free port and said nowhere which, so nobody could scrape it."""
+    monkeypatch.delenv("PYTIMELY_METRICS", raising=False)
+    assert sum(execute_from_args(count_main, ["-w", "2", "--metrics", "127.0.0.1:0"])) == 10
+    printed = capsys.readouterr().err
+    match = re.search(r"pytimely: process 0 serves metrics at http://127\.0\.0\.1:(\d+)/metrics", printed)
+    assert match is not None and int(match.group(1)) > 0, printed
