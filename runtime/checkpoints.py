@@ -191,6 +191,15 @@ class CheckpointStore:
         A worker may write ahead of another; pruning by its own files alone could
         leave no boundary common to all, so the others' files decide what goes.
         """
+        unseen = [w for w in range(peers) if w != worker and not self.directory(w, peers).is_dir()]
+        if unseen:  # every worker makes its directory when it builds the dataflow, before any boundary can pass
+            raise CheckpointError(
+                f"worker {worker} wrote its checkpoint under {str(self.path)!r}, where the directories of worker(s) "
+                f"{', '.join(map(str, unseen))} are missing: the store is not one directory every worker reaches "
+                "(each process or host has its own). No checkpoint would ever be common to all workers, so a resumed "
+                "run would start from epoch 0 and no file would be pruned. Give CheckpointStore a directory every "
+                "worker reaches (a shared file system across hosts)"
+            )
         common = sorted(set.intersection(*(self.boundaries(w, peers) for w in range(peers))))
         if len(common) < self.keep:
             return

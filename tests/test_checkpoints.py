@@ -901,3 +901,24 @@ def test_a_recording_into_a_file_is_refused_under_checkpoints_and_one_in_memory_
     with pytest.raises(WorkerFailed, match=r"operator 'Capture' .* records the stream from its start into EventWriter"):
         execute(lambda worker: main(worker, True), workers=1)
     assert execute(lambda worker: main(worker, False), workers=1)[0] is not None  # in memory: each run its own
+
+
+def test_a_store_that_is_not_shared_by_every_worker_is_refused_at_its_first_checkpoint(tmp_path: Path) -> None:
+    """A checkpoint directory each process (or host) had its own of was never detected: no boundary was ever
+    common to all workers, so every run resumed at epoch 0, and no file was ever pruned."""
+
+    def main(worker: Any) -> None:
+        store = CheckpointStore(tmp_path / f"host-{worker.index}")  # as if each worker's host had its own disk
+        inp, probe = worker.dataflow(
+            lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")), checkpoint=store
+        )
+        inp.send_batch(["a"])
+        inp.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        inp.close()
+        worker.step_while(lambda: not probe.done())
+
+    with pytest.raises(WorkerFailed) as caught:
+        execute(main, workers=2)
+    assert isinstance(caught.value.__cause__, CheckpointError), repr(caught.value.__cause__)
+    assert "the store is not one directory every worker reaches" in str(caught.value)
