@@ -9,7 +9,7 @@ from scopes.capability import Capability
 from scopes.errors import CapabilityError
 from scopes.ports import PortOwner
 from scopes.progress.antichain import MutableAntichain
-from scopes.progress.order import Time, in_time_order
+from scopes.progress.order import Time, in_time_order, natural_order
 
 
 class Notificator:
@@ -24,7 +24,7 @@ class Notificator:
     complete are delivered in the same iteration, in their place in time order.
     """
 
-    __slots__ = ("_frontiers", "_pending", "_operator", "_requests", "_owner")
+    __slots__ = ("_frontiers", "_pending", "_operator", "_requests", "_owner", "_key")
 
     def __init__(
         self, frontiers: Sequence[MutableAntichain[Any]], operator: str, owner: PortOwner | None = None
@@ -35,6 +35,7 @@ class Notificator:
         self._operator = operator
         self._requests = 0
         self._owner = owner
+        self._key: Callable[[Any], Any] | None = natural_order  # the times' sort key, from the first request
 
     def notify_at(self, capability: Capability) -> None:
         """Request a notification at ``capability.time``; the notificator holds a copy of the capability."""
@@ -50,6 +51,8 @@ class Notificator:
             )
         time = capability.time
         output = capability.output_port
+        if not self._requests and output.timestamp_type is not None:
+            self._key = output.timestamp_type.sort_key()
         held = self._pending.get(time)
         if held is None:
             held = self._pending[time] = [Capability(time, output)]
@@ -69,7 +72,7 @@ class Notificator:
 
     def ready(self) -> list[Any]:
         """The requested times that are complete, in time order."""
-        return in_time_order(time for time in self._pending if self._complete(time))
+        return in_time_order((time for time in self._pending if self._complete(time)), self._key)
 
     def __iter__(self) -> Iterator[Capability]:
         times = self.ready()
@@ -102,7 +105,7 @@ class Notificator:
 
     def pending(self) -> list[Any]:
         """Every requested time not yet delivered."""
-        return in_time_order(self._pending)
+        return in_time_order(self._pending, self._key)
 
     def __len__(self) -> int:
         return len(self._pending)

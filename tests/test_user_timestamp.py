@@ -234,3 +234,64 @@ def test_notifications_for_a_user_timestamp_come_in_time_order_without_less_than
     execute(main, workers=1, stall_timeout=10)
     assert len(delivered) == 3 and delivered[-1] == Version(2, 2)
     assert set(delivered[:2]) == {Version(1, 0), Version(0, 1)}
+
+
+class PartialVersion(Version):
+    """A :class:`Version` whose ``<`` is the partial order itself, not an order that extends it."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: PartialVersion) -> bool:
+        return self.less_than(other)
+
+
+class PartialVersionSummary(VersionSummary):
+    def results_in(self, time: Version) -> PartialVersion:
+        return PartialVersion(time.major + self.major, time.minor + self.minor)
+
+
+class PartialVersionType(VersionType):
+    """Its times have a ``<`` that does not extend the partial order, so its sort key says: the partial order only."""
+
+    name = "partial version"
+
+    def minimum(self) -> PartialVersion:
+        return PartialVersion(0, 0)
+
+    def identity(self) -> PartialVersionSummary:
+        return PartialVersionSummary()
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, PartialVersion)
+
+    def sort_key(self) -> Any:
+        return None
+
+
+def test_notifications_follow_the_types_sort_key_not_its_own_less_than() -> None:
+    # sorted() with this `<` puts (1, 1) before (1, 0): (0, 2) is incomparable to both
+    assert sorted([PartialVersion(1, 1), PartialVersion(0, 2), PartialVersion(1, 0)])[0] == PartialVersion(1, 1)
+    delivered: list[PartialVersion] = []
+
+    def logic(input: Any, output: Any, notificator: Any) -> None:
+        for message, _ in input:
+            for time in (PartialVersion(1, 1), PartialVersion(0, 2), PartialVersion(1, 0)):
+                notificator.notify_at(message.delayed(time))
+        for capability in notificator:
+            delivered.append(capability.time)
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            stream.unary_notify(Pipeline, "Notify", logic)
+            return handle
+
+        handle = worker.dataflow(build, timestamp=PartialVersionType())
+        handle.send(1)
+        handle.close()
+
+    execute(main, workers=1, stall_timeout=10)
+    assert sorted(delivered, key=repr) == sorted(
+        [PartialVersion(1, 1), PartialVersion(0, 2), PartialVersion(1, 0)], key=repr
+    )
+    assert delivered.index(PartialVersion(1, 0)) < delivered.index(PartialVersion(1, 1))

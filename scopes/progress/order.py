@@ -12,12 +12,12 @@ order in which Naiad delivers notifications.  Use :func:`less_equal` and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
 from scopes.progress.partial_order import PartialOrder
 
-__all__ = ["PartialOrder", "Time", "in_time_order", "less_equal", "less_than"]
+__all__ = ["PartialOrder", "Time", "in_time_order", "less_equal", "less_than", "natural_order"]
 
 Time: TypeAlias = "int | PartialOrder"
 """A timestamp: a Python ``int``, or a value of a type that implements :class:`PartialOrder`
@@ -38,18 +38,26 @@ def less_than(a: Any, b: Any) -> bool:
     return bool(a.less_than(b))
 
 
-def in_time_order(times: Iterable[Any]) -> list[Any]:
+def natural_order(time: Any) -> Any:
+    """The sort key meaning "compare the times themselves with ``<``" (see :meth:`TimestampType.sort_key`)."""
+    return time
+
+
+def in_time_order(times: Iterable[Any], key: Callable[[Any], Any] | None = natural_order) -> list[Any]:
     """``times`` ordered so that no time comes after one it is strictly less than.
 
-    Uses the values' own ``<`` when they have one (ints, ``Product``); for a
-    timestamp type that implements only the partial order, repeatedly takes the
-    times that no remaining time is strictly less than.
+    ``key`` is the timestamp type's :meth:`~scopes.progress.timestamp.TimestampType.sort_key`: a function
+    whose ``<`` extends the partial order (:func:`natural_order`, the default, uses the values' own ``<``, as
+    for ``int`` and ``Product``), or ``None`` when only the partial order may be used (a type whose ``<`` is
+    not such an order).  Without a usable ``<`` it repeatedly takes the times that no remaining time is
+    strictly less than.
     """
     pending = list(times)
-    try:
-        return sorted(pending)
-    except TypeError:
-        pass
+    if key is not None:
+        try:
+            return sorted(pending) if key is natural_order else sorted(pending, key=key)
+        except TypeError:
+            pass
     ordered: list[Any] = []
     while pending:
         minimal = [t for t in pending if not any(less_than(other, t) for other in pending)]

@@ -24,7 +24,7 @@ from operator import itemgetter
 from typing import Any
 
 from scopes.errors import SummaryError, TimestampError
-from scopes.progress.order import less_equal
+from scopes.progress.order import less_equal, natural_order
 
 UINT64_MAX = 2**64 - 1
 """The largest integer timestamp; a summary that would pass it yields ``None``."""
@@ -373,11 +373,6 @@ class TimestampType(ABC):
         except TypeError:
             return None
         return natural_order
-
-
-def natural_order(time: Any) -> Any:
-    """The sort key meaning "compare the times themselves with ``<``" (see :meth:`TimestampType.sort_key`)."""
-    return time
 
 
 class IntegerType(TimestampType):
