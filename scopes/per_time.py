@@ -21,6 +21,7 @@ from scopes.core import StreamCore
 from scopes.generic_operators import unary
 from scopes.handles import OperatorInput, OperatorOutput
 from scopes.operator import OperatorInfo
+from scopes.progress.order import in_time_order
 from scopes.signatures import check_function, describe_operator
 
 S = TypeVar("S", bound=StreamCore)
@@ -68,6 +69,7 @@ def per_time(
     """
     values: dict[Any, Any] = {}
     capabilities: dict[Any, Capability] = {}
+    key = stream.scope.timestamp_type.sort_key()  # the order of times that complete together
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
         capability.drop()
@@ -83,7 +85,9 @@ def per_time(
                 values[time] = fold_batch(values[time], batch)
             frontier = input.frontier
             done = [time for time in capabilities if not frontier.less_equal(time)]
-            for time in sorted(done):
+            if not done:
+                return
+            for time in in_time_order(done, key):
                 capability = capabilities.pop(time)
                 output.session(capability).give(values.pop(time))
                 output.flush()

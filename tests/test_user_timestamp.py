@@ -295,3 +295,25 @@ def test_notifications_follow_the_types_sort_key_not_its_own_less_than() -> None
         [PartialVersion(1, 1), PartialVersion(0, 2), PartialVersion(1, 0)], key=repr
     )
     assert delivered.index(PartialVersion(1, 0)) < delivered.index(PartialVersion(1, 1))
+
+
+def test_count_emits_times_that_complete_together_without_less_than() -> None:
+    emitted: list[tuple[Version, list[int]]] = []
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            stream.count().inspect_batch(lambda time, counts: emitted.append((time, list(counts))))
+            return handle
+
+        handle = worker.dataflow(build, timestamp=VERSION)
+        for time in (Version(1, 0), Version(0, 1), Version(2, 2)):  # three times, all complete at the close
+            handle.send("record")
+            handle.advance_to(Version(max(time.major, handle.time.major), max(time.minor, handle.time.minor)))
+        handle.send("record")
+        handle.close()
+
+    execute(main, workers=1, stall_timeout=10)
+    times = [time for time, _ in emitted]
+    assert times == [Version(0, 0), Version(1, 0), Version(1, 1), Version(2, 2)]
+    assert [counts for _, counts in emitted] == [[1], [1], [1], [1]]
