@@ -91,8 +91,15 @@ class StallWatch:
     def end_wait(self, outer: Wait | None) -> None:
         """``main`` leaves ``step_while``, back to the wait ``outer`` (``None``: none)."""
         self.wait = outer
+        if outer is not None:  # what was read during the inner wait was not the outer condition's
+            outer.rebase()
         self._judged = self._holding = None
         self._comm.report_stuck(False)
+
+    def idle_began(self) -> None:
+        """A step found nothing to do after one that worked: from here on only the wait's condition reads probes."""
+        if self.wait is not None:
+            self.wait.rebase()
 
     def drain(self) -> None:
         """``main`` has returned: only the dataflows can still move."""

@@ -4,8 +4,9 @@ A worker waiting in :meth:`~runtime.worker.Worker.step_while` is stuck for ever
 when both hold:
 
 * the wait's condition reads the dataflow's progress: it consulted at least one
-  probe during the wait (a :class:`Wait` compares each probe's read count with
-  the count when the wait began);
+  probe while the worker was idle (a :class:`Wait` compares each probe's read
+  count with the count when the worker last went idle, when no operator runs, so
+  that a probe only an operator's logic reads does not count);
 * every pointstamp that holds one of those probes back is the capability of an
   open input, or a capability or message that such a capability could still
   cause at that time: for a pointstamp ``(loc, t)`` some input capability at
@@ -49,15 +50,24 @@ class Hosted(Protocol):
 
 
 class Wait:
-    """One call of ``step_while``: which probes its condition has read since it began."""
+    """One call of ``step_while``: which probes its condition has read since the worker last went idle.
+
+    An operator's logic may read a probe too (a flow-control source, a callback that logs a frontier), but
+    no operator runs while the worker is idle: a read counted from the start of an idle period
+    (:meth:`rebase`) is the condition's.
+    """
 
     def __init__(self, probes: Sequence[ProbeHandle]) -> None:
         """Remember how often each of ``probes`` had been read when the wait began."""
         self._probes = list(probes)
         self._reads = [probe.reads for probe in self._probes]
 
+    def rebase(self) -> None:
+        """Count reads from now on only: the worker has just gone idle, so only the condition reads from here."""
+        self._reads = [probe.reads for probe in self._probes]
+
     def consulted(self) -> list[ProbeHandle]:
-        """The probes read since the wait began."""
+        """The probes read since the wait began or was last rebased."""
         return [probe for probe, before in zip(self._probes, self._reads, strict=True) if probe.reads != before]
 
 

@@ -343,7 +343,9 @@ class Worker:
                     comm.end_step(False)
                 raise
         else:
-            self._idle = True
+            if not self._idle:
+                self._idle = True
+                self._stalls.idle_began()
             comm.report_idle(True)
             self._stalls.check(comm.stalled_for(), self.auditor)
         if not self._delivers_at_once:

@@ -72,6 +72,14 @@ def test_a_probe_held_by_another_workers_open_input_is_not_certain(shape: str) -
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["1 worker", "2 threads", "2 processes"])
+def test_a_probe_only_an_operator_reads_does_not_make_a_deadline_wait_certain(shape: str) -> None:
+    """The operator read the probe during the wait, the condition never did: the deadline ends the wait."""
+    results = execute(stall_mains.operator_reads_probe_main, **SHAPES[shape])
+    assert results == [[True]] * len(results)
+
+
 def test_a_capability_a_timer_drops_later_is_not_certain() -> None:
     """The operator's capability at 0 cannot come from the input, advanced to 1: the timer ends the wait."""
     assert execute(stall_mains.timer_main) == [["tick"]]

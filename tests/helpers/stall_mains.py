@@ -48,6 +48,30 @@ def deadline_main(worker: Worker) -> list[Any]:
     return sorted(seen)
 
 
+def operator_reads_probe_main(worker: Worker) -> list[Any]:
+    """``step_while`` on a deadline while an operator reads the probe that the open input holds: healthy.
+
+    The wait's condition reads no probe; the operator's read (logging how far the output is behind, say)
+    does not make the wait one on the probe.
+    """
+    worker.certain_stall = CERTAIN_STALL
+    seen: list[Any] = []
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Edges")
+        probe = stream.probe()
+        stream.inspect(lambda record: seen.append(probe.less_than(record)))
+        return handle, probe
+
+    handle, probe = worker.dataflow(build, name="edges")
+    handle.send(1)  # the input stays open at time 0 during the wait
+    deadline = time.monotonic() + OUTSIDE_WAIT
+    worker.step_while(lambda: time.monotonic() < deadline)
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    return seen
+
+
 def forgotten_main(worker: Worker) -> None:
     """Shape 2: the input is never advanced or closed, and ``main`` waits for the probe to finish."""
     worker.certain_stall = CERTAIN_STALL
