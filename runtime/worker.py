@@ -347,7 +347,8 @@ class Worker:
                 self._idle = True
                 self._stalls.idle_began()
             comm.report_idle(True)
-            self._stalls.check(comm.stalled_for(), self.auditor)
+            if self._dataflows:  # a worker with no dataflow unfinished has no stall of its own to report
+                self._stalls.check(comm.stalled_for(), self.auditor)
         if not self._delivers_at_once:
             comm.flush()
         if self._several:

@@ -133,3 +133,23 @@ def test_waiting_on_its_own_open_input_raises_quickly():
     assert isinstance(cause, DataflowStuck)
     assert "input 'Prices' is still open at time 2" in str(cause)
     assert "only its own open inputs" in str(cause)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_waiting_with_every_dataflow_complete_is_no_stall(workers):
+    """stall_timeout counts stalls with work unfinished: a main that waits between dataflows has none."""
+
+    def main(worker):
+        def build(scope):
+            handle, words = scope.new_input("Words")
+            return handle, words.count().probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send("a")
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        deadline = time.monotonic() + 1.0  # then waits for outside data before its next dataflow
+        worker.step_while(lambda: time.monotonic() < deadline)
+        return worker.dataflows
+
+    assert execute(main, workers=workers, stall_timeout=0.3) == [[]] * workers
