@@ -37,6 +37,7 @@ from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
+from scopes.progress.order import in_time_order as times_in_order
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import OperatorState, refuse_state_in_loops_under_checkpoints, registry_of
 
@@ -203,6 +204,7 @@ def in_time_order(
     pending: dict[Any, list[Any]] = {}
     capabilities: dict[Any, Capability] = {}
     tracked: list[OperatorState] = []
+    key = stream.scope.timestamp_type.sort_key()  # the order of times that complete together
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
         capability.drop()
@@ -216,7 +218,7 @@ def in_time_order(
                 pending[time].extend(batch)
             frontier = input.frontier
             done = [time for time in capabilities if not frontier.less_equal(time)]
-            for time in sorted(done):
+            for time in times_in_order(done, key) if done else done:
                 info.position = f"applying the records of the complete time {time!r}"  # a failure names the time
                 if tracked:
                     tracked[0].reached(time)

@@ -317,3 +317,25 @@ def test_count_emits_times_that_complete_together_without_less_than() -> None:
     times = [time for time, _ in emitted]
     assert times == [Version(0, 0), Version(1, 0), Version(1, 1), Version(2, 2)]
     assert [counts for _, counts in emitted] == [[1], [1], [1], [1]]
+
+
+def test_a_keyed_fold_applies_times_that_complete_together_without_less_than() -> None:
+    emitted: list[tuple[Version, list[Any]]] = []
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            folded = stream.key_by(lambda word: word).fold(lambda: 0, lambda total, word: total + 1)
+            folded.inspect_batch(lambda time, batch: emitted.append((time, list(batch))))
+            return handle
+
+        handle = worker.dataflow(build, timestamp=VERSION)
+        handle.send("a")
+        handle.advance_to(Version(1, 0))
+        handle.send("a")
+        handle.advance_to(Version(1, 1))
+        handle.send("b")
+        handle.close()  # all three times complete at once
+
+    execute(main, workers=1, stall_timeout=10)
+    assert emitted == [(Version(0, 0), [("a", 1)]), (Version(1, 0), [("a", 2)]), (Version(1, 1), [("b", 1)])]
