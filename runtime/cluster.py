@@ -26,7 +26,7 @@ from runtime.execute import execute
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
 from runtime.main_guard import refuse_while_importing_main
 from runtime.metrics import METRICS_VARIABLE, parse_address
-from runtime.settings import settings_for_run
+from runtime.settings import check_stall_timeout, settings_for_run
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -151,6 +151,7 @@ def execute_from_args(
     set ``PYTHONHASHSEED`` to the same value everywhere (the handshake checks).
     """
     refuse_while_importing_main("execute_from_args(main)")
+    check_stall_timeout(stall_timeout, "execute_from_args")
     config, _ = parse_cluster_args(argv)
     if config.metrics is not None:
         parse_address(config.metrics)  # a malformed address fails here, before any process starts

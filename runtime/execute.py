@@ -27,7 +27,7 @@ from runtime.errors import (
     combined_stuck,
 )
 from runtime.launcher import INTERRUPT_GRACE, execute_processes
-from runtime.settings import check_settings, settings_for_run
+from runtime.settings import check_settings, check_stall_timeout, settings_for_run
 from runtime.thread_cores import cores_setting, run_on, shared_core
 from runtime.worker import Worker
 from scopes.errors import OperatorFailed
@@ -73,8 +73,7 @@ def execute(
     check_settings()  # threads too: a wrong setting is refused at every worker count
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
-    if stall_timeout is not None and not stall_timeout > 0:
-        raise ConfigurationError(f"execute needs stall_timeout > 0 or None, got {stall_timeout!r}")
+    check_stall_timeout(stall_timeout)
     fabric = ThreadFabric(workers)
     with observers_from_environment():
         return run_workers(main, fabric.communicators(), stall_timeout, audit=audit, one_core=True)

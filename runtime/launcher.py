@@ -41,7 +41,7 @@ from runtime.communication.wire import EncodingError, FrameReader, encode_value,
 from runtime.errors import ConfigurationError, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
 from runtime.metrics import warn_unseen_processes
-from runtime.settings import check_settings
+from runtime.settings import check_settings, check_stall_timeout
 from runtime.worker import Worker
 
 R = TypeVar("R")
@@ -152,6 +152,7 @@ def execute_processes(
         raise ConfigurationError(f"execute needs processes >= 1 (an int), got {processes!r}")
     if workers.__class__ is not int or workers < 1:
         raise ConfigurationError(f"execute needs workers >= 1 (an int), got {workers!r}")
+    check_stall_timeout(stall_timeout)
     refuse_while_importing_main(f"execute(..., processes={processes})")
     check_settings()  # before any process starts
     warn_unseen_processes(processes)

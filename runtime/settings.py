@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from numbers import Real
 
 from runtime.audit import AUDIT_VARIABLE, audit_setting
 from runtime.communication.process_fabric import SEND_WINDOW_VARIABLE, send_window_from
@@ -25,7 +26,7 @@ from runtime.errors import ConfigurationError
 from runtime.thread_cores import CORES_VARIABLE, cores_from
 from scopes.native import PURE_VARIABLE, pure_requested
 
-__all__ = ["check_settings", "settings_for_run"]
+__all__ = ["check_settings", "check_stall_timeout", "settings_for_run"]
 
 
 def check_settings(environ: Mapping[str, str] | None = None) -> None:
@@ -44,6 +45,16 @@ def check_settings(environ: Mapping[str, str] | None = None) -> None:
         raise ConfigurationError(
             f"{PURE_VARIABLE} must be 1 (or true, yes, on) to ignore a compiled build, or 0 (or false, no, off, "
             f"or unset) to use one when it is current; got {env.get(PURE_VARIABLE)!r}"
+        )
+
+
+def check_stall_timeout(stall_timeout: object, caller: str = "execute") -> None:
+    """Refuse a ``stall_timeout`` that is neither ``None`` nor a number of seconds > 0 (a ``bool`` is not one)."""
+    if stall_timeout is None:
+        return
+    if isinstance(stall_timeout, bool) or not isinstance(stall_timeout, Real) or not float(stall_timeout) > 0:
+        raise ConfigurationError(
+            f"{caller} needs stall_timeout > 0 (a number of seconds) or None, got {stall_timeout!r}"
         )
 
 

@@ -48,6 +48,16 @@ def test_a_wrong_setting_is_refused_before_any_worker_runs(
     assert message.startswith(f"{name} must be") and repr(value) in message and takes in message, message
 
 
+@pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=["1 worker", "2 threads", "2 processes"])
+@pytest.mark.parametrize("stall_timeout", [-1, 0, "5", True, float("nan")], ids=repr)
+def test_a_wrong_stall_timeout_is_refused_the_same_way_at_every_worker_count(
+    configuration: dict[str, Any], stall_timeout: Any
+) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        execute(never_runs, stall_timeout=stall_timeout, **configuration)
+    assert str(refused.value) == f"execute needs stall_timeout > 0 (a number of seconds) or None, got {stall_timeout!r}"
+
+
 @pytest.mark.parametrize("name", [name for name, _, _ in WRONG])
 def test_an_empty_setting_is_the_default(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     monkeypatch.setenv(name, " ")
