@@ -350,7 +350,8 @@ class TimestampType(ABC):
         return 0
 
     def sort_key(self) -> Callable[[Any], Any] | None:
-        """A key whose ``<`` extends the partial order, for the progress tracker's work list.
+        """A key whose ``<`` extends the partial order, for the progress tracker's work list (and the order in
+        which notificators, ``count``/``accumulate`` and the keyed operators handle times that complete together).
 
         A timestamp type only has to implement the partial order (``less_equal``,
         ``less_than``), equality and hashing.  The tracker must handle changes in an
