@@ -48,14 +48,16 @@ def check_settings(environ: Mapping[str, str] | None = None) -> None:
         )
 
 
-def check_stall_timeout(stall_timeout: object, caller: str = "execute") -> None:
-    """Refuse a ``stall_timeout`` that is neither ``None`` nor a number of seconds > 0 (a ``bool`` is not one)."""
-    if stall_timeout is None:
+def check_stall_timeout(
+    stall_timeout: object, caller: str = "execute", name: str = "stall_timeout", optional: bool = True
+) -> None:
+    """Refuse a ``stall_timeout`` (or another of the stall settings, ``name``) that is not a number of seconds > 0
+    (a ``bool`` is not one), nor ``None`` when it is ``optional``."""
+    if stall_timeout is None and optional:
         return
     if isinstance(stall_timeout, bool) or not isinstance(stall_timeout, Real) or not float(stall_timeout) > 0:
-        raise ConfigurationError(
-            f"{caller} needs stall_timeout > 0 (a number of seconds) or None, got {stall_timeout!r}"
-        )
+        none = " or None" if optional else ""
+        raise ConfigurationError(f"{caller} needs {name} > 0 (a number of seconds){none}, got {stall_timeout!r}")
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from runtime.communication.fabric import FabricCommunicator
 from runtime.errors import ConfigurationError, DataflowMismatch, DataflowStuck, WorkerAborted
 from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
+from runtime.settings import check_stall_timeout
 from runtime.stall_watch import StallWatch
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.capability import stop_sites_at
@@ -423,6 +424,7 @@ class Worker:
 
     @stall_timeout.setter
     def stall_timeout(self, seconds: float | None) -> None:
+        check_stall_timeout(seconds, "worker")
         self._stalls.stall_timeout = seconds
 
     @property
@@ -432,6 +434,7 @@ class Worker:
 
     @stall_warning.setter
     def stall_warning(self, seconds: float | None) -> None:
+        check_stall_timeout(seconds, "worker", "stall_warning")
         self._stalls.stall_warning = seconds
 
     @property
@@ -441,6 +444,7 @@ class Worker:
 
     @certain_stall.setter
     def certain_stall(self, seconds: float) -> None:
+        check_stall_timeout(seconds, "worker", "certain_stall", optional=False)
         self._stalls.certain_stall = seconds
 
 

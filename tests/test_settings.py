@@ -108,3 +108,24 @@ def test_a_setting_for_one_run_is_restored_after_it() -> None:
             assert os.environ["PYTIMELY_METRICS"] == "off"
     finally:
         os.environ.pop("PYTIMELY_METRICS", None)
+
+
+def test_a_wrong_stall_setting_of_a_worker_is_refused() -> None:
+    wrong = [("stall_timeout", -1), ("stall_timeout", "5"), ("stall_warning", 0), ("certain_stall", None)]
+
+    def main(worker: Any) -> list[str]:
+        refused = []
+        for name, value in wrong:
+            with pytest.raises(ConfigurationError) as error:
+                setattr(worker, name, value)
+            refused.append(str(error.value))
+        worker.stall_warning = None  # never warn: allowed
+        return refused
+
+    (refused,) = execute(main)
+    assert refused == [
+        "worker needs stall_timeout > 0 (a number of seconds) or None, got -1",
+        "worker needs stall_timeout > 0 (a number of seconds) or None, got '5'",
+        "worker needs stall_warning > 0 (a number of seconds) or None, got 0",
+        "worker needs certain_stall > 0 (a number of seconds), got None",
+    ]
