@@ -38,6 +38,7 @@ from scopes.key_owners import record_key_check
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
 from scopes.per_record import identity, pipe
 from scopes.progress.order import in_time_order as times_in_order
+from scopes.progress.order import less_equal, natural_order
 from scopes.signatures import check_function, describe_operator
 from scopes.state_registry import OperatorState, refuse_state_in_loops_under_checkpoints, registry_of
 
@@ -160,6 +161,7 @@ def process(
         check_function(initial, (), "the initial-state function", where)
     refuse_state_in_loops_under_checkpoints(stream.scope, where)
     operator = KeyedProcess(where, on_record, on_timer, initial)
+    operator.order = stream.scope.timestamp_type.sort_key()
     registry = registry_of(stream.scope)
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
@@ -296,9 +298,9 @@ class KeyContext:
                     f"{self.where}: a timer for key {self.key!r} at time {time!r}: the times of this scope are "
                     f"integers, not {type(time).__name__}"
                 ) from None
-        if time < self.time:
+        if not less_equal(self.time, time):
             raise CapabilityError(
-                f"{self.where}: a timer for key {self.key!r} at time {time!r} is before the current time "
+                f"{self.where}: a timer for key {self.key!r} at time {time!r} is not at or after the current time "
                 f"{self.time!r}; timers can only be set at or after it"
             )
         self.timers.append(time)
@@ -327,6 +329,7 @@ class KeyedProcess:
         self.tracked: OperatorState | None = None
         self.info: OperatorInfo | None = None
         """The operator's info, once built: an error while a complete time is run names that time."""
+        self.order: Callable[[Any], Any] | None = natural_order  # the timestamp type's sort key
 
     def step(self, input: OperatorInput, output: OperatorOutput) -> None:
         """Take what arrived, then run every complete time's records and timers in time order."""
@@ -340,7 +343,7 @@ class KeyedProcess:
             ready = [time for time in self.capabilities if not frontier.less_equal(time)]
             if not ready:
                 break
-            time = min(ready)
+            time = min(ready) if self.order is natural_order else times_in_order(ready, self.order)[0]
             if self.info is not None:
                 self.info.position = f"running the records and timers of the complete time {time!r}"
             if self.tracked is not None:

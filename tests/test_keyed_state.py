@@ -77,7 +77,7 @@ def test_a_timer_before_the_current_time_names_the_operator() -> None:
     def build(scope: Any, events: Any) -> Any:
         return events.key_by(str).process(lambda context, value: context.set_timer(context.time - 1))
 
-    with pytest.raises(WorkerFailed, match="operator 'Process'.*timer for key '1' at time 0 is before"):
+    with pytest.raises(WorkerFailed, match="operator 'Process'.*timer for key '1' at time 0 is not at or after"):
         run_dataflow(build, [[], [1]])
 
 

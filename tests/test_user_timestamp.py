@@ -339,3 +339,28 @@ def test_a_keyed_fold_applies_times_that_complete_together_without_less_than() -
 
     execute(main, workers=1, stall_timeout=10)
     assert emitted == [(Version(0, 0), [("a", 1)]), (Version(1, 0), [("a", 2)]), (Version(1, 1), [("b", 1)])]
+
+
+def test_keyed_process_runs_times_and_timers_without_less_than() -> None:
+    fired: list[tuple[Version, Any]] = []
+
+    def on_record(context: Any, value: Any) -> None:
+        context.set_timer(Version(context.time.major + 1, context.time.minor + 1))
+
+    def on_timer(context: Any) -> None:
+        fired.append((context.time, context.key))
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            handle, stream = scope.new_input()
+            stream.key_by(lambda word: word).process(on_record, on_timer)
+            return handle
+
+        handle = worker.dataflow(build, timestamp=VERSION)
+        handle.send("a")
+        handle.advance_to(Version(1, 0))
+        handle.send("b")
+        handle.close()  # both times, and the timers at (1, 1) and (2, 1), complete at once
+
+    execute(main, workers=1, stall_timeout=10)
+    assert fired == [(Version(1, 1), "a"), (Version(2, 1), "b")]
