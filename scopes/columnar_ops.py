@@ -85,6 +85,7 @@ from scopes.key_equality import canonical_arrow_keys, differing_rows
 from scopes.key_types import check_aggregated_columns, check_key_columns, numpy_needs_arrow
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
+from scopes.progress.order import in_time_order, natural_order
 from scopes.signatures import describe_operator
 
 if TYPE_CHECKING:
@@ -572,10 +573,17 @@ def _partial_constructor(plan: AggregationPlan, where: str) -> Callable[[Capabil
     return constructor
 
 
+def sort_key_of(capability: Capability) -> Callable[[Any], Any] | None:
+    """The sort key of the times of ``capability``'s scope: the order to handle times that complete together."""
+    timestamp_type = capability.output_port.timestamp_type
+    return natural_order if timestamp_type is None else timestamp_type.sort_key()
+
+
 def _final_constructor(plan: AggregationPlan) -> Callable[[Capability, OperatorInfo], Any]:
     """The owner's step: partials of a time gathered, combined and finished once the time is complete."""
 
     def constructor(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
+        order = sort_key_of(capability)
         capability.drop()
         pending: dict[Any, tuple[Capability, list[Any]]] = {}
 
@@ -586,7 +594,7 @@ def _final_constructor(plan: AggregationPlan) -> Callable[[Capability, OperatorI
                     entry = pending[ref.time] = (ref.retain(), [])
                 entry[1].append(batch)
             frontier = input.frontier
-            for time in sorted(time for time in pending if not frontier.less_equal(time)):
+            for time in in_time_order((time for time in pending if not frontier.less_equal(time)), order):
                 info.position = f"combining the partial aggregates of the complete time {time!r}"
                 capability, partials = pending.pop(time)
                 output.session(capability).give_batch(finish(plan, combine_partials(plan, partials)))
@@ -661,6 +669,7 @@ class _Join:
 
     def constructor(self, capabilities: list[Capability], info: OperatorInfo, frontiers: list[Any]) -> Any:
         """Gather both sides per time; join a time once neither input frontier can reach it."""
+        order = sort_key_of(capabilities[0])
         capabilities[0].drop()
         pending: dict[Any, tuple[Capability, list[Any], list[Any]]] = {}
 
@@ -675,7 +684,7 @@ class _Join:
                         entry = pending[ref.time] = (ref.retain(), [], [])
                     (entry[2] if side else entry[1]).append(batch)
             done = [t for t in pending if not any(frontier.less_equal(t) for frontier in frontiers)]
-            for time in sorted(done):
+            for time in in_time_order(done, order):
                 info.position = f"joining the rows of the complete time {time!r}"
                 capability, lefts, rights = pending.pop(time)
                 result = self.join(lefts, rights)

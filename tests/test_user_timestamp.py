@@ -364,3 +364,33 @@ def test_keyed_process_runs_times_and_timers_without_less_than() -> None:
 
     execute(main, workers=1, stall_timeout=10)
     assert fired == [(Version(1, 1), "a"), (Version(2, 1), "b")]
+
+
+def test_columnar_aggregate_and_join_handle_times_that_complete_together_without_less_than() -> None:
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("pyarrow")
+    emitted: list[tuple[str, Version, int]] = []
+
+    def main(worker: Any) -> None:
+        def build(scope: ScopeBuilder) -> Any:
+            left, lefts = scope.new_input()
+            right, rights = scope.new_input()
+            totals = lefts.aggregate_batch("k", [("v", "sum")])
+            totals.inspect_batch(lambda time, batch: emitted.append(("sum", time, len(batch))))
+            joined = lefts.join_batch(rights, "k")
+            joined.inspect_batch(lambda time, batch: emitted.append(("join", time, len(batch))))
+            return left, right
+
+        left, right = worker.dataflow(build, timestamp=VERSION)
+        rows = np.array([(1, 2.0), (1, 3.0)], dtype=[("k", "i8"), ("v", "f8")])
+        for handle in (left, right):
+            handle.send_batch(rows)
+            handle.advance_to(Version(1, 0))
+            handle.send_batch(rows)
+            handle.close()  # both times complete at once
+
+    execute(main, workers=1, stall_timeout=10)
+    assert sorted(emitted, key=repr) == sorted(
+        [("sum", Version(0, 0), 1), ("sum", Version(1, 0), 1), ("join", Version(0, 0), 4), ("join", Version(1, 0), 4)],
+        key=repr,
+    )
