@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import eventually
 from helpers.ports import free_ports
 
 from runtime.communication.seal import OVERHEAD, RECORD_MAX, Opener, Sealer, session_keys
@@ -73,7 +74,7 @@ def test_records_carry_any_sends_and_a_large_one_is_cut_into_several() -> None:
     wire = b"".join(sealed(Sealer(key), *sends))
     assert len(wire) == sum(map(len, sends)) + OVERHEAD * 5  # the big send took three records, the empty none
     assert opened(Opener(key), wire, chunk=7777) == b"".join(sends)
-    pieces = [b"head", memoryview(big), b"tail"]  # gathered pieces are sealed without joining them
+    pieces: list[bytes | memoryview] = [b"head", memoryview(big), b"tail"]  # sealed without joining them
     assert opened(Opener(key), b"".join(bytes(p) for p in Sealer(key).seal(pieces))) == b"head" + big + b"tail"
 
 
@@ -160,6 +161,7 @@ def test_a_failed_send_reports_the_loss_after_releasing_the_lock_so_stopping_can
         sender.start()
         sender.join(10.0)
         assert not sender.is_alive(), "the send that failed deadlocked on its own lock"
+        eventually(lambda: lost, 10, "the reader reporting the loss the failed send found")  # after all it read
         assert len(lost) == 1 and "lost process 1 (127.0.0.1:" in str(lost[0]) and "sending failed" in str(lost[0])
         first.send(1, frame(["later"]))  # a lost process is not sent to again
         assert len(lost) == 1

@@ -8,11 +8,18 @@ command line and killing process 2 (SIGKILL): about one run in six, process 0 sa
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import pytest
+from helpers import eventually
+from helpers.ports import free_ports
+
+import runtime.communication.tcp as tcp
 from runtime.cluster_member import _stopped
 from runtime.communication.process_fabric import STOP, ProcessFabric
-from runtime.communication.tcp import PeerLost
+from runtime.communication.tcp import Endpoint, Mesh, PeerLost
+from runtime.communication.wire import frame
 from runtime.errors import ClusterStopped
 
 ENDPOINTS = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.2:3"]
@@ -60,3 +67,59 @@ def test_a_loss_this_process_saw_first_is_the_one_it_reports_and_relays() -> Non
     error = _stopped(fabric, fabric.stop_reason)
     assert isinstance(error, PeerLost) and error.process == 2, error
     assert sorted(process for process, _ in mesh.sent) == [1, 2]
+
+
+def test_a_failed_send_leaves_the_report_to_the_reader_which_first_reads_why_the_peer_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Process 1 says why it stops (a ``stop`` frame) and closes; process 0's reader has not read that yet when one
+    of its workers' sends to process 1 fails.  The failed send must not report process 1 lost: the reader reads the
+    ``stop`` frame first, then the end.  Found killing process 0 of a 4-process cluster (two hosts, SIGKILL): about
+    one run in five, process 1 said "lost process 2 ...: sending failed: [Errno 32] Broken pipe", process 2 having
+    stopped and closed because process 0 was lost."""
+    failures: list[OSError] = []
+    send_all = tcp._send_all
+
+    def recording_send_all(sock: Any, views: Any) -> None:
+        try:
+            send_all(sock, views)
+        except OSError as error:
+            failures.append(error)
+            raise
+
+    monkeypatch.setattr(tcp, "_send_all", recording_send_all)
+    events: list[str] = []
+    holding = threading.Event()
+    release = threading.Event()
+
+    def on_frame(peer: int, header: list[Any], payload: Any) -> None:
+        if header == ["hold"]:
+            holding.set()
+            release.wait(10)  # the reader reads nothing more meanwhile
+        events.append(f"frame {header[0]}")
+
+    endpoints = [Endpoint("127.0.0.1", port) for port in free_ports(2)]
+    first = Mesh(0, endpoints, "token", on_frame, lambda error: events.append(f"lost {error.process}"))
+    second = Mesh(1, endpoints, "token", lambda *_: None, lambda _: None)
+    connecting = threading.Thread(target=second.connect, args=(10.0,), daemon=True)
+    connecting.start()
+    first.connect(10.0)
+    connecting.join(10.0)
+    try:
+        second.send(0, frame(["hold"]) + frame(["why"]))  # "why" stands for the stop frame
+        eventually(holding.is_set, 10, "process 0's reader holding")
+        second.close()
+
+        def a_send_failed() -> bool:
+            first.send(1, frame(["data"], b"x" * 1000))
+            return bool(failures)
+
+        eventually(a_send_failed, 10, "a send to the closed process failing")
+        assert events == [], "a failed send reported the loss before the reader read what the peer sent"
+        release.set()
+        eventually(lambda: len(events) == 3, 10, "the reader reporting the loss")
+        assert events == ["frame hold", "frame why", "lost 1"], events
+    finally:
+        release.set()
+        first.close()
+        second.close()

@@ -253,8 +253,11 @@ class Mesh:
         self._tls = tls
         self._finished: set[int] = set()
         self._reported: set[int] = set()
+        self._send_failed: dict[int, str] = {}
+        """Why a send to each process failed: its reader reports the loss (:meth:`_send_failure`)."""
         self._state = threading.Lock()
-        """Guards :attr:`_reported` and :attr:`_closing` (held only to test and set them, never across a call)."""
+        """Guards :attr:`_reported`, :attr:`_send_failed` and :attr:`_closing` (held only to test and set them,
+        never across a call)."""
         self._closing = False
         self._readers: list[threading.Thread] = []
         self.last_heard: dict[int, float] = {}
@@ -656,7 +659,7 @@ class Mesh:
 
     def _send(self, process: int, pieces: list[bytes | memoryview]) -> None:
         lock = self._locks.get(process)
-        if lock is None or process in self._reported:
+        if lock is None or process in self._reported or process in self._send_failed:
             return  # not connected (yet), or lost: nothing can be waiting for this
         failure = None
         with lock:
@@ -665,7 +668,7 @@ class Mesh:
             except OSError as error:
                 failure = error
         if failure is not None:
-            self._lost(process, f"sending failed: {failure}")
+            self._send_failure(process, failure)
 
     def offer(self, process: int, data: bytes) -> bool:
         """Send whole frames to ``process`` only if that needs no waiting; whether they went.
@@ -675,7 +678,9 @@ class Mesh:
         buffer is full: a heartbeat must never wait on either.
         """
         lock = self._locks.get(process)
-        if lock is None or process in self._reported or not lock.acquire(blocking=False):
+        if lock is None or process in self._reported or process in self._send_failed:
+            return False
+        if not lock.acquire(blocking=False):
             return False
         failure = None
         try:
@@ -688,7 +693,7 @@ class Mesh:
         finally:
             lock.release()
         if failure is not None:
-            self._lost(process, f"sending failed: {failure}")
+            self._send_failure(process, failure)
             return False
         return True
 
@@ -699,6 +704,16 @@ class Mesh:
     def report_silence(self, process: int, seconds: float) -> None:
         """``process`` has sent nothing for ``seconds``: report it as lost."""
         self._lost(process, f"nothing arrived from it for {seconds:.1f} s")
+
+    def _send_failure(self, process: int, failure: OSError) -> None:
+        """A send to ``process`` failed: its connection has ended.  Shut it down, and leave the report to its
+        reader, which first reads what ``process`` sent before it ended: a process that stops because another was
+        lost says so (a ``stop`` frame) before it closes, and is then not named as the lost one."""
+        with self._state:
+            self._send_failed.setdefault(process, f"sending failed: {failure}")
+        sock = self._sockets.get(process)
+        if sock is not None:
+            _shutdown(sock)
 
     def _lost(self, process: int, why: str, kind: type[PeerLost] = PeerLost) -> None:
         """Report ``process`` lost (once), after shutting its connection down so that no send stays blocked on it."""
@@ -745,6 +760,8 @@ class Mesh:
             why = f"it sent malformed data ({error})"
         except BaseException as error:  # noqa: BLE001 - a reader must always report its end
             why = f"handling its data failed ({type(error).__name__}: {error})"
+        else:
+            why = self._send_failed.get(peer, why)  # a failed send found the end first (it shut the connection)
         self._lost(peer, why, kind)
 
     def close(self) -> None:
