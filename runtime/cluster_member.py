@@ -146,6 +146,7 @@ def _run_process(
         raise
     finally:
         fabric.stop_heartbeats()
+        fabric.tell_before_closing()
         mesh.close()
         shm.close()
 

@@ -123,3 +123,55 @@ def test_a_failed_send_leaves_the_report_to_the_reader_which_first_reads_why_the
         release.set()
         first.close()
         second.close()
+
+
+def stepping(worker: Any) -> None:
+    """A worker that steps until its process is stopped."""
+    while True:
+        worker.step_or_park(0.01)
+
+
+def test_a_process_stopped_by_a_relayed_loss_says_why_before_it_closes_its_connections() -> None:
+    """Process 2 tells process 1 that process 3 was lost; process 1 stops and closes its connections.  Process 0
+    must read a ``stop`` frame from process 1 before that connection closes, else it names process 1, which was
+    healthy, as the lost one (found with the cluster of the test above: process 1 said "lost process 3 ...: the
+    connection closed" after process 3 had stopped on process 2's relay and closed)."""
+    from runtime.cluster_member import run_process
+
+    hosts = ["127.0.0.2", "127.0.0.1", "127.0.0.3"]  # no two on one host: no shared-memory offers to answer
+    endpoints = [Endpoint(host, free_ports(1, host)[0]) for host in hosts]
+    from_1: list[str] = []
+    first = Mesh(
+        0,
+        endpoints,
+        "token",
+        lambda peer, header, payload: from_1.append(f"frame {header[0]}") if peer == 1 else None,
+        lambda error: from_1.append("closed") if error.process == 1 else None,
+    )
+    third = Mesh(2, endpoints, "token", lambda *_: None, lambda _: None)
+    outcome: list[BaseException] = []
+
+    def run_process_1() -> None:
+        try:
+            run_process(stepping, 1, endpoints, 1, "token", None, 10.0)
+        except BaseException as error:  # noqa: BLE001 - inspected by the test
+            outcome.append(error)
+
+    threads = [
+        threading.Thread(target=first.connect, args=(10.0,), daemon=True),
+        threading.Thread(target=run_process_1, daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    third.connect(10.0)
+    threads[0].join(10.0)
+    try:
+        detail = "lost process 3 (127.0.0.4:1): the connection closed; the other processes stop"
+        third.send(1, frame([STOP, "lost", None, detail]))
+        threads[1].join(10.0)
+        assert outcome and isinstance(outcome[0], ClusterStopped), outcome
+        eventually(lambda: "closed" in from_1, 10, "process 1's connection to process 0 closing")
+        assert f"frame {STOP}" in from_1[: from_1.index("closed")], from_1
+    finally:
+        first.close()
+        third.close()

@@ -118,6 +118,10 @@ _RECORD_PATHS = frozenset({BATCH_FAST, BATCH_COLUMNS, BATCH_GENERAL})
 _CHECK_FRAME_FROM = min(MAX_FRAME - 65536, RECORDS_MAX)
 """A payload longer than this is measured against the limits (:meth:`ProcessCommunicator._check_frame`)."""
 
+TELL_GRACE = 1.0
+"""Seconds a stopped process waits for its last ``stop`` frames to leave before it closes its connections
+(:meth:`ProcessFabric.tell_before_closing`; a send may wait on a peer that reads nothing)."""
+
 FINISH_POLL = 0.02
 """Seconds :meth:`ProcessFabric.wait_for_goodbyes` waits on the rings' doorbells before it looks again; a goodbye
 or a stop that arrives over TCP meanwhile ends the wait at once (``ShmTransport.interrupt``)."""
@@ -385,6 +389,28 @@ class ProcessFabric:
             for process in range(self.processes):
                 if process != self.process:
                     self.mesh.send(process, data)
+
+    def tell_before_closing(self) -> None:
+        """Once stopped, before this process closes its connections: send every other process the reason.
+
+        A process stopped by another's ``stop`` frame relays nothing when it stops (the first reason is relayed
+        once, by the process that found it), and a relay may still be on its way when the workers have ended.
+        Without this, a peer could see this process's connection close before any frame saying why, and name this
+        healthy process as the lost one.  A ``stop`` frame read first makes the close a consequence.
+        """
+        reason = self.stop_reason
+        if reason is None or self.processes == 1:
+            return
+        data = frame([STOP, reason.kind, reason.worker, reason.detail])
+
+        def tell() -> None:
+            for process in range(self.processes):
+                if process != self.process:
+                    self.mesh.send(process, data)
+
+        teller = threading.Thread(target=tell, name="timely-tell-stop", daemon=True)
+        teller.start()
+        teller.join(TELL_GRACE)  # then closing the connections ends a send that still waits
 
     # ------------------------------------------------------------------ stall detection
 
