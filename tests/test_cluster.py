@@ -27,7 +27,7 @@ from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_f
 from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
 from runtime.communication.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
 from runtime.communication.wire import FrameReader, frame
-from runtime.errors import DataflowStuck
+from runtime.errors import ClusterError, DataflowStuck
 
 pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
 
@@ -666,3 +666,18 @@ def test_a_token_that_is_not_utf8_is_refused_at_once(tmp_path: Path, monkeypatch
     hosts.write_text("127.0.0.1:1\n127.0.0.1:2\n")
     with pytest.raises(ConfigurationError, match="must be UTF-8 text"):
         execute_from_args(failing_main, ["-n", "2", "-p", "1", "-h", str(hosts)], connect_timeout=0.5)
+
+
+@pytest.mark.parametrize("where", ["a port in use", "an address of another machine"])
+def test_a_process_that_cannot_listen_at_its_address_says_which_and_why(where: str) -> None:
+    """Process 0's line of the hostfile names a port another program listens on, or an address this machine does not
+    have: a ClusterError names the process, the address and the reason, not an OSError from inside the socket
+    library."""
+    busy = socket.create_server(("127.0.0.1", 0))
+    try:
+        own = Endpoint("127.0.0.1", busy.getsockname()[1]) if where == "a port in use" else Endpoint("192.0.2.1", 2101)
+        mesh = Mesh(0, [own, *free_endpoints(1)], "token", ignore, ignore)
+        with pytest.raises(ClusterError, match=rf"process 0 cannot listen at {own.host}:{own.port}.*(port|machine)"):
+            mesh.connect(5.0)
+    finally:
+        busy.close()

@@ -55,6 +55,7 @@ wait on a data send.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import logging
 import os
@@ -282,7 +283,19 @@ class Mesh:
         if self.processes == 1:
             return
         if self._listener is None and self.index < self.processes - 1:
-            self._listener = self._bind(self.endpoints[self.index])
+            endpoint = self.endpoints[self.index]
+            try:
+                self._listener = self._bind(endpoint)
+            except OSError as error:
+                advice = {
+                    errno.EADDRINUSE: "another program, or another cluster, listens on that port",
+                    errno.EADDRNOTAVAIL: f"{endpoint.host} is not an address of this machine",
+                }.get(error.errno or 0, "check the hostfile and -p")
+                reason = os.strerror(error.errno) if error.errno else str(error)
+                raise ClusterError(
+                    f"process {self.index} cannot listen at {endpoint}, its address in the cluster's list "
+                    f"({reason}): {advice}"
+                ) from error
         accept_error: list[BaseException] = []
         failed = threading.Event()  # either side failed: the other gives up at once instead of at the deadline
         acceptor = None
