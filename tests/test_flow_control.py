@@ -82,3 +82,30 @@ def test_the_frame_limit_setting_reads_the_forms_the_other_byte_settings_read() 
     for wrong in ("lots", "+65536", "65_536", "\u0667\u0660\u0660\u0660\u0660", "-5", "1.5M", "4K", "4G", "9" * 5000):
         with pytest.raises(ConfigurationError, match="PYTIMELY_MAX_FRAME_BYTES"):
             max_frame_from(wrong)
+
+
+def test_a_frame_over_this_process_s_limit_names_the_setting_a_peer_may_have_set_higher() -> None:
+    """Process 0 with the default limit sent 1.6 MB arrays to process 1 started with PYTIMELY_MAX_FRAME_BYTES=64K:
+    process 1 said 'lost process 0 ...: it sent malformed data (frame of 1600036 bytes (header 13) exceeds the limit
+    of 65536)', naming neither the setting nor that the processes disagree on it.  Both readers (TCP and the
+    shared-memory ring) now name the setting, and a frame within it that is malformed otherwise does not."""
+    import struct
+
+    from runtime.communication.shm_ring import MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
+    from runtime.communication.wire import MAX_FRAME, FrameReader, WireError
+
+    prefix = struct.pack("!II", MAX_FRAME + 1, 13)
+    with pytest.raises(WireError, match=r"PYTIMELY_MAX_FRAME_BYTES.*every process of a cluster needs the same value"):
+        list(FrameReader().feed(prefix))
+    memory = os.memfd_create("test-ring")  # one ring mapped twice, as the writing and the reading process would
+    try:
+        os.ftruncate(memory, ring_bytes(MIN_CAPACITY))
+        written, read = Ring(memory, MIN_CAPACITY), Ring(memory, MIN_CAPACITY)
+    finally:
+        os.close(memory)
+    RingWriter(written, lambda: None).send([prefix])
+    with pytest.raises(WireError, match=r"PYTIMELY_MAX_FRAME_BYTES.*every process of a cluster needs the same value"):
+        list(RingReader(read, lambda: None).frames())
+    with pytest.raises(WireError) as malformed:
+        list(FrameReader().feed(struct.pack("!II", 10, 20)))  # a header longer than its frame
+    assert "PYTIMELY_MAX_FRAME_BYTES" not in str(malformed.value)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.communication.arraycodec import DATA_ALIGNMENT
-from runtime.communication.wire import LARGE_FRAME, MAX_FRAME, decode_value
+from runtime.communication.wire import LARGE_FRAME, MAX_FRAME, decode_value, frame_refused
 from runtime.errors import WireError
 
 HEADER_BYTES = 4096
@@ -260,7 +260,7 @@ class RingReader:
                 body = int.from_bytes(prefix[:4], "big")
                 head_length = int.from_bytes(prefix[4:], "big")
                 if body > self._max or head_length > body or head_length == 0:
-                    raise WireError(f"frame of {body} bytes (header {head_length}) exceeds the limit of {self._max}")
+                    raise frame_refused(body, head_length, self._max)
                 if tail - head - 8 >= body and body < LARGE_FRAME:
                     at = (head + 8) % capacity
                     whole = _take(data, head + 8, body, capacity)

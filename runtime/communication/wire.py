@@ -465,6 +465,19 @@ def _aligned_buffer(size: int, head: int) -> memoryview:
     return memoryview(storage)[offset : offset + size]
 
 
+def frame_refused(body: int, head: int, limit: int) -> WireError:
+    """The error for a frame of ``body`` bytes (``head`` of them its header) that a reader of frames of at most
+    ``limit`` bytes refuses; past the frame limit of this process, it names the setting, which a peer may have
+    set higher."""
+    error = f"frame of {body} bytes (header {head}) exceeds the limit of {limit}"
+    if limit == MAX_FRAME < body and head <= body:
+        error += (
+            f", set by ${MAX_FRAME_SETTING} in the receiving process (the sender's is higher: every process of a "
+            "cluster needs the same value)"
+        )
+    return WireError(error)
+
+
 class FrameReader:
     """Splits a stream of bytes into frames: :meth:`feed` bytes, iterate ``(header, payload)``.
 
@@ -496,7 +509,7 @@ class FrameReader:
 
     def _check(self, body: int, head: int) -> None:
         if body > self._max or head > body:
-            raise WireError(f"frame of {body} bytes (header {head}) exceeds the limit of {self._max}")
+            raise frame_refused(body, head, self._max)
 
     def _gather(self, body: int, head: int, data: memoryview) -> None:
         """Start gathering a frame of ``body`` bytes whose first bytes are ``data``."""
