@@ -298,3 +298,34 @@ def test_a_two_process_cluster_forms_and_computes_while_its_listener_is_attacked
             if process is not None and process.poll() is None:
                 process.kill()
                 process.communicate()
+
+
+def test_a_refusal_from_a_peer_that_proved_nothing_cannot_forge_lines_in_the_error() -> None:
+    """Whatever listens at process 0's address answers process 1's hello with a ``refused`` frame whose reason holds
+    a line break and a terminal escape sequence: the HandshakeError shows them escaped, on one line, so the text of a
+    peer that proved nothing cannot pass for lines of pytimely's own."""
+    from runtime.communication.tcp import HandshakeError
+
+    impostor = socket.create_server(("127.0.0.1", 0))
+    endpoints = [Endpoint("127.0.0.1", impostor.getsockname()[1]), Endpoint("127.0.0.1", free_ports(1)[0])]
+    forged = "wrong token\nERROR process 2 (10.0.0.9:2101) was lost\x1b[2K"
+
+    def answer() -> None:
+        sock, _ = impostor.accept()
+        with sock:
+            reader = FrameReader()
+            while not list(reader.feed(sock.recv(4096))):
+                pass
+            sock.sendall(frame(["refused", forged]))
+
+    answering = threading.Thread(target=answer, daemon=True)
+    answering.start()
+    try:
+        with pytest.raises(HandshakeError) as refused:
+            Mesh(1, endpoints, "token", lambda *_: None, lambda *_: None).connect(10.0)
+    finally:
+        answering.join(10.0)
+        impostor.close()
+    message = str(refused.value)
+    assert "\n" not in message and "\x1b" not in message, message
+    assert "wrong token\\nERROR process 2" in message and "\\x1b[2K" in message, message

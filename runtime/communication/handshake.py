@@ -80,9 +80,14 @@ def fields(message: list[Any], name: str, *types: type) -> list[Any]:
 
 
 def refusal(message: list[Any]) -> str | None:
-    """The reason of a well-formed ``refused`` message, else None."""
+    """The reason of a well-formed ``refused`` message, else None.
+
+    The peer may not have proved the token: its text goes into errors and logs with every character that is not
+    printable (a line break, a terminal's escape sequence) escaped, so it cannot forge lines there.
+    """
     if message[0] == "refused" and len(message) == 2 and message[1].__class__ is str:
-        return str(message[1])
+        reason = str(message[1])
+        return reason if reason.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in reason)
     return None
 
 
