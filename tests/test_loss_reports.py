@@ -175,3 +175,41 @@ def test_a_process_stopped_by_a_relayed_loss_says_why_before_it_closes_its_conne
     finally:
         first.close()
         third.close()
+
+
+def test_a_process_that_refuses_what_a_peer_sent_can_still_tell_that_peer_why() -> None:
+    """Process 1 refuses a frame from process 0 (over process 1's frame limit: process 0 was started with a higher
+    PYTIMELY_MAX_FRAME_BYTES).  Over TCP, process 1 shut the connection down before telling anyone, so process 0 saw
+    it close unexplained and said "lost process 1 ...: the connection closed", naming the healthy process that had
+    refused its data (over shared memory, the TCP connection stayed and the stop frame told process 0 why).  The stop
+    that ``on_lost`` relays now reaches the refused process too, before the connection is shut down."""
+    import struct
+
+    from runtime.communication.wire import MAX_FRAME
+
+    events: list[str] = []
+    endpoints = [Endpoint("127.0.0.1", port) for port in free_ports(2)]
+    first = Mesh(
+        0,
+        endpoints,
+        "token",
+        lambda peer, header, payload: events.append(f"frame {header[0]}"),
+        lambda error: events.append(f"lost {error.process}"),
+    )
+    second: Mesh
+
+    def relay(error: PeerLost) -> None:  # what ProcessFabric.stop does: tell every other process why
+        second.send(0, frame(["why"]))
+
+    second = Mesh(1, endpoints, "token", lambda *_: None, relay)
+    connecting = threading.Thread(target=second.connect, args=(10.0,), daemon=True)
+    connecting.start()
+    first.connect(10.0)
+    connecting.join(10.0)
+    try:
+        first.send(1, struct.pack("!II", MAX_FRAME + 1, 1))  # a frame longer than process 1 takes
+        eventually(lambda: "lost 1" in events, 10, "process 1's connection to process 0 ending")
+        assert events == ["frame why", "lost 1"], events
+    finally:
+        first.close()
+        second.close()

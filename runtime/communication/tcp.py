@@ -254,6 +254,8 @@ class Mesh:
         self._tls = tls
         self._finished: set[int] = set()
         self._reported: set[int] = set()
+        self._told: set[int] = set()
+        """Processes reported lost for what they sent, that may still be sent why meanwhile (:meth:`_lost`)."""
         self._send_failed: dict[int, str] = {}
         """Why a send to each process failed: its reader reports the loss (:meth:`_send_failure`)."""
         self._state = threading.Lock()
@@ -672,7 +674,7 @@ class Mesh:
 
     def _send(self, process: int, pieces: list[bytes | memoryview]) -> None:
         lock = self._locks.get(process)
-        if lock is None or process in self._reported or process in self._send_failed:
+        if lock is None or (process in self._reported and process not in self._told) or process in self._send_failed:
             return  # not connected (yet), or lost: nothing can be waiting for this
         failure = None
         with lock:
@@ -728,22 +730,36 @@ class Mesh:
         if sock is not None:
             _shutdown(sock)
 
-    def _lost(self, process: int, why: str, kind: type[PeerLost] = PeerLost) -> None:
-        """Report ``process`` lost (once), after shutting its connection down so that no send stays blocked on it."""
+    def _lost(self, process: int, why: str, kind: type[PeerLost] = PeerLost, refused: bool = False) -> None:
+        """Report ``process`` lost (once), after shutting its connection down so that no send stays blocked on it.
+
+        ``refused``: this process refuses what ``process`` sent (it may still run, and read): ``on_lost`` may
+        still send it why (the stop it relays) before the connection is shut down, so that ``process`` does not
+        see the connection close unexplained and name this process as the lost one.
+        """
         with self._state:
             if self._closing or process in self._finished or process in self._reported:
                 return
             self._reported.add(process)
+            if refused:
+                self._told.add(process)
         sock = self._sockets.get(process)
-        if sock is not None:
+        if sock is not None and not refused:
             _shutdown(sock)
-        self._on_lost(
-            kind(
-                f"lost {self.describe(process)}: {why}; the other processes stop",
-                process,
-                str(self.endpoints[process]),
+        try:
+            self._on_lost(
+                kind(
+                    f"lost {self.describe(process)}: {why}; the other processes stop",
+                    process,
+                    str(self.endpoints[process]),
+                )
             )
-        )
+        finally:
+            if refused:
+                with self._state:
+                    self._told.discard(process)
+                if sock is not None:
+                    _shutdown(sock)
 
     def _read(self, peer: int, sock: socket.socket, opener: Opener) -> None:
         reader = FrameReader()
@@ -751,6 +767,7 @@ class Mesh:
         last_heard = self.last_heard
         why = "the connection closed"
         kind: type[PeerLost] = PeerLost
+        refused = True  # unless the connection ended: then the peer cannot be told why
         try:
             while True:
                 count = sock.recv_into(opener.space())
@@ -762,6 +779,7 @@ class Mesh:
                         on_frame(peer, header, payload)
         except OSError as error:
             why = f"the connection failed ({error})"
+            refused = False
         except SealError as error:
             kind = TamperedFrame
             why = (
@@ -775,7 +793,8 @@ class Mesh:
             why = f"handling its data failed ({type(error).__name__}: {error})"
         else:
             why = self._send_failed.get(peer, why)  # a failed send found the end first (it shut the connection)
-        self._lost(peer, why, kind)
+            refused = False
+        self._lost(peer, why, kind, refused)
 
     def close(self) -> None:
         """Close every connection (what arrives afterwards is ignored)."""
