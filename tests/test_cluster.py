@@ -681,3 +681,27 @@ def test_a_process_that_cannot_listen_at_its_address_says_which_and_why(where: s
             mesh.connect(5.0)
     finally:
         busy.close()
+
+
+def test_processes_at_ipv6_addresses_form_a_mesh() -> None:
+    """The hostfile takes ``[::1]:PORT`` (above), and the processes there form their mesh: the listener was bound as
+    IPv4, so process 0 failed with 'Address family for hostname not supported'."""
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    endpoints = [Endpoint("::1", port) for port in free_ports(2, "::1")]
+    received: list[Any] = []
+    first = Mesh(0, endpoints, "token", ignore, ignore)
+    second = Mesh(1, endpoints, "token", lambda peer, header, payload: received.append(header), ignore)
+    thread, errors = connect_in_thread(first, 10.0)
+    try:
+        second.connect(10.0)
+        thread.join(10.0)
+        assert not errors, errors
+        first.send(1, frame(["over IPv6"]))
+        eventually(lambda: received, 10, "the frame sent over IPv6")
+        assert received == [["over IPv6"]]
+    finally:
+        first.close()
+        second.close()

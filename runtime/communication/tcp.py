@@ -293,7 +293,7 @@ class Mesh:
                     errno.EADDRINUSE: "another program, or another cluster, listens on that port",
                     errno.EADDRNOTAVAIL: f"{endpoint.host} is not an address of this machine",
                 }.get(error.errno or 0, "check the hostfile and -p")
-                reason = os.strerror(error.errno) if error.errno else str(error)
+                reason = os.strerror(error.errno) if error.errno and error.errno > 0 else error.strerror or str(error)
                 raise ClusterError(
                     f"process {self.index} cannot listen at {endpoint}, its address in the cluster's list "
                     f"({reason}): {advice}"
@@ -333,8 +333,9 @@ class Mesh:
 
     @staticmethod
     def _bind(endpoint: Endpoint) -> socket.socket:
-        listener = socket.create_server((endpoint.host, endpoint.port), reuse_port=False, backlog=64)
-        return listener
+        """A listener at ``endpoint``, of the address family its host has (an IPv6 address, or a name of one)."""
+        family = socket.getaddrinfo(endpoint.host, endpoint.port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((endpoint.host, endpoint.port), family=family, reuse_port=False, backlog=64)
 
     def _connect_to(self, peer: int, deadline: float, failed: threading.Event) -> None:
         endpoint = self.endpoints[peer]
