@@ -9,9 +9,10 @@ number)``, which every worker computes identically, so all see the same order,
 and items proposed at different times come out in the order they were proposed.
 
 The source advances its capability only while some item is waiting to be
-released, so an idle sequencer costs nothing.  A worker's clock reading never
-runs behind the latest time it has seen in an item (a Lamport clock), so a
-worker with a slow clock cannot hold the others back.
+released, so an idle sequencer costs nothing.  A worker's clock reading is
+always past the latest time it has seen in an item (a Lamport clock), so a
+worker with a slow clock cannot hold the others back: its capability moves past
+an item from a faster clock as soon as it has seen it.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class Sequencer(Generic[T]):
                 if not held:
                     return
                 cap = held[0]
-                now = max(clock(), state.seen, cap.time)
+                now = max(clock(), state.seen + 1, cap.time)  # past every item seen: none waits on this clock
                 if now != cap.time:
                     cap.downgrade(now)
                 if state.proposals:

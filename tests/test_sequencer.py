@@ -113,3 +113,21 @@ def test_asking_for_more_items_than_every_closed_sequencer_proposed_fails_instea
         return sequencer.take(0)
 
     assert execute(main, workers=workers, stall_timeout=10) == [[]] * workers
+
+
+@pytest.mark.parametrize("processes", [0, 2])
+def test_a_worker_with_a_slow_clock_does_not_hold_the_others_items_back(processes: int) -> None:
+    """Workers on hosts whose clocks differ by a minute: an item stamped by the fast clock used to wait until every
+    slow clock had caught up with it (each slow worker held its capability at the item's time, not past it), so each
+    round took the skew, here a minute.  A Lamport clock moves past every item seen."""
+    from functools import partial
+
+    from helpers.sequencer_mains import skewed_rounds
+
+    main = partial(skewed_rounds, skew=60_000_000, rounds=10)
+    if processes:
+        results = execute(main, processes=processes, workers=2, stall_timeout=10)
+    else:
+        results = execute(main, workers=4, stall_timeout=10)
+    assert all(order == results[0] for order in results)
+    assert sorted(results[0]) == sorted((w, r) for w in range(4) for r in range(10))
