@@ -705,3 +705,22 @@ def test_processes_at_ipv6_addresses_form_a_mesh() -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_a_second_process_with_the_same_index_is_told_that_index_has_joined() -> None:
+    """Two processes started with -p 2 by mistake: the second was refused with 'unexpected process index 2', as if
+    its hostfile or -n were wrong.  It is now told that process 2 has already joined, and from where."""
+    endpoints = free_endpoints(3)
+    first = Mesh(0, endpoints, "token", ignore, ignore)
+    joined = Mesh(2, endpoints, "token", ignore, ignore)
+    accepting, _ = connect_in_thread(first, 3.0)
+    connecting, _ = connect_in_thread(joined, 3.0)  # joins process 0, then waits for process 1 (never started)
+    try:
+        eventually(lambda: 2 in first._sockets, 10, "process 2 joining process 0")
+        with pytest.raises(HandshakeError, match=r"process 2 has already joined process 0 \(from 127\.0\.0\.1:\d+\)"):
+            Mesh(2, endpoints, "token", ignore, ignore).connect(5.0)
+    finally:
+        accepting.join(10.0)
+        connecting.join(10.0)
+        first.close()
+        joined.close()

@@ -645,8 +645,21 @@ class Mesh:
         with state:
             if accepted in self._evicted:
                 return None
-            if their_index not in expected or their_index in self._sockets:
-                self._refuse(channel, who, f"unexpected process index {their_index!r}")
+            if their_index in self._sockets:
+                self._refuse(
+                    channel,
+                    who,
+                    f"process {their_index} has already joined process {self.index} (from "
+                    f"{_describe(self._sockets[their_index])}); is another process running with -p {their_index}?",
+                )
+                return None
+            if their_index not in expected:
+                self._refuse(
+                    channel,
+                    who,
+                    f"unexpected process index {their_index!r}: process {self.index} of {self.processes} is joined by "
+                    f"processes {self.index + 1} to {self.processes - 1}; use the same hostfile and -n everywhere",
+                )
                 return None
             try:
                 self._check_configuration(their_index, their_index, processes, fingerprint)
