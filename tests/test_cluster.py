@@ -724,3 +724,26 @@ def test_a_second_process_with_the_same_index_is_told_that_index_has_joined() ->
         connecting.join(10.0)
         first.close()
         joined.close()
+
+
+def test_a_timeout_while_forming_names_a_joined_peer_whose_connection_closed_meanwhile() -> None:
+    """Process 1 joined process 0 and waits for process 2; process 0 then ends (killed).  Nothing reads a connection
+    before the mesh has formed, so process 1 said only that process 2 had not reached it, naming a process that may
+    be healthy and held up by the one that ended.  The timeout now says that process 0's connection closed too."""
+    endpoints = free_endpoints(3)
+    first = Mesh(0, endpoints, "token", ignore, ignore)
+    second = Mesh(1, endpoints, "token", ignore, ignore)
+    accepting, _ = connect_in_thread(first, 4.0)
+    waiting, errors = connect_in_thread(second, 3.0)
+    try:
+        eventually(lambda: 1 in first._sockets and 0 in second._sockets, 10, "process 1 joining process 0")
+        first.close()  # process 0 ends
+        waiting.join(10.0)
+        assert len(errors) == 1 and isinstance(errors[0], ConnectTimeout), errors
+        message = str(errors[0])
+        assert "not reached by process 2" in message, message
+        assert "meanwhile process 0 (127.0.0.1:" in message and "closed its connection" in message, message
+    finally:
+        second.close()
+        first.close()
+        accepting.join(10.0)

@@ -346,7 +346,7 @@ class Mesh:
                 raise ConnectTimeout(
                     f"process {self.index} could not connect to {self.describe(peer)} before the "
                     f"deadline (last error: {last_error}); check that it is running with the same "
-                    f"hostfile and process count"
+                    f"hostfile and process count{self._closed_meanwhile()}"
                 )
             try:
                 sock = socket.create_connection((endpoint.host, endpoint.port), timeout=min(remaining, 2.0))
@@ -371,6 +371,28 @@ class Mesh:
             with self._sockets_lock:
                 self._keep(peer, sock, sending=keys[0], receiving=keys[1])
             return
+
+    def _closed_meanwhile(self) -> str:
+        """At the deadline of forming the mesh: which peers already joined have closed their connections since (they
+        died, or gave up joining), as a clause for the error; empty if none.
+
+        Nothing reads a kept connection before the mesh has formed, so without this the error named only the
+        peers still awaited, which may be healthy and held up by one that ended.  Only the end of each connection
+        is looked at (``POLLRDHUP``), not what it holds.
+        """
+        with self._sockets_lock:
+            kept = list(self._sockets.items())
+        poller = select.poll()
+        by_fd = {}
+        for peer, sock in kept:
+            if sock.fileno() >= 0:
+                by_fd[sock.fileno()] = peer
+                poller.register(sock.fileno(), select.POLLRDHUP)
+        closed = sorted(by_fd[fd] for fd, _ in poller.poll(0))  # POLLRDHUP, or POLLHUP or POLLERR (always reported)
+        if not closed:
+            return ""
+        names = ", ".join(self.describe(peer) for peer in closed)
+        return f"; meanwhile {names}, already joined, closed its connection (it ended, or gave up joining)"
 
     def _keep(self, peer: int, sock: socket.socket, sending: bytes, receiving: bytes) -> None:
         """Keep ``peer``'s authenticated connection and its session keys (under :attr:`_sockets_lock`)."""
@@ -469,6 +491,7 @@ class Mesh:
                     raise ConnectTimeout(
                         f"process {self.index} was not reached by {missing} before the deadline; check "
                         f"that they are running with the same hostfile, process count and token"
+                        f"{self._closed_meanwhile()}"
                     )
                 ready = {fd for fd, _ in watched.poll(1000 * min(remaining, ACCEPT_POLL))}
                 if wake_reader.fileno() in ready:  # a handshake ended: look again whether every peer is in
