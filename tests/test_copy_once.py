@@ -55,6 +55,17 @@ def test_a_frame_for_every_worker_of_a_process_is_decoded_once(monkeypatch: pyte
     assert not any(fabric.remote_mailbox(5, local) for local in range(3))
 
 
+@pytest.mark.parametrize("receiver", [2, 6, -1])
+def test_a_data_frame_for_a_worker_not_of_this_process_is_malformed(receiver: int) -> None:
+    """A negative worker index (here 2 - base 3) reached the last worker's mailbox, where no puller of the sender's
+    channel waits, and its credit was never returned; one past the last failed with a bare IndexError."""
+    fabric = ProcessFabric(1, 2, 3, QuietMesh())  # type: ignore[arg-type]
+    path, payload = encode_batch([1, 2])
+    with pytest.raises(WireError, match=r"not one of this process's workers \(3 to 5\)"):
+        fabric.on_frame(0, [DATA, 5, (0, 1), [receiver], None, path], bytes(payload))
+    assert not any(fabric.remote_mailbox(5, local) for local in range(3))
+
+
 def test_a_shared_payload_that_does_not_decode_fails_every_receiver() -> None:
     shared = SharedPayload(0, b"\xc1", 2)
     for _ in range(2):

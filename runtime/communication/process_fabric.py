@@ -78,6 +78,7 @@ from runtime.communication.wire import (
     MAX_FRAME_SETTING,
     EncodingError,
     FrameTooLarge,
+    WireError,
     decode_value,
     encode_batch,
     encode_value,
@@ -300,6 +301,11 @@ class ProcessFabric:
                 payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
             for i, receiver in enumerate(receivers):
                 local = receiver - base
+                if not 0 <= local < self.workers:  # a negative index would reach the last worker's mailbox
+                    raise WireError(
+                        f"a data frame for worker {receiver!r:.40}, which is not one of this process's workers "
+                        f"({base} to {base + self.workers - 1})"
+                    )
                 owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
                 box = self.remote_mailbox(channel, local)
                 with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
