@@ -208,7 +208,8 @@ class EventWriter:
         return EventLogError(f"event log {self.name}: {what} failed: {error.strerror or error}", self.name)
 
     def push(self, event: CaptureEvent) -> None:
-        """Write one event as a record; a time not of the log's timestamp type is refused (``EventEncodeError``)."""
+        """Write one event as a record; a time not of the log's timestamp type, or a progress update that is not an
+        integer count, is refused (``EventEncodeError``)."""
         contains = self.timestamp.contains
         times = [event.time] if isinstance(event, CapturedBatch) else [t for t, _ in getattr(event, "updates", ())]
         for time in times:
@@ -216,6 +217,13 @@ class EventWriter:
                 raise EventEncodeError(
                     f"event log {self.name} holds {self.timestamp.name} timestamps and cannot hold time {time!r}: "
                     "write the stream's own timestamp type, EventWriter(target, timestamp=scope.timestamp_type)",
+                    self.name,
+                )
+        for time, diff in getattr(event, "updates", ()):
+            if diff.__class__ is not int:  # likewise: a change of capabilities is a count
+                raise EventEncodeError(
+                    f"event log {self.name}: the progress update at time {time!r} changes the capabilities by "
+                    f"{diff!r:.40}, which is not an integer count",
                     self.name,
                 )
         try:

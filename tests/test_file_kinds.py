@@ -21,10 +21,12 @@ from runtime.communication.wire import FrameReader, WireError, decode_plain_valu
 from runtime.communication.wire import frame as wire_frame
 from runtime.eventlog import (
     MAGIC,
+    EventEncodeError,
     EventLogCorrupt,
     EventLogFormatError,
     EventReader,
     EventWriter,
+    encode_event,
     read_event_log,
     write_events,
 )
@@ -113,7 +115,11 @@ def test_a_capture_log_whose_times_are_not_of_its_declared_type_is_refused() -> 
         buffer = io.BytesIO()
         writer = EventWriter(buffer, timestamp, close=False)
         writer.push(Progress([(timestamp.minimum(), 1)]))
-        writer.push(event)
+        refused = f"holds {re.escape(timestamp.name)} timestamps|not an integer count"
+        with pytest.raises(EventEncodeError, match=refused):
+            writer.push(event)  # refused as it is written
+        # a log written otherwise (by an older pytimely, or another program) is refused as it is read
+        writer._write(writer._chain.frame(encode_event(event)))
         with pytest.raises(EventLogCorrupt, match=re.escape(f"declares {timestamp.name}")):
             list(EventReader(io.BytesIO(buffer.getvalue())))
 
