@@ -54,10 +54,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast, get_args
 
-from runtime.codec import MAX_SIZE
-from runtime.communication import WAITING_GAP, Address, Stop
+from runtime.codec import MAX_SIZE, shown
+from runtime.communication import WAITING_GAP, Address, Stop, StopKind
 from runtime.communication.byte_sizes import byte_setting
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.process_channels import (
@@ -112,6 +112,7 @@ over the window while at most that much is in flight.  Below it, a worker that a
 step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
 DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
+_STOP_KINDS = frozenset(get_args(StopKind))
 
 RECORDS_MAX = MAX_SIZE
 """The most bytes a batch of records (msgpack) may take between processes: what the receiver's decoder accepts."""
@@ -289,13 +290,36 @@ class ProcessFabric:
     # ------------------------------------------------------------------ receiving
 
     def on_frame(self, process: int, header: list[Any], payload: bytes | memoryview) -> None:
-        """Handle one frame from ``process`` (on its reader thread)."""
+        """Handle one frame from ``process`` (on its reader thread).
+
+        The header is checked before anything is done with it (:class:`WireError` naming the process if it is
+        malformed): its kind, its length, and the type and range of each field that is acted on here.
+        """
         kind = header[0]
+        if kind.__class__ is not int:
+            raise self._malformed(process, header, "its kind is not an integer")
         if kind == DATA:
+            if len(header) != 6:
+                raise self._malformed(process, header, "a data frame has 6 fields")
             _, channel, address, receivers, time_, path = header
+            base = self.base
+            if (
+                channel.__class__ is not int
+                or address.__class__ is not tuple
+                or not all(step.__class__ is int for step in address)
+                or path.__class__ is not int
+                or receivers.__class__ is not list
+                or not receivers
+                or not all(receiver.__class__ is int and 0 <= receiver - base < self.workers for receiver in receivers)
+            ):
+                raise self._malformed(
+                    process,
+                    header,
+                    f"a data frame needs a channel, an address, receivers among workers {base} to "
+                    f"{base + self.workers - 1} (this process's) and an encoding",
+                )
             self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
             last = len(receivers) - 1
-            base = self.base
             size = len(payload)
             if last:  # decoded once, by the first receiver that pulls it
                 payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
@@ -319,25 +343,60 @@ class ProcessFabric:
                     continue
                 self.signals[local].activate(address)
         elif kind == CREDIT:
-            self.credit(process, int(header[1]))
+            if len(header) != 2 or header[1].__class__ is not int or header[1] < 0:
+                raise self._malformed(process, header, "a credit frame carries a count of bytes")
+            self.credit(process, header[1])
         elif kind == BEAT:
+            if len(header) != 5:
+                raise self._malformed(process, header, "a heartbeat has 5 fields")
             _, waiting_for, sent, arrived, stuck = header
+            if (
+                waiting_for.__class__ is not float
+                or waiting_for != waiting_for  # NaN
+                or sent.__class__ is not int
+                or arrived.__class__ is not int
+                or sent < 0
+                or arrived < 0
+                or stuck.__class__ is not bool
+            ):
+                raise self._malformed(process, header, "a heartbeat carries seconds, two counts and a flag")
             now = time.monotonic()
-            self.beats[process] = (now, float(waiting_for), int(sent), int(arrived))
-            self.stuck_beats[process] = (now, stuck is True)
+            self.beats[process] = (now, waiting_for, sent, arrived)
+            self.stuck_beats[process] = (now, stuck)
         elif kind == STOP:
+            if len(header) != 4:
+                raise self._malformed(process, header, "a stop frame has 4 fields")
             _, stop_kind, worker, detail = header
-            self._stop_locally(Stop(stop_kind, worker, detail))
+            if (
+                stop_kind.__class__ is not str
+                or stop_kind not in _STOP_KINDS
+                or detail.__class__ is not str
+                or not (worker is None or (worker.__class__ is int and 0 <= worker < self.peers))
+            ):
+                raise self._malformed(
+                    process, header, f"a stop frame carries a reason, a worker (of {self.peers}) or None, and text"
+                )
+            self._stop_locally(Stop(cast(StopKind, stop_kind), worker, detail))
         elif kind == OFFER:
             if self.shm is not None:
                 self.shm.offer(process, header)
         elif kind == BYE:
+            if len(header) != 1:
+                raise self._malformed(process, header, "a goodbye frame has 1 field")
             self.mesh.said_goodbye(process)
             with self._changed:
                 self.byes[process] = payload
                 self._changed.notify_all()
             if self.links is not None:  # wait_for_goodbyes may be waiting on the rings' doorbells
                 self.links.interrupt()
+        else:
+            raise self._malformed(process, header, "its kind is unknown")
+
+    def _malformed(self, process: int, header: list[Any], why: str) -> WireError:
+        """The error for a frame from ``process`` whose ``header`` is not one this protocol sends."""
+        return WireError(
+            f"process {process} ({self.mesh.endpoints[process]}) sent a malformed frame (header {shown(header)}): {why}"
+        )
 
     def close_channels(self, local: int, channels: list[int]) -> None:
         """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
