@@ -138,7 +138,7 @@ def _run_process(
             return results
         everything: list[Any] = []
         for peer in range(processes):
-            everything.extend(results if peer == process else decode_results(fabric.byes[peer]))
+            everything.extend(results if peer == process else decode_results(fabric.byes[peer], peer))
         return everything
     except BaseException as error:
         if fabric.stop_reason is None and not isinstance(error, SystemExit):

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.communication.process_fabric import BEAT, BYE, CREDIT, DATA, STOP, ProcessFabric
-from runtime.communication.wire import WireError, encode_batch
+from runtime.communication.process_fabric import BEAT, BYE, CREDIT, DATA, STOP, ProcessFabric, decode_results
+from runtime.communication.wire import WireError, encode_batch, encode_value
 
 
 class QuietMesh:
@@ -113,3 +113,10 @@ def test_any_header_is_taken_or_refused_with_a_wire_error(kind: int, rest: list[
         made.on_frame(0, [kind, *rest], PAYLOAD)
     except WireError:
         assert untouched(made)
+
+
+@pytest.mark.parametrize("payload", [encode_value({"results": 1}), encode_value(None), b"", b"\xc1"], ids=repr)
+def test_a_goodbye_whose_results_are_not_a_list_is_a_wire_error_naming_the_process(payload: bytes) -> None:
+    with pytest.raises(WireError, match="process 2 "):
+        decode_results(payload, 2)
+    assert decode_results(encode_value([1, (2, 3)]), 2) == [1, (2, 3)]

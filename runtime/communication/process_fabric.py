@@ -56,7 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, cast, get_args
 
-from runtime.codec import MAX_SIZE, shown
+from runtime.codec import MAX_SIZE, describe, shown
 from runtime.communication import WAITING_GAP, Address, Stop, StopKind
 from runtime.communication.byte_sizes import byte_setting
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
@@ -872,9 +872,14 @@ class ProcessCommunicator(FabricCommunicator):
         self._return_credit()
 
 
-def decode_results(payload: bytes | memoryview) -> list[Any]:
-    """The worker results carried by a ``bye`` frame."""
-    results = decode_value(payload)
+def decode_results(payload: bytes | memoryview, process: int) -> list[Any]:
+    """The worker results in the ``bye`` frame of ``process``; :class:`WireError` naming it if there are none."""
+    try:
+        results = decode_value(payload)
+    except WireError as error:
+        raise WireError(f"the results process {process} sent with its goodbye do not decode: {error}") from None
     if results.__class__ is not list:
-        raise TypeError("a bye frame must carry a list of results")
+        raise WireError(
+            f"process {process} sent {describe(results)} with its goodbye, not the list of its workers' results"
+        )
     return results
