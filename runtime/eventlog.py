@@ -47,7 +47,7 @@ from runtime.codec import (
     EXT_SET,
     EXT_TUPLE,
 )
-from runtime.communication.arraycodec import ColumnarUnavailable, columnar_kind
+from runtime.communication.arraycodec import NDARRAY, ColumnarUnavailable, columnar_kind
 from runtime.errors import (
     DecodeError,
     EventEncodeError,
@@ -123,12 +123,13 @@ def decode_event(payload: bytes) -> CaptureEvent:
             if all(pair.__class__ is list and len(pair) == 2 for pair in updates):
                 return Progress([(pair[0], pair[1]) for pair in updates])
             raise DecodeError("a Progress record holds an update that is not a [time, diff] pair")
-        if (
-            kind == EVENT_MESSAGES
-            and len(value) == 3
-            and (isinstance(value[2], list) or columnar_kind(value[2]) is not None)
-        ):
-            return CapturedBatch(value[1], value[2])
+        if kind == EVENT_MESSAGES and len(value) == 3:
+            data = value[2]
+            kind_of_data = columnar_kind(data)
+            if kind_of_data == NDARRAY and data.ndim == 0:  # a batch's rows are its first axis: it needs one
+                raise DecodeError("a messages record holds a numpy array of no axes (a scalar), not a batch of rows")
+            if isinstance(data, list) or kind_of_data is not None:
+                return CapturedBatch(value[1], data)
     raise DecodeError(f"payload {codec.describe(value)} is not an event record")
 
 

@@ -45,7 +45,7 @@ from runtime.eventlog import (
 from runtime.framing import frame
 from runtime.instrument import END_FRAME, encode_events, encode_header, read_recording
 from scopes import INTEGER
-from scopes.capture import Batch, Progress
+from scopes.capture import Batch, CapturedBatch, Progress
 from scopes.errors import TimelyError
 from scopes.progress.timestamp import Product, ProductType
 from viz.__main__ import main as viz_main
@@ -76,6 +76,27 @@ def test_a_numpy_array_as_an_events_kind_is_damage_at_its_offset(tmp_path: Path)
             read_event_log(path)
         assert caught.value.offset == len(header_frame(INTEGER))
         assert str(path) in str(caught.value) and f"byte offset {caught.value.offset}" in str(caught.value)
+
+
+def test_a_numpy_scalar_as_an_events_batch_is_damage_at_its_offset_not_a_type_error_in_the_replay(
+    tmp_path: Path,
+) -> None:
+    """A batch of no axes was taken as messages, and replaying it failed with a bare TypeError (len() of unsized
+    object): a batch's rows are its first axis."""
+    path = tmp_path / "scalar.log"
+    path.write_bytes(event_log_bytes([codec.pack_capture([1, 0, np.array(5)]), encode_event(Progress([(0, -1)]))]))
+    with pytest.raises(EventLogCorrupt) as caught:
+        read_event_log(path)
+    assert caught.value.offset == len(header_frame(INTEGER)) and "no axes" in str(caught.value)
+
+    def main(worker: Any) -> None:
+        worker.dataflow(lambda scope: scope.replay([LogFile(path)]))
+
+    with pytest.raises(WorkerFailed) as failed:
+        execute(main, workers=1, stall_timeout=5)
+    assert f"byte offset {caught.value.offset}" in str(failed.value)
+    path.write_bytes(event_log_bytes([codec.pack_capture([1, 0, np.array([5])]), encode_event(Progress([(0, -1)]))]))
+    assert [event.data.tolist() for event in read_event_log(path) if isinstance(event, CapturedBatch)] == [[5]]
 
 
 @pytest.mark.parametrize(
