@@ -223,3 +223,14 @@ def test_honest_arrow_batches_still_round_trip() -> None:
 def test_the_compression_check_reads_any_metadata_within_bounds(meta: bytes) -> None:
     with contextlib.suppress(ColumnarDecodeError):
         assert _compressed(meta) in (True, False)
+
+
+def test_a_numpy_batch_of_no_axes_from_another_process_is_a_wire_error() -> None:
+    """A scalar array is no batch (its rows are its first axis): it reached operators, which failed on its len()."""
+    from runtime.communication.arraycodec import encode_ndarray
+
+    with pytest.raises(WireError, match="no axes"):
+        decode_batch(BATCH_NDARRAY, memoryview(bytearray(encode_ndarray(np.array(5)))))
+    with pytest.raises(EncodingError, match="no axes"):
+        encode_batch(np.array(5))
+    assert decode_batch(BATCH_NDARRAY, encode_ndarray(np.array([5]))).tolist() == [5]

@@ -325,7 +325,10 @@ def _decode_columns(data: bytes | bytearray | memoryview) -> list[Any]:
 def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
     try:
         if path == BATCH_NDARRAY:
-            return decode_ndarray(data)
+            array = decode_ndarray(data)
+            if not array.ndim:  # a batch's rows are its first axis: a scalar is no batch
+                raise ColumnarDecodeError("a numpy batch has no axes (a scalar), so no rows")
+            return array
         if path == BATCH_NDARRAY_ASCII:
             return ascii_unpacked(decode_ndarray(data))
         return decode_arrow(ARROW_BATCH if path == BATCH_ARROW else ARROW_TABLE, data)
@@ -357,6 +360,11 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
                 type_name(batch.__class__),
             )
         if kind == NDARRAY:
+            if not batch.ndim:
+                raise EncodingError(
+                    "a numpy array of no axes (a scalar) is no batch: a batch's rows are its first axis",
+                    type_name(batch.__class__),
+                )
             packed = ascii_packed(batch)
             path = BATCH_NDARRAY if packed is None else BATCH_NDARRAY_ASCII
             try:
