@@ -193,3 +193,42 @@ def test_the_gate_accepts_again_after_accept_fails() -> None:
         eventually(lambda: served == [[7]], 10, "the task after the failure to be served")
     finally:
         door.close()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        [{"event": "round"}],  # no task, attempt or time: on_progress would meet a KeyError
+        [{"event": "round", "task": -1, "attempt": 0, "at": 1.0}],
+        [{"event": "round", "task": "1", "attempt": 0, "at": 1.0}],
+        [{"event": "round", "task": True, "attempt": 0, "at": 1.0}],
+        [{"event": 5, "task": 1, "attempt": 0, "at": 1.0}],
+        [{"event": "round", "task": 1, "attempt": 0, "at": float("nan")}],
+        [{"event": "round", "task": 1, "attempt": 0, "at": 1.0, 7: "x"}],
+        [{"event": "round", "task": 1, "attempt": 0, "at": 1.0}, "more"],
+        ["round"],
+    ],
+    ids=repr,
+)
+def test_a_proven_task_sending_what_is_not_an_event_ends_its_reporting_and_nothing_reaches_on_progress(
+    header: list[object],
+) -> None:
+    events: list[dict[str, object]] = []
+    server = ProgressServer("127.0.0.1", "secret", events.append)
+    try:
+        reporter = ProgressReporter(server.address, "secret", task=1, attempt=0)
+        assert reporter._sock is not None
+        reporter._sock.sendall(frame(header))
+        reporter.report("after")
+        eventually(lambda: server.malformed == 1, 10, "the malformed event to be refused")
+        assert "not [event]" in (server.last_malformed or "")
+        time.sleep(0.2)
+        assert events == []
+        honest = ProgressReporter(server.address, "secret", task=2, attempt=0)
+        honest.report("round", round=1)
+        eventually(lambda: bool(events), 10, "the honest task's event")
+        assert events[0]["task"] == 2 and events[0]["event"] == "round"
+        honest.close()
+        reporter.close()
+    finally:
+        server.close()

@@ -11,12 +11,14 @@ task sends is ever unpickled.
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.codec import shown
 from runtime.communication.wire import FrameReader, WireError, frame
 from runtime.spark.gate import Gate, GateRefused, prove
 
@@ -29,13 +31,34 @@ MAX_REPORTERS = 1024
 """Proven task connections the progress server reads at once (one thread each); more are refused."""
 
 
+def task_event(header: list[Any]) -> TaskEvent:
+    """The event a task's frame header holds: ``[event]``, a map of text keys whose ``event`` is text, ``task`` and
+    ``attempt`` counts and ``at`` a time in seconds; a :class:`WireError` for anything else (a proven task that
+    sends one is refused rather than handed on to ``on_event``, which trusts those fields)."""
+    event = header[0] if len(header) == 1 else None
+    if (
+        event.__class__ is not dict
+        or not all(key.__class__ is str for key in event)
+        or event.get("event").__class__ is not str
+        or any(event.get(field).__class__ is not int or event[field] < 0 for field in ("task", "attempt"))
+        or event.get("at").__class__ is not float
+        or not math.isfinite(event["at"])
+    ):
+        raise WireError(
+            f"a task sent {shown(header)}, not [event]: a map with text keys, the event's name, its task and attempt "
+            "(counts) and when (seconds)"
+        )
+    return event
+
+
 class ProgressServer:
     """Accepts task connections and calls ``on_event(event)`` (on its own threads) for each event.
 
     A connection proves the job's token before anything else is read (see
     :mod:`runtime.spark.gate`); after that, an event frame may hold at most
-    :data:`MAX_EVENT_FRAME` bytes, and at most :data:`MAX_REPORTERS` proven
-    connections (one thread each) are open at once.
+    :data:`MAX_EVENT_FRAME` bytes and must hold an event (:func:`task_event`),
+    else that task's reporting ends (counted in :attr:`malformed`), and at most
+    :data:`MAX_REPORTERS` proven connections (one thread each) are open at once.
     """
 
     def __init__(self, host: str, token: str, on_event: Callable[[TaskEvent], None]) -> None:
@@ -46,6 +69,10 @@ class ProgressServer:
         self.host = host
         self._gate = Gate(host, token, "pytimely-progress", self._read, max_proven=MAX_REPORTERS)
         self.port = self._gate.port
+        self.malformed = 0
+        """Proven connections whose reporting ended at a frame that was not an event (or was damaged)."""
+        self.last_malformed: str | None = None
+        """Why the last of them ended."""
 
     @property
     def address(self) -> str:
@@ -73,10 +100,13 @@ class ProgressServer:
                     return
                 try:
                     for header, _ in reader.feed(data):
-                        if header and isinstance(header[0], dict):
-                            with self._lock:
-                                self._on_event(header[0])
-                except WireError:
+                        event = task_event(header)
+                        with self._lock:
+                            self._on_event(event)
+                except WireError as error:
+                    with self._lock:
+                        self.malformed += 1
+                        self.last_malformed = str(error)
                     return
 
     def close(self) -> None:
