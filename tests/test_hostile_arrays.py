@@ -234,3 +234,13 @@ def test_a_numpy_batch_of_no_axes_from_another_process_is_a_wire_error() -> None
     with pytest.raises(EncodingError, match="no axes"):
         encode_batch(np.array(5))
     assert decode_batch(BATCH_NDARRAY, encode_ndarray(np.array([5]))).tolist() == [5]
+
+
+@pytest.mark.parametrize("count", [5, 0, -3])
+def test_a_batch_sent_column_by_column_without_a_column_is_a_wire_error_not_an_empty_batch(count: int) -> None:
+    """``[count]`` alone decoded to no records whatever the count said (an encoder never sends no column)."""
+    from runtime.communication.wire import BATCH_COLUMNS
+
+    with pytest.raises(WireError, match="at least one column"):
+        decode_batch(BATCH_COLUMNS, msgpack.packb([count]))
+    assert decode_batch(BATCH_COLUMNS, msgpack.packb([2, [1, 2], "a\0b"])) == [(1, "a"), (2, "b")]

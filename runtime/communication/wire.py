@@ -307,8 +307,8 @@ def _encode_columns(batch: list[Any]) -> bytes | None:
 
 def _decode_columns(data: bytes | bytearray | memoryview) -> list[Any]:
     decoded = _codec.decode(data, _codec.WIRE_RECORDS)
-    if decoded.__class__ is not tuple or not decoded or decoded[0].__class__ is not int:
-        raise WireError("a columnar batch on the wire is not [count, column, ...]")
+    if decoded.__class__ is not tuple or len(decoded) < 2 or decoded[0].__class__ is not int:
+        raise WireError("a columnar batch on the wire is not [count, column, ...] with at least one column")
     count, *encoded = decoded
     columns: list[list[Any]] = []
     for column in encoded:
