@@ -14,6 +14,7 @@ it as an empty stream) is a file of no rows, an epoch without records.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from runtime.errors import FileSourceError
@@ -35,15 +36,19 @@ def is_blank(path: str, format: str) -> bool:
         return False  # reading it fails later, naming the file
 
 
-def source_schema(pa: Any, dataset_module: Any, files: list[str], format: str, where: str) -> Any:
+def source_schema(
+    pa: Any, dataset_module: Any, files: list[str], format: str, where: str, check: Callable[[str], None]
+) -> Any:
     """The schema a source of ``files`` reads with: the first file's, its ``null`` columns typed from later files.
 
-    ``None`` when every file is blank (no rows, no columns).
+    ``None`` when every file is blank (no rows, no columns).  ``check(path)`` is called before a file is parsed for
+    its schema (a JSON Lines file's nesting is bounded before pyarrow's parser, which could crash, reads it).
     """
     schema = None
     for path in files:
         if is_blank(path, format):
             continue
+        check(path)
         found = _physical_schema(dataset_module, path, format, where)
         if schema is None:
             schema = found

@@ -135,7 +135,12 @@ def _dataset(path: str | os.PathLike[str], format: str, where: str, scanned: set
     if format == "json":
         check_json_depth(files[0], where)
         scanned.add(files[0])
-    schema = source_schema(pa, dataset_module, files, format, where)
+
+    def check(file: str) -> None:  # a file parsed for its schema is bounded first, whichever it is
+        if format == "json":
+            _check_depths([file], scanned, where)
+
+    schema = source_schema(pa, dataset_module, files, format, where, check)
     try:
         return dataset_module.dataset(files, format=format, schema=schema if schema is not None else pa.schema([]))
     except Exception as error:  # pyarrow raises several kinds while it lists the files

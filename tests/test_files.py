@@ -362,6 +362,44 @@ def test_a_json_lines_record_nested_10000_deep_is_refused_naming_file_and_line(t
         collect(tmp_path / "in", format="jsonl")
 
 
+@pytest.mark.parametrize("first", ['{"a": null}\n', "\n"], ids=["null column", "blank"])
+def test_a_later_json_lines_file_read_for_the_schema_is_bounded_before_pyarrow_parses_it(
+    tmp_path: Path, first: str
+) -> None:
+    """A first file whose column is all null (or a blank one) makes the schema be taken from the next file, which
+    pyarrow's parser read before its nesting was checked: nested 200,000 deep, it killed the process (SIGSEGV)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_text(first)
+    (tmp_path / "in" / "1.jsonl").write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    program = textwrap.dedent(
+        f"""
+        from runtime import execute
+        from runtime.errors import WorkerFailed
+        from runtime.files import read_files
+        try:
+            execute(lambda worker: worker.dataflow(lambda scope: read_files(scope, {str(tmp_path / "in")!r},
+                                                                            format="jsonl")), workers=1)
+        except WorkerFailed as error:
+            print(error)
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1.jsonl' line 1: a record nests arrays and objects more than 100 deep" in done.stdout
+
+
 def test_json_lines_brackets_in_strings_and_nesting_up_to_the_limit_read(tmp_path):
     at_limit = '{"a": ' + "[" * 99 + "1" + "]" * 99 + "}"
     in_strings = '{"a": [[1]], "s": "\\\\\\"[[[' + "[" * 500 + '\\\\", "t": "{{{' + "{" * 500 + '"}'
