@@ -27,6 +27,7 @@ replays from any iterables of events (see :func:`replay_into`);
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -42,7 +43,7 @@ from scopes.progress.antichain import Antichain
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.operate import Updates
 from scopes.progress.order import less_equal
-from scopes.progress.timestamp import PathSummary
+from scopes.progress.timestamp import INTEGER, PathSummary
 from scopes.signatures import describe_operator
 from scopes.state_registry import registry_of
 
@@ -282,14 +283,26 @@ def capture(stream: StreamCore, name: str = "Capture") -> CaptureRecorder:
 class _ReplayedStream:
     """One event stream being replayed, and the capabilities it holds."""
 
-    __slots__ = ("index", "identity", "events", "held", "open")
+    __slots__ = ("index", "identity", "events", "held", "least", "open")
 
     def __init__(self, index: int, identity: str, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
         self.index = index
         self.identity = identity
         self.events = events
         self.held: dict[Any, int] = {minimum: 1}
+        self.least: list[Any] = [minimum]
+        """Integer times: a heap of every time held (and of some no longer held), so the least is found at once."""
         self.open = True
+
+    def holds_at_or_before(self, time: Any, integers: bool) -> bool:
+        """Whether some time held is at or before ``time``: the least held (``integers``), else any held."""
+        held = self.held
+        if not integers:
+            return any(less_equal(held_time, time) for held_time in held)
+        least = self.least
+        while least and least[0] not in held:
+            heapq.heappop(least)
+        return bool(least) and least[0] <= time
 
     def __str__(self) -> str:
         """What the replay is doing, for an error raised while reading it (an operator's ``position``)."""
@@ -397,6 +410,9 @@ class _Replayer:
         self.send = output.send
         self.info = info
         self.timestamp_type = scope.timestamp_type
+        self.integers = scope.timestamp_type == INTEGER
+        """Integer times: a message's time is checked against the least time held, not against every one (a log
+        holding many times, each message after the least, was quadratic to replay)."""
         self.scope_name = scope.name
         self.where = where
         self.started = False
@@ -418,10 +434,13 @@ class _Replayer:
     def apply_progress(self, state: _ReplayedStream, updates: list[tuple[Any, int]]) -> None:
         held = state.held
         internal = self.internal
+        integers = self.integers
         for time, diff in updates:
             self.check_time(state, time)
             value = held.get(time, 0) + diff
             if value > 0:
+                if integers and time not in held:
+                    heapq.heappush(state.least, time)
                 held[time] = value
             elif value == 0:
                 held.pop(time, None)
@@ -433,10 +452,7 @@ class _Replayer:
 
     def apply_messages(self, state: _ReplayedStream, time: Any, data: Any) -> None:
         self.check_time(state, time)
-        for held_time in state.held:
-            if less_equal(held_time, time):
-                break
-        else:
+        if not state.holds_at_or_before(time, self.integers):
             raise self.fail(
                 state,
                 f"has a message at time {time!r} while holding capabilities only for "
