@@ -52,6 +52,7 @@ PAYLOAD = bytes(ENCODED)
 MALFORMED = [
     [DATA, 5, (0, 1), [0], None, PATH],  # worker 0 is process 0's: local index -3 would wrap to worker 3
     [DATA, 5, (0, 1), [-1], None, PATH],
+    [DATA, 5, (0, 1), [3, 0], None, PATH],  # worker 3 is this process's: nothing is given to it either
     [DATA, 5, (0, 1), [6], None, PATH],
     [DATA, 5, (0, 1), [True], None, PATH],
     [DATA, 5, (0, 1), [], None, PATH],

@@ -310,13 +310,15 @@ class ProcessFabric:
                 or path.__class__ is not int
                 or receivers.__class__ is not list
                 or not receivers
-                or not all(receiver.__class__ is int and 0 <= receiver - base < self.workers for receiver in receivers)
             ):
+                raise self._malformed(process, header, "a data frame needs a channel, an address, receivers and a path")
+            # every receiver before any is given the frame (a negative index would reach the last worker's mailbox)
+            if not all(receiver.__class__ is int and 0 <= receiver - base < self.workers for receiver in receivers):
                 raise self._malformed(
                     process,
                     header,
-                    f"a data frame needs a channel, an address, receivers among workers {base} to "
-                    f"{base + self.workers - 1} (this process's) and an encoding",
+                    f"a data frame for a worker that is not one of this process's workers ({base} to "
+                    f"{base + self.workers - 1})",
                 )
             self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
             last = len(receivers) - 1
@@ -325,11 +327,6 @@ class ProcessFabric:
                 payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
             for i, receiver in enumerate(receivers):
                 local = receiver - base
-                if not 0 <= local < self.workers:  # a negative index would reach the last worker's mailbox
-                    raise WireError(
-                        f"a data frame for worker {receiver!r:.40}, which is not one of this process's workers "
-                        f"({base} to {base + self.workers - 1})"
-                    )
                 owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
                 box = self.remote_mailbox(channel, local)
                 with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
