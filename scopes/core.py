@@ -143,6 +143,13 @@ class ScopeCore(ABC, Generic[S_co]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.timestamp_type!r}, address={self.address})"
 
+    def dataflow_root(self) -> ScopeCore[S_co]:
+        """The top-level scope of this scope's dataflow (the one ``worker.dataflow`` built)."""
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
     @contextmanager
     def open(self) -> Iterator[Self]:
         """While the ``with`` block runs, this is the scope operators are built in."""
@@ -187,6 +194,13 @@ class ScopeCore(ABC, Generic[S_co]):
                 f"{subject} is used by new operator '{operator}' inside nested scope {now}, "
                 "without enter(): bring the stream into the nested scope with "
                 f"stream.enter(scope) and build '{operator}' there"
+            )
+        if self.dataflow_root() is not current.dataflow_root():
+            return (
+                f"{subject} is used by new operator '{operator}' in scope {now}, which belongs to another "
+                "dataflow: each worker.dataflow(build) is a graph of its own, and no stream crosses from one "
+                "to another; build the operators that read it in the same dataflow, or record the stream "
+                "with capture_into and replay it in the other"
             )
         return (
             f"{subject} is used by new operator '{operator}' in scope {now}, but its scope's "

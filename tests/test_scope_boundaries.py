@@ -201,3 +201,27 @@ def test_operators_built_after_the_dataflow_are_refused():
 
     (message,) = execute(main)
     assert message is not None and "'Late'" in message and "'Numbers'" in message
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["top level", "nested scope"])
+def test_a_stream_of_another_dataflow_is_refused_without_advice_to_leave(nested):
+    """A stream of one dataflow read in another cannot leave() its way there: the error says so."""
+
+    def main(worker):
+        _, numbers = worker.dataflow(lambda scope: scope.new_input("Numbers"), name="First")
+
+        def build(scope):
+            if nested:
+                return scope.iterative(lambda inner: numbers.map(lambda n: n, name="Elsewhere"), name="Loop")
+            return numbers.map(lambda n: n, name="Elsewhere")
+
+        try:
+            worker.dataflow(build, name="Second")
+        except ScopeBoundaryError as error:
+            return str(error)
+        return None
+
+    (message,) = execute(main)
+    assert message is not None and "'Numbers'" in message and "'Elsewhere'" in message
+    assert "another dataflow" in message and "'First'" in message
+    assert "leave()" not in message
