@@ -32,7 +32,7 @@ from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Me
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.environment_observers import observers_from_environment
-from runtime.errors import DataflowStuck, WorkerFailed
+from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
 from runtime.execute import run_workers
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
@@ -186,6 +186,15 @@ def load_main(spec: dict[str, Any]) -> Callable[[Worker], Any]:
             module = _load_file(module_name, file)
     function: Any = module
     for part in name.split("."):
+        if not hasattr(function, part):
+            where = file or module_name
+            raise ConfigurationError(
+                f"main ({name}) is not defined when {where} is imported, as each new process imports it: "
+                'a function defined under `if __name__ == "__main__":` (which runs only in the process started '
+                "from the command line), or by other code that does not run on import, is missing there. Define "
+                "main at the top level of the module, outside the guard, and keep only the call to execute under "
+                "the guard"
+            )
         function = getattr(function, part)
     args, kwargs = decode_value(spec["args"])
     if args or kwargs:

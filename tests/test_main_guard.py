@@ -106,3 +106,20 @@ def test_a_guarded_execute_still_runs(tmp_path: Path) -> None:
     completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "[0, 1, 2, 3]\n"
+
+
+def test_main_defined_under_the_guard_is_named_with_the_fix(tmp_path: Path) -> None:
+    """The new processes import the script without running its guarded block, so main is not there."""
+    script = tmp_path / "defined_under_guard.py"
+    script.write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom runtime import execute\n\n"
+        'if __name__ == "__main__":\n'
+        "    def main(worker):\n"
+        "        return worker.index\n\n"
+        "    print(execute(main, processes=2))\n"
+    )
+    completed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 1, completed.stderr
+    assert "ConfigurationError: main (main) is not defined when" in completed.stderr, completed.stderr
+    assert "outside the guard" in completed.stderr
+    assert "AttributeError" not in completed.stderr
