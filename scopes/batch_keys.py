@@ -42,6 +42,8 @@ class Receiver(NamedTuple):
     scope_path: tuple[str, ...]
     address: tuple[int, ...]
     worker: int
+    site: str | None = None
+    """Where the user's code built the operator (``file:line``), or ``None`` when unknown."""
 
     def key_failed(self, error: Exception, time: Any, key: Callable[[Any], Any], batch: Any) -> OperatorFailed:
         """Describe ``error``, raised by ``key`` on some record of ``batch`` at ``time``, as :class:`OperatorFailed`.
@@ -56,8 +58,9 @@ class Receiver(NamedTuple):
                 record = f"record {candidate!r}"
                 break
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
+        built = "" if self.site is None else f", built at {self.site}"
         return OperatorFailed(
-            f"operator '{self.name}' (address {self.address}, in scope {scope}) failed at time {time!r} "
+            f"operator '{self.name}' (address {self.address}, in scope {scope}{built}) failed at time {time!r} "
             f"on worker {self.worker}: its exchange key function raised {type(error).__name__}: {error} "
             f"for {record}",
             self.name,
@@ -65,6 +68,7 @@ class Receiver(NamedTuple):
             self.scope_path,
             time,
             self.worker,
+            site=self.site,
         )
 
 

@@ -80,7 +80,8 @@ class OperatorBuilder(Generic[S_co]):
         port = len(self.inputs)
         context = self.scope.context
         channel = context.next_channel()
-        receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index)
+        site = self.scope.subgraph.graph.child_sites.get(self.index)
+        receiver = Receiver(self.name, self.scope.path, self.address, context.worker_index, site)
         pusher, puller = contract.connect(context.allocator, channel, receiver, self.activate)
         stream.tee.add(pusher)
         self.scope.subgraph.graph.connect(

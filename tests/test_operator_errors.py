@@ -419,3 +419,31 @@ def two_maps_main(worker):
     handle = worker.dataflow(build)
     if worker.index == 1:
         handle.send_batch([1, 2, 3])
+
+
+def line_of(mark: str) -> int:
+    """The line of this file that holds ``mark``."""
+    return next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if mark in text)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_failing_exchange_key_names_the_line_that_built_the_exchange(workers):
+    """Found by the new-user audit: a map's failure named its line, an exchange key's did not."""
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            stream.exchange(lambda record: record["word"], name="ByWord").probe()  # the exchange
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.advance_to(3)
+        handle.send({"count": 1})
+
+    failed, operator_failed, root = run_to_failure(main, workers)
+    assert operator_failed is not None and isinstance(root, KeyError)
+    line = line_of('name="ByWord"')
+    built = f"built at test_operator_errors.py:{line}"
+    assert operator_failed.site == built.removeprefix("built at ")
+    assert built in str(operator_failed) and built in str(failed), str(failed)
+    assert "'ByWord'" in str(failed) and "time 3" in str(failed)
