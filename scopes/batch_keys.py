@@ -23,7 +23,7 @@ from scopes.batches import (
     is_columnar,
 )
 from scopes.destinations import check_keys
-from scopes.errors import KeyHashError, OperatorFailed, UserFunctionError
+from scopes.errors import KeyHashError, OperatorFailed, TimelyError, UserFunctionError
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
 from scopes.key_types import check_key_type, key_type_problem
 from scopes.lazy_import import lazy_module
@@ -45,12 +45,14 @@ class Receiver(NamedTuple):
     site: str | None = None
     """Where the user's code built the operator (``file:line``), or ``None`` when unknown."""
 
-    def key_failed(self, error: Exception, time: Any, key: Callable[[Any], Any], batch: Any) -> OperatorFailed:
+    def key_failed(
+        self, error: Exception, time: Any, key: Callable[[Any], Any], batch: Any, record: str = "one of the records"
+    ) -> OperatorFailed:
         """Describe ``error``, raised by ``key`` on some record of ``batch`` at ``time``, as :class:`OperatorFailed`.
 
-        Runs only after a failure: it finds the record by calling ``key`` again.
+        Runs only after a failure: it finds the record of a list batch by calling
+        ``key`` again; ``record`` says what failed otherwise.
         """
-        record = "one of the records"
         for candidate in batch if batch.__class__ is list else ():
             try:
                 stable_hash(key(candidate))  # the key fails, or its value cannot be routed
@@ -93,13 +95,17 @@ class BatchKeys:
     With ``objects=False``, NumPy batches with ``object`` fields are refused.
     """
 
-    __slots__ = ("key", "objects", "where")
+    __slots__ = ("key", "objects", "where", "receiver")
 
-    def __init__(self, key: BatchKey, where: str, objects: bool = True) -> None:
-        """Route by ``key`` (a column name or a vectorised key function) for the operator ``where``."""
+    def __init__(self, key: BatchKey, where: str, objects: bool = True, receiver: Receiver | None = None) -> None:
+        """Route by ``key`` (a column name or a vectorised key function) for the operator ``where``.
+
+        A key function that raises is blamed on ``receiver``, the operator the exchange delivers to.
+        """
         self.key = key
         self.where = where
         self.objects = objects
+        self.receiver = receiver
 
     def check_kind(self, batch: Any, time: Any) -> str:
         """The batch's kind, or :class:`~scopes.batches.BatchError` if the exchange cannot route it."""
@@ -201,8 +207,16 @@ class BatchKeys:
             check_key_type(column.type, key, self.where, time)
             return column
         keys_at = getattr(key, "keys_at", None)  # a key that checks the batch's columns names the time itself
-        keys = key(batch) if keys_at is None else keys_at(batch, time)
         rows = len(batch)
+        try:
+            keys = key(batch) if keys_at is None else keys_at(batch, time)
+        except TimelyError:
+            raise  # a key that checks the batch's columns explains itself
+        except Exception as error:
+            if self.receiver is None:
+                raise
+            what = f"the {kind} batch of {rows} rows"
+            raise self.receiver.key_failed(error, time, key, batch, what) from error
         try:
             count = len(keys)
         except TypeError:
@@ -298,7 +312,8 @@ class KeyCheckPusher:
             columnar = self._columnar
             if columnar is None:
                 where = "the Exchange channel (a record-wise key on a columnar batch)"
-                columnar = self._columnar = CheckBatchPusher(BatchKeys(row_keys(self._key), where), self._queue)
+                keys = BatchKeys(row_keys(self._key), where, receiver=self._receiver)
+                columnar = self._columnar = CheckBatchPusher(keys, self._queue)
             columnar.push(time, batch)
             return
         self._queue.push(time, batch)

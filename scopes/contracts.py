@@ -128,6 +128,7 @@ class ExchangeBatch(ChannelContract):
             self.key,
             self.where or f"the ExchangeBatch channel into the operator at address {receiver.address}",
             self.objects,
+            receiver,
         )
         if allocator.peers == 1:
             queue = LocalQueue(activate)

@@ -81,7 +81,8 @@ class ExchangePusher:
         if batch.__class__ is not list and is_columnar(batch):
             columnar = self._columnar
             if columnar is None:
-                keys = BatchKeys(row_keys(self._key), "the Exchange channel (a record-wise key on a columnar batch)")
+                where = "the Exchange channel (a record-wise key on a columnar batch)"
+                keys = BatchKeys(row_keys(self._key), where, receiver=self._receiver)
                 columnar = self._columnar = ExchangeBatchPusher(keys, self._pushers)
             columnar.push(time, batch)
             return

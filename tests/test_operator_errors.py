@@ -447,3 +447,33 @@ def test_a_failing_exchange_key_names_the_line_that_built_the_exchange(workers):
     assert operator_failed.site == built.removeprefix("built at ")
     assert built in str(operator_failed) and built in str(failed), str(failed)
     assert "'ByWord'" in str(failed) and "time 3" in str(failed)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("family", ["exchange_batch", "exchange on an array"])
+def test_a_failing_batch_key_function_is_an_operator_failure(workers, family):
+    """Found by the new-user audit: a key function failing on a columnar batch surfaced as the bare exception
+    ('worker 0 of 1 failed: IndexError: ...'), naming no operator, time or line."""
+    import numpy as np
+
+    def main(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            if family == "exchange_batch":
+                stream.exchange_batch(lambda batch: batch["word"], name="Rows").probe()  # the batch exchange
+            else:
+                stream.exchange(lambda record: record["word"], name="Rows").probe()  # the batch exchange
+            return handle
+
+        handle = worker.dataflow(build)
+        handle.advance_to(5)
+        handle.send_batch(np.arange(4))
+
+    failed, operator_failed, root = run_to_failure(main, workers)
+    assert isinstance(root, IndexError)
+    assert operator_failed is not None and operator_failed.operator == "Rows"
+    assert operator_failed.time == 5 and operator_failed.worker == 0
+    line = line_of("# the batch exchange") + (0 if family == "exchange_batch" else 2)
+    assert f"built at test_operator_errors.py:{line}" in str(failed), str(failed)
+    assert "'Rows'" in str(failed) and "time 5" in str(failed)
+    assert "the ndarray batch of 4 rows" in str(operator_failed)
