@@ -15,7 +15,8 @@ grouped by time, together with the final frontier of each output::
 
 Each worker sends its share of each epoch's records (worker ``i`` takes
 records ``i, i + peers, ...``), so exchanges and per-worker state are
-exercised the way a real run exercises them.  Outputs are compared as
+exercised the way a real run exercises them.  An epoch given as a NumPy array
+or an Arrow batch is sent as a batch of that kind (the rows of the share).  Outputs are compared as
 multisets per time: the order in which workers emit records is not part of the
 answer; numbers compare by value and kind (``1``, ``1.0`` and ``True`` differ,
 NaN equals NaN).  Columnar batches (NumPy arrays, Arrow batches) are turned into
@@ -45,7 +46,7 @@ from typing import Any
 from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
-from scopes.batches import copy_batch, is_arrow, is_columnar
+from scopes.batches import copy_batch, is_arrow, is_batch, is_columnar, take
 from scopes.builder import ScopeBuilder
 from scopes.progress.order import Time
 from scopes.progress.timestamp import INTEGER, TimestampType
@@ -361,7 +362,7 @@ def _epochs(name: str, epochs: Any) -> list[list[Any]]:
     result: list[list[Any]] = []
     previous: Any = None
     for time, records in pairs:
-        if isinstance(records, str | bytes) or not isinstance(records, Iterable):
+        if isinstance(records, str | bytes) or not (isinstance(records, Iterable) or is_arrow(records)):
             raise ConfigurationError(
                 f"input {name!r} at time {time!r}: the records of an epoch must be a list, got {type(records).__name__}"
             )
@@ -370,8 +371,18 @@ def _epochs(name: str, epochs: Any) -> list[list[Any]]:
                 f"input {name!r}: epochs must be given in increasing time order, but {time!r} follows {previous!r}"
             )
         previous = time
-        result.append([time, list(records)])
+        # a NumPy array or an Arrow batch stays one: the dataflow's columnar operators receive it as such
+        result.append([time, records if is_columnar(records) and is_batch(records) else list(records)])
     return result
+
+
+def _share(records: Any, index: int, peers: int) -> Any:
+    """Worker ``index``'s share of an epoch's records: rows ``index, index + peers, ...``, as a batch of their kind."""
+    if records.__class__ is list:
+        return records[index::peers]
+    import numpy as np
+
+    return take(records, np.arange(index, len(records), peers))
 
 
 # ---------------------------------------------------------------------- one worker's run
@@ -470,7 +481,7 @@ def _run_worker(
             handle.advance_to(time)
             for at, records in pairs:
                 if at == time:
-                    handle.send_batch(records[index::peers])
+                    handle.send_batch(_share(records, index, peers))
         if options["per_epoch"] and position + 1 < len(times):  # the last epoch completes as the run ends
             for handle in handles.values():
                 handle.advance_to(times[position + 1])

@@ -235,3 +235,36 @@ def test_sub_array_fields_come_back_as_tuples() -> None:
     run = run_dataflow(sub_arrays, [[1, 2]], workers=2)
     assert run.output() == {0: [(1, (1, 1, 1)), (2, (2, 2, 2))]}
     assert_outputs(run, {0: [(2, (2, 2, 2)), (1, [1, 1, 1])]})
+
+
+def doubled_batches(scope, numbers):
+    """What a columnar program does with a NumPy batch: list batches would be repeated (``[1, 2] * 2``)."""
+    return numbers.map_batch(lambda batch: batch * 2)
+
+
+def batch_kinds(scope, numbers):
+    return numbers.map_batch(lambda batch: [type(batch).__name__] if len(batch) else [])
+
+
+def test_epochs_given_as_numpy_arrays_reach_the_dataflow_as_arrays():
+    """Found by the new-user audit: run_dataflow turned an epoch given as a NumPy array into a list, so a
+    map_batch that doubles an array repeated the list instead ([0, 0, 1, 1, 2, 2] for [0, 2, 4]), an answer
+    that no real run gives, and assert_agree agreed with it."""
+    epochs = [np.arange(3), np.arange(3, 8)]
+    for workers in (1, 2, 3):
+        assert_outputs(run_dataflow(doubled_batches, epochs, workers=workers), {0: [0, 2, 4], 1: [6, 8, 10, 12, 14]})
+    assert_agree(doubled_batches, epochs)
+    kinds = run_dataflow(batch_kinds, epochs, workers=2).output()
+    assert kinds == {0: ["ndarray", "ndarray"], 1: ["ndarray", "ndarray"]}
+
+
+def test_epochs_given_as_arrow_batches_reach_the_dataflow_as_arrow_batches():
+    pa = pytest.importorskip("pyarrow")
+    epochs = [pa.record_batch({"k": [1, 2, 1], "v": [1, 2, 3]}), pa.table({"k": [2], "v": [7]})]
+    assert run_dataflow(batch_kinds, epochs, workers=2).output() == {0: ["RecordBatch", "RecordBatch"], 1: ["Table"]}
+    runs = assert_agree(totals_by_key, epochs)
+    assert_outputs(runs[0], {0: [{"k": 1, "v_sum": 4}, {"k": 2, "v_sum": 2}], 1: [{"k": 2, "v_sum": 7}]})
+
+
+def totals_by_key(scope, rows):
+    return rows.aggregate_batch("k", [("v", "sum")])
