@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed for the graph")
     parser.add_argument("--root", type=int, default=0, help="where the search starts")
     args = parser.parse_args(argv)
+    if args.nodes < 1:
+        parser.error(f"--nodes must be at least 1, got {args.nodes}")
 
     edges = random_graph(args.nodes, args.edges, args.seed)
     result = combine(execute_from_args(partial(worker_main, edges=edges, root=args.root), argv))

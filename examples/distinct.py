@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed for the records")
     parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
+    if args.values < 1:
+        parser.error(f"--values must be at least 1, got {args.values}")
 
     data = random_records(args.epochs, args.records, args.values, args.seed)
     result = combine(execute_from_args(partial(worker_main, data=data, lockstep=not args.no_lockstep), argv))

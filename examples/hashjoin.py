@@ -154,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed for the inputs")
     parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
+    if args.keys < 1:
+        parser.error(f"--keys must be at least 1, got {args.keys}")
 
     left, right = random_inputs(args.epochs, args.records, args.keys, args.seed)
     job = partial(worker_main, left=left, right=right, lockstep=not args.no_lockstep)

@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=12, help="how many numbers to send")
     parser.add_argument("--per-epoch", type=int, default=4, help="numbers per epoch")
     args = parser.parse_args(argv)
+    if args.per_epoch < 1:
+        parser.error(f"--per-epoch must be at least 1, got {args.per_epoch}")
     peers = args.workers * args.processes
 
     job = partial(worker_main, count=args.count, per_epoch=args.per_epoch)

@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-epoch", type=int, default=100, help="numbers per epoch")
     parser.add_argument("--no-lockstep", action="store_true", help="send every epoch without waiting")
     args = parser.parse_args(argv)
+    if args.per_epoch < 1:
+        parser.error(f"--per-epoch must be at least 1, got {args.per_epoch}")
 
     numbers = list(range(1, args.limit + 1))
     job = partial(worker_main, numbers=numbers, per_epoch=args.per_epoch, lockstep=not args.no_lockstep)

@@ -224,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--damping", type=float, default=0.85, help="damping factor")
     parser.add_argument("--seed", type=int, default=1, help="random seed for the graph")
     args = parser.parse_args(argv)
+    if args.nodes < 1:
+        parser.error(f"--nodes must be at least 1, got {args.nodes}")
+    if not 0 <= args.damping <= 1:
+        parser.error(f"--damping must be between 0 and 1, got {args.damping}")
 
     edges = random_graph(args.nodes, args.edges, args.seed)
     job = partial(worker_main, nodes=args.nodes, edges=edges, iterations=args.iterations, damping=args.damping)

@@ -232,3 +232,26 @@ def test_script_runs(name: str) -> None:
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "matches reference: True" in completed.stdout
+
+
+@pytest.mark.parametrize(
+    ("example", "argv", "message"),
+    [
+        ("hello", ["--per-epoch", "0"], "--per-epoch must be at least 1, got 0"),
+        ("loopdemo", ["--per-epoch", "0"], "--per-epoch must be at least 1, got 0"),
+        ("bfs", ["--nodes", "0"], "--nodes must be at least 1, got 0"),
+        ("pagerank", ["--nodes", "-1"], "--nodes must be at least 1, got -1"),
+        ("pagerank", ["--damping", "2"], "--damping must be between 0 and 1, got 2.0"),
+        ("hashjoin", ["--keys", "0"], "--keys must be at least 1, got 0"),
+        ("distinct", ["--values", "0"], "--values must be at least 1, got 0"),
+    ],
+)
+def test_an_example_refuses_an_argument_out_of_range_as_a_usage_error(example, argv, message, capsys) -> None:
+    """Found by the new-user audit: these failed with a bare traceback from inside the run ('empty range for
+    randrange()', 'range() arg 3 must not be zero', a ZeroDivisionError in a worker)."""
+    modules = {"hello": hello, "loopdemo": loopdemo, "bfs": bfs, "pagerank": pagerank}
+    module = {**modules, "hashjoin": hashjoin, "distinct": distinct}[example]
+    with pytest.raises(SystemExit) as exited:
+        module.main(argv)
+    assert exited.value.code == 2
+    assert f"error: {message}" in capsys.readouterr().err
