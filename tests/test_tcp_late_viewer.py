@@ -144,3 +144,40 @@ def test_a_viewer_started_after_the_program_sees_the_dataflow_being_created() ->
         model.apply(event)
     assert model.view().completed == {0}
     assert model.dropped == 0
+
+
+def test_events_no_viewer_ever_received_are_reported_at_close(caplog: Any) -> None:
+    """Found by the new-user audit: --log tcp://HOST:PORT with no viewer there (a wrong port, or the viewer not
+    started yet) lost the whole recording without a word."""
+    server, port = unlistened_server()
+    sink = TcpSink("127.0.0.1", port, retry=0.02, process=1)
+    pipeline = EventShipper([sink], interval=3600)
+    log = pipeline.logger(0)
+    for i in range(30):
+        log.mark(str(i))
+    with caplog.at_level("WARNING", logger="runtime.instrument"):
+        pipeline.close()
+    server.close()
+    (record,) = [r for r in caplog.records if r.name == "runtime.instrument"]
+    message = record.getMessage()
+    assert f"--log tcp://127.0.0.1:{port}: no viewer connected" in message
+    assert "the 30 event(s) of process 1 were not delivered" in message
+    assert f"python -m viz tui --listen 127.0.0.1:{port}" in message
+
+
+def test_a_viewer_that_received_the_events_brings_no_warning(caplog: Any) -> None:
+    server, port = unlistened_server()
+    server.listen(1)
+    sink = TcpSink("127.0.0.1", port, retry=0.02)
+    pipeline = EventShipper([sink], interval=3600)
+    pipeline.logger(0).mark("one")
+    pipeline.flush()
+    connection, _ = server.accept()
+    received = threading.Thread(target=receive_all, args=(connection,))
+    received.start()
+    with caplog.at_level("WARNING", logger="runtime.instrument"):
+        pipeline.close()
+    received.join(timeout=10)
+    server.close()
+    assert sink.dropped == 0
+    assert not [r for r in caplog.records if r.name == "runtime.instrument"]

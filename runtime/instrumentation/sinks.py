@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -14,6 +15,8 @@ from typing import Any
 
 from runtime.instrumentation.encoding import END_FRAME, encode_events, encode_header
 from runtime.instrumentation.events import K_DROPPED
+
+log = logging.getLogger("runtime.instrument")
 
 
 class Sink(ABC):
@@ -104,6 +107,7 @@ class TcpSink(Sink):
         self.dropped = 0
         self._reported = 0
         self.connected = False
+        self._ever_connected = False
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._send_loop, name="timely-log-tcp", daemon=True)
         self._thread.start()
@@ -160,7 +164,7 @@ class TcpSink(Sink):
                     sock.close()
                     sock = None
                     continue
-                self.connected = True
+                self.connected = self._ever_connected = True
             item = self._next_chunk()
             if item is None:
                 break
@@ -188,8 +192,23 @@ class TcpSink(Sink):
             self._buffered = 0
 
     def close(self) -> None:
-        """Send what is buffered if a viewer is connected (bounded wait), then disconnect."""
+        """Send what is buffered if a viewer is connected (bounded wait), then disconnect.
+
+        If no viewer ever connected, the events that were lost are reported through :mod:`logging`
+        as a warning, so that a recording streamed to a wrong address is not lost unnoticed.
+        """
         self._closing.set()
         with self._lock:
             self._lock.notify()
         self._thread.join(timeout=5.0)
+        if self.dropped and not self._ever_connected:  # a viewer that came is told of drops itself
+            log.warning(
+                "--log tcp://%s:%d: no viewer connected, so the %d event(s) of process %d were not delivered: "
+                "start the viewer first (python -m viz tui --listen %s:%d), or record to a file with --log FILE",
+                self.host,
+                self.port,
+                self.dropped,
+                self._process,
+                self.host,
+                self.port,
+            )
