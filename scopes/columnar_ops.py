@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -162,6 +162,22 @@ def key_columns(keys: str | Sequence[str], where: str, role: str = "key") -> tup
 def plan_aggregation(keys: str | Sequence[str], aggregations: Sequence[Sequence[str]], where: str) -> AggregationPlan:
     """Check the arguments of :func:`aggregate_batch` and return its plan, or raise :class:`BuildError`."""
     key_names = key_columns(keys, where)
+    if isinstance(aggregations, Mapping):  # pandas' agg({column: function}) style
+        pairs = [(column, function) for column, function in aggregations.items()]
+        raise BuildError(
+            f"{where}: aggregations must be a list of (column, function) or (column, function, name), not a "
+            f"dict (a column may be aggregated more than once); write {pairs!r}"
+        )
+    if (
+        isinstance(aggregations, Sequence)
+        and len(aggregations) in (2, 3)
+        and all(isinstance(part, str) for part in aggregations)
+        and not isinstance(aggregations, str)
+    ):
+        raise BuildError(
+            f"{where}: aggregations must be a list of (column, function) or (column, function, name); for one "
+            f"aggregation, put it in a list: [{tuple(aggregations)!r}]"
+        )
     if isinstance(aggregations, str) or not aggregations:
         raise BuildError(
             f"{where}: aggregations must be a non-empty list of (column, function) or (column, function, name), "

@@ -265,6 +265,11 @@ def build_error(build: Any, workers: int) -> BuildError:
         (lambda s, o: s.aggregate_batch("k", [], name="Agg"), ["non-empty"]),
         (lambda s, o: s.aggregate_batch("k", [("v", "sum", "k")], name="Agg"), ["'k'", "twice"]),
         (lambda s, o: s.aggregate_batch("k", ["v"], name="Agg"), ["(column, function)"]),
+        # found by the new-user audit: pandas' agg({column: function}) and one pair without its list were told
+        # "an aggregation must be (column, function) ..., got 'v'", naming a column as if it were the aggregation
+        (lambda s, o: s.aggregate_batch("k", {"v": "sum"}, name="Agg"), ["not a dict", "write [('v', 'sum')]"]),
+        (lambda s, o: s.aggregate_batch("k", ("v", "sum"), name="Agg"), ["put it in a list: [('v', 'sum')]"]),
+        (lambda s, o: s.aggregate_batch("k", ["v", "max", "top"], name="Agg"), ["[('v', 'max', 'top')]"]),
         (lambda s, o: s.join_batch(o, "k", join_type="left outer", name="Join"), ["'left outer'", "inner"]),
         (lambda s, o: s.join_batch(o, ["k", "j"], right_keys="k", name="Join"), ["2 left key", "1 right"]),
         (lambda s, o: s.join_batch(o, "k", suffixes=("_a", "_a"), name="Join"), ["suffixes"]),
