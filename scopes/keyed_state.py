@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from scopes.channels import Exchange, Pipeline
 from scopes.core import StreamCore
-from scopes.errors import CapabilityError, UserFunctionError
+from scopes.errors import BuildError, CapabilityError, UserFunctionError
 from scopes.generic_operators import unary
 from scopes.key_equality import PLAIN_KEY_TYPES, canonical_key
 from scopes.key_owners import record_key_check
@@ -67,12 +67,25 @@ def keyed(stream: S, name: str) -> S:
     return pipe(stream, name, identity, Exchange(key_pair))
 
 
+def check_initial(initial: Any, role: str, where: str) -> None:
+    """Refuse a value given where a function making it is expected (``fold(0, ...)``); else check the function."""
+    if not callable(initial):
+        shown = repr(initial) if len(repr(initial)) <= 40 else f"{type(initial).__name__} value"
+        value = repr(initial) if len(repr(initial)) <= 40 else "VALUE"
+        raise BuildError(
+            f"{where}: {role} makes each new key's first value, so it is a function taking no arguments, called "
+            f"once per key (each key gets its own list or dict); got the {shown}: pass lambda: {value} (or a type "
+            "such as int, list or dict) instead"
+        )
+    check_function(initial, (), role, where)
+
+
 def stateful_map(
     stream: S, initial: Callable[[], Any], function: Callable[[Any, Any], tuple[Any, Any]], name: str
 ) -> S:
     """``state, out = function(state, value)`` per record; ``(key, out)`` at the record's time."""
     where = describe_operator(name, stream.scope.path)
-    check_function(initial, (), "the initial-state function", where)
+    check_initial(initial, "the initial-state function", where)
     check_function(function, ("state", "value"), "the stateful_map function", where)
     states: dict[Any, Any] = {}
     plain = PLAIN_KEY_TYPES
@@ -106,7 +119,7 @@ def stateful_map(
 def fold(stream: S, initial: Callable[[], Any], function: Callable[[Any, Any], Any], name: str) -> S:
     """A running ``acc = function(acc, value)`` per key from ``initial()``; ``(key, acc)`` per complete time."""
     where = describe_operator(name, stream.scope.path)
-    check_function(initial, (), "the initial-value function", where)
+    check_initial(initial, "the initial-value function", where)
     check_function(function, ("accumulator", "value"), "the fold function", where)
     return running(stream, name, function, initial)
 
@@ -158,7 +171,7 @@ def process(
     if on_timer is not None:
         check_function(on_timer, ("context",), "the on_timer function", where)
     if initial is not None:
-        check_function(initial, (), "the initial-state function", where)
+        check_initial(initial, "the initial-state function", where)
     refuse_state_in_loops_under_checkpoints(stream.scope, where)
     operator = KeyedProcess(where, on_record, on_timer, initial)
     operator.order = stream.scope.timestamp_type.sort_key()

@@ -237,3 +237,25 @@ def test_a_timer_at_a_numpy_integer_is_taken_and_one_at_a_float_refused_at_every
             refused = f"'Timers'.*the times of this scope are integers, not {kind.__name__}"
             with pytest.raises(WorkerFailed, match=refused):
                 run_dataflow(_timer_of_type(kind), inputs, workers=workers)
+
+
+@pytest.mark.parametrize(
+    ("build", "operator", "advice"),
+    [
+        (lambda scope, words: words.key_by(len).fold(0, lambda total, word: total + 1), "Fold", "lambda: 0"),
+        (lambda scope, words: words.key_by(len).stateful_map([], lambda s, w: (s, w)), "StatefulMap", "lambda: []"),
+        (lambda scope, words: words.key_by(len).process(lambda c, w: None, initial=5), "Process", "lambda: 5"),
+    ],
+)
+def test_an_initial_value_given_for_its_function_is_refused_with_the_lambda_to_write(build, operator, advice):
+    """Found by the new-user audit: fold(0, ...), as accumulate(0, ...) is written, was told 'the initial-value
+    function must be a function taking 0 arguments (); got 0'."""
+    from scopes import BuildError
+
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as failed:
+            run_dataflow(build, [["a", "bb"]], workers=workers)
+        cause = failed.value.__cause__
+        assert isinstance(cause, BuildError), failed.value
+        assert f"operator '{operator}'" in str(cause) and f"pass {advice} (or a type" in str(cause), str(cause)
+        assert "called once per key" in str(cause)
