@@ -168,7 +168,20 @@ class WindowBuilder(Generic[S]):
         self.lateness = lateness
 
     def fold(self, initial: Any, function: Callable[[Any, Any], Any], name: str = "WindowFold") -> Windowed[S]:
-        """``acc = function(acc, value)`` over each window's values, from a deep copy of ``initial``."""
+        """``acc = function(acc, value)`` over each window's values, from a deep copy of ``initial``.
+
+        ``initial`` is the value itself, not a function making it (as
+        :meth:`~scopes.keyed.KeyedStream.fold` takes): a function or a type is refused.
+        """
+        if callable(initial):
+            made = {int: 0, float: 0.0, str: "", list: [], dict: {}, set: set(), tuple: ()}
+            label = getattr(initial, "__qualname__", None) or repr(initial)
+            instead = repr(made[initial]) if initial in made else "the value it makes"
+            raise BuildError(
+                f"{self._where(name)}: a window's fold starts each window from a deep copy of its initial value, "
+                f"so it takes the value itself, not a function or type that makes it (as a keyed fold does); got "
+                f"{label}: pass {instead} instead"
+            )
         check_function(function, ("accumulator", "value"), "the window fold function", self._where(name))
         return self._build(name, lambda: copy.deepcopy(initial), function)
 

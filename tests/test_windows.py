@@ -287,3 +287,22 @@ def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None
         eventually(lambda: late() == 2, what="the two late records on the endpoint")
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    ("initial", "advice"), [(int, "pass 0 instead"), (list, "pass [] instead"), (lambda: 0, "pass the value it makes")]
+)
+def test_a_window_fold_given_a_function_for_its_initial_value_is_refused(initial, advice):
+    """Found by the new-user audit: a keyed fold takes a function making the first value (fold(int, f)) and a
+    window's fold the value itself; fold(list, lambda acc, r: acc) on a window gave <class 'list'> as each window's
+    value, and fold(int, f) failed at run time comparing an int with a type."""
+
+    def build(scope, numbers):
+        return numbers.key_by(lambda n: n % 2).window(Tumbling(2)).fold(initial, lambda acc, n: acc, name="Sum").down
+
+    for workers in (1, 2):
+        with pytest.raises(WorkerFailed) as failed:
+            run_dataflow(build, [[1, 2, 3]], workers=workers)
+        cause = failed.value.__cause__
+        assert isinstance(cause, BuildError), failed.value
+        assert "operator 'Sum'" in str(cause) and "takes the value itself" in str(cause) and advice in str(cause)
