@@ -311,3 +311,26 @@ def test_cli_a_time_of_another_kind_than_the_locations_gives_one_clear_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
     assert main(["dot", str(log), "-o", str(tmp_path / "o.dot"), "--stuck", "0,2,2:in:0", "--time", "(1, 2)"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--at", "nan"], "--at nan: expected seconds from the start of the recording, 0 or more"),
+        (["--at", "-3"], "--at -3.0: expected seconds"),
+        (["--at", "inf"], "--at inf: expected seconds"),
+        (["--depth", "-1"], "--depth -1: expected how many scopes deep to show, 0 or more"),
+    ],
+)
+def test_cli_an_instant_or_depth_out_of_range_gives_one_clear_line(
+    tmp_path: Path, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the new-user audit: --at nan drew the end of the run, --at -3 its start and --depth -1 the same as
+    --depth 0, each without a word."""
+    from viz.__main__ import main
+
+    log = tmp_path / "run.msgpack"
+    write_recording(log, running())
+    assert main(["dot", str(log), "-o", str(tmp_path / "o.dot"), *args]) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.dot").exists()

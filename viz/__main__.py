@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import sys
 import warnings
 from typing import Any
@@ -71,6 +72,10 @@ def _parse_time(text: str) -> Any:
 
 
 def _dot(args: argparse.Namespace) -> int:
+    if args.at is not None and not 0 <= args.at < math.inf:  # NaN fails this too
+        raise SelectionError(f"--at {args.at}: expected seconds from the start of the recording, 0 or more")
+    if args.depth is not None and args.depth < 0:
+        raise SelectionError(f"--depth {args.depth}: expected how many scopes deep to show, 0 or more")
     events: list[Event] = []
     for path in args.logs:
         with warnings.catch_warnings():
