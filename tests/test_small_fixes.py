@@ -141,15 +141,15 @@ def test_a_message_past_the_frame_prefixs_32_bits_is_refused_as_too_large_not_a_
 def test_a_batch_of_records_over_what_a_receiver_decodes_is_refused_by_its_sender(monkeypatch):
     """With the frame limit raised to 3 GiB, a 1.5 GiB array may travel, but a 1.5 GiB batch of records (msgpack,
     which the receiver decodes up to 1 GiB) is refused where it is sent, not reported by its receiver as damage."""
-    from runtime.communication import process_fabric
-    from runtime.communication.process_fabric import ProcessCommunicator
+    from runtime.communication import process_communicator
+    from runtime.communication.process_communicator import ProcessCommunicator
     from runtime.communication.wire import BATCH_COLUMNS, BATCH_FAST, BATCH_GENERAL, BATCH_NDARRAY, FrameTooLarge
 
     class Large:
         def __len__(self) -> int:
             return 3 << 29
 
-    monkeypatch.setattr(process_fabric, "MAX_FRAME", 3 << 30)
+    monkeypatch.setattr(process_communicator, "MAX_FRAME", 3 << 30)
     ProcessCommunicator._check_frame(object(), 1, 1, 3, (0, 2), 0, BATCH_NDARRAY, Large())  # an array: it fits
     for path in (BATCH_FAST, BATCH_COLUMNS, BATCH_GENERAL):
         with pytest.raises(FrameTooLarge, match=r"a batch of records of 1610612736 bytes at time 0 .* exceeds the"):

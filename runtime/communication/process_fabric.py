@@ -54,51 +54,41 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, cast, get_args
+from typing import Any, cast
 
-from runtime.codec import MAX_SIZE, describe, shown
-from runtime.communication import WAITING_GAP, Address, Stop, StopKind
+from runtime.communication import WAITING_GAP, Stop, StopKind
 from runtime.communication.byte_sizes import byte_setting
-from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
+from runtime.communication.fabric import WorkerSignal
+from runtime.communication.frames import BEAT as BEAT
+from runtime.communication.frames import BYE as BYE
+from runtime.communication.frames import CREDIT as CREDIT
+from runtime.communication.frames import DATA as DATA
+from runtime.communication.frames import STOP as STOP
+from runtime.communication.frames import (
+    beat_problem,
+    credit_problem,
+    data_problem,
+    malformed,
+    stop_problem,
+)
+from runtime.communication.frames import decode_results as decode_results
 from runtime.communication.process_channels import (
-    CreditingPuller,
-    Outgoing,
     RemoteMessage,
-    RemotePusher,
     empty_crediting,
 )
+from runtime.communication.process_communicator import ProcessCommunicator as ProcessCommunicator
 from runtime.communication.shared_decode import SharedPayload
-from runtime.communication.shm_transport import OFFER, RingWatch, ShmTransport, may_spin, usable_cores
+from runtime.communication.shm_transport import OFFER, ShmTransport, may_spin, usable_cores
 from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
-    BATCH_COLUMNS,
-    BATCH_FAST,
-    BATCH_GENERAL,
-    MAX_FRAME,
-    MAX_FRAME_SETTING,
-    EncodingError,
-    FrameTooLarge,
-    WireError,
-    decode_value,
-    encode_batch,
-    encode_value,
     frame,
-    frame_head,
-    frame_size,
-    payload_pieces,
-    prefixed_head,
 )
-from scopes.batches import Batch
-from scopes.channels import Message, Pusher
+from scopes.channels import Message
 
 HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
 """Seconds without any frame after which a process is reported as lost."""
-HEAD_CACHE = 256
-"""Encoded headers of untimed (progress) frames one worker keeps: the same few go out every step."""
-FLUSH_BYTES = 1 << 18
-"""Buffered bytes for one destination process that trigger an early send."""
 
 DEFAULT_SEND_WINDOW = 8 << 20
 """Bytes of encoded data one process may have sent to another that its workers have not pulled yet."""
@@ -111,14 +101,6 @@ PIGGYBACK_SHARE = 64
 over the window while at most that much is in flight.  Below it, a worker that answers every frame (progress, each
 step) would add a credit frame to each: one more frame to encode, split and apply per step, for a few bytes."""
 
-DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
-_STOP_KINDS = frozenset(get_args(StopKind))
-
-RECORDS_MAX = MAX_SIZE
-"""The most bytes a batch of records (msgpack) may take between processes: what the receiver's decoder accepts."""
-_RECORD_PATHS = frozenset({BATCH_FAST, BATCH_COLUMNS, BATCH_GENERAL})
-_CHECK_FRAME_FROM = min(MAX_FRAME - 65536, RECORDS_MAX)
-"""A payload longer than this is measured against the limits (:meth:`ProcessCommunicator._check_frame`)."""
 
 TELL_GRACE = 1.0
 """Seconds a stopped process waits for its last ``stop`` frames to leave before it closes its connections
@@ -293,107 +275,75 @@ class ProcessFabric:
         """Handle one frame from ``process`` (on its reader thread).
 
         The header is checked before anything is done with it (:class:`WireError` naming the process if it is
-        malformed): its kind, its length, and the type and range of each field that is acted on here.
+        malformed, :mod:`runtime.communication.frames`): its kind, its length, and the type and range of each
+        field that is acted on here.
         """
         kind = header[0]
+        why: str | None = None
         if kind.__class__ is not int:
-            raise self._malformed(process, header, "its kind is not an integer")
-        if kind == DATA:
-            if len(header) != 6:
-                raise self._malformed(process, header, "a data frame has 6 fields")
-            _, channel, address, receivers, time_, path = header
-            base = self.base
-            if (
-                channel.__class__ is not int
-                or address.__class__ is not tuple
-                or not all(step.__class__ is int for step in address)
-                or path.__class__ is not int
-                or receivers.__class__ is not list
-                or not receivers
-            ):
-                raise self._malformed(process, header, "a data frame needs a channel, an address, receivers and a path")
-            # every receiver before any is given the frame (a negative index would reach the last worker's mailbox)
-            if not all(receiver.__class__ is int and 0 <= receiver - base < self.workers for receiver in receivers):
-                raise self._malformed(
-                    process,
-                    header,
-                    f"a data frame for a worker that is not one of this process's workers ({base} to "
-                    f"{base + self.workers - 1})",
-                )
-            self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
-            last = len(receivers) - 1
-            size = len(payload)
-            if last:  # decoded once, by the first receiver that pulls it
-                payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
-            for i, receiver in enumerate(receivers):
-                local = receiver - base
-                owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
-                box = self.remote_mailbox(channel, local)
-                with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
-                    finished = self.finished[local] or (channel, local) in self._closed
-                    if not finished:
-                        box.append((time_, path, payload, process, owed))
-                if finished:
-                    if owed:  # the reader never sends (it must never block): the heartbeat returns it
-                        with self._credit_lock:
-                            self._late_credit[process] += owed
-                    continue
-                self.signals[local].activate(address)
+            why = "its kind is not an integer"
+        elif kind == DATA:
+            why = data_problem(header, self.base, self.workers)
+            if why is None:
+                self._deliver(process, header, payload)
         elif kind == CREDIT:
-            if len(header) != 2 or header[1].__class__ is not int or header[1] < 0:
-                raise self._malformed(process, header, "a credit frame carries a count of bytes")
-            self.credit(process, header[1])
+            why = credit_problem(header)
+            if why is None:
+                self.credit(process, header[1])
         elif kind == BEAT:
-            if len(header) != 5:
-                raise self._malformed(process, header, "a heartbeat has 5 fields")
-            _, waiting_for, sent, arrived, stuck = header
-            if (
-                waiting_for.__class__ is not float
-                or waiting_for != waiting_for  # NaN
-                or sent.__class__ is not int
-                or arrived.__class__ is not int
-                or sent < 0
-                or arrived < 0
-                or stuck.__class__ is not bool
-            ):
-                raise self._malformed(process, header, "a heartbeat carries seconds, two counts and a flag")
-            now = time.monotonic()
-            self.beats[process] = (now, waiting_for, sent, arrived)
-            self.stuck_beats[process] = (now, stuck)
+            why = beat_problem(header)
+            if why is None:
+                now = time.monotonic()
+                self.beats[process] = (now, header[1], header[2], header[3])
+                self.stuck_beats[process] = (now, header[4])
         elif kind == STOP:
-            if len(header) != 4:
-                raise self._malformed(process, header, "a stop frame has 4 fields")
-            _, stop_kind, worker, detail = header
-            if (
-                stop_kind.__class__ is not str
-                or stop_kind not in _STOP_KINDS
-                or detail.__class__ is not str
-                or not (worker is None or (worker.__class__ is int and 0 <= worker < self.peers))
-            ):
-                raise self._malformed(
-                    process, header, f"a stop frame carries a reason, a worker (of {self.peers}) or None, and text"
-                )
-            self._stop_locally(Stop(cast(StopKind, stop_kind), worker, detail))
+            why = stop_problem(header, self.peers)
+            if why is None:
+                self._stop_locally(Stop(cast(StopKind, header[1]), header[2], header[3]))
         elif kind == OFFER:
             if self.shm is not None:
                 self.shm.offer(process, header)
         elif kind == BYE:
-            if len(header) != 1:
-                raise self._malformed(process, header, "a goodbye frame has 1 field")
-            self.mesh.said_goodbye(process)
-            with self._changed:
-                self.byes[process] = payload
-                self._changed.notify_all()
-            if self.links is not None:  # wait_for_goodbyes may be waiting on the rings' doorbells
-                self.links.interrupt()
+            why = None if len(header) == 1 else "a goodbye frame has 1 field"
+            if why is None:
+                self._said_goodbye(process, payload)
         else:
-            raise self._malformed(process, header, "its kind is unknown")
+            why = "its kind is unknown"
+        if why is not None:
+            raise malformed(process, self.mesh.endpoints[process], header, why)
 
-    def _malformed(self, process: int, header: list[Any], why: str) -> WireError:
-        """The error for a frame from ``process`` whose ``header`` is not one this protocol sends."""
-        return WireError(
-            f"process {process} ({self.mesh.endpoints[process]}) sent a malformed frame (header {shown(header)}): {why}"
-        )
+    def _deliver(self, process: int, header: list[Any], payload: bytes | memoryview) -> None:
+        """Give a checked ``data`` frame from ``process`` to each of its receivers here."""
+        _, channel, address, receivers, time_, path = header
+        base = self.base
+        self.arrived[process] = self.arrived.get(process, 0) + len(receivers)
+        last = len(receivers) - 1
+        size = len(payload)
+        if last:  # decoded once, by the first receiver that pulls it
+            payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
+        for i, receiver in enumerate(receivers):
+            local = receiver - base
+            owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
+            box = self.remote_mailbox(channel, local)
+            with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
+                finished = self.finished[local] or (channel, local) in self._closed
+                if not finished:
+                    box.append((time_, path, payload, process, owed))
+            if finished:
+                if owed:  # the reader never sends (it must never block): the heartbeat returns it
+                    with self._credit_lock:
+                        self._late_credit[process] += owed
+                continue
+            self.signals[local].activate(address)
+
+    def _said_goodbye(self, process: int, payload: bytes | memoryview) -> None:
+        """``process``'s workers have all finished; ``payload`` carries their results."""
+        self.mesh.said_goodbye(process)
+        with self._changed:
+            self.byes[process] = payload
+            self._changed.notify_all()
+        if self.links is not None:  # wait_for_goodbyes may be waiting on the rings' doorbells
+            self.links.interrupt()
 
     def close_channels(self, local: int, channels: list[int]) -> None:
         """Local worker ``local`` will never pull ``channels`` again (their dataflow completed): credit them."""
@@ -626,257 +576,3 @@ class ProcessFabric:
             for (channel, _), count in sorted(boxes)
             if count
         ]
-
-
-class ProcessCommunicator(FabricCommunicator):
-    """The :class:`~runtime.communication.Communicator` of one worker of a :class:`ProcessFabric`."""
-
-    fabric: ProcessFabric
-
-    def __init__(self, fabric: ProcessFabric, local: int) -> None:
-        """Communicate as local worker ``local`` of ``fabric``."""
-        super().__init__(fabric, local, fabric.base + local)
-        self._out: dict[int, deque[Outgoing]] = {}
-        self._out_bytes: dict[int, int] = {}
-        self._last_batch: Batch | None = None
-        self._last_time: Any = None
-        self._last_encoded: tuple[int, Any] = (0, b"")
-        self._owed = [0] * fabric.processes
-        """Bytes pulled from each other process and not yet returned to it as credit."""
-        self._credit_threshold = max(1, fabric.send_window // 4)
-        self._piggyback = max(1, fabric.slack // fabric.workers)
-        """Credit owed that travels with data: a share of the slack, so that the workers of this process together
-        keep below the slack what they hold back (the sender may send while no more than the slack is in flight)."""
-        self._channels_of: dict[int, list[int]] = {}
-        """The channels allocated for each dataflow (by index)."""
-        self._heads: dict[tuple[int, Address, tuple[int, ...], int], bytes] = {}
-        """Encoded headers of untimed data frames (progress batches), by channel, address, receivers and path."""
-        self.buffered = False
-        """Whether encoded messages wait in this worker's buffers."""
-        self._watch = RingWatch()
-
-    def allocate(self, channel: int, address: Address) -> tuple[list[Pusher], CreditingPuller]:
-        """One pusher per worker of the cluster for ``channel``, and this worker's puller."""
-        fabric = self.fabric
-        pushers: list[Pusher] = []
-        for peer in range(fabric.peers):
-            process = peer // fabric.workers
-            if process == fabric.process:
-                local = peer - fabric.base
-                pushers.append(MailboxPusher(fabric.mailbox(channel, local), fabric.signals[local], address))
-            else:
-                pushers.append(RemotePusher(self, process, peer, channel, address))
-        self._channels_of.setdefault(address[0], []).append(channel)
-        local_box = fabric.mailbox(channel, self._local)
-        remote_box = fabric.remote_mailbox(channel, self._local)
-        return pushers, CreditingPuller(local_box, remote_box, self._owed, channel, self._index)
-
-    def enqueue(self, process: int, receiver: int, channel: int, address: Address, time: Any, batch: Batch) -> None:
-        """Buffer a message for ``receiver`` on ``process``; a batch already buffered just gains a receiver."""
-        self.fabric.sent[self._local] += 1
-        out = self._out.get(process)
-        if out is None:
-            out = self._out[process] = deque()
-            self._out_bytes[process] = 0
-        if out:
-            last = out[-1]
-            if last.batch is batch and last.channel == channel and last.time == time:
-                last.receivers.append(receiver)
-                return
-        if batch is self._last_batch and time == self._last_time:
-            path, payload = self._last_encoded
-        else:
-            try:
-                path, payload = encode_batch(batch)
-            except EncodingError as error:
-                raise EncodingError(
-                    f"{error} [record pushed by worker {self._index} on channel {channel} to the operator "
-                    f"at address {address} on worker {receiver} (process {process})]",
-                    error.type_name,
-                ) from None
-            self._last_batch = batch
-            self._last_time = time
-            self._last_encoded = (path, payload)
-        if len(payload) > _CHECK_FRAME_FROM:
-            self._check_frame(process, receiver, channel, address, time, path, payload)
-        out.append(Outgoing(channel, address, receiver, time, path, payload, batch))
-        self.buffered = True
-        size = self._out_bytes[process] + len(payload)
-        self._out_bytes[process] = size
-        if size > FLUSH_BYTES:
-            self._send(process)
-
-    def _check_frame(
-        self, process: int, receiver: int, channel: int, address: Address, time: Any, path: int, payload: Any
-    ) -> None:
-        """Refuse a message too large for one frame, or a batch of records too large to decode, naming the limit,
-        the receiver and the time."""
-        if path in _RECORD_PATHS and len(payload) > RECORDS_MAX:
-            raise FrameTooLarge(
-                f"a batch of records of {len(payload)} bytes at time {time!r} for the operator at address {address} "
-                f"on worker {receiver} (process {process}) exceeds the {RECORDS_MAX} bytes a batch of records may "
-                f"take between processes, whatever ${MAX_FRAME_SETTING} says; send it as smaller batches, or as a "
-                "NumPy array or Arrow batch, which may take the whole frame limit"
-            )
-        size = frame_size([DATA, channel, address, [receiver], time, path], len(payload))
-        if size > MAX_FRAME:
-            raise FrameTooLarge(
-                f"a message of {size} bytes at time {time!r} for the operator at address {address} on worker "
-                f"{receiver} (process {process}) exceeds the frame limit of {MAX_FRAME} bytes "
-                f"(${MAX_FRAME_SETTING}); send it as smaller batches (records or rows), which travel as frames of "
-                "their own"
-            )
-
-    def _send(self, process: int, all_credit: bool = False) -> bool:
-        """Send the buffered messages for ``process`` that fit its window; whether all went.
-
-        The credit owed to ``process`` travels with them if it is at least this worker's share of
-        the fabric's :attr:`~ProcessFabric.slack` (or ``all_credit``: the callers that return credit alone).
-        """
-        out = self._out.get(process)
-        pieces: list[bytes | memoryview] = []  # heads and payloads gathered by sendmsg: a payload is not copied here
-        if out:
-            fabric = self.fabric
-            sent = 0
-            while out:
-                message = out[0]
-                payload = message.payload
-                if not fabric.reserve(process, len(payload)):
-                    break
-                out.popleft()
-                sent += len(payload)
-                pieces.append(
-                    self._head(
-                        message.channel, message.address, message.receivers, message.time, message.path, len(payload)
-                    )
-                )
-                payload_pieces(pieces, payload)
-            self._out_bytes[process] -= sent
-        owed = self._owed[process]
-        if owed and (all_credit or owed >= self._piggyback):
-            self._owed[process] = 0
-            pieces.insert(0, frame([CREDIT, owed]))
-        if pieces:
-            self.fabric.send_pieces(process, pieces)
-        return not out
-
-    def _head(self, channel: int, address: Address, receivers: list[int], time: Any, path: int, length: int) -> bytes:
-        """The head of a data frame: for an untimed one (a progress batch), its header encoded once and kept."""
-        if time is not None:
-            return frame_head([DATA, channel, address, receivers, time, path], length)
-        key = (channel, address, tuple(receivers), path)
-        encoded = self._heads.get(key)
-        if encoded is None:
-            if len(self._heads) >= HEAD_CACHE:
-                self._heads.clear()
-            encoded = self._heads[key] = encode_value([DATA, channel, address, receivers, None, path])
-        return prefixed_head(encoded, length)
-
-    def flush(self) -> None:
-        """Send every buffered message that fits its receiver's window, and the credit owed.
-
-        Credit goes back once a quarter of the window is owed to a process; what
-        remains below that goes back when a heartbeat asks (:attr:`ProcessFabric.credit_due`),
-        so that an idle worker sends no frame per step just to return a few bytes.
-        """
-        fabric = self.fabric
-        if fabric.links is not None:
-            fabric.links.retry()
-        if fabric.credit_due[self._local]:
-            fabric.credit_due[self._local] = False
-            self._return_credit()
-        else:
-            threshold = self._credit_threshold
-            for process, owed in enumerate(self._owed):
-                if owed >= threshold and not self._out.get(process):
-                    self._send(process)
-        if not self.buffered:
-            return
-        everything = True
-        for process in self._out:
-            everything = self._send(process) and everything
-        self.buffered = not everything
-        if everything:
-            self._last_batch = None
-
-    def _return_credit(self) -> None:
-        """Send all the credit owed, however small (before parking, or when finishing)."""
-        for process, owed in enumerate(self._owed):
-            if owed:
-                self._send(process, all_credit=True)
-
-    def dataflow_completed(self, index: int) -> None:
-        """Dataflow ``index`` completed here: what waits or arrives later on its channels is never pulled."""
-        channels = self._channels_of.pop(index, None)
-        if channels:
-            self.fabric.close_channels(self._local, channels)
-
-    def backlogged(self) -> bool:
-        """Whether messages wait for room in a receiver's window (the worker keeps stepping until not)."""
-        links = self.fabric.links
-        waiting = self.buffered or (links is not None and links.pending)
-        self.fabric.waiting_for_room[self._local] = waiting
-        return waiting
-
-    def park(self, timeout: float | None) -> None:
-        """Send what fits (and credit if a heartbeat asked); wait for an activation, credit, a stop or ``timeout``."""
-        self.flush()
-        links = self.fabric.links
-        if links is None:
-            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-            return
-        if self.fabric.spin and self._watch.saw(links, self._signal.pending, self._stopped, timeout):
-            return  # a frame or an activation came while spinning: no doorbell, no sleep, no wake-up
-        if not links.going_to_sleep():  # else a frame arrived meanwhile: read it instead of parking
-            self._signal.park(timeout, lambda: self.fabric.stop_reason is not None)
-        links.woke(reset=False)  # the gate reset the doorbells that rang
-
-    def take_activations(self) -> list[Address]:
-        """Read this process's shared-memory rings (when linked), then take the activations queued."""
-        links = self.fabric.links
-        if links is not None:
-            links.drain()
-        return super().take_activations()
-
-    @property
-    def owes_credit(self) -> bool:
-        """Whether this worker pulled bytes from another process that it has not credited yet."""
-        return any(self._owed)
-
-    def finish(self) -> None:
-        """This worker has returned: send what is buffered, and count it as waiting for ever."""
-        try:
-            if self.fabric.stop_reason is None:
-                self._flush_all()
-        finally:
-            self.fabric.finish_receiving(self._local)
-
-    def _flush_all(self) -> None:
-        """Send everything buffered whatever the windows say (a returned worker sends nothing more)."""
-        for process, out in self._out.items():
-            pieces: list[bytes | memoryview] = []
-            for message in out:
-                payload = message.payload
-                head = [DATA, message.channel, message.address, message.receivers, message.time, message.path]
-                pieces.append(frame_head(head, len(payload)))
-                payload_pieces(pieces, payload)
-                self.fabric.charge(process, len(payload))
-            out.clear()
-            self._out_bytes[process] = 0
-            if pieces:
-                self.fabric.send_pieces(process, pieces)
-        self.buffered = False
-        self._return_credit()
-
-
-def decode_results(payload: bytes | memoryview, process: int) -> list[Any]:
-    """The worker results in the ``bye`` frame of ``process``; :class:`WireError` naming it if there are none."""
-    try:
-        results = decode_value(payload)
-    except WireError as error:
-        raise WireError(f"the results process {process} sent with its goodbye do not decode: {error}") from None
-    if results.__class__ is not list:
-        raise WireError(
-            f"process {process} sent {describe(results)} with its goodbye, not the list of its workers' results"
-        )
-    return results

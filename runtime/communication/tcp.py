@@ -65,7 +65,6 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
@@ -77,6 +76,11 @@ from runtime.communication.handshake import fields as _fields
 from runtime.communication.handshake import hash_fingerprint as hash_fingerprint
 from runtime.communication.handshake import proof as _proof
 from runtime.communication.handshake import refusal as _refusal
+from runtime.communication.hostfile import MAX_HOSTFILE_LINE as MAX_HOSTFILE_LINE
+from runtime.communication.hostfile import Endpoint as Endpoint
+from runtime.communication.hostfile import parse_endpoint as parse_endpoint
+from runtime.communication.hostfile import port_number as port_number
+from runtime.communication.hostfile import read_hostfile as read_hostfile
 from runtime.communication.seal import Opener, Sealer, session_keys
 from runtime.communication.tls import TlsConfig
 from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError
@@ -126,70 +130,6 @@ def _send_all(sock: socket.socket, pieces: list[bytes | memoryview]) -> None:
             else:
                 views[start] = view[sent:]
                 break
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where one process listens."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-MAX_HOSTFILE_LINE = 4096
-"""The longest line of a hostfile, in characters; a longer one is refused rather than read whole."""
-
-
-def port_number(text: str) -> int | None:
-    """The port ``text`` says: 1 to 5 ASCII digits, at most 65535 (0 included); ``None`` for anything else."""
-    if not (text.isascii() and text.isdigit() and len(text) <= 5):
-        return None
-    port = int(text)
-    return port if port <= 65535 else None
-
-
-def parse_endpoint(text: str, where: str = "address") -> Endpoint:
-    """Parse ``host:port`` (an IPv6 host may be in brackets); ``ValueError`` naming ``where`` if malformed.
-
-    The host must be non-empty and free of whitespace and control characters
-    (an empty host would listen on every interface, a NUL fails deep in the
-    socket library), and the port ASCII digits from 1 to 65535.
-    """
-    host, sep, port = text.strip().rpartition(":")
-    host = host.strip("[]")
-    valid_host = host.isprintable() and not any(character.isspace() for character in host)
-    number = port_number(port)
-    if not sep or not host or not valid_host or not number:  # port 0 is no place to connect to
-        raise ValueError(f"{where}: expected host:port, got {text.strip()!r}")
-    return Endpoint(host, number)
-
-
-def read_hostfile(path: str) -> list[Endpoint]:
-    """The ``host:port`` lines of a hostfile (blank lines and ``#`` comments skipped).
-
-    ``ValueError`` (naming the file and line) for a malformed line, one longer
-    than :data:`MAX_HOSTFILE_LINE` characters, or bytes that are not UTF-8.
-    """
-    endpoints = []
-    with open(path, encoding="utf-8") as file:
-        number = 0
-        while True:
-            try:
-                line = file.readline(MAX_HOSTFILE_LINE + 1)
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{path}, at or after line {number + 1}: not UTF-8 text ({error.reason})") from None
-            if not line:
-                break
-            number += 1
-            if len(line) > MAX_HOSTFILE_LINE:
-                raise ValueError(f"{path}, line {number}: longer than {MAX_HOSTFILE_LINE} characters")
-            text = line.split("#", 1)[0].strip()
-            if text:
-                endpoints.append(parse_endpoint(text, f"{path}, line {number}"))
-    return endpoints
 
 
 def _describe(sock: socket.socket) -> str:
@@ -606,6 +546,26 @@ class Mesh:
         with contextlib.suppress(OSError):
             channel.send(["refused", reason])
 
+    def _may_join(self, channel: _Channel, who: str, their_index: int, expected: set[int]) -> bool:
+        """Whether process ``their_index``, which has proved the token, may join here; else refuse it, saying why."""
+        if their_index in self._sockets:
+            self._refuse(
+                channel,
+                who,
+                f"process {their_index} has already joined process {self.index} (from "
+                f"{_describe(self._sockets[their_index])}); is another process running with -p {their_index}?",
+            )
+            return False
+        if their_index not in expected:
+            self._refuse(
+                channel,
+                who,
+                f"unexpected process index {their_index!r}: process {self.index} of {self.processes} is joined by "
+                f"processes {self.index + 1} to {self.processes - 1}; use the same hostfile and -n everywhere",
+            )
+            return False
+        return True
+
     def _handshake_as_acceptor(
         self,
         sock: socket.socket,
@@ -668,21 +628,7 @@ class Mesh:
         with state:
             if accepted in self._evicted:
                 return None
-            if their_index in self._sockets:
-                self._refuse(
-                    channel,
-                    who,
-                    f"process {their_index} has already joined process {self.index} (from "
-                    f"{_describe(self._sockets[their_index])}); is another process running with -p {their_index}?",
-                )
-                return None
-            if their_index not in expected:
-                self._refuse(
-                    channel,
-                    who,
-                    f"unexpected process index {their_index!r}: process {self.index} of {self.processes} is joined by "
-                    f"processes {self.index + 1} to {self.processes - 1}; use the same hostfile and -n everywhere",
-                )
+            if not self._may_join(channel, who, their_index, expected):
                 return None
             try:
                 self._check_configuration(their_index, their_index, processes, fingerprint)
