@@ -218,9 +218,9 @@ def test_cli_refuses_a_moment_before_the_start_or_not_a_number_and_a_time_withou
     log = tmp_path / "run.msgpack"
     write_recording(log, running())
     for args, message in [
-        (["--at", "-1"], "--at -1.0: a moment is a number of seconds from the first event, at least 0"),
-        (["--at", "nan"], "--at nan: a moment"),
-        (["--at", "inf"], "--at inf: a moment"),
+        (["--at", "-1"], "--at -1.0: expected seconds from the start of the recording, 0 or more"),
+        (["--at", "nan"], "--at nan: expected seconds"),
+        (["--at", "inf"], "--at inf: expected seconds"),
         (["--time", "3"], "--time is the time a --stuck location cannot pass: give --stuck too"),
     ]:
         result = run_cli("dot", str(log), "-o", "-", *args)
