@@ -734,23 +734,33 @@ def test_a_store_where_no_checkpoint_can_be_written_is_refused_when_built(tmp_pa
     assert not built
 
 
+def one_epoch_of_words(worker: Any, store: CheckpointStore, before: Any = None) -> None:
+    """Build a dataflow of one input checkpointed into ``store``, call ``before()``, send one epoch, run to the end."""
+    inp, probe = worker.dataflow(
+        lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")), checkpoint=store
+    )
+    if before is not None:
+        before()
+    inp.send_batch(["a"])
+    inp.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    inp.close()
+    worker.step_while(lambda: not probe.done())
+
+
 def test_a_checkpoint_that_cannot_be_written_names_the_worker_the_epoch_and_the_file(tmp_path: Path) -> None:
     """A checkpoint write that failed (here the worker's directory turned into a file) raised a bare OSError."""
     import shutil
 
     def main(worker: Any) -> None:
         store = CheckpointStore(tmp_path)
-        inp, probe = worker.dataflow(
-            lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")), checkpoint=store
-        )
-        directory = store.directory(0, 1)
-        shutil.rmtree(directory)
-        directory.write_text("in the way")
-        inp.send_batch(["a"])
-        inp.advance_to(1)
-        worker.step_while(lambda: probe.less_than(1))
-        inp.close()
-        worker.step_while(lambda: not probe.done())
+
+        def in_the_way() -> None:
+            directory = store.directory(0, 1)
+            shutil.rmtree(directory)
+            directory.write_text("in the way")
+
+        one_epoch_of_words(worker, store, before=in_the_way)
 
     with pytest.raises(WorkerFailed) as caught:
         execute(main, workers=1)
@@ -908,15 +918,7 @@ def test_a_store_that_is_not_shared_by_every_worker_is_refused_at_its_first_chec
     common to all workers, so every run resumed at epoch 0, and no file was ever pruned."""
 
     def main(worker: Any) -> None:
-        store = CheckpointStore(tmp_path / f"host-{worker.index}")  # as if each worker's host had its own disk
-        inp, probe = worker.dataflow(
-            lambda scope: (lambda i, s: (i, s.probe()))(*scope.new_input("Words")), checkpoint=store
-        )
-        inp.send_batch(["a"])
-        inp.advance_to(1)
-        worker.step_while(lambda: probe.less_than(1))
-        inp.close()
-        worker.step_while(lambda: not probe.done())
+        one_epoch_of_words(worker, CheckpointStore(tmp_path / f"host-{worker.index}"))  # each host its own disk
 
     with pytest.raises(WorkerFailed) as caught:
         execute(main, workers=2)

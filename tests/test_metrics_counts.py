@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,16 @@ def check_worker(counts: dict[tuple[str, str], int], samples: list[tuple[dict[st
         assert value == counts.get(key, 0), f"worker {labels['worker']}: {key} is {value}, counted {counts.get(key, 0)}"
     assert set(counts) <= seen, f"no series for {set(counts) - seen}"
     assert {(scope, d) for scope in SCOPES for d in ("in", "out")} <= seen
+
+
+def samples_after(main: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """The series an endpoint serves right after ``execute(main, workers=2)`` has returned."""
+    server = serve_metrics("127.0.0.1:0")
+    try:
+        execute(main, workers=2)
+        return server.state.samples()
+    finally:
+        server.close()
 
 
 def test_record_series_equal_each_workers_own_count_on_two_threads():
@@ -93,12 +104,7 @@ def test_a_scrape_right_after_execute_returns_counts_the_whole_run():
     slow = EventShipper([], interval=3600.0)  # a writer thread that would ship nothing during the test
     previous = install(slow)
     try:
-        server = serve_metrics("127.0.0.1:0")
-        try:
-            execute(main, workers=2)
-            samples = server.state.samples()
-        finally:
-            server.close()
+        samples = samples_after(main)
     finally:
         install(previous)
         slow.close()
@@ -176,12 +182,7 @@ def test_a_program_building_a_dataflow_per_epoch_keeps_a_bounded_endpoint():
         numbers.close()
         worker.step_while(lambda: not probe.done())
 
-    server = serve_metrics("127.0.0.1:0")
-    try:
-        execute(main, workers=2)
-        samples = server.state.samples()
-    finally:
-        server.close()
+    samples = samples_after(main)
     per_dataflow = {labels["address"].split(".")[0] for labels, _ in samples["operator_records_in"]}
     assert len(per_dataflow) <= 70, sorted(per_dataflow)  # of the 151 built: the newest (runtime.metrics.MAX_COMPLETED)
     assert len(samples["frontier"]) <= 140

@@ -87,6 +87,16 @@ def test_render_draws_the_running_dataflow_with_its_live_frontiers(workers: int)
         assert "cluster" not in mine["gone"]
 
 
+def explain_seen(worker: Any, handle: Any) -> tuple[Any, list[Any]]:
+    """Send one record, step a little, and explain what holds the input of the probe named 'Seen', live."""
+    handle.send(1)
+    for _ in range(5):
+        worker.step()
+    model = snapshot(worker)
+    (seen,) = model.find("Seen")
+    return model, list(explain(model, model.input_loc(seen.address, 0), 0))
+
+
 def test_a_live_input_not_closed_is_named_by_the_explainer() -> None:
     found: list[Any] = []
 
@@ -96,12 +106,7 @@ def test_a_live_input_not_closed_is_named_by_the_explainer() -> None:
             return handle, numbers.map(lambda n: n, name="Same").probe(name="Seen")
 
         handle, probe = worker.dataflow(build, name="waiting")
-        handle.send(1)
-        for _ in range(5):
-            worker.step()
-        model = snapshot(worker)
-        (seen,) = model.find("Seen")
-        found.extend(explain(model, model.input_loc(seen.address, 0), 0))
+        found.extend(explain_seen(worker, handle)[1])
 
     execute(main, workers=1, stall_timeout=5)
     assert [b.kind for b in found] == ["input"]
@@ -139,12 +144,8 @@ def test_a_live_snapshot_names_where_the_code_made_the_input_and_the_holding_ope
             return handle, scope.region(inner, name="Inner").probe(name="Seen")
 
         handle, probe = worker.dataflow(build, name="held")
-        handle.send(1)
-        for _ in range(5):
-            worker.step()
-        model = snapshot(worker)
-        (seen,) = model.find("Seen")
-        found.extend(explain(model, model.input_loc(seen.address, 0), 0))
+        model, why = explain_seen(worker, handle)
+        found.extend(why)
         (region,) = model.find("Inner")
         sites.append(region.site)
         handle.close()
