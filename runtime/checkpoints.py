@@ -40,6 +40,7 @@ import re
 import struct
 import warnings
 from pathlib import Path
+from time import monotonic
 from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
@@ -65,6 +66,10 @@ _BODY = struct.Struct(">Q")
 _DIGEST = 32
 MAX_HEADER = 1 << 20
 """Headers declaring more bytes than this are damage."""
+
+UNSHARED_GRACE = 300.0
+"""Seconds another worker's checkpoint directory may stay unseen before the store is judged not shared: a network
+file system's cache can hide a directory another host made for a while (a minute by NFS's defaults)."""
 
 _NAME = re.compile(r"^epoch-(\d{20})\.ckpt$")
 _HIDDEN = re.compile(r"^\.epoch-\d{20}\.ckpt\.\d+\.tmp$")
@@ -102,6 +107,7 @@ class CheckpointStore:
         self.own_outputs = own_outputs
         self.durable: dict[int, int] = {}
         """Per worker of a store with ``own_outputs``: the times before this have durable outputs."""
+        self._unseen_since: dict[int, float] = {}  # per worker: when it first missed another worker's directory
 
     def written_before(self, worker: int, time: int) -> None:
         """Say that worker ``worker`` has made durable every output of the times before ``time``.
@@ -191,15 +197,8 @@ class CheckpointStore:
         A worker may write ahead of another; pruning by its own files alone could
         leave no boundary common to all, so the others' files decide what goes.
         """
-        unseen = [w for w in range(peers) if w != worker and not self.directory(w, peers).is_dir()]
-        if unseen:  # every worker makes its directory when it builds the dataflow, before any boundary can pass
-            raise CheckpointError(
-                f"worker {worker} wrote its checkpoint under {str(self.path)!r}, where the directories of worker(s) "
-                f"{', '.join(map(str, unseen))} are missing: the store is not one directory every worker reaches "
-                "(each process or host has its own). No checkpoint would ever be common to all workers, so a resumed "
-                "run would start from epoch 0 and no file would be pruned. Give CheckpointStore a directory every "
-                "worker reaches (a shared file system across hosts)"
-            )
+        if not self._shared(worker, peers):
+            return
         common = sorted(set.intersection(*(self.boundaries(w, peers) for w in range(peers))))
         if len(common) < self.keep:
             return
@@ -207,6 +206,45 @@ class CheckpointStore:
         for boundary in self.boundaries(worker, peers):
             if boundary < floor:
                 (self.directory(worker, peers) / f"epoch-{boundary:020d}.ckpt").unlink(missing_ok=True)
+
+    def _shared(self, worker: int, peers: int) -> bool:
+        """Whether worker ``worker`` sees every other worker's directory, as a store every worker reaches shows it.
+
+        Every worker makes its directory when it builds the dataflow, before any
+        boundary can pass, so one missing at a checkpoint is a store each process
+        or host has its own of: no checkpoint would ever be common to all workers,
+        so a resumed run would start from epoch 0, and nothing would be pruned.
+        A network file system's cache may hide a new directory for a while, so
+        the first time is a warning, and :class:`CheckpointError` follows only if
+        it is still missing :data:`UNSHARED_GRACE` seconds later.
+        """
+        unseen = [w for w in range(peers) if w != worker and not self.directory(w, peers).is_dir()]
+        if not unseen:
+            self._unseen_since.pop(worker, None)
+            return True
+        now = monotonic()
+        since = self._unseen_since.setdefault(worker, now)
+        missing = (
+            f"worker {worker} wrote its checkpoint under {str(self.path)!r}, where the directories of worker(s) "
+            f"{', '.join(map(str, unseen))} are missing"
+        )
+        advice = (
+            "Give CheckpointStore a directory every worker reaches (a shared file system across hosts): without "
+            "one, no checkpoint is ever common to all workers, so a resumed run starts from epoch 0, and no file "
+            "is pruned"
+        )
+        if now - since < UNSHARED_GRACE:
+            if since == now:
+                warnings.warn(
+                    f"{missing}; a network file system's cache may hide them for a while, and the run fails if they "
+                    f"are still missing {UNSHARED_GRACE:.0f} s from now. {advice}",
+                    stacklevel=2,
+                )
+            return False
+        raise CheckpointError(
+            f"{missing}, {now - since:.0f} s after it first missed them: the store is not one directory every "
+            f"worker reaches (each process or host has its own). {advice}"
+        )
 
     # ------------------------------------------------------------------ reading
 

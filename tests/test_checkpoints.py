@@ -913,9 +913,14 @@ def test_a_recording_into_a_file_is_refused_under_checkpoints_and_one_in_memory_
     assert execute(lambda worker: main(worker, False), workers=1)[0] is not None  # in memory: each run its own
 
 
-def test_a_store_that_is_not_shared_by_every_worker_is_refused_at_its_first_checkpoint(tmp_path: Path) -> None:
+def test_a_store_that_is_not_shared_by_every_worker_fails_the_run_once_its_grace_has_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A checkpoint directory each process (or host) had its own of was never detected: no boundary was ever
     common to all workers, so every run resumed at epoch 0, and no file was ever pruned."""
+    from runtime import checkpoints
+
+    monkeypatch.setattr(checkpoints, "UNSHARED_GRACE", 0.0)  # as if the directories had stayed unseen for long
 
     def main(worker: Any) -> None:
         one_epoch_of_words(worker, CheckpointStore(tmp_path / f"host-{worker.index}"))  # each host its own disk
@@ -924,3 +929,13 @@ def test_a_store_that_is_not_shared_by_every_worker_is_refused_at_its_first_chec
         execute(main, workers=2)
     assert isinstance(caught.value.__cause__, CheckpointError), repr(caught.value.__cause__)
     assert "the store is not one directory every worker reaches" in str(caught.value)
+
+
+def test_a_directory_of_another_worker_not_seen_yet_is_first_a_warning(tmp_path: Path) -> None:
+    """A network file system's cache may hide a directory another host just made: the first time, a warning."""
+
+    def main(worker: Any) -> None:
+        one_epoch_of_words(worker, CheckpointStore(tmp_path / f"host-{worker.index}"))
+
+    with pytest.warns(UserWarning, match=r"the directories of worker\(s\) [01] are missing; a network file system"):
+        execute(main, workers=2)
