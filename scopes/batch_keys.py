@@ -280,6 +280,14 @@ class CheckBatchPusher:
         self._queue.push(time, batch)
 
 
+def record_keys_of_rows(key: Callable[[Any], Hashable], receiver: Receiver | None) -> BatchKeys:
+    """The :class:`BatchKeys` of a record-wise exchange ``key`` met by a columnar batch: ``key`` of each row.
+
+    A failing ``key`` is blamed on ``receiver`` (the operator the exchange delivers to).
+    """
+    return BatchKeys(row_keys(key), "the Exchange channel (a record-wise key on a columnar batch)", receiver=receiver)
+
+
 class KeyCheckPusher:
     """The record-wise exchange on a single worker: every record stays, but its key is computed and checked.
 
@@ -311,8 +319,7 @@ class KeyCheckPusher:
             # several workers route a columnar batch by the key of each row (scopes.exchange): check it so here
             columnar = self._columnar
             if columnar is None:
-                where = "the Exchange channel (a record-wise key on a columnar batch)"
-                keys = BatchKeys(row_keys(self._key), where, receiver=self._receiver)
+                keys = record_keys_of_rows(self._key, self._receiver)
                 columnar = self._columnar = CheckBatchPusher(keys, self._queue)
             columnar.push(time, batch)
             return

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 else:
     np = lazy_module("numpy")
-from scopes.batch_keys import BatchKeys, Receiver, row_keys
+from scopes.batch_keys import BatchKeys, Receiver, record_keys_of_rows
 
 EXCHANGE_BUFFER = 4096
 """An exchange sends a destination's buffered records early once it holds this many at one time."""
@@ -81,8 +81,7 @@ class ExchangePusher:
         if batch.__class__ is not list and is_columnar(batch):
             columnar = self._columnar
             if columnar is None:
-                where = "the Exchange channel (a record-wise key on a columnar batch)"
-                keys = BatchKeys(row_keys(self._key), where, receiver=self._receiver)
+                keys = record_keys_of_rows(self._key, self._receiver)
                 columnar = self._columnar = ExchangeBatchPusher(keys, self._pushers)
             columnar.push(time, batch)
             return
