@@ -76,6 +76,8 @@ def _dot(args: argparse.Namespace) -> int:
         raise SelectionError(f"--at {args.at}: expected seconds from the start of the recording, 0 or more")
     if args.depth is not None and args.depth < 0:
         raise SelectionError(f"--depth {args.depth}: expected how many scopes deep to show, 0 or more")
+    if args.time is not None and args.stuck is None:
+        raise SelectionError("--time is the time a --stuck location cannot pass: give --stuck too")
     events: list[Event] = []
     for path in args.logs:
         with warnings.catch_warnings():
@@ -91,10 +93,7 @@ def _dot(args: argparse.Namespace) -> int:
             )
     if not events:
         raise SelectionError(f"{', '.join(map(str, args.logs))}: the recording holds no events")
-    try:
-        model = Model.from_events(events, until=args.at)
-    except SelectionError as error:
-        raise SelectionError(f"--at {error}") from None
+    model = Model.from_events(events, until=args.at)  # --at was checked above, before reading anything
     if model.mistimed:
         print(
             f"python -m viz: warning: {model.mistimed} event(s) hold a time of another kind than the other times of "
@@ -104,8 +103,6 @@ def _dot(args: argparse.Namespace) -> int:
     if args.worker is not None and args.worker not in model.workers:
         raise SelectionError(f"--worker {args.worker}: the recording has workers {sorted(model.workers)}")
     stuck = None
-    if args.time is not None and args.stuck is None:
-        raise SelectionError("--time is the time a --stuck location cannot pass: give --stuck too")
     if args.stuck is not None:
         loc = _parse_location(model, args.stuck)
         view = model.view(args.worker)
