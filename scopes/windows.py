@@ -174,9 +174,9 @@ class WindowBuilder(Generic[S]):
         :meth:`~scopes.keyed.KeyedStream.fold` takes): a function or a type is refused.
         """
         if callable(initial):
-            made = {int: 0, float: 0.0, str: "", list: [], dict: {}, set: set(), tuple: ()}
             label = getattr(initial, "__qualname__", None) or repr(initial)
-            instead = repr(made[initial]) if initial in made else "the value it makes"
+            plain = any(initial is kind for kind in (int, float, str, list, dict, set, tuple))
+            instead = repr(initial()) if plain else "the value it makes"  # int -> 0, list -> [], ...
             raise BuildError(
                 f"{self._where(name)}: a window's fold starts each window from a deep copy of its initial value, "
                 f"so it takes the value itself, not a function or type that makes it (as a keyed fold does); got "

@@ -289,8 +289,26 @@ def test_late_records_are_counted_in_the_metrics_as_the_windows_port_1() -> None
         server.close()
 
 
+class UnhashableMaker:
+    """A callable that makes a first value and cannot be hashed (it defines __eq__ alone)."""
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __call__(self) -> int:
+        return 0
+
+
 @pytest.mark.parametrize(
-    ("initial", "advice"), [(int, "pass 0 instead"), (list, "pass [] instead"), (lambda: 0, "pass the value it makes")]
+    ("initial", "advice"),
+    [
+        (int, "pass 0 instead"),
+        (list, "pass [] instead"),
+        (lambda: 0, "pass the value it makes"),
+        (UnhashableMaker(), "pass the value it makes"),  # looked up in a dict of types: a TypeError
+    ],
 )
 def test_a_window_fold_given_a_function_for_its_initial_value_is_refused(initial, advice):
     """Found by the new-user audit: a keyed fold takes a function making the first value (fold(int, f)) and a
