@@ -372,9 +372,28 @@ def test_a_checkpoints_damaged_header_or_body_under_a_right_blake2b_is_refused_n
         body = damaged(body, changes, cut)
     forge_checkpoint(path, header, body)
     try:
-        store.read(path, 1, 0, "shape")
+        store.read(path, 1, 0, "shape", 5)  # its name's epoch, checked against its header's
     except TimelyError as error:
         assert isinstance(error, CheckpointError) and str(path) in str(error) and "byte" in str(error), error
+
+
+@FAST
+@given(changes=changes, cut=cuts)
+def test_a_checkpoint_file_damaged_anywhere_is_refused_naming_the_file(
+    tmp_path: Path, changes: list[tuple[int, int]], cut: int | None
+) -> None:
+    """Damage to the file itself (its magic, version, lengths, header, body or digest; a cut anywhere) is a
+    CheckpointCorrupt or CheckpointMismatch naming the file, or the file is read as it was written."""
+    store = CheckpointStore(tmp_path)
+    states = {"0/3:Fold": encode_value({"a": 1}), "0/4:Window": encode_value([(1, 2)])}
+    path = store.write(0, 1, "shape", 5, states)
+    path.write_bytes(damaged(path.read_bytes(), changes, cut))
+    try:
+        read = store.read(path, 1, 0, "shape", 5)
+    except TimelyError as error:
+        assert isinstance(error, CheckpointError) and str(path) in str(error), error
+    else:
+        assert read == states
 
 
 @FAST
