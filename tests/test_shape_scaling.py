@@ -82,11 +82,12 @@ def run_shape(shape: Any, count: int, workers: int = 1) -> tuple[list[Any], floa
 
 @pytest.mark.parametrize("shape", [operator_shape, region_shape])
 def test_shapes_with_thousands_of_ports(shape: Any) -> None:
-    # the least CPU of three runs of each size: a burst of load inflates one run's thread time (a cache shared with
-    # other test processes), and at 2.5x on one of the pair alone it passed the bound in CI
+    # the least CPU of five runs of each size, the sizes taking turns: load inflates a run's thread time (a cache
+    # shared with other test processes), the larger size's more; with three runs under the suite's load it once
+    # measured 8.06x where a quiet machine measures 5.7x (500 and 2,000 ports, the same before this stop's changes)
     small, small_seconds = run_shape(shape, N // 4)
     seen, seconds = run_shape(shape, N)
-    for _ in range(2):
+    for _ in range(4):
         small_seconds = min(small_seconds, run_shape(shape, N // 4)[1])
         seconds = min(seconds, run_shape(shape, N)[1])
     expected = sorted([(0, 0), (0, 1), (0, 2), (0, N - 1), (1, 10), (1, 11), (1, 12), (1, N - 1)])
