@@ -80,7 +80,8 @@ def write_sample(directory: Path, minutes: int, slowly: float) -> None:
     clicks.mkdir(parents=True, exist_ok=True)
     users = [f"user{n:02d}" for n in range(12)]
     plans = pa.table({"user": users, "plan": [rng.choice(["free", "pro", "team"]) for _ in users]})
-    pq.write_table(plans, directory / "users.parquet")
+    pq.write_table(plans, directory / ".users.parquet.tmp")
+    os.replace(directory / ".users.parquet.tmp", directory / "users.parquet")  # whole, or not there yet
     for minute in range(minutes):
         rows = []
         for user in rng.sample(users, rng.randint(0, 6)):
@@ -131,6 +132,9 @@ def main(worker: Worker) -> int:
     store = CheckpointStore(options.checkpoint or output / "_checkpoints", keep=3)
     clicks_in, users_in, probe = worker.dataflow(lambda scope: dataflow(scope, output), checkpoint=store)
     if store.resume_epoch == 0 and worker.index == 0:  # a resumed run has the table in its checkpoint
+        while not (source / "users.parquet").exists():  # the producer may not have written it yet: outside data
+            deadline = time.monotonic() + POLL
+            worker.step_while(lambda deadline=deadline: time.monotonic() < deadline)
         users_in.send_batch(pq.read_table(source / "users.parquet").to_pylist())
     minute = store.resume_epoch
     clicks = source / "clicks"

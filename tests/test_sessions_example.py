@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import eventually
 from helpers.process_tree import children
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,5 +66,32 @@ def test_killed_while_the_input_grows_and_run_again_it_resumes_to_pandas_answer(
         break
     assert producer.wait(60) == 0
     assert kills >= 1 and "resumed at minute" in stdout
+    checked = run("--input", str(source), "--output", str(output), "--check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_job_started_before_its_producer_waits_for_the_users_table(tmp_path: Path) -> None:
+    """The job read users.parquet as it started, so one started before the producer (as the docstring's two
+    commands, the first in the background, may be) failed with FileNotFoundError; it now waits for it, as it does
+    for each file of clicks, and the producer writes it whole (hidden, then renamed)."""
+    source, output = tmp_path / "in", tmp_path / "out"
+    job = subprocess.Popen(
+        command("-w", "2", "--input", str(source), "--output", str(output)),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the job has built its dataflow (its checkpoint store makes each worker's directory then), with no input
+        eventually(lambda: (output / "_checkpoints" / "workers-2").is_dir() or job.poll() is not None, timeout=60)
+        assert job.poll() is None, job.communicate()[1]
+        assert run("--write-sample", str(source), "--minutes", "8").returncode == 0
+        _, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0, stderr
     checked = run("--input", str(source), "--output", str(output), "--check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
