@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Stop
+from runtime.communication.peer_state import Identity
 from runtime.communication.process_fabric import ProcessFabric, decode_results
 from runtime.communication.shm_transport import ShmTransport
 from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Mesh, PeerLost
@@ -236,6 +237,16 @@ def _read_job() -> dict[str, Any]:
     return job
 
 
+def _peer_identities(listed: Any, process: int) -> dict[int, Identity]:
+    """The identities of the other children, by process index, from the job the parent wrote (``[pid, start]`` or
+    None for each child)."""
+    found = {}
+    for index, entry in enumerate(listed if isinstance(listed, list) else []):
+        if index != process and isinstance(entry, list) and len(entry) == 2:
+            found[index] = Identity(int(entry[0]), int(entry[1]))
+    return found
+
+
 def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[Any]:
     """What a child reports to its parent about ``error``: its kind first."""
     if isinstance(error, WorkerFailed):
@@ -278,6 +289,7 @@ def child_main() -> None:
 
         def watch(fabric: ProcessFabric) -> None:
             holder.append(fabric)
+            fabric.identities.update(_peer_identities(job.get("identities"), process))
 
             def on_tick() -> None:
                 if os.getppid() != parent:

@@ -9,8 +9,12 @@ listening socket and a result pipe as inherited file descriptors, and its job
 standard input, so that the token never appears on a command line. Each child
 dies with its parent (``PR_SET_PDEATHSIG`` on Linux, and a check of its
 parent's pid at every heartbeat), and reports its workers' results or its
-failure on the pipe. Ctrl-C in this process stops the children (SIGTERM, then
-SIGKILL after a grace period); the children ignore SIGINT themselves.
+failure on the pipe.  Every job also gives the pid and start time of every
+child (all are started before any job is sent), so that a child that falls
+silent while one of its calls holds the GIL is seen by its peers to be busy,
+whatever the transport between them (:mod:`runtime.communication.peer_state`).
+Ctrl-C in this process stops the children (SIGTERM, then SIGKILL after a
+grace period); the children ignore SIGINT themselves.
 
 The children run :func:`runtime.cluster_member.child_main`; nothing is pickled:
 ``main``'s arguments and the workers' results travel in the wire encoding
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runtime.communication.peer_state import identify, process_state
 from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
@@ -172,13 +177,17 @@ def execute_processes(
     children: list[_Child] = []
     ended = threading.Event()
     try:
+        jobs = []
         for index, listener in enumerate(listeners):
-            children.append(
-                _spawn(
-                    index, listener, endpoints, workers, token, spec, (stall_timeout, connect_timeout, tls), env, ended
-                )
+            child, job = _spawn(
+                index, listener, endpoints, workers, token, spec, (stall_timeout, connect_timeout, tls), env, ended
             )
+            children.append(child)
+            jobs.append(job)
             listener.close()
+        identities = [_identity(child) for child in children]  # every child's, before any of them joins
+        for child, job in zip(children, jobs, strict=True):
+            _send_job(child, dict(job, identities=identities))
         _wait(children, ended)
     except KeyboardInterrupt:
         _terminate(children, INTERRUPT_GRACE)
@@ -201,7 +210,8 @@ def _spawn(
     settings: tuple[float | None, float, tuple[str, str, str] | None],
     env: dict[str, str],
     ended: threading.Event,
-) -> _Child:
+) -> tuple[_Child, dict[str, Any]]:
+    """Start child ``index``; return it and its job (sent by :func:`_send_job` once every child has started)."""
     stall_timeout, connect_timeout, tls = settings
     read_fd, write_fd = os.pipe()
     try:
@@ -234,13 +244,24 @@ def _spawn(
         target=_read_outcome, args=(child, read_fd, ended), name=f"timely-child-{index}", daemon=True
     )
     child.reader.start()
-    assert popen.stdin is not None
+    return child, job
+
+
+def _identity(child: _Child) -> list[int] | None:
+    """``[pid, start time]`` of ``child`` (its peers look at it when it falls silent), or None if not known."""
+    identity = identify(child.popen.pid)
+    return None if identity is None else [identity.pid, identity.started]
+
+
+def _send_job(child: _Child, job: dict[str, Any]) -> None:
+    """Write ``job`` on the child's standard input, and close it."""
+    stdin = child.popen.stdin
+    assert stdin is not None
     try:
-        popen.stdin.write(frame([job]))
-        popen.stdin.close()
+        stdin.write(frame([job]))
+        stdin.close()
     except OSError:
         pass  # the child died at once; its exit status tells why
-    return child
 
 
 def _read_outcome(child: _Child, fd: int, ended: threading.Event) -> None:
@@ -311,20 +332,11 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
             child.reader.join(timeout=5.0)
 
 
-def _process_state(pid: int) -> str | None:
-    """The state letter of process ``pid`` (``R``, ``S``, ``T``, ...) on Linux, else None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
-            return file.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
-
-
 def _watch_suspension(child: _Child, now: float) -> None:
     """Kill ``child`` as lost once it has been suspended (SIGSTOP) for :data:`SUSPENDED_LIMIT` seconds."""
     watched = now - child.looked_at < 1.0  # else the launcher itself was suspended (Ctrl-Z) meanwhile
     child.looked_at = now
-    if _process_state(child.popen.pid) != "T":
+    if process_state(child.popen.pid) != "T":
         child.suspended_since = None
         return
     if child.suspended_since is None or not watched:
@@ -346,7 +358,7 @@ def _kill_if_unanswering(children: list[_Child], accused: Any, accusation: str) 
 
 
 def _kill_unanswering(child: _Child, why: str) -> None:
-    state = _process_state(child.popen.pid)
+    state = process_state(child.popen.pid)
     if state in ("T", "t") and "suspended" not in why:
         why += "; it was suspended (state T: SIGSTOP)" if state == "T" else "; it was stopped by a debugger"
     child.unanswering = why

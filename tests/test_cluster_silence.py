@@ -5,7 +5,8 @@
   is suspended (SIGSTOP).  Process 0's worker then blocks sending to it, and
   its heartbeat thread must still find the silence: process 0 ends within
   10 s of the pause with :class:`~runtime.communication.tcp.PeerLost` naming
-  process 1.
+  process 1, and saying that it is stopped (on the same host, process 0
+  looks at it before it declares it lost: a busy process would be waited for).
 - Under ``execute(main, processes=2)``, a child paused for 4 s (below the
   6 s silence limit) and resumed is not killed: the run gives its answer.
 """
@@ -103,6 +104,8 @@ def test_a_peer_suspended_during_a_bulk_stream_is_reported_within_ten_seconds(tm
         seconds = time.monotonic() - paused
         assert out.startswith("failed PeerLost lost process 1 (127.0.0.1:"), out + err
         assert "nothing arrived from it for" in out, out
+        pid = receiver.pid
+        assert f"and its process (pid {pid}) is stopped (state T: SIGSTOP?)" in out, out  # same host: looked at
         assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"
     finally:
         for process in processes:
@@ -203,7 +206,7 @@ class StuckMesh:
         if process == 2:
             self.unblocked.wait(30)
 
-    def report_silence(self, process: int, seconds: float) -> None:
+    def report_silence(self, process: int, seconds: float, how: str | None = None) -> None:
         if process in self.reported:
             return
         self.reported.append(process)

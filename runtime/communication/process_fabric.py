@@ -44,11 +44,20 @@ sent between processes all arrived.  (A message that arrived but was not
 pulled leaves an activation pending, which counts as work; one that arrives
 for a dataflow its receiver has completed is never pulled, which is why
 arrivals, not pulls, are counted.)  A process that sends nothing
-at all for :data:`SILENCE_LIMIT` seconds is reported as lost.
+at all for :data:`SILENCE_LIMIT` seconds is reported as lost, unless it runs
+on this host and is busy: a call that holds the GIL silences its heartbeat
+thread, so a silent same-host peer whose pid is known (linked through shared
+memory, or started by the same launcher) is first looked at
+(:mod:`runtime.communication.peer_state`): one that is stopped, has ended or
+is blocked is reported, naming how; one that works is waited for (logged
+once).  Time during which this process could not run its
+own threads (a late heartbeat: a call here held the GIL) does not count as its
+peers' silence, since what they sent meanwhile waits unread.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -72,6 +81,7 @@ from runtime.communication.frames import (
     stop_problem,
 )
 from runtime.communication.frames import decode_results as decode_results
+from runtime.communication.peer_state import WATCH_AFTER, Identity, SilenceJudge
 from runtime.communication.process_channels import (
     RemoteMessage,
     empty_crediting,
@@ -85,10 +95,15 @@ from runtime.communication.wire import (
 )
 from scopes.channels import Message
 
+log = logging.getLogger("runtime.communication.process_fabric")
+
 HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
-"""Seconds without any frame after which a process is reported as lost."""
+"""Seconds without any frame after which a process is reported as lost (unless it is on this host and busy)."""
+DEAF_GAP = 1.0
+"""Seconds a heartbeat may come late before this process counts as having been unable to run its threads
+meanwhile (a call held the GIL, or the process was suspended): that time is not its peers' silence."""
 
 DEFAULT_SEND_WINDOW = 8 << 20
 """Bytes of encoded data one process may have sent to another that its workers have not pulled yet."""
@@ -177,6 +192,13 @@ class ProcessFabric:
         self._beating = threading.Event()
         self._silenced: set[int] = set()
         """Processes the heartbeat thread found silent (each reported once)."""
+        self.identities: dict[int, Identity] = {}
+        """Pid and start time of same-host processes from the launcher that started them (the links add the kernel's):
+        a silent one is looked at before it is reported lost (:mod:`runtime.communication.peer_state`)."""
+        self._judge: SilenceJudge | None = None
+        self._waited: set[int] = set()  # silent same-host processes found busy (each logged once per silence)
+        self._deaf: deque[tuple[float, float]] = deque(maxlen=64)
+        """The latest spans when this process could not listen: (when it could again, for how many seconds)."""
         self._heart: threading.Thread | None = None
         self.lost: PeerLost | None = None
         """The connection whose loss stopped this process, if that was the first reason it stopped."""
@@ -490,6 +512,11 @@ class ProcessFabric:
         """Send heartbeats and watch for silent peers on a background thread."""
         if self.processes == 1 or self._heart is not None:
             return
+        identities = dict(self.identities)
+        if self.shm is not None:
+            identities.update(self.shm.identities)  # the kernel's word
+        if identities:
+            self._judge = SilenceJudge(identities)
         self._heart = threading.Thread(target=self._beat, name="timely-heartbeat", daemon=True)
         self._heart.start()
 
@@ -499,27 +526,65 @@ class ProcessFabric:
         if self._heart is not None and self._heart is not threading.current_thread():
             self._heart.join(timeout=2.0)
 
+    def _silent_for(self, heard: float, now: float) -> float:
+        """Seconds a process last heard at ``heard`` has been silent, less the time this process could not listen."""
+        deaf = sum(min(seconds, at - heard) for at, seconds in self._deaf if at > heard)
+        return now - heard - deaf
+
+    def _check_silence(self, now: float) -> None:
+        """Report every process silent past :data:`SILENCE_LIMIT`, unless it is on this host and busy."""
+        mesh = self.mesh
+        judge = self._judge
+        for process in range(self.processes):
+            if process in self._silenced or process == self.process or process in self.byes:
+                continue
+            heard = mesh.last_heard.get(process, now)
+            silent = self._silent_for(heard, now)
+            if judge is not None:
+                if silent <= WATCH_AFTER:
+                    judge.heard(process)
+                    self._waited.discard(process)
+                    continue
+                judge.watch(process, heard, now)
+            if silent <= SILENCE_LIMIT:
+                continue
+            lost, how = (True, None) if judge is None else judge.lost(process, now)
+            if not lost:
+                if process not in self._waited:
+                    self._waited.add(process)
+                    assert judge is not None
+                    log.warning(
+                        "process %d: process %d (%s, pid %d) has sent nothing for %.1f s but is running (holding "
+                        "the GIL?); waiting for it",
+                        self.process,
+                        process,
+                        mesh.endpoints[process],
+                        judge.identities[process].pid,
+                        silent,
+                    )
+                continue
+            # reported on a thread of its own: stopping tells the other processes, and a send to
+            # one of them may wait, while this thread must go on watching them all
+            self._silenced.add(process)
+            threading.Thread(
+                target=mesh.report_silence, args=(process, silent, how), name="timely-silence", daemon=True
+            ).start()
+
     def _beat(self) -> None:
         mesh = self.mesh
+        previous = time.monotonic()
         while not self._beating.wait(HEARTBEAT_PERIOD):
             now = time.monotonic()
+            late = now - previous - HEARTBEAT_PERIOD
+            if late > DEAF_GAP:  # this process could not run its threads: what arrived meanwhile waits unread
+                self._deaf.append((now, late))
             waiting = self.local_waiting_for(now)
             if waiting == float("inf"):
                 waiting = 1e9
             data = frame([BEAT, waiting, sum(self.sent), sum(self.arrived.values()), self.local_stuck()])
             with self._credit_lock:
-                late, self._late_credit = self._late_credit, [0] * self.processes
-            for process in range(self.processes):  # silence first: nothing here waits on a send
-                heard = mesh.last_heard.get(process, now)
-                if process in self._silenced or process == self.process or process in self.byes:
-                    continue
-                if now - heard > SILENCE_LIMIT:
-                    # reported on a thread of its own: stopping tells the other processes, and a send to
-                    # one of them may wait, while this thread must go on watching them all
-                    self._silenced.add(process)
-                    threading.Thread(
-                        target=mesh.report_silence, args=(process, now - heard), name="timely-silence", daemon=True
-                    ).start()
+                late_credit, self._late_credit = self._late_credit, [0] * self.processes
+            self._check_silence(now)  # silence first: nothing here waits on a send
             for process in range(self.processes):
                 if process == self.process:
                     continue
@@ -528,15 +593,17 @@ class ProcessFabric:
                 # once it has gone, a failed send to it is no fault (the mesh knows it finished).
                 # A beat is skipped while a data send to that process is under way (its bytes are heard
                 # there) or its socket is full; the credit it would carry waits for the next beat
-                if not mesh.offer(process, frame([CREDIT, late[process]]) + data if late[process] else data):
+                owed = late_credit[process]
+                if not mesh.offer(process, frame([CREDIT, owed]) + data if owed else data):
                     with self._credit_lock:
-                        self._late_credit[process] += late[process]
+                        self._late_credit[process] += owed
             for local, communicator in enumerate(self._communicators):  # leftover credit: once per beat
                 if communicator.owes_credit:
                     self.credit_due[local] = True
                     self.signals[local].wake()
             if self.on_tick is not None:
                 self.on_tick()
+            previous = time.monotonic()
 
     # ------------------------------------------------------------------ finishing
 

@@ -22,6 +22,11 @@ the token never gets an offer, so it never learns the socket's name or a secret,
 and a connection with a wrong secret, or from another user, is refused before any
 descriptor is sent.  Nothing has a name to unlink: the kernel frees the rings
 when the last process mapping them ends, SIGKILL included.
+Each side also notes the pid of the other end of that Unix socket, as the
+kernel gives it (``SO_PEERCRED``, never a field the peer writes), and that
+process's start time (:attr:`ShmTransport.identities`): a linked peer that
+falls silent is looked at before it is declared lost
+(:mod:`runtime.communication.peer_state`).
 
 Receiving needs no thread: a worker drains every incoming ring when it takes
 its activations (each step) and when it parks, and parks by polling its own
@@ -55,6 +60,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication.byte_sizes import byte_setting
+from runtime.communication.peer_state import Identity, identify
 from runtime.communication.shm_ring import MAX_CAPACITY, MIN_CAPACITY, Ring, RingReader, RingWriter, ring_bytes
 from runtime.communication.tcp import Endpoint, Mesh
 from runtime.communication.wire import frame
@@ -269,6 +275,9 @@ class ShmTransport:
         self.links: dict[int, Link] = {}
         self.used: list[int] = []
         """The peers linked through shared memory (kept after :meth:`close`)."""
+        self.identities: dict[int, Identity] = {}
+        """The pid and start time of each linked peer, as the kernel gave them while linking (kept after
+        :meth:`close`); a peer whose pid this process cannot see (another pid namespace) is missing."""
         self._links: list[Link] = []
         self.doorbells: tuple[int, ...] = ()
         self._offers: dict[int, tuple[bool, bytes, bytes]] = {}
@@ -363,6 +372,7 @@ class ShmTransport:
                 sock.connect(name)
                 sock.sendall(_HELLO.pack(self.process, secret))
                 self.links[peer] = self._trade_rings(peer, sock)
+                self._identify(peer, sock)
             except (OSError, WireError) as error:
                 if self._stopped():
                     raise ClusterStopped("the cluster stopped while linking") from None
@@ -393,15 +403,23 @@ class ShmTransport:
                 peer = self._check_hello(sock, expected)
                 if peer is not None:
                     self.links[peer] = self._trade_rings(peer, sock)
+                    self._identify(peer, sock)
             except (OSError, WireError) as error:
                 self._refuse(f"{type(error).__name__}: {error}")
             finally:
                 sock.close()
 
+    def _identify(self, peer: int, sock: socket.socket) -> None:
+        """Note the identity of linked ``peer``: the pid the kernel gives for the other end of ``sock`` (the process
+        that connected, or listened), and that process's start time, read while it is still connected."""
+        pid, _ = _credentials(sock)
+        identity = identify(pid)
+        if identity is not None:
+            self.identities[peer] = identity
+
     def _check_hello(self, sock: socket.socket, expected: set[int]) -> int | None:
         """The peer that connected, if it is the same user and proves its secret; else refused (``None``)."""
-        credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", credentials)
+        _, uid = _credentials(sock)
         if uid != os.getuid():
             self._refuse(f"a connection from user {uid}, not {os.getuid()}")
             return None
@@ -565,6 +583,13 @@ class ShmTransport:
         self._links = []
         self.links = {}
         self.doorbells = ()
+
+
+def _credentials(sock: socket.socket) -> tuple[int, int]:
+    """The pid and user id of the process at the other end of the Unix socket ``sock``, as the kernel says."""
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", credentials)
+    return pid, uid
 
 
 def _exactly(sock: socket.socket, size: int) -> bytes:

@@ -699,9 +699,9 @@ class Mesh:
         """``process`` has finished: its connection may now end without being a fault."""
         self._finished.add(process)
 
-    def report_silence(self, process: int, seconds: float) -> None:
-        """``process`` has sent nothing for ``seconds``: report it as lost."""
-        self._lost(process, f"nothing arrived from it for {seconds:.1f} s")
+    def report_silence(self, process: int, seconds: float, how: str | None = None) -> None:
+        """``process`` has sent nothing for ``seconds``: report it as lost (``how``: what else is known, a clause)."""
+        self._lost(process, f"nothing arrived from it for {seconds:.1f} s" + (f", and {how}" if how else ""))
 
     def _send_failure(self, process: int, failure: OSError) -> None:
         """A send to ``process`` failed: its connection has ended.  Shut it down, and leave the report to its
