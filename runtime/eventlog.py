@@ -34,10 +34,10 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from runtime import codec
+from runtime import codec, readiness
 from runtime.codec import (
     EXT_ARROW_BATCH,
     EXT_ARROW_TABLE,
@@ -295,9 +295,10 @@ class EventReader:
 
     ``source`` is a path, a binary file object, or a connected socket.  Over a
     socket the reader never blocks: it yields ``None`` while no complete record
-    has arrived, and ends when the peer closes the connection at a record
-    boundary.  Over a file it ends at the end of the file.  With ``timestamp``
-    given, a log of another timestamp type is refused.
+    has arrived (:meth:`notify_when_ready` then says when to ask again), and
+    ends when the peer closes the connection at a record boundary.  Over a
+    file it ends at the end of the file.  With ``timestamp`` given, a log of
+    another timestamp type is refused.
 
     A damaged log raises :class:`EventLogCorrupt` (or :class:`EventLogTruncated`)
     naming the log and the byte offset of the damage; every later call raises it
@@ -556,6 +557,19 @@ class EventReader:
             self.close()
             raise
 
+    def notify_when_ready(self, callback: Callable[[], None]) -> bool:
+        """After ``None`` was yielded: ask for ``callback()``, from another thread, once more bytes can be read.
+
+        Over a socket it comes when bytes arrive or the peer closes or fails
+        the connection (at once if that has already happened), so that a replay
+        waiting on it lets its worker park; returns whether it will come (not
+        over a file, which never makes the reader wait).
+        """
+        if self._socket is None or self._ended or self._error is not None or self._eof:
+            return False
+        readiness.when_readable(self._socket, callback)
+        return True
+
     @property
     def timestamp_name(self) -> str | None:
         """The name of the log's timestamp type, once the header has been read."""
@@ -582,6 +596,8 @@ class EventReader:
 
     def close(self) -> None:
         """Release the file or socket (if this reader opened or was given ownership of it)."""
+        if self._socket is not None:
+            readiness.cancel(self._socket)  # before it closes: its number may be another socket's next
         if self._owns:
             if self._socket is not None:
                 self._socket.close()

@@ -6,6 +6,7 @@ A worker talks to the other workers only through its
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -124,6 +125,12 @@ class Worker:
         """
         self._comm = communicator
         self._context = BuildContext(communicator, threading.Lock)
+        self._context.wake_from_outside = communicator.activate_from_outside
+        self._context.timer = self._activate_after
+        self._timers: list[tuple[float, tuple[int, ...]]] = []
+        """A heap of ``(due, address)``: operators to activate once ``time.monotonic()`` reaches ``due``."""
+        self._timer_due: dict[tuple[int, ...], float] = {}
+        """The earliest due time of each address in :attr:`_timers` (later entries for it are stale)."""
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
@@ -274,6 +281,29 @@ class Worker:
             else:
                 dataflow.root.activate_address(address[1:])
 
+    def _activate_after(self, address: tuple[int, ...], seconds: float) -> None:
+        """Activate the operator at ``address`` once ``seconds`` have passed (an earlier request for it stands)."""
+        due = time.monotonic() + seconds
+        if self._timer_due.get(address, due + 1) <= due:
+            return
+        self._timer_due[address] = due
+        heapq.heappush(self._timers, (due, address))
+
+    def _fire_timers(self) -> float | None:
+        """Activate the operators whose time has come; return the seconds until the next one (``None``: none)."""
+        timers = self._timers
+        due_at = self._timer_due
+        now = time.monotonic()
+        fired = []
+        while timers and timers[0][0] <= now:
+            due, address = heapq.heappop(timers)
+            if due_at.get(address) == due:
+                del due_at[address]
+                fired.append(address)
+        if fired:
+            self._activate(fired)
+        return timers[0][0] - now if timers else None
+
     def step(self) -> bool:
         """Run every dataflow that has work once; return whether any dataflow is unfinished."""
         return self.step_or_park(self._park)
@@ -308,11 +338,17 @@ class Worker:
         addresses = comm.take_activations()
         if addresses:
             self._activate(addresses)
+        if self._timers:
+            wait = self._fire_timers()
+            if wait is not None and (timeout is None or wait < timeout):
+                timeout = wait  # parks only until the next timer (a timeout of 0 stays 0)
         if not self._active and timeout != 0 and self._dataflows:
             comm.park(timeout)
             addresses = comm.take_activations()
             if addresses:
                 self._activate(addresses)
+            if self._timers:
+                self._fire_timers()
         if self._active:
             if self._idle:
                 self._idle = False

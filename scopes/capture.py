@@ -28,7 +28,7 @@ replays from any iterables of events (see :func:`replay_into`);
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
@@ -186,6 +186,7 @@ class CaptureRecorder:
         self._events: list[CaptureEvent] = []
         self._lock: AbstractContextManager[Any] = nullcontext() if lock is None else lock
         self._finished = False
+        self._waiting: list[Callable[[], None]] = []  # called once when the recording grows or ends
 
     def push(self, event: CaptureEvent) -> None:
         """Append an event."""
@@ -193,11 +194,27 @@ class CaptureRecorder:
             if self._finished:
                 raise ReplayError(f"cannot record {event!r}: the recording is already finished", -1)
             self._events.append(event)
+            waiting, self._waiting = self._waiting, []
+        for callback in waiting:
+            callback()
 
     def finish(self) -> None:
         """Mark the recording complete: the captured stream's frontier is empty."""
         with self._lock:
             self._finished = True
+            waiting, self._waiting = self._waiting, []
+        for callback in waiting:
+            callback()
+
+    def notify_when_past(self, position: int, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the recording holds more than ``position`` events or has ended (at once if it
+        does already); the thread that records calls it."""
+        with self._lock:
+            now = position < len(self._events) or self._finished
+            if not now:
+                self._waiting.append(callback)
+        if now:
+            callback()
 
     @property
     def finished(self) -> bool:
@@ -256,6 +273,7 @@ class RecorderCursor:
         """Read ``recorder`` from its first event."""
         self._recorder = recorder
         self._position = 0
+        self._asked = False
 
     def __iter__(self) -> RecorderCursor:
         return self
@@ -269,6 +287,20 @@ class RecorderCursor:
             raise StopIteration
         return None
 
+    def notify_when_ready(self, callback: Callable[[], None]) -> bool:
+        """After ``None``: ask for ``callback()`` once the next event is recorded or the recording ends (from the
+        recording thread); returns ``True``: it always comes."""
+        if self._asked:  # the request made since the last event stands: one is enough
+            return True
+        self._asked = True
+
+        def fire() -> None:
+            self._asked = False
+            callback()
+
+        self._recorder.notify_when_past(self._position, fire)
+        return True
+
 
 def capture(stream: StreamCore, name: str = "Capture") -> CaptureRecorder:
     """Record ``stream`` in memory; returns this worker's :class:`CaptureRecorder`."""
@@ -280,10 +312,18 @@ def capture(stream: StreamCore, name: str = "Capture") -> CaptureRecorder:
 # ---------------------------------------------------------------------- replay
 
 
+POLL_FIRST = 0.001
+"""Seconds before a waiting event stream that cannot wake the replay is asked again, the first time."""
+
+POLL_LONGEST = 0.05
+"""The most seconds between two looks at a waiting event stream that cannot wake the replay (the interval doubles
+from :data:`POLL_FIRST` while it waits)."""
+
+
 class _ReplayedStream:
     """One event stream being replayed, and the capabilities it holds."""
 
-    __slots__ = ("index", "identity", "events", "held", "least", "open")
+    __slots__ = ("index", "identity", "events", "held", "least", "open", "poll")
 
     def __init__(self, index: int, identity: str, events: Iterator[CaptureEvent | None], minimum: Any) -> None:
         self.index = index
@@ -293,6 +333,8 @@ class _ReplayedStream:
         self.least: list[Any] = [minimum]
         """Integer times: a heap of every time held (and of some no longer held), so the least is found at once."""
         self.open = True
+        self.poll = POLL_FIRST
+        """Seconds until the stream is asked again if it waits and cannot wake the replay (it grows while it waits)."""
 
     def holds_at_or_before(self, time: Any, integers: bool) -> bool:
         """Whether some time held is at or before ``time``: the least held (``integers``), else any held."""
@@ -359,8 +401,14 @@ def replay_into(recordings: Iterable[Any], scope: ScopeCore[S], name: str = "Rep
     workers given different lists get :class:`~runtime.errors.DataflowMismatch`.
 
     An iterable yields ``None`` when no event is available yet; it is asked again
-    later.  The operator never blocks: it takes the events that are available and
-    asks to be scheduled again while any stream is open.  A stream is finished
+    later.  The operator never blocks: it takes the events that are available,
+    and while a stream waits its worker may park.  A stream that has a
+    ``notify_when_ready(callback)`` method returning ``True`` (an
+    :class:`~runtime.eventlog.EventReader` over a socket, a
+    :class:`CaptureRecorder`'s cursor) calls ``callback`` from any thread once it
+    has more, which wakes the operator; any other is asked again after an
+    interval growing from :data:`POLL_FIRST` to :data:`POLL_LONGEST` seconds
+    while it waits (at once, outside the runtime, which has no timers).  A stream is finished
     when the capabilities it describes are all released (or it ends); ending
     earlier is a :class:`ReplayError`.
     """
@@ -386,6 +434,7 @@ def replay_into(recordings: Iterable[Any], scope: ScopeCore[S], name: str = "Rep
         scope,
         f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}",
     )
+    replayer.wake = scope.context.waker(builder.address)
     operator = builder.build(replayer.run, operator_class=ReplayOperator)
     assert isinstance(operator, ReplayOperator)
     operator.kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
@@ -416,6 +465,9 @@ class _Replayer:
         self.scope_name = scope.name
         self.where = where
         self.started = False
+        self.context = scope.context
+        self.wake: Callable[[], None] | None = None
+        """Activates the operator from any thread (``None``: no runtime to do it), for streams that can call it."""
 
     def fail(self, state: _ReplayedStream, problem: str) -> ReplayError:
         position = getattr(state.events, "replay_position", None)  # a log file's reader says where in the file
@@ -462,16 +514,23 @@ class _Replayer:
             self.send(time, copy_batch(data))  # the recording stays intact whatever operators do to theirs
 
     def run(self) -> None:
-        """Apply every available event; ask to run again if some stream is waiting for more."""
+        """Apply every available event; for each stream that waits for more, ask it to wake the operator, or else
+        to be looked at again after its poll interval (which then doubles)."""
         if not self.started:
             self.internal.update(self.timestamp_type.minimum(), len(self.streams) - 1)
             self.started = True
-        waiting = False
+        again: float | None = None
         for state in self.streams:
-            if state.open and self.drain(state):
-                waiting = True
-        if waiting:
-            self.info.activate()
+            if state.open and self.drain(state) and not self.woken_by(state):
+                again = state.poll if again is None else min(again, state.poll)
+                state.poll = min(state.poll * 2, POLL_LONGEST)
+        if again is not None:
+            self.context.activate_after(self.info.address, again, self.info.activate)
+
+    def woken_by(self, state: _ReplayedStream) -> bool:
+        """Ask ``state``'s waiting stream to wake the operator when it has more; return whether it will."""
+        notify = getattr(state.events, "notify_when_ready", None)
+        return self.wake is not None and notify is not None and notify(self.wake) is True
 
     def drain(self, state: _ReplayedStream) -> bool:
         """Apply ``state``'s available events; return whether it waits for more (yielded ``None``)."""
@@ -491,6 +550,7 @@ class _Replayer:
                 return False
             if event is None:
                 return True
+            state.poll = POLL_FIRST
             if isinstance(event, Progress):
                 self.apply_progress(state, event.updates)
             elif isinstance(event, CapturedBatch):

@@ -30,6 +30,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from scopes.channel_protocols import Allocator
@@ -73,6 +74,27 @@ class BuildContext:
         # the scopes whose building function is running, outermost first; operators may
         # be added only to the last one (the others wait for it, as in timely's borrows)
         self.building: list[ScopeCore[StreamCore]] = []
+        self.wake_from_outside: Callable[[tuple[int, ...]], None] | None = None
+        """Activates the operator at an address from any thread, and wakes the worker if it is parked (the
+        runtime sets it; ``None``: only the worker's own thread activates operators)."""
+        self.timer: Callable[[tuple[int, ...], float], None] | None = None
+        """Activates the operator at an address once some seconds have passed, the worker parking meanwhile
+        (the runtime sets it; ``None``: no timers)."""
+
+    def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
+        """A function that any thread may call to activate the operator at ``address`` and wake its parked worker
+        (a socket watcher, another worker's capture), or ``None`` if the runtime offers none."""
+        wake = self.wake_from_outside
+        return None if wake is None else partial(wake, address)
+
+    def activate_after(self, address: tuple[int, ...], seconds: float, activate: Callable[[], None]) -> None:
+        """Activate the operator at ``address`` once ``seconds`` have passed, letting the worker park meanwhile;
+        without timers, call ``activate`` (its activation on the worker's next step) at once."""
+        timer = self.timer
+        if timer is None:
+            activate()
+        else:
+            timer(address, seconds)
 
     def next_channel(self) -> int:
         """A fresh channel identifier (the same sequence on every worker)."""

@@ -33,7 +33,9 @@ Data plane (the :class:`~scopes.channels.Allocator` protocol)
       worker ``r``, that channel's ``address`` is queued as an activation for
       ``r``, and ``r`` is woken if it is parked.  The worker collects the
       addresses with :meth:`Communicator.take_activations` and schedules the
-      operators they name.  An activation may be reported more than once, or
+      operators they name.  ``activate_from_outside(address)`` queues an
+    activation the same way from any other thread (what waits for outside data
+    wakes its operator so).  An activation may be reported more than once, or
       for a message already pulled; activations are hints that make an
       operator look at its puller, never data.
 
@@ -158,6 +160,11 @@ class Communicator(Protocol):
 
     def flush(self) -> None:
         """Send buffered messages; called by the worker at the end of every step."""
+        ...
+
+    def activate_from_outside(self, address: Address) -> None:
+        """Queue ``address`` as an activation from any thread (a socket watcher, another worker), and wake this
+        worker if it is parked; :meth:`take_activations` returns it."""
         ...
 
     def park(self, timeout: float | None) -> None:

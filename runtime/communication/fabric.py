@@ -321,6 +321,10 @@ class FabricCommunicator:
             taken.append(pending.popleft())
         return taken
 
+    def activate_from_outside(self, address: Address) -> None:
+        """Queue ``address`` as an activation from any thread, and wake this worker if it is parked."""
+        self._signal.activate(address)
+
     def park(self, timeout: float | None) -> None:
         """Send what is buffered, then wait for an activation, ``timeout`` seconds, or a stop.
 

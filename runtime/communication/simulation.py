@@ -258,6 +258,10 @@ class SimulatedCommunicator:
         self.network.activations[self._index] = []
         return queued
 
+    def activate_from_outside(self, address: Address) -> None:
+        """Queue ``address`` as an activation (the scheduler runs this worker when it chooses)."""
+        self.network.activations[self._index].append(address)
+
     def flush(self) -> None:
         """End of a step: give the baton back to the scheduler (unless the step already parked)."""
         if self._parked:
