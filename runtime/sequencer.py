@@ -36,10 +36,16 @@ if TYPE_CHECKING:
     from runtime.worker import Worker
     from scopes.builder import ScopeBuilder
     from scopes.capability import Capability
+    from scopes.core import BuildContext
     from scopes.handles import OperatorOutput
     from scopes.operator import OperatorInfo
 
 T = TypeVar("T")
+
+
+RECHECK = 0.05
+"""Seconds after which a source holding staged items looks at the clock again, unless woken earlier (the sink
+wakes it whenever an item arrives or its frontier moves; a worker waiting for a busy peer parks meanwhile)."""
 
 
 def microseconds() -> int:
@@ -120,8 +126,8 @@ class Sequencer(Generic[T]):
                     output.session(cap).give_batch([(worker_index, next(numbers), item) for item in proposals])
                 if state.closed:
                     held.pop().drop()
-                elif state.staged:
-                    info.activate()
+                elif state.staged:  # the sink wakes it when items arrive or its frontier moves; this is a backstop
+                    contexts[0].activate_after(info.address, RECHECK, info.activate)
 
             return logic
 
@@ -141,7 +147,10 @@ class Sequencer(Generic[T]):
             if staged:
                 state.activate_source()
 
+        contexts: list[BuildContext] = []
+
         def build(scope: ScopeBuilder) -> None:
+            contexts.append(scope.context)
             proposals = scope.source(name, source_constructor)
             builder = OperatorBuilder(scope, f"{name}Output", notify=True)
             port = builder.new_input(proposals, Broadcast)

@@ -178,3 +178,16 @@ def test_a_source_that_cannot_wake_the_replay_is_polled_at_a_growing_interval() 
     assert cpu < MOST_CPU * wall, f"polling the source cost {cpu:.2f} s of CPU in {wall:.2f} s"
     # at most every 50 ms once backed off (a few more while the interval grows from 1 ms): not on every step
     assert 5 <= trickle.polls <= wall / 0.05 + 30, trickle.polls
+
+
+def test_a_sequencer_waiting_for_a_busy_peer_does_not_spin() -> None:
+    def main(worker: runtime.Worker) -> list[int]:
+        sequencer: runtime.Sequencer[int] = runtime.Sequencer(worker)
+        sequencer.push(worker.index)
+        if worker.index == 1:
+            time.sleep(HOLD)  # busy in its own code: worker 0 waits for its capability to pass worker 0's item
+        return sequencer.take(2, timeout=STALL_TIMEOUT)
+
+    orders, wall, cpu = cpu_share(lambda: execute(main, workers=2))
+    assert orders[0] == orders[1] and sorted(orders[0]) == [0, 1]
+    assert cpu < MOST_CPU * wall, f"waiting for the peer cost {cpu:.2f} s of CPU in {wall:.2f} s"
