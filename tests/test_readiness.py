@@ -1,0 +1,85 @@
+"""runtime.readiness: one-shot callbacks when a socket has bytes to read, from one watching thread per process."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from helpers import eventually
+
+from runtime import readiness
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected pair of sockets, closed after the test."""
+    ours, theirs = socket.socketpair()
+    yield ours, theirs
+    readiness.cancel(theirs)
+    ours.close()
+    theirs.close()
+
+
+def test_a_callback_comes_when_bytes_arrive_and_only_once(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    calls: list[str] = []
+    readiness.when_readable(theirs, lambda: calls.append("ready"))
+    ours.sendall(b"x")
+    eventually(lambda: calls, what="the callback")
+    ours.sendall(b"y")  # still readable: a request is one-shot, so no second call without a second request
+    readiness.when_readable(ours, lambda: calls.append("other"))
+    theirs.sendall(b"z")
+    eventually(lambda: "other" in calls, what="the other socket's callback")
+    assert calls == ["ready", "other"]
+
+
+def test_a_socket_already_readable_or_closed_by_its_peer_calls_back_at_once(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    ours, theirs = pair
+    ours.sendall(b"x")
+    ready = threading.Event()
+    readiness.when_readable(theirs, ready.set)
+    assert ready.wait(10)
+    ours.close()
+    ended = threading.Event()
+    other, closing = socket.socketpair()
+    closing.close()  # the peer closes: reading would see the end, so it is readable
+    readiness.when_readable(other, ended.set)
+    assert ended.wait(10)
+    readiness.cancel(other)
+    other.close()
+
+
+def test_a_cancelled_request_never_calls_back(pair: tuple[socket.socket, socket.socket]) -> None:
+    ours, theirs = pair
+    calls: list[str] = []
+    readiness.when_readable(theirs, lambda: calls.append("cancelled"))
+    readiness.cancel(theirs)
+    ours.sendall(b"x")  # readable from now on: a request still standing would fire with the next one
+    second_ours, second_theirs = socket.socketpair()
+    try:
+        readiness.when_readable(second_theirs, lambda: calls.append("second"))
+        second_ours.sendall(b"y")
+        eventually(lambda: "second" in calls, what="the second callback")
+        assert calls == ["second"]
+    finally:
+        second_ours.close()
+        second_theirs.close()
+
+
+def test_the_watching_thread_ends_when_nothing_is_watched(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readiness, "LINGER", 0.05)
+    ours, theirs = pair
+    ready = threading.Event()
+    readiness.when_readable(theirs, ready.set)
+    ours.sendall(b"x")
+    assert ready.wait(10)
+    eventually(
+        lambda: not any(thread.name == "pytimely-readiness" for thread in threading.enumerate()),
+        what="the watching thread to end",
+    )
