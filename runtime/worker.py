@@ -125,7 +125,8 @@ class Worker:
         """
         self._comm = communicator
         self._context = BuildContext(communicator, threading.Lock)
-        self._context.wake_from_outside = communicator.activate_from_outside
+        # a communicator written before activate_from_outside existed still runs: waiting replays then poll
+        self._context.wake_from_outside = getattr(communicator, "activate_from_outside", None)
         self._context.timer = self._activate_after
         self._timers: list[tuple[float, tuple[int, ...]]] = []
         """A heap of ``(due, address)``: operators to activate once ``time.monotonic()`` reaches ``due``."""
