@@ -30,7 +30,7 @@ from runtime.launcher import INTERRUPT_GRACE, execute_processes
 from runtime.settings import check_settings, check_stall_timeout, settings_for_run
 from runtime.thread_cores import cores_setting, run_on, shared_core
 from runtime.worker import Worker
-from scopes.errors import OperatorFailed
+from scopes.errors import OperatorFailed, describe_user_error
 
 R = TypeVar("R")
 
@@ -258,7 +258,7 @@ def failure_of(failures: list[tuple[int, BaseException]], peers: int) -> WorkerF
     if operator is not None:
         scope = " / ".join(operator.scope_path) or "?"
         user = operator.__cause__
-        what = f"{type(user).__name__}: {user}" if user is not None else str(operator)
+        what = describe_user_error(user) if user is not None else str(operator)
         built = "" if operator.site is None else f", built at {operator.site}"
         message = (
             f"worker {index} of {peers} failed in operator '{operator.operator}' "

@@ -23,7 +23,7 @@ from scopes.batches import (
     is_columnar,
 )
 from scopes.destinations import check_keys
-from scopes.errors import KeyHashError, OperatorFailed, TimelyError, UserFunctionError
+from scopes.errors import KeyHashError, OperatorFailed, TimelyError, UserFunctionError, describe_user_error
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
 from scopes.key_types import check_key_type, key_type_problem
 from scopes.lazy_import import lazy_module
@@ -46,25 +46,27 @@ class Receiver(NamedTuple):
     """Where the user's code built the operator (``file:line``), or ``None`` when unknown."""
 
     def key_failed(
-        self, error: Exception, time: Any, key: Callable[[Any], Any], batch: Any, record: str = "one of the records"
+        self, error: BaseException, time: Any, key: Callable[[Any], Any], batch: Any, record: str = "one of the records"
     ) -> OperatorFailed:
         """Describe ``error``, raised by ``key`` on some record of ``batch`` at ``time``, as :class:`OperatorFailed`.
 
         Runs only after a failure: it finds the record of a list batch by calling
-        ``key`` again; ``record`` says what failed otherwise.
+        ``key`` again; ``record`` says what failed otherwise.  ``error`` may be
+        ``sys.exit()``'s :class:`SystemExit` (see :func:`~scopes.errors.describe_user_error`).
         """
         for candidate in batch if batch.__class__ is list else ():
             try:
                 stable_hash(key(candidate))  # the key fails, or its value cannot be routed
-            except Exception:  # noqa: BLE001 - looking for the record that fails, whatever it raises
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - looking for the record that fails, whatever it raises
                 record = f"record {candidate!r}"
                 break
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
         built = "" if self.site is None else f", built at {self.site}"
         return OperatorFailed(
             f"operator '{self.name}' (address {self.address}, in scope {scope}{built}) failed at time {time!r} "
-            f"on worker {self.worker}: its exchange key function raised {type(error).__name__}: {error} "
-            f"for {record}",
+            f"on worker {self.worker}: its exchange key function failed for {record}: {describe_user_error(error)}",
             self.name,
             self.address,
             self.scope_path,
@@ -210,9 +212,9 @@ class BatchKeys:
         rows = len(batch)
         try:
             keys = key(batch) if keys_at is None else keys_at(batch, time)
-        except TimelyError:
-            raise  # a key that checks the batch's columns explains itself
-        except Exception as error:
+        except (TimelyError, KeyboardInterrupt):
+            raise  # a key that checks the batch's columns explains itself; Ctrl-C stops the run
+        except BaseException as error:  # sys.exit() too: see describe_user_error
             if self.receiver is None:
                 raise
             what = f"the {kind} batch of {rows} rows"
@@ -311,7 +313,9 @@ class KeyCheckPusher:
         if batch.__class__ is list:
             try:
                 check_keys(list(map(self._key, batch)))  # every key, at C speed, and their types
-            except Exception as error:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as error:  # sys.exit() too: see describe_user_error
                 if self._receiver is None:
                     raise
                 raise self._receiver.key_failed(error, time, self._key, batch) from error

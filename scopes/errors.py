@@ -135,6 +135,30 @@ def describe_when(time: object, position: str | None) -> str:
     return "outside any batch (no input message was being processed)"
 
 
+def describe_user_error(error: BaseException) -> str:
+    """What a user function raised, for the messages that name its operator.
+
+    ``Type: message`` for an exception.  ``sys.exit()`` (:class:`SystemExit`)
+    and other :class:`BaseException` that are not :class:`Exception` do not end
+    the process from inside an operator, which runs among other workers and
+    processes: the run fails as for an exception, and the message says so and
+    what to do instead.
+    """
+    if isinstance(error, Exception):
+        return f"{type(error).__name__}: {error}"
+    if isinstance(error, SystemExit):
+        call = "sys.exit()" if error.code is None else f"sys.exit({error.code!r})"
+        return (
+            f"SystemExit: the function called {call}, which cannot end the program from inside an operator; "
+            "raise an exception to fail the run, or return and close the dataflow's inputs to end it"
+        )
+    return (
+        f"{type(error).__name__}: {error} ({type(error).__name__} is a BaseException, not an Exception, and "
+        "cannot end the program from inside an operator; raise an Exception to fail the run, or return and "
+        "close the dataflow's inputs to end it)"
+    )
+
+
 class KeyHashError(ScopeError, TypeError):
     """A routing key has a type whose hash is not stable across processes."""
 

@@ -107,7 +107,9 @@ class ExchangePusher:
                             parts[index].extend(chunk)
                         else:
                             parts[index] = chunk
-        except Exception as error:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:  # sys.exit() too: see describe_user_error
             if self._receiver is None:
                 raise
             raise self._receiver.key_failed(error, time, key, batch) from error

@@ -20,7 +20,7 @@ from typing import Any
 from scopes.capability import Capability, CapabilityRef, check_time, stop_sites_at
 from scopes.channel_protocols import Activator
 from scopes.channels import Tee
-from scopes.errors import CapabilityError, OperatorFailed, describe_when
+from scopes.errors import CapabilityError, OperatorFailed, describe_user_error, describe_when
 from scopes.handles import OperatorInput, OperatorOutput, OutputBuffer, Session
 from scopes.notificator import Notificator
 from scopes.ports import InputPort, OutputPort, PortOwner
@@ -142,8 +142,12 @@ class Operator(Operate):
         """Take ownership of a port added after the operator was created."""
         port.owner = self
 
-    def failure(self, error: Exception) -> OperatorFailed:
-        """Describe ``error``, raised by the user's code inside this operator, as :class:`OperatorFailed`."""
+    def failure(self, error: BaseException) -> OperatorFailed:
+        """Describe ``error``, raised by the user's code inside this operator, as :class:`OperatorFailed`.
+
+        ``error`` may be :class:`SystemExit` (``sys.exit()``) or another
+        :class:`BaseException`: see :func:`~scopes.errors.describe_user_error`.
+        """
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
         position = self.info.position if self.info is not None else None
         position = None if position is None else str(position)
@@ -151,7 +155,7 @@ class Operator(Operate):
         message = (
             f"operator '{self.name}' (address {self.address}, in scope {scope}{built}) failed "
             f"{describe_when(self.current_time, position)} on worker {self.worker_index}: "
-            f"{type(error).__name__}: {error}"
+            f"{describe_user_error(error)}"
         )
         return OperatorFailed(
             message, self.name, self.address, self.scope_path, self.current_time, self.worker_index, position, self.site
@@ -249,9 +253,9 @@ class Operator(Operate):
                     buffering = self._buffering = [port.tee for port in self.output_ports if port.tee.buffering]
                 for tee in buffering:  # buffering pushers (exchange): see ExchangePusher
                     tee.flush()
-            except OperatorFailed:
-                raise
-            except Exception as error:
+            except (OperatorFailed, KeyboardInterrupt):
+                raise  # Ctrl-C stops the whole run (see runtime.execute)
+            except BaseException as error:  # sys.exit() too: it cannot end the program from here
                 failure = self.failure(error)
                 failure.__cause__ = error  # as well: mypyc compiles `raise ... from` without the cause
                 raise failure from error
