@@ -15,17 +15,18 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from runtime.cluster_member import run_process
 from runtime.communication.tcp import Endpoint, read_hostfile
-from runtime.communication.tls import tls_config
+from runtime.communication.tls import TlsConfig, tls_config
 from runtime.environment_observers import LOG_VARIABLE, recording_processes
 from runtime.errors import ConfigurationError
 from runtime.execute import execute
+from runtime.instrumentation.registry import check_log
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
 from runtime.main_guard import refuse_while_importing_main
-from runtime.metrics import METRICS_VARIABLE, parse_address
+from runtime.metrics import METRICS_VARIABLE, check_metrics
 from runtime.settings import check_stall_timeout, settings_for_run
 from runtime.worker import Worker
 
@@ -50,9 +51,21 @@ class ClusterConfig:
     """Certificate, key and CA files: every connection is TLS (``--tls CERT KEY --tls-ca CA``)."""
 
 
+class _FlagParser(argparse.ArgumentParser):
+    """An argument parser whose errors (a flag's value that is not a number, a missing value) are
+    :class:`ConfigurationError`, as the checks of the values that follow are."""
+
+    def error(self, message: str) -> NoReturn:
+        """Raise ``message`` as :class:`ConfigurationError` rather than print usage and exit."""
+        raise ConfigurationError(message)
+
+
 def cluster_arguments() -> argparse.ArgumentParser:
-    """A parser of the cluster flags only (``add_help=False``: ``-h`` is the hostfile, as in timely)."""
-    parser = argparse.ArgumentParser(add_help=False)
+    """A parser of the cluster flags only (``add_help=False``: ``-h`` is the hostfile, as in timely).
+
+    A malformed flag (``-w abc``) is a :class:`ConfigurationError`, not an exit.
+    """
+    parser = _FlagParser(add_help=False)
     group = parser.add_argument_group("cluster (timely's flags)")
     group.add_argument("-w", "--workers", type=int, default=1, help="worker threads per process (default 1)")
     group.add_argument("-n", "--processes", type=int, default=1, help="number of processes (default 1)")
@@ -86,7 +99,10 @@ def cluster_arguments() -> argparse.ArgumentParser:
 
 
 def parse_cluster_args(argv: Sequence[str] | None = None) -> tuple[ClusterConfig, list[str]]:
-    """Parse the cluster flags in ``argv`` (default ``sys.argv[1:]``); return them and the other arguments."""
+    """Parse the cluster flags in ``argv`` (default ``sys.argv[1:]``); return them and the other arguments.
+
+    A malformed or inconsistent flag is a :class:`ConfigurationError` naming it.
+    """
     args, rest = cluster_arguments().parse_known_args(list(sys.argv[1:] if argv is None else argv))
     if (args.tls is None) != (args.tls_ca is None):
         raise ConfigurationError(
@@ -117,8 +133,12 @@ def endpoints_for(config: ClusterConfig) -> list[Endpoint]:
         return [Endpoint("127.0.0.1", DEFAULT_PORT + i) for i in range(config.processes)]
     try:
         endpoints = read_hostfile(config.hostfile)
-    except (OSError, ValueError) as error:
-        raise ConfigurationError(f"cannot read the hostfile: {error}") from error
+    except OSError as error:
+        raise ConfigurationError(
+            f"-h/--hostfile {config.hostfile}: cannot read the hostfile: {error.strerror or error}"
+        ) from error
+    except ValueError as error:  # names the file and the line
+        raise ConfigurationError(f"-h/--hostfile: cannot read the hostfile {error}") from error
     if len(endpoints) < config.processes:
         raise ConfigurationError(
             f"the hostfile {config.hostfile} lists {len(endpoints)} process(es), but -n is {config.processes}"
@@ -149,28 +169,50 @@ def execute_from_args(
     returns the results of all workers, which travel to every process in the
     wire encoding; processes started separately must hash strings alike, so
     set ``PYTHONHASHSEED`` to the same value everywhere (the handshake checks).
+
+    Every flag is checked first (:func:`plan_from_args`); a bad one ends the
+    program as ``argparse`` does, with one ``PROG: error: MESSAGE`` line on
+    stderr and status 2 (see :func:`refuse_flags`).
     """
     refuse_while_importing_main("execute_from_args(main)")
     check_stall_timeout(stall_timeout, "execute_from_args")
-    config, _ = parse_cluster_args(argv)
-    if config.metrics is not None:
-        parse_address(config.metrics)  # a malformed address fails here, before any process starts
+    try:
+        plan = plan_from_args(argv)
+    except ConfigurationError as error:
+        refuse_flags(error)
+    config = plan.config
     # every process of the cluster reads them (execute too, in this one), from the flags or from the environment;
     # set for this run only: a later execute() in this program must not log to this run's file again
     with settings_for_run({LOG_VARIABLE: config.log, METRICS_VARIABLE: config.metrics}):
-        return _run_configured(main, config, stall_timeout, connect_timeout)
+        return _run_planned(main, plan, stall_timeout, connect_timeout)
 
 
-def _run_configured(
-    main: Callable[[Worker], R], config: ClusterConfig, stall_timeout: float | None, connect_timeout: float
-) -> list[R]:
-    """:func:`execute_from_args` once the flags are parsed and in the environment."""
-    if config.processes == 1:  # execute turns on what --log and --metrics asked for
-        return execute(main, workers=config.workers, stall_timeout=stall_timeout)
-    tls = tls_config(*config.tls) if config.tls is not None else None  # bad files fail here, before any process
+@dataclass(frozen=True)
+class ClusterPlan:
+    """The cluster flags, checked: what :func:`execute_from_args` runs."""
+
+    config: ClusterConfig
+    tls: TlsConfig | None = None
+    """The loaded ``--tls`` files, with several processes."""
+    endpoints: list[Endpoint] | None = None
+    """Where each process listens, with ``-p``."""
+    token: str = ""
+    """The cluster's shared token, with ``-p``."""
+
+
+def plan_from_args(argv: Sequence[str] | None = None) -> ClusterPlan:
+    """Parse and check every cluster flag in ``argv`` before anything runs: a :class:`ConfigurationError` says
+    which is wrong (a value, the hostfile, ``--metrics``, ``--log``, the TLS files, the token)."""
+    config, _ = parse_cluster_args(argv)
+    if config.metrics is not None:  # process P listens at PORT + P: those started here
+        check_metrics(config.metrics, range(config.processes) if config.process is None else [config.process])
+    check_log(config.log, config.process or 0, config.processes)
+    if config.processes == 1:
+        return ClusterPlan(config)
+    tls = tls_config(*config.tls) if config.tls is not None else None
     if config.process is None:
-        with recording_processes(config.processes):  # a Recorder in this program gets the processes' events
-            return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)
+        return ClusterPlan(config, tls)
+    endpoints = endpoints_for(config)
     token = config.token or os.environ.get(TOKEN_VARIABLE)
     if not token:
         raise ConfigurationError(
@@ -184,6 +226,31 @@ def _run_configured(
             f"the cluster's token ({TOKEN_VARIABLE} or --token) must be UTF-8 text, and this one holds other "
             f"bytes; use a value such as the output of `openssl rand -hex 16`, the same in every process"
         ) from None
+    return ClusterPlan(config, tls, endpoints, token)
+
+
+def refuse_flags(error: ConfigurationError) -> NoReturn:
+    """End the program as argparse does for a bad flag: ``PROG: error: MESSAGE`` on stderr, status 2, no traceback.
+
+    Only for the cluster flags, checked before anything runs: errors raised later, by the run or by the
+    program's own code, keep their tracebacks.
+    """
+    program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    message = " ".join(str(error).split("\n"))
+    print(f"{program}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def _run_planned(
+    main: Callable[[Worker], R], plan: ClusterPlan, stall_timeout: float | None, connect_timeout: float
+) -> list[R]:
+    """:func:`execute_from_args` once the flags are checked and in the environment."""
+    config = plan.config
+    if config.processes == 1:  # execute turns on what --log and --metrics asked for
+        return execute(main, workers=config.workers, stall_timeout=stall_timeout)
+    if config.process is None or plan.endpoints is None:
+        with recording_processes(config.processes):  # a Recorder in this program gets the processes' events
+            return execute_processes(main, config.processes, config.workers, stall_timeout, connect_timeout, config.tls)
     return run_process(
-        main, config.process, endpoints_for(config), config.workers, token, stall_timeout, connect_timeout, tls=tls
+        main, config.process, plan.endpoints, config.workers, plan.token, stall_timeout, connect_timeout, tls=plan.tls
     )

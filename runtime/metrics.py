@@ -46,6 +46,7 @@ input port, probes included, ``scope_output`` for a scope's output)
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import sys
@@ -53,7 +54,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -496,6 +497,28 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
             _current = None
 
     return MetricsServer(host, server.server_port, state, shutdown)
+
+
+def check_metrics(spec: str, processes: Sequence[int]) -> None:
+    """Refuse ``--metrics spec`` as :func:`serve_metrics` would for each of ``processes`` (all on this machine):
+    a malformed address, a missing prometheus_client, a port that is taken or an address this machine lacks.
+
+    Nothing is left listening; a port taken between this check and the run is still refused then.
+    """
+    addresses = [parse_address(spec, process) for process in processes]
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise ConfigurationError("--metrics needs prometheus_client: `pip install prometheus_client`")
+    from runtime.metrics_http import check_can_listen
+
+    for process, (host, port) in zip(processes, addresses, strict=True):
+        if port:  # port 0 picks a free one
+            try:
+                check_can_listen(host, port)
+            except OSError as error:
+                who = f"process {process} " if len(addresses) > 1 or process else ""
+                raise ConfigurationError(
+                    f"--metrics {spec!r}: {who}cannot listen on {host}:{port}: {error.strerror or error}"
+                ) from None
 
 
 def serve_from_environment(process: int = 0) -> MetricsServer | None:

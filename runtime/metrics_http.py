@@ -113,6 +113,16 @@ class MetricsHTTPServer(ThreadingMixIn, WSGIServer):
             return len(self._running)
 
 
+def check_can_listen(host: str, port: int) -> None:
+    """Bind ``host:port`` as :func:`start_server` would, and let it go; raises ``OSError`` if it cannot listen."""
+    family, _, _, _, sockaddr = next(
+        iter(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))
+    )
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does (allow_reuse_address)
+        probe.bind((str(sockaddr[0]), port, *sockaddr[2:]))
+
+
 def start_server(host: str, port: int, app: Callable[..., Any]) -> tuple[MetricsHTTPServer, threading.Thread]:
     """Serve the WSGI ``app`` at ``host:port`` on a daemon thread; raises ``OSError`` if it cannot listen."""
     family, _, _, _, sockaddr = next(

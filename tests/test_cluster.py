@@ -23,8 +23,8 @@ from helpers.ports import free_ports, refusing_port
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from runtime import ConfigurationError, Worker, WorkerFailed, execute, execute_from_args
-from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args
+from runtime import ConfigurationError, Worker, WorkerFailed, execute
+from runtime.cluster import ClusterConfig, endpoints_for, parse_cluster_args, plan_from_args
 from runtime.communication.tcp import ConnectTimeout, Endpoint, HandshakeError, Mesh, PeerLost
 from runtime.communication.wire import FrameReader, frame
 from runtime.errors import ClusterError, DataflowStuck
@@ -607,7 +607,7 @@ def test_a_short_hostfile_and_a_missing_token_are_explained(tmp_path: Path, monk
         endpoints_for(ClusterConfig(processes=2, process=0, hostfile=str(hosts)))
     monkeypatch.delenv("PYTIMELY_TOKEN", raising=False)
     with pytest.raises(ConfigurationError, match="PYTIMELY_TOKEN"):
-        execute_from_args(failing_main, ["-n", "2", "-p", "0"])
+        plan_from_args(["-n", "2", "-p", "0"])  # execute_from_args says so and exits: see test_cluster_flags.py
 
 
 @pytest.mark.parametrize(
@@ -665,7 +665,7 @@ def test_a_token_that_is_not_utf8_is_refused_at_once(tmp_path: Path, monkeypatch
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1:1\n127.0.0.1:2\n")
     with pytest.raises(ConfigurationError, match="must be UTF-8 text"):
-        execute_from_args(failing_main, ["-n", "2", "-p", "1", "-h", str(hosts)], connect_timeout=0.5)
+        plan_from_args(["-n", "2", "-p", "1", "-h", str(hosts)])
 
 
 @pytest.mark.parametrize("where", ["a port in use", "an address of another machine"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from pathlib import Path
 
@@ -96,6 +97,45 @@ def log_sink(spec: str | None, process: int = 0, processes: int = 1) -> Sink | N
     """
     from runtime.errors import ConfigurationError
 
+    target = _log_target(spec, process, processes)
+    if target is None:
+        return None
+    if isinstance(target, tuple):
+        return TcpSink(target[0], target[1], process)
+    try:
+        return FileSink(target, process)
+    except OSError as error:
+        raise ConfigurationError(f"--log {str(spec).strip()!r}: cannot write {target}: {error.strerror}") from None
+
+
+def check_log(spec: str | None, process: int = 0, processes: int = 1) -> None:
+    """Refuse, as :func:`log_sink` would, a malformed ``--log SPEC`` or a file that cannot be made; create nothing.
+
+    For a file, its directory must exist and be writable, and the path must not be a directory.
+    """
+    from runtime.errors import ConfigurationError
+
+    target = _log_target(spec, process, processes)
+    if target is None or isinstance(target, tuple):
+        return
+    folder = target.parent
+    problem = (
+        f"{target} is a directory"
+        if target.is_dir()
+        else f"the directory {folder} does not exist"
+        if not folder.is_dir()
+        else f"the directory {folder} is not writable"
+        if not os.access(folder, os.W_OK | os.X_OK)
+        else None
+    )
+    if problem is not None:
+        raise ConfigurationError(f"--log {str(spec).strip()!r}: cannot write {target}: {problem}")
+
+
+def _log_target(spec: str | None, process: int, processes: int) -> tuple[str, int] | Path | None:
+    """What ``--log SPEC`` names: ``(host, port)`` of a viewer, this process's file, or ``None`` (logging off)."""
+    from runtime.errors import ConfigurationError
+
     if spec is None or spec.strip() in ("", "off", "0", "none"):
         return None
     spec = spec.strip()
@@ -107,12 +147,8 @@ def log_sink(spec: str | None, process: int = 0, processes: int = 1) -> Sink | N
                 f"--log {spec!r}: expected tcp://HOST:PORT with a port from 1 to 65535, for example "
                 "tcp://127.0.0.1:51317"
             )
-        return TcpSink(host, int(port_text), process)
-    path = log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
-    try:
-        return FileSink(path, process)
-    except OSError as error:
-        raise ConfigurationError(f"--log {spec!r}: cannot write {path}: {error.strerror}") from None
+        return host, int(port_text)
+    return log_path(spec[len("file:") :] if spec.startswith("file:") else spec, process, processes)
 
 
 def configure_from(spec: str | None, process: int = 0, processes: int = 1) -> EventShipper | None:
