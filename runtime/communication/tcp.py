@@ -67,6 +67,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.communication.formation import closed_peers, lost_while_forming
 from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
 from runtime.communication.handshake import MAGIC as MAGIC
 from runtime.communication.handshake import NONCE_SIZE
@@ -281,6 +282,7 @@ class Mesh:
         endpoint = self.endpoints[peer]
         last_error: BaseException | None = None
         while not failed.is_set():  # set when accepting failed: connect raises that error
+            self._check_forming()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ConnectTimeout(
@@ -310,29 +312,29 @@ class Mesh:
                 raise
             with self._sockets_lock:
                 self._keep(peer, sock, sending=keys[0], receiving=keys[1])
+            log.info("process %d joined %s", self.index, self.describe(peer))
             return
 
     def _closed_meanwhile(self) -> str:
-        """At the deadline of forming the mesh: which peers already joined have closed their connections since (they
-        died, or gave up joining), as a clause for the error; empty if none.
-
-        Nothing reads a kept connection before the mesh has formed, so without this the error named only the
-        peers still awaited, which may be healthy and held up by one that ended.  Only the end of each connection
-        is looked at (``POLLRDHUP``), not what it holds.
-        """
+        """At the deadline of forming the mesh: which peers already joined have closed their connections since, as
+        a clause for the error; empty if none (:meth:`_check_forming` reports them sooner, between its looks)."""
         with self._sockets_lock:
-            kept = list(self._sockets.items())
-        poller = select.poll()
-        by_fd = {}
-        for peer, sock in kept:
-            if sock.fileno() >= 0:
-                by_fd[sock.fileno()] = peer
-                poller.register(sock.fileno(), select.POLLRDHUP)
-        closed = sorted(by_fd[fd] for fd, _ in poller.poll(0))  # POLLRDHUP, or POLLHUP or POLLERR (always reported)
+            closed = closed_peers(list(self._sockets.items()))
         if not closed:
             return ""
         names = ", ".join(self.describe(peer) for peer in closed)
         return f"; meanwhile {names}, already joined, closed its connection (it ended, or gave up joining)"
+
+    def _check_forming(self) -> None:
+        """While the mesh forms: raise :class:`PeerLost` if a peer that joined has closed its connection since
+        (see :mod:`runtime.communication.formation`): it cannot join again, so the mesh can no longer form."""
+        with self._sockets_lock:
+            kept = list(self._sockets.items())
+        closed = closed_peers(kept)
+        if closed:
+            joined = {peer for peer, _ in kept}
+            awaited = [peer for peer in range(self.processes) if peer != self.index and peer not in joined]
+            raise lost_while_forming(self.index, closed, awaited, self.describe, lambda p: str(self.endpoints[p]))
 
     def _keep(self, peer: int, sock: socket.socket, sending: bytes, receiving: bytes) -> None:
         """Keep ``peer``'s authenticated connection and its session keys (under :attr:`_sockets_lock`)."""
@@ -425,6 +427,7 @@ class Mesh:
                         break
                     for sock in [sock for sock, thread in pending.items() if not thread.is_alive()]:
                         del pending[sock]
+                self._check_forming()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     missing = ", ".join(self.describe(p) for p in sorted(expected - set(self._sockets)))
@@ -638,6 +641,7 @@ class Mesh:
                 raise
             channel.send(["welcome"])
             self._keep(their_index, sock, sending=sending, receiving=receiving)
+        log.info("process %d joined %s (it connected from %s)", self.index, self.describe(their_index), who)
         return their_index
 
     # ------------------------------------------------------------------ after the handshake

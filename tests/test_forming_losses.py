@@ -1,0 +1,149 @@
+"""Processes started by hand (``-p``) report a peer that joined and then died while the cluster formed, promptly.
+
+Found by an audit: a process that had joined (proved the token) and then ended
+before every process had joined was reported only at the connect deadline
+(30 s), as if it had never started.  Nothing reads a joined connection before
+the cluster has formed, and a process that has joined cannot join again (its
+index is refused as already joined), so once its connection closes the cluster
+cannot form: the processes that kept it now stop within seconds, naming it.
+A process that has not joined yet (a slow starter) is still awaited.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import eventually
+from helpers.ports import free_ports
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CONNECT_TIMEOUT = 30.0
+"""The connect deadline of processes started by hand (the default of execute_from_args)."""
+
+SCRIPT = textwrap.dedent(
+    """
+    import logging, sys
+    sys.path.insert(0, {root!r})
+    from runtime import execute_from_args
+
+    handler = logging.StreamHandler(sys.stderr)  # says when this process has joined a peer
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    tcp = logging.getLogger("runtime.communication.tcp")
+    tcp.addHandler(handler)
+    tcp.setLevel(logging.INFO)
+
+    def main(worker):
+        return worker.index
+
+    if __name__ == "__main__":
+        print("results", execute_from_args(main), flush=True)
+    """
+)
+
+
+class Started:
+    """A process of the cluster started by hand, its stderr collected line by line as it comes."""
+
+    def __init__(self, tmp_path: Path, hosts: Path, index: int) -> None:
+        script = tmp_path / "forming.py"
+        script.write_text(SCRIPT.format(root=str(ROOT)))
+        env = dict(os.environ, PYTIMELY_TOKEN="forming-secret", PYTHONHASHSEED="0")
+        self.index = index
+        self.popen = subprocess.Popen(
+            [sys.executable, str(script), "-n", "3", "-h", str(hosts), "-p", str(index)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.ended: float | None = None
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.lines.append(line)
+        self.popen.wait()
+        self.ended = time.monotonic()
+
+    def joined(self, peer: int) -> bool:
+        """Whether this process has said it joined ``peer`` (either side of their connection)."""
+        return any(f"process {self.index} joined process {peer} " in line for line in self.lines)
+
+    @property
+    def stderr(self) -> str:
+        self._reader.join(10.0)
+        return "".join(self.lines)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+        self.popen.communicate()
+        self._reader.join(10.0)
+
+
+@pytest.fixture
+def hosts(tmp_path: Path) -> tuple[Path, list[str]]:
+    addresses = [f"127.0.0.1:{port}" for port in free_ports(3)]
+    path = tmp_path / "hosts"
+    path.write_text("".join(f"{address}\n" for address in addresses))
+    return path, addresses
+
+
+@pytest.mark.parametrize(
+    ("survivor", "victim"),
+    [(0, 2), (1, 0), (2, 0)],
+    ids=["accepted-then-closed", "joined-by-a-middle-process", "connected-to-then-closed"],
+)
+def test_a_peer_that_joined_and_died_while_forming_is_named_promptly(
+    tmp_path: Path, hosts: tuple[Path, list[str]], survivor: int, victim: int
+) -> None:
+    """Two of three processes started; they join each other, the third never starts; one of the two is killed."""
+    path, addresses = hosts
+    started = {index: Started(tmp_path, path, index) for index in (survivor, victim)}
+    try:
+        eventually(
+            lambda: started[survivor].joined(victim) and started[victim].joined(survivor),
+            20,
+            f"processes {survivor} and {victim} joining each other",
+        )
+        started[victim].popen.kill()
+        killed = time.monotonic()
+        eventually(lambda: started[survivor].ended is not None, 20, f"process {survivor} ending")
+        ended = started[survivor].ended
+        assert ended is not None and ended - killed < CONNECT_TIMEOUT / 2, "it waited for the connect deadline"
+        err = started[survivor].stderr
+        assert started[survivor].popen.returncode != 0, err
+        assert f"process {victim} ({addresses[victim]})" in err, err
+        assert "closed its connection while the cluster was forming" in err, err
+        assert f"still awaited: process {3 - survivor - victim} ({addresses[3 - survivor - victim]})" in err, err
+    finally:
+        for process in started.values():
+            process.stop()
+
+
+def test_a_slow_starter_is_still_awaited(tmp_path: Path, hosts: tuple[Path, list[str]]) -> None:
+    """Processes 0 and 2 join each other and wait; process 1 starts only then: the cluster forms and runs."""
+    path, _ = hosts
+    first, last = Started(tmp_path, path, 0), Started(tmp_path, path, 2)
+    started = [first, last]
+    try:
+        eventually(lambda: first.joined(2) and last.joined(0), 20, "processes 0 and 2 joining each other")
+        started.append(Started(tmp_path, path, 1))
+        for process in started:
+            out, _ = process.popen.communicate(timeout=60)
+            assert process.popen.returncode == 0 and out == "results [0, 1, 2]\n", process.stderr
+    finally:
+        for process in started:
+            process.stop()
