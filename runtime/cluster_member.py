@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.communication import Stop
+from runtime.communication.agreement import ClusterSettings
 from runtime.communication.peer_state import Identity
 from runtime.communication.process_fabric import ProcessFabric, decode_results
 from runtime.communication.shm_transport import ShmTransport
@@ -33,7 +34,7 @@ from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Me
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.environment_observers import observers_from_environment
-from runtime.errors import ConfigurationError, DataflowStuck, WorkerFailed
+from runtime.errors import ConfigurationError, DataflowStuck, SettingsMismatch, WorkerFailed
 from runtime.execute import run_workers
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
@@ -91,6 +92,7 @@ def _run_process(
 ) -> list[R]:
     processes = len(endpoints)
     holder: list[ProcessFabric] = []
+    settings = ClusterSettings.of_this_process(workers)  # compared with every peer's in the handshake
     mesh = Mesh(
         process,
         endpoints,
@@ -99,8 +101,9 @@ def _run_process(
         on_lost=lambda error: holder[0].on_lost(error),
         listener=listener,
         tls=tls,
+        settings=settings,
     )
-    fabric = ProcessFabric(process, processes, workers, mesh)
+    fabric = ProcessFabric(process, processes, workers, mesh, settings.send_window)
     holder.append(fabric)
     shm = fabric.shm = ShmTransport(process, endpoints, mesh, fabric.on_frame, fabric.on_lost)
     if on_fabric is not None:
@@ -256,6 +259,8 @@ def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[A
         if fabric is not None and not fabric.base <= error.worker < fabric.base + fabric.workers:
             return ["stopped", str(error)]
         return ["failed", error.worker, str(error), "".join(traceback.format_exception(error))]
+    if isinstance(error, SettingsMismatch):  # raised again as it is by the parent: a ConfigurationError
+        return ["mismatch", str(error)]
     if isinstance(error, PeerLost):
         return ["lost", str(error), error.process]
     if isinstance(error, ClusterStopped):

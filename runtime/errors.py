@@ -241,6 +241,15 @@ class HandshakeError(ClusterError):
     """A connection was refused: wrong token, protocol version, or cluster configuration."""
 
 
+class SettingsMismatch(HandshakeError, ConfigurationError):
+    """Two processes of a cluster were started with different values of a setting every process must share.
+
+    Found by the handshake (the send window, the frame limit, the worker threads per process, string hashing);
+    the message names the setting, both values and both processes.  Every process that differs from another
+    refuses to form the cluster, once it has handshaken with every other.
+    """
+
+
 class ConnectTimeout(ClusterError):
     """A process could not reach (or was not reached by) its peers before the deadline."""
 

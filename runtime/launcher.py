@@ -43,7 +43,7 @@ from runtime.communication.peer_state import identify, process_state
 from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
-from runtime.errors import ConfigurationError, WorkerFailed, combined_stuck
+from runtime.errors import ConfigurationError, SettingsMismatch, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
 from runtime.metrics import warn_unseen_processes
 from runtime.settings import check_settings, check_stall_timeout
@@ -309,7 +309,7 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
             silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
             if child.unanswering is not None:  # killed here as unanswering: no other child can finish
                 grace = min(grace, UNANSWERING_GRACE)
-            elif silent or (outcome is not None and outcome[0] == "error"):  # the cluster cannot finish
+            elif silent or (outcome is not None and outcome[0] in ("error", "mismatch")):  # the cluster cannot finish
                 grace = min(grace, SILENT_DEATH_GRACE)
             elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
                 _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
@@ -433,6 +433,8 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         failed = WorkerFailed(f"{message} [process {child.index}, pid {child.popen.pid}]", worker)
         failed.add_note(f"traceback in process {child.index}:\n{remote}")
         raise failed
+    for _, outcome in by_kind.get("mismatch", []):
+        raise SettingsMismatch(str(outcome[1]))
     for child, outcome in by_kind.get("error", []):
         error = ClusterError(f"process {child.index} ({child.endpoint}) failed: {outcome[1]}")
         error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")

@@ -25,6 +25,7 @@ import pytest
 from helpers import eventually
 from helpers.ports import free_ports
 
+from runtime.communication.agreement import ClusterSettings
 from runtime.communication.tcp import MAX_HANDSHAKES, Endpoint, Mesh, decode_handshake, hash_fingerprint
 from runtime.communication.wire import (
     PROTOCOL_VERSION,
@@ -61,15 +62,21 @@ def hello(*fields: Any) -> bytes:
     return frame(["hello", "pytimely", PROTOCOL_VERSION, *fields])
 
 
+SETTINGS = ClusterSettings.of_this_process().fields()
+"""A hello's last fields: the settings every process must share, as this process has them."""
+
+
 NONCE = b"n" * 16
 MALFORMED: dict[str, bytes] = {
     "garbage": b"\x07" * 3 + os.urandom(61),
-    "an int nonce": hello(1, 2, 12345, hash_fingerprint()),
+    "an int nonce": hello(1, 2, 12345, hash_fingerprint(), *SETTINGS),
     "too few fields": hello(1, 2),
-    "too many fields": hello(1, 2, NONCE, hash_fingerprint(), 0),
-    "a str index": hello("1", 2, NONCE, hash_fingerprint()),
-    "a short nonce": hello(1, 2, b"n", hash_fingerprint()),
-    "a nested list": hello(1, 2, [NONCE], hash_fingerprint()),
+    "too many fields": hello(1, 2, NONCE, hash_fingerprint(), *SETTINGS, 0),
+    "the fields of protocol version 5": hello(1, 2, NONCE, hash_fingerprint()),
+    "a str index": hello("1", 2, NONCE, hash_fingerprint(), *SETTINGS),
+    "a str setting": hello(1, 2, NONCE, hash_fingerprint(), "8M", *SETTINGS[1:]),
+    "a short nonce": hello(1, 2, b"n", hash_fingerprint(), *SETTINGS),
+    "a nested list": hello(1, 2, [NONCE], hash_fingerprint(), *SETTINGS),
     "deep ext nesting": head_only(deep_ext(200)),
     "deep array nesting": head_only(b"\x91" * 900 + b"\xc0"),
     "a map": head_only(msgpack.packb({"hello": 1})),
@@ -124,8 +131,10 @@ def test_every_malformed_handshake_frame_is_refused_by_the_decoder_or_the_field_
         return
     assert message[0] == "hello"
     assert (
-        len(message) != 7
-        or not all(isinstance(f, t) for f, t in zip(message[1:], (str, int, int, int, bytes, int), strict=True))
+        len(message) != 10
+        or not all(
+            isinstance(f, t) for f, t in zip(message[1:], (str, int, int, int, bytes, int, int, int, int), strict=True)
+        )
         or len(message[5]) != 16
     )
 
@@ -159,7 +168,7 @@ def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(
 
     register_codec(Secret, lambda value: 1, lambda encoded: decoded.append(encoded), name="test-attack.Secret2")
     request.addfinalizer(lambda: unregister_codec(Secret))  # the test runs once per transport
-    MALFORMED_WITH_CODEC = {**MALFORMED, "a codec value": hello(1, 2, Secret(), hash_fingerprint())}
+    MALFORMED_WITH_CODEC = {**MALFORMED, "a codec value": hello(1, 2, Secret(), hash_fingerprint(), *SETTINGS)}
     acceptor = Mesh(0, endpoints, "token", lambda *_: None, lambda *_: None)
     errors: list[BaseException] = []
     thread = threading.Thread(target=lambda: _connect(acceptor, 20.0, errors), daemon=True)
@@ -177,6 +186,10 @@ def test_malformed_hellos_are_refused_and_logged_and_the_cluster_forms(
     assert acceptor.refused >= len(MALFORMED_WITH_CODEC)
     assert answers["an int nonce"] == [["refused", "malformed hello: field 5 of the hello has type int, not bytes"]]
     assert answers["a str index"] == [["refused", "malformed hello: field 3 of the hello has type str, not int"]]
+    assert answers["a str setting"] == [["refused", "malformed hello: field 7 of the hello has type str, not int"]]
+    assert answers["the fields of protocol version 5"] == [
+        ["refused", "malformed hello: expected a hello of 9 field(s), got 'hello' with 6"]
+    ]
     assert answers["a float version"] == answers["deep ext nesting"] == []  # not even a handshake frame
     logged = [record.getMessage() for record in caplog.records]
     assert sum("refused a connection from 127.0.0.1:" in line for line in logged) >= len(MALFORMED_WITH_CODEC)
@@ -241,7 +254,7 @@ class Flood:
     def _run(self) -> None:
         for number in range(self.first_wave):
             # idle connections, half-sent frames (slow loris) and hellos that never send their proof
-            self._open([b"", b"\x00\x00\x01", hello(1, 2, NONCE, hash_fingerprint())][number % 3])
+            self._open([b"", b"\x00\x00\x01", hello(1, 2, NONCE, hash_fingerprint(), *SETTINGS)][number % 3])
         while not self.stop.wait(1.0 / self.per_second):
             self._open()
 

@@ -358,7 +358,7 @@ def test_a_peer_of_the_previous_protocol_version_is_refused_with_what_to_do() ->
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
         with sock:
-            sock.sendall(frame(["hello", "pytimely", 4, 1, 2, b"0" * 16, 0]))
+            sock.sendall(frame(["hello", "pytimely", 5, 1, 2, b"0" * 16, 0]))  # version 5 sent no settings
             reader = FrameReader()
             while not answers:
                 data = sock.recv(4096)
@@ -368,7 +368,7 @@ def test_a_peer_of_the_previous_protocol_version_is_refused_with_what_to_do() ->
         thread.join(10.0)
         mesh.close()
     assert answers[0][0] == "refused"
-    assert "protocol version 4 (this process speaks 5); run the same pytimely version" in answers[0][1]
+    assert "protocol version 5 (this process speaks 6); run the same pytimely version" in answers[0][1]
 
 
 def _quietly(function: Callable[..., Any], *args: Any) -> None:

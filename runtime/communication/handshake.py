@@ -30,6 +30,8 @@ PROOF_SIZE = 32
 """Bytes of a proof (HMAC-SHA256)."""
 MAX_REASON = 512
 """The longest string field accepted (a refusal's reason)."""
+MAX_FIELDS = 12
+"""The most fields a handshake message may have, its name included (a ``hello`` has 10)."""
 
 
 def hash_fingerprint() -> int:
@@ -55,7 +57,7 @@ def decode_handshake(head: bytes) -> list[Any]:
             strict_map_key=True,
             max_str_len=MAX_REASON,
             max_bin_len=PROOF_SIZE,
-            max_array_len=8,
+            max_array_len=MAX_FIELDS,
             max_map_len=0,
             max_ext_len=0,
         )

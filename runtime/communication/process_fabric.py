@@ -15,7 +15,8 @@ stay in order per sender.
 Flow control: the data that one process has sent to another and that the
 receiving workers have not pulled yet is bounded by the send window
 (:data:`DEFAULT_SEND_WINDOW` bytes of encoded payload for each ordered pair of
-processes, or ``$PYTIMELY_SEND_WINDOW``).  A receiving worker returns credit
+processes, or ``$PYTIMELY_SEND_WINDOW``, which the handshake checks is the same
+in every process: :mod:`runtime.communication.agreement`).  A receiving worker returns credit
 (a ``credit`` frame naming the bytes it pulled) when it has pulled a quarter
 of the window, or with any frame it sends to that process once it owes a
 sixty-fourth of the window (:data:`PIGGYBACK_SHARE`); what it owes below that
@@ -66,7 +67,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from runtime.communication import WAITING_GAP, Stop, StopKind
-from runtime.communication.byte_sizes import byte_setting
+from runtime.communication.agreement import DEFAULT_SEND_WINDOW as DEFAULT_SEND_WINDOW
+from runtime.communication.agreement import MIN_SEND_WINDOW as MIN_SEND_WINDOW
+from runtime.communication.agreement import SEND_WINDOW_VARIABLE as SEND_WINDOW_VARIABLE
+from runtime.communication.agreement import send_window_from as send_window_from
 from runtime.communication.fabric import WorkerSignal
 from runtime.communication.frames import BEAT as BEAT
 from runtime.communication.frames import BYE as BYE
@@ -105,12 +109,6 @@ DEAF_GAP = 1.0
 """Seconds a heartbeat may come late before this process counts as having been unable to run its threads
 meanwhile (a call held the GIL, or the process was suspended): that time is not its peers' silence."""
 
-DEFAULT_SEND_WINDOW = 8 << 20
-"""Bytes of encoded data one process may have sent to another that its workers have not pulled yet."""
-SEND_WINDOW_VARIABLE = "PYTIMELY_SEND_WINDOW"
-"""The environment variable that sets the send window in bytes (e.g. ``65536``, ``64K``, ``8M``)."""
-MIN_SEND_WINDOW = 1 << 16
-"""The smallest send window accepted."""
 PIGGYBACK_SHARE = 64
 """Credit travels with other frames once a worker owes ``window // PIGGYBACK_SHARE`` bytes; a sender may send
 over the window while at most that much is in flight.  Below it, a worker that answers every frame (progress, each
@@ -124,11 +122,6 @@ TELL_GRACE = 1.0
 FINISH_POLL = 0.02
 """Seconds :meth:`ProcessFabric.wait_for_goodbyes` waits on the rings' doorbells before it looks again; a goodbye
 or a stop that arrives over TCP meanwhile ends the wait at once (``ShmTransport.interrupt``)."""
-
-
-def send_window_from(text: str | None) -> int:
-    """The send window in bytes that ``text`` (``$PYTIMELY_SEND_WINDOW``) asks for; the default if unset."""
-    return byte_setting(SEND_WINDOW_VARIABLE, text, DEFAULT_SEND_WINDOW, MIN_SEND_WINDOW, None, "65536, 64K or 8M")
 
 
 class ProcessFabric:

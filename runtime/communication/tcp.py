@@ -5,10 +5,12 @@ and accepts a connection from every process ``j > i``.  Every connection opens
 with a handshake before anything else is sent:
 
 1. the connecting side sends ``hello``: protocol version, its process index,
-   the cluster size, a fresh nonce, and a fingerprint of its string hashing;
+   the cluster size, a fresh nonce, a fingerprint of its string hashing, and
+   its values of the settings every process must share
+   (:mod:`runtime.communication.agreement`);
 2. the accepting side checks the version, then answers ``challenge``: its own
-   index, nonce, and an HMAC-SHA256 of both nonces keyed with the cluster's
-   shared token;
+   index, nonce, an HMAC-SHA256 of both nonces keyed with the cluster's
+   shared token, its fingerprint and its settings;
 3. the connecting side checks that HMAC and sends its own (over the nonces in
    the other order, so neither answer can be replayed as the other);
 4. the accepting side checks it and sends ``welcome``.
@@ -27,10 +29,14 @@ is decoded (no registered codec runs) before it has proved the token.
 
 The token itself never crosses the network.  A peer with another protocol
 version or a wrong token gets ``refused`` with the reason and is disconnected;
-the accepting side logs it and keeps waiting for the real peer.  Both sides
-also compare the cluster size and the string-hash fingerprint, so that
-processes started with different ``PYTHONHASHSEED`` values (which would route
-exchanged records inconsistently) stop with an explanation.
+the accepting side logs it and keeps waiting for the real peer.  Once the
+token is proved, both sides compare the cluster size, the string-hash
+fingerprint (processes started with different ``PYTHONHASHSEED`` values would
+route exchanged records inconsistently) and the shared settings.  A process
+that differs from a peer in the fingerprint or a setting goes on handshaking
+with the others and then stops with :class:`~runtime.errors.SettingsMismatch`,
+so that every process of the cluster, each of which differs from some other,
+ends at once with an explanation rather than at the connect deadline.
 
 The handshake also derives one session key for each direction of the
 connection from the token and everything both sides said (their nonces
@@ -61,16 +67,16 @@ import logging
 import os
 import select
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.communication.agreement import SETTINGS, ClusterSettings, disagreement
 from runtime.communication.formation import closed_peers, lost_while_forming
 from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
 from runtime.communication.handshake import MAGIC as MAGIC
-from runtime.communication.handshake import NONCE_SIZE
+from runtime.communication.handshake import MAX_REASON, NONCE_SIZE
 from runtime.communication.handshake import Channel as _Channel
 from runtime.communication.handshake import decode_handshake as decode_handshake
 from runtime.communication.handshake import fields as _fields
@@ -83,6 +89,10 @@ from runtime.communication.hostfile import parse_endpoint as parse_endpoint
 from runtime.communication.hostfile import port_number as port_number
 from runtime.communication.hostfile import read_hostfile as read_hostfile
 from runtime.communication.seal import Opener, Sealer, session_keys
+from runtime.communication.socket_io import describe_peer as _describe
+from runtime.communication.socket_io import send_all as _send_all
+from runtime.communication.socket_io import shutdown as _shutdown
+from runtime.communication.socket_io import writable as _writable
 from runtime.communication.tls import TlsConfig
 from runtime.communication.wire import PROTOCOL_VERSION, FrameReader, WireError
 from runtime.errors import ClusterError as ClusterError
@@ -91,6 +101,7 @@ from runtime.errors import ConnectTimeout as ConnectTimeout
 from runtime.errors import HandshakeError as HandshakeError
 from runtime.errors import PeerLost as PeerLost
 from runtime.errors import SealError
+from runtime.errors import SettingsMismatch as SettingsMismatch
 from runtime.errors import TamperedFrame as TamperedFrame
 
 log = logging.getLogger("runtime.communication.tcp")
@@ -102,58 +113,6 @@ ACCEPT_POLL = 0.5
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
 _RECV_SIZE = 1 << 20
-
-
-_GATHER = 512
-"""Buffers handed to one ``sendmsg`` call (below every platform's ``IOV_MAX``)."""
-_JOIN_BELOW = 1 << 16
-"""Pieces smaller than this in total are joined and sent with one ``sendall``."""
-
-
-def _send_all(sock: socket.socket, pieces: list[bytes | memoryview]) -> None:
-    """Write every byte of ``pieces`` to ``sock``, in order, with gathered writes (blocking)."""
-    if sum(map(len, pieces)) < _JOIN_BELOW:  # small: one copy is cheaper than the views
-        sock.sendall(b"".join(pieces))
-        return
-    if isinstance(sock, ssl.SSLSocket):  # no sendmsg through TLS: it copies into its records anyway
-        for piece in pieces:
-            sock.sendall(piece)
-        return
-    views = [memoryview(piece).cast("B") for piece in pieces if len(piece)]
-    start = 0
-    while start < len(views):
-        batch = views[start : start + _GATHER]
-        sent = sock.sendmsg(batch)
-        for view in batch:  # skip what was written; keep the rest of a partly written buffer
-            if sent >= len(view):
-                sent -= len(view)
-                start += 1
-            else:
-                views[start] = view[sent:]
-                break
-
-
-def _describe(sock: socket.socket) -> str:
-    try:
-        host, port = sock.getpeername()[:2]
-        return f"{host}:{port}"
-    except OSError:
-        return "an unknown address"
-
-
-def _shutdown(sock: socket.socket) -> None:
-    """Shut ``sock`` down both ways (TLS included, without unwrapping it): blocked sends and reads end."""
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
-def _writable(sock: socket.socket) -> bool:
-    """Whether ``sock`` has room to send a few bytes now (its buffer is not full, and it is open)."""
-    if sock.fileno() < 0:
-        return False
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLOUT)
-    return any(events & select.POLLOUT for _, events in poller.poll(0))
 
 
 class Mesh:
@@ -174,10 +133,13 @@ class Mesh:
         on_lost: Callable[[PeerLost], None],
         listener: socket.socket | None = None,
         tls: TlsConfig | None = None,
+        settings: ClusterSettings | None = None,
     ) -> None:
         """Prepare the mesh; ``listener`` is an already bound listening socket (else one is bound).
 
-        With ``tls``, every connection is TLS with both certificates checked against its CA.
+        With ``tls``, every connection is TLS with both certificates checked against its CA.  ``settings`` are this
+        process's values of the settings every process must share (default: 1 worker, and this process's
+        environment), compared with each peer's in the handshake.
         """
         if not token:
             raise HandshakeError("a cluster needs a non-empty shared token")
@@ -193,6 +155,10 @@ class Mesh:
         self._sealers: dict[int, Sealer] = {}
         self._openers: dict[int, Opener] = {}
         self._tls = tls
+        self.settings = settings if settings is not None else ClusterSettings.of_this_process()
+        self._disagreements: dict[int, SettingsMismatch] = {}
+        """Peers that proved the token and differ from this process in a shared setting (under the sockets lock):
+        they are not awaited, and :meth:`connect` raises the first once every other peer has handshaken."""
         self._finished: set[int] = set()
         self._reported: set[int] = set()
         self._told: set[int] = set()
@@ -250,7 +216,11 @@ class Mesh:
         try:
             for peer in range(self.index):
                 if not failed.is_set():
-                    self._connect_to(peer, deadline, failed)
+                    try:
+                        self._connect_to(peer, deadline, failed)
+                    except SettingsMismatch as error:  # raised once every other peer has handshaken
+                        with self._sockets_lock:
+                            self._disagreements[peer] = error
         except BaseException:
             failed.set()
             raise
@@ -261,6 +231,8 @@ class Mesh:
                 self._listener.close()
         if accept_error:
             raise accept_error[0]
+        if self._disagreements:
+            raise self._disagreements[min(self._disagreements)]
         for peer, sock in self._sockets.items():
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -347,7 +319,10 @@ class Mesh:
         """Handshake with ``peer``; return the session keys ``(sending, receiving)``."""
         channel = _Channel(sock)
         nonce = os.urandom(NONCE_SIZE)
-        channel.send(["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()])
+        channel.send(
+            ["hello", MAGIC, PROTOCOL_VERSION, self.index, self.processes, nonce, hash_fingerprint()]
+            + self.settings.fields()
+        )
         answer = channel.receive(deadline)
         keys = session_keys(self._token, channel.transcript.digest())
         reason = _refusal(answer)
@@ -358,8 +333,8 @@ class Mesh:
                 f"{self.describe(peer)} speaks protocol version {answer[1]!r}, this process {PROTOCOL_VERSION}; "
                 "run the same pytimely version in every process"
             )
-        _, their_index, processes, their_nonce, their_proof, fingerprint = _fields(
-            answer, "challenge", int, int, int, bytes, bytes, int
+        _, their_index, processes, their_nonce, their_proof, fingerprint, *settings = _fields(
+            answer, "challenge", int, int, int, bytes, bytes, int, *[int] * len(SETTINGS)
         )
         if not hmac.compare_digest(_proof(self._token, "acceptor", nonce, their_nonce), their_proof):
             channel.send(["refused", "wrong token"])
@@ -369,7 +344,7 @@ class Mesh:
                 f"PYTIMELY_TOKEN or --token in every process"
             )
         channel.send(["proof", _proof(self._token, "connector", their_nonce, nonce)])
-        self._check_configuration(peer, their_index, processes, fingerprint)
+        self._check_configuration(peer, their_index, processes, fingerprint, settings)
         welcome = channel.receive(deadline)
         reason = _refusal(welcome)
         if reason is not None:
@@ -377,19 +352,21 @@ class Mesh:
         _fields(welcome, "welcome")
         return keys
 
-    def _check_configuration(self, peer: int, their_index: Any, processes: Any, fingerprint: Any) -> None:
+    def _check_configuration(
+        self, peer: int, their_index: Any, processes: Any, fingerprint: Any, settings: list[Any]
+    ) -> None:
+        """Refuse a proven peer whose place in the cluster (:class:`HandshakeError`), string hashing or shared
+        settings (:class:`SettingsMismatch`) differ from this process's."""
         if their_index != peer or processes != self.processes:
             raise HandshakeError(
                 f"{self.endpoints[peer]} answered as process {their_index} of {processes}, but process "
                 f"{self.index} expects process {peer} of {self.processes} there; use the same hostfile "
                 f"and -n everywhere"
             )
-        if fingerprint != hash_fingerprint():
-            raise HandshakeError(
-                f"{self.describe(peer)} hashes strings differently from process {self.index}, so exchange "
-                f"would route records inconsistently; set PYTHONHASHSEED to the same value (e.g. 0) in "
-                f"every process"
-            )
+        me, them = (self.index, self.endpoints[self.index]), (peer, self.endpoints[peer])
+        differ = disagreement(self.settings, settings, fingerprint == hash_fingerprint(), me, them)
+        if differ is not None:
+            raise SettingsMismatch(differ)
 
     # ------------------------------------------------------------------ accepting
 
@@ -423,14 +400,15 @@ class Mesh:
         try:
             while True:
                 with state:
-                    if errors or failed.is_set() or not expected - set(self._sockets):
+                    if errors or failed.is_set() or not expected - set(self._sockets) - set(self._disagreements):
                         break
                     for sock in [sock for sock, thread in pending.items() if not thread.is_alive()]:
                         del pending[sock]
                 self._check_forming()
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    missing = ", ".join(self.describe(p) for p in sorted(expected - set(self._sockets)))
+                    awaited = expected - set(self._sockets) - set(self._disagreements)
+                    missing = ", ".join(self.describe(p) for p in sorted(awaited))
                     raise ConnectTimeout(
                         f"process {self.index} was not reached by {missing} before the deadline; check "
                         f"that they are running with the same hostfile, process count and token"
@@ -592,8 +570,8 @@ class Mesh:
             )
             return None
         try:
-            _, _, their_index, processes, their_nonce, fingerprint = _fields(
-                hello, "hello", str, int, int, int, bytes, int
+            _, _, their_index, processes, their_nonce, fingerprint, *settings = _fields(
+                hello, "hello", str, int, int, int, bytes, int, *[int] * len(SETTINGS)
             )
         except WireError as error:
             self._refuse(channel, who, f"malformed hello: {error}")
@@ -611,6 +589,7 @@ class Mesh:
                 nonce,
                 _proof(self._token, "acceptor", their_nonce, nonce),
                 hash_fingerprint(),
+                *self.settings.fields(),
             ]
         )
         receiving, sending = session_keys(self._token, channel.transcript.digest())
@@ -634,11 +613,14 @@ class Mesh:
             if not self._may_join(channel, who, their_index, expected):
                 return None
             try:
-                self._check_configuration(their_index, their_index, processes, fingerprint)
+                self._check_configuration(their_index, their_index, processes, fingerprint, settings)
             except HandshakeError as error:
                 with contextlib.suppress(OSError):
-                    channel.send(["refused", str(error)])
-                raise
+                    channel.send(["refused", str(error)[:MAX_REASON]])
+                if not isinstance(error, SettingsMismatch):
+                    raise
+                self._disagreements[their_index] = error  # raised by connect once every other peer has handshaken
+                return None
             channel.send(["welcome"])
             self._keep(their_index, sock, sending=sending, receiving=receiving)
         log.info("process %d joined %s (it connected from %s)", self.index, self.describe(their_index), who)

@@ -91,12 +91,14 @@ from runtime.communication.byte_sizes import byte_setting
 from runtime.errors import DecodeError, WireError
 from runtime.errors import FrameTooLarge as FrameTooLarge
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 """Bumped whenever the wire format changes; peers with another version are refused.
 
 Version 3: extension types of :mod:`runtime.codec`'s one table (tuples were 1 and products 2 before).
 Version 4: the batch path :data:`BATCH_NDARRAY_ASCII`.
-Version 5: after the handshake, frames travel in records sealed with a keyed MAC (:mod:`runtime.communication.seal`)."""
+Version 5: after the handshake, frames travel in records sealed with a keyed MAC (:mod:`runtime.communication.seal`).
+Version 6: ``hello`` and ``challenge`` carry the settings every process must share
+(:mod:`runtime.communication.agreement`)."""
 
 MAX_FRAME_SETTING = "PYTIMELY_MAX_FRAME_BYTES"
 """The environment variable that lowers (or raises) :data:`MAX_FRAME`, in bytes; the same in every process."""
