@@ -90,3 +90,23 @@ def test_the_viewer_replays_format_1_only_with_the_flag(tmp_path: Path, capsys: 
     assert program is None and app is not None
     err = capsys.readouterr().err
     assert err.startswith("python -m viz tui: warning:") and "without checksums" in err
+
+
+@pytest.mark.filterwarnings("ignore::runtime.errors.UncheckedRecordingWarning")
+def test_a_format_1_file_cut_in_an_event_is_truncated_and_damage_after_a_long_event_is_at_its_offset(
+    tmp_path: Path,
+) -> None:
+    """msgpack's ``tell()`` counts the bytes of a value cut short as read: a file ending in an event read as whole,
+    and an event spanning two reads was reported damaged at the byte where the second read began."""
+    path = v1_file(tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole + v1_pack(RAWS[0])[:5])
+    recording = read_recording(path, allow_format_1=True)
+    assert recording.truncated == f"{path} is truncated: it ends in the middle of an event, after 2 events"
+    long_mark = v1_pack((12, 0, 3, 1.75, "x" * (1 << 20)))  # longer than one read of the file
+    path.write_bytes(whole + long_mark + b"\xc1")
+    with pytest.raises(RecordingError, match=rf"after 3 events, at byte offset {len(whole + long_mark)} "):
+        read_recording(path, allow_format_1=True)
+    path.write_bytes(whole + v1_pack((12, 0, 3, 1.75, ["x" * (1 << 20)], "spare")))
+    with pytest.raises(RecordingError, match=rf"after 2 events, at byte offset {len(whole)}\b"):
+        read_recording(path, allow_format_1=True)

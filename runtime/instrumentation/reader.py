@@ -90,6 +90,7 @@ class RecordingStream:
         self._fed = 0
         self._frames = FrameBuffer(start=len(RECORDING_MAGIC), max_frame=max_pending or MAX_FRAME_BYTES)
         self._unpacker: Any = None
+        self._next_value = 0  # format version 1: the byte offset of the first value not yet read whole
         self._cache_times = cache_times
         self._dialect = codec.RECORDING.cached() if cache_times else codec.RECORDING
         self._error: RecordingError | None = None
@@ -178,7 +179,7 @@ class RecordingStream:
     def _feed_v1(self, data: bytes | bytearray | memoryview) -> list[tuple[Any, ...]]:
         unpacker = self._unpacker
         out: list[Any] = []
-        start = unpacker.tell()  # the byte offset of the value being read
+        start = self._next_value  # the byte offset of the value being read (tell() is past a value cut short)
         try:
             unpacker.feed(data)
             for item in unpacker:
@@ -187,7 +188,7 @@ class RecordingStream:
                 else:
                     self._check_events((item,), start, len(out))
                     out.append(item)
-                start = unpacker.tell()
+                start = self._next_value = unpacker.tell()
         except msgpack.BufferFull:
             raise self._too_large() from None
         except RecordingError:
@@ -276,7 +277,7 @@ class RecordingStream:
                 )
             return f"{self.where} is truncated: it ends in its header, at byte offset {self._frames.start}"
         if self.version == 1:
-            if self._unpacker.tell() < self._fed:
+            if self._next_value < self._fed:
                 return f"{self.where} is truncated: it ends in the middle of an event, after {self.events} events"
             return None
         if len(self._frames):
