@@ -19,6 +19,13 @@ into values, and it is bounded:
   (about 40 KiB each), so that bound is what keeps a hostile value from
   overflowing the stack: without it, 200 nested extensions (about 700 bytes)
   crashed the process;
+* **hash flooding**: a set, frozenset or map with more than
+  :data:`~runtime.collisions.MAX_SHARED_HASH` distinct keys of one hash value
+  (crafted: Python's hash of ints and tuples is not randomized) is refused in
+  time linear in its size (:mod:`runtime.collisions`), where building it would
+  take quadratic time.  Maps are first decoded natively with at most that many
+  keys each; a value holding a longer map is decoded again with every long
+  map checked before it is built;
 * **types**: a dialect lists the extension types its format holds; any other
   is refused, and a registered codec (:func:`register_codec`) is only ever
   called for the ``CODEC`` extension of the wire dialect.
@@ -61,6 +68,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime.collisions import MAX_SHARED_HASH, check_keys, pairs_hook
 from runtime.communication.arraycodec import (
     ARROW_BATCH,
     ARROW_TABLE,
@@ -337,6 +345,13 @@ def pack_recording(value: Any) -> bytes:
 
 ExtHook = Callable[[int, bytes], Any]
 """msgpack's ``ext_hook``: ``(code, payload) -> value``."""
+PairsHook = Callable[[list[tuple[Any, Any]]], dict[Any, Any]]
+"""msgpack's ``object_pairs_hook``: a map's ``(key, value)`` pairs -> the ``dict``."""
+Nested = tuple[ExtHook, PairsHook | None, int]
+"""How to decode msgpack nested in an extension value: its ``ext_hook``, ``object_pairs_hook`` and ``max_map_len``
+(msgpack's ``None`` and ``-1`` are its defaults)."""
+Handler = Callable[["Dialect", Nested, bytes], Any]
+"""Decodes one extension type: ``(dialect, nested, payload) -> value``."""
 
 
 class Dialect:
@@ -346,7 +361,7 @@ class Dialect:
     table it means (an identity, except for a format's old versions).
     """
 
-    __slots__ = ("name", "codes", "use_list", "max_size", "_handlers", "_hooks")
+    __slots__ = ("name", "codes", "use_list", "max_size", "_handlers", "_hooks", "_pairs")
 
     def __init__(self, name: str, codes: Mapping[int, int], *, use_list: bool = True, max_size: int = MAX_SIZE) -> None:
         """A dialect called ``name`` (it appears in errors) holding the extension ``codes``."""
@@ -354,23 +369,32 @@ class Dialect:
         self.codes = dict(codes)
         self.use_list = use_list
         self.max_size = max_size
-        self._handlers: dict[int, Callable[[Dialect, ExtHook, bytes], Any]] = {
-            code: _HANDLERS[meaning] for code, meaning in self.codes.items()
-        }
+        self._handlers: dict[int, Handler] = {code: _HANDLERS[meaning] for code, meaning in self.codes.items()}
         self._hooks = threading.local()
+        self._pairs = pairs_hook(f"a map in {name}")
 
     def ext_hook(self) -> ExtHook:
         """This thread's msgpack ``ext_hook`` for the dialect: it decodes extension values, counting their depth.
 
         One per thread (made on first use), so the depth it counts is that of
-        the value this thread is decoding.
+        the value this thread is decoding.  Maps in extension values are
+        checked for hash flooding (:func:`runtime.collisions.check_keys`).
         """
-        hook: ExtHook | None = getattr(self._hooks, "hook", None)
-        if hook is None:
-            hook = self._hooks.hook = self._make_hook()
-        return hook
+        return self.passes()[1][0]
 
-    def _make_hook(self) -> ExtHook:
+    def passes(self) -> tuple[Nested, Nested]:
+        """This thread's two ways of decoding the dialect: the fast one, then the checking one.
+
+        The fast one decodes maps natively and refuses (with msgpack's
+        ``ValueError``) any longer than :data:`MAX_SHARED_HASH`; the checking
+        one checks every longer map (:func:`runtime.collisions.pairs_hook`).
+        """
+        passes: tuple[Nested, Nested] | None = getattr(self._hooks, "passes", None)
+        if passes is None:
+            passes = self._hooks.passes = (self._make_hook(checked=False), self._make_hook(checked=True))
+        return passes
+
+    def _make_hook(self, checked: bool) -> Nested:
         handlers = self._handlers
         depth = 0
 
@@ -383,11 +407,12 @@ class Dialect:
                 raise DecodeError(f"extension values in {self.name} nest more than {MAX_DEPTH} deep")
             depth += 1
             try:
-                return handler(self, hook, data)
+                return handler(self, nested, data)
             finally:
                 depth -= 1
 
-        return hook
+        nested: Nested = (hook, self._pairs, -1) if checked else (hook, None, MAX_SHARED_HASH)
+        return nested
 
     def cached(self, limit: int = 100_000, limit_bytes: int = 1 << 20) -> Dialect:
         """A copy of this dialect that decodes each distinct product once (up to ``limit`` of them).
@@ -404,10 +429,10 @@ class Dialect:
         cache: dict[bytes, Any] = {}
         held = [0]  # bytes of the keys in cache
 
-        def product(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
+        def product(dialect: Dialect, nested: Nested, data: bytes) -> Any:
             value = cache.get(data)
             if value is None:
-                value = _decode_product(dialect, hook, data)
+                value = _decode_product(dialect, nested, data)
                 if len(cache) < limit and held[0] + len(data) <= limit_bytes:
                     cache[data] = value
                     held[0] += len(data)
@@ -421,10 +446,12 @@ class Dialect:
     def unpacker(self, max_buffer_size: int) -> msgpack.Unpacker:
         """A streaming msgpack reader of this dialect for this thread, buffering at most ``max_buffer_size`` bytes.
 
-        Its items raise msgpack's own exceptions: wrap them with :func:`decode_error`.
+        Its items raise msgpack's own exceptions: wrap them with :func:`decode_error`.  Every map
+        and set it reads is checked for hash flooding (:func:`runtime.collisions.check_keys`).
         """
         return msgpack.Unpacker(
             ext_hook=self.ext_hook(),
+            object_pairs_hook=self._pairs,
             raw=False,
             strict_map_key=False,
             use_list=self.use_list,
@@ -438,22 +465,31 @@ class Dialect:
 _unpackb = msgpack.unpackb
 
 
-def _items(dialect: Dialect, hook: ExtHook, data: bytes, what: str) -> Any:
-    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
+def _items(dialect: Dialect, nested: Nested, data: bytes, what: str) -> Any:
+    hook, pairs, limit = nested  # raw=False is msgpack's default: each keyword costs a few ns per value
+    items = _unpackb(
+        data, ext_hook=hook, strict_map_key=False, use_list=dialect.use_list, object_pairs_hook=pairs, max_map_len=limit
+    )
     if items.__class__ is not list and items.__class__ is not tuple:
         raise DecodeError(f"a {what} in {dialect.name} holds {type(items).__name__}, not an array")
     return items
 
 
-def _decode_product(dialect: Dialect, hook: ExtHook, data: bytes) -> Product:
-    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
+def _decode_product(dialect: Dialect, nested: Nested, data: bytes) -> Product:
+    hook, pairs, limit = nested  # raw=False is msgpack's default: each keyword costs a few ns per value
+    items = _unpackb(
+        data, ext_hook=hook, strict_map_key=False, use_list=dialect.use_list, object_pairs_hook=pairs, max_map_len=limit
+    )
     if (items.__class__ is list or items.__class__ is tuple) and len(items) == 2:
         return Product(items[0], items[1])
     raise DecodeError(f"a product in {dialect.name} holds {describe(items)}, not [outer, inner]")
 
 
-def _decode_tuple(dialect: Dialect, hook: ExtHook, data: bytes) -> tuple[Any, ...]:
-    items = _unpackb(data, ext_hook=hook, raw=False, strict_map_key=False, use_list=dialect.use_list)
+def _decode_tuple(dialect: Dialect, nested: Nested, data: bytes) -> tuple[Any, ...]:
+    hook, pairs, limit = nested  # raw=False is msgpack's default: each keyword costs a few ns per value
+    items = _unpackb(
+        data, ext_hook=hook, strict_map_key=False, use_list=dialect.use_list, object_pairs_hook=pairs, max_map_len=limit
+    )
     if items.__class__ is list or items.__class__ is tuple:
         return tuple(items)
     raise DecodeError(f"a tuple in {dialect.name} holds {describe(items)}, not an array")
@@ -501,28 +537,32 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__} ({shown(value, 60)})"
 
 
-def _decode_set(dialect: Dialect, hook: ExtHook, data: bytes) -> set[Any]:
-    return set(_items(dialect, hook, data, "set"))
+def _decode_set(dialect: Dialect, nested: Nested, data: bytes) -> set[Any]:
+    items = _items(dialect, nested, data, "set")
+    check_keys(items, f"a set in {dialect.name}")
+    return set(items)
 
 
-def _decode_frozenset(dialect: Dialect, hook: ExtHook, data: bytes) -> frozenset[Any]:
-    return frozenset(_items(dialect, hook, data, "frozenset"))
+def _decode_frozenset(dialect: Dialect, nested: Nested, data: bytes) -> frozenset[Any]:
+    items = _items(dialect, nested, data, "frozenset")
+    check_keys(items, f"a frozenset in {dialect.name}")
+    return frozenset(items)
 
 
-def _decode_ndarray_ext(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
+def _decode_ndarray_ext(dialect: Dialect, nested: Nested, data: bytes) -> Any:
     return decode_ndarray(data)
 
 
-def _decode_arrow_batch(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
+def _decode_arrow_batch(dialect: Dialect, nested: Nested, data: bytes) -> Any:
     return decode_arrow(ARROW_BATCH, data)
 
 
-def _decode_arrow_table(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
+def _decode_arrow_table(dialect: Dialect, nested: Nested, data: bytes) -> Any:
     return decode_arrow(ARROW_TABLE, data)
 
 
-def _decode_codec(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
-    items = _items(dialect, hook, data, "codec value")
+def _decode_codec(dialect: Dialect, nested: Nested, data: bytes) -> Any:
+    items = _items(dialect, nested, data, "codec value")
     if len(items) != 2 or items[0].__class__ is not str:
         raise DecodeError(f"a codec value in {dialect.name} is not [name, encoded]")
     name, encoded = items
@@ -535,15 +575,15 @@ def _decode_codec(dialect: Dialect, hook: ExtHook, data: bytes) -> Any:
     return codec.decode(encoded)
 
 
-def _decode_bigint(dialect: Dialect, hook: ExtHook, data: bytes) -> int:
+def _decode_bigint(dialect: Dialect, nested: Nested, data: bytes) -> int:
     return int.from_bytes(data, "big", signed=True)
 
 
-def _decode_repr(dialect: Dialect, hook: ExtHook, data: bytes) -> str:
+def _decode_repr(dialect: Dialect, nested: Nested, data: bytes) -> str:
     return data.decode(errors="replace")
 
 
-_HANDLERS: dict[int, Callable[[Dialect, ExtHook, bytes], Any]] = {
+_HANDLERS: dict[int, Handler] = {
     EXT_PRODUCT: _decode_product,
     EXT_TUPLE: _decode_tuple,
     EXT_SET: _decode_set,
@@ -586,14 +626,23 @@ def decode(data: bytes | bytearray | memoryview, dialect: Dialect) -> Any:
 
     Bounded as the module docstring says.  An Arrow batch read where pyarrow
     is not installed raises :class:`~runtime.communication.arraycodec.ColumnarUnavailable`.
+    A value that holds a map of more than :data:`~runtime.collisions.MAX_SHARED_HASH`
+    keys, or that is refused, is decoded twice (so registered codecs may see
+    some of its values twice).
     """
     if len(data) > dialect.max_size:
         raise DecodeError(
             f"{dialect.name}: a value of {len(data)} bytes is longer than the limit of {dialect.max_size}"
         )
+    (fast, _, limit), (checking, pairs, _) = dialect.passes()
+    use_list = dialect.use_list
     try:
-        return msgpack.unpackb(
-            data, ext_hook=dialect.ext_hook(), raw=False, strict_map_key=False, use_list=dialect.use_list
+        try:  # maps built natively, none longer than MAX_SHARED_HASH keys: none flooded
+            return _unpackb(data, ext_hook=fast, raw=False, strict_map_key=False, use_list=use_list, max_map_len=limit)
+        except Exception:  # a longer map (or damage): only the checking pass says which, and what
+            pass
+        return _unpackb(
+            data, ext_hook=checking, raw=False, strict_map_key=False, use_list=use_list, object_pairs_hook=pairs
         )
     except (DecodeError, ColumnarUnavailable):
         raise
