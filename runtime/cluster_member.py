@@ -58,10 +58,13 @@ def run_process(
     gather: bool = True,
     on_fabric: Callable[[ProcessFabric], None] | None = None,
     tls: TlsConfig | None = None,
+    announce_interrupt: bool = True,
 ) -> list[R]:
     """Run process ``process`` of the cluster at ``endpoints``: join the mesh, run ``W`` workers, finish.
 
     With ``tls``, every connection of the mesh is TLS (see :mod:`runtime.communication.tls`).
+    An interrupt (``KeyboardInterrupt`` in a worker, here or in another process) prints one line and raises
+    :class:`SystemExit` ``(130)``, or, without ``announce_interrupt``, raises :class:`KeyboardInterrupt` silently.
 
     Returns every worker's result in worker order if ``gather`` (results travel
     to every process), else only this process's workers' results.  Raises
@@ -73,7 +76,18 @@ def run_process(
     processes = len(endpoints)
     with observers_from_environment(process, processes):
         return _run_process(
-            main, process, endpoints, workers, token, stall_timeout, connect_timeout, listener, gather, on_fabric, tls
+            main,
+            process,
+            endpoints,
+            workers,
+            token,
+            stall_timeout,
+            connect_timeout,
+            listener,
+            gather,
+            on_fabric,
+            tls,
+            announce_interrupt,
         )
 
 
@@ -89,6 +103,7 @@ def _run_process(
     gather: bool,
     on_fabric: Callable[[ProcessFabric], None] | None,
     tls: TlsConfig | None,
+    announce_interrupt: bool,
 ) -> list[R]:
     processes = len(endpoints)
     holder: list[ProcessFabric] = []
@@ -117,7 +132,7 @@ def _run_process(
         fabric.use_links()
         fabric.start_heartbeats()
         try:
-            results = run_workers(main, fabric.communicators(), stall_timeout)
+            results = run_workers(main, fabric.communicators(), stall_timeout, announce_interrupt=announce_interrupt)
         except WorkerFailed as error:
             reason = fabric.stop_reason
             if error.__cause__ is None and reason is not None:  # stopped from elsewhere: say how
@@ -259,6 +274,8 @@ def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[A
         if fabric is not None and not fabric.base <= error.worker < fabric.base + fabric.workers:
             return ["stopped", str(error)]
         return ["failed", error.worker, str(error), "".join(traceback.format_exception(error))]
+    if isinstance(error, KeyboardInterrupt):  # raised by user code: the parent ends the run as Ctrl-C does
+        return ["interrupted", "KeyboardInterrupt"]
     if isinstance(error, SettingsMismatch):  # raised again as it is by the parent: a ConfigurationError
         return ["mismatch", str(error)]
     if isinstance(error, PeerLost):
@@ -323,6 +340,7 @@ def child_main() -> None:
             gather=False,
             on_fabric=watch,
             tls=tls_config(*job["tls"]) if job.get("tls") else None,
+            announce_interrupt=False,  # the parent prints the one line for the cluster
         )
         try:
             data = frame(["ok", results])
@@ -332,7 +350,7 @@ def child_main() -> None:
                 error.type_name,
             ) from None
     except BaseException as error:  # noqa: BLE001 - reported to the parent
-        code = 1
+        code = 130 if isinstance(error, KeyboardInterrupt) else 1
         data = frame(_child_outcome(error, holder[0] if holder else None))
     try:
         view = memoryview(data)

@@ -86,16 +86,16 @@ def run_workers(
     threaded: bool | None = None,
     audit: bool | None = None,
     one_core: bool = False,
+    announce_interrupt: bool = True,
 ) -> list[R]:
     """Run ``main`` on one worker per communicator; return the results in communicator order.
 
-    With ``threaded`` unset, a single communicator runs in the calling thread
-    and several run in one thread each; with ``one_core``, those threads are
-    placed on cores as ``PYTIMELY_THREAD_CORES`` says (see :mod:`runtime.thread_cores`).
-    On Ctrl-C every worker is stopped, one line is printed to stderr and
-    :class:`SystemExit` ``(130)`` is raised.
-    ``audit`` (``None``: as ``PYTIMELY_AUDIT`` says) gives the workers one
-    shared :class:`~runtime.audit.ProcessLedger`.
+    With ``threaded`` unset, a single communicator runs in the calling thread and several run in one thread each;
+    with ``one_core``, those threads are placed on cores as ``PYTIMELY_THREAD_CORES`` says (runtime.thread_cores).
+    On Ctrl-C (or a ``KeyboardInterrupt`` from ``main`` or a user function) every worker is stopped, one line is
+    printed to stderr and :class:`SystemExit` ``(130)`` is raised; without ``announce_interrupt`` (a child of the
+    launcher, whose parent prints the line) :class:`KeyboardInterrupt` is raised instead, silently.
+    ``audit`` (``None``: as ``PYTIMELY_AUDIT`` says) gives the workers one shared :class:`~runtime.audit.ProcessLedger`.
     """
     count = len(communicators)
     if audit is None:
@@ -144,12 +144,12 @@ def run_workers(
             ]
             _run_threads(threads, core if setting == "auto" else None, ended)
     except KeyboardInterrupt:
-        _interrupted(communicators, done if threads else [])
+        _interrupted(communicators, done if threads else [], announce_interrupt)
     reason = communicators[0].stop_reason
     if any(isinstance(error, KeyboardInterrupt) for _, error in failures) or (
         reason is not None and reason.kind == "interrupted"
     ):
-        _interrupted(communicators, [])
+        _interrupted(communicators, [], announce_interrupt)
     if failures:
         raise failure_of(failures, communicators[0].peers)
     if reason is not None:  # stopped by a worker elsewhere (another process)
@@ -212,12 +212,18 @@ def run_worker(
         communicator.finish()
 
 
-def _interrupted(communicators: Sequence[Communicator], unwound: Sequence[threading.Event]) -> None:
-    """Stop every worker after Ctrl-C, wait for them to unwind, print one line, exit with 130."""
+def _interrupted(communicators: Sequence[Communicator], unwound: Sequence[threading.Event], announce: bool) -> None:
+    """Stop every worker after Ctrl-C, wait for them to unwind, print one line, exit with 130.
+
+    Without ``announce`` raise :class:`KeyboardInterrupt` instead of printing: the launcher's child reports it
+    to its parent, which prints the one line for the whole cluster.
+    """
     communicators[0].stop(Stop("interrupted"))
     deadline = time.monotonic() + INTERRUPT_GRACE
     for event in unwound:
         event.wait(max(0.0, deadline - time.monotonic()))
+    if not announce:
+        raise KeyboardInterrupt
     peers = communicators[0].peers
     print(f"pytimely: interrupted (Ctrl-C); stopped {peers} worker(s)", file=sys.stderr, flush=True)
     raise SystemExit(130)

@@ -150,7 +150,9 @@ def execute_processes(
     results travel back in the wire encoding, so they must be encodable too.
     Raises :class:`~runtime.errors.WorkerFailed` for a failed worker (with the
     remote traceback as a note) or stuck dataflows, and
-    :class:`~runtime.communication.tcp.PeerLost` when a process died.  ``tls`` (certificate,
+    :class:`~runtime.communication.tcp.PeerLost` when a process died.  Ctrl-C here, or a
+    ``KeyboardInterrupt`` raised by ``main`` or a user function in a child, stops every child, prints one line
+    and raises :class:`SystemExit` ``(130)``, as ``execute`` does with threads.  ``tls`` (certificate,
     key and CA files) makes the children's connections TLS (:mod:`runtime.communication.tls`).
     """
     if processes.__class__ is not int or processes < 1:
@@ -189,6 +191,8 @@ def execute_processes(
         for child, job in zip(children, jobs, strict=True):
             _send_job(child, dict(job, identities=identities))
         _wait(children, ended)
+        if any(child.outcome is not None and child.outcome[0] == "interrupted" for child in children):
+            raise KeyboardInterrupt  # raised by the program's code in a child: end as Ctrl-C here does
     except KeyboardInterrupt:
         _terminate(children, INTERRUPT_GRACE)
         print(f"pytimely: interrupted (Ctrl-C); stopped {processes} process(es)", file=sys.stderr, flush=True)
@@ -311,6 +315,8 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
                 grace = min(grace, UNANSWERING_GRACE)
             elif silent or (outcome is not None and outcome[0] in ("error", "mismatch")):  # the cluster cannot finish
                 grace = min(grace, SILENT_DEATH_GRACE)
+            elif outcome is not None and outcome[0] == "interrupted":  # the others unwind as after Ctrl-C
+                grace = min(grace, INTERRUPT_GRACE)
             elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
                 _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
         running = [child for child in children if child.ended_at is None]
@@ -452,7 +458,7 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         failed = WorkerFailed(f"worker {worker} of {peers} failed: DataflowStuck: {cause}", worker)
         failed.__cause__ = cause
         raise failed
-    for kind in ("lost", "stopped", "interrupted"):
+    for kind in ("lost", "stopped"):  # "interrupted" ended the run before (see execute_processes)
         for child, outcome in by_kind.get(kind, []):
             raise ClusterError(f"process {child.index} ({child.endpoint}): {outcome[1]}")
     for child, outcome in outcomes:
