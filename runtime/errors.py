@@ -246,7 +246,9 @@ class SettingsMismatch(HandshakeError, ConfigurationError):
 
     Found by the handshake (the send window, the frame limit, the worker threads per process, string hashing);
     the message names the setting, both values and both processes.  Every process that differs from another
-    refuses to form the cluster, once it has handshaken with every other.
+    refuses to form the cluster, once it has handshaken with every other; if some process never arrives, it
+    raises this at the connect deadline, its message also naming the process awaited (a :class:`ConnectTimeout`
+    is its cause).
     """
 
 

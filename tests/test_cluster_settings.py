@@ -155,6 +155,57 @@ def test_three_processes_by_hand_end_promptly_though_two_of_them_agree(tmp_path:
     assert shm_entries() <= before
 
 
+SHORT_DEADLINE = 4.0
+"""Seconds the processes of the tests below have to find each other (one never arrives)."""
+
+
+@pytest.mark.parametrize("absent", [1, 2])
+def test_a_mismatch_found_before_the_connect_deadline_is_named_with_the_process_that_never_arrived(
+    tmp_path: Path, absent: int
+) -> None:
+    """Of three processes, two disagree on the send window and the third is never started.  Both waited for it
+    until the connect deadline, and ended with a ConnectTimeout that said nothing of the disagreement already
+    found.  Each now raises the SettingsMismatch, naming the setting, both processes and the one that never
+    arrived: process 2 is awaited by both as an acceptor; process 1 by process 0 as an acceptor and by process 2
+    as a connector."""
+    endpoints = endpoints_on(["127.0.0.1", "127.0.0.1", "127.0.0.1"])
+    started = [index for index in range(3) if index != absent]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("".join(f"{endpoint}\n" for endpoint in endpoints))
+    base = dict(os.environ, PYTIMELY_TOKEN="settings-test", PYTHONHASHSEED="0")
+    base.pop("PYTIMELY_MAX_FRAME_BYTES", None)
+    base["SETTINGS_TEST_CONNECT_TIMEOUT"] = str(SHORT_DEADLINE)
+    windows = {started[0]: "8M", started[1]: "64K"}
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPT), "-n", "3", "-h", str(hostfile), "-p", str(index)],
+            cwd=tmp_path,
+            env={**base, "PYTIMELY_SEND_WINDOW": windows[index]},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in started
+    ]
+    errors = []
+    try:
+        for child in children:
+            errors.append(child.communicate(timeout=90)[1])
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert [child.returncode for child in children] == [1, 1], errors
+    for index, error in zip(started, errors, strict=True):
+        assert "runtime.errors.SettingsMismatch: " in error, error
+        message = error.rsplit("runtime.errors.SettingsMismatch: ", 1)[1]
+        for word in ["$PYTIMELY_SEND_WINDOW", f"process {index} ({endpoints[index]})", f"{endpoints[absent]}"]:
+            assert word in message, (word, message)
+        assert f"process {absent} ({endpoints[absent]})" in message and "before the deadline" in message, message
+        assert "runtime.errors.ConnectTimeout: " in error, error  # the deadline's own error, as the cause
+
+
 @pytest.mark.parametrize("processes", [2, 3])
 def test_execute_refuses_a_process_whose_setting_differs_with_a_configuration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: int

@@ -36,7 +36,9 @@ route exchanged records inconsistently) and the shared settings.  A process
 that differs from a peer in the fingerprint or a setting goes on handshaking
 with the others and then stops with :class:`~runtime.errors.SettingsMismatch`,
 so that every process of the cluster, each of which differs from some other,
-ends at once with an explanation rather than at the connect deadline.
+ends at once with an explanation rather than at the connect deadline.  If a
+peer never arrives, the deadline's error is still that mismatch, naming the
+peer awaited too (the mismatch must be fixed whether or not it arrives).
 
 The handshake also derives one session key for each direction of the
 connection from the token and everything both sides said (their nonces
@@ -187,7 +189,11 @@ class Mesh:
     # ------------------------------------------------------------------ connecting
 
     def connect(self, timeout: float = 30.0) -> None:
-        """Connect to every other process and authenticate, or raise within ``timeout`` seconds."""
+        """Connect to every other process and authenticate, or raise within ``timeout`` seconds.
+
+        Raises :class:`SettingsMismatch` if a peer differs in a shared setting (at the deadline too, then naming the
+        peers never reached, its cause the :class:`ConnectTimeout`), :class:`ConnectTimeout` if a peer never arrives.
+        """
         deadline = time.monotonic() + timeout
         if self.processes == 1:
             return
@@ -207,6 +213,7 @@ class Mesh:
                 ) from error
         accept_error: list[BaseException] = []
         failed = threading.Event()  # either side failed: the other gives up at once instead of at the deadline
+        too_late: ConnectTimeout | None = None
         acceptor = None
         if self.index < self.processes - 1:
             acceptor = threading.Thread(
@@ -221,6 +228,9 @@ class Mesh:
                     except SettingsMismatch as error:  # raised once every other peer has handshaken
                         with self._sockets_lock:
                             self._disagreements[peer] = error
+        except ConnectTimeout as error:  # raised below, once the acceptor has ended and every disagreement is known
+            failed.set()
+            too_late = error
         except BaseException:
             failed.set()
             raise
@@ -229,8 +239,12 @@ class Mesh:
                 acceptor.join()
             if self._listener is not None:
                 self._listener.close()
-        if accept_error:
-            raise accept_error[0]
+        ended = too_late or (accept_error[0] if accept_error else None)
+        if isinstance(ended, ConnectTimeout) and self._disagreements:  # the mismatch must be fixed in any case
+            first = self._disagreements[min(self._disagreements)]
+            raise SettingsMismatch(f"{first}; besides, {ended}") from ended
+        if ended is not None:
+            raise ended
         if self._disagreements:
             raise self._disagreements[min(self._disagreements)]
         for peer, sock in self._sockets.items():

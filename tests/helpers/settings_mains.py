@@ -2,7 +2,8 @@
 
 Run as a script (``python tests/helpers/settings_mains.py`` with the cluster's flags: ``-n``, ``-p``, ``-h``, ``-w``)
 it runs :func:`exchange_epochs` with :func:`runtime.execute_from_args` and prints its results; each process is
-started with its own environment, so each can be given its own ``PYTIMELY_*`` settings.
+started with its own environment, so each can be given its own ``PYTIMELY_*`` settings, and
+``$SETTINGS_TEST_CONNECT_TIMEOUT`` shortens the connect deadline.
 
 Imported by a process of ``execute(..., processes=P)`` while ``$SETTINGS_TEST_CLAIM`` names a file that does not
 exist yet, the first process to import it creates that file and sets ``$SETTINGS_TEST_VARIABLE`` to
@@ -55,4 +56,7 @@ def exchange_epochs(worker: Worker, epochs: int = 20) -> int:
 
 
 if __name__ == "__main__":
-    print("results", execute_from_args(exchange_epochs, stall_timeout=None), flush=True)
+    # $SETTINGS_TEST_CONNECT_TIMEOUT: seconds the processes have to find each other (default: the usual 30 s)
+    connect_timeout = float(os.environ.get("SETTINGS_TEST_CONNECT_TIMEOUT") or 30.0)
+    results = execute_from_args(exchange_epochs, stall_timeout=None, connect_timeout=connect_timeout)
+    print("results", results, flush=True)
