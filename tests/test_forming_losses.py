@@ -52,10 +52,10 @@ SCRIPT = textwrap.dedent(
 class Started:
     """A process of the cluster started by hand, its stderr collected line by line as it comes."""
 
-    def __init__(self, tmp_path: Path, hosts: Path, index: int) -> None:
+    def __init__(self, tmp_path: Path, hosts: Path, index: int, env: dict[str, str] | None = None) -> None:
         script = tmp_path / "forming.py"
         script.write_text(SCRIPT.format(root=str(ROOT)))
-        env = dict(os.environ, PYTIMELY_TOKEN="forming-secret", PYTHONHASHSEED="0")
+        env = dict(os.environ, PYTIMELY_TOKEN="forming-secret", PYTHONHASHSEED="0", **(env or {}))
         self.index = index
         self.popen = subprocess.Popen(
             [sys.executable, str(script), "-n", "3", "-h", str(hosts), "-p", str(index)],
@@ -144,6 +144,35 @@ def test_a_slow_starter_is_still_awaited(tmp_path: Path, hosts: tuple[Path, list
         for process in started:
             out, _ = process.popen.communicate(timeout=60)
             assert process.popen.returncode == 0 and out == "results [0, 1, 2]\n", process.stderr
+    finally:
+        for process in started:
+            process.stop()
+
+
+def test_a_process_that_saw_a_peer_close_still_tells_a_late_peer_what_they_disagree_on(
+    tmp_path: Path, hosts: tuple[Path, list[str]]
+) -> None:
+    """Process 2 joins process 0, which is then killed; process 1 starts only then, with another send window.
+
+    Process 2 used to stop as soon as it saw process 0 close, so process 1 waited for it until the connect deadline,
+    told nothing (in a run of three processes of which one differs, the one that had finished handshaking raised
+    its mismatch and closed, and this left another waiting for 30 s about one run in four).  It now goes on
+    handshaking for :data:`~runtime.communication.formation.FORMING_GRACE` seconds first: process 1 and it learn
+    that they disagree, and process 2's error says both what differs and that process 0 closed."""
+    path, addresses = hosts
+    zero, two = Started(tmp_path, path, 0), Started(tmp_path, path, 2)
+    started = [zero, two]
+    try:
+        eventually(lambda: two.joined(0) and zero.joined(2), 20, "processes 0 and 2 joining each other")
+        zero.popen.kill()
+        started.append(Started(tmp_path, path, 1, {"PYTIMELY_SEND_WINDOW": "64K"}))
+        eventually(lambda: two.ended is not None, 20, "process 2 ending")
+        err = two.stderr
+        assert "runtime.errors.SettingsMismatch: " in err, err
+        message = err.rsplit("runtime.errors.SettingsMismatch: ", 1)[1]
+        assert f"process 1 ({addresses[1]})" in message and "$PYTIMELY_SEND_WINDOW" in message, message
+        assert f"besides, process 2 lost process 0 ({addresses[0]})" in message, message
+        assert "closed its connection while the cluster was forming" in message, message
     finally:
         for process in started:
             process.stop()

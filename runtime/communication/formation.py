@@ -6,13 +6,19 @@ peer has joined.  A peer that joined and then ended (killed, failed, or gave up
 joining) is seen only by the end of its connection, looked at here without
 reading what it holds (``POLLRDHUP``).  Such a peer cannot join again (its index
 is refused as already joined), so the cluster cannot form any more: the mesh
-stops at once with :func:`lost_while_forming` rather than at the connect deadline.
+stops with :func:`lost_while_forming` within :data:`FORMING_GRACE` seconds rather
+than at the connect deadline.  During that grace it goes on handshaking with the
+peers it still awaits (:class:`LossWhileForming`), so that each of them learns
+from it what it must (a shared setting they disagree on, see
+:mod:`runtime.communication.agreement`) instead of waiting for it until the deadline.
 """
 
 from __future__ import annotations
 
 import select
 import socket
+import threading
+import time
 from collections.abc import Callable, Iterable
 
 from runtime.errors import PeerLost
@@ -44,3 +50,45 @@ def lost_while_forming(
         closed[0],
         address(closed[0]),
     )
+
+
+FORMING_GRACE = 5.0
+"""Seconds a process that saw a joined peer close goes on handshaking with the peers it still awaits before it
+stops: a process that ends at once leaves a peer waiting for it until the deadline, where a handshake would
+have told that peer what to stop for."""
+
+
+class LossWhileForming:
+    """The first peer seen to close while the mesh forms, and since when (shared by the accepting and connecting
+    threads of :meth:`runtime.communication.tcp.Mesh.connect`)."""
+
+    def __init__(self) -> None:
+        """Nothing seen yet."""
+        self.error: PeerLost | None = None
+        self._since = 0.0
+        self._lock = threading.Lock()
+
+    def look(
+        self,
+        index: int,
+        processes: int,
+        kept: list[tuple[int, socket.socket]],
+        describe: Callable[[int], str],
+        address: Callable[[int], str],
+    ) -> None:
+        """Note the first of the peers ``kept`` (``(index, connection)``, those that joined process ``index`` of
+        ``processes``) whose connection has closed, if any; ``describe`` and ``address`` name a process."""
+        closed = closed_peers(kept)
+        if not closed:
+            return
+        joined = {peer for peer, _ in kept}
+        awaited = [peer for peer in range(processes) if peer != index and peer not in joined]
+        error = lost_while_forming(index, closed, awaited, describe, address)
+        with self._lock:
+            if self.error is None:  # the first one seen stands
+                self.error = error
+                self._since = time.monotonic()
+
+    def expired(self) -> bool:
+        """Whether a loss was seen :data:`FORMING_GRACE` seconds ago or more: the mesh stops now."""
+        return self.error is not None and time.monotonic() - self._since >= FORMING_GRACE

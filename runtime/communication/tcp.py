@@ -75,7 +75,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication.agreement import SETTINGS, ClusterSettings, disagreement
-from runtime.communication.formation import closed_peers, lost_while_forming
+from runtime.communication.formation import LossWhileForming, closed_peers
 from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
 from runtime.communication.handshake import MAGIC as MAGIC
 from runtime.communication.handshake import MAX_REASON, NONCE_SIZE
@@ -159,6 +159,7 @@ class Mesh:
         self._tls = tls
         self.settings = settings if settings is not None else ClusterSettings.of_this_process()
         self._disagreements: dict[int, SettingsMismatch] = {}
+        self._forming_loss = LossWhileForming()
         """Peers that proved the token and differ from this process in a shared setting (under the sockets lock):
         they are not awaited, and :meth:`connect` raises the first once every other peer has handshaken."""
         self._finished: set[int] = set()
@@ -213,7 +214,7 @@ class Mesh:
                 ) from error
         accept_error: list[BaseException] = []
         failed = threading.Event()  # either side failed: the other gives up at once instead of at the deadline
-        too_late: ConnectTimeout | None = None
+        too_late: ConnectTimeout | PeerLost | None = None
         acceptor = None
         if self.index < self.processes - 1:
             acceptor = threading.Thread(
@@ -228,7 +229,7 @@ class Mesh:
                     except SettingsMismatch as error:  # raised once every other peer has handshaken
                         with self._sockets_lock:
                             self._disagreements[peer] = error
-        except ConnectTimeout as error:  # raised below, once the acceptor has ended and every disagreement is known
+        except (ConnectTimeout, PeerLost) as error:  # raised below, once the acceptor ended and disagreements are known
             failed.set()
             too_late = error
         except BaseException:
@@ -239,8 +240,8 @@ class Mesh:
                 acceptor.join()
             if self._listener is not None:
                 self._listener.close()
-        ended = too_late or (accept_error[0] if accept_error else None)
-        if isinstance(ended, ConnectTimeout) and self._disagreements:  # the mismatch must be fixed in any case
+        ended = too_late or (accept_error[0] if accept_error else None) or self._forming_loss.error
+        if isinstance(ended, ConnectTimeout | PeerLost) and self._disagreements:  # the mismatch must be fixed anyway
             first = self._disagreements[min(self._disagreements)]
             raise SettingsMismatch(f"{first}; besides, {ended}") from ended
         if ended is not None:
@@ -312,15 +313,17 @@ class Mesh:
         return f"; meanwhile {names}, already joined, closed its connection (it ended, or gave up joining)"
 
     def _check_forming(self) -> None:
-        """While the mesh forms: raise :class:`PeerLost` if a peer that joined has closed its connection since
-        (see :mod:`runtime.communication.formation`): it cannot join again, so the mesh can no longer form."""
-        with self._sockets_lock:
-            kept = list(self._sockets.items())
-        closed = closed_peers(kept)
-        if closed:
-            joined = {peer for peer, _ in kept}
-            awaited = [peer for peer in range(self.processes) if peer != self.index and peer not in joined]
-            raise lost_while_forming(self.index, closed, awaited, self.describe, lambda p: str(self.endpoints[p]))
+        """While the mesh forms: raise :class:`PeerLost` once a peer that joined has closed its connection (see
+        :mod:`runtime.communication.formation`; it cannot join again, so the mesh can no longer form), after
+        the grace in which this process goes on handshaking with the peers it still awaits."""
+        loss = self._forming_loss
+        if loss.error is None:
+            with self._sockets_lock:
+                kept = list(self._sockets.items())
+            loss.look(self.index, self.processes, kept, self.describe, lambda p: str(self.endpoints[p]))
+        if loss.expired():
+            assert loss.error is not None
+            raise loss.error
 
     def _keep(self, peer: int, sock: socket.socket, sending: bytes, receiving: bytes) -> None:
         """Keep ``peer``'s authenticated connection and its session keys (under :attr:`_sockets_lock`)."""
