@@ -6,10 +6,10 @@ A worker talks to the other workers only through its
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -24,6 +24,7 @@ from runtime.fingerprint import Fingerprint, fingerprint, first_difference
 from runtime.instrument import Instrument, logger_for
 from runtime.settings import check_stall_timeout
 from runtime.stall_watch import StallWatch
+from runtime.timers import Timers, wake_from_outside
 from scopes.builder import BuildContext, ScopeBuilder
 from scopes.capability import stop_sites_at
 from scopes.channel_protocols import Puller
@@ -126,12 +127,11 @@ class Worker:
         self._comm = communicator
         self._context = BuildContext(communicator, threading.Lock)
         # a communicator written before activate_from_outside existed still runs: waiting replays then poll
-        self._context.wake_from_outside = getattr(communicator, "activate_from_outside", None)
-        self._context.timer = self._activate_after
-        self._timers: list[tuple[float, tuple[int, ...]]] = []
-        """A heap of ``(due, address)``: operators to activate once ``time.monotonic()`` reaches ``due``."""
-        self._timer_due: dict[tuple[int, ...], float] = {}
-        """The earliest due time of each address in :attr:`_timers` (later entries for it are stale)."""
+        if getattr(communicator, "activate_from_outside", None) is not None:
+            self._context.wake_from_outside = partial(wake_from_outside, weakref.ref(self))
+        self._timers = Timers(communicator)
+        """Operators to activate once their time has come (see :mod:`runtime.timers`)."""
+        self._context.timer = self._timers.add
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
@@ -282,28 +282,10 @@ class Worker:
             else:
                 dataflow.root.activate_address(address[1:])
 
-    def _activate_after(self, address: tuple[int, ...], seconds: float) -> None:
-        """Activate the operator at ``address`` once ``seconds`` have passed (an earlier request for it stands)."""
-        due = time.monotonic() + seconds
-        if self._timer_due.get(address, due + 1) <= due:
-            return
-        self._timer_due[address] = due
-        heapq.heappush(self._timers, (due, address))
-
-    def _fire_timers(self) -> float | None:
-        """Activate the operators whose time has come; return the seconds until the next one (``None``: none)."""
-        timers = self._timers
-        due_at = self._timer_due
-        now = time.monotonic()
-        fired = []
-        while timers and timers[0][0] <= now:
-            due, address = heapq.heappop(timers)
-            if due_at.get(address) == due:
-                del due_at[address]
-                fired.append(address)
-        if fired:
-            self._activate(fired)
-        return timers[0][0] - now if timers else None
+    def wakes(self, address: tuple[int, ...]) -> bool:
+        """Whether an activation of ``address`` from another thread may still matter: its dataflow has not
+        completed and the computation has not stopped (read from any thread)."""
+        return address[0] in self._dataflows and self._comm.stop_reason is None
 
     def step(self) -> bool:
         """Run every dataflow that has work once; return whether any dataflow is unfinished."""
@@ -340,7 +322,7 @@ class Worker:
         if addresses:
             self._activate(addresses)
         if self._timers:
-            wait = self._fire_timers()
+            wait = self._timers.fire(self._activate)
             if wait is not None and (timeout is None or wait < timeout):
                 timeout = wait  # parks only until the next timer (a timeout of 0 stays 0)
         if not self._active and timeout != 0 and self._dataflows:
@@ -349,7 +331,7 @@ class Worker:
             if addresses:
                 self._activate(addresses)
             if self._timers:
-                self._fire_timers()
+                self._timers.fire(self._activate)
         if self._active:
             if self._idle:
                 self._idle = False
@@ -371,6 +353,7 @@ class Worker:
                     if not running:
                         del self._dataflows[index]
                         self._active.discard(index)
+                        self._timers.drop_dataflow(index)
                         comm.dataflow_completed(index)
                         if self.logger is not None:
                             self.logger.dataflow_completed(index, dataflow.name)

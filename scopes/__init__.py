@@ -31,6 +31,7 @@ from scopes.builder import InputHandle, LoopHandle, ProbeHandle, ScopeBuilder, s
 from scopes.capability import Capability, CapabilityRef
 from scopes.contracts import Broadcast, ChannelContract, Exchange, ExchangeBatch, Pipeline
 from scopes.errors import (
+    ActivationError,
     BuildError,
     CapabilityError,
     ConflictingUpdates,
@@ -70,6 +71,7 @@ from scopes.stream import Stream, generic
 from scopes.windows import Session, Sliding, Tumbling, Windowed
 
 __all__ = [
+    "ActivationError",
     "INTEGER",
     "UINT64_MAX",
     "Antichain",

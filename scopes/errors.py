@@ -59,6 +59,11 @@ class BuildError(ScopeError):
     """A dataflow was wired incorrectly while it was being built."""
 
 
+class ActivationError(ScopeError, ValueError):
+    """An operator asked to be run again in a way that cannot be honoured: a delay that is negative, not a
+    number or infinite, or a wake-up from outside that the runtime cannot deliver."""
+
+
 class ScopeBoundaryError(BuildError):
     """A stream or scope was used across a scope boundary without ``enter()``/``leave()``.
 

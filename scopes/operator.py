@@ -8,8 +8,8 @@ come with a :class:`CapabilityRef` that can be retained.
 
 The pieces live in their own modules and are re-exported here, their old home:
 ports (:mod:`scopes.ports`), capabilities (:mod:`scopes.capability`), input and
-output handles and sessions (:mod:`scopes.handles`) and notifications
-(:mod:`scopes.notificator`).
+output handles and sessions (:mod:`scopes.handles`), notifications
+(:mod:`scopes.notificator`) and :class:`OperatorInfo` (:mod:`scopes.operator_info`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from scopes.channels import Tee
 from scopes.errors import CapabilityError, OperatorFailed, describe_user_error, describe_when
 from scopes.handles import OperatorInput, OperatorOutput, OutputBuffer, Session
 from scopes.notificator import Notificator
+from scopes.operator_info import OperatorInfo
 from scopes.ports import InputPort, OutputPort, PortOwner
 from scopes.progress.antichain import MutableAntichain
 from scopes.progress.change_batch import ChangeBatch
@@ -31,40 +32,6 @@ from scopes.progress.operate import ConnectivityLike, Operate, Updates
 from scopes.progress.order import Time, less_equal
 from scopes.progress.reachability import Connectivity, sparse
 from scopes.progress.timestamp import TimestampType
-
-
-class OperatorInfo:
-    """What an operator knows about itself: its name, address, worker, and how to wake itself."""
-
-    __slots__ = ("name", "index", "address", "worker_index", "peers", "position", "_activate")
-
-    def __init__(
-        self,
-        name: str,
-        index: int,
-        address: tuple[int, ...],
-        worker_index: int,
-        peers: int,
-        activate: Activator,
-    ) -> None:
-        """Describe operator ``name`` at child ``index`` of its scope."""
-        self.name = name
-        self.index = index
-        self.address = address
-        self.worker_index = worker_index
-        self.peers = peers
-        self._activate = activate
-        self.position: object | None = None
-        """What the operator's logic is doing, for an error it raises outside any batch: a source sets it to
-        a text, or to an object whose ``str()`` gives one when asked (for example ``"reading 'part-1.parquet'
-        (row 0, epoch 1 or later)"``); ``None``: nothing to add."""
-
-    def activate(self) -> None:
-        """Ask for the operator to be scheduled again, even without new input."""
-        self._activate()
-
-    def __repr__(self) -> str:
-        return f"OperatorInfo({self.name!r}, address={self.address}, worker={self.worker_index})"
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

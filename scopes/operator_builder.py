@@ -61,7 +61,7 @@ class OperatorBuilder(Generic[S_co]):
         if self._info is None:
             context = self.scope.context
             self._info = OperatorInfo(
-                self.name, self.index, self.address, context.worker_index, context.peers, self.activate
+                self.name, self.index, self.address, context.worker_index, context.peers, self.activate, context
             )
         return self._info
 

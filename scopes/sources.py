@@ -86,22 +86,30 @@ def source(
     """A programmable input: ``constructor(capability, info)`` returns ``logic(output)``.
 
     The logic runs when the operator is first scheduled and whenever it is
-    activated (``info.activate()``); it sends under capabilities it holds, and
-    must downgrade or drop them for downstream operators to make progress.
+    activated (``info.activate()``, ``info.activate_after(seconds)``, or a call
+    of ``info.waker()``'s function from any thread); it sends under
+    capabilities it holds, and must downgrade or drop them for downstream
+    operators to make progress.  Once it holds none it has finished (it can
+    never send again): after its first run, it is not run again however it is
+    woken.
 
     Refused in a dataflow with checkpoints: a checkpoint cannot know where such
     a source stands, so a resumed run would send its records again.
     """
     refuse_hand_written_under_checkpoints(scope, name)
-    return programmable(scope, name, constructor)
+    return programmable(scope, name, constructor, until_finished=True)
 
 
 def programmable(
     scope: ScopeCore[S],
     name: str,
     constructor: Callable[[Capability, OperatorInfo], Callable[[OperatorOutput], None]],
+    until_finished: bool = False,
 ) -> S:
-    """:func:`source` for pytimely's own sources, which resume from checkpoints themselves."""
+    """:func:`source` for pytimely's own sources, which resume from checkpoints themselves.
+
+    ``until_finished``: after its first run, run the logic only while it holds a capability (a wake-up that
+    comes later, from a timer or another thread, finds nothing to run)."""
     where = describe_operator(name, scope.path)
     check_function(constructor, ("capability", "info"), "the source constructor", where)
     builder = OperatorBuilder(scope, name)
@@ -112,5 +120,16 @@ def programmable(
     logic = constructor(capability, builder.info)
     check_logic(logic, ("output",), where)
     handle = outputs[0]
-    operator.set_logic(lambda: logic(handle), outputs)
+    if until_finished:
+        ran = False
+
+        def run() -> None:
+            nonlocal ran
+            if output_port.held or not ran:  # its first run comes even if it kept no capability
+                ran = True
+                logic(handle)
+
+        operator.set_logic(run, outputs)
+    else:
+        operator.set_logic(lambda: logic(handle), outputs)
     return stream

@@ -1,0 +1,112 @@
+"""A worker's timers, and the wake-up that other threads call: how an operator waits without spinning.
+
+An operator asks to run again after some seconds
+(:meth:`~scopes.operator_info.OperatorInfo.activate_after`, through
+``BuildContext.timer``) or hands out a function that any thread may call to
+run it (:meth:`~scopes.operator_info.OperatorInfo.waker`, through
+``BuildContext.wake_from_outside``).  :class:`Timers` keeps the first, and the
+worker parks until the next one is due; :func:`wake_from_outside` delivers the
+second through the communicator's ``activate_from_outside``, as long as the
+operator's dataflow still runs.
+
+The clock is the communicator's ``clock()`` if it has one (the simulated
+communicator keeps a virtual clock, so that a seed decides when timers fire),
+else :func:`time.monotonic`.  A communicator with a ``timers_due(due)`` method
+is told the earliest due time whenever it changes (``None``: no timer).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["Timers", "wake_from_outside"]
+
+Address = tuple[int, ...]
+
+
+class Timers:
+    """Operators to activate once ``clock()`` reaches a due time; the earliest request for an address stands."""
+
+    __slots__ = ("_clock", "_announce", "_heap", "_due", "_announced")
+
+    def __init__(self, communicator: object) -> None:
+        """Timers on ``communicator``'s clock (or :func:`time.monotonic`)."""
+        self._clock: Callable[[], float] = getattr(communicator, "clock", time.monotonic)
+        self._announce: Callable[[float | None], None] | None = getattr(communicator, "timers_due", None)
+        self._heap: list[tuple[float, Address]] = []
+        """``(due, address)`` pairs; an entry whose due is not :attr:`_due`'s for its address is stale."""
+        self._due: dict[Address, float] = {}
+        self._announced: float | None = None
+
+    def __bool__(self) -> bool:
+        """Whether any timer is pending."""
+        return bool(self._heap)
+
+    def add(self, address: Address, seconds: float) -> None:
+        """Activate ``address`` once ``seconds`` have passed, unless a request due sooner is pending."""
+        due = self._clock() + seconds
+        if self._due.get(address, due + 1) <= due:
+            return
+        self._due[address] = due
+        heapq.heappush(self._heap, (due, address))
+        self._tell()
+
+    def fire(self, activate: Callable[[list[Address]], None]) -> float | None:
+        """Pass the addresses whose time has come to ``activate``; return the seconds until the next (``None``:
+        none)."""
+        heap = self._heap
+        due_at = self._due
+        now = self._clock()
+        fired = []
+        while heap and heap[0][0] <= now:
+            due, address = heapq.heappop(heap)
+            if due_at.get(address) == due:
+                del due_at[address]
+                fired.append(address)
+        if fired:
+            activate(fired)
+        self._tell()
+        return heap[0][0] - now if heap else None
+
+    def drop_dataflow(self, index: int) -> None:
+        """Forget the timers of dataflow ``index`` (it has completed: nothing of it runs again)."""
+        if not any(address[0] == index for address in self._due):
+            return
+        self._due = {address: due for address, due in self._due.items() if address[0] != index}
+        self._heap = [entry for entry in self._heap if entry[1][0] != index]
+        heapq.heapify(self._heap)
+        self._tell()
+
+    def _tell(self) -> None:
+        announce = self._announce
+        if announce is None:
+            return
+        due = self._heap[0][0] if self._heap else None
+        if due != self._announced:
+            self._announced = due
+            announce(due)
+
+
+class _Waking(Protocol):
+    """What :func:`wake_from_outside` reads of a worker."""
+
+    def wakes(self, address: Address) -> bool:
+        """Whether an activation of ``address`` may still matter (its dataflow runs, nothing stopped)."""
+        ...
+
+    @property
+    def communicator(self) -> Any:
+        """The worker's communicator."""
+        ...
+
+
+def wake_from_outside(worker: weakref.ref[Any], address: Address) -> None:
+    """Activate ``address`` on ``worker`` from any thread and wake it; nothing if its dataflow has completed, the
+    computation has stopped or the worker is gone (the function a waker calls may outlive them all)."""
+    alive: _Waking | None = worker()
+    if alive is not None and alive.wakes(address):
+        alive.communicator.activate_from_outside(address)
