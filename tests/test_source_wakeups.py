@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +23,9 @@ from helpers import eventually
 
 import runtime
 from runtime import execute
+from runtime.communication.simulation import RecordedChoices, simulate
 from runtime.errors import WorkerFailed
+from runtime.testing import check_interleavings
 from scopes import ActivationError, Capability, OperatorInfo
 
 HOLD = 1.0
@@ -223,6 +226,43 @@ def test_a_timer_of_a_completed_dataflow_is_dropped() -> None:
     assert execute(main) == [False]
 
 
+def polled_in_simulation(worker: runtime.Worker) -> list[tuple[int, int]]:
+    """A source that emits one record per timer, 10 s apart on the simulated clock, three times."""
+    got: list[tuple[int, int]] = []
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[Any], None]:
+        runs = [0]
+
+        def logic(output: Any) -> None:
+            if runs[0] < 3:
+                output.session(capability).give((info.worker_index, runs[0]))
+                capability.downgrade(capability.time + 1)
+                runs[0] += 1
+                info.activate_after(10.0)
+            else:
+                capability.drop()
+
+        return logic
+
+    probe = worker.dataflow(
+        lambda scope: scope.source("Timed", constructor).exchange(lambda r: 0).inspect(got.append).probe()
+    )
+    worker.step_while(lambda: not probe.done())
+    return got
+
+
+def test_timers_run_on_the_simulated_clock_and_a_seed_repeats_the_run() -> None:
+    started = time.monotonic()
+    runs = []
+    for seed in (1, 1, 2):
+        choices = RecordedChoices(random.Random(seed))
+        runs.append((simulate(polled_in_simulation, workers=2, choices=choices), choices.schedule))
+    assert time.monotonic() - started < 10  # three 10 s timers per worker: the virtual clock skipped them
+    assert runs[0] == runs[1]  # the same seed: the same run, choice for choice
+    for results, _ in runs:
+        assert sorted(results[0]) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)] and results[1] == []
+
+
 def test_without_runtime_timers_activate_after_activates_and_waker_is_refused() -> None:
     activations: list[str] = []
     info = OperatorInfo("Lonely", 1, (0, 1), 0, 1, lambda: activations.append("now"))
@@ -232,3 +272,28 @@ def test_without_runtime_timers_activate_after_activates_and_waker_is_refused() 
         info.waker()
     with pytest.raises(ActivationError, match="operator 'Lonely'.*-1"):
         info.activate_after(-1)
+
+
+def ticking(scope: Any, numbers: Any) -> Any:
+    """Worker 0's source sends a 0 at times 0, 1 and 2, one time per timer of 50 ms; the input is counted with it."""
+
+    def constructor(capability: Capability, info: OperatorInfo) -> Callable[[Any], None]:
+        def logic(output: Any) -> None:
+            if info.worker_index != 0:
+                capability.drop()
+                return
+            output.session(capability).give(0)
+            if capability.time == 2:
+                capability.drop()
+            else:
+                capability.downgrade(capability.time + 1)
+                info.activate_after(0.05)
+
+        return logic
+
+    return scope.source("Ticks", constructor).concat(numbers).exchange(lambda n: 0).count()
+
+
+def test_a_timed_source_gives_one_answer_under_every_simulated_order() -> None:
+    reference = check_interleavings(ticking, [[1, 2], [3]], workers=2, seeds=range(20), shrink=0)
+    assert reference.output() == {0: [3], 1: [2], 2: [1]}

@@ -14,7 +14,21 @@ fixes the whole interleaving: the same seed gives the same run.
 
 Stall detection counts steps instead of seconds: the computation is stuck when
 every worker has taken :data:`STALL_STEPS` idle steps in a row with nothing in
-flight.
+flight and no timer pending.
+
+Timers (``info.activate_after``, a replay's polling) run on a virtual clock
+(:meth:`SimulatedCommunicator.clock`, starting at 0) that only the scheduler
+moves: straight to the earliest pending timer, when every worker's last step
+was idle with nothing in flight or activated, and else at a moment the seed
+draws (with probability :data:`TIMER_BIAS` per turn while a timer is pending),
+so a timer may fire between any two steps, and the same seed fires it at the
+same point.  A simulation whose timers keep being renewed without end runs
+until ``max_turns``.  A waker called from the worker threads (an operator's
+logic) is as deterministic as they are; one called from a thread of the test's
+own is taken at the worker's next turn after the call, which the seed does not
+decide; and since idle steps take no real time, a computation waiting only for
+such a call is stuck after :data:`STALL_STEPS` of them, unless a timer is
+pending (an ``activate_after`` backstop keeps the simulation turning meanwhile).
 
 ``split_progress=True`` is a negative control: it breaks every progress batch
 (a message with time ``None``) into one message per update, which the progress
@@ -43,6 +57,9 @@ R = TypeVar("R")
 
 STALL_STEPS = 100
 """Consecutive idle steps of every worker (nothing in flight) after which the run is stuck."""
+
+TIMER_BIAS = 0.05
+"""The chance, at each scheduler turn while a timer is pending, that the virtual clock moves to the earliest one."""
 
 TURN_TIMEOUT = 120.0
 """Real seconds one worker may keep the baton before the simulation gives up."""
@@ -169,6 +186,12 @@ class SimulatedNetwork:
         self.finished = [False] * peers
         self.stuck = [False] * peers
         self.delivered = 0
+        self.now = 0.0
+        """The virtual clock's time, in seconds: timers are due on it."""
+        self.timers: list[float | None] = [None] * peers
+        """Each worker's earliest pending timer (``None``: none)."""
+        self.outside: list[deque[Address]] = [deque() for _ in range(peers)]
+        """Activations queued by ``activate_from_outside``, from any thread."""
 
     def mailbox(self, channel: int, receiver: int) -> deque[Message]:
         """The mailbox of ``receiver`` for ``channel``."""
@@ -202,12 +225,30 @@ class SimulatedNetwork:
         self.delivered += 1
 
     def stalled(self) -> bool:
-        """Whether every live worker has idled :data:`STALL_STEPS` times with nothing in flight."""
-        if any(self.activations) or self.undelivered():
+        """Whether every live worker has idled :data:`STALL_STEPS` times with nothing in flight or timed."""
+        if any(self.activations) or any(self.outside) or self.undelivered() or self.pending_timer() is not None:
             return False
         return all(
             finished or steps >= STALL_STEPS for finished, steps in zip(self.finished, self.idle_steps, strict=True)
         )
+
+    def pending_timer(self) -> float | None:
+        """The earliest timer of a live worker (``None``: none)."""
+        dues = [
+            due for due, finished in zip(self.timers, self.finished, strict=True) if due is not None and not finished
+        ]
+        return min(dues) if dues else None
+
+    def move_clock(self) -> None:
+        """Move the virtual clock to the earliest pending timer if every worker waits for it, or if the seed says
+        so now; draws from the seed only while a timer is pending and not yet due."""
+        due = self.pending_timer()
+        if due is None or due <= self.now:
+            return
+        waiting = not any(self.activations) and not any(self.outside) and not self.undelivered()
+        waiting = waiting and all(done or steps > 0 for done, steps in zip(self.finished, self.idle_steps, strict=True))
+        if waiting or self.rng.random() < TIMER_BIAS:
+            self.now = due
 
 
 class _SimPusher:
@@ -251,16 +292,28 @@ class SimulatedCommunicator:
         return pushers, MailboxPuller(network.mailbox(channel, self._index))
 
     def take_activations(self) -> list[Address]:
-        """The addresses activated by deliveries since the last call."""
+        """The addresses activated by deliveries, and from outside, since the last call."""
         queued = self.network.activations[self._index]
+        outside = self.network.outside[self._index]
+        if outside:
+            queued = queued + [outside.popleft() for _ in range(len(outside))]
         if not queued:
             return _NONE
         self.network.activations[self._index] = []
         return queued
 
     def activate_from_outside(self, address: Address) -> None:
-        """Queue ``address`` as an activation (the scheduler runs this worker when it chooses)."""
-        self.network.activations[self._index].append(address)
+        """Queue ``address`` as an activation from any thread (taken at this worker's next turn, which the
+        scheduler chooses)."""
+        self.network.outside[self._index].append(address)
+
+    def clock(self) -> float:
+        """The simulation's virtual time, in seconds: what this worker's timers are due on."""
+        return self.network.now
+
+    def timers_due(self, due: float | None) -> None:
+        """This worker's earliest pending timer is now ``due`` on :meth:`clock` (``None``: it has none)."""
+        self.network.timers[self._index] = due
 
     def flush(self) -> None:
         """End of a step: give the baton back to the scheduler (unless the step already parked)."""
@@ -386,6 +439,7 @@ def simulate(
     turns = 0
     try:
         while not all(done):
+            network.move_clock()
             pending = network.undelivered()
             if pending and rng.random() < deliver_bias:
                 network.deliver(pending[rng.randrange(len(pending))])
