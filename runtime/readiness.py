@@ -11,7 +11,8 @@ module's thread (:meth:`~runtime.communication.Communicator.activate_from_outsid
 One thread per process watches every such socket with :mod:`selectors`.  A
 request is one-shot: the callback runs once, and the reader asks again if it
 still waits.  The thread starts with the first request and ends when no socket
-has been watched for :data:`LINGER` seconds.
+has been watched for :data:`LINGER` seconds, closing its selector and the
+socket pair that wakes it (the next request makes new ones).
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ class _Watcher:
         self.ringer.setblocking(False)
         self.selector.register(self.bell, selectors.EVENT_READ)
         self.thread: threading.Thread | None = None
+        self.closed = False
+        """Whether the thread ended and closed what it watched with: a request then needs a new watcher."""
 
-    def watch(self, sock: socket.socket, callback: Callable[[], None]) -> None:
+    def watch(self, sock: socket.socket, callback: Callable[[], None]) -> bool:
+        """Watch ``sock`` for ``callback``; ``False`` if this watcher has closed (ask a new one)."""
         with self.lock:
+            if self.closed:
+                return False
             with contextlib.suppress(KeyError, ValueError):  # a socket closed since it was watched is forgotten
                 self.selector.unregister(sock)
             self.selector.register(sock, selectors.EVENT_READ, callback)
@@ -55,10 +61,12 @@ class _Watcher:
                 self.thread.start()
         with contextlib.suppress(OSError):  # full: a wake-up is already pending
             self.ringer.send(b"\0")
+        return True
 
     def cancel(self, sock: socket.socket) -> None:
         with self.lock, contextlib.suppress(KeyError, ValueError):
-            self.selector.unregister(sock)
+            if not self.closed:  # a closed watcher watches nothing
+                self.selector.unregister(sock)
 
     def _run(self) -> None:
         while True:
@@ -75,6 +83,10 @@ class _Watcher:
                         callbacks.append(key.data)
                 if not ready and len(self.selector.get_map()) == 1:  # only the bell: nothing to watch
                     self.thread = None
+                    self.closed = True
+                    self.selector.close()
+                    self.bell.close()
+                    self.ringer.close()
                     return
             for callback in callbacks:
                 try:
@@ -90,7 +102,7 @@ _create = threading.Lock()
 def _the_watcher() -> _Watcher:
     global _watcher
     with _create:
-        if _watcher is None or _watcher.pid != os.getpid():  # a forked child has no thread of its parent's
+        if _watcher is None or _watcher.pid != os.getpid() or _watcher.closed:  # a forked child has no thread
             _watcher = _Watcher()
         return _watcher
 
@@ -102,7 +114,8 @@ def when_readable(sock: socket.socket, callback: Callable[[], None]) -> None:
     same socket replaces the first.  ``callback`` must be quick and must not
     raise (it activates an operator).
     """
-    _the_watcher().watch(sock, callback)
+    while not _the_watcher().watch(sock, callback):  # that watcher closed meanwhile: the next is new
+        pass
 
 
 def cancel(sock: socket.socket) -> None:

@@ -83,3 +83,25 @@ def test_the_watching_thread_ends_when_nothing_is_watched(
         lambda: not any(thread.name == "pytimely-readiness" for thread in threading.enumerate()),
         what="the watching thread to end",
     )
+
+
+def test_a_watcher_whose_thread_ended_has_closed_its_sockets_and_the_next_request_works(
+    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread's wake-up socket pair was left open when it ended (an 'unclosed socket' ResourceWarning at exit
+    in every process that had replayed from a socket); it is closed now, and the next request makes new ones."""
+    monkeypatch.setattr(readiness, "LINGER", 0.05)
+    ours, theirs = pair
+    first = threading.Event()
+    readiness.when_readable(theirs, first.set)
+    ours.sendall(b"x")
+    assert first.wait(10)
+    watcher = readiness._watcher
+    assert watcher is not None
+    eventually(lambda: watcher.closed, what="the watching thread to end")
+    assert watcher.bell.fileno() == -1 and watcher.ringer.fileno() == -1
+    second = threading.Event()
+    readiness.when_readable(ours, second.set)  # a new watcher, and a new thread
+    theirs.sendall(b"y")
+    assert second.wait(10)
+    assert readiness._watcher is not watcher

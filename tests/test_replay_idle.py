@@ -84,9 +84,13 @@ def test_a_replay_waiting_on_sockets_parks_its_workers_and_replays_everything() 
 
     for thread in senders:
         thread.start()
-    results, wall, cpu = cpu_share(lambda: execute(main, workers=2, stall_timeout=STALL_TIMEOUT))
-    for thread in senders:
-        thread.join()
+    try:
+        results, wall, cpu = cpu_share(lambda: execute(main, workers=2, stall_timeout=STALL_TIMEOUT))
+    finally:
+        for thread in senders:
+            thread.join()
+        for _, receiver in pairs:  # the readers were lent them, not given them
+            receiver.close()
     replayed = sorted(pair for result in results for pair in result)
     assert replayed == sorted((time_, f"{s}-{x}") for s in range(2) for time_, x in [(0, "a"), (0, "b"), (1, "c")])
     assert wall >= HOLD
@@ -110,9 +114,12 @@ def test_a_replay_waiting_on_a_socket_still_reports_a_peer_that_closes_mid_frame
     def main(worker: runtime.Worker) -> None:
         worker.dataflow(lambda scope: scope.replay([reader]).probe())
 
-    with pytest.raises(WorkerFailed) as caught:
-        execute(main, stall_timeout=STALL_TIMEOUT)
-    thread.join()
+    try:
+        with pytest.raises(WorkerFailed) as caught:
+            execute(main, stall_timeout=STALL_TIMEOUT)
+    finally:
+        thread.join()
+        receiver.close()
     truncated = caught.value.__cause__
     while truncated is not None and not isinstance(truncated, EventLogTruncated):  # through the failed operator
         truncated = truncated.__cause__
