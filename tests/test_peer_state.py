@@ -28,26 +28,25 @@ from runtime.communication.process_fabric import ProcessFabric
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(["sleep", "60"])
+def running(command: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``command`` running for the test, killed after it."""
+    process = subprocess.Popen(command)
     try:
         yield process
     finally:
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    yield from running(["sleep", "60"])
 
 
 @pytest.fixture
 def spinner() -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
+    yield from running([sys.executable, "-c", "while True: pass"])
 
 
 def judged(pid: int, silent_for: float = 10.0, identity: Identity | None = None) -> tuple[bool, str | None]:

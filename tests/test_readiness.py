@@ -70,26 +70,12 @@ def test_a_cancelled_request_never_calls_back(pair: tuple[socket.socket, socket.
         second_theirs.close()
 
 
-def test_the_watching_thread_ends_when_nothing_is_watched(
+def test_the_watching_thread_ends_when_nothing_is_watched_closing_its_sockets(
     pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readiness, "LINGER", 0.05)
-    ours, theirs = pair
-    ready = threading.Event()
-    readiness.when_readable(theirs, ready.set)
-    ours.sendall(b"x")
-    assert ready.wait(10)
-    eventually(
-        lambda: not any(thread.name == "pytimely-readiness" for thread in threading.enumerate()),
-        what="the watching thread to end",
-    )
-
-
-def test_a_watcher_whose_thread_ended_has_closed_its_sockets_and_the_next_request_works(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The thread's wake-up socket pair was left open when it ended (an 'unclosed socket' ResourceWarning at exit
-    in every process that had replayed from a socket); it is closed now, and the next request makes new ones."""
+    """The thread ends once nothing is watched.  Its wake-up socket pair was left open then (an 'unclosed socket'
+    ResourceWarning at exit in every process that had replayed from a socket); it is closed now, and the next
+    request makes a new watcher."""
     monkeypatch.setattr(readiness, "LINGER", 0.05)
     ours, theirs = pair
     first = threading.Event()
@@ -98,8 +84,11 @@ def test_a_watcher_whose_thread_ended_has_closed_its_sockets_and_the_next_reques
     assert first.wait(10)
     watcher = readiness._watcher
     assert watcher is not None
-    eventually(lambda: watcher.closed, what="the watching thread to end")
-    assert watcher.bell.fileno() == -1 and watcher.ringer.fileno() == -1
+    eventually(
+        lambda: not any(thread.name == "pytimely-readiness" for thread in threading.enumerate()),
+        what="the watching thread to end",
+    )
+    assert watcher.closed and watcher.bell.fileno() == -1 and watcher.ringer.fileno() == -1
     second = threading.Event()
     readiness.when_readable(ours, second.set)  # a new watcher, and a new thread
     theirs.sendall(b"y")
