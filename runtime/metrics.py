@@ -36,7 +36,9 @@ input port, probes included, ``scope_output`` for a scope's output)
     ``stall_warning``, 30 s by default): ``stalled`` is 1 when the worker's
     ``main`` cannot feed its inputs (it waits in ``step_while``, or has
     returned), ``waiting`` is 1 when it can (a program waiting for outside
-    data, which is no stall); ``stall_info`` gives the explanation's first
+    data, which is no stall), or when an operator that something outside
+    wakes still runs (a replay from a socket, a source given a waker);
+    ``stall_info`` gives the explanation's first
     line as ``cause`` in either case.
 ``pytimely_instrumentation_events_dropped_total``
     events the instrumentation had to drop (a slow viewer, a full buffer).
@@ -355,8 +357,8 @@ _DESCRIPTIONS = {
     ),
     "waiting": (
         "gauge",
-        "1 while no worker can make progress but this worker's main is free to feed its inputs: waiting for outside "
-        "data, no stall.",
+        "1 while no worker can make progress but this worker's main is free to feed its inputs, or an operator that "
+        "something outside wakes still runs: waiting for outside data, no stall.",
     ),
     "stall_info": ("gauge", "Why no worker can make progress (stalled or waiting), first line, as the cause label."),
     "instrumentation_events_dropped": ("counter", "Instrumentation events dropped because a sink could not keep up."),

@@ -131,7 +131,8 @@ class StallWatch:
             if unbuilt and self._comm.all_stuck():
                 raise DataflowStuck(f"{self.explain_stuck()}\n{self._unbuilt_message(unbuilt)}")
         warning = self.stall_warning
-        feeding = self.wait is None and not self.draining  # main may be waiting for outside data: no stall
+        # main may be waiting for outside data, or an operator that something outside wakes: no stall
+        feeding = (self.wait is None and not self.draining) or self._woken_from_outside()
         if warning is not None and stalled > warning and self._reported is not feeding:
             self._reported = feeding
             report_stall(self._index, self.explain_stuck(), waiting=feeding)
@@ -144,6 +145,12 @@ class StallWatch:
                 stalled,
                 self.explain_stuck(),
             )
+
+    def _woken_from_outside(self) -> bool:
+        """Whether a live dataflow holds an operator that something outside may wake (a replay from a socket, a
+        source given a waker): the dataflows wait for outside data then."""
+        dataflows = self._dataflows
+        return any(address[0] in dataflows for address in self._context.woken_from_outside)
 
     def _judge(self) -> None:
         """Tell the other workers whether this worker's ``main`` can only wait (once per idle period and wait)."""

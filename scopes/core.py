@@ -77,15 +77,23 @@ class BuildContext:
         self.wake_from_outside: Callable[[tuple[int, ...]], None] | None = None
         """Activates the operator at an address from any thread, and wakes the worker if it is parked (the
         runtime sets it; ``None``: only the worker's own thread activates operators)."""
+        self.woken_from_outside: set[tuple[int, ...]] = set()
+        """The operators that something outside the dataflow may wake (each was given a :meth:`waker`): while one of
+        them lives, a worker whose dataflows cannot move waits for outside data, it is not stalled."""
         self.timer: Callable[[tuple[int, ...], float], None] | None = None
         """Activates the operator at an address once some seconds have passed, the worker parking meanwhile
         (the runtime sets it; ``None``: no timers)."""
 
     def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
         """A function that any thread may call to activate the operator at ``address`` and wake its parked worker
-        (a socket watcher, another worker's capture), or ``None`` if the runtime offers none."""
+        (a socket watcher, another worker's capture), or ``None`` if the runtime offers none.
+
+        The address is remembered in :attr:`woken_from_outside`."""
         wake = self.wake_from_outside
-        return None if wake is None else partial(wake, address)
+        if wake is None:
+            return None
+        self.woken_from_outside.add(address)
+        return partial(wake, address)
 
     def activate_after(self, address: tuple[int, ...], seconds: float, activate: Callable[[], None]) -> None:
         """Activate the operator at ``address`` once ``seconds`` have passed, letting the worker park meanwhile;

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
-from functools import partial
 from typing import Protocol
 
 from scopes.channel_protocols import Activator
@@ -34,10 +33,13 @@ __all__ = ["OperatorInfo", "WakeSupport"]
 
 class WakeSupport(Protocol):
     """What the runtime offers to run an operator later or from another thread (a
-    :class:`~scopes.core.BuildContext`); either may be ``None`` when it offers nothing."""
+    :class:`~scopes.core.BuildContext`); ``timer`` is ``None`` and ``waker`` returns ``None`` when it offers nothing."""
 
     timer: Callable[[tuple[int, ...], float], None] | None
-    wake_from_outside: Callable[[tuple[int, ...]], None] | None
+
+    def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
+        """A function any thread may call to activate the operator at ``address``, or ``None``."""
+        ...
 
 
 class OperatorInfo:
@@ -119,14 +121,14 @@ class OperatorInfo:
         wake the worker from another thread (its communicator has no
         ``activate_from_outside``); use :meth:`activate_after` to poll instead.
         """
-        wake = None if self._wakes is None else self._wakes.wake_from_outside
+        wake = None if self._wakes is None else self._wakes.waker(self.address)
         if wake is None:
             raise ActivationError(
                 f"operator '{self.name}' (address {self.address}) asked for a waker, but its worker cannot be woken "
                 "from another thread (it runs without a runtime, or on a communicator without "
                 "activate_from_outside); poll with info.activate_after(seconds) instead"
             )
-        return partial(wake, self.address)
+        return wake
 
     def __repr__(self) -> str:
         return f"OperatorInfo({self.name!r}, address={self.address}, worker={self.worker_index})"

@@ -400,3 +400,56 @@ def test_a_main_waiting_in_step_while_on_a_held_capability_is_shown_stalled_with
     cause = next(labels["cause"] for labels, _ in seen["stalled"]["pytimely_stall_info"])
     assert "'Holder'" in cause and "holds 1 capability" in cause, cause
     assert value(seen["done"], "pytimely_stalled", worker=0) == 0
+
+
+def test_a_source_waiting_for_its_waker_while_main_waits_in_step_while_is_shown_waiting_not_stalled():
+    """A source woken from outside (``info.waker()``: a client callback, a socket watcher) waits for outside data
+    even while ``main`` waits in ``step_while``: before, its worker was shown stalled (and the PytimelyStalled
+    rule fired) as soon as it parked, which it does since sources and replays stopped spinning."""
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    items: list[str] = []
+    try:
+
+        def main(worker):
+            worker.stall_warning = 0.3
+            wake = []
+
+            def build(scope):
+                def constructor(capability, info):
+                    held = [capability]
+                    wake.append(info.waker())
+
+                    def logic(output):
+                        while items:
+                            item = items.pop()
+                            if item == "end":
+                                held.pop().drop()
+                                return
+                            output.session(held[0]).give(item)
+
+                    return logic
+
+                return scope.source("Outside", constructor).probe()
+
+            probe = worker.dataflow(build, name="woken")
+
+            def waiting() -> bool:  # main waits in step_while; the source waits for its waker
+                if "waiting" not in seen and time.monotonic() >= seen.get("next", 0.0):
+                    seen["next"] = time.monotonic() + 0.05
+                    samples = scrape(server.url)
+                    if samples.get("pytimely_stall_info"):
+                        seen["waiting"] = samples
+                        items.append("end")
+                        threading.Thread(target=wake[0]).start()  # from outside, as a client callback would
+                return "waiting" not in seen
+
+            worker.step_while(lambda: waiting() or not probe.done())
+            seen["done"] = scrape(server.url)
+
+        execute(main)
+    finally:
+        server.close()
+    assert value(seen["waiting"], "pytimely_waiting", worker=0) == 1
+    assert value(seen["waiting"], "pytimely_stalled", worker=0) == 0  # the rule does not fire
+    assert value(seen["done"], "pytimely_stalled", worker=0) == 0
