@@ -46,6 +46,12 @@ class Timers:
         """Whether any timer is pending."""
         return bool(self._heap)
 
+    @property
+    def pending(self) -> list[tuple[float, Address]]:
+        """The pending timers, one list for the life of this object (empty: none), which a caller on a hot path
+        may keep and test for truth without a call."""
+        return self._heap
+
     def add(self, address: Address, seconds: float) -> None:
         """Activate ``address`` once ``seconds`` have passed, unless a request due sooner is pending."""
         due = self._clock() + seconds
@@ -77,7 +83,7 @@ class Timers:
         if not any(address[0] == index for address in self._due):
             return
         self._due = {address: due for address, due in self._due.items() if address[0] != index}
-        self._heap = [entry for entry in self._heap if entry[1][0] != index]
+        self._heap[:] = [entry for entry in self._heap if entry[1][0] != index]  # in place: see pending
         heapq.heapify(self._heap)
         self._tell()
 

@@ -132,6 +132,7 @@ class Worker:
         self._timers = Timers(communicator)
         """Operators to activate once their time has come (see :mod:`runtime.timers`)."""
         self._context.timer = self._timers.add
+        self._timers_pending = self._timers.pending  # tested at every step: a list's truth, not a call
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
         self._next_dataflow = 0
@@ -321,7 +322,7 @@ class Worker:
         addresses = comm.take_activations()
         if addresses:
             self._activate(addresses)
-        if self._timers:
+        if self._timers_pending:
             wait = self._timers.fire(self._activate)
             if wait is not None and (timeout is None or wait < timeout):
                 timeout = wait  # parks only until the next timer (a timeout of 0 stays 0)
@@ -330,7 +331,7 @@ class Worker:
             addresses = comm.take_activations()
             if addresses:
                 self._activate(addresses)
-            if self._timers:
+            if self._timers_pending:
                 self._timers.fire(self._activate)
         if self._active:
             if self._idle:
@@ -354,6 +355,7 @@ class Worker:
                         del self._dataflows[index]
                         self._active.discard(index)
                         self._timers.drop_dataflow(index)
+                        self._context.dataflow_completed(index)
                         comm.dataflow_completed(index)
                         if self.logger is not None:
                             self.logger.dataflow_completed(index, dataflow.name)

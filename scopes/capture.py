@@ -520,10 +520,15 @@ class _Replayer:
             self.internal.update(self.timestamp_type.minimum(), len(self.streams) - 1)
             self.started = True
         again: float | None = None
+        outside = False  # a stream will wake the operator: its worker waits for outside data, not stalled
         for state in self.streams:
-            if state.open and self.drain(state) and not self.woken_by(state):
-                again = state.poll if again is None else min(again, state.poll)
-                state.poll = min(state.poll * 2, POLL_LONGEST)
+            if state.open and self.drain(state):
+                if self.woken_by(state):
+                    outside = True
+                else:
+                    again = state.poll if again is None else min(again, state.poll)
+                    state.poll = min(state.poll * 2, POLL_LONGEST)
+        self.context.waits_outside(self.info.address, outside)
         if again is not None:
             self.context.activate_after(self.info.address, again, self.info.activate)
 

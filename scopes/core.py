@@ -78,22 +78,31 @@ class BuildContext:
         """Activates the operator at an address from any thread, and wakes the worker if it is parked (the
         runtime sets it; ``None``: only the worker's own thread activates operators)."""
         self.woken_from_outside: set[tuple[int, ...]] = set()
-        """The operators that something outside the dataflow may wake (each was given a :meth:`waker`): while one of
-        them lives, a worker whose dataflows cannot move waits for outside data, it is not stalled."""
+        """The operators that wait for something outside the dataflow to wake them (:meth:`waits_outside`: a replay
+        whose socket has nothing yet, a source given ``info.waker()``): while one of them lives, a worker whose
+        dataflows cannot move waits for outside data, it is not stalled."""
         self.timer: Callable[[tuple[int, ...], float], None] | None = None
         """Activates the operator at an address once some seconds have passed, the worker parking meanwhile
         (the runtime sets it; ``None``: no timers)."""
 
     def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
         """A function that any thread may call to activate the operator at ``address`` and wake its parked worker
-        (a socket watcher, another worker's capture), or ``None`` if the runtime offers none.
-
-        The address is remembered in :attr:`woken_from_outside`."""
+        (a socket watcher, another worker's capture), or ``None`` if the runtime offers none."""
         wake = self.wake_from_outside
-        if wake is None:
-            return None
-        self.woken_from_outside.add(address)
-        return partial(wake, address)
+        return None if wake is None else partial(wake, address)
+
+    def waits_outside(self, address: tuple[int, ...], waiting: bool = True) -> None:
+        """Say whether the operator at ``address`` waits for something outside the dataflow to wake it (kept in
+        :attr:`woken_from_outside` until it says otherwise or its dataflow completes)."""
+        if waiting:
+            self.woken_from_outside.add(address)
+        else:
+            self.woken_from_outside.discard(address)
+
+    def dataflow_completed(self, index: int) -> None:
+        """Forget what dataflow ``index``'s operators said they wait for (it has completed)."""
+        if any(address[0] == index for address in self.woken_from_outside):
+            self.woken_from_outside = {address for address in self.woken_from_outside if address[0] != index}
 
     def activate_after(self, address: tuple[int, ...], seconds: float, activate: Callable[[], None]) -> None:
         """Activate the operator at ``address`` once ``seconds`` have passed, letting the worker park meanwhile;

@@ -41,6 +41,10 @@ class WakeSupport(Protocol):
         """A function any thread may call to activate the operator at ``address``, or ``None``."""
         ...
 
+    def waits_outside(self, address: tuple[int, ...], waiting: bool = True) -> None:
+        """Say that the operator at ``address`` waits for something outside to wake it (or no longer does)."""
+        ...
+
 
 class OperatorInfo:
     """What an operator knows about itself: its name, address, worker, and how to wake itself."""
@@ -110,7 +114,9 @@ class OperatorInfo:
         worker if it is parked: give it to a client library's callback, or call it from a thread that waits
         on a queue or a socket.
 
-        It takes no arguments and returns at once.  Calls made while the
+        While the operator's dataflow runs, a worker that cannot move counts as
+        waiting for outside data (not stalled).  It takes no arguments and
+        returns at once.  Calls made while the
         operator waits to run are merged into one run.  Once the dataflow has
         completed (or the computation has stopped) a call does nothing, so a
         callback that outlives the dataflow is harmless.  The operator still
@@ -128,6 +134,8 @@ class OperatorInfo:
                 "from another thread (it runs without a runtime, or on a communicator without "
                 "activate_from_outside); poll with info.activate_after(seconds) instead"
             )
+        assert self._wakes is not None
+        self._wakes.waits_outside(self.address)  # its worker waits for outside data while it lives, not stalled
         return wake
 
     def __repr__(self) -> str:

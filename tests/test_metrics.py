@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from runtime import execute
 from runtime.errors import ConfigurationError
 from runtime.metrics import parse_address, report_stall, serve_metrics
+from scopes.capture import CaptureRecorder, Progress
 from scopes.contracts import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -453,3 +454,84 @@ def test_a_source_waiting_for_its_waker_while_main_waits_in_step_while_is_shown_
     assert value(seen["waiting"], "pytimely_waiting", worker=0) == 1
     assert value(seen["waiting"], "pytimely_stalled", worker=0) == 0  # the rule does not fire
     assert value(seen["done"], "pytimely_stalled", worker=0) == 0
+
+
+def test_a_replay_that_waits_for_nothing_outside_leaves_a_held_stall_shown_stalled():
+    """Only an operator that does wait to be woken from outside makes its worker count as waiting: a replay of a
+    recording already whole (nothing to wait for) whose output a held capability blocks is a stall, shown as one."""
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    recording = CaptureRecorder()
+    recording.push(Progress([(0, -1)]))  # the captured stream's capability at time 0, released: a whole recording
+    recording.finish()
+    try:
+
+        def main(worker):
+            worker.stall_warning = 0.3
+            held = []
+
+            def hold(capability, info):  # keeps its capability for time 0 until told to let go
+                held.append(capability)
+                return lambda input, output: None
+
+            probe = worker.dataflow(
+                lambda scope: scope.replay([recording]).unary_frontier(Pipeline, "Holder", hold).probe(), name="held"
+            )
+
+            def stalled() -> bool:
+                if time.monotonic() < seen.get("next", 0.0):
+                    return True
+                seen["next"] = time.monotonic() + 0.05
+                samples = scrape(server.url)
+                if samples.get("pytimely_stall_info"):
+                    seen["stall"] = samples
+                    held.pop().drop()
+                return bool(held)
+
+            worker.step_while(lambda: stalled() or not probe.done())
+
+        execute(main)
+    finally:
+        server.close()
+    assert value(seen["stall"], "pytimely_stalled", worker=0) == 1
+    assert value(seen["stall"], "pytimely_waiting", worker=0) == 0
+
+
+def test_a_replay_waiting_on_a_socket_while_main_waits_in_step_while_is_shown_waiting():
+    """A replay whose socket has nothing yet waits for outside data, though ``main`` waits in ``step_while``."""
+    from test_replay_idle import events_of
+
+    from runtime.eventlog import EventReader, encode_event, event_log_bytes
+    from scopes import INTEGER
+
+    server = serve_metrics("127.0.0.1:0")
+    seen = {}
+    sender, receiver = socket.socketpair()
+    reader = EventReader(receiver, INTEGER)
+    try:
+
+        def main(worker):
+            worker.stall_warning = 0.3
+            probe = worker.dataflow(lambda scope: scope.replay([reader]).probe(), name="replayed")
+
+            def waiting() -> bool:
+                if "waiting" not in seen and time.monotonic() >= seen.get("next", 0.0):
+                    seen["next"] = time.monotonic() + 0.05
+                    samples = scrape(server.url)
+                    if samples.get("pytimely_stall_info"):
+                        seen["waiting"] = samples
+                        sender.sendall(event_log_bytes([encode_event(event) for event in events_of(0)]))
+                        sender.close()
+                return "waiting" not in seen
+
+            worker.step_while(lambda: waiting() or not probe.done())
+            seen["done"] = scrape(server.url)
+
+        execute(main)
+    finally:
+        server.close()
+        sender.close()
+        receiver.close()
+    assert value(seen["waiting"], "pytimely_waiting", worker=0) == 1
+    assert value(seen["waiting"], "pytimely_stalled", worker=0) == 0
+    assert value(seen["done"], "pytimely_waiting", worker=0) == 0
