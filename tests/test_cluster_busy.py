@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import start_program
 
 from runtime.communication.process_fabric import SILENCE_LIMIT
 
@@ -95,14 +95,7 @@ def test_a_process_holding_the_gil_past_the_silence_limit_is_waited_for(tmp_path
     segments = shared_memory_segments()
     script = tmp_path / "busy.py"
     script.write_text(SCRIPT.format(root=str(ROOT), seconds=HOLD_SECONDS))
-    parent = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    parent = start_program(script)
     try:
         out, err = parent.communicate(timeout=90)
     finally:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from helpers import start_program
 
 pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
 
@@ -115,14 +114,7 @@ def run_with_fault(
     script = tmp_path / "faulty_cluster.py"
     script.write_text(SCRIPT.format(root=str(ROOT)))
     segments = shared_memory_segments()
-    parent = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    parent = start_program(script)
     try:
         seen: list[int] = []
         deadline = time.monotonic() + 30

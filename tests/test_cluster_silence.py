@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import eventually
+from helpers import eventually, start_program
 from helpers.ports import free_ports
 
 from runtime.communication.process_fabric import SILENCE_LIMIT, ProcessFabric
@@ -159,14 +159,7 @@ def test_a_launched_child_paused_below_the_silence_limit_goes_on(tmp_path: Path)
     assert SUSPENDED_LIMIT >= SILENCE_LIMIT  # the launcher kills no sooner than the peers would report
     script = tmp_path / "paused.py"
     script.write_text(PAUSED.format(root=str(ROOT)))
-    parent = subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    parent = start_program(script)
     try:
         children: list[int] = []
 

@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,22 @@ def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
     return samples
+
+
+def stall_served(url: str, seen: dict, key: str, then: Callable[[], object]) -> Callable[[], bool]:
+    """A condition for ``main``'s ``step_while``: scrape ``url`` every 50 ms until a stall (stalled or waiting) is
+    served, keep those samples as ``seen[key]``, call ``then()`` (which lets the dataflow go on), and end."""
+
+    def serving() -> bool:
+        if key not in seen and time.monotonic() >= seen.get("next", 0.0):
+            seen["next"] = time.monotonic() + 0.05
+            samples = scrape(url)
+            if samples.get("pytimely_stall_info"):
+                seen[key] = samples
+                then()
+        return key not in seen
+
+    return serving
 
 
 def value(samples, name, **labels) -> float:
@@ -435,16 +452,11 @@ def test_a_source_waiting_for_its_waker_while_main_waits_in_step_while_is_shown_
 
             probe = worker.dataflow(build, name="woken")
 
-            def waiting() -> bool:  # main waits in step_while; the source waits for its waker
-                if "waiting" not in seen and time.monotonic() >= seen.get("next", 0.0):
-                    seen["next"] = time.monotonic() + 0.05
-                    samples = scrape(server.url)
-                    if samples.get("pytimely_stall_info"):
-                        seen["waiting"] = samples
-                        items.append("end")
-                        threading.Thread(target=wake[0]).start()  # from outside, as a client callback would
-                return "waiting" not in seen
+            def end() -> None:  # from outside, as a client callback would
+                items.append("end")
+                threading.Thread(target=wake[0]).start()
 
+            waiting = stall_served(server.url, seen, "waiting", end)  # main waits in step_while meanwhile
             worker.step_while(lambda: waiting() or not probe.done())
             seen["done"] = scrape(server.url)
 
@@ -478,16 +490,7 @@ def test_a_replay_that_waits_for_nothing_outside_leaves_a_held_stall_shown_stall
                 lambda scope: scope.replay([recording]).unary_frontier(Pipeline, "Holder", hold).probe(), name="held"
             )
 
-            def stalled() -> bool:
-                if time.monotonic() < seen.get("next", 0.0):
-                    return True
-                seen["next"] = time.monotonic() + 0.05
-                samples = scrape(server.url)
-                if samples.get("pytimely_stall_info"):
-                    seen["stall"] = samples
-                    held.pop().drop()
-                return bool(held)
-
+            stalled = stall_served(server.url, seen, "stall", lambda: held.pop().drop())
             worker.step_while(lambda: stalled() or not probe.done())
 
         execute(main)
@@ -514,16 +517,11 @@ def test_a_replay_waiting_on_a_socket_while_main_waits_in_step_while_is_shown_wa
             worker.stall_warning = 0.3
             probe = worker.dataflow(lambda scope: scope.replay([reader]).probe(), name="replayed")
 
-            def waiting() -> bool:
-                if "waiting" not in seen and time.monotonic() >= seen.get("next", 0.0):
-                    seen["next"] = time.monotonic() + 0.05
-                    samples = scrape(server.url)
-                    if samples.get("pytimely_stall_info"):
-                        seen["waiting"] = samples
-                        sender.sendall(event_log_bytes([encode_event(event) for event in events_of(0)]))
-                        sender.close()
-                return "waiting" not in seen
+            def send() -> None:
+                sender.sendall(event_log_bytes([encode_event(event) for event in events_of(0)]))
+                sender.close()
 
+            waiting = stall_served(server.url, seen, "waiting", send)
             worker.step_while(lambda: waiting() or not probe.done())
             seen["done"] = scrape(server.url)
 

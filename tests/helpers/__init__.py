@@ -7,8 +7,11 @@ and a cluster's processes inherit it.  Nothing here is collected as a test.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -21,3 +24,16 @@ def eventually(condition: Callable[[], Any], timeout: float = 10.0, what: str = 
             return value
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         time.sleep(0.01)
+
+
+def start_program(script: Path) -> subprocess.Popen[str]:
+    """Run ``python script`` in its own directory and session (so that a test can signal its whole process group),
+    its output and errors piped as text."""
+    return subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=script.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
