@@ -99,6 +99,7 @@ handles, capabilities and their user sites, probes, record-wise chains, columnar
 
 SPARK_SESSION_FILES = {
     "test_spark.py": "spark-a",
+    "test_spark_types.py": "spark-a",
     "test_spark_columnar.py": "spark-b",
     "test_spark_user.py": "spark-b",
     "test_spark_warmup.py": "spark-b",
@@ -106,6 +107,7 @@ SPARK_SESSION_FILES = {
     "test_spark_forms.py": "spark-b",
     "test_spark_observability.py": "spark-b",
     "test_spark_resume.py": "spark-b",
+    "test_spark_settings.py": "spark-b",
 }
 """Test files that use the shared ``spark`` fixture, by xdist group: each group's files run on one
 worker and share its session (one JVM). ``test_spark.py`` alone takes as long as the others together,
