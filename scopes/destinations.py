@@ -93,6 +93,19 @@ class KeyRouter:
         Raises :class:`~scopes.hashing.KeyHashError` for the first key that
         :func:`stable_hash` refuses, as routing record by record would.
         """
+        if keys and keys[0].__class__ is str and list(map(type, keys)).count(str) == len(keys):
+            found = self._cached(keys, None)  # all exact str, the common case: tested without building a set
+        else:
+            found = self._of_types(keys)
+        if found is not None:
+            return found
+        peers = self.peers
+        hashes = [stable_hash(key) % peers for key in keys]
+        return bytes(hashes) if self._small else hashes
+
+    def _of_types(self, keys: list[Any]) -> bytes | list[int] | None:
+        """The destinations by the keys' types: integers computed, other scalars (and flat tuples of them) through
+        the cache; ``None`` for keys of other types, or too many new ones to cache (each is then hashed)."""
         types = set(map(type, keys))
         if types <= INT_KEY_TYPES:
             return self._of_ints(keys)
@@ -101,12 +114,8 @@ class KeyRouter:
             types = set(map(type, chain.from_iterable(keys)))
             canonical = canonical_keys
         if types <= _CACHED_TYPES:
-            found = self._cached(keys, canonical if float in types else None)
-            if found is not None:
-                return found
-        peers = self.peers
-        hashes = [stable_hash(key) % peers for key in keys]
-        return bytes(hashes) if self._small else hashes
+            return self._cached(keys, canonical if float in types else None)
+        return None
 
     def _of_ints(self, keys: list[Any]) -> bytes | list[int]:
         peers = self.peers
@@ -145,6 +154,9 @@ class KeyRouter:
         destinations = self.destinations(keys)
         if peers <= SPLIT_BY_MASK_PEERS and destinations.__class__ is bytes:
             assert isinstance(destinations, bytes)
+            if peers == 2:  # the destinations (0 or 1) are worker 1's mask as they are: one translation, not two
+                first = list(compress(records, destinations.translate(self._masks[0])))
+                return [first, list(compress(records, destinations))]
             return [list(compress(records, destinations.translate(mask))) for mask in self._masks]
         parts: list[list[Any]] = [[] for _ in range(peers)]
         appends = [part.append for part in parts]

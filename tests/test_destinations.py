@@ -116,6 +116,34 @@ def test_subclass_keys_route_as_stable_hash_not_as_their_equal_cached_value() ->
         check(keys, peers)
 
 
+@pytest.mark.parametrize("other", [Shouting("red"), 1, 2.5, None, b"red", ("red",)])
+def test_str_keys_with_one_of_another_type_after_the_first_route_as_stable_hash(other: Any) -> None:
+    # all-str batches skip the set of types (list.count of str): one key of another type, anywhere, must not
+    keys = [f"w{i}" for i in range(300)]
+    for position in (1, 150, 299):
+        for peers in (2, 3):
+            check([*keys[:position], other, *keys[position:]], peers)
+
+
+class Folded(str):
+    """A str subclass with an equality of its own, which stable_hash refuses."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.casefold() == other.casefold()
+
+    __hash__ = str.__hash__
+
+
+def test_a_str_subclass_equal_to_a_cached_str_is_refused_in_a_batch_of_str() -> None:
+    keys = [f"w{i}" for i in range(300)]
+    router = KeyRouter(2)
+    router.split(keys, keys)  # every key cached
+    for position in (1, 299):
+        batch = [*keys[:position], Folded("w7"), *keys[position:]]
+        with pytest.raises(KeyHashError):
+            router.split(batch, batch)
+
+
 @pytest.mark.parametrize("bad", [Fraction(1, 1), [1], object(), 1j])
 def test_unsupported_keys_are_refused_as_before_even_when_an_equal_key_is_cached(bad: Any) -> None:
     router = KeyRouter(2)

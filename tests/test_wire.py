@@ -114,6 +114,25 @@ def test_columns_are_used_only_when_they_fit() -> None:
         assert same(decode_batch(*encode_batch(batch)), batch)
 
 
+def test_columns_need_every_record_and_value_of_one_exact_type() -> None:
+    # the first record and value name the type tested by list.count: one of another type later must not pass
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "word count")
+    pairs = [(f"w{i}", i) for i in range(40)]
+    for position in (1, 20, 40):
+        for odd in (("x",), ("x", 1, 2), (1, 1), ("x", 1.5), ("x", True), ("x", None), ("x", b"y")):
+            batch = [*pairs[:position], odd, *pairs[position:]]
+            assert same(decode_batch(*encode_batch(batch)), batch)
+        for unsendable in (Pair("x", 1), (Shouting("x"), 1)):  # subclasses need a codec, in a column or not
+            with pytest.raises(EncodingError):
+                encode_batch([*pairs[:position], unsendable, *pairs[position:]])
+
+
+class Shouting(str):
+    """A str subclass: never joined into a column of plain strings."""
+
+
 def test_common_records_take_the_fast_path() -> None:
     assert encode_batch([("word", 1), ("other", 2)])[0] == BATCH_FAST
     assert encode_batch([1, "a", None, (1, (2.5, b"x"))])[0] == BATCH_FAST

