@@ -404,6 +404,21 @@ def test_connecting_to_nobody_ends_with_a_clear_error() -> None:
     assert time.monotonic() - start < 3.0
 
 
+def test_the_deadline_names_every_lower_peer_never_reached() -> None:
+    """Process 2 tried process 1 only once process 0 had joined: at the deadline it named process 0 alone, though
+    process 1 was missing too.  It now tries both at once, and names both with what trying each last gave."""
+    with refusing_port() as zero, refusing_port() as one:
+        endpoints = [Endpoint("127.0.0.1", zero), Endpoint("127.0.0.1", one), *free_endpoints(1)]
+        last = Mesh(2, endpoints, "token", ignore, ignore)
+        with pytest.raises(ConnectTimeout) as raised:
+            last.connect(1.0)
+    message = str(raised.value)
+    for peer in (0, 1):
+        assert f"process {peer} ({endpoints[peer]}) (last error: " in message, message
+    assert message.startswith("process 2 could not connect to process 0"), message
+    assert "before the deadline" in message and "check that they are running" in message, message
+
+
 # ---------------------------------------------------------------------- processes started separately (hostfile)
 
 SCRIPT = textwrap.dedent(

@@ -159,7 +159,7 @@ SHORT_DEADLINE = 4.0
 """Seconds the processes of the tests below have to find each other (one never arrives)."""
 
 
-@pytest.mark.parametrize("absent", [1, 2])
+@pytest.mark.parametrize("absent", [0, 1, 2])
 def test_a_mismatch_found_before_the_connect_deadline_is_named_with_the_process_that_never_arrived(
     tmp_path: Path, absent: int
 ) -> None:
@@ -167,7 +167,8 @@ def test_a_mismatch_found_before_the_connect_deadline_is_named_with_the_process_
     until the connect deadline, and ended with a ConnectTimeout that said nothing of the disagreement already
     found.  Each now raises the SettingsMismatch, naming the setting, both processes and the one that never
     arrived: process 2 is awaited by both as an acceptor; process 1 by process 0 as an acceptor and by process 2
-    as a connector."""
+    as a connector; process 0 by both as a connector.  Without process 0, process 2 connected to process 1 only
+    once process 0 had joined it, so the two never met: each ended with a bare ConnectTimeout naming process 0."""
     endpoints = endpoints_on(["127.0.0.1", "127.0.0.1", "127.0.0.1"])
     started = [index for index in range(3) if index != absent]
     hostfile = tmp_path / "hosts"
@@ -200,8 +201,10 @@ def test_a_mismatch_found_before_the_connect_deadline_is_named_with_the_process_
     for index, error in zip(started, errors, strict=True):
         assert "runtime.errors.SettingsMismatch: " in error, error
         message = error.rsplit("runtime.errors.SettingsMismatch: ", 1)[1]
+        (other,) = set(started) - {index}
         for word in ["$PYTIMELY_SEND_WINDOW", f"process {index} ({endpoints[index]})", f"{endpoints[absent]}"]:
             assert word in message, (word, message)
+        assert f"process {other} ({endpoints[other]})" in message, message
         assert f"process {absent} ({endpoints[absent]})" in message and "before the deadline" in message, message
         assert "runtime.errors.ConnectTimeout: " in error, error  # the deadline's own error, as the cause
 

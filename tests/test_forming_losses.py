@@ -149,6 +149,27 @@ def test_a_slow_starter_is_still_awaited(tmp_path: Path, hosts: tuple[Path, list
             process.stop()
 
 
+def test_the_first_process_starting_last_finds_the_others_joined_and_the_cluster_runs(
+    tmp_path: Path, hosts: tuple[Path, list[str]]
+) -> None:
+    """Processes 1 and 2 start; process 0 only once they have joined each other: the cluster forms and runs.
+
+    Process 2 connected to its lower peers one after another, so it tried process 1 only once process 0 had joined
+    it: until then the two never met (nor compared their settings).  It now tries both at once."""
+    path, _ = hosts
+    one, two = Started(tmp_path, path, 1), Started(tmp_path, path, 2)
+    started = [one, two]
+    try:
+        eventually(lambda: one.joined(2) and two.joined(1), 20, "processes 1 and 2 joining each other")
+        started.append(Started(tmp_path, path, 0))
+        for process in started:
+            out, _ = process.popen.communicate(timeout=60)
+            assert process.popen.returncode == 0 and out == "results [0, 1, 2]\n", process.stderr
+    finally:
+        for process in started:
+            process.stop()
+
+
 def test_a_process_that_saw_a_peer_close_still_tells_a_late_peer_what_they_disagree_on(
     tmp_path: Path, hosts: tuple[Path, list[str]]
 ) -> None:

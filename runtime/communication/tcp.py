@@ -1,8 +1,10 @@
 """The TCP mesh between the processes of a cluster: one authenticated connection per pair.
 
 Process ``i`` listens at ``addresses[i]``, connects to every process ``j < i``
-and accepts a connection from every process ``j > i``.  Every connection opens
-with a handshake before anything else is sent:
+(all at once, so that one that never starts keeps no other from joining:
+:mod:`runtime.communication.connecting`) and accepts a connection from every
+process ``j > i``.  Every connection opens with a handshake before anything
+else is sent:
 
 1. the connecting side sends ``hello``: protocol version, its process index,
    the cluster size, a fresh nonce, a fingerprint of its string hashing, and
@@ -75,6 +77,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.communication.agreement import SETTINGS, ClusterSettings, disagreement
+from runtime.communication.connecting import join_lower_peers
 from runtime.communication.formation import LossWhileForming, closed_peers
 from runtime.communication.handshake import HANDSHAKE_MAX_FRAME as HANDSHAKE_MAX_FRAME
 from runtime.communication.handshake import MAGIC as MAGIC
@@ -112,6 +115,8 @@ HANDSHAKE_TIMEOUT = 5.0
 """Seconds a peer has to complete each step of the handshake."""
 ACCEPT_POLL = 0.5
 """Seconds the accepting loop waits for a connection or a handshake's end before it looks at its deadline again."""
+CONNECT_ATTEMPT = 2.0
+"""Seconds one attempt to connect to a lower peer may take (each lower peer is tried on its own thread)."""
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
 _RECV_SIZE = 1 << 20
@@ -222,13 +227,19 @@ class Mesh:
             )
             acceptor.start()
         try:
-            for peer in range(self.index):
-                if not failed.is_set():
-                    try:
-                        self._connect_to(peer, deadline, failed)
-                    except SettingsMismatch as error:  # raised once every other peer has handshaken
-                        with self._sockets_lock:
-                            self._disagreements[peer] = error
+            if self.index > 0:
+                join_lower_peers(
+                    self.index,
+                    list(range(self.index)),
+                    self._connect_once,
+                    (OSError, TimeoutError, WireError),
+                    self._check_forming,
+                    self._disagree,
+                    self.describe,
+                    self._closed_meanwhile,
+                    deadline,
+                    failed,
+                )
         except (ConnectTimeout, PeerLost) as error:  # raised below, once the acceptor ended and disagreements are known
             failed.set()
             too_late = error
@@ -265,42 +276,30 @@ class Mesh:
         family = socket.getaddrinfo(endpoint.host, endpoint.port, type=socket.SOCK_STREAM)[0][0]
         return socket.create_server((endpoint.host, endpoint.port), family=family, reuse_port=False, backlog=64)
 
-    def _connect_to(self, peer: int, deadline: float, failed: threading.Event) -> None:
+    def _connect_once(self, peer: int, deadline: float) -> None:
+        """Connect to ``peer`` once and handshake (see :func:`~runtime.communication.connecting.join_lower_peers`)."""
         endpoint = self.endpoints[peer]
-        last_error: BaseException | None = None
-        while not failed.is_set():  # set when accepting failed: connect raises that error
-            self._check_forming()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ConnectTimeout(
-                    f"process {self.index} could not connect to {self.describe(peer)} before the "
-                    f"deadline (last error: {last_error}); check that it is running with the same "
-                    f"hostfile and process count{self._closed_meanwhile()}"
-                )
-            try:
-                sock = socket.create_connection((endpoint.host, endpoint.port), timeout=min(remaining, 2.0))
-            except OSError as error:
-                last_error = error
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-                continue
-            try:
-                step_deadline = min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
-                if self._tls is not None:
-                    sock.settimeout(max(0.01, step_deadline - time.monotonic()))
-                    sock = self._tls.client.wrap_socket(sock)
-                keys = self._handshake_as_connector(peer, sock, step_deadline)
-            except (OSError, TimeoutError, WireError) as error:
-                sock.close()
-                last_error = error
-                time.sleep(0.05)
-                continue
-            except BaseException:
-                sock.close()
-                raise
-            with self._sockets_lock:
-                self._keep(peer, sock, sending=keys[0], receiving=keys[1])
-            log.info("process %d joined %s", self.index, self.describe(peer))
-            return
+        sock = socket.create_connection(
+            (endpoint.host, endpoint.port), timeout=max(0.01, min(deadline - time.monotonic(), CONNECT_ATTEMPT))
+        )
+        try:
+            step_deadline = min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT)
+            if self._tls is not None:
+                sock.settimeout(max(0.01, step_deadline - time.monotonic()))
+                sock = self._tls.client.wrap_socket(sock)
+            keys = self._handshake_as_connector(peer, sock, step_deadline)
+        except BaseException:
+            sock.close()
+            raise
+        with self._sockets_lock:
+            self._keep(peer, sock, sending=keys[0], receiving=keys[1])
+        log.info("process %d joined %s", self.index, self.describe(peer))
+
+    def _disagree(self, peer: int, error: SettingsMismatch) -> None:
+        """Note that ``peer`` differs in a shared setting: :meth:`connect` raises it once every other peer has
+        handshaken (or at the deadline)."""
+        with self._sockets_lock:
+            self._disagreements[peer] = error
 
     def _closed_meanwhile(self) -> str:
         """At the deadline of forming the mesh: which peers already joined have closed their connections since, as
