@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from scopes.progress.order import Time
 from viz.errors import SelectionError
@@ -110,42 +110,24 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
         view = model.view()
     holders = _holders(model, view)
     trackers = _trackers(model, view)
-    origin_scope = loc[0]
-    # each entry: (location, scope the bound is expressed in, bound)
-    start = (loc, origin_scope, time)
-    parents: dict[tuple[Loc, Any, Any], tuple[Loc, Any, Any] | None] = {start: None}
+    steps = model.moment(view, "explain")  # what each step finds, and where it leads, kept until the next event
+    start: _Step = (loc, loc[0], time)
+    parents: dict[_Step, _Step | None] = {start: None}
+    trails: dict[_Step, tuple[tuple[Loc, ...], str]] = {}
     work = deque([start])
     found: list[Blocker] = []
     while work:
         entry = work.popleft()
-        here, bound_scope, bound = entry
-        scope = here[0]
-        if not _reachable(model, view, here, bound_scope, bound):
-            continue
-        for worker, counts in holders[here[3]]:
-            for stamp, count in counts.positive(here).items():
-                if count > 0 and time_less_equal(model.project(stamp, scope, bound_scope), bound):
-                    blocker = _blocker(model, counts, here, stamp, count, _path(parents, entry), worker)
-                    if blocker is not None:
-                        found.append(blocker)
-        for worker, tracker in trackers:
-            for stamp, count in tracker.tracked.get(here, {}).items():
-                if count <= 0 or not time_less_equal(model.project(stamp, scope, bound_scope), bound):
-                    continue
-                if view.local_mode and not _scope_output(model, here):
-                    retired = count - max(_global_count(model, holders, here, stamp), 0)
-                    if retired > 0 and here[1] != 0:
-                        found.append(_unheard(model, here, stamp, retired, _path(parents, entry), worker))
-                if here[3] and _across_boundary(model, tracker, here, bound_scope, bound):
-                    found.append(_boundary(model, here, stamp, _path(parents, entry), worker))
-        for prev in _predecessors(model, here):
-            prev_scope = prev[0]
-            if len(prev_scope) < len(bound_scope):  # leaving the scope the bound lives in
-                next_bound = model.project(bound, bound_scope, prev_scope)
-                next_scope = prev_scope
-            else:
-                next_bound, next_scope = bound, bound_scope
-            key = (prev, next_scope, next_bound)
+        known = steps.get(entry)
+        if known is None:
+            known = steps[entry] = _step(model, view, holders, trackers, entry)
+        findings, leads = known
+        if findings:
+            path, route = _trail(model, parents, trails, entry)
+            for what, where, stamp, count, text, name, closed, worker, sites in findings:
+                description = f"{text}; path: {route}"
+                found.append(Blocker(what, where, stamp, count, list(path), description, name, closed, worker, sites))
+        for key in leads:
             if key not in parents:
                 parents[key] = entry
                 work.append(key)
@@ -159,6 +141,86 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
         )
     )
     return found
+
+
+_Step = tuple[Loc, Any, Any]
+"""A step of the walk: a location, the scope the bound is expressed in, and the bound."""
+
+
+class _Finding(NamedTuple):
+    """A blocker without its path (which depends on where the walk started)."""
+
+    kind: str
+    location: Loc
+    time: Time
+    number: int
+    text: str
+    """The description up to its path."""
+    input_name: str | None = None
+    closed: bool = False
+    worker: int | None = None
+    sites: tuple[str, ...] = ()
+
+
+def _step(
+    model: Model,
+    view: View,
+    holders: dict[bool, list[tuple[int | None, View]]],
+    trackers: list[tuple[int, View]],
+    entry: _Step,
+) -> tuple[list[_Finding], list[_Step]]:
+    """What the walk finds at ``entry`` and the steps it goes on to (none where the frontier passed the bound)."""
+    here, bound_scope, bound = entry
+    if not _reachable(model, view, here, bound_scope, bound):
+        return [], []
+    scope = here[0]
+    findings: list[_Finding] = []
+    for worker, counts in holders[here[3]]:
+        for stamp, count in counts.positive(here).items():
+            if count > 0 and time_less_equal(model.project(stamp, scope, bound_scope), bound):
+                finding = _blocker(model, counts, here, stamp, count, worker)
+                if finding is not None:
+                    findings.append(finding)
+    for worker, tracker in trackers:
+        for stamp, count in tracker.tracked.get(here, {}).items():
+            if count <= 0 or not time_less_equal(model.project(stamp, scope, bound_scope), bound):
+                continue
+            if view.local_mode and not _scope_output(model, here):
+                retired = count - max(_global_count(model, holders, here, stamp), 0)
+                if retired > 0 and here[1] != 0:
+                    findings.append(_unheard(model, here, stamp, retired, worker))
+            if here[3] and _across_boundary(model, tracker, here, bound_scope, bound):
+                findings.append(_boundary(model, here, stamp, worker))
+    leads: list[_Step] = []
+    for prev in _predecessors(model, here):
+        prev_scope = prev[0]
+        if len(prev_scope) < len(bound_scope):  # leaving the scope the bound lives in
+            leads.append((prev, prev_scope, model.project(bound, bound_scope, prev_scope)))
+        else:
+            leads.append((prev, bound_scope, bound))
+    return findings, leads
+
+
+def _trail(
+    model: Model,
+    parents: dict[_Step, _Step | None],
+    trails: dict[_Step, tuple[tuple[Loc, ...], str]],
+    entry: _Step,
+) -> tuple[tuple[Loc, ...], str]:
+    """The path from ``entry`` to where the walk started, and its route as text (kept in ``trails``)."""
+    chain = []
+    step: _Step | None = entry
+    while step is not None and step not in trails:
+        chain.append(step)
+        step = parents[step]
+    path, route = trails[step] if step is not None else ((), "")
+    for step in reversed(chain):
+        here = step[0]
+        name = model.describe(here)
+        route = f"{name} -> {route}" if path else name
+        path = (here, *path)
+        trails[step] = (path, route)
+    return path, route
 
 
 def _kind_text(kind: Any) -> str:
@@ -222,8 +284,7 @@ def _scope_output(model: Model, loc: Loc) -> bool:
     return op is not None and op.is_scope
 
 
-def _boundary(model: Model, loc: Loc, stamp: Any, path: list[Loc], worker: int) -> Blocker:
-    route = " -> ".join(model.describe(step) for step in path)
+def _boundary(model: Model, loc: Loc, stamp: Any, worker: int) -> _Finding:
     scope, node, port, _ = loc
     if node == 0:
         name = model.scopes[scope].info.name if scope in model.scopes else str(scope)
@@ -237,15 +298,8 @@ def _boundary(model: Model, loc: Loc, stamp: Any, path: list[Loc], worker: int) 
             f"scope '{name}' (address {scope + (node,)}) has not yet told its parent that its output {port} "
             f"passed time {stamp!r}"
         )
-    return Blocker(
-        "progress",
-        loc,
-        stamp,
-        1,
-        path,
-        f"on worker {worker}, {what}; it will when it is next scheduled; path: {route}",
-        worker=worker,
-    )
+    text = f"on worker {worker}, {what}; it will when it is next scheduled"
+    return _Finding("progress", loc, stamp, 1, text, worker=worker)
 
 
 def _global_count(model: Model, holders: dict[bool, list[tuple[int | None, View]]], loc: Loc, stamp: Any) -> int:
@@ -253,47 +307,36 @@ def _global_count(model: Model, holders: dict[bool, list[tuple[int | None, View]
     return sum(counts.pointstamps.get(loc, {}).get(stamp, 0) for _, counts in holders[loc[3]])
 
 
-def _unheard(model: Model, loc: Loc, stamp: Any, count: int, path: list[Loc], worker: int) -> Blocker:
-    route = " -> ".join(model.describe(step) for step in path)
+def _unheard(model: Model, loc: Loc, stamp: Any, count: int, worker: int) -> _Finding:
     what = "capability(ies)" if loc[3] else "record(s) in flight"
-    return Blocker(
+    return _Finding(
         "progress",
         loc,
         stamp,
         count,
-        path,
         f"worker {worker} has not yet heard that {count} {what} for time {stamp!r} at "
-        f"{model.describe(loc)} were retired: the progress update is on its way to it; path: {route}",
+        f"{model.describe(loc)} were retired: the progress update is on its way to it",
         worker=worker,
     )
 
 
 def _reachable(model: Model, view: View, loc: Loc, bound_scope: Any, bound: Any) -> bool:
     """Whether the frontier at ``loc`` still holds a time at or before ``bound``."""
-    for element in view.frontier(loc):
-        if time_less_equal(model.project(element, loc[0], bound_scope), bound):
-            return True
+    counts = view.frontier_counts.get(loc)
+    if counts:
+        for element, count in counts.items():
+            if count > 0 and time_less_equal(model.project(element, loc[0], bound_scope), bound):
+                return True
     return False
 
 
-def _path(parents: dict[Any, Any], entry: Any) -> list[Loc]:
-    path = []
-    while entry is not None:
-        path.append(entry[0])
-        entry = parents[entry]
-    return path
-
-
-def _blocker(
-    model: Model, view: View, loc: Loc, stamp: Any, count: int, path: list[Loc], worker: int | None
-) -> Blocker | None:
+def _blocker(model: Model, view: View, loc: Loc, stamp: Any, count: int, worker: int | None) -> _Finding | None:
     scope, node, port, is_source = loc
     if node == 0:
         return None  # reflections of the parent's frontier; the walk continues outside
     address = scope + (node,)
     op = model.operators.get(address)
     name = op.name if op else "?"
-    route = " -> ".join(model.describe(step) for step in path)
     if is_source:
         if op is not None and op.is_scope:
             return None  # the scope's summary of inner pointstamps; the walk finds those
@@ -307,42 +350,31 @@ def _blocker(
                 what = f"input '{state.name}'{site} was never advanced past time {state.time!r} and never closed"
             else:
                 what = f"input '{state.name}'{site} has not advanced past time {stamp!r} and was never closed"
-            return Blocker(
-                "input",
-                loc,
-                stamp,
-                count,
-                path,
-                f"{what} ({where}operator address {address}); path: {route}",
-                state.name,
-                state.closed,
-                worker,
-            )
+            text = f"{what} ({where}operator address {address})"
+            return _Finding("input", loc, stamp, count, text, state.name, state.closed, worker)
         holder = f" on worker {worker}" if worker is not None else ""
         built = f"built at {op.site}, " if op is not None and op.site else ""
         sites = tuple(f"{_ACTIONS.get(action, action)} at {site}" for action, site in view.sites(loc, stamp))
         taken = f", {' and '.join(sites)}" if sites else ""
-        return Blocker(
+        return _Finding(
             "capability",
             loc,
             stamp,
             count,
-            path,
             f"operator '{name}' ({built}address {address}) holds {count} capability(ies) for time {stamp!r} "
-            f"at output {port}{holder}{taken}; path: {route}",
+            f"at output {port}{holder}{taken}",
             worker=worker,
             sites=sites,
         )
     channels = [e for e in model.scopes[scope].edges if e.target == (node, port)] if scope in model.scopes else []
     via = ", ".join(f"{model.describe((scope, e.source[0], e.source[1], True))} [{e.contract}]" for e in channels)
-    return Blocker(
+    return _Finding(
         "messages",
         loc,
         stamp,
         count,
-        path,
         f"{count} record(s) at time {stamp!r} in flight to input {port} of '{name}' (address {address})"
-        f"{' from ' + via if via else ''}; path: {route}",
+        f"{' from ' + via if via else ''}",
     )
 
 

@@ -149,6 +149,8 @@ class Model:
         """:meth:`memo`'s and :meth:`depth_between`'s answers, until the structure changes."""
         self._combined: tuple[tuple[int, int], View] | None = None
         """Per worker: tracker batches whose frontier changes (the worker's next event) are not applied yet."""
+        self._moment: dict[tuple[View, str], dict[Hashable, Any]] = {}
+        """:meth:`moment`'s dicts, until the next event is applied (or the structure changes)."""
 
     # ------------------------------------------------------------------ building
 
@@ -182,6 +184,7 @@ class Model:
                 self._changes(view.tracked, batch.scope, batch.changes)
         self._unsettled.clear()
         self._version += 1
+        self._moment.clear()
 
     def _scope(self, address: Address) -> ScopeInfo:
         scope = self.scopes.get(address)
@@ -197,12 +200,14 @@ class Model:
         view = self.workers.get(worker)
         if view is None:
             view = self.workers[worker] = View()
+            self._moment.clear()
             view.local_mode = self.local_mode
         return view
 
     def apply(self, event: Event) -> None:
         """Fold one event into the model."""
         self._version += 1
+        self._moment.clear()
         self.events += 1
         if self.first_t is None or event.t < self.first_t:
             self.first_t = event.t
@@ -327,6 +332,7 @@ class Model:
         """Forget what was worked out from the structure (names, nesting depths, :meth:`memo`)."""
         self._names.clear()
         self._memo.clear()
+        self._moment.clear()
 
     def _operator(self, event: OperatorCreated) -> None:
         self._structure_changed()
@@ -620,6 +626,22 @@ class Model:
             return memo[key]
         value = memo[key] = compute()
         return value
+
+    def moment(self, view: View, name: str) -> dict[Hashable, Any]:
+        """A dict, under ``name``, for what is worked out from ``view`` as the model stands now.
+
+        It is kept (the same dict) until the next event is applied or the
+        structure changes.  For a view that is not this model's (one of its
+        workers' or its current combined view), a new empty dict each time.
+        """
+        kept = self._moment.get((view, name))
+        if kept is None:
+            kept = {}
+            combined = self._combined
+            current = combined is not None and combined[0] == (self._version, self.events) and combined[1] is view
+            if current or any(view is mine for mine in self.workers.values()):
+                self._moment[(view, name)] = kept
+        return kept
 
     def depth_between(self, inner: Address, outer: Address) -> int:
         """How many product coordinates times lose going from scope ``inner`` out to scope ``outer``."""
