@@ -116,6 +116,7 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
     trails: dict[_Step, tuple[tuple[Loc, ...], str]] = {}
     work = deque([start])
     found: list[Blocker] = []
+    order: list[tuple[bool, bool, int, str, int]] = []  # how the blockers are listed: see _rank
     while work:
         entry = work.popleft()
         known = steps.get(entry)
@@ -124,23 +125,15 @@ def explain(model: Model, loc: Loc, time: Time, view: View | None = None) -> lis
         findings, leads = known
         if findings:
             path, route = _trail(model, parents, trails, entry)
-            for what, where, stamp, count, text, name, closed, worker, sites in findings:
+            for (what, where, stamp, count, text, name, closed, worker, sites), rank in findings:
                 description = f"{text}; path: {route}"
                 found.append(Blocker(what, where, stamp, count, list(path), description, name, closed, worker, sites))
+                order.append((rank[0], rank[1], len(path), rank[2], rank[3]))
         for key in leads:
             if key not in parents:
                 parents[key] = entry
                 work.append(key)
-    found.sort(
-        key=lambda b: (
-            b.kind == "progress",
-            b.kind != "input",
-            len(b.path),
-            repr(b.time),
-            -1 if b.worker is None else b.worker,
-        )
-    )
-    return found
+    return [found[index] for index in sorted(range(len(found)), key=order.__getitem__)]
 
 
 _Step = tuple[Loc, Any, Any]
@@ -168,8 +161,9 @@ def _step(
     holders: dict[bool, list[tuple[int | None, View]]],
     trackers: list[tuple[int, View]],
     entry: _Step,
-) -> tuple[list[_Finding], list[_Step]]:
-    """What the walk finds at ``entry`` and the steps it goes on to (none where the frontier passed the bound)."""
+) -> tuple[list[tuple[_Finding, tuple[bool, bool, str, int]]], list[_Step]]:
+    """What the walk finds at ``entry``, each with its :func:`_rank`, and the steps it goes on to (none where the
+    frontier passed the bound)."""
     here, bound_scope, bound = entry
     if not _reachable(model, view, here, bound_scope, bound):
         return [], []
@@ -198,7 +192,14 @@ def _step(
             leads.append((prev, prev_scope, model.project(bound, bound_scope, prev_scope)))
         else:
             leads.append((prev, bound_scope, bound))
-    return findings, leads
+    return [(finding, _rank(finding)) for finding in findings], leads
+
+
+def _rank(finding: _Finding) -> tuple[bool, bool, str, int]:
+    """Where a blocker is listed, with its path's length between the first two and the rest: inputs first, progress
+    not yet heard last, then by path length, time (as its repr) and worker (over all workers first)."""
+    worker = -1 if finding.worker is None else finding.worker
+    return (finding.kind == "progress", finding.kind != "input", repr(finding.time), worker)
 
 
 def _trail(

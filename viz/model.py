@@ -594,7 +594,8 @@ class Model:
         info = self.scopes.get(scope)
         if info is None:
             raise SelectionError(f"location {loc!r}: the recording has no scope at address {scope}{hint}")
-        if info.locations and (node, port, is_source) not in {(n, p, bool(s)) for n, p, s in info.locations}:
+        ports = self.memo(("ports", scope), lambda: {(n, p, bool(s)) for n, p, s in info.locations})
+        if info.locations and (node, port, is_source) not in ports:
             raise SelectionError(f"location {loc!r}: scope {scope} has no such port{hint}")
 
     def find(self, name: str) -> list[OperatorInfo]:

@@ -10,6 +10,7 @@ the model applies only events whose times are of their scope's kind.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from functools import lru_cache
 from typing import Any
 
 from runtime.instrument import (
@@ -67,6 +68,7 @@ def time_less_equal(a: Any, b: Any, depth: int = 0) -> bool:
     return a_cls is str and b_cls is str and a == b
 
 
+@lru_cache(maxsize=256)
 def _numbers_alike(kind: Hashable | None) -> Hashable | None:
     """``kind`` with ``float`` read as ``int``: a bound of either kind compares with times of the other."""
     if kind is float:
