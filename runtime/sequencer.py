@@ -127,7 +127,7 @@ class Sequencer(Generic[T]):
                 if state.closed:
                     held.pop().drop()
                 elif state.staged:  # the sink wakes it when items arrive or its frontier moves; this is a backstop
-                    contexts[0].activate_after(info.address, RECHECK, info.activate)
+                    contexts[0].activate_after(info.address, RECHECK, info.activate, info.name)
 
             return logic
 

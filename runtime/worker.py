@@ -6,6 +6,7 @@ A worker talks to the other workers only through its
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -13,6 +14,8 @@ import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from threading import get_ident
+from types import FrameType
 from typing import Any, TypeVar, cast
 
 from runtime.audit import Auditor, ProcessLedger, audit_requested, combine
@@ -129,9 +132,9 @@ class Worker:
         # a communicator written before activate_from_outside existed still runs: waiting replays then poll
         if getattr(communicator, "activate_from_outside", None) is not None:
             self._context.wake_from_outside = partial(wake_from_outside, weakref.ref(self))
-        self._timers = Timers(communicator)
+        self._timers = Timers(communicator, partial(_in_step_of, weakref.ref(self)))
         """Operators to activate once their time has come (see :mod:`runtime.timers`)."""
-        self._context.timer = self._timers.add
+        self._context.timer = self._timers.add  # refuses a thread other than the one stepping this worker
         self._timers_pending = self._timers.pending  # tested at every step: a list's truth, not a call
         self._dataflows: dict[int, Dataflow] = {}
         self._active: set[int] = set()
@@ -187,6 +190,7 @@ class Worker:
         (:mod:`runtime.checkpoints`): the program then sends its inputs from
         ``checkpoint.resume_epoch``.
         """
+        self._timers.thread = get_ident()  # operators built here may add timers from this thread
         index = self._next_dataflow
         label = name or f"dataflow {index}"
         if isinstance(checkpoint, CheckpointStore):
@@ -327,6 +331,7 @@ class Worker:
             if wait is not None and (timeout is None or wait < timeout):
                 timeout = wait  # parks only until the next timer (a timeout of 0 stays 0)
         if not self._active and timeout != 0 and self._dataflows:
+            self._timers.thread = get_ident()  # the thread that parks steps this worker (see runtime.timers)
             comm.park(timeout)
             addresses = comm.take_activations()
             if addresses:
@@ -335,6 +340,7 @@ class Worker:
                 self._timers.fire(self._activate)
         if self._active:
             if self._idle:
+                self._timers.thread = get_ident()  # noted when the worker resumes or goes idle, not at every step
                 self._idle = False
                 comm.report_idle(False)  # also withdraws a report_stuck
                 self._stalls.resumed()
@@ -367,6 +373,7 @@ class Worker:
                 raise
         else:
             if not self._idle:
+                self._timers.thread = get_ident()
                 self._idle = True
                 self._stalls.idle_began()
             comm.report_idle(True)
@@ -471,6 +478,21 @@ class Worker:
 
 
 stop_sites_at(Worker._step_or_park.__code__)  # noqa: SLF001 - the logic runner's first Python caller, compiled
+
+
+def _in_step_of(worker: weakref.ref[Worker]) -> bool:
+    """Whether the calling thread is inside a step of ``worker`` (a frame of :meth:`Worker._step_or_park` on
+    it): the check a timer added by a thread other than the one last noted makes, not one made at every step."""
+    alive = worker()
+    frame: FrameType | None = inspect.currentframe()  # the calling thread's own frames
+    while alive is not None and frame is not None:
+        if frame.f_code is _STEP_CODE and frame.f_locals.get("self") is alive:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_STEP_CODE = Worker._step_or_park.__code__  # noqa: SLF001
 
 
 def _ordinal(index: int) -> str:

@@ -530,7 +530,7 @@ class _Replayer:
                     state.poll = min(state.poll * 2, POLL_LONGEST)
         self.context.waits_outside(self.info.address, outside)
         if again is not None:
-            self.context.activate_after(self.info.address, again, self.info.activate)
+            self.context.activate_after(self.info.address, again, self.info.activate, self.info.name)
 
     def woken_by(self, state: _ReplayedStream) -> bool:
         """Ask ``state``'s waiting stream to wake the operator when it has more; return whether it will."""

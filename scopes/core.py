@@ -81,9 +81,10 @@ class BuildContext:
         """The operators that wait for something outside the dataflow to wake them (:meth:`waits_outside`: a replay
         whose socket has nothing yet, a source given ``info.waker()``): while one of them lives, a worker whose
         dataflows cannot move waits for outside data, it is not stalled."""
-        self.timer: Callable[[tuple[int, ...], float], None] | None = None
-        """Activates the operator at an address once some seconds have passed, the worker parking meanwhile
-        (the runtime sets it; ``None``: no timers)."""
+        self.timer: Callable[[tuple[int, ...], float, str], None] | None = None
+        """Activates the operator at an address (named by the third argument, for errors) once some seconds have
+        passed, the worker parking meanwhile (the runtime sets it; ``None``: no timers).  Only the thread stepping
+        the worker may call it: the runtime refuses others with :class:`~scopes.errors.ActivationError`."""
 
     def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
         """A function that any thread may call to activate the operator at ``address`` and wake its parked worker
@@ -104,14 +105,16 @@ class BuildContext:
         if any(address[0] == index for address in self.woken_from_outside):
             self.woken_from_outside = {address for address in self.woken_from_outside if address[0] != index}
 
-    def activate_after(self, address: tuple[int, ...], seconds: float, activate: Callable[[], None]) -> None:
-        """Activate the operator at ``address`` once ``seconds`` have passed, letting the worker park meanwhile;
-        without timers, call ``activate`` (its activation on the worker's next step) at once."""
+    def activate_after(
+        self, address: tuple[int, ...], seconds: float, activate: Callable[[], None], name: str = ""
+    ) -> None:
+        """Activate the operator at ``address`` (called ``name``) once ``seconds`` have passed, letting the worker
+        park meanwhile; without timers, call ``activate`` (its activation on the worker's next step) at once."""
         timer = self.timer
         if timer is None:
             activate()
         else:
-            timer(address, seconds)
+            timer(address, seconds, name)
 
     def next_channel(self) -> int:
         """A fresh channel identifier (the same sequence on every worker)."""

@@ -35,7 +35,7 @@ class WakeSupport(Protocol):
     """What the runtime offers to run an operator later or from another thread (a
     :class:`~scopes.core.BuildContext`); ``timer`` is ``None`` and ``waker`` returns ``None`` when it offers nothing."""
 
-    timer: Callable[[tuple[int, ...], float], None] | None
+    timer: Callable[[tuple[int, ...], float, str], None] | None
 
     def waker(self, address: tuple[int, ...]) -> Callable[[], None] | None:
         """A function any thread may call to activate the operator at ``address``, or ``None``."""
@@ -90,7 +90,8 @@ class OperatorInfo:
         Without runtime timers (a worker is needed), it is :meth:`activate`.
 
         Raises :class:`~scopes.errors.ActivationError` if ``seconds`` is negative,
-        NaN, infinite or not a number.
+        NaN, infinite or not a number, or (the runtime checks it) if the calling
+        thread is not the one stepping the operator's worker.
         """
         if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
             raise ActivationError(
@@ -107,7 +108,7 @@ class OperatorInfo:
         if seconds == 0 or timer is None:
             self._activate()
         else:
-            timer(self.address, float(seconds))
+            timer(self.address, float(seconds), self.name)
 
     def waker(self) -> Callable[[], None]:
         """A function that any thread may call to run this operator at its worker's next step, waking the
