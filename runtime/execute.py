@@ -207,6 +207,7 @@ def run_worker(
             communicator.stop(Stop("failed", communicator.index, _summary(error)))
         return None, error
     finally:
+        worker.abandon()  # what unfinished dataflows hold outside them (a replay's watched socket); none if done
         if worker.logger is not None:
             worker.logger.shutdown()
         communicator.finish()

@@ -25,7 +25,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-__all__ = ["LINGER", "cancel", "when_readable"]
+__all__ = ["LINGER", "cancel", "watched", "when_readable"]
 
 log = logging.getLogger("runtime.readiness")
 
@@ -67,6 +67,17 @@ class _Watcher:
         with self.lock, contextlib.suppress(KeyError, ValueError):
             if not self.closed:  # a closed watcher watches nothing
                 self.selector.unregister(sock)
+
+    def watched(self) -> list[socket.socket]:
+        """The sockets with a request standing (empty once closed)."""
+        with self.lock:
+            if self.closed:
+                return []
+            return [
+                key.fileobj
+                for key in self.selector.get_map().values()
+                if isinstance(key.fileobj, socket.socket) and key.fileobj is not self.bell
+            ]
 
     def _run(self) -> None:
         while True:
@@ -123,3 +134,12 @@ def cancel(sock: socket.socket) -> None:
     watcher = _watcher
     if watcher is not None and watcher.pid == os.getpid():
         watcher.cancel(sock)
+
+
+def watched() -> list[socket.socket]:
+    """The sockets of this process with a :func:`when_readable` request standing (for checks and tests: a
+    request that outlives its reader keeps a socket, and the watching thread, alive)."""
+    watcher = _watcher
+    if watcher is None or watcher.pid != os.getpid():
+        return []
+    return watcher.watched()

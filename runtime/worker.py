@@ -407,6 +407,18 @@ class Worker:
         finally:
             self._stalls.end_wait(outer)
 
+    def abandon(self) -> None:
+        """Release what this worker's unfinished dataflows hold outside them (a replay's socket watch, and a
+        socket its reader owns): called when the worker ends without completing them, on an error or a stop
+        (:func:`~runtime.execute.run_worker` does it).  A release that fails is logged; the others still run."""
+        for address, error in self._context.abandon():
+            log.warning(
+                "worker %d: releasing the operator at address %s of an abandoned dataflow failed: %r",
+                self.index,
+                address,
+                error,
+            )
+
     def close_inputs(self) -> None:
         """Close every input this worker created (done automatically when ``main`` returns)."""
         for handle in self._context.inputs:

@@ -435,6 +435,8 @@ def replay_into(recordings: Iterable[Any], scope: ScopeCore[S], name: str = "Rep
         f"replay operator '{name}' (address {builder.address}) on worker {info.worker_index}",
     )
     replayer.wake = scope.context.waker(builder.address)
+    # a replay ending in an error elsewhere in its dataflow, or stopped, must not leave a socket watched for it
+    scope.context.when_abandoned(builder.address, replayer.abandon)
     operator = builder.build(replayer.run, operator_class=ReplayOperator)
     assert isinstance(operator, ReplayOperator)
     operator.kind = f"Replay of {len(everything)} recording(s): {', '.join(map(recording_identity, everything))}"
@@ -531,6 +533,13 @@ class _Replayer:
         self.context.waits_outside(self.info.address, outside)
         if again is not None:
             self.context.activate_after(self.info.address, again, self.info.activate, self.info.name)
+
+    def abandon(self) -> None:
+        """Close every stream still open (its dataflow was abandoned unfinished): a reader over a socket then
+        cancels its request to the socket watcher, and closes the socket if it owns it."""
+        for state in self.streams:
+            if state.open:
+                state.close()
 
     def woken_by(self, state: _ReplayedStream) -> bool:
         """Ask ``state``'s waiting stream to wake the operator when it has more; return whether it will."""

@@ -81,6 +81,9 @@ class BuildContext:
         """The operators that wait for something outside the dataflow to wake them (:meth:`waits_outside`: a replay
         whose socket has nothing yet, a source given ``info.waker()``): while one of them lives, a worker whose
         dataflows cannot move waits for outside data, it is not stalled."""
+        self.releases: dict[tuple[int, ...], Callable[[], None]] = {}
+        """What each operator (by address) holds outside the dataflow and must give back if its dataflow is
+        abandoned unfinished (:meth:`when_abandoned`): a replay's requests to the socket watcher."""
         self.timer: Callable[[tuple[int, ...], float, str], None] | None = None
         """Activates the operator at an address (named by the third argument, for errors) once some seconds have
         passed, the worker parking meanwhile (the runtime sets it; ``None``: no timers).  Only the thread stepping
@@ -101,9 +104,30 @@ class BuildContext:
             self.woken_from_outside.discard(address)
 
     def dataflow_completed(self, index: int) -> None:
-        """Forget what dataflow ``index``'s operators said they wait for (it has completed)."""
+        """Forget what dataflow ``index``'s operators said they wait for, and what they would release if
+        abandoned (it has completed: they have released it themselves)."""
         if any(address[0] == index for address in self.woken_from_outside):
             self.woken_from_outside = {address for address in self.woken_from_outside if address[0] != index}
+        if any(address[0] == index for address in self.releases):
+            self.releases = {address: release for address, release in self.releases.items() if address[0] != index}
+
+    def when_abandoned(self, address: tuple[int, ...], release: Callable[[], None]) -> None:
+        """Call ``release()`` if the dataflow of the operator at ``address`` is abandoned before it completes (an
+        error ends its worker, or the worker is stopped): to give back what the operator holds outside the
+        dataflow, which its own logic would release only by running to its end."""
+        self.releases[address] = release
+
+    def abandon(self) -> list[tuple[tuple[int, ...], BaseException]]:
+        """Call every pending :meth:`when_abandoned` release, each once (the worker is ending with dataflows
+        unfinished); return the errors they raised, with their operators' addresses, having called the others."""
+        releases, self.releases = self.releases, {}
+        errors: list[tuple[tuple[int, ...], BaseException]] = []
+        for address, release in sorted(releases.items()):
+            try:
+                release()
+            except Exception as error:  # noqa: BLE001 - the others must still be released; the caller reports it
+                errors.append((address, error))
+        return errors
 
     def activate_after(
         self, address: tuple[int, ...], seconds: float, activate: Callable[[], None], name: str = ""

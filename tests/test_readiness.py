@@ -9,7 +9,12 @@ from collections.abc import Iterator
 import pytest
 from helpers import eventually
 
-from runtime import readiness
+import runtime
+from runtime import execute, readiness
+from runtime.errors import WorkerFailed
+from runtime.eventlog import EventReader, encode_event, event_log_bytes
+from scopes import INTEGER
+from scopes.capture import CapturedBatch
 
 
 @pytest.fixture
@@ -94,3 +99,47 @@ def test_the_watching_thread_ends_when_nothing_is_watched_closing_its_sockets(
     theirs.sendall(b"y")
     assert second.wait(10)
     assert readiness._watcher is not watcher
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["the failing worker", "a worker stopped by another's failure"])
+def test_a_replay_abandoned_by_an_error_leaves_no_socket_watched_nor_open(
+    workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker replays a socket that stays open with more to come, so each replay asks the watcher for it;
+    the last worker's records make an operator downstream raise.  The worker that raised, and (with two) the
+    worker stopped because of it, drop their requests and close the sockets their readers own, and the watching
+    thread ends; before, a request stood until the socket became readable (here: never)."""
+    monkeypatch.setattr(readiness, "LINGER", 0.05)
+    pairs = [socket.socketpair() for _ in range(workers)]
+    for index, (sender, _) in enumerate(pairs):
+        record = "boom" if index == workers - 1 else "fine"
+        sender.sendall(event_log_bytes([encode_event(CapturedBatch(0, [record]))]))  # and the log goes on
+    readers = [EventReader(receiver, INTEGER) for _, receiver in pairs]
+
+    def explode(record: str) -> str:
+        if record == "boom":  # the replays have taken their records and wait: each has asked the watcher
+            eventually(
+                lambda: {id(receiver) for _, receiver in pairs} <= {id(sock) for sock in readiness.watched()},
+                what="every replay to ask the watcher for its socket",
+            )
+            raise RuntimeError("a user operator failed")
+        return record
+
+    def main(worker: runtime.Worker) -> None:
+        probe = worker.dataflow(lambda scope: scope.replay(readers).map(explode).probe())
+        worker.step_while(lambda: not probe.done())
+
+    try:
+        with pytest.raises(WorkerFailed, match="a user operator failed"):
+            execute(main, workers=workers, stall_timeout=30.0)
+        assert readiness.watched() == []
+        assert all(receiver.fileno() == -1 for _, receiver in pairs)  # the readers owned them: closed
+        eventually(
+            lambda: not any(thread.name == "pytimely-readiness" for thread in threading.enumerate()),
+            what="the watching thread to end",
+        )
+    finally:
+        for sender, receiver in pairs:
+            readiness.cancel(receiver)
+            sender.close()
+            receiver.close()
