@@ -21,7 +21,7 @@ from runtime.cluster_member import run_process
 from runtime.communication.tcp import Endpoint, read_hostfile
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.environment_observers import LOG_VARIABLE, recording_processes
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, MetricsUnavailable
 from runtime.execute import execute
 from runtime.instrumentation.registry import check_log
 from runtime.launcher import CONNECT_TIMEOUT, TOKEN_VARIABLE, execute_processes
@@ -172,7 +172,9 @@ def execute_from_args(
 
     Every flag is checked first (:func:`plan_from_args`); a bad one ends the
     program as ``argparse`` does, with one ``PROG: error: MESSAGE`` line on
-    stderr and status 2 (see :func:`refuse_flags`).
+    stderr and status 2 (see :func:`refuse_flags`).  So does a ``--metrics``
+    port taken after that check, when the run (or a process it starts) finds
+    it taken: :class:`~runtime.errors.MetricsUnavailable`.
     """
     refuse_while_importing_main("execute_from_args(main)")
     check_stall_timeout(stall_timeout, "execute_from_args")
@@ -184,7 +186,10 @@ def execute_from_args(
     # every process of the cluster reads them (execute too, in this one), from the flags or from the environment;
     # set for this run only: a later execute() in this program must not log to this run's file again
     with settings_for_run({LOG_VARIABLE: config.log, METRICS_VARIABLE: config.metrics}):
-        return _run_planned(main, plan, stall_timeout, connect_timeout)
+        try:
+            return _run_planned(main, plan, stall_timeout, connect_timeout)
+        except MetricsUnavailable as error:  # the --metrics port was taken after the check: refused as then
+            refuse_flags(error)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from runtime.communication.tcp import ClusterError, ClusterStopped, Endpoint, Me
 from runtime.communication.tls import TlsConfig, tls_config
 from runtime.communication.wire import EncodingError, FrameReader, decode_value, encode_value, frame
 from runtime.environment_observers import observers_from_environment
-from runtime.errors import ConfigurationError, DataflowStuck, SettingsMismatch, WorkerFailed
+from runtime.errors import ConfigurationError, DataflowStuck, MetricsUnavailable, SettingsMismatch, WorkerFailed
 from runtime.execute import run_workers
 from runtime.launcher import CONNECT_TIMEOUT
 from runtime.main_guard import importing_main
@@ -278,6 +278,9 @@ def _child_outcome(error: BaseException, fabric: ProcessFabric | None) -> list[A
         return ["interrupted", "KeyboardInterrupt"]
     if isinstance(error, SettingsMismatch):  # raised again as it is by the parent: a ConfigurationError
         return ["mismatch", str(error)]
+    if isinstance(error, ConfigurationError):  # raised again by the parent as one (a metrics port taken: as that)
+        kind = "metrics" if isinstance(error, MetricsUnavailable) else "configuration"
+        return [kind, str(error), "".join(traceback.format_exception(error))]
     if isinstance(error, PeerLost):
         return ["lost", str(error), error.process]
     if isinstance(error, ClusterStopped):

@@ -16,6 +16,13 @@ class ConfigurationError(TimelyRuntimeError, ValueError):
     """The computation was configured incorrectly (for example, zero workers)."""
 
 
+class MetricsUnavailable(ConfigurationError):
+    """The ``--metrics`` endpoint (``PYTIMELY_METRICS``) cannot be served when the run starts: its port is taken
+    (by something that took it after the flags were checked), its address is not this machine's, or
+    prometheus_client is missing.  :func:`~runtime.cluster.execute_from_args` ends the program on it as on a bad
+    flag (one line, status 2); a child process of the launcher reports it as such."""
+
+
 class WorkerFailed(TimelyRuntimeError):
     """A worker raised an exception; every other worker was stopped.
 

@@ -43,7 +43,7 @@ from runtime.communication.peer_state import identify, process_state
 from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
-from runtime.errors import ConfigurationError, SettingsMismatch, WorkerFailed, combined_stuck
+from runtime.errors import ConfigurationError, MetricsUnavailable, SettingsMismatch, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
 from runtime.metrics import warn_unseen_processes
 from runtime.settings import check_settings, check_stall_timeout
@@ -313,7 +313,7 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
             silent = outcome is None and (not child.killed_by_launcher or child.unanswering is not None)
             if child.unanswering is not None:  # killed here as unanswering: no other child can finish
                 grace = min(grace, UNANSWERING_GRACE)
-            elif silent or (outcome is not None and outcome[0] in ("error", "mismatch")):  # the cluster cannot finish
+            elif silent or (outcome is not None and outcome[0] in _CANNOT_FINISH):  # the cluster cannot finish
                 grace = min(grace, SILENT_DEATH_GRACE)
             elif outcome is not None and outcome[0] == "interrupted":  # the others unwind as after Ctrl-C
                 grace = min(grace, INTERRUPT_GRACE)
@@ -372,6 +372,10 @@ def _kill_unanswering(child: _Child, why: str) -> None:
     with contextlib.suppress(OSError):
         child.popen.kill()
     child.popen.wait()
+
+
+_CANNOT_FINISH = ("error", "mismatch", "metrics", "configuration")
+"""The kinds of a child's report after which the others cannot finish: the launcher stops them soon."""
 
 
 def _outcome(child: _Child) -> list[Any] | None:
@@ -441,6 +445,13 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
         raise failed
     for _, outcome in by_kind.get("mismatch", []):
         raise SettingsMismatch(str(outcome[1]))
+    for kind, error_class in (("metrics", MetricsUnavailable), ("configuration", ConfigurationError)):
+        for child, outcome in by_kind.get(kind, []):  # the child's ConfigurationError, as such (its message names it)
+            refused = error_class(str(outcome[1]))
+            refused.add_note(
+                f"raised in process {child.index} ({child.endpoint}, pid {child.popen.pid}):\n{outcome[2]}"
+            )
+            raise refused
     for child, outcome in by_kind.get("error", []):
         error = ClusterError(f"process {child.index} ({child.endpoint}) failed: {outcome[1]}")
         error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")

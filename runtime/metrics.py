@@ -48,6 +48,7 @@ input port, probes included, ``scope_output`` for a scope's output)
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import math
 import os
@@ -61,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.communication.tcp import port_number
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, MetricsUnavailable
 from runtime.instrument import (
     K_DATAFLOW_DONE,
     K_DROPPED,
@@ -472,7 +473,7 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
     try:
         from prometheus_client import CollectorRegistry, make_wsgi_app
     except ImportError:
-        raise ConfigurationError("--metrics needs prometheus_client: `pip install prometheus_client`") from None
+        raise MetricsUnavailable("--metrics needs prometheus_client: `pip install prometheus_client`") from None
     from runtime import instrument
     from runtime.metrics_http import start_server
 
@@ -483,7 +484,7 @@ def serve_metrics(spec: str, process: int = 0) -> MetricsServer:
     try:
         server, thread = start_server(host, port, make_wsgi_app(registry))  # bounded: see runtime.metrics_http
     except OSError as error:
-        raise ConfigurationError(f"--metrics {spec!r}: cannot listen on {host}:{port}: {error.strerror}") from None
+        raise MetricsUnavailable(_cannot_listen(spec, process, host, port, error, process > 0)) from None
     sink = MetricsSink(state)
     pipeline = instrument.add_sink(sink)
     state.follow(pipeline)
@@ -509,7 +510,7 @@ def check_metrics(spec: str, processes: Sequence[int]) -> None:
     """
     addresses = [parse_address(spec, process) for process in processes]
     if importlib.util.find_spec("prometheus_client") is None:
-        raise ConfigurationError("--metrics needs prometheus_client: `pip install prometheus_client`")
+        raise MetricsUnavailable("--metrics needs prometheus_client: `pip install prometheus_client`")
     from runtime.metrics_http import check_can_listen
 
     for process, (host, port) in zip(processes, addresses, strict=True):
@@ -517,10 +518,20 @@ def check_metrics(spec: str, processes: Sequence[int]) -> None:
             try:
                 check_can_listen(host, port)
             except OSError as error:
-                who = f"process {process} " if len(addresses) > 1 or process else ""
-                raise ConfigurationError(
-                    f"--metrics {spec!r}: {who}cannot listen on {host}:{port}: {error.strerror or error}"
+                raise MetricsUnavailable(
+                    _cannot_listen(spec, process, host, port, error, len(addresses) > 1 or process > 0)
                 ) from None
+
+
+def _cannot_listen(spec: str, process: int, host: str, port: int, error: OSError, name_process: bool) -> str:
+    """Why process ``process`` cannot serve ``--metrics spec`` at ``host:port``, and what to do."""
+    who = f"process {process} " if name_process else ""
+    advice = (
+        "stop what listens there or choose another port (0 picks a free one)"
+        if error.errno == errno.EADDRINUSE
+        else "choose an address of this machine, or a port it may listen on"
+    )
+    return f"--metrics {spec!r}: {who}cannot listen on {host}:{port}: {error.strerror or error}; {advice}"
 
 
 def serve_from_environment(process: int = 0) -> MetricsServer | None:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +35,19 @@ def main(worker):
 
 
 if __name__ == "__main__":
+    import os
+    taken = []
+    if "TAKE_METRICS_PORT_OF" in os.environ:  # the test's hook: the port is taken between the check and the run
+        import socket
+        from runtime import cluster
+        check = cluster.check_metrics
+
+        def check_then_take(spec, processes):
+            check(spec, processes)
+            port = int(spec.rpartition(":")[2]) + int(os.environ["TAKE_METRICS_PORT_OF"])
+            taken.append(socket.create_server(("127.0.0.1", port)))
+
+        cluster.check_metrics = check_then_take
     print(execute_from_args(main, connect_timeout=5))
 """
 
@@ -117,6 +131,22 @@ def test_a_metrics_port_in_use_is_one_line_and_status_2(tmp_path: Path, processe
         done = run_program(tmp_path, ["-n", str(processes), "--metrics", f"127.0.0.1:{first}"])
     who = f"process {processes - 1} " if processes > 1 else ""
     assert_refused(done, f"{who}cannot listen on 127.0.0.1:{port}: Address already in use")
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_metrics_port_taken_after_the_check_is_one_line_and_status_2(tmp_path: Path, processes: int) -> None:
+    """The program's hook takes the last process's port once the flags are checked: the run then cannot listen
+    there (in this process, or in the child the launcher started for it), and ends as the check would have."""
+    pytest.importorskip("prometheus_client")
+    first = free_ports(processes, consecutive=True)[0]
+    port = first + processes - 1
+    done = run_program(
+        tmp_path,
+        ["-n", str(processes), "--metrics", f"127.0.0.1:{first}"],
+        TAKE_METRICS_PORT_OF=str(processes - 1),
+    )
+    who = f"process {processes - 1} " if processes > 1 else ""
+    assert_refused(done, f"{who}cannot listen on 127.0.0.1:{port}: Address already in use; stop what listens there")
 
 
 def test_good_flags_run(tmp_path: Path) -> None:

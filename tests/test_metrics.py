@@ -22,7 +22,7 @@ from helpers.ports import free_port, free_ports
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime import execute
-from runtime.errors import ConfigurationError
+from runtime.errors import ConfigurationError, MetricsUnavailable
 from runtime.metrics import parse_address, report_stall, serve_metrics
 from scopes.capture import CaptureRecorder, Progress
 from scopes.contracts import Pipeline
@@ -185,6 +185,22 @@ def test_a_port_in_use_is_refused_with_the_address():
         port = busy.getsockname()[1]
         with pytest.raises(ConfigurationError, match=f"cannot listen on 127.0.0.1:{port}"):
             serve_metrics(f"127.0.0.1:{port}")
+
+
+def _index_of(worker):
+    """A ``main`` for the launcher's children: the worker's index."""
+    return worker.index
+
+
+def test_a_childs_metrics_port_in_use_reaches_the_launcher_as_metrics_unavailable(monkeypatch):
+    """A child of the launcher that cannot serve its metrics port reports a MetricsUnavailable, raised as such
+    here (it was a ClusterError wrapping the text of a ConfigurationError)."""
+    base = free_ports(2, consecutive=True)[0]
+    monkeypatch.setenv("PYTIMELY_METRICS", f"127.0.0.1:{base}")
+    refused = f"process 1 cannot listen on 127.0.0.1:{base + 1}"
+    with socket.create_server(("127.0.0.1", base + 1)), pytest.raises(MetricsUnavailable, match=refused) as caught:
+        execute(_index_of, processes=2)  # process 1's port is taken
+    assert "raised in process 1" in "".join(caught.value.__notes__)
 
 
 def test_each_process_of_a_cluster_serves_at_port_plus_its_index(tmp_path):
