@@ -133,35 +133,21 @@ def test_a_peer_that_joined_and_died_while_forming_is_named_promptly(
             process.stop()
 
 
-def test_a_slow_starter_is_still_awaited(tmp_path: Path, hosts: tuple[Path, list[str]]) -> None:
-    """Processes 0 and 2 join each other and wait; process 1 starts only then: the cluster forms and runs."""
-    path, _ = hosts
-    first, last = Started(tmp_path, path, 0), Started(tmp_path, path, 2)
-    started = [first, last]
-    try:
-        eventually(lambda: first.joined(2) and last.joined(0), 20, "processes 0 and 2 joining each other")
-        started.append(Started(tmp_path, path, 1))
-        for process in started:
-            out, _ = process.popen.communicate(timeout=60)
-            assert process.popen.returncode == 0 and out == "results [0, 1, 2]\n", process.stderr
-    finally:
-        for process in started:
-            process.stop()
-
-
-def test_the_first_process_starting_last_finds_the_others_joined_and_the_cluster_runs(
-    tmp_path: Path, hosts: tuple[Path, list[str]]
+@pytest.mark.parametrize(("early", "late"), [((0, 2), 1), ((1, 2), 0)], ids=["middle-last", "first-last"])
+def test_a_slow_starter_is_still_awaited(
+    tmp_path: Path, hosts: tuple[Path, list[str]], early: tuple[int, int], late: int
 ) -> None:
-    """Processes 1 and 2 start; process 0 only once they have joined each other: the cluster forms and runs.
+    """Two processes join each other and wait; the third starts only then: the cluster forms and runs.
 
-    Process 2 connected to its lower peers one after another, so it tried process 1 only once process 0 had joined
-    it: until then the two never met (nor compared their settings).  It now tries both at once."""
+    With process 0 last: process 2 connected to its lower peers one after another, so it tried process 1 only once
+    process 0 had joined it, and until then the two never met (nor compared their settings). It now tries both at
+    once."""
     path, _ = hosts
-    one, two = Started(tmp_path, path, 1), Started(tmp_path, path, 2)
-    started = [one, two]
+    low, high = (Started(tmp_path, path, index) for index in early)
+    started = [low, high]
     try:
-        eventually(lambda: one.joined(2) and two.joined(1), 20, "processes 1 and 2 joining each other")
-        started.append(Started(tmp_path, path, 0))
+        eventually(lambda: low.joined(early[1]) and high.joined(early[0]), 20, f"processes {early} joining each other")
+        started.append(Started(tmp_path, path, late))
         for process in started:
             out, _ = process.popen.communicate(timeout=60)
             assert process.popen.returncode == 0 and out == "results [0, 1, 2]\n", process.stderr
