@@ -478,7 +478,7 @@ def _concat(batches: list[Any], where: str) -> Any:
     try:
         dtypes = {batch.dtype for batch in batches}
         if len(dtypes) > 1:
-            common = np.result_type(*dtypes)
+            common = _exact_common_dtype(batches, np.result_type(*dtypes))
             batches = [batch.astype(common, copy=False) for batch in batches]
         return concat_batches(batches)
     except (BatchError, TypeError, ValueError) as error:
@@ -487,6 +487,29 @@ def _concat(batches: list[Any], where: str) -> Any:
             f"{where}: the partial aggregates of one time do not have one type ({'; '.join(kinds)}); "
             "give every batch of the stream the same column types"
         ) from error
+
+
+def _exact_common_dtype(batches: list[np.ndarray], common: np.dtype) -> np.dtype:
+    """``common`` (NumPy's ``result_type`` of the batches' structured dtypes) with integer fields kept integers.
+
+    NumPy's common type of ``uint64`` and a signed integer is ``float64``, which
+    would turn the keys 5 into 5.0 and make ``2**63 - 1`` and ``2**63`` one key.
+    Such a field is combined as ``int64``, as Arrow's permissive promotion does,
+    and a ``uint64`` value past ``2**63 - 1`` is refused (a ``ValueError``), as Arrow refuses it.
+    """
+    if common.names is None:
+        return common
+    fields = []
+    for name in common.names:
+        kind = common[name]
+        kinds = {batch.dtype[name].kind for batch in batches}
+        if kind.kind == "f" and kinds <= {"b", "i", "u"}:
+            for batch in batches:
+                if batch.dtype[name].kind == "u" and len(batch) and batch[name].max() > 2**63 - 1:
+                    raise ValueError(f"the {name!r} value {batch[name].max()} does not fit a signed 64-bit integer")
+            kind = np.dtype(np.int64)
+        fields.append((name, kind))
+    return np.dtype(fields)
 
 
 # ---------------------------------------------------------------------------------------------- the operator

@@ -436,3 +436,39 @@ def test_a_program_using_pyarrow_imports_arrows_query_engine_while_it_builds() -
     )
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "True"
+
+
+def test_numpy_int64_and_uint64_keys_of_one_time_combine_as_int64_or_are_refused_as_arrow_does() -> None:
+    """NumPy's common type of ``int64`` and ``uint64`` is ``float64``: two batches of one time keyed 5 (``int64``)
+    and 5 (``uint64``) gave the key 5.0, and ``2**63 - 1`` and ``2**63`` were summed as the one key 9.2e18
+    (found by a random agreement campaign). They now combine as ``int64``, as Arrow batches do, and a ``uint64``
+    key past ``2**63 - 1`` is refused, as Arrow refuses it."""
+
+    def keyed(keys: list[int], dtype: str, value: int) -> Any:
+        array = np.zeros(len(keys), [("k", dtype), ("v", np.int64)])
+        array["k"], array["v"] = keys, value
+        return array
+
+    def aggregate(batches: list[Any]) -> list[Any]:
+        def main(worker: Any) -> list[Any]:
+            seen: list[Any] = []
+
+            def build(scope: ScopeBuilder) -> Any:
+                handle, stream = scope.new_input()
+                sums = stream.aggregate_batch("k", [("v", "sum")], name="Agg")
+                sums.inspect_batch(lambda time, batch: seen.append(batch))
+                return handle, sums.probe()
+
+            handle, probe = worker.dataflow(build)
+            for batch in batches:
+                handle.send_batch(batch)
+            handle.close()
+            worker.step_while(lambda: not probe.done())
+            return seen
+
+        return execute(main, workers=1, stall_timeout=STALL)[0]
+
+    [sums] = aggregate([keyed([5], "i8", 1), keyed([5], "u8", 10)])
+    assert sums["k"].dtype == np.int64 and sums.tolist() == [(5, 11)]
+    with pytest.raises(WorkerFailed, match="'Agg'.*do not have one type"):
+        aggregate([keyed([2**63 - 1], "i8", 1), keyed([2**63], "u8", 10)])
