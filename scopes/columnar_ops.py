@@ -81,7 +81,7 @@ from scopes.errors import BatchError, BuildError, KeyColumnError
 from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
 from scopes.joins import check_same_scope
-from scopes.key_equality import canonical_arrow_keys, differing_rows
+from scopes.key_equality import NAN, canonical_arrow_keys, differing_rows
 from scopes.key_types import check_aggregated_columns, check_key_columns, numpy_needs_arrow
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
@@ -292,7 +292,8 @@ def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     ``keys`` is a key column, or a structured array of key columns.  All NaN are
     one key (:func:`~scopes.key_equality.differing_rows`; NaN sorts last, so a
-    group's NaN rows are adjacent).
+    group's NaN rows are adjacent), and ``-0.0`` is ``0.0``: a float key comes out as
+    ``0.0`` or the one NaN of :data:`~scopes.key_equality.NAN`, whichever row came first.
     """
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
@@ -301,7 +302,12 @@ def _group(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     names = ordered.dtype.names
     columns = [ordered] if names is None else [ordered[name] for name in names]
     starts = np.concatenate(([0], np.flatnonzero(differing_rows(columns)) + 1))
-    return order, starts, ordered[starts]
+    distinct = ordered[starts]
+    for name in [None] if names is None else names:
+        column = distinct if name is None else distinct[name]
+        if column.dtype.kind == "f":  # each group's key as Arrow's grouping gives it: 0.0 for -0.0, one NaN
+            column[...] = np.where(np.isnan(column), NAN, column + 0.0)
+    return order, starts, distinct
 
 
 def _widened(values: np.ndarray) -> np.ndarray:
