@@ -7,6 +7,8 @@
 * A numpy array header of dtype ``|V0`` declaring 2**40 elements held in no
   bytes was accepted, and replaying it iterated 2**40 records: dtypes of no
   bytes are refused, and so is any element count the bytes cannot hold.
+* A ``U`` array whose UTF-32 data held a unit past U+10FFFF was accepted, and
+  its strings raised ``SystemError`` when used: such data is refused.
 """
 
 from __future__ import annotations
@@ -244,3 +246,35 @@ def test_a_batch_sent_column_by_column_without_a_column_is_a_wire_error_not_an_e
     with pytest.raises(WireError, match="at least one column"):
         decode_batch(BATCH_COLUMNS, msgpack.packb([count]))
     assert decode_batch(BATCH_COLUMNS, msgpack.packb([2, [1, 2], "a\0b"])) == [(1, "a"), (2, "b")]
+
+
+def _units_beyond_unicode(array: np.ndarray, at: int) -> bytes:
+    """``array`` encoded, with the 4 bytes at ``at`` (from the end) set to a unit no character has (0xffffffff)."""
+    from runtime.communication.arraycodec import encode_ndarray
+
+    data = bytearray(encode_ndarray(array))
+    data[len(data) - at : len(data) - at + 4] = b"\xff\xff\xff\xff"
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("array", "at"),
+    [
+        (np.array(["ab", "cd"]), 4),
+        (np.array(["ab", "cd"], ">U2"), 4),
+        (np.zeros(2, [("n", "<i4"), ("s", "<U2")]), 4),
+        (np.zeros(2, [("n", "<i4"), ("inner", [("s", ">U1", (2,))])]), 8),
+    ],
+    ids=["U", "big-endian U", "U field", "U sub-array in a nested field"],
+)
+def test_string_units_beyond_unicode_are_refused_not_read_into_broken_strs(array: np.ndarray, at: int) -> None:
+    """A ``U`` array's data is UTF-32: a unit past U+10FFFF (found by fuzzing with right checksums) was read into a
+    ``str`` CPython cannot hold, and printing the array, or calling the string's methods, raised ``SystemError``."""
+    attack = _units_beyond_unicode(array, at)
+    with pytest.raises(WireError, match="beyond Unicode"):
+        decode_batch(BATCH_NDARRAY, attack)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*beyond Unicode"):
+        read_event_log_bytes(event_log_bytes([batch_event(attack)]))
+    honest = np.array(["\U0010ffff", "\ud800"])  # the last code point, and a lone surrogate (a str may hold one)
+    assert decode_batch(*encode_batch(honest)).tolist() == honest.tolist()
+    assert decode_batch(*encode_batch(array)).tobytes() == array.tobytes()

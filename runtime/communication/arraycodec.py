@@ -235,6 +235,66 @@ def split_ndarray(data: bytes | bytearray | memoryview) -> tuple[memoryview, mem
     return view[4 : 4 + head], view[4 + head + pad :]
 
 
+MAX_CODE_POINT = 0x10FFFF
+"""The largest Unicode code point: a ``U`` array's UTF-32 units beyond it are no characters."""
+
+
+def _code_units_dtype(dtype: Any) -> Any:
+    """``dtype`` with each ``U<n>`` (anywhere in it) seen as ``n`` unsigned 32-bit units of its byte order, and every
+    other leaf as opaque bytes; ``None`` if no ``U`` is in it."""
+    import numpy
+
+    if dtype.names is not None:
+        fields = [_code_units_dtype(dtype.fields[name][0]) for name in dtype.names]
+        if all(field is None for field in fields):
+            return None
+        return numpy.dtype(
+            {
+                "names": list(dtype.names),
+                "formats": [
+                    field if field is not None else numpy.dtype(f"V{dtype.fields[name][0].itemsize}")
+                    for name, field in zip(dtype.names, fields, strict=True)
+                ],
+                "offsets": [dtype.fields[name][1] for name in dtype.names],
+                "itemsize": dtype.itemsize,
+            }
+        )
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        inner = _code_units_dtype(base)
+        return None if inner is None else numpy.dtype((inner, shape))
+    if dtype.kind == "U":
+        return numpy.dtype((numpy.dtype(dtype.byteorder + "u4"), (dtype.itemsize // 4,)))
+    return None
+
+
+def _unit_arrays(view: Any) -> Any:
+    """The ``u4`` leaves of an array viewed with :func:`_code_units_dtype`'s dtype."""
+    if view.dtype.names is None:
+        if view.dtype.kind == "u":
+            yield view
+        return
+    for name in view.dtype.names:
+        yield from _unit_arrays(view[name])
+
+
+def _check_code_points(array: Any) -> None:
+    """Refuse an array whose ``U`` data (anywhere in its dtype) holds a unit beyond :data:`MAX_CODE_POINT`.
+
+    NumPy reads such a unit into a ``str`` that CPython cannot represent: printing the array raised
+    ``SystemError``, and ``tolist()`` gave strings whose methods raised it.
+    """
+    units = _code_units_dtype(array.dtype)
+    if units is None:
+        return
+    for leaf in _unit_arrays(array.view(units)):
+        if leaf.size and leaf.max() > MAX_CODE_POINT:
+            raise ColumnarDecodeError(
+                f"a numpy array of dtype {array.dtype} holds a character beyond Unicode's last code point "
+                f"(U+{MAX_CODE_POINT:X}): its data is damaged"
+            )
+
+
 def ndarray_from(header: Any, body: memoryview) -> Any:
     """The array described by a decoded ``header`` (``[dtype, shape]``) whose memory is ``body``.
 
@@ -269,6 +329,7 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         if size == 0:
             return numpy.zeros(shape, dtype)
         array = numpy.frombuffer(body, dtype=dtype, count=count).reshape(shape)
+        _check_code_points(array)
         if body.readonly or array.ctypes.data % DATA_ALIGNMENT:
             # a copy: writable, and as aligned as the dtype's layout allows (NumPy's slow paths for
             # misaligned memory made np.minimum.at 20x slower on a received structured array)
