@@ -278,3 +278,27 @@ def test_string_units_beyond_unicode_are_refused_not_read_into_broken_strs(array
     honest = np.array(["\U0010ffff", "\ud800"])  # the last code point, and a lone surrogate (a str may hold one)
     assert decode_batch(*encode_batch(honest)).tolist() == honest.tolist()
     assert decode_batch(*encode_batch(array)).tobytes() == array.tobytes()
+
+
+def _null_rows_batch(rows: int) -> bytes:
+    """An Arrow record batch of one null column of ``rows`` rows, in a few hundred bytes (the length patched in)."""
+    pa = pytest.importorskip("pyarrow")
+    from runtime.communication.arraycodec import encode_arrow
+
+    marker = 0x0A0B0C0D
+    batch = pa.RecordBatch.from_arrays([pa.Array.from_buffers(pa.null(), marker, [None])], names=["k"])
+    return encode_arrow(batch).replace(struct.pack("<q", marker), struct.pack("<q", rows))
+
+
+@pytest.mark.parametrize("rows", [1 << 60, (1 << 31) - 1])
+def test_an_arrow_batch_declaring_more_rows_than_its_bytes_hold_is_refused(rows: int) -> None:
+    """Null columns take no bytes a row: 224 bytes (found by fuzzing the IPC stream) declared 2**60 rows, which
+    decoded, and the columnar operators' key column then asked NumPy for 2**60 items (a bare ``ValueError``)."""
+    attack = _null_rows_batch(rows)
+    assert len(attack) < 300
+    with pytest.raises(WireError, match=f"declares {rows} rows, more than its {len(attack)} bytes hold"):
+        decode_batch(BATCH_ARROW, attack)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*declares {rows} rows"):
+        read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, attack)])]))
+    honest = _null_rows_batch(1000)  # a null column of a few rows still travels
+    assert decode_batch(BATCH_ARROW, honest).num_rows == 1000

@@ -450,12 +450,18 @@ def refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
             )
 
 
+ROWS_PER_BYTE = 8
+"""The most rows a received Arrow batch may have per byte of its IPC stream: one bit a row, as a boolean column or
+a validity bitmap takes (a column of no bytes a row, null or run-end encoded, could declare any count)."""
+
+
 def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     """The record batch (``kind`` :data:`ARROW_BATCH`) or table (:data:`ARROW_TABLE`) in ``data``.
 
     The data is validated fully (``validate(full=True)``: every offset, dictionary index and child
     length) before it is returned, so hostile bytes raise :class:`ColumnarDecodeError` instead of
-    crashing the process when a column is read.
+    crashing the process when a column is read; so does a batch of more rows than :data:`ROWS_PER_BYTE`
+    times its bytes.
     """
     what = "an Arrow record batch" if kind == ARROW_BATCH else "an Arrow table"
     pyarrow = _pyarrow(what)
@@ -472,6 +478,14 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
         raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
         raise ColumnarDecodeError(f"malformed {what} (Arrow IPC stream): {type(error).__name__}: {error}") from error
+    if table.num_rows > ROWS_PER_BYTE * len(data):
+        # columns of no bytes a row (none at all, null, empty structs, run-end encoded) hold any row count, and
+        # operators allocate by it: 224 bytes declaring 2**60 null rows made the columnar operators' key column
+        # (scopes.batches.column) ask NumPy for 2**60 items; 2**31 - 1 rows, which Arrow writes, ask for 16 GiB
+        raise ColumnarDecodeError(
+            f"{what} declares {table.num_rows} rows, more than its {len(data)} bytes hold at one bit a row; "
+            "a batch needs a column that takes bytes for its rows (not only null or run-end encoded columns)"
+        )
     if kind == ARROW_TABLE:
         return table
     batches = table.to_batches()
