@@ -1,4 +1,5 @@
-"""A bound on the nesting of JSON Lines files, checked before pyarrow's JSON parser sees them.
+"""A bound on the nesting of JSON Lines files, and their records being objects, checked before pyarrow's JSON parser
+sees them.
 
 pyarrow's parser recurses once per level of nesting and kills the process on a
 line nested some thousands of arrays deep.  :func:`check_json_depth` reads a
@@ -13,6 +14,13 @@ a block of lines there), the depth never falls below zero (so stray closing
 brackets cannot hide the openers after them), and it is carried across lines (a
 value may span lines within one of the parser's blocks).  A valid file's lines
 are measured exactly.
+
+Outside every record (depth 0, no string open) only whitespace and ``{`` may
+start, and a byte order mark at the file's start: a record that is not an
+object is refused with its line and byte offset.  pyarrow's parser killed the
+process (SIGSEGV) on a ``null`` record where it starts a block of lines (the
+file's first line, then one about every MiB); it refuses the other non-objects
+itself, and the scan refuses them all alike.
 """
 
 from __future__ import annotations
@@ -41,20 +49,37 @@ class _State:
     in_string: int = 0
     backslashes: int = 0  # parity of the run of backslashes the last chunk ended with
     lines: int = 0  # newlines before this chunk
+    offset: int = 0  # bytes before this chunk
+    outside: Any = None  # after _scan: the kept bytes' positions, whether each leaves the scan outside any record,
+    # and whether the chunk starts outside one (None: no kept byte in the chunk)
 
 
-def check_json_depth(path: str | os.PathLike[str], where: str, limit: int = MAX_JSON_DEPTH) -> None:
-    """Raise :class:`FileSourceError` naming ``path`` and the line if any record nests deeper than ``limit``."""
+def check_json_depth(
+    path: str | os.PathLike[str], where: str, limit: int = MAX_JSON_DEPTH, objects: bool = True
+) -> None:
+    """Raise :class:`FileSourceError` naming ``path`` and the line if any record nests deeper than ``limit``, or
+    (``objects``) naming the line and byte offset of any record that is not an object."""
     state = _State()
     try:
         with open(path, "rb") as source:
             while chunk := source.read(CHUNK_BYTES):
+                lines = state.lines
                 line = _scan(chunk, state, limit)
                 if line is not None:
                     raise FileSourceError(
                         f"{where}: {str(path)!r} line {line}: a record nests arrays and objects more than {limit} "
                         "deep; such records are refused before they reach pyarrow's JSON parser (which could crash)"
                     )
+                stray = _not_an_object(chunk, state, lines) if objects else None
+                if stray is not None:
+                    line, offset, byte = stray
+                    raise FileSourceError(
+                        f"{where}: {str(path)!r} line {line} (byte offset {offset}): a record that is not a JSON "
+                        f"object (it starts with {bytes([byte])!r}); each line of a JSON Lines file must hold one "
+                        "object. Such records are refused before they reach pyarrow's JSON parser (a null "
+                        "starting a block of lines crashed it)"
+                    )
+                state.offset += len(chunk)
     except OSError as error:
         raise FileSourceError(f"{where}: cannot read {str(path)!r}: {error}") from error
 
@@ -68,6 +93,7 @@ def _scan(chunk: bytes, state: _State, limit: int) -> int | None:
     """
     import numpy as np
 
+    state.outside = None
     data = np.frombuffer(chunk, dtype=np.uint8)
     special = data == _BACKSLASH
     for byte in (_QUOTE, _NEWLINE, *_OPENERS, *_CLOSERS):
@@ -98,11 +124,47 @@ def _scan(chunk: bytes, state: _State, limit: int) -> int | None:
     over = np.flatnonzero(depth > limit)
     if over.size:
         return state.lines + int(np.count_nonzero(newline[: over[0]])) + 1
+    state.outside = (where, (depth == 0) & ~in_string, state.depth == 0 and not state.in_string)
     state.depth = int(depth[-1])
     state.in_string = int(in_string[-1])
     state.backslashes = int(ends_odd_run and int(where[-1]) == data.size - 1)
     state.lines += int(lines_at.size)
     return None
+
+
+_WHITESPACE = (0x20, 0x09, 0x0A, 0x0D)
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
+def _not_an_object(chunk: bytes, state: _State, lines: int) -> tuple[int, int, int] | None:
+    """The first byte of ``chunk`` that starts a value other than an object outside every record, as ``(line,
+    byte offset in the file, byte)``; ``None`` if there is none.  Call after :func:`_scan`, with the state it left
+    and the newlines before the chunk (``state.offset`` still counts the bytes before it).
+
+    A byte is outside every record when the depth before it is 0 and no string is open; there, only
+    whitespace and ``{`` may start (a byte order mark may start the file).
+    """
+    import numpy as np
+
+    data = np.frombuffer(chunk, dtype=np.uint8)
+    if state.outside is None:  # no bracket, quote or newline in the chunk: outside throughout if it started so
+        outside_at = np.full(data.size, state.depth == 0 and not state.in_string)
+    else:
+        where, after, starts_outside = state.outside
+        # the state before each byte: the chunk's start up to its first kept byte, then each kept byte's after it
+        lengths = np.concatenate(([where[0] + 1], np.diff(where), [data.size - 1 - where[-1]]))
+        outside_at = np.repeat(np.concatenate(([starts_outside], after)), lengths)
+    blank = data == _WHITESPACE[0]
+    for byte in _WHITESPACE[1:]:
+        blank |= data == byte
+    if state.offset < len(_BYTE_ORDER_MARK) and chunk.startswith(_BYTE_ORDER_MARK[state.offset :]):
+        blank[: len(_BYTE_ORDER_MARK) - state.offset] = True
+    stray = np.flatnonzero(outside_at[: data.size] & ~blank & (data != _OPENERS[1]))
+    if not stray.size:
+        return None
+    first = int(stray[0])
+    line = lines + chunk.count(b"\n", 0, first) + 1
+    return line, state.offset + first, int(data[first])
 
 
 def _escapes(where: Any, kinds: Any) -> tuple[Any, bool]:

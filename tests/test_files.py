@@ -400,6 +400,43 @@ def test_a_later_json_lines_file_read_for_the_schema_is_bounded_before_pyarrow_p
     assert "1.jsonl' line 1: a record nests arrays and objects more than 100 deep" in done.stdout
 
 
+@pytest.mark.parametrize("before", [0, 1 << 20], ids=["first line", "first line of pyarrow's second block"])
+def test_a_json_lines_null_record_is_refused_naming_its_line_not_a_crash(tmp_path, before):
+    """A line holding ``null`` where pyarrow's JSON parser starts a block (the file's start, then every MiB) killed the
+    process (SIGSEGV), found by fuzzing read_files with byte changes: records that are no objects are refused
+    before pyarrow reads the file."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_bytes(b'{"a":1}\n' * (before // 8) + b'null\n{"a":2}\n')
+    program = textwrap.dedent(
+        f"""
+        from runtime import execute
+        from runtime.errors import WorkerFailed
+        from runtime.files import read_files
+        try:
+            execute(lambda worker: worker.dataflow(lambda scope: read_files(scope, {str(tmp_path / "in")!r},
+                                                                            format="jsonl")), workers=1)
+        except WorkerFailed as error:
+            print(error)
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    line = before // 8 + 1
+    assert f"0.jsonl' line {line} (byte offset {before}): a record that is not a JSON object" in done.stdout
+
+
 def test_json_lines_brackets_in_strings_and_nesting_up_to_the_limit_read(tmp_path):
     at_limit = '{"a": ' + "[" * 99 + "1" + "]" * 99 + "}"
     in_strings = '{"a": [[1]], "s": "\\\\\\"[[[' + "[" * 500 + '\\\\", "t": "{{{' + "{" * 500 + '"}'
