@@ -302,3 +302,29 @@ def test_an_arrow_batch_declaring_more_rows_than_its_bytes_hold_is_refused(rows:
         read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, attack)])]))
     honest = _null_rows_batch(1000)  # a null column of a few rows still travels
     assert decode_batch(BATCH_ARROW, honest).num_rows == 1000
+
+
+@pytest.mark.parametrize(
+    ("name", "damaged"),
+    [(b"qqq", b"q\xffq"), (b"Europe/Paris", b"Europe/Pari\xff"), (b"www", b"\xfe\xfe\xfe")],
+    ids=["struct child", "time zone", "child of a list's struct"],
+)
+def test_an_arrow_schema_name_that_is_not_utf8_is_refused(name: bytes, damaged: bytes) -> None:
+    """Found by fuzzing the IPC stream: a struct child's name (or a time zone) in damaged bytes passed full validation,
+    which checks the data only, and every read of the struct's values then raised a bare ``UnicodeDecodeError``."""
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table(
+        {
+            "st": pa.array([{"qqq": 1}]),
+            "ts": pa.array([1], pa.timestamp("ms", tz="Europe/Paris")),
+            "l": pa.array([[{"www": 1}]]),
+        }
+    )
+    _, encoded = encode_batch(table)
+    attack = bytes(encoded).replace(name, damaged)
+    assert attack != bytes(encoded)
+    with pytest.raises(WireError, match="UnicodeDecodeError"):
+        decode_batch(BATCH_ARROW, attack)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*UnicodeDecodeError"):
+        read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(7, attack)])]))
+    assert decode_batch(BATCH_ARROW, bytes(encoded)).to_pylist() == table.to_pylist()

@@ -450,6 +450,30 @@ def refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
             )
 
 
+def _check_names(pyarrow: Any, field: Any, depth: int = 0) -> None:
+    """Read every name in ``field``'s type (its children's names, a timestamp's time zone), which raises
+    ``UnicodeDecodeError`` for one that is not UTF-8: ``validate`` checks the data, not the schema's names, and a
+    struct child named in damaged bytes made every read of the struct's values raise it."""
+    if depth > _MAX_TYPE_DEPTH:
+        raise ColumnarDecodeError(f"an Arrow schema's types nest more than {_MAX_TYPE_DEPTH} deep")
+    field.name  # noqa: B018 - decoded on access
+    data_type = field.type
+    while True:
+        if isinstance(data_type, pyarrow.TimestampType):
+            data_type.tz  # noqa: B018 - decoded on access
+        if isinstance(data_type, pyarrow.DictionaryType):
+            data_type = data_type.value_type
+        elif isinstance(data_type, pyarrow.BaseExtensionType):
+            data_type = data_type.storage_type
+        else:
+            break
+    for index in range(data_type.num_fields):
+        _check_names(pyarrow, data_type.field(index), depth + 1)
+
+
+_MAX_TYPE_DEPTH = 64
+"""How deep the types of a received Arrow schema may nest (Arrow's own readers stop far deeper)."""
+
 ROWS_PER_BYTE = 8
 """The most rows a received Arrow batch may have per byte of its IPC stream: one bit a row, as a boolean column or
 a validity bitmap takes (a column of no bytes a row, null or run-end encoded, could declare any count)."""
@@ -474,6 +498,8 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
         # outside its data (a checksum cannot tell a crafted batch) crashed the process when the column
         # was read.  Full validation checks every offset, index and child before anything uses the data.
         table.validate(full=True)
+        for field in table.schema:
+            _check_names(pyarrow, field)
     except ColumnarDecodeError:
         raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
