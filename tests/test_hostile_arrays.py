@@ -328,3 +328,17 @@ def test_an_arrow_schema_name_that_is_not_utf8_is_refused(name: bytes, damaged: 
     with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*UnicodeDecodeError"):
         read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(7, attack)])]))
     assert decode_batch(BATCH_ARROW, bytes(encoded)).to_pylist() == table.to_pylist()
+
+
+@pytest.mark.parametrize("shape", [[1 << 62, 0], [0, 1 << 62], [70_000, 0]])
+def test_an_array_of_no_elements_declaring_huge_extents_is_refused(shape: list[int]) -> None:
+    """Found by fuzzing array headers: shape (2**62, 0) holds no elements, so no data checks its 2**62 rows (as
+    with a dtype of no bytes); it was a batch of 2**62 rows in 20 bytes, and concat_batches raised ValueError."""
+    attack = ndarray_bytes("|b1", shape)
+    with pytest.raises(WireError, match="holds no elements, and no data can back"):
+        decode_batch(BATCH_NDARRAY, attack)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*holds no elements"):
+        read_event_log_bytes(event_log_bytes([batch_event(attack)]))
+    for honest in (np.zeros((0, 3)), np.zeros((5, 0)), np.zeros((0,), "<i4")):
+        back = decode_batch(*encode_batch(honest))
+        assert back.shape == honest.shape and back.dtype == honest.dtype

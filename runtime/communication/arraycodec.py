@@ -32,6 +32,7 @@ frame) their memory, like an array received in the same process.
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from typing import Any
@@ -295,6 +296,10 @@ def _check_code_points(array: Any) -> None:
             )
 
 
+MAX_EMPTY_EXTENTS = 1 << 16
+"""The largest product of the non-zero extents of a received array of no elements (``(n, 0)`` is ``n`` empty rows)."""
+
+
 def ndarray_from(header: Any, body: memoryview) -> Any:
     """The array described by a decoded ``header`` (``[dtype, shape]``) whose memory is ``body``.
 
@@ -321,6 +326,13 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         count = 1
         for extent in shape:
             count *= extent
+        if not count and math.prod(extent for extent in shape if extent) > MAX_EMPTY_EXTENTS:
+            # no elements, so no data to check the other extents against: (2**62, 0) was a batch of 2**62 rows
+            # in 20 bytes, as a dtype of no bytes once was
+            raise ColumnarDecodeError(
+                f"an array of shape {shape} holds no elements, and no data can back its other extents "
+                f"(their product is over {MAX_EMPTY_EXTENTS})"
+            )
         size = count * dtype.itemsize
         if len(body) != size:
             raise ColumnarDecodeError(
