@@ -342,3 +342,14 @@ def test_an_array_of_no_elements_declaring_huge_extents_is_refused(shape: list[i
     for honest in (np.zeros((0, 3)), np.zeros((5, 0)), np.zeros((0,), "<i4")):
         back = decode_batch(*encode_batch(honest))
         assert back.shape == honest.shape and back.dtype == honest.dtype
+
+
+@pytest.mark.parametrize("titles", [[{"x": 1}], [["t"]], [b"t"], "t"])
+def test_field_titles_that_are_not_strings_are_refused(titles: object) -> None:
+    """Found by fuzzing array headers: numpy takes any object as a field title, and a dtype titled by a map is
+    unhashable: concat_batches, which builds the set of its batches' dtypes, raised TypeError."""
+    attack = ndarray_bytes(["struct", ["a"], ["<i4"], [0], 4, titles], [1], b"\0" * 4)
+    with pytest.raises(WireError, match="titles of a numpy dtype must be strings or nil"):
+        decode_batch(BATCH_NDARRAY, attack)
+    titled = np.zeros(2, np.dtype([(("the title", "a"), "<i4")]))
+    assert decode_batch(*encode_batch(titled)).dtype == titled.dtype

@@ -122,6 +122,10 @@ def _dtype_from_spec(spec: Any, depth: int = 0) -> Any:
         return numpy.dtype(spec)
     if spec.__class__ is list and spec and spec[0] == "struct" and len(spec) == 6:
         _, names, formats, offsets, itemsize, titles = spec
+        if titles.__class__ is not list or not all(title is None or title.__class__ is str for title in titles):
+            # numpy takes any object as a title, and a dtype with a map as one is unhashable: a set of dtypes
+            # (concat_batches) then raised TypeError
+            raise ColumnarDecodeError(f"the field titles of a numpy dtype must be strings or nil: {titles!r:.100}")
         return numpy.dtype(
             {
                 "names": list(names),
