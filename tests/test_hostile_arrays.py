@@ -353,3 +353,21 @@ def test_field_titles_that_are_not_strings_are_refused(titles: object) -> None:
         decode_batch(BATCH_NDARRAY, attack)
     titled = np.zeros(2, np.dtype([(("the title", "a"), "<i4")]))
     assert decode_batch(*encode_batch(titled)).dtype == titled.dtype
+
+
+@pytest.mark.parametrize("unit", [0, 1], ids=["months", "days and milliseconds"])
+def test_an_arrow_type_pyarrow_cannot_hold_in_python_is_refused(unit: int) -> None:
+    """Found by fuzzing the IPC stream: an interval column's unit changed from month-day-nano to months (or
+    day-time) decoded and validated, but pyarrow has no Python array class for those types, so every read of the
+    column (scopes.batches.column, to_pylist) raised a bare KeyError."""
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"iv": pa.array([(1, 2, 3)], pa.month_day_nano_interval())})
+    _, encoded = encode_batch(table)
+    unit_field = bytes.fromhex("0600080006000600000000000200")  # the Interval table: its unit, 2 (month-day-nano)
+    assert bytes(encoded).count(unit_field) == 1
+    attack = bytes(encoded).replace(unit_field, unit_field[:-2] + bytes([unit, 0]))
+    with pytest.raises(WireError, match="KeyError"):
+        decode_batch(BATCH_ARROW, attack)
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*KeyError"):
+        read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, attack)])]))
+    assert decode_batch(BATCH_ARROW, bytes(encoded)).to_pylist() == table.to_pylist()

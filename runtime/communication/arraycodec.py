@@ -469,11 +469,14 @@ def refuse_compressed(pyarrow: Any, buffer: Any, what: str) -> None:
 def _check_names(pyarrow: Any, field: Any, depth: int = 0) -> None:
     """Read every name in ``field``'s type (its children's names, a timestamp's time zone), which raises
     ``UnicodeDecodeError`` for one that is not UTF-8: ``validate`` checks the data, not the schema's names, and a
-    struct child named in damaged bytes made every read of the struct's values raise it."""
+    struct child named in damaged bytes made every read of the struct's values raise it.  Each type is also given
+    to pyarrow's Python classes once (an empty array of it): a type the IPC format holds but pyarrow's Python side
+    has no array class for (an interval of months) made every read of its column raise ``KeyError``."""
     if depth > _MAX_TYPE_DEPTH:
         raise ColumnarDecodeError(f"an Arrow schema's types nest more than {_MAX_TYPE_DEPTH} deep")
     field.name  # noqa: B018 - decoded on access
     data_type = field.type
+    pyarrow.nulls(0, data_type)
     while True:
         if isinstance(data_type, pyarrow.TimestampType):
             data_type.tz  # noqa: B018 - decoded on access
