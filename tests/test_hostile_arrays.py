@@ -371,3 +371,22 @@ def test_an_arrow_type_pyarrow_cannot_hold_in_python_is_refused(unit: int) -> No
     with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*KeyError"):
         read_event_log_bytes(event_log_bytes([msgpack.packb([1, 0, msgpack.ExtType(6, attack)])]))
     assert decode_batch(BATCH_ARROW, bytes(encoded)).to_pylist() == table.to_pylist()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [np.array(["NaT", "NaT"], "M8"), np.array(["NaT"], ">m8"), np.zeros(2, [("n", "<i2"), ("t", "<M8")])],
+    ids=["M8", "big-endian m8", "M8 field"],
+)
+def test_datetimes_of_generic_unit_other_than_nat_are_refused(array: np.ndarray) -> None:
+    """NumPy makes no datetime of generic unit but NaT: an array header naming ``M8`` over other data (found by
+    fuzzing array headers) decoded, and printing or iterating the array raised a bare ValueError."""
+    if array.dtype.names:
+        array["t"] = np.datetime64("NaT")
+    assert decode_batch(*encode_batch(array)).tobytes() == array.tobytes()  # all NaT: as numpy makes them
+    attack = bytearray(encode_batch(array)[1].__bytes__())
+    attack[-8:] = (5).to_bytes(8, "little" if array.dtype.str[0] != ">" else "big")
+    with pytest.raises(WireError, match="generic unit other than NaT"):
+        decode_batch(BATCH_NDARRAY, bytes(attack))
+    with pytest.raises(EventLogCorrupt, match=f"byte offset {EVENT_OFFSET}.*generic unit other than NaT"):
+        read_event_log_bytes(event_log_bytes([batch_event(bytes(attack))]))

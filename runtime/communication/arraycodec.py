@@ -244,13 +244,14 @@ MAX_CODE_POINT = 0x10FFFF
 """The largest Unicode code point: a ``U`` array's UTF-32 units beyond it are no characters."""
 
 
-def _code_units_dtype(dtype: Any) -> Any:
-    """``dtype`` with each ``U<n>`` (anywhere in it) seen as ``n`` unsigned 32-bit units of its byte order, and every
-    other leaf as opaque bytes; ``None`` if no ``U`` is in it."""
+def _checked_leaves_dtype(dtype: Any) -> Any:
+    """``dtype`` with each leaf whose bytes must be checked seen as integers, and every other leaf as opaque bytes;
+    ``None`` if no such leaf is in it.  A ``U<n>`` is seen as ``n`` unsigned 32-bit units, a datetime or timedelta
+    of generic unit (``M8``, ``m8``) as a signed 64-bit integer, each in its byte order."""
     import numpy
 
     if dtype.names is not None:
-        fields = [_code_units_dtype(dtype.fields[name][0]) for name in dtype.names]
+        fields = [_checked_leaves_dtype(dtype.fields[name][0]) for name in dtype.names]
         if all(field is None for field in fields):
             return None
         return numpy.dtype(
@@ -266,37 +267,50 @@ def _code_units_dtype(dtype: Any) -> Any:
         )
     if dtype.subdtype is not None:
         base, shape = dtype.subdtype
-        inner = _code_units_dtype(base)
+        inner = _checked_leaves_dtype(base)
         return None if inner is None else numpy.dtype((inner, shape))
     if dtype.kind == "U":
         return numpy.dtype((numpy.dtype(dtype.byteorder + "u4"), (dtype.itemsize // 4,)))
+    if dtype.kind in "Mm" and numpy.datetime_data(dtype)[0] == "generic":
+        return numpy.dtype(dtype.byteorder + "i8")
     return None
 
 
-def _unit_arrays(view: Any) -> Any:
-    """The ``u4`` leaves of an array viewed with :func:`_code_units_dtype`'s dtype."""
+def _leaf_arrays(view: Any) -> Any:
+    """The integer leaves of an array viewed with :func:`_checked_leaves_dtype`'s dtype."""
     if view.dtype.names is None:
-        if view.dtype.kind == "u":
+        if view.dtype.kind in "ui":
             yield view
         return
     for name in view.dtype.names:
-        yield from _unit_arrays(view[name])
+        yield from _leaf_arrays(view[name])
 
 
-def _check_code_points(array: Any) -> None:
-    """Refuse an array whose ``U`` data (anywhere in its dtype) holds a unit beyond :data:`MAX_CODE_POINT`.
+def _check_leaves(array: Any) -> None:
+    """Refuse an array whose ``U`` data (anywhere in its dtype) holds a unit beyond :data:`MAX_CODE_POINT`, or whose
+    datetimes or timedeltas of generic unit are not all ``NaT``.
 
     NumPy reads such a unit into a ``str`` that CPython cannot represent: printing the array raised
-    ``SystemError``, and ``tolist()`` gave strings whose methods raised it.
+    ``SystemError``, and ``tolist()`` gave strings whose methods raised it.  NumPy makes no generic-unit datetime
+    but ``NaT``, and cannot show any other: printing or iterating the array raised ``ValueError``.
     """
-    units = _code_units_dtype(array.dtype)
-    if units is None:
+    import numpy
+
+    leaves = _checked_leaves_dtype(array.dtype)
+    if leaves is None:
         return
-    for leaf in _unit_arrays(array.view(units)):
-        if leaf.size and leaf.max() > MAX_CODE_POINT:
+    for leaf in _leaf_arrays(array.view(leaves)):
+        if not leaf.size:
+            continue
+        if leaf.dtype.kind == "u" and leaf.max() > MAX_CODE_POINT:
             raise ColumnarDecodeError(
                 f"a numpy array of dtype {array.dtype} holds a character beyond Unicode's last code point "
                 f"(U+{MAX_CODE_POINT:X}): its data is damaged"
+            )
+        if leaf.dtype.kind == "i" and (leaf != numpy.iinfo(numpy.int64).min).any():
+            raise ColumnarDecodeError(
+                f"a numpy array of dtype {array.dtype} holds a datetime or timedelta of generic unit other than "
+                "NaT, which numpy never makes: its data is damaged"
             )
 
 
@@ -345,7 +359,7 @@ def ndarray_from(header: Any, body: memoryview) -> Any:
         if size == 0:
             return numpy.zeros(shape, dtype)
         array = numpy.frombuffer(body, dtype=dtype, count=count).reshape(shape)
-        _check_code_points(array)
+        _check_leaves(array)
         if body.readonly or array.ctypes.data % DATA_ALIGNMENT:
             # a copy: writable, and as aligned as the dtype's layout allows (NumPy's slow paths for
             # misaligned memory made np.minimum.at 20x slower on a received structured array)
