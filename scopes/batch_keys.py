@@ -21,6 +21,7 @@ from scopes.batches import (
     describe_value,
     is_arrow,
     is_columnar,
+    refuse_repeated_names,
 )
 from scopes.destinations import check_keys
 from scopes.errors import KeyHashError, OperatorFailed, TimelyError, UserFunctionError, describe_user_error
@@ -175,6 +176,17 @@ class BatchKeys:
             available,
         )
 
+    def arrow_field(self, batch: Any, time: Any) -> Any:
+        """The key column's field in an Arrow ``batch`` at ``time``; a :class:`BatchError` if the batch has no column
+        of that name, or more than one (pyarrow's ``KeyError`` says "does not exist" for a name it holds twice)."""
+        names = batch.schema.names
+        count = names.count(self.key)
+        if count != 1:
+            if count:
+                refuse_repeated_names(batch, names, self.where, f" at time {time!r}")
+            self.missing(batch, time)
+        return batch.schema.field(self.key)
+
     def destinations(self, batch: Any, time: Any, peers: int) -> np.ndarray:
         """The worker (``stable_hash(key) % peers``) of each row, as an integer array with one entry per row.
 
@@ -205,6 +217,7 @@ class BatchKeys:
                     self.missing(batch, time)
                 check_key_type(batch.dtype[key], key, self.where, time)
                 return batch[key]
+            self.arrow_field(batch, time)
             column = batch.column(key)
             check_key_type(column.type, key, self.where, time)
             return column
@@ -273,7 +286,7 @@ class CheckBatchPusher:
                 if batch.dtype[keys.key].kind == "O":
                     stable_hash_array(batch[keys.key])  # objects: raises KeyHashError as routing would
             elif kind != "list":  # an Arrow batch (check_kind refused a list with a column name)
-                check_key_type(batch.schema.field(keys.key).type, keys.key, keys.where, time)
+                check_key_type(keys.arrow_field(batch, time).type, keys.key, keys.where, time)
         else:
             found = keys.keys(batch, time)
             plain = found.__class__ is np.ndarray and found.ndim == 1 and found.dtype.kind in "biufUS"

@@ -253,6 +253,35 @@ def column_names(batch: Any) -> tuple[str, ...]:
     return ()
 
 
+def repeated_names(names: Sequence[str]) -> list[str]:
+    """The column names ``names`` holds more than once, each once, in order (Arrow allows them, NumPy does not)."""
+    if len(set(names)) == len(names):
+        return []
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for name in names:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    return repeated
+
+
+def refuse_repeated_names(batch: Any, names: Sequence[str], where: str, at: str = "") -> None:
+    """Raise :class:`BatchError` if an Arrow ``batch`` has more than one column named as one of ``names``.
+
+    The columnar operators find their columns by name; pyarrow then raises a bare
+    ``KeyError`` (that the field "exists 2 times", or "does not exist").  ``where``
+    names the operator, ``at`` the time (`` at time 3``).
+    """
+    repeated = repeated_names(names)
+    if repeated:
+        raise BatchError(
+            f"{where}: the Arrow {batch_kind(batch)}{at} has more than one column named "
+            f"{', '.join(map(repr, repeated))}; columnar operators find columns by name, so each must be unique: "
+            "rename them (rename_columns) or drop the extra ones"
+        )
+
+
 def column(batch: Any, key: str) -> np.ndarray:
     """The column (structured-array field) ``key`` of ``batch`` as a 1-D NumPy array.
 
@@ -281,6 +310,8 @@ def column(batch: Any, key: str) -> np.ndarray:
             raise KeyColumnError(
                 f"no column {key!r} in an Arrow {batch_kind(batch)}; its columns are {list(names)}", key, names
             )
+        if names.count(key) > 1:
+            refuse_repeated_names(batch, [key, key], f"column {key!r}")
         values = batch.column(key)
         if batch_kind(batch) == "Table":
             values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)

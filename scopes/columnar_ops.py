@@ -74,7 +74,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.arrow_joins import join_tables
-from scopes.batches import batch_kind, column_names, concat_batches, describe_value, is_arrow
+from scopes.batches import (
+    batch_kind,
+    column_names,
+    concat_batches,
+    describe_value,
+    is_arrow,
+    refuse_repeated_names,
+)
 from scopes.channels import ExchangeBatch, Pipeline
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, KeyColumnError
@@ -230,6 +237,8 @@ def check_columns(batch: Any, needed: Sequence[str], where: str, time: Any, keys
             "lists)"
         )
     names = column_names(batch)
+    if is_arrow(batch):
+        refuse_repeated_names(batch, names, where, at)
     for name in needed:
         if name not in names:
             raise KeyColumnError(

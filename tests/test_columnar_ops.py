@@ -487,3 +487,60 @@ def test_numpy_float_keys_come_out_as_arrow_s_do_zero_for_minus_zero_and_one_nan
         rows = sorted(run.output()[0], key=lambda row: row["v_sum"] if isinstance(row, dict) else row[1])
         keys = [row["k"] if isinstance(row, dict) else row[0] for row in rows]
         assert [np.signbit(key) for key in keys] == [False, False] and keys[0] == 0.0 and np.isnan(keys[1])
+
+
+REPEATED_COLUMNS = {
+    "the key twice": (["k", "k", "v"], "'k'"),
+    "a value twice": (["k", "v", "v"], "'v'"),
+    "another column twice": (["k", "v", "x", "x"], "'x'"),
+}
+"""Arrow tables whose column names repeat (Arrow allows it), and the name the refusal must give."""
+
+COLUMNAR_OPERATORS = {
+    "aggregate_batch": lambda scope, rows: rows.aggregate_batch("k", [("v", "sum")]),
+    "join_batch": lambda scope, rows: rows.join_batch(rows, "k"),
+}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("operator", sorted(COLUMNAR_OPERATORS))
+@pytest.mark.parametrize("shape", sorted(REPEATED_COLUMNS))
+def test_arrow_batches_with_a_column_name_twice_are_refused_naming_it(shape: str, operator: str, workers: int) -> None:
+    """Columnar operators find columns by name; with a name twice pyarrow raised a bare KeyError ("exists 2 times",
+    or "does not exist" at one worker), or, for a column the operator does not use, failed deep inside a join."""
+    from runtime.testing import run_dataflow
+
+    names, named = REPEATED_COLUMNS[shape]
+    table = pa.Table.from_arrays([pa.array([1, 2, 1]) for _ in names], names=names)
+    with pytest.raises(WorkerFailed) as failure:
+        run_dataflow(COLUMNAR_OPERATORS[operator], [table], workers=workers)
+    refusal = _cause_of_type(failure.value, BatchError)
+    assert refusal is not None, failure.value
+    message = str(refusal)
+    assert f"more than one column named {named}" in message and "rename" in message and "at time 0" in message
+
+
+def _cause_of_type(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first error of type ``kind`` in ``error``'s chain of causes (``error`` included)."""
+    found: BaseException | None = error
+    while found is not None and not isinstance(found, kind):
+        found = found.__cause__
+    return found
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_exchange_batch_refuses_a_repeated_key_column_and_passes_other_repeated_names(workers: int) -> None:
+    """exchange_batch reads only its key column: a key named twice is refused the same way at every worker count (it
+    was a bare KeyError, saying "does not exist" at one worker); a batch with another name twice is routed whole."""
+    from runtime.testing import run_dataflow
+
+    route = lambda scope, rows: rows.exchange_batch("k")  # noqa: E731
+    twice = pa.Table.from_arrays([pa.array([1, 2]), pa.array([1, 2]), pa.array([3, 4])], names=["k", "k", "v"])
+    with pytest.raises(WorkerFailed) as failure:
+        run_dataflow(route, [twice], workers=workers)
+    assert "more than one column named 'k'" in str(_cause_of_type(failure.value, BatchError))
+    other = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4]), pa.array([5, 6])], names=["k", "v", "v"])
+    as_rows = lambda scope, rows: route(scope, rows).map_batch(  # noqa: E731 - every column, the names aside
+        lambda batch: list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+    )
+    assert sorted(run_dataflow(as_rows, [other], workers=workers).output()[0]) == [(1, 3, 5), (2, 4, 6)]
