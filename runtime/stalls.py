@@ -6,7 +6,8 @@ when both hold:
 * the wait's condition reads the dataflow's progress: it consulted at least one
   probe while the worker was idle (a :class:`Wait` compares each probe's read
   count with the count when the worker last went idle, when no operator runs, so
-  that a probe only an operator's logic reads does not count);
+  that a probe only an operator's logic reads does not count, and counts only
+  the waiting thread's reads, so that one only another thread reads does not either);
 * every pointstamp that holds one of those probes back is the capability of an
   open input, or a capability or message that such a capability could still
   cause at that time: for a pointstamp ``(loc, t)`` some input capability at
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from threading import get_ident
 from typing import Any, Protocol
 
 from scopes.input_handle import InputHandle
@@ -58,8 +60,13 @@ class Wait:
     """
 
     def __init__(self, probes: Sequence[ProbeHandle]) -> None:
-        """Remember how often each of ``probes`` had been read when the wait began."""
+        """Remember how often each of ``probes`` had been read when the wait began, counting from here on only
+        their reads by the calling thread (the one that waits): another thread's read is not the condition's."""
         self._probes = list(probes)
+        waiting = get_ident()
+        for probe in self._probes:
+            probe.thread_of = get_ident
+            probe.reader = waiting
         self._reads = [probe.reads for probe in self._probes]
 
     def rebase(self) -> None:

@@ -38,17 +38,26 @@ class ProbeHandle:
         self._attached = 0
         self._sharing: ProbeOperator | None = None
         self.reads = 0
-        """How many times the frontier was read (``less_than``, ``less_equal``, ``done``, ``frontier``).
+        """How many times the frontier was read (``less_than``, ``less_equal``, ``done``, ``frontier``) on the
+        thread :attr:`reader` names (on any thread while :attr:`thread_of` is ``None``).
 
         The worker compares it before and during ``step_while`` to learn whether
-        the wait's condition reads this probe, which a certain stall requires.
+        the wait's condition reads this probe, which a certain stall requires; a
+        read by another thread (a user's progress reporter, say) is not the condition's.
         """
+        self.thread_of: Callable[[], int] | None = None
+        """The calling thread's identity (``threading.get_ident``, set by the runtime: this package takes no threads);
+        ``None`` counts every read."""
+        self.reader = 0
+        """The identity of the thread whose reads :attr:`reads` counts: the one that waits in ``step_while``."""
         self.operators: list[ProbeOperator] = []
         """The probe operators reporting here (their addresses locate the probe in its dataflow)."""
 
     def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
-        self.reads += 1
+        thread_of = self.thread_of
+        if thread_of is None or thread_of() == self.reader:
+            self.reads += 1
         try:
             return self._frontier.less_than(time)
         except TypeError as error:
@@ -56,7 +65,9 @@ class ProbeHandle:
 
     def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
-        self.reads += 1
+        thread_of = self.thread_of
+        if thread_of is None or thread_of() == self.reader:
+            self.reads += 1
         try:
             return self._frontier.less_equal(time)
         except TypeError as error:
@@ -78,7 +89,9 @@ class ProbeHandle:
 
     def done(self) -> bool:
         """Whether no time at all may appear any more."""
-        self.reads += 1
+        thread_of = self.thread_of
+        if thread_of is None or thread_of() == self.reader:
+            self.reads += 1
         return self._frontier.is_empty()
 
     @property
@@ -88,7 +101,9 @@ class ProbeHandle:
         Reading it without the call (``list(probe.frontier)``, ``probe.frontier.elements``)
         still works, and warns that it is deprecated.
         """
-        self.reads += 1
+        thread_of = self.thread_of
+        if thread_of is None or thread_of() == self.reader:
+            self.reads += 1
         return ProbeFrontier(self._frontier.frontier().elements)
 
     def update(self, updates: Updates) -> None:

@@ -80,6 +80,14 @@ def test_a_probe_only_an_operator_reads_does_not_make_a_deadline_wait_certain(sh
     assert results == [[True]] * len(results)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", ["1 worker", "2 threads", "2 processes"])
+def test_a_probe_another_thread_reads_does_not_make_an_outside_wait_certain(shape: str) -> None:
+    """A thread of the user's read the probe during the wait, the condition never did: the outside event ends it."""
+    results = execute(stall_mains.monitored_main, **SHAPES[shape])
+    assert sum(sum(counts) for counts in results) == len(results)
+
+
 def test_a_capability_a_timer_drops_later_is_not_certain() -> None:
     """The operator's capability at 0 cannot come from the input, advanced to 1: the timer ends the wait."""
     assert execute(stall_mains.timer_main) == [["tick"]]

@@ -72,6 +72,33 @@ def operator_reads_probe_main(worker: Worker) -> list[Any]:
     return seen
 
 
+def monitored_main(worker: Worker) -> list[Any]:
+    """``step_while`` on an outside event while a thread of the user's reads the probe that the open input holds:
+    healthy.
+
+    The thread (a progress reporter, say) reads the probe all through the wait; the condition never does. Before,
+    every read of the probe during an idle period counted as the condition's, so the wait was judged certain and
+    raised ``DataflowStuck`` (found by a randomized campaign of waiting programs).
+    """
+    worker.certain_stall = CERTAIN_STALL
+    handle, probe, seen = counted(worker)
+    handle.send(1)  # the input stays open at time 0 during the wait
+    arrived = threading.Event()
+
+    def reporter() -> None:
+        deadline = time.monotonic() + OUTSIDE_WAIT
+        while time.monotonic() < deadline:
+            probe.less_than(1)  # reading how far the output is behind, as a progress line would
+            time.sleep(0.001)  # not a sync: the pace of the reporter's reads
+        arrived.set()  # the outside data the wait is for
+
+    threading.Thread(target=reporter, daemon=True).start()
+    worker.step_while(lambda: not arrived.is_set())
+    handle.advance_to(1)
+    worker.step_while(lambda: probe.less_than(1))
+    return sorted(seen)
+
+
 def forgotten_main(worker: Worker) -> None:
     """Shape 2: the input is never advanced or closed, and ``main`` waits for the probe to finish."""
     worker.certain_stall = CERTAIN_STALL
