@@ -101,6 +101,16 @@ class StallWatch:
         if self.wait is not None:
             self.wait.rebase()
 
+    def poll_began(self) -> list[int] | None:
+        """Only timers woke the idle worker: what the wait's probes have been read so far (``None``: no wait)."""
+        return self.wait.snapshot() if self.wait is not None else None
+
+    def poll_found_nothing(self, snapshot: list[int] | None) -> None:
+        """The run since :meth:`poll_began` moved nothing, so the idle period goes on: the operators' reads of
+        probes during it were not the wait's condition's."""
+        if self.wait is not None and snapshot is not None:
+            self.wait.exclude(snapshot)
+
     def drain(self) -> None:
         """``main`` has returned: only the dataflows can still move."""
         self.draining = True

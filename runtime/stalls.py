@@ -73,6 +73,17 @@ class Wait:
         """Count reads from now on only: the worker has just gone idle, so only the condition reads from here."""
         self._reads = [probe.reads for probe in self._probes]
 
+    def snapshot(self) -> list[int]:
+        """Each probe's read count now, to :meth:`exclude` the reads that follow."""
+        return [probe.reads for probe in self._probes]
+
+    def exclude(self, snapshot: list[int]) -> None:
+        """Forget the reads since ``snapshot`` (an operator's, in a run that did not end the idle period), keeping
+        those before it (the condition's)."""
+        self._reads = [
+            before + probe.reads - then for probe, before, then in zip(self._probes, self._reads, snapshot, strict=True)
+        ]
+
     def consulted(self) -> list[ProbeHandle]:
         """The probes read since the wait began or was last rebased."""
         return [probe for probe, before in zip(self._probes, self._reads, strict=True) if probe.reads != before]

@@ -323,11 +323,14 @@ class Worker:
         comm = self._comm
         if comm.stop_reason is not None:
             self._stopped(comm.stop_reason)
+        polled = False  # only timers gave the worker work: a poll, which may find nothing (see _poll_moved)
         addresses = comm.take_activations()
         if addresses:
             self._activate(addresses)
         if self._timers_pending:
+            quiet = not self._active
             wait = self._timers.fire(self._activate)
+            polled = quiet and bool(self._active)
             if wait is not None and (timeout is None or wait < timeout):
                 timeout = wait  # parks only until the next timer (a timeout of 0 stays 0)
         if not self._active and timeout != 0 and self._dataflows:
@@ -337,13 +340,19 @@ class Worker:
             if addresses:
                 self._activate(addresses)
             if self._timers_pending:
+                quiet = not self._active
                 self._timers.fire(self._activate)
+                polled = quiet and bool(self._active)
         if self._active:
-            if self._idle:
-                self._timers.thread = get_ident()  # noted when the worker resumes or goes idle, not at every step
-                self._idle = False
-                comm.report_idle(False)  # also withdraws a report_stuck
-                self._stalls.resumed()
+            if polled:
+                for index in self._active:
+                    polled_dataflow = self._dataflows.get(index)
+                    if polled_dataflow is not None:
+                        polled_dataflow.root.moved = False
+                polled_indices = list(self._active)
+                polled_reads = self._stalls.poll_began() if self._idle else None
+            elif self._idle:
+                self._resume()
             if len(self._active) == 1:  # the usual case: one dataflow, no sorting
                 active = [self._active.pop()]
             else:
@@ -371,6 +380,20 @@ class Worker:
                 if self._several:  # wake the peers this step sent to (see end_step) before the error leaves it
                     comm.end_step(False)
                 raise
+            if polled:
+                if self._poll_moved(polled_indices):
+                    if self._idle:
+                        self._resume()
+                else:  # the worker waits, as in a step that found nothing to do
+                    if self._idle:
+                        self._stalls.poll_found_nothing(polled_reads)
+                    else:
+                        self._timers.thread = get_ident()
+                        self._idle = True
+                        self._stalls.idle_began()
+                    comm.report_idle(True)
+                    if self._dataflows:  # a poller that runs at every step must not keep the stall from being judged
+                        self._stalls.check(comm.stalled_for(), self.auditor)
         else:
             if not self._idle:
                 self._timers.thread = get_ident()
@@ -384,6 +407,26 @@ class Worker:
         if self._several:
             comm.end_step(bool(self._active))
         return bool(self._dataflows)
+
+    def _resume(self) -> None:
+        """The worker has work again after an idle period: tell the stall watch and the other workers."""
+        self._timers.thread = get_ident()  # noted when the worker resumes or goes idle, not at every step
+        self._idle = False
+        self._comm.report_idle(False)  # also withdraws a report_stuck
+        self._stalls.resumed()
+
+    def _poll_moved(self, indices: list[int]) -> bool:
+        """Whether the run of dataflows ``indices``, which only timers woke while the worker was idle, moved anything.
+
+        An operator polling for outside data (``info.activate_after``) runs every few milliseconds; a run that
+        finds nothing sends nothing, changes no capability and wakes no other operator, so the worker goes on
+        waiting, and so does the stall it is part of, which may still be judged. (Before, every such run ended
+        the stall: a poller anywhere hid a certain stall, a ``stall_timeout`` and the warning for ever.)
+        """
+        if self._active:
+            return True
+        dataflows = self._dataflows
+        return any(index not in dataflows or dataflows[index].root.moved for index in indices)
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:

@@ -54,6 +54,17 @@ def test_waiting_for_a_probe_an_unadvanced_input_holds_raises(shape: str) -> Non
     assert "This cannot change" in message or "no worker can make progress" in message
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["1 worker", "2 threads", "2 processes"])
+def test_a_source_polling_in_another_dataflow_does_not_hide_a_certain_stall(shape: str) -> None:
+    """A timer's run that finds nothing moves nothing: the stall goes on and is judged as without the poller."""
+    with pytest.raises(WorkerFailed) as failure:
+        execute(stall_mains.polled_forgotten_main, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert f"input 'Edges' is still open at time 0 (created at stall_mains.py:{edges_line()})" in str(cause)
+
+
 def test_the_certain_error_says_why_and_where() -> None:
     with pytest.raises(WorkerFailed) as failure:
         execute(stall_mains.forgotten_main)

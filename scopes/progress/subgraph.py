@@ -116,6 +116,9 @@ class Subgraph(Operate):
         self._heap: list[int] = []
         self._running = False
         """Whether :meth:`pull_internal_progress` runs: it asks the parent for another run at its end if needed."""
+        self.moved = False
+        """Set whenever a run propagates progress changes (a record sent or received, a capability changed, on any
+        worker); the runtime clears it to learn whether a run moved anything (a poll that found nothing did not)."""
         self._progcaster = Progcaster(address)
         self._external: list[list[tuple[Any, int]]] = []
         self._incomplete: list[bool] = []
@@ -466,6 +469,7 @@ class Subgraph(Operate):
         consumed: Sequence[ChangeBatch[Any]],
         produced: Sequence[ChangeBatch[Any]],
     ) -> None:
+        self.moved = True
         tracker = self._tracker
         assert tracker is not None
         progcaster = self._progcaster

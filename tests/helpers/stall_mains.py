@@ -99,6 +99,34 @@ def monitored_main(worker: Worker) -> list[Any]:
     return sorted(seen)
 
 
+def polling_source(scope: Any, name: str) -> Any:
+    """A source polling an outside queue that stays empty, every 5 ms with ``info.activate_after``, for ever."""
+
+    def constructor(capability: Any, info: Any) -> Any:
+        held = [capability]
+
+        def logic(output: Any) -> None:
+            assert held  # the source keeps its capability: more data may come
+            info.activate_after(0.005)
+
+        return logic
+
+    return scope.source(name, constructor)
+
+
+def polled_forgotten_main(worker: Worker) -> None:
+    """``forgotten_main`` while another dataflow polls outside for ever: the stall is certain all the same.
+
+    Before, every poll (a run that found nothing) ended the stall, so it never lasted ``certain_stall`` and the
+    wait hung for ever, with no error and no warning (found by a randomized campaign of stuck programs).
+    """
+    worker.certain_stall = CERTAIN_STALL
+    worker.dataflow(lambda scope: polling_source(scope, "Polled").probe(), name="stream")
+    handle, probe, _ = counted(worker)
+    handle.send(1)
+    worker.step_while(lambda: not probe.done())
+
+
 def forgotten_main(worker: Worker) -> None:
     """Shape 2: the input is never advanced or closed, and ``main`` waits for the probe to finish."""
     worker.certain_stall = CERTAIN_STALL
