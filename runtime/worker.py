@@ -72,6 +72,8 @@ class Dataflow:
         self.unverified: set[int] = set()
         self.fingerprints: Puller | None = None
         self.checkpoints: CheckpointManager | None = None
+        self.scopes: list[Subgraph] = _scopes(root)
+        """The top-level subgraph and every scope nested in it (a poll moved something if any of them did)."""
 
     def __repr__(self) -> str:
         return f"Dataflow({self.index}, {self.name!r})"
@@ -348,7 +350,8 @@ class Worker:
                 for index in self._active:
                     polled_dataflow = self._dataflows.get(index)
                     if polled_dataflow is not None:
-                        polled_dataflow.root.moved = False
+                        for subgraph in polled_dataflow.scopes:
+                            subgraph.moved = False
                 polled_indices = list(self._active)
                 polled_reads = self._stalls.poll_began() if self._idle else None
             elif self._idle:
@@ -426,7 +429,9 @@ class Worker:
         if self._active:
             return True
         dataflows = self._dataflows
-        return any(index not in dataflows or dataflows[index].root.moved for index in indices)
+        return any(
+            index not in dataflows or any(subgraph.moved for subgraph in dataflows[index].scopes) for index in indices
+        )
 
     def _stopped(self, reason: Stop) -> None:
         if reason.kind == "stalled" and self._idle:
@@ -548,6 +553,15 @@ def _in_step_of(worker: weakref.ref[Worker]) -> bool:
 
 
 _STEP_CODE = Worker._step_or_park.__code__  # noqa: SLF001
+
+
+def _scopes(subgraph: Subgraph) -> list[Subgraph]:
+    """``subgraph`` and every scope nested in it, at any depth."""
+    found = [subgraph]
+    for child in subgraph.children[1:]:
+        if isinstance(child, Subgraph):
+            found.extend(_scopes(child))
+    return found
 
 
 def _ordinal(index: int) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import pytest
 
 from runtime import DataflowStuck, WorkerFailed, execute
+from scopes import Pipeline
 
 PATIENCE = 30.0
 """How long the outside data waits for the warning before it comes anyway (and the test fails on the warning)."""
@@ -153,3 +154,49 @@ def test_waiting_with_every_dataflow_complete_is_no_stall(workers):
         return worker.dataflows
 
     assert execute(main, workers=workers, stall_timeout=0.3) == [[]] * workers
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_timer_that_moves_a_loop_on_inside_is_no_stall(workers):
+    """A timer's run that moves only a nested scope's times (a loop's iterations) is work: no stall_timeout.
+
+    A run that only timers woke counts as work when it moves progress, and a loop's iterations move inside its
+    scope only: the loop's summary at its outputs stays at the outer time. Checking the top-level scope alone
+    took each tick for a poll that found nothing, and this loop of 100 ticks failed with DataflowStuck.
+    """
+
+    def main(worker):
+        def ticker(stream):
+            def constructor(capability, info):
+                held = [capability]
+                ticks = [0]
+
+                def logic(input, output):
+                    for _ in input:
+                        pass
+                    if not held:
+                        return
+                    if ticks[0] == 100:
+                        held.pop().drop()
+                        return
+                    if ticks[0]:
+                        time_ = held[0].time
+                        held[0].downgrade(type(time_)(time_.outer, time_.inner + 1))
+                    ticks[0] += 1
+                    info.activate_after(0.01)
+
+                return logic
+
+            return stream.unary(Pipeline, "Ticker", constructor)
+
+        def build(scope):
+            handle, stream = scope.new_input("In")
+            return handle, scope.iterative(lambda inner: ticker(stream.enter(inner)).leave()).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        return probe.less_than(1)
+
+    assert execute(main, workers=workers, stall_timeout=0.5) == [False] * workers
