@@ -201,6 +201,12 @@ class Sequencer(Generic[T]):
         ready = state.ready
         worker = self._worker
         deadline = None if timeout is None else time.monotonic() + timeout
+        if deadline is None:  # judged as a step_while: a take that no worker's main can still feed raises
+            worker.wait_for_peers(
+                lambda: len(ready) < number and not (state.ended and not state.staged),
+                f"sequencer '{self.name}'.take({number})",
+                lambda: not state.staged and not state.proposals,
+            )
         while len(ready) < number:
             if state.ended and not state.staged:
                 raise TimelyRuntimeError(

@@ -11,7 +11,7 @@ waiting messages, loops still circulating.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from runtime.audit import Auditor
@@ -73,18 +73,28 @@ class StallWatch:
         """Whether ``main`` has returned: only the dataflows can still move."""
         self._judged: int | None = None  # consulted probes when this idle period was last judged
         self._holding: Holding | None = None  # what alone holds the wait back
+        self._peers_only = False  # the wait (see begin_wait's peers) can end only when another worker's main acts
 
     def resumed(self) -> None:
         """Work is being done again after an idle period: forget the judgement, withdraw a reported stall."""
         self._judged = self._holding = None
+        self._peers_only = False
         if self._reported is not None:
             self._reported = None
             report_stall(self._index, None)
 
-    def begin_wait(self, probes: Sequence[ProbeHandle]) -> Wait | None:
-        """``main`` enters ``step_while`` (reading some of ``probes``); returns the wait it was in before."""
+    def begin_wait(
+        self, probes: Sequence[ProbeHandle], peers: tuple[str, Callable[[], bool]] | None = None
+    ) -> Wait | None:
+        """``main`` enters ``step_while`` (reading some of ``probes``); returns the wait it was in before.
+
+        ``peers``: the wait is for other workers' ``main`` (a ``Sequencer.take``): what it is, for messages, and
+        a test of whether, once every worker is idle, only another worker's ``main`` can end it.
+        """
         outer, self.wait = self.wait, Wait(probes)
+        self.wait.peers = peers
         self._judged = self._holding = None
+        self._peers_only = False
         self._comm.report_stuck(False)
         return outer
 
@@ -94,6 +104,7 @@ class StallWatch:
         if outer is not None:  # what was read during the inner wait was not the outer condition's
             outer.rebase()
         self._judged = self._holding = None
+        self._peers_only = False
         self._comm.report_stuck(False)
 
     def idle_began(self) -> None:
@@ -136,6 +147,8 @@ class StallWatch:
             and self._comm.all_stuck()
         ):
             raise DataflowStuck(self.certain_message())
+        if self._peers_only and self.wait is not None and stalled > self.certain_stall and self._comm.all_stuck():
+            raise DataflowStuck(self._peers_message())
         if self.draining and stalled > self.certain_stall:
             unbuilt = {index: set(hosted.unverified) for index, hosted in self._dataflows.items() if hosted.unverified}
             if unbuilt and self._comm.all_stuck():
@@ -169,13 +182,25 @@ class StallWatch:
         if self._judged == len(consulted):
             return
         self._judged = len(consulted)
-        if wait is not None:
+        if wait is not None and wait.peers is not None:
+            self._peers_only = not self._comm.in_flight() and wait.peers[1]()
+            self._comm.report_stuck(self._peers_only)
+        elif wait is not None:
             inputs = self._context.inputs
             holding = None if self._comm.in_flight() else holding_inputs(consulted, self._dataflows, inputs)
             self._holding = holding
             self._comm.report_stuck(holding is not None)
         else:
             self._comm.report_stuck(self.draining)
+
+    def _peers_message(self) -> str:
+        """Why a wait that only other workers' ``main`` can end cannot end, and what to do."""
+        assert self.wait is not None and self.wait.peers is not None
+        return (
+            f"{self.explain_stuck()}\nThis cannot change: worker {self._index} waits in {self.wait.peers[0]}, which "
+            "only a main that pushes (or closes its sequencer) can end, and every worker's main waits in a wait "
+            "that cannot end either or has returned. Push as many items as are taken, or take with a timeout."
+        )
 
     def stopped_message(self) -> str:
         """The explanation when another worker found the stall certain and stopped this one: :meth:`certain_message`

@@ -27,7 +27,7 @@ worker's ``main`` still running, a probe inside a nested scope).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from threading import get_ident
 from typing import Any, Protocol
@@ -63,6 +63,8 @@ class Wait:
         """Remember how often each of ``probes`` had been read when the wait began, counting from here on only
         their reads by the calling thread (the one that waits): another thread's read is not the condition's."""
         self._probes = list(probes)
+        self.peers: tuple[str, Callable[[], bool]] | None = None
+        """For a wait on other workers' ``main`` (see :meth:`runtime.stall_watch.StallWatch.begin_wait`)."""
         waiting = get_ident()
         for probe in self._probes:
             probe.thread_of = get_ident

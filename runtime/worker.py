@@ -455,6 +455,21 @@ class Worker:
         finally:
             self._stalls.end_wait(outer)
 
+    def wait_for_peers(self, condition: Callable[[], bool], what: str, only_peers: Callable[[], bool]) -> None:
+        """Step while ``condition()`` holds, on something only other workers' ``main`` provides (a
+        ``Sequencer.take``): ``what`` names it for messages, and ``only_peers()`` says whether, with every worker
+        idle, only another worker's ``main`` can end the wait.
+
+        Judged as :meth:`step_while` is: when every other worker waits in a wait that cannot end either (or has
+        returned), raises :class:`~runtime.errors.DataflowStuck` after :attr:`certain_stall` seconds.
+        """
+        outer = self._stalls.begin_wait(self._context.probes, (what, only_peers))
+        try:
+            while condition():
+                self.step_or_park(0.01)
+        finally:
+            self._stalls.end_wait(outer)
+
     def abandon(self) -> None:
         """Release what this worker's unfinished dataflows hold outside them (a replay's socket watch, and a
         socket its reader owns): called when the worker ends without completing them, on an error or a stop

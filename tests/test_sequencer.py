@@ -8,9 +8,11 @@ call ``execute(main, processes=2, workers=2)``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from runtime import TimelyRuntimeError, WorkerFailed, execute
+from runtime import DataflowStuck, TimelyRuntimeError, WorkerFailed, execute
 from runtime.barrier import SynchronizationTimeout
 from runtime.sequencer import Sequencer
 
@@ -131,3 +133,39 @@ def test_a_worker_with_a_slow_clock_does_not_hold_the_others_items_back(processe
         results = execute(main, workers=4, stall_timeout=10)
     assert all(order == results[0] for order in results)
     assert sorted(results[0]) == sorted((w, r) for w in range(4) for r in range(10))
+
+
+SHAPES = {"1 worker": {"workers": 1}, "2 threads": {"workers": 2}, "2 processes": {"workers": 1, "processes": 2}}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_take_that_no_main_can_still_feed_raises_instead_of_waiting_for_ever(shape: str) -> None:
+    """Every worker takes one item more than all push, with no timeout: ``take`` stepped for ever, with no error and
+    no warning (a randomized campaign of stuck programs found it). Judged as a step_while now, it is a certain stall."""
+    from helpers import sequencer_mains
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(sequencer_mains.take_too_many, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    message = str(cause)
+    lines = Path(sequencer_mains.__file__).read_text().splitlines()
+    line = next(number for number, text in enumerate(lines, 1) if "the line the error names" in text)
+    assert f"built at sequencer_mains.py:{line})" in message
+    assert "waits in sequencer 'Orders'.take(" in message
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shape", ["2 threads", "2 processes"])
+def test_a_take_on_one_worker_does_not_hide_a_certain_stall_on_another(shape: str) -> None:
+    """Worker 1 waits on a probe its own unadvanced input holds while worker 0 is inside ``take``: worker 0's main
+    cannot act either, so the stall is certain. Before, a worker inside ``take`` counted as one whose main may still
+    act, so no worker ever raised and the computation hung."""
+    from helpers import sequencer_mains
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(sequencer_mains.take_while_another_forgets, **SHAPES[shape])
+    cause = failure.value.__cause__
+    assert isinstance(cause, DataflowStuck)
+    assert "input 'Forgotten' is still open at time 0" in str(cause)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from runtime.sequencer import Sequencer
 from runtime.worker import Worker
@@ -18,3 +19,29 @@ def skewed_rounds(worker: Worker, skew: int, rounds: int) -> list[tuple[int, int
         sequencer.push((worker.index, round_))
         seen.extend(sequencer.take(worker.peers, timeout=10))
     return seen
+
+
+def take_too_many(worker: Worker) -> list[int]:
+    """Every worker pushes one item and takes one more than all push, with no timeout: no main can still push."""
+    worker.certain_stall = 0.2
+    sequencer: Sequencer[int] = Sequencer(worker, "Orders")  # the line the error names
+    sequencer.push(worker.index)
+    return sequencer.take(worker.peers + 1)
+
+
+def take_while_another_forgets(worker: Worker) -> list[int]:
+    """Worker 0 takes what every worker pushes; the others push, then wait on a probe their unadvanced input holds."""
+    worker.certain_stall = 0.2
+
+    def build(scope: Any) -> Any:
+        handle, stream = scope.new_input("Forgotten")
+        return handle, stream.probe()
+
+    handle, probe = worker.dataflow(build)
+    sequencer: Sequencer[int] = Sequencer(worker, "Orders")
+    sequencer.push(worker.index)
+    if worker.index == 0:
+        return sequencer.take(worker.peers + 1)  # one more than anyone pushes
+    handle.send(1)  # never advanced
+    worker.step_while(lambda: probe.less_than(1))
+    return []
