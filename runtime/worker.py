@@ -347,13 +347,7 @@ class Worker:
                 polled = quiet and bool(self._active)
         if self._active:
             if polled:
-                for index in self._active:
-                    polled_dataflow = self._dataflows.get(index)
-                    if polled_dataflow is not None:
-                        for subgraph in polled_dataflow.scopes:
-                            subgraph.moved = False
-                polled_indices = list(self._active)
-                polled_reads = self._stalls.poll_began() if self._idle else None
+                polled_indices, polled_reads = self._begin_poll()
             elif self._idle:
                 self._resume()
             if len(self._active) == 1:  # the usual case: one dataflow, no sorting
@@ -370,46 +364,66 @@ class Worker:
                     if dataflow.checkpoints is not None:
                         dataflow.checkpoints.poll()
                     if not running:
-                        del self._dataflows[index]
-                        self._active.discard(index)
-                        self._timers.drop_dataflow(index)
-                        self._context.dataflow_completed(index)
-                        comm.dataflow_completed(index)
-                        if self.logger is not None:
-                            self.logger.dataflow_completed(index, dataflow.name)
-                        if self.auditor is not None:
-                            self.auditor.dataflow_completed(index, dataflow.name)
+                        self._completed(index, dataflow)
             except BaseException:
                 if self._several:  # wake the peers this step sent to (see end_step) before the error leaves it
                     comm.end_step(False)
                 raise
             if polled:
-                if self._poll_moved(polled_indices):
-                    if self._idle:
-                        self._resume()
-                else:  # the worker waits, as in a step that found nothing to do
-                    if self._idle:
-                        self._stalls.poll_found_nothing(polled_reads)
-                    else:
-                        self._timers.thread = get_ident()
-                        self._idle = True
-                        self._stalls.idle_began()
-                    comm.report_idle(True)
-                    if self._dataflows:  # a poller that runs at every step must not keep the stall from being judged
-                        self._stalls.check(comm.stalled_for(), self.auditor)
+                self._end_poll(polled_indices, polled_reads)
         else:
-            if not self._idle:
-                self._timers.thread = get_ident()
-                self._idle = True
-                self._stalls.idle_began()
-            comm.report_idle(True)
-            if self._dataflows:  # a worker with no dataflow unfinished has no stall of its own to report
-                self._stalls.check(comm.stalled_for(), self.auditor)
+            self._idle_step()
         if not self._delivers_at_once:
             comm.flush()
         if self._several:
             comm.end_step(bool(self._active))
         return bool(self._dataflows)
+
+    def _idle_step(self) -> None:
+        """The step found nothing to do (or only a poll that moved nothing): the worker waits, and the stall it is
+        part of may be judged."""
+        if not self._idle:
+            self._timers.thread = get_ident()  # noted when the worker goes idle or resumes, not at every step
+            self._idle = True
+            self._stalls.idle_began()
+        comm = self._comm
+        comm.report_idle(True)
+        if self._dataflows:  # a worker with no dataflow unfinished has no stall of its own to report
+            self._stalls.check(comm.stalled_for(), self.auditor)
+
+    def _begin_poll(self) -> tuple[list[int], list[int] | None]:
+        """Only timers woke the active dataflows: clear their scopes' ``moved``; return the dataflows, and (while
+        idle) the wait's probe reads so far, for :meth:`_end_poll`."""
+        for index in self._active:
+            dataflow = self._dataflows.get(index)
+            if dataflow is not None:
+                for subgraph in dataflow.scopes:
+                    subgraph.moved = False
+        return list(self._active), self._stalls.poll_began() if self._idle else None
+
+    def _end_poll(self, indices: list[int], reads: list[int] | None) -> None:
+        """After a run only timers woke: work resumes if it moved anything (:meth:`_poll_moved`), else the worker
+        goes on waiting as in an idle step (a poller that runs at every step must not keep a stall from being
+        judged), and the operators' probe reads in the run were not the wait's condition's."""
+        if self._poll_moved(indices):
+            if self._idle:
+                self._resume()
+            return
+        if self._idle:
+            self._stalls.poll_found_nothing(reads)
+        self._idle_step()
+
+    def _completed(self, index: int, dataflow: Dataflow) -> None:
+        """Dataflow ``index`` has completed on this worker: forget it, and tell whoever keeps count."""
+        del self._dataflows[index]
+        self._active.discard(index)
+        self._timers.drop_dataflow(index)
+        self._context.dataflow_completed(index)
+        self._comm.dataflow_completed(index)
+        if self.logger is not None:
+            self.logger.dataflow_completed(index, dataflow.name)
+        if self.auditor is not None:
+            self.auditor.dataflow_completed(index, dataflow.name)
 
     def _resume(self) -> None:
         """The worker has work again after an idle period: tell the stall watch and the other workers."""
