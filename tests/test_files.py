@@ -6,6 +6,7 @@ import json
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -368,27 +369,35 @@ def test_a_later_json_lines_file_read_for_the_schema_is_bounded_before_pyarrow_p
 ) -> None:
     """A first file whose column is all null (or a blank one) makes the schema be taken from the next file, which
     pyarrow's parser read before its nesting was checked: nested 200,000 deep, it killed the process (SIGSEGV)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "0.jsonl").write_text(first)
+    (tmp_path / "in" / "1.jsonl").write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
+    done = read_json_lines_in_a_process(tmp_path / "in")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1.jsonl' line 1: a record nests arrays and objects more than 100 deep" in done.stdout
+
+
+def read_json_lines_in_a_process(directory: Path) -> Any:
+    """Run ``read_files`` over the JSON Lines files of ``directory`` in a child process (a crash of pyarrow's
+    parser kills that process, not the suite); its completed process, the ``WorkerFailed`` printed."""
     import subprocess
     import sys
     import textwrap
 
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "0.jsonl").write_text(first)
-    (tmp_path / "in" / "1.jsonl").write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}\n")
     program = textwrap.dedent(
         f"""
         from runtime import execute
         from runtime.errors import WorkerFailed
         from runtime.files import read_files
         try:
-            execute(lambda worker: worker.dataflow(lambda scope: read_files(scope, {str(tmp_path / "in")!r},
+            execute(lambda worker: worker.dataflow(lambda scope: read_files(scope, {str(directory)!r},
                                                                             format="jsonl")), workers=1)
         except WorkerFailed as error:
             print(error)
         """
     )
     root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", program],
         capture_output=True,
         text=True,
@@ -396,8 +405,6 @@ def test_a_later_json_lines_file_read_for_the_schema_is_bounded_before_pyarrow_p
         cwd=root,
         env={**os.environ, "PYTHONPATH": str(root)},
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "1.jsonl' line 1: a record nests arrays and objects more than 100 deep" in done.stdout
 
 
 @pytest.mark.parametrize("before", [0, 1 << 20], ids=["first line", "first line of pyarrow's second block"])
@@ -405,33 +412,9 @@ def test_a_json_lines_null_record_is_refused_naming_its_line_not_a_crash(tmp_pat
     """A line holding ``null`` where pyarrow's JSON parser starts a block (the file's start, then every MiB) killed the
     process (SIGSEGV), found by fuzzing read_files with byte changes: records that are no objects are refused
     before pyarrow reads the file."""
-    import subprocess
-    import sys
-    import textwrap
-
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "0.jsonl").write_bytes(b'{"a":1}\n' * (before // 8) + b'null\n{"a":2}\n')
-    program = textwrap.dedent(
-        f"""
-        from runtime import execute
-        from runtime.errors import WorkerFailed
-        from runtime.files import read_files
-        try:
-            execute(lambda worker: worker.dataflow(lambda scope: read_files(scope, {str(tmp_path / "in")!r},
-                                                                            format="jsonl")), workers=1)
-        except WorkerFailed as error:
-            print(error)
-        """
-    )
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(
-        [sys.executable, "-c", program],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-    )
+    done = read_json_lines_in_a_process(tmp_path / "in")
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     line = before // 8 + 1
     assert f"0.jsonl' line {line} (byte offset {before}): a record that is not a JSON object" in done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,13 @@ from runtime import json_depth
 from runtime.errors import FileSourceError
 
 
-def reference(data: bytes, limit: int) -> int | None:
-    """The line first nested deeper than ``limit``, found one byte at a time with the same rules."""
+def states(data: bytes) -> Iterator[tuple[int, int, int, bool]]:
+    """``(offset, line, depth, in a string)`` before each byte, then once after the last (offset ``len(data)``),
+    one byte at a time with the scan's rules: a newline ends a string, a quote not escaped by an odd run of
+    backslashes opens or closes one, brackets outside strings nest, and the depth never falls below zero."""
     depth, in_string, backslashes, line = 0, False, 0, 1
-    for byte in data:
+    for offset, byte in enumerate(data):
+        yield offset, line, depth, in_string
         escaped = backslashes % 2 == 1
         backslashes = backslashes + 1 if byte == 0x5C else 0
         if byte == 0x0A:
@@ -26,11 +30,14 @@ def reference(data: bytes, limit: int) -> int | None:
             continue
         elif byte in b"[{":
             depth += 1
-            if depth > limit:
-                return line
         elif byte in b"]}":
             depth = max(0, depth - 1)
-    return None
+    yield len(data), line, depth, in_string
+
+
+def reference(data: bytes, limit: int) -> int | None:
+    """The line first nested deeper than ``limit``, found one byte at a time with the same rules."""
+    return next((line for _, line, depth, _ in states(data) if depth > limit), None)
 
 
 def scan(path: Path, limit: int) -> int | None:
@@ -39,18 +46,6 @@ def scan(path: Path, limit: int) -> int | None:
     except FileSourceError as error:
         return int(str(error).split(" line ")[1].split(":")[0])
     return None
-
-
-@settings(max_examples=400, deadline=None)
-@given(data=st.binary(max_size=200).map(lambda b: bytes(b'[]{}"\\\n a'[x % 9] for x in b)), chunk=st.integers(1, 17))
-def test_the_vectorised_scan_agrees_with_the_reference_across_chunk_boundaries(
-    data: bytes, chunk: int, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    path = tmp_path_factory.mktemp("scan") / "f.jsonl"
-    path.write_bytes(data)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(json_depth, "CHUNK_BYTES", chunk)
-        assert scan(path, 3) == reference(data, 3)
 
 
 def test_stray_closers_cannot_hide_openers_and_a_newline_ends_a_string(tmp_path: Path) -> None:
@@ -76,22 +71,9 @@ def test_state_carried_between_chunks_ends_at_a_newline(tmp_path: Path, chunk: i
 def reference_stray(data: bytes) -> tuple[int, int] | None:
     """The line and byte offset of the first byte outside every record that is neither whitespace nor ``{``, found
     one byte at a time with the depth scan's rules (the state before each byte decides)."""
-    depth, in_string, backslashes, line = 0, False, 0, 1
-    for offset, byte in enumerate(data):
-        if depth == 0 and not in_string and byte not in b" \t\r\n{":
+    for offset, line, depth, in_string in states(data):
+        if offset < len(data) and depth == 0 and not in_string and data[offset] not in b" \t\r\n{":
             return line, offset
-        escaped = backslashes % 2 == 1
-        backslashes = backslashes + 1 if byte == 0x5C else 0
-        if byte == 0x0A:
-            in_string, line = False, line + 1
-        elif byte == 0x22 and not escaped:
-            in_string = not in_string
-        elif in_string:
-            continue
-        elif byte in b"[{":
-            depth += 1
-        elif byte in b"]}":
-            depth = max(0, depth - 1)
     return None
 
 
@@ -107,13 +89,15 @@ def stray(path: Path) -> tuple[int, int] | None:
 
 @settings(max_examples=400, deadline=None)
 @given(data=st.binary(max_size=200).map(lambda b: bytes(b'[]{}"\\\n an'[x % 10] for x in b)), chunk=st.integers(1, 17))
-def test_the_scan_finds_the_first_record_that_is_no_object_as_the_reference_does(
+def test_the_vectorised_scans_agree_with_the_references_across_chunk_boundaries(
     data: bytes, chunk: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """The nesting bound, and the first record that is no object, as the byte-by-byte references find them."""
     path = tmp_path_factory.mktemp("scan") / "f.jsonl"
     path.write_bytes(data)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(json_depth, "CHUNK_BYTES", chunk)
+        assert scan(path, 3) == reference(data, 3)
         assert stray(path) == reference_stray(data)
 
 
