@@ -187,7 +187,7 @@ def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: st
         found = sorted(
             entry.name
             for entry in root.iterdir()
-            if entry.name.startswith(f"{partition}=") or (entry.name == STAGING and any(entry.iterdir()))
+            if entry.name.startswith(f"{partition}=") or (entry.name == STAGING and _holds_anything(entry))
         )
     except OSError as error:
         raise FileSinkError(f"{where}: cannot create the directory {str(root)!r}: {error}") from error
@@ -205,6 +205,15 @@ def _prepare(root: Path, partition: str, overwrite: bool, worker: int, where: st
                 shutil.rmtree(root / entry)
         except OSError as error:
             raise FileSinkError(f"{where}: cannot clear {str(root / entry)!r}: {error}") from error
+
+
+def _holds_anything(directory: Path) -> bool:
+    """Whether ``directory`` holds any entry; ``False`` once it is gone: with ``overwrite=True`` worker 0 may remove
+    it between another worker's listing of the output directory and this look inside."""
+    try:
+        return any(directory.iterdir())
+    except FileNotFoundError:
+        return False
 
 
 def _prepare_to_resume(

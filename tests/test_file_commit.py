@@ -5,11 +5,13 @@ from __future__ import annotations
 import collections
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,6 +181,29 @@ def test_a_crashed_runs_staging_directory_is_refused_too(tmp_path: Path) -> None
         run_sink(out, [[{"k": 1}]])
     run_sink(out, [[{"k": 1}]], overwrite=True)
     assert sorted(os.listdir(out)) == [STAGING, "epoch=0", "notes.txt"]
+
+
+def test_a_staging_directory_another_worker_removes_while_this_one_looks_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With overwrite=True worker 0 removes a crashed run's staging directory while the other workers look at the
+    output directory: worker 1 listed it, then found the staging directory gone (a FileNotFoundError that failed
+    the run as 'cannot create the directory', about once in the suite's fresh-clone runs)."""
+    from runtime import file_sink
+
+    out = tmp_path / "out"
+    (out / STAGING / "epoch=3").mkdir(parents=True)
+    listed = Path.iterdir
+
+    def listed_then_cleared(self: Path) -> Any:
+        entries = list(listed(self))
+        if self == out:  # worker 0 clears the staging directory right after this worker listed the output
+            shutil.rmtree(out / STAGING)
+        return iter(entries)
+
+    monkeypatch.setattr(Path, "iterdir", listed_then_cleared)
+    file_sink._prepare(out, "epoch", True, 1, "file sink 'WriteFiles' on worker 1")
+    assert os.listdir(out) == []
 
 
 def test_a_part_missing_from_the_staging_directory_is_not_committed(tmp_path: Path, monkeypatch) -> None:
