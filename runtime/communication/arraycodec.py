@@ -507,6 +507,11 @@ def _check_names(pyarrow: Any, field: Any, depth: int = 0) -> None:
 _MAX_TYPE_DEPTH = 64
 """How deep the types of a received Arrow schema may nest (Arrow's own readers stop far deeper)."""
 
+_CHECKED_SCHEMAS: dict[Any, None] = {}
+"""Schemas of received batches that :func:`_check_names` has passed (equal schemas need no second walk)."""
+_CHECKED_SCHEMAS_KEPT = 64
+"""How many passed schemas :data:`_CHECKED_SCHEMAS` keeps before it starts over."""
+
 ROWS_PER_BYTE = 8
 """The most rows a received Arrow batch may have per byte of its IPC stream: one bit a row, as a boolean column or
 a validity bitmap takes (a column of no bytes a row, null or run-end encoded, could declare any count)."""
@@ -531,8 +536,13 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
         # outside its data (a checksum cannot tell a crafted batch) crashed the process when the column
         # was read.  Full validation checks every offset, index and child before anything uses the data.
         table.validate(full=True)
-        for field in table.schema:
-            _check_names(pyarrow, field)
+        schema = table.schema
+        if schema not in _CHECKED_SCHEMAS:  # a stream's batches share a schema: walked once, not per batch
+            for field in schema:
+                _check_names(pyarrow, field)
+            if len(_CHECKED_SCHEMAS) >= _CHECKED_SCHEMAS_KEPT:
+                _CHECKED_SCHEMAS.clear()
+            _CHECKED_SCHEMAS[schema] = None
     except ColumnarDecodeError:
         raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
