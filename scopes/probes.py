@@ -55,9 +55,7 @@ class ProbeHandle:
 
     def less_than(self, time: Time) -> bool:
         """Whether some time strictly before ``time`` may still appear (``time`` is not yet ready)."""
-        thread_of = self.thread_of
-        if thread_of is None or thread_of() == self.reader:
-            self.reads += 1
+        self._count_read()
         try:
             return self._frontier.less_than(time)
         except TypeError as error:
@@ -65,13 +63,17 @@ class ProbeHandle:
 
     def less_equal(self, time: Time) -> bool:
         """Whether ``time`` itself or an earlier time may still appear."""
-        thread_of = self.thread_of
-        if thread_of is None or thread_of() == self.reader:
-            self.reads += 1
+        self._count_read()
         try:
             return self._frontier.less_equal(time)
         except TypeError as error:
             raise self._not_a_time(time, "less_equal", error) from error
+
+    def _count_read(self) -> None:
+        """Count a read of the frontier in :attr:`reads` when the calling thread is the :attr:`reader`."""
+        thread_of = self.thread_of
+        if thread_of is None or thread_of() == self.reader:
+            self.reads += 1
 
     def _not_a_time(self, time: Any, method: str, error: TypeError) -> Exception:
         """The error for ``method(time)`` failing with ``error``: a :class:`TimestampError` when ``time`` is of
@@ -89,9 +91,7 @@ class ProbeHandle:
 
     def done(self) -> bool:
         """Whether no time at all may appear any more."""
-        thread_of = self.thread_of
-        if thread_of is None or thread_of() == self.reader:
-            self.reads += 1
+        self._count_read()
         return self._frontier.is_empty()
 
     @property
@@ -101,9 +101,7 @@ class ProbeHandle:
         Reading it without the call (``list(probe.frontier)``, ``probe.frontier.elements``)
         still works, and warns that it is deprecated.
         """
-        thread_of = self.thread_of
-        if thread_of is None or thread_of() == self.reader:
-            self.reads += 1
+        self._count_read()
         return ProbeFrontier(self._frontier.frontier().elements)
 
     def update(self, updates: Updates) -> None:
