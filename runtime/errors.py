@@ -5,6 +5,7 @@ Every error the runtime raises derives from :class:`TimelyRuntimeError`.
 
 from __future__ import annotations
 
+from scopes.errors import ArrowValueError as ArrowValueError
 from scopes.errors import TimelyError as TimelyError
 
 
@@ -92,6 +93,21 @@ class FileSourceError(TimelyRuntimeError):
 
 class FileSinkError(TimelyRuntimeError):
     """A file sink could not write an epoch's file; nothing half-written is left where a reader would take it."""
+
+
+class FileValueError(FileSourceError, ArrowValueError):
+    """A file holds a value that Arrow reads but Python cannot hold, and the source was asked for records.
+
+    A Parquet ``timestamp`` in year 10000 (a sentinel date), say: the message
+    names the file, the row (and, for Parquet, the row group and the byte offset
+    of the column chunk), the column, the value in Arrow's text and what to do
+    (``columnar=True`` keeps Arrow's values).  See :class:`~scopes.errors.ArrowValueError`.
+    """
+
+
+class FileSinkValueError(FileSinkError, ArrowValueError):
+    """A file sink was given an Arrow value that Python cannot hold, for a format written from Python values
+    (JSON Lines); the message names the time, the column, the row and the value in Arrow's text."""
 
 
 class AuditViolation(TimelyRuntimeError):

@@ -35,8 +35,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigurationError, FileSinkError
+from runtime.errors import ConfigurationError, FileSinkError, FileSinkValueError
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
+from scopes.arrow_values import unconvertible_error
 from scopes.capability import Capability
 from scopes.contracts import Exchange, Pipeline
 from scopes.generic_operators import unary
@@ -118,7 +119,7 @@ def write_files(
                 f"from the directory names ({partition}=T); rename the field or pass partition='another_name'"
             )
         epoch = f"{partition}={time}"
-        _write_atomically(table, root / STAGING / epoch / part_name, file_format, where)
+        _write_atomically(table, root / STAGING / epoch / part_name, file_format, where, time)
         return (epoch, worker, part_name, table.num_rows)
 
     def writer(capability: Capability, info: OperatorInfo) -> Callable[[OperatorInput, OperatorOutput], None]:
@@ -336,7 +337,28 @@ def _conform(table: Any, schema: Any, where: str, time: Any) -> Any:
         ) from error
 
 
-def _write_atomically(table: Any, target: Path, format: str, where: str) -> None:
+def _json_rows(table: Any, where: str, time: Any) -> list[dict[str, Any]]:
+    """``table``'s rows as Python dicts for JSON Lines, or a :class:`FileSinkValueError` naming the value that
+    Python cannot hold (a timestamp past year 9999, say), its column and row, and the time."""
+    try:
+        return table.to_pylist()
+    except Exception as error:
+        failure = unconvertible_error(
+            table,
+            error,
+            f"{where}: at time {time!r}",
+            "JSON Lines are written from Python values: write format='parquet' or 'csv', which take Arrow's "
+            "values, or make the column convertible first (cast it to int64 or string, or replace out-of-range "
+            "sentinels, for example by null)",
+            FileSinkValueError,
+            lambda found: (found.row, f"row {found.row} of the epoch's records on this worker (counting from 0)"),
+        )
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def _write_atomically(table: Any, target: Path, format: str, where: str, time: Any = None) -> None:
     """Write ``table`` to a hidden file beside ``target``, flush it to disk, then rename it to ``target``."""
     hidden = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
@@ -351,7 +373,7 @@ def _write_atomically(table: Any, target: Path, format: str, where: str) -> None
             pcsv.write_csv(table, hidden)
         else:
             with open(hidden, "w", encoding="utf-8") as lines:
-                for row in table.to_pylist():
+                for row in _json_rows(table, where, time):
                     lines.write(json.dumps(row, default=str))
                     lines.write("\n")
         with open(hidden, "rb") as written:

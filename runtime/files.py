@@ -59,11 +59,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigurationError, FileSourceError
+from runtime.errors import ConfigurationError, FileSourceError, FileValueError
 from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_modules
 from runtime.file_schema import is_blank, source_schema
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
+from scopes.arrow_values import Unconvertible, unconvertible_error
 from scopes.capability import Capability
 from scopes.contracts import Broadcast
 from scopes.handles import OperatorOutput
@@ -439,10 +440,63 @@ class _FileReader:
             for time, piece in self.timing(unit, batch, self.row):
                 if time < self.resume_at:  # in the checkpoint this run resumed from
                     continue
-                records = piece if self.columnar else piece.to_pylist()
+                if self.columnar:
+                    records = piece
+                else:
+                    try:
+                        records = piece.to_pylist()
+                    except Exception as error:  # a value Python cannot hold: name it (found only now)
+                        raise self._unconvertible(unit, batch, piece, error) from error
                 output.session(capability, time).give_batch(records)
             self.row += batch.num_rows
         self.info.activate()
+
+    def _unconvertible(self, unit: _Unit, batch: Any, piece: Any, error: Exception) -> FileSourceError:
+        """The error for a ``piece`` of ``batch`` (read from ``unit`` after ``self.row`` rows) that ``to_pylist``
+        refused: a :class:`FileValueError` naming the file, the row (for Parquet, the row group and the byte
+        offset of the column chunk), the column and the value.  ``batch`` is searched, in file order, so that the
+        row is the file's; only a failure it does not repeat falls back to the piece, then to the bare error."""
+        advice = (
+            "read the files with columnar=True, which keeps Arrow's values (map_batch and the columnar operators "
+            "take them), or rewrite the column so that Python can hold it (cast it to int64 or string, or replace "
+            "out-of-range sentinels, for example by null)"
+        )
+        where = f"{self.where}: {unit.path!r}"
+        failure = unconvertible_error(
+            batch, error, where, advice, FileValueError, lambda found: self._row_text(unit, batch, found)
+        )
+        if failure is None:
+            failure = unconvertible_error(piece, error, f"{where} (a row of a batch it read)", advice, FileValueError)
+        if failure is None:
+            return FileSourceError(f"{self.where}: cannot make records of {unit.path!r}: {error}")
+        return failure
+
+    def _row_text(self, unit: _Unit, batch: Any, found: Unconvertible) -> tuple[int, str]:
+        """Where row ``found.row`` of ``batch`` is in ``unit``'s file: its number there, and for the message
+        ``row 2 of the file (counting from 0`` and, for Parquet, ``; row 0 of row group 1, column chunk at byte
+        offset 4)`` (the row in the row group, if the file's metadata cannot be read again)."""
+        row = self.row + found.row
+        groups = getattr(unit.fragment, "row_groups", None)
+        if not groups:
+            return row, f"row {row} of the file (counting from 0)"
+        try:
+            import pyarrow.parquet as parquet  # type: ignore[import-untyped]
+
+            group = groups[0].id
+            with parquet.ParquetFile(unit.path) as file:
+                metadata = file.metadata
+            before = sum(metadata.row_group(index).num_rows for index in range(group))
+            chunk = ""
+            chunks = metadata.row_group(group)
+            for index in range(chunks.num_columns):  # a flat column is one column chunk, by its name
+                if chunks.column(index).path_in_schema == found.column:
+                    chunk = f", column chunk at byte offset {chunks.column(index).data_page_offset}"
+            return (
+                before + row,
+                f"row {before + row} of the file (counting from 0; row {row} of row group {group}{chunk})",
+            )
+        except Exception:  # noqa: BLE001 - the file changed or is unreadable: the row in the unit still holds
+            return row, f"row {row} of row group {groups[0].id} (counting from 0)"
 
     def _check_count(self, unit: _Unit, rows: int, ended: bool) -> None:
         """Refuse a unit whose rows were counted when the dataflow was built (``rows_per_epoch``) if it now holds
@@ -478,7 +532,7 @@ def _row_group_batches(schema: Any, unit: _Unit, batch_rows: int) -> Iterator[An
     be run-length encoded: a 25 KB file of one row group of 4 million rows had it allocate 50 MB, and the row
     count a few bytes declare is unbounded.  ``ParquetFile.iter_batches`` decodes as it goes (1 MB there).
     """
-    import pyarrow.parquet as parquet  # type: ignore[import-untyped]
+    import pyarrow.parquet as parquet
 
     pa, _ = pyarrow_modules()
     groups = [group.id for group in unit.fragment.row_groups]

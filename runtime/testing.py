@@ -46,6 +46,7 @@ from typing import Any
 from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
+from scopes.arrow_values import records as arrow_records
 from scopes.batches import copy_batch, is_arrow, is_batch, is_columnar, take
 from scopes.builder import ScopeBuilder
 from scopes.progress.order import Time
@@ -399,6 +400,13 @@ class _Collector:
         self.into.append([self.name, time, _kept(batch)])
 
 
+_TEST_ADVICE = (
+    "the outputs are compared as Python values: cast the column in the tested dataflow (to int64 or string) "
+    "or compare the Arrow batches themselves (stream.capture() and CaptureRecorder.batches())"
+)
+"""What to do when an output holds an Arrow value that Python cannot hold."""
+
+
 def _kept(batch: Any) -> Any:
     """What a worker keeps of an output batch until the run ends; :func:`_gather` turns it into records.
 
@@ -512,7 +520,9 @@ def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, p
         for name in result["frontiers"]:
             outputs.setdefault(name, {})
         for name, time, records in result["collected"]:
-            outputs.setdefault(name, {}).setdefault(time, []).extend(_as_records(records))
+            outputs.setdefault(name, {}).setdefault(time, []).extend(
+                _as_records(records, f"run_dataflow: output {name!r} at time {time!r}")
+            )
     for by_time in outputs.values():
         for time in [time for time, records in by_time.items() if not records]:
             del by_time[time]
@@ -525,9 +535,13 @@ def _gather(results: list[dict[str, Any]], spec: dict[str, Any], workers: int, p
 # ---------------------------------------------------------------------- comparing
 
 
-def _as_records(batch: Any) -> list[Any]:
+def _as_records(batch: Any, where: str = "run_dataflow") -> list[Any]:
+    """``batch``'s records; an Arrow value Python cannot hold is an :class:`~scopes.errors.ArrowValueError`
+    (``where`` names the output and time), as the test's comparison needs Python values."""
     if isinstance(batch, list):
         return list(batch)
+    if is_arrow(batch):
+        return arrow_records(batch, where, _TEST_ADVICE)
     to_pylist = getattr(batch, "to_pylist", None)
     if to_pylist is not None:
         return list(to_pylist())

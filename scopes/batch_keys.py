@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from scopes.arrow_values import records, unconvertible_error
 from scopes.batches import (
     BatchError,
     KeyColumnError,
@@ -24,7 +25,14 @@ from scopes.batches import (
     refuse_repeated_names,
 )
 from scopes.destinations import check_keys
-from scopes.errors import KeyHashError, OperatorFailed, TimelyError, UserFunctionError, describe_user_error
+from scopes.errors import (
+    ArrowValueError,
+    KeyHashError,
+    OperatorFailed,
+    TimelyError,
+    UserFunctionError,
+    describe_user_error,
+)
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
 from scopes.key_types import check_key_type, key_type_problem
 from scopes.lazy_import import lazy_module
@@ -77,14 +85,46 @@ class Receiver(NamedTuple):
         )
 
 
-def row_keys(key: Callable[[Any], Hashable]) -> Callable[[Any], list[Any]]:
-    """A batch key function calling the record-wise ``key`` once per row of a columnar batch."""
+class RowKeys:
+    """A batch key function calling the record-wise ``key`` once per row of a columnar batch.
 
-    def keys(batch: Any) -> list[Any]:
-        rows = batch.to_pylist() if is_arrow(batch) else batch
+    An Arrow batch's rows are made with ``to_pylist()``; a value Python cannot
+    hold (a timestamp past year 9999, say) is an
+    :class:`~scopes.errors.ArrowValueError` naming the exchange's receiver, the
+    time, the column and the row (:meth:`keys_at`, which :class:`BatchKeys` calls
+    with the time), not a failure of ``key``.
+    """
+
+    __slots__ = ("key", "where")
+
+    def __init__(self, key: Callable[[Any], Hashable], where: str) -> None:
+        """Call ``key`` on each row; ``where`` names the exchange in error messages."""
+        self.key = key
+        self.where = where
+
+    def __call__(self, batch: Any) -> list[Any]:
+        """Each row's key."""
+        return self.keys_at(batch, None)
+
+    def keys_at(self, batch: Any, time: Any) -> list[Any]:
+        """Each row's key, for the batch at ``time``."""
+        if is_arrow(batch):
+            rows = records(
+                batch,
+                f"{self.where} at time {time!r}",
+                "route Arrow batches by a column (exchange_batch('column')) or a vectorised key function, which "
+                "keep Arrow's values, or make the column convertible first (cast it to int64 or string, or "
+                "replace out-of-range sentinels, for example by null)",
+            )
+        else:
+            rows = batch
+        key = self.key
         return [key(row) for row in rows]
 
-    return keys
+
+def row_keys(key: Callable[[Any], Hashable], where: str = "a record-wise exchange key on a columnar batch") -> RowKeys:
+    """A batch key function calling the record-wise ``key`` once per row of a columnar batch (:class:`RowKeys`)."""
+    return RowKeys(key, where)
 
 
 BatchKey = str | Callable[[Any], Any]
@@ -199,8 +239,25 @@ class BatchKeys:
         if keys.__class__ is np.ndarray and keys.dtype.kind in "iu" and keys.ndim == 1 and not peers & (peers - 1):
             return np.bitwise_and(keys, peers - 1)
         arrow = keys.__class__.__module__.startswith("pyarrow")  # an Arrow column (array or chunked array)
-        hashes = stable_hash_arrow(keys) if arrow else stable_hash_array(keys)
+        try:
+            hashes = stable_hash_arrow(keys) if arrow else stable_hash_array(keys)
+        except ArrowValueError as error:  # a key Python cannot hold: name the batch's row, not the distinct value's
+            raise self.unhashable(keys, time, error) from error
         return hashes % np.uint64(peers)
+
+    def unhashable(self, keys: Any, time: Any, error: ArrowValueError) -> ArrowValueError:
+        """The error for Arrow ``keys`` of the batch at ``time`` that hashing refused (``error``): the row whose
+        key Python cannot hold, found in ``keys`` themselves (``error`` names a row of their distinct values)."""
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        name = self.key if isinstance(self.key, str) else "(the keys the key function returned)"
+        failure = unconvertible_error(
+            pa.table({name: keys}),
+            error,
+            f"{self.where}: routing the batch at time {time!r} by its keys",
+            "fix or cast the key column first (pyarrow.compute.cast, or replace the value), or route by another key",
+        )
+        return error if failure is None else failure
 
     def keys(self, batch: Any, time: Any) -> Any:
         """Each row's key (the key column, or what the key function returned), checked to be one per row.
@@ -300,7 +357,14 @@ def record_keys_of_rows(key: Callable[[Any], Hashable], receiver: Receiver | Non
 
     A failing ``key`` is blamed on ``receiver`` (the operator the exchange delivers to).
     """
-    return BatchKeys(row_keys(key), "the Exchange channel (a record-wise key on a columnar batch)", receiver=receiver)
+    where = "the Exchange channel (a record-wise key on a columnar batch)"
+    if receiver is not None:
+        scope = " > ".join(repr(name) for name in receiver.scope_path) or "(none)"
+        into = f"the Exchange channel into operator '{receiver.name}' (address {receiver.address}, in scope {scope})"
+        keys = row_keys(key, f"{into} on worker {receiver.worker}, making records of a columnar batch for its key")
+    else:
+        keys = row_keys(key, where)
+    return BatchKeys(keys, where, receiver=receiver)
 
 
 class KeyCheckPusher:

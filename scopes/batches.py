@@ -126,8 +126,21 @@ def batch_kind(batch: Any) -> str:
 
 
 def describe_value(value: Any) -> str:
-    """A short description of any value for error messages: its type and a bounded repr."""
-    text = repr(value)
+    """A short description of any value for error messages: its type and a bounded repr.
+
+    Never raises: an Arrow scalar Python cannot hold (a timestamp in a time zone Python does not
+    know, say) has a ``repr`` that raises, and is shown as Arrow writes it; any other value whose
+    ``repr`` raises is shown by what it raised.
+    """
+    try:
+        text = repr(value)
+    except Exception as error:  # noqa: BLE001 - a message must not fail on the value it describes
+        if value.__class__.__module__.startswith("pyarrow"):
+            from scopes.arrow_values import safe_as_py
+
+            text = repr(safe_as_py(value))
+        else:
+            text = f"(its repr raised {type(error).__name__})"
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{type(value).__qualname__} {text}"

@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
-from scopes.batches import batch_len, copy_batch
+from scopes.arrow_values import records
+from scopes.batches import batch_len, copy_batch, is_arrow
 from scopes.contracts import Pipeline
 from scopes.core import ScopeCore, StreamCore
 from scopes.errors import BuildError, ReplayError
@@ -160,11 +161,22 @@ def capture_into(stream: StreamCore, pusher: EventPusher, name: str = "Capture")
     operator.set_logic(logic)
 
 
-def _rows(batch: Any) -> Any:
-    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine)."""
+def _rows(batch: Any, time: Any) -> Any:
+    """The records of ``batch`` as Python values (for :meth:`CaptureRecorder.messages`; not used by the engine).
+
+    An Arrow value Python cannot hold is an :class:`~scopes.errors.ArrowValueError` naming ``time``, the column
+    and the row.
+    """
     if batch.__class__ is list:
         return batch
-    to_pylist = getattr(batch, "to_pylist", None)  # Arrow
+    if is_arrow(batch):
+        return records(
+            batch,
+            f"CaptureRecorder.messages(): the batch recorded at time {time!r}",
+            "use CaptureRecorder.batches(), which gives the Arrow batches themselves, or cast the column before "
+            "capturing (to int64 or string)",
+        )
+    to_pylist = getattr(batch, "to_pylist", None)
     if to_pylist is not None:
         return to_pylist()
     return batch.tolist()  # numpy
@@ -231,10 +243,12 @@ class CaptureRecorder:
 
         The rows of a columnar batch are listed as Python values: a numpy
         array's by ``tolist()`` (a structured array's rows as tuples), an
-        Arrow batch's by ``to_pylist()`` (dicts by column name).  Use
-        :meth:`batches` to get the batches themselves.
+        Arrow batch's by ``to_pylist()`` (dicts by column name); an Arrow value
+        that Python cannot hold (a timestamp past year 9999, say) is an
+        :class:`~scopes.errors.ArrowValueError` naming the time, column and row.
+        Use :meth:`batches` to get the batches themselves.
         """
-        return [(time, record) for time, batch in self.batches() for record in _rows(batch)]
+        return [(time, record) for time, batch in self.batches() for record in _rows(batch, time)]
 
     def batches(self) -> list[tuple[Any, Any]]:
         """Every recorded batch with its time, as ``(time, batch)`` pairs, in recorded order."""

@@ -266,5 +266,32 @@ class KeyTypeError(BatchError):
         self.type = type
 
 
+class ArrowValueError(ScopeError, ValueError):
+    """An Arrow value that is valid in Arrow but that Python cannot hold, met where records were made of it.
+
+    A ``timestamp`` or ``date`` past year 9999 or before year 1 (Python's
+    ``datetime``), a ``duration`` past ``timedelta.max``, a timestamp in a time
+    zone this Python does not know, a string that is not UTF-8: ``to_pylist()``
+    and ``as_py()`` raise a bare ``OverflowError``, ``ValueError`` or
+    ``KeyError`` for them.  The message names the column, the row, the type and
+    the value in Arrow's own text (:mod:`scopes.arrow_values`), and says what to
+    do; the operator, worker and time are added by the operator's failure report
+    (:class:`OperatorFailed`), the file by the file source's or sink's subclass.
+
+    Attributes:
+        column: the column's name (``None`` for a bare array).
+        row: the row's index in the batch (for a file source: in the file), counting from 0.
+        arrow_type: the column's Arrow type, as text.
+        text: the value as Arrow writes it (never raises).
+    """
+
+    def __init__(self, message: str, column: str | None, row: int, arrow_type: str, text: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.row = row
+        self.arrow_type = arrow_type
+        self.text = text
+
+
 class StaleBuildWarning(TimelyError, UserWarning):
     """The compiled build does not match the sources (or this interpreter) and is ignored (a warning)."""

@@ -75,6 +75,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from scopes.arrow_values import records
 from scopes.errors import KeyHashError as KeyHashError
 from scopes.lazy_import import lazy_module
 
@@ -490,6 +491,10 @@ def remember(cache: dict[Any, Any], keys: Sequence[Any], value_of: Callable[[Any
     return True
 
 
+_DISTINCT = "hashing the distinct values of an Arrow key column"
+"""Where an Arrow value Python cannot hold (a string that is not UTF-8) was met while hashing keys."""
+
+
 def _hash_dictionary(dictionary: Any) -> np.ndarray:
     """:func:`stable_hash` of each distinct value of an Arrow dictionary.
 
@@ -508,12 +513,12 @@ def _hash_dictionary(dictionary: Any) -> np.ndarray:
         and not dictionary.null_count
         and not pc.any(pc.match_substring(dictionary, "\x00")).as_py()
     ):
-        return stable_hash_array(np.array(dictionary.to_pylist(), dtype=str))
+        return stable_hash_array(np.array(records(dictionary, _DISTINCT), dtype=str))
     textual = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
     if textual or pa.types.is_large_binary(kind):
-        return stable_hash_array(_object_array(dictionary.to_pylist()))
+        return stable_hash_array(_object_array(records(dictionary, _DISTINCT)))
     if pa.types.is_decimal(kind):
-        return np.array([_decimal_hash(value) for value in dictionary.to_pylist()], dtype=np.uint64)
+        return np.array([_decimal_hash(value) for value in records(dictionary, _DISTINCT)], dtype=np.uint64)
     return stable_hash_arrow(dictionary)
 
 

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.arrow_joins import join_tables
+from scopes.arrow_values import records, safe_as_py
 from scopes.columnar_ops import _concat, check_columns, key_columns, key_contract, prepare_arrow, to_arrow
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
@@ -212,7 +213,7 @@ class LatestBatchJoin(LatestJoin):
         per_distinct_key = distinct.group_by(keys, use_threads=False).aggregate([([], "count_all")])
         clashing = per_distinct_key.filter(pc.greater(per_distinct_key.column("count_all"), 1))
         if clashing.num_rows:
-            self.conflict({name: clashing.column(name)[0].as_py() for name in keys}, time)
+            self.conflict({name: safe_as_py(clashing.column(name)[0]) for name in keys}, time)
 
     def check_repeated_rows(self, pa: Any, updates: Any, time: int) -> None:
         """:meth:`check_one_row_per_key` for updates with columns Arrow cannot group by (lists, structs).
@@ -226,7 +227,13 @@ class LatestBatchJoin(LatestJoin):
         rows = groups.column(f"{_SEQUENCE}_list")
         repeated = groups.filter(pc.greater(pc.list_value_length(rows), 1)).column(f"{_SEQUENCE}_list")
         for indices in repeated.to_pylist():
-            first, *others = updates.take(indices).to_pylist()
+            first, *others = records(
+                updates.take(indices),
+                f"{self.where}: comparing the table's updates given for one key at time {time!r} (as Python "
+                "values, since Arrow cannot group by their columns)",
+                "send one update per key and time, or make the column convertible (cast it to int64 or string, or "
+                "replace out-of-range sentinels, for example by null)",
+            )
             if not all(same_value(other, first) for other in others):  # NaN is NaN, as in the record-wise form
                 self.conflict({name: first[name] for name in self.right}, time)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scopes.arrow_values import safe_as_py
 from scopes.batch_keys import BatchKeys
 from scopes.destinations import KeyRouter
 from scopes.lazy_import import lazy_module
@@ -88,7 +89,7 @@ def first_misplaced_row(
     if not len(elsewhere):
         return None
     row = int(elsewhere[0])
-    values = {column: table.column(column)[row].as_py() for column in columns}
+    values = {column: safe_as_py(table.column(column)[row]) for column in columns}  # for a message: never raises
     key = values[columns[0]] if len(columns) == 1 else values
     return Misplaced(key, worker, int(destinations[row]))
 

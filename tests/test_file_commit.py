@@ -211,10 +211,10 @@ def test_a_part_missing_from_the_staging_directory_is_not_committed(tmp_path: Pa
 
     real = file_sink._write_atomically
 
-    def elsewhere(table, target, format, where):  # as if worker 1 wrote to a file system worker 0 cannot see
+    def elsewhere(table, target, format, where, *rest):  # as if worker 1 wrote to a file system worker 0 cannot see
         if target.name == "part-00001.parquet":
             target = tmp_path / "elsewhere" / target.name
-        real(table, target, format, where)
+        real(table, target, format, where, *rest)
 
     monkeypatch.setattr(file_sink, "_write_atomically", elsewhere)
     with pytest.raises(WorkerFailed) as failure:

@@ -29,7 +29,8 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from runtime.spark.errors import FATAL_MARKER, SchemaMismatch
+from runtime.spark.errors import FATAL_MARKER, SchemaMismatch, SparkValueError
+from scopes.arrow_values import unconvertible_error
 from scopes.batches import concat_batches
 
 ROWS_PER_BATCH = 65_536
@@ -412,12 +413,34 @@ def coalesced(batches: Iterable[pa.RecordBatch], rows: int = ROWS_PER_BATCH) -> 
         yield concat_batches(group)
 
 
-def input_rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
-    """The rows of an input record batch as tuples in column order (one conversion per column, zipped in C)."""
-    columns = [column_values(column) for column in batch.columns]
+def input_rows(batch: pa.RecordBatch, first_row: int | None = None) -> list[tuple[Any, ...]]:
+    """The rows of an input record batch as tuples in column order (one conversion per column, zipped in C).
+
+    A value Python cannot hold (a timestamp past year 9999, say) is a :class:`SparkValueError` naming the column
+    and the row (``first_row``: the partition's rows before ``batch``; ``None``: the row in ``batch``).
+    """
+    try:
+        columns = [column_values(column) for column in batch.columns]
+    except Exception as error:
+        failure = unconvertible_error(
+            batch,
+            error,
+            f"{FATAL_MARKER} the dataflow's Spark input",
+            "run the dataflow with columnar=True, which takes Spark's Arrow batches as they are, or cast or fix "
+            "the column in Spark first (to a string or a long, or replace out-of-range sentinels, say by null)",
+            SparkValueError,
+            None if first_row is None else lambda found: _input_row(found.row + first_row),
+        )
+        if failure is None:
+            raise
+        raise failure from error
     if not columns:
         return [() for _ in range(batch.num_rows)]
     return list(zip(*columns, strict=True))
+
+
+def _input_row(row: int) -> tuple[int, str]:
+    return row, f"row {row} of this task's partition (counting from 0)"
 
 
 def register_arrow_codec() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.errors import TimelyRuntimeError
+from runtime.errors import ArrowValueError, TimelyRuntimeError
 
 FATAL_MARKER = "[pytimely:no-retry]"
 """Put at the start of an error raised in a task that another attempt would raise again."""
@@ -46,6 +46,12 @@ class SchemaMismatch(SparkError, TypeError):
         self.column = column
         self.expected = expected
         self.found = found
+
+
+class SparkValueError(SparkError, ArrowValueError):
+    """A Spark input row holds a value that Arrow carries but Python cannot hold (a timestamp or date past year
+    9999, say), and the dataflow takes rows as Python tuples; the message names the column, the row of the task's
+    partition and the value in Arrow's text.  ``columnar=True`` takes the Arrow batches as they are."""
 
 
 class DataflowFailed(SparkError):

@@ -431,7 +431,7 @@ def _drive(
         if plan.columnar:
             handle.send_batch(batch)
         else:
-            handle.send_batch(input_rows(batch))
+            handle.send_batch(input_rows(batch, rows))
         rows += batch.num_rows
         count += 1
         worker.step()
