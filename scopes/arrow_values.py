@@ -4,10 +4,12 @@ Arrow holds values that Python's types cannot: a ``timestamp[s]``, ``[ms]`` or
 ``[us]`` or a ``date32``/``date64`` past year 9999 or before year 1
 (``datetime`` holds years 1 to 9999), a ``duration[s]`` or ``[ms]`` past
 ``timedelta.max``, a timestamp in a time zone this Python does not know, a
+decimal whose scale is larger than its precision (``decimal128(38, 40)``), a
 string that is not UTF-8.  ``to_pylist()`` and ``as_py()`` raise a bare
 ``OverflowError``, ``ValueError``, ``KeyError`` or ``UnicodeDecodeError`` for
 them, and so do ``str()`` and ``repr()`` of such a scalar.  (A ``time32`` or
-``time64`` of 24 hours or more is not refused: pyarrow wraps it around midnight.)
+``time64`` of 24 hours or more is not refused: pyarrow wraps it around midnight.
+Arrow calls it invalid, and ``read_files``, which validates every batch, refuses it.)
 
 Where pytimely turns an Arrow batch into records, it calls ``to_pylist()`` as
 before and only when that raises does it look for the value that failed
@@ -150,6 +152,8 @@ def why(found: Unconvertible) -> str:
         return f"{inside}Python's datetime holds years 1 to 9999 only"
     if isinstance(error, OverflowError) and "duration" in kind:
         return f"{inside}Python's timedelta holds at most 999999999 days"
+    if "decimal" in kind and type(error).__name__ == "InvalidOperation":
+        return f"{inside}Python's Decimal cannot take it (the type's scale is larger than its precision)"
     if "timestamp" in kind and "tz=" in kind:
         return f"{inside}its time zone is unknown to this Python (install the tzdata package, or fix the zone's name)"
     return f"{inside}Python cannot hold it"

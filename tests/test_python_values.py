@@ -70,6 +70,13 @@ REFUSED: dict[str, tuple[Any, str, str]] = {
         '"',
         "not valid UTF-8",
     ),
+    "decimal scale larger than precision": (
+        pa.Array.from_buffers(
+            pa.decimal128(38, 40), 2, [pa.py_buffer(b"\x02"), pa.py_buffer(bytes(16) + (123).to_bytes(16, "little"))]
+        ),
+        "scale out of range",
+        "scale is larger than its precision",
+    ),
     "struct holding year 10000": (
         pa.StructArray.from_arrays([pa.array([0, YEAR_10000], pa.timestamp("s"))], ["at"]),
         "{at: 10000-01-01 00:00:00}",
@@ -434,4 +441,40 @@ def test_a_table_update_python_cannot_hold_joins_and_a_repeated_one_names_the_va
         run_dataflow(list_plans, {"clicks": [["ann"]], "plans": plans}, workers=workers)
     message = str(failure.value)
     assert "ArrowValueError" in message and "operator 'Plans'" in message and "at time 0" in message, message
-    assert "column 'ends'" in message and "[10000-01-01 00:00:00]" in message, message
+    assert "column 'ends'" in message and "[10000-01-01 00:00:0" in message, message  # either update, first
+
+
+def test_read_files_refuses_a_time_of_24_hours_or_more_rather_than_wrap_it(tmp_path: Path) -> None:
+    """pyarrow's ``to_pylist`` wraps a ``time64`` of 25 hours around midnight (01:00) without an error; Arrow calls
+    such a value invalid, and the source's full validation of each batch refuses it, naming the file."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    pq.write_table(pa.table({"t": pa.array([0, 25 * 3600 * 10**6], pa.time64("us"))}), directory / "a.parquet")
+    assert pa.array([25 * 3600 * 10**6], pa.time64("us")).to_pylist()[0].hour == 1  # the silent wrap
+    for columnar in (False, True):
+        with pytest.raises(WorkerFailed) as failure:
+            read(directory, 1, columnar=columnar)
+        message = str(cause_of(failure.value, FileSourceError))
+        assert "a.parquet" in message and "not within the acceptable range" in message, message
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("format", ["csv", "jsonl"])
+def test_read_files_of_text_files_names_the_row_of_a_time_past_year_9999(
+    tmp_path: Path, format: str, workers: int
+) -> None:
+    """``9999-12-31T23:59:59-01:00`` is year 10000 in UTC: pyarrow's CSV and JSON readers parse it as a timestamp."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    if format == "csv":
+        target = directory / "a.csv"
+        target.write_text("n,d\n0,2020-01-01T00:00:00Z\n1,9999-12-31T23:59:59-01:00\n")
+    else:
+        target = directory / "a.jsonl"
+        target.write_text('{"n": 0, "d": "2020-01-01T00:00:00Z"}\n{"n": 1, "d": "9999-12-31T23:59:59-01:00"}\n')
+    with pytest.raises(WorkerFailed) as failure:
+        read(directory, workers, format=format)
+    error = cause_of(failure.value, FileValueError)
+    message = str(error)
+    assert repr(str(target)) in message and "row 1 of the file" in message and "column 'd'" in message, message
+    assert "10000-01-01 00:59:59" in message and error.row == 1, message
