@@ -478,3 +478,31 @@ def test_read_files_of_text_files_names_the_row_of_a_time_past_year_9999(
     message = str(error)
     assert repr(str(target)) in message and "row 1 of the file" in message and "column 'd'" in message, message
     assert "10000-01-01 00:59:59" in message and error.row == 1, message
+
+
+def test_a_resumable_spark_task_names_the_partition_row_python_cannot_hold(tmp_path: Path) -> None:
+    """The checkpointed task makes rows epoch by epoch (one input batch each): the row counts across batches."""
+    from runtime.spark.errors import SparkValueError
+    from runtime.spark.resume import drive_resumable
+
+    schema = pa.schema([("n", pa.int64())])
+    batches = [
+        pa.RecordBatch.from_pydict({"n": [0, 1], "at": pa.array([0, 1], pa.timestamp("s"))}),
+        pa.RecordBatch.from_pydict({"n": [2, 3], "at": pa.array([2, YEAR_10000], pa.timestamp("s"))}),
+    ]
+
+    def build(scope: Any, hand_over: Any) -> Any:
+        handle, stream = scope.new_input()
+        return handle, stream.map(lambda row: (row[0],)).inspect_batch(hand_over).probe()
+
+    def main(worker: Any) -> int:
+        return drive_resumable(
+            worker, str(tmp_path), "job", schema, False, build, iter(batches), lambda batch: None, lambda *a, **k: None
+        )
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=1)
+    error = cause_of(failure.value, SparkValueError)
+    message = str(error)
+    assert "row 3 of this task's partition" in message and "column 'at'" in message, message
+    assert error.row == 3

@@ -205,11 +205,13 @@ def drive_resumable(
         output.rows += replayed
         report("resumed", epoch=resumed, rows=replayed)
     epochs = 0
+    read = 0  # the partition's rows up to this batch, for an input error to name a row
     for epoch, batch in enumerate(batches):
         epochs = epoch + 1
+        read += batch.num_rows
         if epoch < resumed:
             continue
-        handle.send_batch(batch if columnar else input_rows(batch))
+        handle.send_batch(batch if columnar else input_rows(batch, read - batch.num_rows))
         handle.advance_to(epoch + 1)
         worker.step_while(lambda epoch=epoch: probe.less_than(epoch + 1 - EPOCHS_AHEAD))
         output.flush(_passed(probe))
