@@ -146,12 +146,13 @@ def run_dataflow(
                 f"must be defined at the top level of a module; got {build!r}"
             ) from error
         try:
-            encode_value(spec)
+            encoded = encode_value(spec)
         except EncodingError as error:
             raise ConfigurationError(
                 f"run_dataflow(processes={processes}) sends the inputs to each process in the wire encoding: {error}"
             ) from None
-        main: Callable[[Worker], Any] = functools.partial(_run_loaded, described, spec, options)
+        # as bytes, decoded once the build's module is imported: an Arrow extension type it registers is then known
+        main: Callable[[Worker], Any] = functools.partial(_run_loaded, described, encoded, options)
     else:
         main = functools.partial(_run_worker, build, spec, options, timestamp)
     results = execute(main, workers=workers, processes=processes, stall_timeout=stall_timeout, audit=audit)
@@ -421,13 +422,18 @@ def _kept(batch: Any) -> Any:
     return _as_records(batch)
 
 
-def _run_loaded(
-    described: dict[str, Any], spec: dict[str, Any], options: dict[str, bool], worker: Worker
-) -> dict[str, Any]:
-    """The process entry point: import the build function by name, then run as :func:`_run_worker`."""
+def _run_loaded(described: dict[str, Any], encoded: bytes, options: dict[str, bool], worker: Worker) -> dict[str, Any]:
+    """The process entry point: import the build function by name, decode the inputs, then run as :func:`_run_worker`.
+
+    The inputs are decoded after the import, so that Arrow columns of an
+    extension type the build's module registers arrive as that type, as they
+    do on threads (before, they arrived as their storage type).
+    """
     from runtime.cluster_member import load_main
+    from runtime.communication.wire import decode_value
 
     build: Any = load_main(described)
+    spec: dict[str, Any] = decode_value(encoded)
     result = _run_worker(build, spec, options, INTEGER, worker)
     # to the parent in the wire encoding, which has no NumPy scalars: a record-wise operator over an array gives them
     result["collected"] = [

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from scopes.batches import take
 from scopes.errors import BatchError
 from scopes.lazy_import import lazy_module
 
@@ -124,10 +125,10 @@ def join_tables(
     joined = left_table.join(right_table, keys=keys, join_type=join_type, use_threads=False)
     rows = joined.column(_LEFT)
     if join_type in ("left semi", "left anti"):  # the left's rows as they came, whatever type the right's keys had
-        return given.take(rows)
+        return take(given, rows)
     kept = [name for name in right.column_names if name not in set(right_keys)]
-    taken_left = left.take(rows)
-    taken_right = right.select(kept).take(joined.column(_RIGHT))  # a null row number (no match) takes nulls
+    taken_left = take(left, rows)
+    taken_right = take(right.select(kept), joined.column(_RIGHT))  # a null row number (no match) takes nulls
     both = set(left.column_names) & set(kept)
     left_suffix, right_suffix = suffixes
     names = [name + left_suffix if name in both else name for name in left.column_names]

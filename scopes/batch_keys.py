@@ -205,6 +205,11 @@ class BatchKeys:
         available = column_names(batch)
         if available:
             has = f"its columns are {list(available)}; pass one of these to exchange_batch, or a key function"
+        elif is_arrow(batch):  # Arrow allows a batch of rows and no columns
+            has = (
+                f"it is an Arrow {batch_kind(batch)} of {batch.num_rows} rows and no columns; give it the key "
+                "column, or route it with a key function (batch -> keys)"
+            )
         else:
             has = (
                 f"it is a {batch_kind(batch)} of dtype {batch.dtype} without named columns; route it with a key "

@@ -79,8 +79,11 @@ __all__ = [
     "batch_len",
     "column",
     "column_names",
+    "combined",
     "concat_batches",
     "copy_batch",
+    "decoded",
+    "filter_rows",
     "is_arrow",
     "is_batch",
     "is_columnar",
@@ -226,6 +229,9 @@ def concat_batches(batches: Sequence[Any]) -> Any:
     if kinds <= _ARROW_KINDS and all(is_arrow(batch) for batch in batches):
         import pyarrow as pa  # type: ignore[import-untyped]
 
+        if _half_dictionaries(first.schema):  # Arrow concatenates these wrong: as their bits (see combined)
+            return _as_halves(concat_batches([_as_bits(batch) for batch in batches]), first.schema)
+
         if kinds == {"RecordBatch"}:
             if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
                 return pa.concat_batches(batches)
@@ -252,8 +258,206 @@ def take(batch: Any, indices: np.ndarray) -> Any:
     if isinstance(batch, np.ndarray):
         return batch[indices]
     if is_arrow(batch):
-        return batch.take(indices)
+        if _half_dictionaries(batch.schema):
+            return _as_halves(take(_as_bits(batch), indices), batch.schema)
+        try:
+            return batch.take(indices)
+        except Exception as error:  # pyarrow's ArrowNotImplementedError: some types have no take (see below)
+            return _rows_by_column(batch, lambda values: values.take(indices), error)
     raise BatchError(f"take: {describe_value(batch)} is not a batch (a list, NumPy array or Arrow batch)")
+
+
+def filter_rows(batch: Any, mask: Any) -> Any:
+    """The rows of the Arrow batch ``batch`` where ``mask`` (a boolean array) is true, as a batch of the same kind.
+
+    ``batch.filter(mask)``, also for columns of the types Arrow has no filter for (see :func:`take`).
+    """
+    if _half_dictionaries(batch.schema):
+        return _as_halves(filter_rows(_as_bits(batch), mask), batch.schema)
+    try:
+        return batch.filter(mask)
+    except Exception as error:
+        return _rows_by_column(batch, lambda values: values.filter(mask), error)
+
+
+def combined(values: Any) -> Any:
+    """An Arrow chunked array's chunks as one array (``combine_chunks``), dictionaries of ``float16`` kept right.
+
+    Arrow (26 at least) concatenates dictionaries of ``float16`` whose
+    dictionaries differ (or hold a NaN, which is not equal to itself) into wrong
+    values (``-0.0`` becomes ``32768.0``, its bits as a number); their bits are
+    concatenated as ``uint16`` instead, which Arrow does right.
+    """
+    import pyarrow as pa
+
+    kind = values.type
+    if pa.types.is_dictionary(kind) and pa.types.is_float16(kind.value_type):
+        bits = pa.dictionary(kind.index_type, pa.uint16(), kind.ordered)
+        return pa.chunked_array([chunk.view(bits) for chunk in values.chunks], bits).combine_chunks().view(kind)
+    return values.combine_chunks()
+
+
+_HALF_DICTIONARIES: dict[Any, tuple[int, ...]] = {}
+"""The positions of each schema's dictionary-of-``float16`` columns (see :func:`combined`); most have none."""
+
+
+def _half_dictionaries(schema: Any) -> tuple[int, ...]:
+    """The positions of ``schema``'s columns that are dictionaries of ``float16`` (one lookup per schema seen)."""
+    try:
+        return _HALF_DICTIONARIES[schema]
+    except KeyError:
+        pass
+    except TypeError:  # a user's extension type without __hash__: looked at every time
+        return _find_half_dictionaries(schema)
+    found = _find_half_dictionaries(schema)
+    if len(_HALF_DICTIONARIES) > 256:  # a program making ever new schemas: start over
+        _HALF_DICTIONARIES.clear()
+    _HALF_DICTIONARIES[schema] = found
+    return found
+
+
+def _find_half_dictionaries(schema: Any) -> tuple[int, ...]:
+    import pyarrow as pa
+
+    types = pa.types
+    return tuple(
+        index
+        for index, kind in enumerate(schema.types)
+        if types.is_dictionary(kind) and types.is_float16(kind.value_type)
+    )
+
+
+def _as_bits(batch: Any) -> Any:
+    """``batch`` with its dictionaries of ``float16`` seen as dictionaries of ``uint16`` (the same bits)."""
+    import pyarrow as pa
+
+    for index in _half_dictionaries(batch.schema):
+        kind = batch.schema.field(index).type
+        batch = batch.set_column(
+            index,
+            batch.schema.field(index).name,
+            _viewed(pa, batch.column(index), pa.dictionary(kind.index_type, pa.uint16(), kind.ordered)),
+        )
+    return batch
+
+
+def _as_halves(batch: Any, schema: Any) -> Any:
+    """:func:`_as_bits` undone: the columns of ``schema``'s dictionaries of ``float16`` seen as such again."""
+    import pyarrow as pa
+
+    for index in _half_dictionaries(schema):
+        batch = batch.set_column(index, schema.field(index), _viewed(pa, batch.column(index), schema.field(index).type))
+    return batch
+
+
+def _viewed(pa: Any, values: Any, kind: Any) -> Any:
+    """An Arrow array or chunked array's buffers seen as ``kind`` (of the same layout)."""
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([chunk.view(kind) for chunk in values.chunks], kind)
+    return values.view(kind)
+
+
+def _rows_by_column(batch: Any, rows: Any, error: Exception) -> Any:
+    """``rows`` (a take or a filter) of each column of an Arrow batch whose whole ``take``/``filter`` failed.
+
+    Arrow (26 at least) has no take or filter of ``string_view``, ``binary_view``
+    and run-end encoded columns, nor of nested columns holding them: such a column
+    is widened (views to ``large_string`` and ``large_binary``, run-end encoded
+    columns decoded), its rows taken, and cast back to its type, so the rows come
+    out as they went in.  Only batches Arrow refused come here: the others pay
+    nothing.
+    """
+    import pyarrow as pa
+
+    if not isinstance(error, pa.ArrowNotImplementedError):
+        raise error
+    columns = [
+        _column_rows(pa, batch.column(index), rows, batch.schema.names[index]) for index in range(batch.num_columns)
+    ]
+    if batch_kind(batch) == "Table":
+        return pa.Table.from_arrays(columns, schema=batch.schema)
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+def _column_rows(pa: Any, values: Any, rows: Any, name: str) -> Any:
+    """``rows(values)`` of one column (an Arrow array or chunked array), widened first when Arrow cannot do it."""
+    kind = values.type
+    try:
+        return rows(values)
+    except pa.ArrowNotImplementedError:
+        pass
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    if pa.types.is_run_end_encoded(kind):
+        decoded = _column_rows(pa, pc.run_end_decode(values), rows, name)
+        return pc.run_end_encode(decoded, run_end_type=kind.run_end_type)
+    wide = _widened_type(pa, kind)
+    if wide is None:
+        raise BatchError(
+            f"Arrow cannot take or filter the rows of the column {name!r}, which is {kind}: cast it to another "
+            "type with pyarrow.compute.cast first"
+        )
+    try:
+        return rows(values.cast(wide)).cast(kind)
+    except pa.ArrowNotImplementedError:
+        raise BatchError(
+            f"Arrow cannot take or filter the rows of the column {name!r}, which is {kind}: cast it to {wide} "
+            "with pyarrow.compute.cast first"
+        ) from None
+
+
+def decoded(column: Any) -> Any:
+    """A dictionary-encoded Arrow column (array or chunked array) as its values, of its value type.
+
+    ``column.cast(value_type)``, also for dictionaries of ``string_view`` and
+    ``binary_view``, which Arrow (26 at least) cannot decode (it has no take of
+    views): their values are decoded as ``large_string`` or ``large_binary``
+    and cast back to the view type.
+    """
+    import pyarrow as pa
+
+    kind = column.type
+    try:
+        return column.cast(kind.value_type)
+    except pa.ArrowNotImplementedError:
+        wide = _widened_type(pa, kind.value_type)
+        if wide is None:
+            raise
+    return column.cast(pa.dictionary(kind.index_type, wide)).cast(wide).cast(kind.value_type)
+
+
+def _widened_type(pa: Any, kind: Any) -> Any:
+    """``kind`` with its string and binary views made ``large_string`` and ``large_binary``; ``None`` if it has none."""
+    types = pa.types
+    if types.is_string_view(kind):
+        return pa.large_string()
+    if types.is_binary_view(kind):
+        return pa.large_binary()
+    if types.is_struct(kind):
+        fields = [kind.field(index) for index in range(kind.num_fields)]
+        wides = [_widened_type(pa, field.type) for field in fields]
+        if all(wide is None for wide in wides):
+            return None
+        return pa.struct([field.with_type(wide or field.type) for field, wide in zip(fields, wides, strict=True)])
+    if types.is_map(kind):
+        key, item = _widened_type(pa, kind.key_type), _widened_type(pa, kind.item_type)
+        if key is None and item is None:
+            return None
+        return pa.map_(key or kind.key_type, kind.item_field.with_type(item or kind.item_type))
+    lists = {
+        types.is_list: pa.list_,
+        types.is_large_list: pa.large_list,
+        types.is_list_view: pa.list_view,
+        types.is_large_list_view: pa.large_list_view,
+    }
+    for is_kind, make in lists.items():
+        if is_kind(kind):
+            item = _widened_type(pa, kind.value_type)
+            return None if item is None else make(kind.value_field.with_type(item))
+    if types.is_fixed_size_list(kind):
+        item = _widened_type(pa, kind.value_type)
+        return None if item is None else pa.list_(kind.value_field.with_type(item), kind.list_size)
+    return None
 
 
 def column_names(batch: Any) -> tuple[str, ...]:
@@ -327,7 +531,7 @@ def column(batch: Any, key: str) -> np.ndarray:
             refuse_repeated_names(batch, [key, key], f"column {key!r}")
         values = batch.column(key)
         if batch_kind(batch) == "Table":
-            values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+            values = combined(values) if values.num_chunks != 1 else values.chunk(0)
         result: np.ndarray = values.to_numpy(zero_copy_only=False)
         return result
     if batch.__class__ is list:

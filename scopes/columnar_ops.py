@@ -78,6 +78,7 @@ from scopes.batches import (
     batch_kind,
     column_names,
     concat_batches,
+    decoded,
     describe_value,
     is_arrow,
     refuse_repeated_names,
@@ -387,9 +388,7 @@ def _reduce_arrow(table: Any, keys: Sequence[str], parts: Sequence[tuple[str, st
     for source in dict.fromkeys(source for source, _, _ in parts):
         kind = table.schema.field(source).type
         if pa.types.is_dictionary(kind):
-            table = table.set_column(
-                table.schema.get_field_index(source), source, table.column(source).cast(kind.value_type)
-            )
+            table = table.set_column(table.schema.get_field_index(source), source, decoded(table.column(source)))
             kind = kind.value_type
         if pa.types.is_float16(kind):
             halves.add(source)

@@ -76,6 +76,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.arrow_values import records
+from scopes.batches import combined
 from scopes.errors import KeyHashError as KeyHashError
 from scopes.lazy_import import lazy_module
 
@@ -588,7 +589,7 @@ def stable_hash_arrow(values: Any) -> np.ndarray:
     import pyarrow.compute as pc
 
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        values = combined(values) if values.num_chunks != 1 else values.chunk(0)
     kind = values.type
     if pa.types.is_decimal(kind) and kind.bit_width < 128:  # 32 and 64 bits: Arrow encodes 128 and 256
         values = values.cast(pa.decimal128(kind.precision, kind.scale))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.arrow_joins import join_tables
 from scopes.arrow_values import records, safe_as_py
+from scopes.batches import filter_rows, take
 from scopes.columnar_ops import _concat, check_columns, key_columns, key_contract, prepare_arrow, to_arrow
 from scopes.core import StreamCore
 from scopes.errors import BatchError, BuildError, ConflictingUpdates
@@ -188,11 +189,11 @@ class LatestBatchJoin(LatestJoin):
         self.check_one_row_per_key(pa, table.slice(0 if self.table is None else self.table.num_rows), time)
         table = table.append_column(_SEQUENCE, pa.array(np.arange(table.num_rows), pa.int64()))
         latest = table.group_by(list(self.right), use_threads=False).aggregate([(_SEQUENCE, "max")])
-        table = table.take(np.sort(latest.column(f"{_SEQUENCE}_max").to_numpy())).drop_columns([_SEQUENCE])
+        table = take(table, np.sort(latest.column(f"{_SEQUENCE}_max").to_numpy())).drop_columns([_SEQUENCE])
         if self.deletes is not None:
             import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-            table = table.filter(pc.invert(pc.fill_null(table.column(self.deletes), False)))
+            table = filter_rows(table, pc.invert(pc.fill_null(table.column(self.deletes), False)))
         self.table = table
 
     def check_one_row_per_key(self, pa: Any, updates: Any, time: int) -> None:
@@ -228,7 +229,7 @@ class LatestBatchJoin(LatestJoin):
         repeated = groups.filter(pc.greater(pc.list_value_length(rows), 1)).column(f"{_SEQUENCE}_list")
         for indices in repeated.to_pylist():
             first, *others = records(
-                updates.take(indices),
+                take(updates, np.asarray(indices)),
                 f"{self.where}: comparing the table's updates given for one key at time {time!r} (as Python "
                 "values, since Arrow cannot group by their columns)",
                 "send one update per key and time, or make the column convertible (cast it to int64 or string, or "

@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from scopes.batches import is_arrow
+from scopes.batches import filter_rows, is_arrow, take
 from scopes.channels import Pipeline
 from scopes.columnar_ops import (
     _COMBINE,
@@ -285,14 +285,14 @@ class WindowSplitter:
                 events = np.full(table.num_rows, time, np.int64)
             late_rows, rows, starts = self.assign(events, time)
             if late_rows is not None and late_rows.any():
-                late_part = table.filter(late_rows) if is_arrow(batch) else cast(Any, batch)[late_rows]
+                late_part = filter_rows(table, late_rows) if is_arrow(batch) else cast(Any, batch)[late_rows]
                 late.session(ref).give_batch(late_part)
             if len(rows):
                 whole = len(rows) == table.num_rows and np.array_equal(rows, np.arange(len(rows)))
                 entry = found.get(time)
                 if entry is None:
                     entry = found[time] = (ref.retain(), [])
-                entry[1].append(self.partials(table if whole else table.take(rows), starts))
+                entry[1].append(self.partials(table if whole else take(table, rows), starts))
         for capability, partials in found.values():
             if self.info is not None:
                 self.info.position = f"combining the partial aggregates of time {capability.time!r}"

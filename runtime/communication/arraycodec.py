@@ -537,12 +537,17 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
         # was read.  Full validation checks every offset, index and child before anything uses the data.
         table.validate(full=True)
         schema = table.schema
-        if schema not in _CHECKED_SCHEMAS:  # a stream's batches share a schema: walked once, not per batch
+        try:
+            checked: bool | None = schema in _CHECKED_SCHEMAS  # a stream's batches share a schema: walked once
+        except TypeError:  # a user's pyarrow.ExtensionType without __hash__ makes its schema unhashable
+            checked = None  # walked every time
+        if not checked:
             for field in schema:
                 _check_names(pyarrow, field)
-            if len(_CHECKED_SCHEMAS) >= _CHECKED_SCHEMAS_KEPT:
-                _CHECKED_SCHEMAS.clear()
-            _CHECKED_SCHEMAS[schema] = None
+            if checked is not None:
+                if len(_CHECKED_SCHEMAS) >= _CHECKED_SCHEMAS_KEPT:
+                    _CHECKED_SCHEMAS.clear()
+                _CHECKED_SCHEMAS[schema] = None
     except ColumnarDecodeError:
         raise
     except Exception as error:  # ArrowInvalid, ArrowIOError, ...: all mean damaged bytes
