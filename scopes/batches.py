@@ -237,6 +237,8 @@ def concat_batches(batches: Sequence[Any]) -> Any:
                 return pa.concat_batches(batches)
             joined = pa.Table.from_batches(batches).combine_chunks().to_batches()
             return joined[0] if joined else first.slice(0, 0)
+        if not first.num_columns and all(not batch.num_columns for batch in batches):  # concat_tables loses the rows
+            return _rows_only(pa.Table.from_batches([], schema=first.schema), sum(len(batch) for batch in batches))
         tables = [batch if batch_kind(batch) == "Table" else pa.Table.from_batches([batch]) for batch in batches]
         return pa.concat_tables(tables)
     raise BatchError(
@@ -258,13 +260,28 @@ def take(batch: Any, indices: np.ndarray) -> Any:
     if isinstance(batch, np.ndarray):
         return batch[indices]
     if is_arrow(batch):
+        if not batch.num_columns:  # Arrow's Table.take gives no rows at all then
+            return _rows_only(batch, len(indices))
         if _half_dictionaries(batch.schema):
             return _as_halves(take(_as_bits(batch), indices), batch.schema)
         try:
             return batch.take(indices)
         except Exception as error:  # pyarrow's ArrowNotImplementedError: some types have no take (see below)
-            return _rows_by_column(batch, lambda values: values.take(indices), error)
+            return _rows_by_column(batch, indices, error)
     raise BatchError(f"take: {describe_value(batch)} is not a batch (a list, NumPy array or Arrow batch)")
+
+
+def _rows_only(batch: Any, rows: int) -> Any:
+    """A batch of ``batch``'s kind and schema (no columns) with ``rows`` rows.
+
+    Arrow allows a batch of rows and no columns, but ``Table.take`` and
+    ``concat_tables`` give such tables no rows (Arrow 26), which lost rows the
+    progress counts had counted, and stalled an exchange.
+    """
+    import pyarrow as pa
+
+    single = pa.record_batch([pa.nulls(rows)], names=["_"]).select([]).replace_schema_metadata(batch.schema.metadata)
+    return pa.Table.from_batches([single]) if batch_kind(batch) == "Table" else single
 
 
 def filter_rows(batch: Any, mask: Any) -> Any:
@@ -277,7 +294,10 @@ def filter_rows(batch: Any, mask: Any) -> Any:
     try:
         return batch.filter(mask)
     except Exception as error:
-        return _rows_by_column(batch, lambda values: values.filter(mask), error)
+        import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+        kept = mask if isinstance(mask, np.ndarray) else pc.fill_null(mask, False)  # a null drops its row
+        return _rows_by_column(batch, np.flatnonzero(np.asarray(kept, dtype=bool)), error)
 
 
 def combined(values: Any) -> Any:
@@ -357,53 +377,78 @@ def _viewed(pa: Any, values: Any, kind: Any) -> Any:
     return values.view(kind)
 
 
-def _rows_by_column(batch: Any, rows: Any, error: Exception) -> Any:
-    """``rows`` (a take or a filter) of each column of an Arrow batch whose whole ``take``/``filter`` failed.
+def _rows_by_column(batch: Any, indices: Any, error: Exception) -> Any:
+    """The rows at ``indices`` of each column of an Arrow batch whose whole ``take`` or ``filter`` failed.
 
     Arrow (26 at least) has no take or filter of ``string_view``, ``binary_view``
     and run-end encoded columns, nor of nested columns holding them: such a column
     is widened (views to ``large_string`` and ``large_binary``, run-end encoded
-    columns decoded), its rows taken, and cast back to its type, so the rows come
-    out as they went in.  Only batches Arrow refused come here: the others pay
-    nothing.
+    columns decoded), its rows taken, and cast back to its type.  Nor can it take
+    the rows of a chunked dictionary column whose chunks' dictionaries it cannot
+    unify (dictionaries of lists, structs or unions): their rows are taken chunk by
+    chunk, each keeping its dictionary.  So the rows come out as they went in.
+    Only batches Arrow refused come here: the others pay nothing.
     """
     import pyarrow as pa
 
     if not isinstance(error, pa.ArrowNotImplementedError):
         raise error
     columns = [
-        _column_rows(pa, batch.column(index), rows, batch.schema.names[index]) for index in range(batch.num_columns)
+        _column_rows(pa, batch.column(index), indices, batch.schema.names[index]) for index in range(batch.num_columns)
     ]
     if batch_kind(batch) == "Table":
         return pa.Table.from_arrays(columns, schema=batch.schema)
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-def _column_rows(pa: Any, values: Any, rows: Any, name: str) -> Any:
-    """``rows(values)`` of one column (an Arrow array or chunked array), widened first when Arrow cannot do it."""
+def _column_rows(pa: Any, values: Any, indices: Any, name: str) -> Any:
+    """The rows at ``indices`` of one column (an Arrow array or chunked array), widened first when Arrow cannot.
+
+    ``indices`` is a NumPy array or an Arrow array of integers; a null index takes a null, as in Arrow's take.
+    """
     kind = values.type
     try:
-        return rows(values)
+        return values.take(indices)
     except pa.ArrowNotImplementedError:
         pass
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.compute as pc
 
+    if isinstance(values, pa.ChunkedArray) and values.num_chunks > 1:  # chunk by chunk, in runs of one chunk
+        if isinstance(indices, np.ndarray):
+            numbers = indices.astype(np.int64)
+            valid = np.ones(len(numbers), dtype=bool)
+        else:  # an Arrow array (or chunked array) of row numbers, maybe with nulls
+            valid = np.asarray(pc.is_valid(indices), dtype=bool)
+            numbers = np.asarray(pc.fill_null(indices, 0), dtype=np.int64)
+        ends = np.cumsum([len(chunk) for chunk in values.chunks])
+        chunk_of = np.where(valid, np.searchsorted(ends, numbers, side="right"), -1)
+        cuts = np.flatnonzero(np.diff(chunk_of)) + 1
+        parts = []
+        for run in np.split(np.arange(len(numbers)), cuts):
+            if not len(run):
+                continue
+            chunk = int(chunk_of[run[0]])
+            if chunk < 0:
+                parts.append(pa.nulls(len(run), kind))
+                continue
+            start = int(ends[chunk - 1]) if chunk else 0
+            parts.append(_column_rows(pa, values.chunk(chunk), numbers[run] - start, name))
+        return pa.chunked_array(parts, kind)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.chunk(0) if values.num_chunks else pa.array([], kind)
     if pa.types.is_run_end_encoded(kind):
-        decoded = _column_rows(pa, pc.run_end_decode(values), rows, name)
-        return pc.run_end_encode(decoded, run_end_type=kind.run_end_type)
+        plain = _column_rows(pa, pc.run_end_decode(values), indices, name)
+        return pc.run_end_encode(plain, run_end_type=kind.run_end_type)
     wide = _widened_type(pa, kind)
-    if wide is None:
-        raise BatchError(
-            f"Arrow cannot take or filter the rows of the column {name!r}, which is {kind}: cast it to another "
-            "type with pyarrow.compute.cast first"
-        )
     try:
-        return rows(values.cast(wide)).cast(kind)
+        if wide is not None:
+            return values.cast(wide).take(indices).cast(kind)
     except pa.ArrowNotImplementedError:
-        raise BatchError(
-            f"Arrow cannot take or filter the rows of the column {name!r}, which is {kind}: cast it to {wide} "
-            "with pyarrow.compute.cast first"
-        ) from None
+        pass
+    raise BatchError(
+        f"Arrow cannot take or filter the rows of the column {name!r}, which is {kind}: cast it to another "
+        "type with pyarrow.compute.cast first"
+    )
 
 
 def decoded(column: Any) -> Any:
@@ -412,7 +457,9 @@ def decoded(column: Any) -> Any:
     ``column.cast(value_type)``, also for dictionaries of ``string_view`` and
     ``binary_view``, which Arrow (26 at least) cannot decode (it has no take of
     views): their values are decoded as ``large_string`` or ``large_binary``
-    and cast back to the view type.
+    and cast back to the view type; and for dictionaries of structs, lists,
+    maps, unions and run-end encoded values, which Arrow does not cast: their
+    values are taken at the indices.
     """
     import pyarrow as pa
 
@@ -420,10 +467,19 @@ def decoded(column: Any) -> Any:
     try:
         return column.cast(kind.value_type)
     except pa.ArrowNotImplementedError:
-        wide = _widened_type(pa, kind.value_type)
-        if wide is None:
-            raise
-    return column.cast(pa.dictionary(kind.index_type, wide)).cast(wide).cast(kind.value_type)
+        pass
+    wide = _widened_type(pa, kind.value_type)
+    if wide is not None:
+        return column.cast(pa.dictionary(kind.index_type, wide)).cast(wide).cast(kind.value_type)
+    # Arrow casts no dictionary of structs, lists, maps, unions or run-end encoded values: take its values
+    if isinstance(column, pa.ChunkedArray):
+        return pa.chunked_array([_decoded_chunk(pa, chunk) for chunk in column.chunks], kind.value_type)
+    return _decoded_chunk(pa, column)
+
+
+def _decoded_chunk(pa: Any, array: Any) -> Any:
+    """A dictionary array's values at its indices (a null index takes a null)."""
+    return _column_rows(pa, array.dictionary, array.indices, "(dictionary values)")
 
 
 def _widened_type(pa: Any, kind: Any) -> Any:

@@ -292,3 +292,71 @@ def test_an_arrow_batch_of_rows_and_no_columns_is_refused_naming_the_key(
         error = error.__cause__
     assert isinstance(error, KeyColumnError), repr(error)
     assert f"'{operator}'" in str(error) and "no key column 'k'" in str(error) and "no columns" in str(error)
+
+
+def test_batches_of_rows_and_no_columns_keep_their_rows_when_taken_concatenated_and_sent() -> None:
+    from runtime.communication.arraycodec import decode_arrow, encode_columnar
+    from scopes.batches import concat_batches
+
+    rows = pa.table({"k": [1, 2, 3, 4]}).select([])  # Arrow keeps 4 rows, in no batch
+    assert take(rows, np.array([0, 0, 3])).num_rows == 3
+    assert concat_batches([rows, rows]).num_rows == 8
+    assert decode_arrow(*encode_columnar(rows)).num_rows == 4
+
+
+@pytest.mark.parametrize(("workers", "processes"), [(1, 1), (2, 1), (1, 2)])
+def test_rows_without_columns_are_routed_and_counted_at_every_worker_count(workers: int, processes: int) -> None:
+    """Two workers stalled (rows counted as sent never arrived); two processes received none of them."""
+    from helpers.arrow_type_mains import no_columns_routed
+
+    run = run_dataflow(no_columns_routed, [pa.table({"k": range(7)})], workers=workers, processes=processes)
+    assert sum(run.output()[0]) == 7
+
+
+def nested_dictionary(values: Any, indices: list[int | None]) -> Any:
+    return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), values)
+
+
+NESTED_VALUES = {
+    "struct": pa.array([{"a": 1}, {"a": 2}, None]),
+    "list": pa.array([[1], [], [2, 3]], pa.list_(pa.int64())),
+    "dense_union": pa.UnionArray.from_dense(
+        pa.array([0, 1, 0], pa.int8()), pa.array([0, 0, 1], pa.int32()), [pa.array([5, 6]), pa.array(["u"])]
+    ),
+    "run_end_encoded": pc.run_end_encode(pa.array([7, 7, None])),
+}
+
+
+@pytest.mark.parametrize("name", list(NESTED_VALUES))
+def test_dictionaries_of_nested_values_are_taken_across_chunks_and_decoded(name: str) -> None:
+    """Arrow cannot unify such dictionaries (take on a chunked column) nor cast them to their values (count)."""
+    values = NESTED_VALUES[name]
+    first, second = nested_dictionary(values, [0, None, 1]), nested_dictionary(values.slice(1), [1, 0])
+    table = pa.concat_tables([pa.table({"d": first}), pa.table({"d": second})])
+    plain = first.to_pylist() + second.to_pylist()
+    taken = take(table, np.array([4, 0, 3, 1]))
+    assert taken.schema == table.schema and taken.column("d").to_pylist() == [plain[i] for i in (4, 0, 3, 1)]
+    with_nulls = take(table, pa.chunked_array([pa.array([2, None, 3], pa.int64())]))  # a join's unmatched rows
+    assert with_nulls.column("d").to_pylist() == [plain[2], None, plain[3]]
+    kept = filter_rows(table, pa.array([True, False, True, True, False]))
+    assert kept.column("d").to_pylist() == [plain[0], plain[2], plain[3]]
+    assert decoded(table.column("d")).to_pylist() == plain and decoded(first).type == values.type
+
+
+def _count_nested_dictionaries(scope: Any, stream: Any) -> Any:
+    def encoded(t: Any) -> Any:
+        structs = pa.array([{"a": 1}, None, {"a": 3}])
+        d = nested_dictionary(structs, [i % 3 if i % 4 else None for i in t.column("v").to_pylist()])
+        return t.select(["k"]).append_column("d", d)
+
+    return stream.map_batch(encoded).aggregate_batch("k", [("d", "count")])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_dictionary_of_structs_is_counted_by_aggregate_batch(workers: int) -> None:
+    run = run_dataflow(_count_nested_dictionaries, EPOCHS, workers=workers, stall_timeout=STALL)
+    for time, epoch in enumerate(EPOCHS):
+        counts: Counter[int] = Counter()
+        for row in records(epoch):
+            counts[row["k"]] += bool(row["v"] % 4) and row["v"] % 3 != 1  # a null index or a null struct
+        assert counted(run.output()[time]) == counted([{"k": k, "d_count": n} for k, n in counts.items()])

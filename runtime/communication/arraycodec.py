@@ -392,7 +392,11 @@ def arrow_ipc(value: Any) -> memoryview:
     sink = pyarrow.BufferOutputStream()
     with pyarrow.ipc.new_stream(sink, value.schema) as writer:
         if value.__class__ is pyarrow.Table:
-            writer.write_table(value)
+            if not value.num_columns and value.num_rows:  # its rows may be in no batch (Table.select([]) makes one)
+                rows = pyarrow.record_batch([pyarrow.nulls(value.num_rows)], names=["_"]).select([])
+                writer.write_batch(rows.replace_schema_metadata(value.schema.metadata))
+            else:
+                writer.write_table(value)
         else:
             writer.write_batch(value)
     return memoryview(sink.getvalue())

@@ -71,3 +71,11 @@ with contextlib.suppress(pa.ArrowKeyError):  # imported twice (as helpers.arrow_
 def column_types(scope: Any, stream: Any) -> Any:
     """One row per batch: the type of its column ``t`` as the worker sees it."""
     return stream.map_batch(lambda t: pa.table({"type": [str(t.schema.field("t").type)]}))
+
+
+def no_columns_routed(scope: Any, stream: Any) -> Any:
+    """The rows without their columns (Arrow allows it), routed by a key function, then counted."""
+    import numpy as np
+
+    rows = stream.map_batch(lambda t: t.select([]))
+    return rows.exchange_batch(lambda t: np.arange(len(t))).count()
