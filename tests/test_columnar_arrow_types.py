@@ -360,3 +360,22 @@ def test_a_dictionary_of_structs_is_counted_by_aggregate_batch(workers: int) -> 
         for row in records(epoch):
             counts[row["k"]] += bool(row["v"] % 4) and row["v"] % 3 != 1  # a null index or a null struct
         assert counted(run.output()[time]) == counted([{"k": k, "d_count": n} for k, n in counts.items()])
+
+
+def test_a_dictionary_of_an_extension_type_is_refused_when_sent_not_taken_for_damage(tmp_path: Any) -> None:
+    """Arrow's IPC reader gives it back wrong: it arrived in another process, or a capture log, as damage."""
+    from helpers.arrow_type_mains import uuid_dictionaries_routed
+
+    from runtime.communication.arraycodec import ColumnarEncodeError, encode_columnar
+    from scopes.errors import TimelyError
+
+    uuids = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([bytes(16)], pa.binary(16)))
+    inner = pa.DictionaryArray.from_arrays(pa.array([0], pa.int8()), uuids)
+    nested = pa.table({"n": pa.StructArray.from_arrays([inner], names=["d"])})
+    for batch in (pa.table({"u": pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int32()), uuids)}), nested):
+        with pytest.raises(ColumnarEncodeError, match=r"the Arrow column '[un]' .*extension<arrow.uuid>.*decode it"):
+            encode_columnar(batch)
+    run = run_dataflow(uuid_dictionaries_routed, [pa.table({"k": range(6)})], workers=2)  # threads: no encoding
+    assert len(run.output()[0]) == 6
+    with pytest.raises(TimelyError, match=r"'u'.*extension<arrow.uuid>.*decode it"):  # not 'damaged'
+        run_dataflow(uuid_dictionaries_routed, [pa.table({"k": range(6)})], workers=1, processes=2)

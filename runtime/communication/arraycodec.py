@@ -386,9 +386,14 @@ def _pyarrow(what: str) -> Any:
 
 
 def arrow_ipc(value: Any) -> memoryview:
-    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format, as a view of Arrow's buffer."""
+    """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format, as a view of Arrow's buffer.
+
+    Raises :class:`ColumnarEncodeError` for a dictionary of an extension type,
+    which Arrow's IPC reader gives back wrong (see :func:`_refuse_extension_dictionaries`).
+    """
     import pyarrow
 
+    _refuse_extension_dictionaries(pyarrow, value.schema)
     sink = pyarrow.BufferOutputStream()
     with pyarrow.ipc.new_stream(sink, value.schema) as writer:
         if value.__class__ is pyarrow.Table:
@@ -400,6 +405,57 @@ def arrow_ipc(value: Any) -> memoryview:
         else:
             writer.write_batch(value)
     return memoryview(sink.getvalue())
+
+
+_SENDABLE_SCHEMAS: dict[Any, None] = {}
+"""Schemas :func:`_refuse_extension_dictionaries` has passed (kept, as :data:`_CHECKED_SCHEMAS` are, 64 at most)."""
+
+
+def _refuse_extension_dictionaries(pyarrow: Any, schema: Any) -> None:
+    """Raise :class:`ColumnarEncodeError` if a column of ``schema`` holds a dictionary of an extension type.
+
+    Arrow (26 at least) writes such a column in its IPC format but reads it back
+    as the extension type over dictionary storage: a type that is not the one
+    sent (empty columns), or a batch its validation refuses, so it arrived as
+    damage in another process or a capture log.  It is refused when sent, naming
+    the column and what to do.  One lookup per schema already passed.
+    """
+    try:
+        if schema in _SENDABLE_SCHEMAS:
+            return
+        keep = True
+    except TypeError:  # a user's extension type without __hash__
+        keep = False
+    for field in schema:
+        found = _extension_dictionary(pyarrow, field.type)
+        if found is not None:
+            raise ColumnarEncodeError(
+                f"the Arrow column {field.name!r} is {field.type}: Arrow's IPC format, which carries Arrow batches "
+                f"between processes and into capture logs, gives a dictionary of the extension type {found} back "
+                "wrong; decode it before it leaves the process (column.cast(its value type)), or dictionary-encode "
+                "the extension's storage instead"
+            )
+    if keep:
+        if len(_SENDABLE_SCHEMAS) >= _CHECKED_SCHEMAS_KEPT:
+            _SENDABLE_SCHEMAS.clear()
+        _SENDABLE_SCHEMAS[schema] = None
+
+
+def _extension_dictionary(pyarrow: Any, kind: Any, depth: int = 0) -> Any:
+    """The extension type of a dictionary's values anywhere in ``kind``, or ``None``."""
+    if isinstance(kind, pyarrow.DictionaryType):
+        if isinstance(kind.value_type, pyarrow.BaseExtensionType):
+            return kind.value_type
+        kind = kind.value_type
+    if isinstance(kind, pyarrow.BaseExtensionType):
+        kind = kind.storage_type
+    if depth > _MAX_TYPE_DEPTH:
+        return None
+    for index in range(kind.num_fields):
+        found = _extension_dictionary(pyarrow, kind.field(index).type, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def encode_arrow(value: Any) -> bytes:

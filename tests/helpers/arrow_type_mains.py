@@ -79,3 +79,14 @@ def no_columns_routed(scope: Any, stream: Any) -> Any:
 
     rows = stream.map_batch(lambda t: t.select([]))
     return rows.exchange_batch(lambda t: np.arange(len(t))).count()
+
+
+def uuid_dictionaries_routed(scope: Any, stream: Any) -> Any:
+    """Rows given a dictionary of pyarrow's ``uuid`` extension type, routed by their key to other workers."""
+
+    def encoded(t: Any) -> Any:
+        uuids = pa.ExtensionArray.from_storage(pa.uuid(), pa.array([bytes(16), b"\x01" * 16], pa.binary(16)))
+        indices = pa.array([i % 2 for i in range(t.num_rows)], pa.int32())
+        return t.append_column("u", pa.DictionaryArray.from_arrays(indices, uuids))
+
+    return stream.map_batch(encoded).exchange_batch("k", name="Route")
