@@ -130,7 +130,8 @@ def _empty_table(schema: Any, keys: tuple[str, ...], deletes: str | None, how: s
     for column in (*keys, *((deletes,) if deletes else ())):
         if column not in schema.names:
             raise BuildError(f"{where}: the table's schema has no column {column!r}; its columns are {schema.names}")
-    return schema.empty_table()
+    # not schema.empty_table(), which raises ArrowNotImplementedError for a union column (pyarrow 26)
+    return pa.Table.from_arrays([pa.nulls(0, field.type) for field in schema], schema=schema)
 
 
 class LatestBatchJoin(LatestJoin):

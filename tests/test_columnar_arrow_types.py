@@ -379,3 +379,46 @@ def test_a_dictionary_of_an_extension_type_is_refused_when_sent_not_taken_for_da
     assert len(run.output()[0]) == 6
     with pytest.raises(TimelyError, match=r"'u'.*extension<arrow.uuid>.*decode it"):  # not 'damaged'
         run_dataflow(uuid_dictionaries_routed, [pa.table({"k": range(6)})], workers=1, processes=2)
+
+
+EMPTY_TYPES = {
+    "dense_union": pa.dense_union([pa.field("a", pa.int64()), pa.field("b", pa.string())]),
+    "sparse_union": pa.sparse_union([pa.field("a", pa.int64())]),
+    "dictionary<null>": pa.dictionary(pa.int32(), pa.null()),
+    "dictionary<float16>": pa.dictionary(pa.int32(), pa.float16()),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_TYPES))
+def test_an_empty_record_batch_of_any_type_crosses_the_wire(name: str) -> None:
+    """decode_arrow made an empty batch with from_pylist([]), which pyarrow cannot for these types."""
+    from runtime.communication.arraycodec import decode_arrow, encode_columnar
+
+    batch = pa.RecordBatch.from_arrays([pa.nulls(0, EMPTY_TYPES[name]), pa.array([], pa.int64())], names=["x", "k"])
+    back = decode_arrow(*encode_columnar(batch))
+    assert back.num_rows == 0 and back.schema == batch.schema and type(back) is pa.RecordBatch
+
+
+def _left_latest_with_unions(scope: Any, stream: Any) -> Any:
+    union = EMPTY_TYPES["dense_union"]
+    schema = pa.schema([("k", pa.int64()), ("u", union)])
+
+    def updates(t: Any) -> Any:
+        values = pa.UnionArray.from_dense(
+            pa.array([0] * t.num_rows, pa.int8()),
+            pa.array(range(t.num_rows), pa.int32()),
+            [t.column("v").combine_chunks(), pa.array([], pa.string())],
+            ["a", "b"],
+        )
+        return filter_rows(pa.table({"k": t.column("k"), "u": values}), pc.equal(t.column("k"), 0))
+
+    rows = stream.map_batch(lambda t: t.select(["k", "v"]))
+    table = stream.map_batch(updates).map_batch(lambda t: t.slice(0, 1))
+    return rows.key_by_columns("k").join_latest(table.key_by_columns("k"), how="left", schema=schema)
+
+
+def test_a_left_join_latest_takes_a_table_schema_with_a_union() -> None:
+    """Building its empty table with Schema.empty_table() raised pyarrow's bare ArrowNotImplementedError."""
+    run = run_dataflow(_left_latest_with_unions, [EPOCHS[0]], workers=1, stall_timeout=STALL)
+    got = {(row["k"], row["v"], row["u"]) for row in run.output()[0]}
+    assert got == {(0, 0, 0), (0, 3, 0), (1, 1, None), (1, 4, None), (2, 2, None)}

@@ -626,7 +626,10 @@ def decode_arrow(kind: str, data: bytes | bytearray | memoryview) -> Any:
     if len(batches) == 1:
         return batches[0]
     if not batches:
-        return pyarrow.RecordBatch.from_pylist([], schema=table.schema)
+        # not from_pylist([]), which raises ArrowNotImplementedError for unions and dictionaries of null or float16
+        return pyarrow.RecordBatch.from_arrays(
+            [pyarrow.nulls(0, field.type) for field in table.schema], schema=table.schema
+        )
     raise ColumnarDecodeError(f"{what} arrived as {len(batches)} batches in its IPC stream, not one")
 
 
