@@ -262,7 +262,7 @@ def take(batch: Any, indices: np.ndarray) -> Any:
     if is_arrow(batch):
         if not batch.num_columns:  # Arrow's Table.take gives no rows at all then
             return _rows_only(batch, len(indices))
-        if _half_dictionaries(batch.schema):
+        if batch_kind(batch) == "Table" and _half_dictionaries(batch.schema):  # a batch's columns are one chunk
             return _as_halves(take(_as_bits(batch), indices), batch.schema)
         try:
             return batch.take(indices)
@@ -289,7 +289,7 @@ def filter_rows(batch: Any, mask: Any) -> Any:
 
     ``batch.filter(mask)``, also for columns of the types Arrow has no filter for (see :func:`take`).
     """
-    if _half_dictionaries(batch.schema):
+    if batch_kind(batch) == "Table" and _half_dictionaries(batch.schema):  # a batch's columns are one chunk
         return _as_halves(filter_rows(_as_bits(batch), mask), batch.schema)
     try:
         return batch.filter(mask)
