@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from runtime.communication.peer_state import identify, process_state
 from runtime.communication.process_fabric import SILENCE_LIMIT
-from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
+from runtime.communication.tcp import LOST_ADVICE, ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.errors import ConfigurationError, MetricsUnavailable, SettingsMismatch, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
@@ -318,7 +318,8 @@ def _wait(children: list[_Child], ended: threading.Event) -> None:
             elif outcome is not None and outcome[0] == "interrupted":  # the others unwind as after Ctrl-C
                 grace = min(grace, INTERRUPT_GRACE)
             elif outcome is not None and outcome[0] == "lost" and len(outcome) > 2:
-                _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {outcome[1]}")
+                report = str(outcome[1]).removesuffix(f". {LOST_ADVICE}")  # the launcher's report says what to do
+                _kill_if_unanswering(children, outcome[2], f"process {child.index} reported: {report}")
         running = [child for child in children if child.ended_at is None]
         if not running:
             break
@@ -416,9 +417,31 @@ def _how_it_ended(child: _Child) -> str:
     return f"was {how}" if code is not None and code < 0 else how
 
 
+RERUN = "a job with a CheckpointStore resumes from its last complete epoch"
+"""What every report of a lost process says about running the program again."""
+
+
+def _what_to_do(child: _Child) -> str:
+    """What to do about ``child``'s end, in words (after :func:`_how_it_ended`)."""
+    code = child.popen.returncode
+    if child.unanswering is not None:
+        why = (
+            f"a process suspended, or silent, for {SUSPENDED_LIMIT:.0f} s is lost: resume a paused one sooner, "
+            "or split a call that holds the GIL that long"
+        )
+    elif child.killed_by_launcher:
+        why = "another process's fault stopped it: the error of that process explains"
+    elif code is not None and code < 0:
+        why = "find out what killed it (the system log names the out-of-memory killer)"
+    else:
+        why = "its error output says why, if anything does (os._exit() or a crash of the interpreter ends a process "
+        why += "without reporting)"
+    return f"{why}; then run the program again ({RERUN})"
+
+
 def _lost(child: _Child) -> PeerLost:
     return PeerLost(
-        f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child)}",
+        f"process {child.index} ({child.endpoint}, pid {child.popen.pid}) {_how_it_ended(child)}: {_what_to_do(child)}",
         child.index,
         str(child.endpoint),
     )

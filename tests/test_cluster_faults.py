@@ -4,7 +4,7 @@ Each test runs ``execute(main, processes=2)`` in a script of its own (real
 processes), finds the two children the script starts, and kills or suspends
 one of them at a chosen moment.  The script must end within 10 s of the fault
 with a :class:`~runtime.communication.tcp.PeerLost` that names the process it happened to,
-and says how.
+says how, and what to do.
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ def test_a_process_killed_at_any_moment_is_named_within_ten_seconds(tmp_path: Pa
     seconds, out, err, _ = run_with_fault(tmp_path, victim, after, signal.SIGKILL)
     assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "was killed by SIGKILL" in out and "launcher" not in out, out
+    assert "find out what killed it (the system log names the out-of-memory killer); then run the program again" in out
     assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}\n{err[-3000:]}"
 
 
@@ -166,6 +167,7 @@ def test_a_suspended_process_is_reported_as_no_longer_answering(tmp_path: Path, 
     assert out.startswith(f"PeerLost {victim} process {victim} (127.0.0.1:"), out + err
     assert "stopped answering" in out and "suspended" in out, out
     assert "the launcher then killed it (killed by SIGKILL)" in out, out
+    assert "resume a paused one sooner" in out and "then run the program again" in out, out
     assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}\n{err[-3000:]}"
     # The other process ends promptly once the launcher killed the suspended one, even while it is still
     # joining the cluster (it waited 3 s, 2 for a report that could not come and 1 for SIGTERM to work).

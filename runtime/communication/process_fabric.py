@@ -85,7 +85,7 @@ from runtime.communication.frames import (
     stop_problem,
 )
 from runtime.communication.frames import decode_results as decode_results
-from runtime.communication.peer_state import WATCH_AFTER, Identity, SilenceJudge
+from runtime.communication.peer_state import WATCH_AFTER, Identity, SilenceJudge, gone, look
 from runtime.communication.process_channels import (
     RemoteMessage,
     empty_crediting,
@@ -93,7 +93,7 @@ from runtime.communication.process_channels import (
 from runtime.communication.process_communicator import ProcessCommunicator as ProcessCommunicator
 from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.shm_transport import OFFER, ShmTransport, may_spin, usable_cores
-from runtime.communication.tcp import Mesh, PeerLost
+from runtime.communication.tcp import LOST_ADVICE, Mesh, PeerLost
 from runtime.communication.wire import (
     frame,
 )
@@ -105,6 +105,12 @@ HEARTBEAT_PERIOD = 0.25
 """Seconds between two heartbeats from each process to every other."""
 SILENCE_LIMIT = 6.0
 """Seconds without any frame after which a process is reported as lost (unless it is on this host and busy)."""
+END_GRACE = 1.0
+"""Seconds a same-host process whose connection ended gets to be seen ended in ``/proc`` (a process closes its
+sockets as it exits, before the kernel marks it ended) before its report says it was still running."""
+SELF_LOST_RECENT = 5.0
+"""Seconds after this process could not run its threads for the silence limit or longer during which a lost
+connection is reported as what it most likely is: the other processes counted this process as lost."""
 DEAF_GAP = 1.0
 """Seconds a heartbeat may come late before this process counts as having been unable to run its threads
 meanwhile (a call held the GIL, or the process was suspended): that time is not its peers' silence."""
@@ -193,6 +199,8 @@ class ProcessFabric:
         self._deaf: deque[tuple[float, float]] = deque(maxlen=64)
         """The latest spans when this process could not listen: (when it could again, for how many seconds)."""
         self._heart: threading.Thread | None = None
+        self._last_beat = 0.0
+        """When the heartbeat thread last woke (``time.monotonic``)."""
         self.lost: PeerLost | None = None
         """The connection whose loss stopped this process, if that was the first reason it stopped."""
         self.on_tick: Callable[[], None] | None = None
@@ -314,7 +322,10 @@ class ProcessFabric:
         elif kind == STOP:
             why = stop_problem(header, self.peers)
             if why is None:
-                self._stop_locally(Stop(cast(StopKind, header[1]), header[2], header[3]))
+                reason = Stop(cast(StopKind, header[1]), header[2], header[3])
+                accused = f"lost {self._describe_self()}: "
+                itself = reason.kind == "lost" and reason.detail.startswith(accused)
+                self._stop_locally(reason, self._lost_itself(reason.detail, True) if itself else None)
         elif kind == OFFER:
             if self.shm is not None:
                 self.shm.offer(process, header)
@@ -390,8 +401,57 @@ class ProcessFabric:
         """A connection ended early: stop every worker here and tell the other processes.
 
         :attr:`lost` is ``error`` only if it is the first reason to stop: a peer that relayed another's loss and
-        then closed its connection is not the process that was lost."""
-        self.stop(Stop("lost", None, str(error)), error)
+        then closed its connection is not the process that was lost.  Right after this process could not run for
+        the silence limit or longer (suspended, or a call held the GIL), the loss is reported as this process's
+        own: the others counted it as lost, and ended their connections to it."""
+        itself = self._lost_itself(str(error), False)
+        self.stop(Stop("lost", None, str(error)), error if itself is None else itself)
+
+    def _describe_self(self) -> str:
+        """``process 2 (host:port)``: this process, as the others name it when they find it lost."""
+        return f"process {self.process} ({self.mesh.endpoints[self.process]})"
+
+    def _unable_to_run(self, now: float) -> float:
+        """The longest time this process could not run its threads (between two wakes of its heartbeat thread),
+        lately: until now, or in a span that ended at most :data:`SELF_LOST_RECENT` seconds ago (0 before
+        heartbeats start, or once they stopped)."""
+        if self._heart is None or self._beating.is_set():
+            return 0.0
+        longest = now - self._last_beat  # the others heard this process last no sooner than its last beat
+        for at, late in list(self._deaf):
+            if now - at <= SELF_LOST_RECENT:
+                longest = max(longest, late + HEARTBEAT_PERIOD)
+        return longest
+
+    def _lost_itself(self, detail: str, accused: bool) -> PeerLost | None:
+        """The error saying that the other processes counted this process as lost, if they did (``accused``: a
+        ``stop`` frame says so) or most likely did (it could not run for the silence limit or longer, lately);
+        ``detail``: what this process learnt."""
+        unable = self._unable_to_run(time.monotonic())
+        if not accused and unable < SILENCE_LIMIT:
+            return None
+        me = self._describe_self()
+        seen = detail.removesuffix(f". {LOST_ADVICE}").removesuffix("; the other processes stop")
+        if unable >= SILENCE_LIMIT:
+            what = (
+                f"{me[:-1]}, pid {os.getpid()}) could not run its threads for {unable:.1f} s (it was suspended: "
+                f"SIGSTOP, Ctrl-Z, a debugger; or one call held the GIL), longer than the silence limit "
+                f"({SILENCE_LIMIT:.0f} s) after which the other processes count a process as lost and stop"
+            )
+            if accused:
+                seen = seen.removeprefix(f"lost {me}: ")
+                what += f"; they did (they found: {seen})"
+            else:
+                what += f"; then it found: {seen}"
+        else:
+            what = f"the other processes counted {me[:-1]}, pid {os.getpid()}) as lost and stopped: "
+            what += seen.removeprefix(f"lost {me}: ")
+        advice = (
+            f"Resume a paused process within {SILENCE_LIMIT:.0f} s, and split a call that holds the GIL that long "
+            "(or run it where it releases the GIL); then start every process of the cluster again (a job with a "
+            "CheckpointStore resumes from its last complete epoch)"
+        )
+        return PeerLost(f"{what}. {advice}", self.process, str(self.mesh.endpoints[self.process]))
 
     # ------------------------------------------------------------------ stopping
 
@@ -510,8 +570,29 @@ class ProcessFabric:
             identities.update(self.shm.identities)  # the kernel's word
         if identities:
             self._judge = SilenceJudge(identities)
+            self.mesh.how_ended = self._how_ended
+        self._last_beat = time.monotonic()
         self._heart = threading.Thread(target=self._beat, name="timely-heartbeat", daemon=True)
         self._heart.start()
+
+    def _how_ended(self, process: int) -> str | None:
+        """How same-host ``process``, whose connection ended, has ended (a clause naming its pid), if known.
+
+        Looked at only while nothing else has stopped this process (then the loss is the first news, and the
+        report names it); a process still running after :data:`END_GRACE` is said to be.
+        """
+        judge = self._judge
+        identity = judge.identities.get(process) if judge is not None else None
+        if identity is None or self.stop_reason is not None or self._unable_to_run(time.monotonic()) >= SILENCE_LIMIT:
+            return None  # (a process that could not run that long was itself counted lost: see on_lost)
+        deadline = time.monotonic() + END_GRACE
+        while True:
+            how = gone(identity, look(identity.pid))
+            if how is not None:
+                return how
+            if time.monotonic() >= deadline:
+                return f"its process (pid {identity.pid}) was still running {END_GRACE:.0f} s later"
+            time.sleep(0.01)
 
     def stop_heartbeats(self) -> None:
         """End the heartbeat thread."""
@@ -571,6 +652,7 @@ class ProcessFabric:
             late = now - previous - HEARTBEAT_PERIOD
             if late > DEAF_GAP:  # this process could not run its threads: what arrived meanwhile waits unread
                 self._deaf.append((now, late))
+            self._last_beat = now
             waiting = self.local_waiting_for(now)
             if waiting == float("inf"):
                 waiting = 1e9

@@ -122,6 +122,13 @@ MAX_HANDSHAKES = 64
 _RECV_SIZE = 1 << 20
 
 
+LOST_ADVICE = (
+    "Find out why it ended or fell silent (its error output; the system log names the out-of-memory killer), then "
+    "start every process of the cluster again (a job with a CheckpointStore resumes from its last complete epoch)"
+)
+"""What a report of a lost process says to do."""
+
+
 class Mesh:
     """Authenticated connections from process ``index`` to every other process of a cluster.
 
@@ -180,6 +187,10 @@ class Mesh:
         self._readers: list[threading.Thread] = []
         self.last_heard: dict[int, float] = {}
         """When a frame last arrived from each process (``time.monotonic``)."""
+        self.how_ended: Callable[[int], str | None] | None = None
+        """Set by the process fabric once the cluster has formed: how a process whose connection ended has ended,
+        as a clause naming its pid (``its process (pid 42) no longer exists: ...``), where its pid is known (a
+        same-host peer); None where it is not."""
         self.refused = 0
         """How many connections were refused (wrong token, version, malformed, over the limit, ...)."""
         self._refused_lock = threading.Lock()
@@ -715,12 +726,15 @@ class Mesh:
         if sock is not None:
             _shutdown(sock)
 
-    def _lost(self, process: int, why: str, kind: type[PeerLost] = PeerLost, refused: bool = False) -> None:
+    def _lost(
+        self, process: int, why: str, kind: type[PeerLost] = PeerLost, refused: bool = False, ended: bool = False
+    ) -> None:
         """Report ``process`` lost (once), after shutting its connection down so that no send stays blocked on it.
 
         ``refused``: this process refuses what ``process`` sent (it may still run, and read): ``on_lost`` may
         still send it why (the stop it relays) before the connection is shut down, so that ``process`` does not
-        see the connection close unexplained and name this process as the lost one.
+        see the connection close unexplained and name this process as the lost one.  ``ended``: the connection
+        ended (closed or failed): where :attr:`how_ended` knows the process, the report says how it ended.
         """
         with self._state:
             if self._closing or process in self._finished or process in self._reported:
@@ -731,10 +745,15 @@ class Mesh:
         sock = self._sockets.get(process)
         if sock is not None and not refused:
             _shutdown(sock)
+        how_ended = self.how_ended
+        how = how_ended(process) if ended and how_ended is not None else None
+        if how is not None:
+            why += f", and {how}"
+        advice = f". {LOST_ADVICE}" if kind is PeerLost and not refused else ""
         try:
             self._on_lost(
                 kind(
-                    f"lost {self.describe(process)}: {why}; the other processes stop",
+                    f"lost {self.describe(process)}: {why}; the other processes stop{advice}",
                     process,
                     str(self.endpoints[process]),
                 )
@@ -779,7 +798,7 @@ class Mesh:
         else:
             why = self._send_failed.get(peer, why)  # a failed send found the end first (it shut the connection)
             refused = False
-        self._lost(peer, why, kind, refused)
+        self._lost(peer, why, kind, refused, ended=kind is PeerLost and not refused)
 
     def close(self) -> None:
         """Close every connection (what arrives afterwards is ignored)."""
