@@ -32,6 +32,7 @@ into the COST answer.
 from __future__ import annotations
 
 import importlib.util
+import resource
 import sys
 import time
 from collections import Counter
@@ -78,6 +79,9 @@ class Timing:
     """Seconds the busiest process spent routing records among workers (record-wise wordcount only)."""
     kernels: float | None = None
     """Seconds the busiest process spent in the split and count kernels (columnar wordcount only)."""
+    system: float | None = None
+    """Of :attr:`cpu`, the seconds in the kernel (WCC only): mostly the first touch of fresh memory, whose cost
+    varies with how readily the kernel finds huge pages for NumPy's large arrays (it compacts memory to make them)."""
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -269,14 +273,17 @@ def wordcount_value_counts(paths: list[str]) -> Timing:
 # ---------------------------------------------------------------------------- weakly connected components
 
 
-def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int, float]:
-    """Read this worker's share of the edges, label the weak components; return (start, end, roots here, CPU s)."""
+def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int, float, float]:
+    """Read this worker's share of the edges, label the weak components; return :func:`wcc_arrays_worker`'s figures."""
     src, dst = parse_edges(read_share(path, worker.index, worker.peers))
     return wcc_arrays_worker(worker, src, dst, nodes)
 
 
-def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int) -> tuple[float, float, int, float]:
-    """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s).
+def wcc_arrays_worker(
+    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int
+) -> tuple[float, float, int, float, float]:
+    """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s, of
+    that CPU the seconds in the kernel).
 
     The time runs from the end of an empty warm-up epoch to the last label; a
     root is a node whose label is its own id, so the roots of all workers are
@@ -294,14 +301,19 @@ def wcc_arrays_worker(worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: i
     handle, probe = worker.dataflow(build, name="wcc cost")
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
     worker.step_while(lambda: probe.less_than(1))
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, system = time.perf_counter(), time.process_time(), _system_seconds()
     if len(edges):
         handle.send_batch(edges)
     handle.close()
     worker.step_while(lambda: not probe.done())
-    end, cpu = time.perf_counter(), time.process_time() - cpu
+    end, cpu, system = time.perf_counter(), time.process_time() - cpu, _system_seconds() - system
     labels = cost_wcc.concat(found, cost_wcc.PAIRS)
-    return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu
+    return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu, system
+
+
+def _system_seconds() -> float:
+    """The CPU seconds this process has spent in the kernel (``getrusage``: finer than ``os.times``' ticks)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_stime
 
 
 def wcc(path: str, nodes: int, processes: int) -> Timing:
@@ -310,7 +322,8 @@ def wcc(path: str, nodes: int, processes: int) -> Timing:
     results = execute_processes(partial(wcc_worker, path=path, nodes=nodes), processes)
     wall = time.perf_counter() - began
     start, end = min(r[0] for r in results), max(r[1] for r in results)
-    return Timing(wall, end - start, sum(r[2] for r in results), max(r[3] for r in results))
+    busiest = max(results, key=lambda r: r[3])
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[4])
 
 
 def busiest_node_share(path: str, nodes: int, peers: int) -> float:
@@ -378,7 +391,16 @@ def _timings(runs: list[Timing], key: str, label: str, edges_or_words: int) -> d
         f"{key}_cpu": Metric(cpu, "s", f"CPU of the busiest process, {label}"),
         f"{key}_wait": Metric(plain - cpu, "s", f"wall − CPU of the busiest process (waiting), {label}"),
         f"{key}_ns": Metric(plain / edges_or_words * 1e9, "ns", f"per item, {label}"),
-    }
+    } | _system_metric(runs, key, label)
+
+
+def _system_metric(runs: list[Timing], key: str, label: str) -> dict[str, Metric]:
+    """``key_sys``: the median kernel CPU of the busiest process, where the runs measured it (WCC)."""
+    system = [t.system for t in runs if t.system is not None]
+    if not system:
+        return {}
+    what = f"of that CPU, in the kernel (first touch of fresh memory, huge-page compaction), {label}"
+    return {f"{key}_sys": Metric(median(system), "s", what)}
 
 
 CEILING_KERNELS = {
