@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime.communication.peer_state import identify, process_state
+from runtime.communication.peer_state import LOST_ADVICE, identify, process_state
 from runtime.communication.process_fabric import SILENCE_LIMIT
-from runtime.communication.tcp import LOST_ADVICE, ClusterError, Endpoint, PeerLost
+from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
 from runtime.errors import ConfigurationError, MetricsUnavailable, SettingsMismatch, WorkerFailed, combined_stuck
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main

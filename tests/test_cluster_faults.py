@@ -18,38 +18,33 @@ from pathlib import Path
 
 import pytest
 from helpers import start_program
+from helpers.exchange_loop import exchange_loop
 
 pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SCRIPT = textwrap.dedent(
-    """
-    import sys, time
-    sys.path.insert(0, {root!r})
-    from runtime import execute
-    from runtime.communication.tcp import PeerLost
+SCRIPT = (
+    textwrap.dedent(
+        """
+        import sys, time
+        sys.path.insert(0, {root!r})
+        from runtime import execute
+        from runtime.communication.tcp import PeerLost
 
-    def main(worker):
-        def build(scope):
-            handle, stream = scope.new_input()
-            return handle, stream.exchange(lambda x: x).probe()
-        handle, probe = worker.dataflow(build)
-        epoch = 0
-        while True:
-            handle.send_batch(list(range(10)))
-            epoch += 1
-            handle.advance_to(epoch)
-            worker.step_while(lambda: probe.less_than(epoch))
-            time.sleep(0.01)
-
-    if __name__ == "__main__":
-        try:
-            execute(main, processes=2, stall_timeout=None)
-        except PeerLost as error:
-            print("PeerLost", error.process, error, flush=True)
-            sys.exit(3)
-    """
+        """
+    )
+    + exchange_loop(10, "time.sleep(0.01)")
+    + textwrap.dedent(
+        """
+        if __name__ == "__main__":
+            try:
+                execute(main, processes=2, stall_timeout=None)
+            except PeerLost as error:
+                print("PeerLost", error.process, error, flush=True)
+                sys.exit(3)
+        """
+    )
 )
 
 

@@ -29,33 +29,32 @@ from pathlib import Path
 
 import pytest
 from helpers import eventually
+from helpers.exchange_loop import exchange_loop
 from helpers.ports import free_ports
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a process is looked at in /proc")
 
 ROOT = Path(__file__).resolve().parent.parent
 
-STREAM = textwrap.dedent(
-    """
-    import sys
-    sys.path.insert(0, {root!r})
-    from runtime import execute_from_args
-    from runtime.errors import ClusterError
+STREAM = (
+    textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, {root!r})
+        from runtime import execute_from_args
+        from runtime.errors import ClusterError
 
-    def main(worker):
-        def build(scope):
-            handle, stream = scope.new_input()
-            return handle, stream.exchange(lambda x: x).probe()
-        handle, probe = worker.dataflow(build)
-        epoch = 0
-        while True:
-            handle.send_batch(list(range(100)))
-            epoch += 1
-            handle.advance_to(epoch)
-            worker.step_while(lambda: probe.less_than(epoch))
-            if epoch == 20 and worker.index == 1:
-                print("streaming", flush=True)
-
+        """
+    )
+    + exchange_loop(
+        100,
+        """
+        if epoch == 20 and worker.index == 1:
+            print("streaming", flush=True)
+        """,
+    )
+    + textwrap.dedent(
+        """
     if __name__ == "__main__":
         try:
             execute_from_args(main, stall_timeout=None)
@@ -63,6 +62,7 @@ STREAM = textwrap.dedent(
             print("failed", type(error).__name__, error, flush=True)
             sys.exit(3)
     """
+    )
 )
 
 

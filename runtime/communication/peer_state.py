@@ -16,6 +16,9 @@ Unix socket over which the shared-memory rings are passed, see
 every process of ``execute(main, processes=P)`` (:mod:`runtime.launcher`);
 never what the peer says, so a peer cannot point its watchers at another
 process.  Peers on other hosts are never looked at.
+
+:func:`lost_report` words the report of a lost process, with what is known of
+how it ended and what to do (:data:`LOST_ADVICE`), for the mesh and the fabric.
 """
 
 from __future__ import annotations
@@ -170,3 +173,18 @@ class SilenceJudge:
                 f"{idle:.1f} s: it is blocked (in a call that holds the GIL while it waits?)"
             )
         return False, None
+
+
+LOST_ADVICE = (
+    "Find out why it ended or fell silent (its error output; the system log names the out-of-memory killer), then "
+    "start every process of the cluster again (a job with a CheckpointStore resumes from its last complete epoch)"
+)
+"""What a report of a lost process says to do."""
+
+
+def lost_report(description: str, why: str, how: str | None = None, advise: bool = True) -> str:
+    """The message reporting a lost process: ``lost DESCRIPTION: WHY, and HOW; the other processes stop``, then
+    :data:`LOST_ADVICE` when ``advise`` (``how``: how it ended, where known)."""
+    if how is not None:
+        why += f", and {how}"
+    return f"lost {description}: {why}; the other processes stop" + (f". {LOST_ADVICE}" if advise else "")

@@ -85,7 +85,7 @@ from runtime.communication.frames import (
     stop_problem,
 )
 from runtime.communication.frames import decode_results as decode_results
-from runtime.communication.peer_state import WATCH_AFTER, Identity, SilenceJudge, gone, look
+from runtime.communication.peer_state import LOST_ADVICE, WATCH_AFTER, Identity, SilenceJudge, gone, look
 from runtime.communication.process_channels import (
     RemoteMessage,
     empty_crediting,
@@ -93,7 +93,7 @@ from runtime.communication.process_channels import (
 from runtime.communication.process_communicator import ProcessCommunicator as ProcessCommunicator
 from runtime.communication.shared_decode import SharedPayload
 from runtime.communication.shm_transport import OFFER, ShmTransport, may_spin, usable_cores
-from runtime.communication.tcp import LOST_ADVICE, Mesh, PeerLost
+from runtime.communication.tcp import Mesh, PeerLost
 from runtime.communication.wire import (
     frame,
 )
@@ -199,8 +199,7 @@ class ProcessFabric:
         self._deaf: deque[tuple[float, float]] = deque(maxlen=64)
         """The latest spans when this process could not listen: (when it could again, for how many seconds)."""
         self._heart: threading.Thread | None = None
-        self._last_beat = 0.0
-        """When the heartbeat thread last woke (``time.monotonic``)."""
+        self._last_beat = 0.0  # when the heartbeat thread last woke (time.monotonic)
         self.lost: PeerLost | None = None
         """The connection whose loss stopped this process, if that was the first reason it stopped."""
         self.on_tick: Callable[[], None] | None = None

@@ -93,6 +93,7 @@ from runtime.communication.hostfile import Endpoint as Endpoint
 from runtime.communication.hostfile import parse_endpoint as parse_endpoint
 from runtime.communication.hostfile import port_number as port_number
 from runtime.communication.hostfile import read_hostfile as read_hostfile
+from runtime.communication.peer_state import lost_report
 from runtime.communication.seal import Opener, Sealer, session_keys
 from runtime.communication.socket_io import describe_peer as _describe
 from runtime.communication.socket_io import send_all as _send_all
@@ -120,13 +121,6 @@ CONNECT_ATTEMPT = 2.0
 MAX_HANDSHAKES = 64
 """Connections a process handshakes with at once; beyond it the oldest is closed (and logged)."""
 _RECV_SIZE = 1 << 20
-
-
-LOST_ADVICE = (
-    "Find out why it ended or fell silent (its error output; the system log names the out-of-memory killer), then "
-    "start every process of the cluster again (a job with a CheckpointStore resumes from its last complete epoch)"
-)
-"""What a report of a lost process says to do."""
 
 
 class Mesh:
@@ -747,17 +741,9 @@ class Mesh:
             _shutdown(sock)
         how_ended = self.how_ended
         how = how_ended(process) if ended and how_ended is not None else None
-        if how is not None:
-            why += f", and {how}"
-        advice = f". {LOST_ADVICE}" if kind is PeerLost and not refused else ""
+        message = lost_report(self.describe(process), why, how, advise=kind is PeerLost and not refused)
         try:
-            self._on_lost(
-                kind(
-                    f"lost {self.describe(process)}: {why}; the other processes stop{advice}",
-                    process,
-                    str(self.endpoints[process]),
-                )
-            )
+            self._on_lost(kind(message, process, str(self.endpoints[process])))
         finally:
             if refused:
                 with self._state:
