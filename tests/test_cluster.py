@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import eventually
+from helpers.cluster_scripts import exchange_loop
 from helpers.example_loader import load_example
 from helpers.ports import free_ports, refusing_port
 from hypothesis import example, given, settings
@@ -421,8 +422,9 @@ def test_the_deadline_names_every_lower_peer_never_reached() -> None:
 
 # ---------------------------------------------------------------------- processes started separately (hostfile)
 
-SCRIPT = textwrap.dedent(
-    """
+SCRIPT = (
+    textwrap.dedent(
+        """
     import signal, sys, time
     sys.path.insert(0, {root!r})
     from runtime import execute_from_args
@@ -431,27 +433,25 @@ SCRIPT = textwrap.dedent(
     # ignored, Python then installs no KeyboardInterrupt for it, and Ctrl-C would be ignored
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-    def main(worker):
-        def build(scope):
-            handle, stream = scope.new_input()
-            return handle, stream.exchange(lambda x: x).probe()
-        handle, probe = worker.dataflow(build)
-        epoch = 0
-        while True:
-            handle.send_batch(list(range(10)))
-            epoch += 1
-            handle.advance_to(epoch)
-            worker.step_while(lambda: probe.less_than(epoch))
-            if {forever} is False and epoch == 20:
-                return epoch
-            if {forever} and epoch == 1:  # an epoch exchanged between the processes: every one is in the mesh
-                sys.stdout.write(f"running {{worker.index}}\\n")  # one write: the processes may share a pipe
-                sys.stdout.flush()
-            time.sleep(0.01)
-
-    if __name__ == "__main__":
-        print("results", execute_from_args(main, stall_timeout=None), flush=True)
     """
+    )
+    + exchange_loop(
+        10,
+        """
+        if {forever} is False and epoch == 20:
+            return epoch
+        if {forever} and epoch == 1:  # an epoch exchanged between the processes: every one is in the mesh
+            sys.stdout.write(f"running {{worker.index}}\\n")  # one write: the processes may share a pipe
+            sys.stdout.flush()
+        time.sleep(0.01)
+        """,
+    )
+    + textwrap.dedent(
+        """
+        if __name__ == "__main__":
+            print("results", execute_from_args(main, stall_timeout=None), flush=True)
+        """
+    )
 )
 
 

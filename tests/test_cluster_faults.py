@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import start_program
-from helpers.exchange_loop import exchange_loop
+from helpers.cluster_scripts import exchange_loop
 
 pytestmark = pytest.mark.usefixtures("transport")  # every test over shared memory and over TCP
 

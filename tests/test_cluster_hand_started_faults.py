@@ -23,13 +23,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from helpers import eventually
-from helpers.exchange_loop import exchange_loop
+from helpers.cluster_scripts import REPORT_CLUSTER_ERROR, end_all, exchange_loop, start_by_hand, wait_for_line
 from helpers.ports import free_ports
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a process is looked at in /proc")
@@ -53,16 +51,7 @@ STREAM = (
             print("streaming", flush=True)
         """,
     )
-    + textwrap.dedent(
-        """
-    if __name__ == "__main__":
-        try:
-            execute_from_args(main, stall_timeout=None)
-        except ClusterError as error:
-            print("failed", type(error).__name__, error, flush=True)
-            sys.exit(3)
-    """
-    )
+    + REPORT_CLUSTER_ERROR
 )
 
 
@@ -75,28 +64,12 @@ def start_cluster(tmp_path: Path, count: int) -> tuple[list[int], list[subproces
     script.write_text(STREAM.format(root=str(ROOT)))
     env = dict(os.environ, PYTIMELY_TOKEN="secret", PYTHONHASHSEED="0")
     env.pop("PYTIMELY_TRANSPORT", None)  # shared memory between them: each learns the others' pids
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(script), "-n", str(count), "-h", str(hostfile), "-p", str(index)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for index in range(count)
-    ]
-    return ports, processes
+    return ports, start_by_hand(script, hostfile, count, env)
 
 
 def wait_until_streaming(process: subprocess.Popen[str]) -> None:
     """Wait until ``process`` (worker 1) prints ``streaming``."""
-    assert process.stdout is not None
-    line: list[str] = []
-    reading = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reading.start()
-    eventually(lambda: bool(line), 60, "process 1 to stream")
-    assert line == ["streaming\n"]
+    wait_for_line(process, "streaming\n", "process 1 to stream")
 
 
 def test_a_killed_same_host_peer_is_named_with_its_pid_and_how_it_ended(tmp_path: Path) -> None:
@@ -118,10 +91,7 @@ def test_a_killed_same_host_peer_is_named_with_its_pid_and_how_it_ended(tmp_path
         ), out
         assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.communicate()
+        end_all(processes)
 
 
 @pytest.mark.parametrize("count", [2, 3])

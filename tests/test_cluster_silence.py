@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers import eventually, start_program
+from helpers.cluster_scripts import REPORT_CLUSTER_ERROR, end_all, start_by_hand, wait_for_line
 from helpers.ports import free_ports
 
 from runtime.communication.process_fabric import SILENCE_LIMIT, ProcessFabric
@@ -33,8 +32,9 @@ from runtime.launcher import SUSPENDED_LIMIT
 ROOT = Path(__file__).resolve().parent.parent
 
 
-BULK = textwrap.dedent(
-    """
+BULK = (
+    textwrap.dedent(
+        """
     import sys
     sys.path.insert(0, {root!r})
     from runtime import execute_from_args
@@ -60,14 +60,9 @@ BULK = textwrap.dedent(
                 epoch += 1
                 handle.advance_to(epoch)
             worker.step()
-
-    if __name__ == "__main__":
-        try:
-            execute_from_args(main, stall_timeout=None)
-        except ClusterError as error:
-            print("failed", type(error).__name__, error, flush=True)
-            sys.exit(3)
     """
+    )
+    + REPORT_CLUSTER_ERROR
 )
 
 
@@ -79,25 +74,10 @@ def test_a_peer_suspended_during_a_bulk_stream_is_reported_within_ten_seconds(tm
     script.write_text(BULK.format(root=str(ROOT)))
     env = dict(os.environ, PYTIMELY_TOKEN="secret", PYTHONHASHSEED="0")
     env.pop("PYTIMELY_SEND_WINDOW", None)  # the default window
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(script), "-n", "2", "-h", str(hostfile), "-p", str(index)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for index in range(2)
-    ]
+    processes = start_by_hand(script, hostfile, 2, env)
     sender, receiver = processes
     try:
-        assert receiver.stdout is not None
-        line: list[str] = []
-        reading = threading.Thread(target=lambda: line.append(receiver.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-        reading.start()
-        eventually(lambda: bool(line), 60, "process 1 to receive the stream")
-        assert line == ["streaming\n"]
+        wait_for_line(receiver, "streaming\n", "process 1 to receive the stream")
         receiver.send_signal(signal.SIGSTOP)
         paused = time.monotonic()
         out, err = sender.communicate(timeout=40)
@@ -108,10 +88,7 @@ def test_a_peer_suspended_during_a_bulk_stream_is_reported_within_ten_seconds(tm
         assert f"and its process (pid {pid}) is stopped (state T: SIGSTOP?)" in out, out  # same host: looked at
         assert seconds < 10.0, f"reported after {seconds:.1f} s: {out}"
     finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.communicate()
+        end_all(processes)
 
 
 PAUSED = textwrap.dedent(

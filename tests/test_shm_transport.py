@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from helpers import eventually, flow_control_mains
+from helpers.cluster_scripts import exchange_loop
 from helpers.ports import free_port, free_ports
 
 from runtime import Worker, execute
@@ -299,25 +300,19 @@ def test_tcp_can_be_forced_between_processes_on_one_host(monkeypatch: pytest.Mon
     assert [fabric.shm.used for fabric in fabrics] == [[], []]  # type: ignore[union-attr]
 
 
-SCRIPT = textwrap.dedent(
-    """
-    import sys, time
-    sys.path.insert(0, {root!r})
-    from runtime import execute
-    from runtime.communication.tcp import PeerLost
+SCRIPT = (
+    textwrap.dedent(
+        """
+        import sys, time
+        sys.path.insert(0, {root!r})
+        from runtime import execute
+        from runtime.communication.tcp import PeerLost
 
-    def main(worker):
-        def build(scope):
-            handle, stream = scope.new_input()
-            return handle, stream.exchange(lambda x: x).probe()
-        handle, probe = worker.dataflow(build)
-        epoch = 0
-        while True:
-            handle.send_batch(list(range(1000)))
-            epoch += 1
-            handle.advance_to(epoch)
-            worker.step_while(lambda: probe.less_than(epoch))
-
+        """
+    )
+    + exchange_loop(1000)
+    + textwrap.dedent(
+        """
     if __name__ == "__main__":
         try:
             execute(main, processes=3, stall_timeout=None)
@@ -325,6 +320,7 @@ SCRIPT = textwrap.dedent(
             print("PeerLost", error.process, flush=True)
             sys.exit(3)
     """
+    )
 )
 
 
