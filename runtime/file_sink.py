@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigurationError, FileSinkError, FileSinkValueError
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
-from scopes.arrow_values import unconvertible_error
+from scopes.arrow_values import CONVERTIBLE, unconvertible_error
 from scopes.capability import Capability
 from scopes.contracts import Exchange, Pipeline
 from scopes.generic_operators import unary
@@ -348,8 +348,7 @@ def _json_rows(table: Any, where: str, time: Any) -> list[dict[str, Any]]:
             error,
             f"{where}: at time {time!r}",
             "JSON Lines are written from Python values: write format='parquet' or 'csv', which take Arrow's "
-            "values, or make the column convertible first (cast it to int64 or string, or replace out-of-range "
-            "sentinels, for example by null)",
+            f"values, or {CONVERTIBLE}",
             FileSinkValueError,
             lambda found: (found.row, f"row {found.row} of the epoch's records on this worker (counting from 0)"),
         )

@@ -64,7 +64,7 @@ from runtime.file_formats import FORMATS, SUFFIXES, arrow_format, pyarrow_module
 from runtime.file_schema import is_blank, source_schema
 from runtime.file_sink import STAGING, write_files
 from runtime.json_depth import MAX_JSON_DEPTH, check_json_depth
-from scopes.arrow_values import Unconvertible, unconvertible_error
+from scopes.arrow_values import CONVERTIBLE, Unconvertible, unconvertible_error
 from scopes.capability import Capability
 from scopes.contracts import Broadcast
 from scopes.handles import OperatorOutput
@@ -458,8 +458,7 @@ class _FileReader:
         row is the file's; only a failure it does not repeat falls back to the piece, then to the bare error."""
         advice = (
             "read the files with columnar=True, which keeps Arrow's values (map_batch and the columnar operators "
-            "take them), or rewrite the column so that Python can hold it (cast it to int64 or string, or replace "
-            "out-of-range sentinels, for example by null)"
+            f"take them), or {CONVERTIBLE}"
         )
         where = f"{self.where}: {unit.path!r}"
         failure = unconvertible_error(

@@ -26,7 +26,15 @@ from typing import Any, NamedTuple, TypeVar
 
 from scopes.errors import ArrowValueError
 
-__all__ = ["Unconvertible", "find_unconvertible", "records", "safe_as_py", "unconvertible_error", "value_text"]
+__all__ = [
+    "CONVERTIBLE",
+    "Unconvertible",
+    "find_unconvertible",
+    "records",
+    "safe_as_py",
+    "unconvertible_error",
+    "value_text",
+]
 
 _WINDOW = 1024
 """Rows converted at a time while looking for the one that fails (one at a time inside the window that fails)."""
@@ -169,9 +177,14 @@ def describe(found: Unconvertible, row_text: str | None = None) -> str:
     )
 
 
+CONVERTIBLE = (
+    "make the column convertible first (cast it to int64 or string, or replace out-of-range sentinels, for "
+    "example by null)"
+)
+"""The advice every such error ends with: how to make a column Python can hold."""
+
 OPERATOR_ADVICE = (
-    "keep such batches columnar (map_batch and the columnar operators keep Arrow's values), or make the column "
-    "convertible first (cast it to int64 or string, or replace out-of-range sentinels, for example by null)"
+    f"keep such batches columnar (map_batch and the columnar operators keep Arrow's values), or {CONVERTIBLE}"
 )
 """What to do, for an operator that made records of an Arrow batch."""
 

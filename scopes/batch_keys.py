@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scopes.arrow_values import records, unconvertible_error
+from scopes.arrow_values import CONVERTIBLE, records, unconvertible_error
 from scopes.batches import (
     BatchError,
     KeyColumnError,
@@ -113,8 +113,7 @@ class RowKeys:
                 batch,
                 f"{self.where} at time {time!r}",
                 "route Arrow batches by a column (exchange_batch('column')) or a vectorised key function, which "
-                "keep Arrow's values, or make the column convertible first (cast it to int64 or string, or "
-                "replace out-of-range sentinels, for example by null)",
+                f"keep Arrow's values, or {CONVERTIBLE}",
             )
         else:
             rows = batch

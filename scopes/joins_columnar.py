@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scopes.arrow_joins import join_tables
-from scopes.arrow_values import records, safe_as_py
+from scopes.arrow_values import CONVERTIBLE, records, safe_as_py
 from scopes.batches import filter_rows, take
 from scopes.columnar_ops import _concat, check_columns, key_columns, key_contract, prepare_arrow, to_arrow
 from scopes.core import StreamCore
@@ -233,8 +233,7 @@ class LatestBatchJoin(LatestJoin):
                 take(updates, np.asarray(indices)),
                 f"{self.where}: comparing the table's updates given for one key at time {time!r} (as Python "
                 "values, since Arrow cannot group by their columns)",
-                "send one update per key and time, or make the column convertible (cast it to int64 or string, or "
-                "replace out-of-range sentinels, for example by null)",
+                f"send one update per key and time, or {CONVERTIBLE}",
             )
             if not all(same_value(other, first) for other in others):  # NaN is NaN, as in the record-wise form
                 self.conflict({name: first[name] for name in self.right}, time)
