@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ConfigurationError, FileSinkError, FileSinkValueError
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
-from scopes.arrow_values import CONVERTIBLE, unconvertible_error
+from scopes.arrow_values import CONVERTIBLE, Unconvertible, refuse_wrapped_times, unconvertible_error
 from scopes.capability import Capability
 from scopes.contracts import Exchange, Pipeline
 from scopes.generic_operators import unary
@@ -339,19 +339,22 @@ def _conform(table: Any, schema: Any, where: str, time: Any) -> Any:
 
 def _json_rows(table: Any, where: str, time: Any) -> list[dict[str, Any]]:
     """``table``'s rows as Python dicts for JSON Lines, or a :class:`FileSinkValueError` naming the value that
-    Python cannot hold (a timestamp past year 9999, say), its column and row, and the time."""
+    Python cannot hold (a timestamp past year 9999, say, or a time of day of 24 hours or more, which
+    ``to_pylist()`` would wrap around midnight), its column and row, and the time."""
+    at = f"{where}: at time {time!r}"
+    advice = (
+        "JSON Lines are written from Python values: write format='parquet' or 'csv', which take Arrow's "
+        f"values, or {CONVERTIBLE}"
+    )
+
+    def row_text(found: Unconvertible) -> tuple[int, str]:
+        return found.row, f"row {found.row} of the epoch's records on this worker (counting from 0)"
+
+    refuse_wrapped_times(table, at, advice, FileSinkValueError, row_text)
     try:
         return table.to_pylist()
     except Exception as error:
-        failure = unconvertible_error(
-            table,
-            error,
-            f"{where}: at time {time!r}",
-            "JSON Lines are written from Python values: write format='parquet' or 'csv', which take Arrow's "
-            f"values, or {CONVERTIBLE}",
-            FileSinkValueError,
-            lambda found: (found.row, f"row {found.row} of the epoch's records on this worker (counting from 0)"),
-        )
+        failure = unconvertible_error(table, error, at, advice, FileSinkValueError, row_text)
         if failure is None:
             raise
         raise failure from error

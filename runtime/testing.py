@@ -46,9 +46,11 @@ from typing import Any
 from runtime.errors import ConfigurationError, InterleavingFailure
 from runtime.execute import execute
 from runtime.worker import Worker
+from scopes.arrow_values import describe, find_wrapped_time
 from scopes.arrow_values import records as arrow_records
 from scopes.batches import copy_batch, is_arrow, is_batch, is_columnar, take
 from scopes.builder import ScopeBuilder
+from scopes.errors import ArrowValueError
 from scopes.progress.order import Time
 from scopes.progress.timestamp import INTEGER, TimestampType
 from scopes.stream import Stream
@@ -416,10 +418,26 @@ def _kept(batch: Any) -> Any:
     IPC whatever its values: its records (``datetime``, ``Decimal``, ...) may
     have no wire encoding.  An array of objects, which does not travel, and a
     list are kept as records.
+
+    An Arrow batch holding a time of day that ``to_pylist()`` would wrap around
+    midnight is invalid Arrow, which a process's parent refuses to decode: what
+    is kept of it is where that time is (:data:`_WRAPPED`), and :func:`_as_records`
+    raises the same :class:`~scopes.errors.ArrowValueError` for it in the parent
+    as for the batch itself on threads.
     """
-    if is_arrow(batch) or (is_columnar(batch) and not batch.dtype.hasobject):  # type: ignore[attr-defined]
+    if is_arrow(batch):
+        found = find_wrapped_time(batch)
+        if found is not None:
+            return {_WRAPPED: [found.column, found.row, found.arrow_type, found.text, describe(found)]}
+        return copy_batch(batch)
+    if is_columnar(batch) and not batch.dtype.hasobject:  # type: ignore[attr-defined]
         return copy_batch(batch)
     return _as_records(batch)
+
+
+_WRAPPED = "pytimely: a time of day Python would wrap"
+"""The key of what :func:`_kept` keeps of an Arrow output batch holding a time of day of 24 hours or more: its
+column, row, type, text and description (a dict: outputs are otherwise kept as lists, arrays or Arrow batches)."""
 
 
 def _run_loaded(described: dict[str, Any], encoded: bytes, options: dict[str, bool], worker: Worker) -> dict[str, Any]:
@@ -546,6 +564,9 @@ def _as_records(batch: Any, where: str = "run_dataflow") -> list[Any]:
     (``where`` names the output and time), as the test's comparison needs Python values."""
     if isinstance(batch, list):
         return list(batch)
+    if batch.__class__ is dict and _WRAPPED in batch:  # an Arrow batch a worker kept as where it is refused
+        column, row, arrow_type, text, described = batch[_WRAPPED]
+        raise ArrowValueError(f"{where}: {described}; {_TEST_ADVICE}", column, row, arrow_type, text)
     if is_arrow(batch):
         return arrow_records(batch, where, _TEST_ADVICE)
     to_pylist = getattr(batch, "to_pylist", None)

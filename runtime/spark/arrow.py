@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from runtime.spark.errors import FATAL_MARKER, SchemaMismatch, SparkValueError
-from scopes.arrow_values import unconvertible_error
+from scopes.arrow_values import refuse_wrapped_times, unconvertible_error
 from scopes.batches import concat_batches
 
 ROWS_PER_BATCH = 65_536
@@ -417,20 +417,20 @@ def input_rows(batch: pa.RecordBatch, first_row: int | None = None) -> list[tupl
     """The rows of an input record batch as tuples in column order (one conversion per column, zipped in C).
 
     A value Python cannot hold (a timestamp past year 9999, say) is a :class:`SparkValueError` naming the column
-    and the row (``first_row``: the partition's rows before ``batch``; ``None``: the row in ``batch``).
+    and the row (``first_row``: the partition's rows before ``batch``; ``None``: the row in ``batch``); so is a
+    time of day of 24 hours or more, which ``to_pylist()`` would wrap around midnight.
     """
+    where = f"{FATAL_MARKER} the dataflow's Spark input"
+    advice = (
+        "run the dataflow with columnar=True, which takes Spark's Arrow batches as they are, or cast or fix "
+        "the column in Spark first (to a string or a long, or replace out-of-range sentinels, say by null)"
+    )
+    row_text = None if first_row is None else lambda found: _input_row(found.row + first_row)
+    refuse_wrapped_times(batch, where, advice, SparkValueError, row_text)
     try:
         columns = [column_values(column) for column in batch.columns]
     except Exception as error:
-        failure = unconvertible_error(
-            batch,
-            error,
-            f"{FATAL_MARKER} the dataflow's Spark input",
-            "run the dataflow with columnar=True, which takes Spark's Arrow batches as they are, or cast or fix "
-            "the column in Spark first (to a string or a long, or replace out-of-range sentinels, say by null)",
-            SparkValueError,
-            None if first_row is None else lambda found: _input_row(found.row + first_row),
-        )
+        failure = unconvertible_error(batch, error, where, advice, SparkValueError, row_text)
         if failure is None:
             raise
         raise failure from error
