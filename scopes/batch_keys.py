@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scopes.arrow_values import CONVERTIBLE, records, unconvertible_error
+from scopes.arrow_values import CONVERTIBLE, records
 from scopes.batches import (
     BatchError,
     KeyColumnError,
@@ -34,6 +34,7 @@ from scopes.errors import (
     describe_user_error,
 )
 from scopes.hashing import stable_hash, stable_hash_array, stable_hash_arrow
+from scopes.key_text import refuse_invalid_text, unhashable_error
 from scopes.key_types import check_key_type, key_type_problem
 from scopes.lazy_import import lazy_module
 
@@ -252,16 +253,12 @@ class BatchKeys:
     def unhashable(self, keys: Any, time: Any, error: ArrowValueError) -> ArrowValueError:
         """The error for Arrow ``keys`` of the batch at ``time`` that hashing refused (``error``): the row whose
         key Python cannot hold, found in ``keys`` themselves (``error`` names a row of their distinct values)."""
-        import pyarrow as pa  # type: ignore[import-untyped]
+        return unhashable_error(keys, self.key_name, self.where, time, error)
 
-        name = self.key if isinstance(self.key, str) else "(the keys the key function returned)"
-        failure = unconvertible_error(
-            pa.table({name: keys}),
-            error,
-            f"{self.where}: routing the batch at time {time!r} by its keys",
-            "fix or cast the key column first (pyarrow.compute.cast, or replace the value), or route by another key",
-        )
-        return error if failure is None else failure
+    @property
+    def key_name(self) -> str:
+        """The key column's name, or what stands for a key function's keys in messages."""
+        return self.key if isinstance(self.key, str) else "(the keys the key function returned)"
 
     def keys(self, batch: Any, time: Any) -> Any:
         """Each row's key (the key column, or what the key function returned), checked to be one per row.
@@ -281,6 +278,7 @@ class BatchKeys:
             self.arrow_field(batch, time)
             column = batch.column(key)
             check_key_type(column.type, key, self.where, time)
+            refuse_invalid_text(column, key, self.where, time)  # hashing would meet it on some batches only
             return column
         keys_at = getattr(key, "keys_at", None)  # a key that checks the batch's columns names the time itself
         rows = len(batch)
@@ -312,6 +310,7 @@ class BatchKeys:
                     f"{self.where}: the key function returned Arrow keys of type {keys.type} at time {time!r}, "
                     f"which routing cannot hash: {problem}"
                 )
+            refuse_invalid_text(keys, self.key_name, self.where, time)
         return keys
 
 
@@ -348,6 +347,7 @@ class CheckBatchPusher:
                     stable_hash_array(batch[keys.key])  # objects: raises KeyHashError as routing would
             elif kind != "list":  # an Arrow batch (check_kind refused a list with a column name)
                 check_key_type(keys.arrow_field(batch, time).type, keys.key, keys.where, time)
+                refuse_invalid_text(batch.column(keys.key), keys.key, keys.where, time)  # as routing refuses it
         else:
             found = keys.keys(batch, time)
             plain = found.__class__ is np.ndarray and found.ndim == 1 and found.dtype.kind in "biufUS"

@@ -90,6 +90,7 @@ from scopes.generic_operators import generic, unary
 from scopes.hashing import stable_hash_array, stable_hash_arrow
 from scopes.joins import check_same_scope
 from scopes.key_equality import NAN, canonical_arrow_keys, differing_rows
+from scopes.key_text import refuse_invalid_text
 from scopes.key_types import check_aggregated_columns, check_key_columns, numpy_needs_arrow
 from scopes.lazy_import import lazy_module, loaded
 from scopes.operator import Capability, OperatorInfo, OperatorInput, OperatorOutput
@@ -278,6 +279,9 @@ class KeyColumnsHash:
     def keys_at(self, batch: Any, time: Any) -> np.ndarray:
         """One ``uint64`` per row of ``batch``, the batch of ``time`` (which an error names)."""
         check_columns(batch, self.keys, self.where, time, self.keys)
+        if is_arrow(batch):
+            for key in self.keys:  # a string that is not UTF-8: refused before hashing, which meets it only at times
+                refuse_invalid_text(batch.column(key), key, self.where, time)
         return key_hashes(batch, self.keys)
 
 
