@@ -368,6 +368,7 @@ def _write_atomically(table: Any, target: Path, format: str, where: str, time: A
         if format == "parquet":
             import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
+            _refuse_dictionaries_of_extensions(table, where, time)
             pq.write_table(table, hidden)
         elif format == "csv":
             import pyarrow.csv as pcsv  # type: ignore[import-untyped]
@@ -386,3 +387,65 @@ def _write_atomically(table: Any, target: Path, format: str, where: str, time: A
         if isinstance(error, Exception) and not isinstance(error, FileSinkError):
             raise FileSinkError(f"{where}: cannot write {str(target)!r}: {error}") from error
         raise
+
+
+def _refuse_dictionaries_of_extensions(table: Any, where: str, time: Any) -> None:
+    """Raise :class:`FileSinkError` if a column of ``table`` is, or holds, a dictionary of an extension type's
+    values (``uuid``, say), which Parquet cannot write: pyarrow fails with ``Column 2 had 2 while previous column
+    had 0`` (an extension of a fixed-size type) or ``... cannot be written to Parquet type column descriptor``.
+    The message names the column and its type, and the type to cast it to, which decodes the dictionary."""
+    pa = pyarrow_module()
+    for field in table.schema:
+        found = _dictionary_of_extension(pa, field.type)
+        if found is None:
+            continue
+        value = found.value_type
+        try:
+            target = f"cast it to {_decoded(pa, field.type)}, which keeps the values"
+        except Exception:  # noqa: BLE001 - a type this cannot rebuild: the advice without it
+            target = f"cast it to a type whose {found} is {value}"
+        raise FileSinkError(
+            f"{where}: at time {time!r} the column {field.name!r} is {field.type}, which holds a dictionary of the "
+            f"extension type {value}; Parquet cannot write a dictionary of an extension type. Decode it before the "
+            f"sink: {target} (pyarrow.compute.cast(column, type), or table.cast(schema)), or cast it to the "
+            f"extension's storage type, {value.storage_type}"
+        )
+
+
+def _dictionary_of_extension(pa: Any, kind: Any) -> Any:
+    """The first dictionary type in ``kind`` (itself or a type nested in it) whose values are of an extension
+    type, or ``None``."""
+    if pa.types.is_dictionary(kind):
+        if isinstance(kind.value_type, pa.BaseExtensionType):
+            return kind
+        return _dictionary_of_extension(pa, kind.value_type)
+    storage = getattr(kind, "storage_type", None)
+    if storage is not None:
+        return _dictionary_of_extension(pa, storage)
+    for index in range(kind.num_fields):
+        found = _dictionary_of_extension(pa, kind.field(index).type)
+        if found is not None:
+            return found
+    return None
+
+
+def _decoded(pa: Any, kind: Any) -> Any:
+    """``kind`` with every dictionary of extension values replaced by its value type (lists, structs and maps
+    rebuilt around it; ``ValueError`` for another kind of type that holds one)."""
+    if _dictionary_of_extension(pa, kind) is None:
+        return kind
+    if pa.types.is_dictionary(kind):
+        if isinstance(kind.value_type, pa.BaseExtensionType):
+            return kind.value_type
+        return pa.dictionary(kind.index_type, _decoded(pa, kind.value_type), kind.ordered)
+    if pa.types.is_map(kind):
+        items = kind.item_field
+        return pa.map_(kind.key_field, items.with_type(_decoded(pa, items.type)), kind.keys_sorted)
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_decoded(pa, field.type)) for field in kind])
+    if pa.types.is_fixed_size_list(kind):
+        return pa.list_(kind.value_field.with_type(_decoded(pa, kind.value_type)), kind.list_size)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        build = pa.list_ if pa.types.is_list(kind) else pa.large_list
+        return build(kind.value_field.with_type(_decoded(pa, kind.value_type)))
+    raise ValueError(f"cannot rebuild {kind}")

@@ -580,3 +580,34 @@ def test_a_parquet_row_group_is_decoded_a_batch_at_a_time_not_whole(tmp_path):
     execute(main, workers=1)
     assert sum(seen) == rows and max(seen) == 65_536
     assert max(held) - baseline < 8 << 20, (max(held) - baseline) >> 20  # a batch is 512 KB; the row group 32 MB
+
+
+def dictionary_of_uuids() -> Any:
+    import uuid
+
+    return pa.DictionaryArray.from_arrays(
+        pa.array([0, 1, 0], pa.int32()), pa.array([uuid.uuid4().bytes] * 2, pa.uuid())
+    )
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["dictionary", "list of dictionary"])
+def test_a_dictionary_of_an_extension_type_is_refused_for_parquet_naming_the_column_and_the_cast(
+    tmp_path: Path, nested: bool
+) -> None:
+    """pyarrow failed with ``Column 2 had 3 while previous column had 0`` (FileSinkError: cannot write ...)."""
+    column = dictionary_of_uuids()
+    if nested:
+        column = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), column)
+    table = pa.table({"n": [1, 2, 3], "id": column})
+    with pytest.raises(WorkerFailed) as failure:
+        run_sink(tmp_path / "out", [table], workers=1)
+    error = root_cause(failure.value)
+    message = str(error)
+    assert isinstance(error, FileSinkError) and "had 0" not in message, message
+    assert "at time 0 the column 'id' is" in message and "dictionary of the extension type" in message, message
+    decoded = pa.list_(pa.uuid()) if nested else pa.uuid()
+    assert f"cast it to {decoded}" in message and "fixed_size_binary[16]" in message, message
+    assert not [path for path in (tmp_path / "out").rglob("*") if path.is_file()]
+    run_sink(tmp_path / "cast", [table.cast(pa.schema([("n", pa.int64()), ("id", decoded)]))], workers=1)
+    (written,) = (tmp_path / "cast").rglob("*.parquet")
+    assert pq.read_table(written).column("id").type == decoded
