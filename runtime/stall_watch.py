@@ -18,7 +18,7 @@ from runtime.audit import Auditor
 from runtime.communication import Communicator
 from runtime.errors import DataflowStuck
 from runtime.metrics import report_stall
-from runtime.stalls import Holding, Wait, describe_input, holding_inputs
+from runtime.stalls import Holder, Holding, Wait, describe_input, holding_inputs, wait_holders
 from scopes.builder import BuildContext
 from scopes.probes import ProbeHandle
 from scopes.progress.location import Source
@@ -254,9 +254,18 @@ class StallWatch:
     def explain_stuck(self) -> str:
         """Describe open inputs, held capabilities and waiting messages of unfinished dataflows."""
         lines = [f"worker {self._index}: {len(self._dataflows)} dataflow(s) cannot complete:"]
+        section, held_inputs = self._wait_section()
+        lines.extend(section)
         open_inputs = [handle for handle in self._context.inputs if not handle.closed]
         for handle in open_inputs:
             site = f" (created at {handle.site})" if handle.site else ""
+            address = handle.operator.address if handle.operator is not None else None
+            if held_inputs is not None and address not in held_inputs:
+                lines.append(
+                    f"  input '{handle.name}' is still open at time {handle.time!r}{site}: not what holds the wait "
+                    "now (see above), but advance it with advance_to() or close() it for its dataflow to complete"
+                )
+                continue
             lines.append(
                 f"  input '{handle.name}' is still open at time {handle.time!r}{site}: "
                 "advance it with advance_to() or close() it"
@@ -282,6 +291,29 @@ class StallWatch:
             "must be advanced or closed, for a dataflow to complete."
         )
         return "\n".join(lines)
+
+    def _wait_section(self) -> tuple[list[str], set[tuple[int, ...]] | None]:
+        """Lines naming what holds back the probes that ``main``'s ``step_while`` condition reads (its wait's
+        consulted probes, in their dataflows' top scopes), and the addresses of the inputs among them; nothing
+        and ``None`` when ``main`` is not waiting on probes, or nothing could be traced."""
+        wait = self.wait
+        probes = wait.consulted() if wait is not None else []
+        holders, times = wait_holders(probes, self._dataflows) if probes else ([], [])
+        if not holders:
+            return [], None
+        inputs = {handle.operator.address: handle for handle in self._context.inputs if handle.operator is not None}
+        at = ", ".join(map(repr, times))
+        lines = [f"  what holds the probe(s) that worker {self._index}'s step_while reads at time {at}:"]
+        held_inputs: set[tuple[int, ...]] = set()
+        for holder in holders:
+            address = holder.scope.address + (holder.location.node,)
+            handle = inputs.get(address)
+            if handle is not None and isinstance(holder.location, Source):
+                held_inputs.add(address)
+                lines.append(f"    input {describe_input(handle, {holder.time})}")  # may be another worker's
+            else:
+                lines.append(f"    {describe_holder(holder)}")
+        return lines, held_inputs
 
     def circulating(self) -> list[str]:
         """The loop scopes with records or capabilities in them, each with its iterations."""
@@ -372,3 +404,20 @@ def _pointstamps(subgraph: Subgraph, path: tuple[str, ...], worker: int) -> list
         if isinstance(child, Subgraph):
             found.extend(_pointstamps(child, path + (child.name,), worker))
     return found
+
+
+def describe_holder(holder: Holder) -> str:
+    """An operator's capability or the messages at its input that hold a wait back, for a person: the operator's
+    name, its scope, the line that built it, the time and the port."""
+    scope = holder.scope
+    node = holder.location.node
+    site = scope.child_sites.get(node)
+    where = f"scope '{' / '.join(holder.path)}', address {scope.address + (node,)}" + (
+        f", built at {site}" if site else ""
+    )
+    name = scope.child_names[node]
+    if isinstance(holder.location, Source):
+        return (
+            f"operator '{name}' ({where}) holds a capability for time {holder.time!r} at output {holder.location.port}"
+        )
+    return f"message(s) at time {holder.time!r} wait at input {holder.location.port} of operator '{name}' ({where})"

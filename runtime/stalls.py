@@ -41,7 +41,7 @@ from scopes.progress.reachability import Tracker
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import PathSummary
 
-__all__ = ["Holding", "Wait", "describe_input", "holding_inputs"]
+__all__ = ["Holder", "Holding", "Wait", "describe_input", "holding_inputs", "wait_holders"]
 
 
 class Hosted(Protocol):
@@ -236,3 +236,86 @@ def _reaches(
         if result is not None and (at_most is None or less_equal(result, at_most)):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A capability or waiting message that holds back what a wait reads: at ``location`` of ``scope`` (whose
+    names from the dataflow's down are ``path``), for ``time``."""
+
+    scope: Subgraph
+    path: tuple[str, ...]
+    location: Location
+    time: Any
+
+
+def wait_holders(probes: Sequence[ProbeHandle], dataflows: Mapping[int, Described]) -> tuple[list[Holder], list[Any]]:
+    """The capabilities and messages that hold back the frontier of each of ``probes`` in its dataflow's top scope.
+
+    A pointstamp holds a probe back when it could still result in an element of the probe's frontier (the
+    tracker's :meth:`~scopes.progress.reachability.Tracker.blockers`).  A nested scope's pointstamp stands for
+    what the scope holds inside: it is replaced by those of its operators' capabilities and messages that could
+    reach that output at that time (:func:`_inside`), so the holders are always operators or inputs the user
+    built, never a scope's summary.  Probes inside nested scopes, and dataflows not built everywhere, are left
+    out (they add nothing here).  Ordered as found, without repeats; with the frontiers' elements they hold.
+    """
+    found: list[Holder] = []
+    times: list[Any] = []
+    for probe in probes:
+        for operator in probe.operators:
+            address = operator.address
+            hosted = dataflows.get(address[0])
+            if hosted is None or hosted.unverified or len(address) != 2:
+                continue
+            root = hosted.root
+            goal = Target(address[1], 0)
+            for element in root.tracker.frontier(goal).elements:
+                if element not in times:
+                    times.append(element)
+                for location, time_, _ in root.tracker.blockers(goal, element):
+                    for holder in _expanded(root, (hosted.name,), location, time_):
+                        if holder not in found:
+                            found.append(holder)
+    return found, times
+
+
+class Described(Hosted, Protocol):
+    """A hosted dataflow with its name (for the scope paths of :class:`Holder`)."""
+
+    name: str
+
+
+def _expanded(scope: Subgraph, path: tuple[str, ...], location: Location, time_: Any) -> list[Holder]:
+    """``location`` at ``time_`` as holders: itself, or, at the output of a nested scope, what holds it inside."""
+    child = scope.children[location.node] if location.node else None
+    if isinstance(location, Source) and isinstance(child, Subgraph):
+        return _inside(child, path + (child.name,), location.port, time_)
+    return [Holder(scope, path, location, time_)]
+
+
+def _inside(scope: Subgraph, path: tuple[str, ...], output: int, outer_time: Any) -> list[Holder]:
+    """The pointstamps in ``scope`` (nested ones expanded) that could result in a time at its ``output`` whose
+    outer time is at or before ``outer_time``: what holds that output's capability at ``outer_time``."""
+    tracker = scope.tracker
+    refinement = scope.refinement
+    goal = Target(0, output)
+    found: list[Holder] = []
+    for location in tracker.locations():
+        if location.node == 0:
+            continue  # the scope's inputs: held outside it, where the outer scope's pointstamps say
+        stamps = [time_ for time_, count in tracker.pointstamps(location).items() if count > 0]
+        paths = tracker.summaries_from(location).get(goal) if stamps else None
+        if paths is None:
+            continue
+        for time_ in stamps:
+            if any(_reaches_outer(summary.results_in(time_), refinement, outer_time) for summary in paths.elements):
+                found.extend(_expanded(scope, path, location, time_))
+    return found
+
+
+def _reaches_outer(result: Any, refinement: Any, outer_time: Any) -> bool:
+    """Whether ``result`` (a time at a scope's output, or ``None``: no result) is, outside, at or before
+    ``outer_time``."""
+    if result is None:
+        return False
+    return less_equal(result if refinement is None else refinement.to_outer(result), outer_time)

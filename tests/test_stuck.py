@@ -99,3 +99,108 @@ def test_tracker_blockers_name_the_pointstamps_that_could_reach_a_time():
     assert tracker.blockers(Target(3, 0), 6) == [(Source(1, 0), 3, 1), (Target(2, 0), 5, 2)]
     assert tracker.blockers(Target(3, 0), 4) == [(Source(1, 0), 3, 1)]
     assert tracker.blockers(Target(3, 0), 2) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_explanation_names_what_holds_the_wait_and_which_open_input_does_not(workers):
+    """The explanation listed every open input with "advance it with advance_to() or close() it", also one at a
+    time after the one the wait is for, which holds nothing back: a user read it as the cause, while a loop's
+    operator that kept its capability was the only one (found by driving a stuck program by hand)."""
+
+    def main(worker):
+        def build(scope):
+            numbers, stream = scope.new_input("numbers")
+
+            def body(inner):
+                loop, feedback = inner.loop_variable(1)
+
+                def constructor(capability, info):
+                    kept = []
+
+                    def logic(input, output):
+                        for ref, batch in input:
+                            if not kept:
+                                kept.append(ref.retain())  # never dropped
+                            output.session(ref).give_batch([n // 2 for n in batch if n > 1])
+
+                    capability.drop()
+                    return logic
+
+                halved = stream.enter(inner).concat(feedback).unary(Pipeline, "Halve", constructor)  # the keeper
+                halved.connect_loop(loop)
+                return halved.leave()
+
+            return numbers, scope.iterative(body).probe()
+
+        numbers, probe = worker.dataflow(build)
+        numbers.send_batch([5, 6, 7])
+        numbers.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers, stall_timeout=0.5)
+    message = str(failure.value.__cause__)
+    built = next(number for number, line in enumerate(SOURCE, 1) if "# the keeper" in line)
+    section = message.split("what holds the probe(s) that worker ", 1)[1].split("\n  input ", 1)[0]
+    assert "operator 'Halve' (scope 'dataflow 0 / Iterative'" in section, message
+    assert f"built at test_stuck.py:{built}) holds a capability for time Product(0, 0) at output 0" in section
+    assert "numbers" not in section, message  # the input is at time 1: it holds nothing the wait reads
+    assert "input 'numbers' is still open at time 1" in message
+    assert "step_while reads at time 0:" in message, message
+    assert "input 'numbers' is still open at time 1" in message and "not what holds the wait now" in message
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_explanation_names_messages_nobody_reads_as_what_holds_the_wait(workers):
+    def main(worker):
+        def build(scope):
+            numbers, stream = scope.new_input("numbers")
+
+            def constructor(capability, info):
+                capability.drop()
+
+                def logic(input, output):
+                    pass  # never reads its input: the messages wait there
+
+                return logic
+
+            ignored = stream.unary(Pipeline, "Ignorer", constructor)  # the ignorer
+            return numbers, ignored.probe()
+
+        numbers, probe = worker.dataflow(build)
+        numbers.send_batch([1, 2, 3])
+        numbers.advance_to(1)
+        worker.step_while(lambda: probe.less_than(2))  # time 1 is the open input's own
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers, stall_timeout=0.5)
+    message = str(failure.value.__cause__)
+    built = next(number for number, line in enumerate(SOURCE, 1) if "# the ignorer" in line)
+    section = message.split("what holds the probe(s) that worker ", 1)[1].split("\n  input ", 1)[0]
+    assert "step_while reads at time 0:" in message and "numbers" not in section, message  # messages hold 0
+    assert (
+        f"message(s) at time 0 wait at input 0 of operator 'Ignorer' (scope 'dataflow 0', address (0, 2), "
+        f"built at test_stuck.py:{built})"
+    ) in section, message
+    assert "input 'numbers' is still open at time 1" in message and "not what holds the wait now" in message
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_explanation_names_the_open_input_that_holds_the_wait(workers):
+    def main(worker):
+        def build(scope):
+            words, stream = scope.new_input("words")  # the open input
+            return words, stream.count().probe()
+
+        words, probe = worker.dataflow(build)
+        words.send("a")  # never advanced
+        worker.step_while(lambda: probe.less_than(1))
+
+    with pytest.raises(WorkerFailed) as failure:
+        execute(main, workers=workers)  # certain: only the open input holds the wait
+    message = str(failure.value.__cause__)
+    created = next(number for number, line in enumerate(SOURCE, 1) if "# the open input" in line)
+    assert f"step_while reads at time 0:\n    input 'words' (created at test_stuck.py:{created}) at time 0" in (
+        message
+    ), message
+    assert "input 'words' is still open at time 0" in message and "advance it with advance_to()" in message
