@@ -30,7 +30,6 @@ from runtime.files import read_files, write_files  # noqa: E402
 from runtime.testing import run_dataflow  # noqa: E402
 from scopes import ConflictingUpdates  # noqa: E402
 from scopes.arrow_values import find_unconvertible, safe_as_py, value_text  # noqa: E402
-from scopes.capture import CaptureRecorder  # noqa: E402
 from scopes.errors import ArrowValueError  # noqa: E402
 
 YEAR_10000 = 253402300800
@@ -300,23 +299,7 @@ def test_run_dataflow_names_an_output_value_python_cannot_hold(configuration: di
 
 
 def test_capture_recorder_messages_name_the_value_and_batches_keep_it() -> None:
-    recorder = CaptureRecorder()
-
-    def main(worker: Any) -> None:
-        def build(scope: Any) -> Any:
-            handle, rows = scope.new_input()
-            tables = sentinel_tables(scope, rows)
-            tables.capture_into(recorder)
-            return handle, tables.probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch([0, 1])
-        handle.advance_to(1)
-        handle.send_batch([2, 3])
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
-    execute(main, workers=1)
+    recorder = python_values_mains.capture_batches(sentinel_tables, [[0, 1], [2, 3]])
     with pytest.raises(ArrowValueError) as failure:
         recorder.messages()
     message = str(failure.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import python_values_mains
 
 pa = pytest.importorskip("pyarrow")
 pc = pytest.importorskip("pyarrow.compute")
@@ -25,7 +26,6 @@ from runtime.errors import FileSinkValueError, WorkerFailed  # noqa: E402
 from runtime.files import write_files  # noqa: E402
 from runtime.testing import run_dataflow  # noqa: E402
 from scopes import arrow_values  # noqa: E402
-from scopes.capture import CaptureRecorder  # noqa: E402
 from scopes.errors import ArrowValueError  # noqa: E402
 
 HOURS_25 = 90_000
@@ -114,21 +114,7 @@ def test_run_dataflow_refuses_an_output_time_it_would_return_wrapped(configurati
 
 
 def test_capture_recorder_messages_refuse_a_wrapped_time_and_batches_keep_it() -> None:
-    recorder = CaptureRecorder()
-
-    def main(worker: Any) -> None:
-        def build(scope: Any) -> Any:
-            handle, rows = scope.new_input()
-            tables = day_tables(scope, rows)
-            tables.capture_into(recorder)
-            return handle, tables.probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch([2, 3])
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
-    execute(main, workers=1)
+    recorder = python_values_mains.capture_batches(day_tables, [[2, 3]])
     with pytest.raises(ArrowValueError) as failure:
         recorder.messages()
     assert "at time 0" in str(failure.value)

@@ -22,3 +22,29 @@ def read_records(worker: Any, directory: str) -> int:
     probe = worker.dataflow(build)
     worker.step_while(lambda: not probe.done())
     return len(seen)
+
+
+def capture_batches(make_tables: Any, epochs: list[list[int]]) -> Any:
+    """Run ``make_tables(scope, rows)`` on 1 worker, feeding it ``epochs`` (one list of row numbers each, at times
+    0, 1, ...), and capture its output into a new ``CaptureRecorder``; return the recorder."""
+    from runtime import execute
+    from scopes.capture import CaptureRecorder
+
+    recorder = CaptureRecorder()
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            handle, rows = scope.new_input()
+            tables = make_tables(scope, rows)
+            tables.capture_into(recorder)
+            return handle, tables.probe()
+
+        handle, probe = worker.dataflow(build)
+        for time, batch in enumerate(epochs):
+            handle.advance_to(time)
+            handle.send_batch(batch)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1)
+    return recorder
