@@ -484,8 +484,8 @@ def _refuse_invalid(table: Any, where: str, time: Any) -> None:
                 )
                 raise FileSinkValueError(
                     f"{where}: at time {time!r} {what} is not valid Arrow ({problem}), so no reader could take it "
-                    "back: no file was written for it. Arrow builds arrays from buffers or views without checking them; "
-                    "build the column with pyarrow.array(values, type), which checks them, or fix or cast it first",
+                    "back: no file was written for it. Arrow builds arrays from buffers or views without checking "
+                    "them; build the column with pyarrow.array(values, type), which checks them, or fix or cast it",
                     name,
                     -1 if found is None else found.row,
                     str(kind),
