@@ -145,6 +145,32 @@ class EncodingError(TimelyRuntimeError, TypeError):
         self.type_name = type_name
 
 
+class InvalidArrowBatch(EncodingError, ValueError):
+    """An Arrow batch that is not valid Arrow, refused before it leaves its process.
+
+    pyarrow builds arrays without checking their values unless asked
+    (``pyarrow.Array.from_buffers``, ``Array.view``,
+    ``DictionaryArray.from_arrays(..., safe=False)``): a ``string`` that is not
+    UTF-8, a ``time32`` of 24 hours or more, a dictionary index past its
+    dictionary.  Every process validates the Arrow batches it receives and
+    would refuse such a batch as damage on the wire; the sending process refuses
+    it instead (:mod:`runtime.communication.arrow_validity`), naming the column
+    and Arrow's own validation text.  Sent between processes, the message also
+    names the worker, the time and the operator the channel leads to.
+
+    Attributes:
+        column: the name of the first column found invalid.
+        column_type: its Arrow type, as text.
+        problem: what Arrow's ``validate(full=True)`` says of it.
+    """
+
+    def __init__(self, message: str, type_name: str, column: str, column_type: str, problem: str) -> None:
+        super().__init__(message, type_name)
+        self.column = column
+        self.column_type = column_type
+        self.problem = problem
+
+
 class CheckpointError(TimelyRuntimeError):
     """A checkpoint cannot be used: see :class:`CheckpointCorrupt` and :class:`CheckpointMismatch`."""
 

@@ -43,7 +43,14 @@ from runtime.communication.peer_state import LOST_ADVICE, identify, process_stat
 from runtime.communication.process_fabric import SILENCE_LIMIT
 from runtime.communication.tcp import ClusterError, Endpoint, PeerLost
 from runtime.communication.wire import EncodingError, FrameReader, encode_value, frame
-from runtime.errors import ConfigurationError, MetricsUnavailable, SettingsMismatch, WorkerFailed, combined_stuck
+from runtime.errors import (
+    ConfigurationError,
+    DecodeError,
+    MetricsUnavailable,
+    SettingsMismatch,
+    WorkerFailed,
+    combined_stuck,
+)
 from runtime.main_guard import refuse_unguarded_call, refuse_while_importing_main
 from runtime.metrics import warn_unseen_processes
 from runtime.settings import check_settings, check_stall_timeout
@@ -269,16 +276,26 @@ def _send_job(child: _Child, job: dict[str, Any]) -> None:
 
 
 def _read_outcome(child: _Child, fd: int, ended: threading.Event) -> None:
-    """Read the child's outcome from its pipe; when the pipe closes, reap the child and wake :func:`_wait`."""
-    reader = FrameReader()
+    """Read the child's outcome from its pipe; when the pipe closes, reap the child and wake :func:`_wait`.
+
+    An outcome that does not decode here (its workers' results hold a value of a codec the child registered
+    and this process did not, say) is the child's error, naming what failed, not a child that said nothing.
+    """
+    reader: FrameReader | None = FrameReader()
     try:
         with os.fdopen(fd, "rb", buffering=0) as pipe:
             while True:
                 data = pipe.read(1 << 16)
                 if not data:
                     break
-                for header, _ in reader.feed(data):
-                    child.outcome = header
+                if reader is None:
+                    continue  # after an outcome that did not decode: drained, so that the child can exit
+                try:
+                    for header, _ in reader.feed(data):
+                        child.outcome = header
+                except DecodeError as error:
+                    child.outcome = ["error", f"its report to the launching process does not decode there: {error}", ""]
+                    reader = None
         # the pipe closes as the process exits; one still running without it is seen by _wait's polling
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.popen.wait(timeout=EXIT_AFTER_EOF)
@@ -477,7 +494,8 @@ def _collect(children: list[_Child], workers: int) -> list[Any]:
             raise refused
     for child, outcome in by_kind.get("error", []):
         error = ClusterError(f"process {child.index} ({child.endpoint}) failed: {outcome[1]}")
-        error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")
+        if outcome[2]:  # none for an outcome that did not decode here (see _read_outcome)
+            error.add_note(f"traceback in process {child.index}:\n{outcome[2]}")
         raise error
     for child, outcome in outcomes:
         if outcome is None and not child.killed_by_launcher:

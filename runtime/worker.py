@@ -34,7 +34,7 @@ from scopes.channel_protocols import Puller
 from scopes.progress.change_batch import ChangeBatch
 from scopes.progress.subgraph import Subgraph
 from scopes.progress.timestamp import INTEGER, TimestampType
-from scopes.signatures import guard_signature_reads
+from scopes.signatures import describe_operator, guard_signature_reads
 
 R = TypeVar("R")
 
@@ -134,6 +134,8 @@ class Worker:
         # a communicator written before activate_from_outside existed still runs: waiting replays then poll
         if getattr(communicator, "activate_from_outside", None) is not None:
             self._context.wake_from_outside = partial(wake_from_outside, weakref.ref(self))
+        if isinstance(communicator, FabricCommunicator):  # names the operator a batch it cannot send was for
+            communicator.describe_operator = partial(_describe_operator, weakref.ref(self))
         self._timers = Timers(communicator, partial(_in_step_of, weakref.ref(self)))
         """Operators to activate once their time has come (see :mod:`runtime.timers`)."""
         self._context.timer = self._timers.add  # refuses a thread other than the one stepping this worker
@@ -582,6 +584,27 @@ def _in_step_of(worker: weakref.ref[Worker]) -> bool:
 
 
 _STEP_CODE = Worker._step_or_park.__code__  # noqa: SLF001
+
+
+def _describe_operator(worker: weakref.ref[Worker], address: tuple[int, ...]) -> str | None:
+    """``operator 'name' in scope 'outer' > 'inner' (address (0, 3))``: the operator at ``address`` of one of
+    ``worker``'s dataflows, for messages; ``None`` if there is none (the dataflow completed, say)."""
+    alive = worker()
+    dataflows = [] if alive is None else alive.dataflows
+    dataflow = next((dataflow for dataflow in dataflows if dataflow.index == address[0]), None)
+    if dataflow is None or len(address) < 2:
+        return None
+    subgraph = dataflow.root
+    path = [subgraph.name]
+    for index in address[1:-1]:
+        child = subgraph.children[index] if 0 < index < len(subgraph.children) else None
+        if not isinstance(child, Subgraph):
+            return None
+        subgraph = child
+        path.append(child.name)
+    if not 0 < address[-1] < len(subgraph.child_names):
+        return None
+    return f"{describe_operator(subgraph.child_names[address[-1]], path)} (address {address})"
 
 
 def _scopes(subgraph: Subgraph) -> list[Subgraph]:

@@ -39,6 +39,7 @@ from typing import Any
 
 import msgpack  # type: ignore[import-untyped]
 
+from runtime.communication.arrow_validity import refuse_invalid
 from runtime.errors import ColumnarDecodeError, ColumnarEncodeError, ColumnarUnavailable
 
 _LENGTH = struct.Struct("!I")
@@ -389,11 +390,15 @@ def arrow_ipc(value: Any) -> memoryview:
     """A ``pyarrow.RecordBatch`` or ``pyarrow.Table`` in Arrow's IPC stream format, as a view of Arrow's buffer.
 
     Raises :class:`ColumnarEncodeError` for a dictionary of an extension type,
-    which Arrow's IPC reader gives back wrong (see :func:`_refuse_extension_dictionaries`).
+    which Arrow's IPC reader gives back wrong (see :func:`_refuse_extension_dictionaries`), or for a
+    batch of more rows than :data:`ROWS_PER_BYTE` times its encoding's bytes, which a receiver refuses, and
+    :class:`~runtime.errors.InvalidArrowBatch` for a batch that is not valid Arrow, which the receiver's
+    validation (:func:`decode_arrow`) would refuse as damage (see :mod:`runtime.communication.arrow_validity`).
     """
     import pyarrow
 
     _refuse_extension_dictionaries(pyarrow, value.schema)
+    refuse_invalid(value)
     sink = pyarrow.BufferOutputStream()
     with pyarrow.ipc.new_stream(sink, value.schema) as writer:
         if value.__class__ is pyarrow.Table:
@@ -404,7 +409,16 @@ def arrow_ipc(value: Any) -> memoryview:
                 writer.write_table(value)
         else:
             writer.write_batch(value)
-    return memoryview(sink.getvalue())
+    encoded = memoryview(sink.getvalue())
+    if value.num_rows > ROWS_PER_BYTE * len(encoded):
+        raise ColumnarEncodeError(
+            f"an Arrow {'table' if value.__class__ is pyarrow.Table else 'record batch'} of {value.num_rows} rows "
+            f"encodes to {len(encoded)} bytes: its columns hold no bytes for their rows (null or run-end encoded "
+            f"columns only), and a receiver accepts at most {ROWS_PER_BYTE} rows a byte (its guard against bytes "
+            "that declare rows they do not hold); send the row count instead, or add a column that holds the rows "
+            "(a boolean or an integer column)"
+        )
+    return encoded
 
 
 _SENDABLE_SCHEMAS: dict[Any, None] = {}

@@ -271,6 +271,11 @@ class MailboxPuller:
         return box.popleft() if box else None
 
 
+def _unknown_operator(address: Address) -> str | None:
+    """No operator is known by address (a communicator whose worker did not say how to name them)."""
+    return None
+
+
 class FabricCommunicator:
     """What every communicator of a fabric's local workers shares.
 
@@ -287,6 +292,9 @@ class FabricCommunicator:
         self._index = index
         self._signal: WorkerSignal = fabric.signals[local]
         self._others: list[WorkerSignal] = [signal for other, signal in enumerate(fabric.signals) if other != local]
+        self.describe_operator: Callable[[Address], str | None] = _unknown_operator
+        """The operator at an address of one of this worker's dataflows, named for messages (``operator 'name' in
+        scope 'outer' (address (0, 3))``), or ``None`` if unknown; the worker sets it."""
 
     @property
     def index(self) -> int:

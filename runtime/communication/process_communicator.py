@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from runtime.codec import MAX_SIZE
 from runtime.communication import Address, Stop
+from runtime.communication.arrow_validity import INVALID_ADVICE
 from runtime.communication.fabric import FabricCommunicator, MailboxPusher, WorkerSignal
 from runtime.communication.frames import CREDIT, DATA
 from runtime.communication.process_channels import CreditingPuller, Outgoing, RemoteMessage, RemotePusher
@@ -35,6 +36,7 @@ from runtime.communication.wire import (
     payload_pieces,
     prefixed_head,
 )
+from runtime.errors import InvalidArrowBatch
 from scopes.batches import Batch
 from scopes.channels import Message, Pusher
 
@@ -150,10 +152,12 @@ class ProcessCommunicator(FabricCommunicator):
         else:
             try:
                 path, payload = encode_batch(batch)
+            except InvalidArrowBatch as error:
+                raise self._invalid_arrow(error, process, receiver, channel, address, time) from None
             except EncodingError as error:
                 raise EncodingError(
-                    f"{error} [record pushed by worker {self._index} on channel {channel} to the operator "
-                    f"at address {address} on worker {receiver} (process {process})]",
+                    f"{error} [record pushed by worker {self._index} on channel {channel} to "
+                    f"{self._operator(address)} on worker {receiver} (process {process})]",
                     error.type_name,
                 ) from None
             self._last_batch = batch
@@ -167,6 +171,26 @@ class ProcessCommunicator(FabricCommunicator):
         self._out_bytes[process] = size
         if size > FLUSH_BYTES:
             self._send(process)
+
+    def _operator(self, address: Address) -> str:
+        """The operator at ``address`` (which reads a channel), by name and scope if the worker knows it."""
+        return self.describe_operator(address) or f"the operator at address {address}"
+
+    def _invalid_arrow(
+        self, error: InvalidArrowBatch, process: int, receiver: int, channel: int, address: Address, time: Any
+    ) -> InvalidArrowBatch:
+        """The error for an Arrow batch pushed at ``time`` that is not valid Arrow: raised here, by its sender,
+        naming the operator its channel leads to, the column, Arrow's text and what to do; the receiving process
+        would have refused it as damage on the wire."""
+        return InvalidArrowBatch(
+            f"worker {self._index} cannot send the Arrow batch it pushed at time {time!r} on channel {channel} to "
+            f"{self._operator(address)} on worker {receiver} (process {process}): its column {error.column!r} "
+            f"({error.column_type}) is not valid Arrow: {error.problem}; {INVALID_ADVICE}",
+            error.type_name,
+            error.column,
+            error.column_type,
+            error.problem,
+        )
 
     def _check_frame(
         self, process: int, receiver: int, channel: int, address: Address, time: Any, path: int, payload: Any

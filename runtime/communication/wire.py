@@ -388,7 +388,10 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
             except ColumnarEncodeError as error:
                 raise EncodingError(str(error), type_name(batch.__class__)) from None
             return path, Parts(prefix, data)  # the array's memory, not a copy
-        return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
+        try:
+            return _COLUMNAR_PATHS[kind], arrow_ipc(batch)  # Arrow's buffer, joined once when sent
+        except ColumnarEncodeError as error:
+            raise EncodingError(str(error), type_name(batch.__class__)) from None
     kinds = None
     if len(batch) >= COLUMNS_MIN:  # the records' types, walked once for the columns and the fast path
         kinds = _TUPLE_ONLY if batch[0].__class__ is tuple and all_of_type(batch, tuple) else set(map(type, batch))
