@@ -413,10 +413,10 @@ def arrow_ipc(value: Any) -> memoryview:
     if value.num_rows > ROWS_PER_BYTE * len(encoded):
         raise ColumnarEncodeError(
             f"an Arrow {'table' if value.__class__ is pyarrow.Table else 'record batch'} of {value.num_rows} rows "
-            f"encodes to {len(encoded)} bytes: its columns hold no bytes for their rows (null or run-end encoded "
-            f"columns only), and a receiver accepts at most {ROWS_PER_BYTE} rows a byte (its guard against bytes "
-            "that declare rows they do not hold); send the row count instead, or add a column that holds the rows "
-            "(a boolean or an integer column)"
+            f"encodes to {len(encoded)} bytes: its columns hold no bytes for their rows (it has none, or only null "
+            f"or run-end encoded ones), and a receiver accepts at most {ROWS_PER_BYTE} rows a byte (its guard "
+            "against bytes that declare rows they do not hold); send the row count instead, or add a column that "
+            "holds the rows (a boolean or an integer column)"
         )
     return encoded
 
