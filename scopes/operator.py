@@ -33,6 +33,12 @@ from scopes.progress.order import Time, less_equal
 from scopes.progress.reachability import Connectivity, sparse
 from scopes.progress.timestamp import TimestampType
 
+SENDING = (
+    "sending on what its logic gave, after the logic returned (records bound for other workers are buffered "
+    "and sent at the end of each run; the error below names their time)"
+)
+"""What an operator was doing when an error was raised sending its output after its logic returned."""
+
 
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Operator(Operate):
@@ -109,15 +115,16 @@ class Operator(Operate):
         """Take ownership of a port added after the operator was created."""
         port.owner = self
 
-    def failure(self, error: BaseException) -> OperatorFailed:
+    def failure(self, error: BaseException, sending: bool = False) -> OperatorFailed:
         """Describe ``error``, raised by the user's code inside this operator, as :class:`OperatorFailed`.
 
         ``error`` may be :class:`SystemExit` (``sys.exit()``) or another
         :class:`BaseException`: see :func:`~scopes.errors.describe_user_error`.
+        ``sending``: it was raised while the output the logic gave was sent on, after the logic returned.
         """
         scope = " > ".join(repr(name) for name in self.scope_path) or "(none)"
         position = self.info.position if self.info is not None else None
-        position = None if position is None else str(position)
+        position = SENDING if sending else None if position is None else str(position)
         built = "" if self.site is None else f", built at {self.site}"
         message = (
             f"operator '{self.name}' (address {self.address}, in scope {scope}{built}) failed "
@@ -211,8 +218,10 @@ class Operator(Operate):
         if logic is not None:
             self.running = True
             self.current_time = None
+            sending = False
             try:
                 logic()
+                sending = True
                 for handle in self._handles:
                     handle.flush()
                 buffering = self._buffering
@@ -223,7 +232,7 @@ class Operator(Operate):
             except (OperatorFailed, KeyboardInterrupt):
                 raise  # Ctrl-C stops the whole run (see runtime.execute)
             except BaseException as error:  # sys.exit() too: it cannot end the program from here
-                failure = self.failure(error)
+                failure = self.failure(error, sending)
                 failure.__cause__ = error  # as well: mypyc compiles `raise ... from` without the cause
                 raise failure from error
             finally:
