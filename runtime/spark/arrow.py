@@ -18,6 +18,12 @@ Output contract
     rows (``pyarrow.array(values, type=...)``), not one call per row.  Anything
     that does not fit raises :class:`~runtime.spark.errors.SchemaMismatch`,
     which names the column, the schema's type and what the dataflow produced.
+
+    A batch that is not valid Arrow (built unchecked from buffers or views: a
+    ``string`` that is not UTF-8, a time of day of 24 hours or more, which
+    ``pyarrow.array`` also makes from integers) is refused before Spark or the
+    output log takes it (:func:`refuse_invalid_output`): Spark would keep it as
+    it is.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from runtime.spark.errors import FATAL_MARKER, SchemaMismatch, SparkValueError
+from runtime.communication.arrow_validity import INVALID_ADVICE, refuse_invalid
+from runtime.errors import InvalidArrowBatch
+from runtime.spark.errors import FATAL_MARKER, InvalidOutputBatch, SchemaMismatch, SparkValueError
 from scopes.arrow_values import refuse_wrapped_times, unconvertible_error
 from scopes.batches import concat_batches
 
@@ -364,6 +372,36 @@ class OutputBatcher:
             return []
         rows, self.rows = self.rows, []
         return [_rows_to_batch(rows, self.schema, self.seen - len(rows))]
+
+
+def refuse_invalid_output(
+    batch: pa.RecordBatch, task: int, time: object, where: str, fate: str, unit: str = "time"
+) -> None:
+    """Raise :class:`~runtime.spark.errors.InvalidOutputBatch` if ``batch`` is not valid Arrow.
+
+    ``task`` is the task (its worker) whose output it is, ``time`` the output's
+    time (``None``: rows gathered at the end; ``unit`` says what it counts),
+    ``where`` names the output, and ``fate`` says what was not done with the
+    batch.  The checks are
+    :func:`~runtime.communication.arrow_validity.refuse_invalid`'s: Arrow's
+    validation and NumPy, no Python work per row.
+    """
+    try:
+        refuse_invalid(batch)
+    except InvalidArrowBatch as error:
+        when = "at the end of the dataflow" if time is None else f"at {unit} {time!r}"
+        raise InvalidOutputBatch(
+            f"{FATAL_MARKER} task {task} (worker {task}): {where} {when} has column {error.column!r} "
+            f"({error.column_type}), which is not valid Arrow: {error.problem}. Spark would take it as it is (a "
+            f"string that is not UTF-8 comes back as replacement characters, a time of day of 24 hours or more "
+            f"fails whatever reads the result later), so {fate}, and the job is not retried: another attempt "
+            f"would build the same batch. {INVALID_ADVICE[0].upper()}{INVALID_ADVICE[1:]}",
+            error.column,
+            error.column_type,
+            error.problem,
+            time,
+            task,
+        ) from None
 
 
 def to_record_batches(records: Iterable[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.errors import ArrowValueError, TimelyRuntimeError
+from runtime.errors import ArrowValueError, InvalidArrowBatch, TimelyRuntimeError
 
 FATAL_MARKER = "[pytimely:no-retry]"
 """Put at the start of an error raised in a task that another attempt would raise again."""
@@ -52,6 +52,26 @@ class SparkValueError(SparkError, ArrowValueError):
     """A Spark input row holds a value that Arrow carries but Python cannot hold (a timestamp or date past year
     9999, say), and the dataflow takes rows as Python tuples; the message names the column, the row of the task's
     partition and the value in Arrow's text.  ``columnar=True`` takes the Arrow batches as they are."""
+
+
+class InvalidOutputBatch(SparkError, InvalidArrowBatch):
+    """A record batch a task would hand to Spark (or save under ``checkpoint=``) is not valid Arrow.
+
+    pyarrow builds arrays from buffers or views without checking them, and Spark would take the batch as it is: a
+    ``string`` that is not UTF-8 would come back as replacement characters, a time of day of 24 hours or more would
+    fail whatever reads the result later.  The task refuses such a batch before Spark (or the output log) sees it,
+    and the job is not retried: another attempt would build the same batch.
+
+    Attributes:
+        column, column_type, problem: as for :class:`~runtime.errors.InvalidArrowBatch`.
+        epoch: the output's time (the epoch, with ``checkpoint=``), or ``None`` for rows gathered at the end.
+        task: the index of the task (its worker) that produced the batch.
+    """
+
+    def __init__(self, message: str, column: str, column_type: str, problem: str, epoch: object, task: int) -> None:
+        super().__init__(message, "pyarrow.RecordBatch", column, column_type, problem)
+        self.epoch = epoch
+        self.task = task
 
 
 class DataflowFailed(SparkError):

@@ -7,10 +7,11 @@ batch.  With it, each task's dataflow runs with a
 * each Arrow batch of the task's partition is its own epoch (0, 1, 2, ...);
   at most :data:`EPOCHS_AHEAD` epochs are in flight, so checkpoints follow
   the input closely;
-* the output of each epoch, once the dataflow has passed it, is saved as one
-  file per task and epoch under ``DIR/outputs`` (:class:`OutputLog`) and only
-  then handed to Spark, and the store is told (``written_before``): a
-  checkpoint never claims an epoch whose output could be lost;
+* the output of each epoch, once the dataflow has passed it, is validated,
+  saved as one file per task and epoch under ``DIR/outputs``
+  (:class:`OutputLog`) and only then handed to Spark, and the store is told
+  (``written_before``): a checkpoint never claims an epoch whose output could
+  be lost, and no saved output is one its reader refuses;
 * a retried task finds the latest epoch ``E`` every task's checkpoint holds,
   restores its operators' state as of ``E``, hands Spark the saved output of
   the epochs before ``E``, skips its partition's first ``E`` batches and
@@ -42,7 +43,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from runtime.checkpoints import CheckpointStore
 from runtime.communication.arraycodec import refuse_compressed
 from runtime.errors import CheckpointCorrupt
-from runtime.spark.arrow import OutputBatcher, input_rows
+from runtime.spark.arrow import OutputBatcher, input_rows, refuse_invalid_output
 from scopes.state_registry import ENDED
 
 EPOCHS_AHEAD = 2
@@ -57,17 +58,31 @@ _DIGEST = 32
 class OutputLog:
     """One task's saved output, one file per epoch, under ``root/workers-W/worker-I``."""
 
-    def __init__(self, root: str | os.PathLike[str], worker: int, peers: int, schema: pa.Schema) -> None:
-        """The log of task ``worker`` of ``peers``, whose batches have ``schema``."""
+    def __init__(
+        self, root: str | os.PathLike[str], worker: int, peers: int, schema: pa.Schema, dataflow: str = "pytimely"
+    ) -> None:
+        """The log of task ``worker`` of ``peers``, whose batches have ``schema``, of the dataflow named
+        ``dataflow`` (for errors)."""
         self.directory = Path(root) / f"workers-{peers}" / f"worker-{worker}"
         self.schema = schema
+        self.worker = worker
+        self.dataflow = dataflow
 
     def path(self, epoch: int) -> Path:
         """The file holding epoch ``epoch``'s output."""
         return self.directory / f"epoch-{epoch:020d}.out"
 
     def write(self, epoch: int, batches: list[pa.RecordBatch]) -> None:
-        """Save epoch ``epoch``'s output: hidden, flushed, then renamed into place."""
+        """Save epoch ``epoch``'s output: hidden, flushed, then renamed into place.
+
+        A batch that is not valid Arrow is refused first
+        (:class:`~runtime.spark.errors.InvalidOutputBatch`), and nothing of the
+        epoch is saved: :meth:`read` would take such a file for a damaged one.
+        """
+        where = f"the output of operator 'SparkOutput' of dataflow {self.dataflow!r}"
+        fate = f"nothing of epoch {epoch} was saved under {str(self.directory)!r} nor handed to Spark"
+        for batch in batches:
+            refuse_invalid_output(batch, self.worker, epoch, where, fate, "epoch")
         self.directory.mkdir(parents=True, exist_ok=True)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, self.schema) as writer:
@@ -194,7 +209,7 @@ def drive_resumable(
     """
     index, peers = worker.index, worker.peers
     store = CheckpointStore(Path(root) / "state", own_outputs=True)
-    output = EpochOutput(OutputLog(Path(root) / "outputs", index, peers, schema), store, index, put)
+    output = EpochOutput(OutputLog(Path(root) / "outputs", index, peers, schema, name), store, index, put)
     handle, probe = worker.dataflow(lambda scope: build(scope, output.add), name=name, checkpoint=store)
     resumed = store.resume_epoch
     if resumed:

@@ -49,7 +49,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from runtime.cluster_member import run_process
 from runtime.communication.tcp import ClusterError, Endpoint, parse_endpoint
 from runtime.errors import DataflowStuck, WorkerFailed
-from runtime.spark.arrow import OutputBatcher, coalesced, input_rows
+from runtime.spark.arrow import OutputBatcher, coalesced, input_rows, refuse_invalid_output
 from runtime.spark.errors import FATAL_MARKER, RETRY_MARKER, SparkError
 from runtime.spark.errors import TaskFailed as TaskFailed
 from runtime.spark.failures import FAILED_EVENT, without_markers
@@ -403,7 +403,8 @@ def _drive(
 
     Each output message becomes record batches of the schema in the worker,
     as it arrives (:class:`~runtime.spark.arrow.OutputBatcher`), so a schema
-    mismatch fails the worker and every process of the mesh stops naming it.
+    mismatch (or a batch that is not valid Arrow, which Spark would keep as it
+    is) fails the worker and every process of the mesh stops naming it.
     Returns the number of output rows.
     """
     info.report("meshed")
@@ -417,10 +418,13 @@ def _drive(
         return rows
     batcher = OutputBatcher(plan.schema)
     produced = [0, 0]
+    where = f"the output of operator 'SparkOutput' of dataflow {plan.name!r}"
+    fate = "nothing of it was handed to Spark"
 
-    def hand_over(_time: Any, message: Any) -> None:
+    def hand_over(at: Any, message: Any) -> None:
         produced[0] += 1
         for batch in batcher.add(message):
+            refuse_invalid_output(batch, info.index, at, where, fate)
             produced[1] += batch.num_rows
             queue.put(batch)
 
@@ -439,6 +443,7 @@ def _drive(
     handle.close()
     worker.step_while(lambda: not probe.done())
     for batch in batcher.finish():
+        refuse_invalid_output(batch, info.index, None, where, fate)
         produced[1] += batch.num_rows
         queue.put(batch)
     with contextlib.suppress(Exception):
