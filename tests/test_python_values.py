@@ -26,7 +26,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from runtime import execute  # noqa: E402
 from runtime.errors import FileSinkValueError, FileSourceError, FileValueError, WorkerFailed  # noqa: E402
-from runtime.files import read_files, write_files  # noqa: E402
+from runtime.files import read_files  # noqa: E402
 from runtime.testing import run_dataflow  # noqa: E402
 from scopes import ConflictingUpdates  # noqa: E402
 from scopes.arrow_values import find_unconvertible, safe_as_py, value_text  # noqa: E402
@@ -218,25 +218,11 @@ def test_read_files_on_two_processes_names_the_value(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- write_files
 
 
-def write(out: Path, table: Any, format: str) -> None:
-    def main(worker: Any) -> None:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            return handle, write_files(stream, out, format=format).probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch(table)
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
-    execute(main, workers=1)
-
-
 def test_write_files_to_json_lines_names_the_value_and_leaves_no_file(tmp_path: Path) -> None:
     """The sink failed with ``FileSinkError: cannot write ...: date value out of range`` (no column, no row)."""
     table = pa.table({"n": [0, 1], "when": pa.array([0, YEAR_10000], pa.timestamp("s"))})
     with pytest.raises(WorkerFailed) as failure:
-        write(tmp_path / "out", table, "json")
+        python_values_mains.write_table(tmp_path / "out", table, format="json")
     message = str(cause_of(failure.value, FileSinkValueError))
     assert "at time 0" in message and "column 'when'" in message and "row 1" in message, message
     assert "10000-01-01 00:00:00" in message and "format='parquet'" in message, message
@@ -245,7 +231,7 @@ def test_write_files_to_json_lines_names_the_value_and_leaves_no_file(tmp_path: 
 
 def test_write_files_to_parquet_keeps_the_value(tmp_path: Path) -> None:
     table = pa.table({"n": [0, 1], "when": pa.array([0, YEAR_10000], pa.timestamp("s"))})
-    write(tmp_path / "out", table, "parquet")
+    python_values_mains.write_table(tmp_path / "out", table, format="parquet")
     (written,) = (tmp_path / "out").rglob("*.parquet")
     assert pq.read_table(written).column("when").cast(pa.int64()).to_pylist()[1] == YEAR_10000 * 1000
 

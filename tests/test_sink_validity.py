@@ -13,32 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import python_values_mains
 
 pa = pytest.importorskip("pyarrow")
 
 from runtime import execute  # noqa: E402
 from runtime.errors import FileSinkValueError, WorkerFailed  # noqa: E402
-from runtime.files import read_files, write_files  # noqa: E402
+from runtime.files import read_files  # noqa: E402
 
 
 def not_utf8() -> Any:
     """A string column whose second value is the byte 0xff (a view of binary: never checked)."""
     return pa.array([b"ok", b"\xff"], pa.binary()).view(pa.string())
-
-
-def run_sink(out: Path, table: Any, **options: Any) -> None:
-    def main(worker: Any) -> None:
-        def build(scope: Any) -> Any:
-            handle, stream = scope.new_input()
-            write_files(stream, out, **options)
-            return handle, stream.probe()
-
-        handle, probe = worker.dataflow(build)
-        handle.send_batch(table)
-        handle.close()
-        worker.step_while(lambda: not probe.done())
-
-    execute(main, workers=1)
 
 
 def sink_error(error: BaseException) -> BaseException:
@@ -62,7 +48,7 @@ def test_an_invalid_column_is_refused_naming_it_and_nothing_is_written(
 ) -> None:
     table = pa.table({"n": [1, 2], "bad": column})
     with pytest.raises(WorkerFailed) as failure:
-        run_sink(tmp_path / "out", table, format=file_format)
+        python_values_mains.write_table(tmp_path / "out", table, format=file_format)
     error = sink_error(failure.value)
     message = str(error)
     assert isinstance(error, FileSinkValueError), message
@@ -75,7 +61,7 @@ def test_an_invalid_column_is_refused_naming_it_and_nothing_is_written(
 @pytest.mark.parametrize("file_format", ["parquet", "csv"])
 def test_a_valid_table_of_the_same_types_is_written_and_reads_back(tmp_path: Path, file_format: str) -> None:
     table = pa.table({"n": [1, 2], "t": pa.array([5, 86_399], pa.time32("s")), "s": ["ok", "é"]})
-    run_sink(tmp_path / "out", table, format=file_format)
+    python_values_mains.write_table(tmp_path / "out", table, format=file_format)
     seen: list[Any] = []
 
     def main(worker: Any) -> None:

@@ -48,3 +48,21 @@ def capture_batches(make_tables: Any, epochs: list[list[int]]) -> Any:
 
     execute(main, workers=1)
     return recorder
+
+
+def write_table(out: Any, table: Any, **options: Any) -> None:
+    """Send ``table`` at time 0 through ``write_files(stream, out, **options)`` on 1 worker."""
+    from runtime import execute
+    from runtime.files import write_files
+
+    def main(worker: Any) -> None:
+        def build(scope: Any) -> Any:
+            handle, stream = scope.new_input()
+            return handle, write_files(stream, out, **options).probe()
+
+        handle, probe = worker.dataflow(build)
+        handle.send_batch(table)
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+
+    execute(main, workers=1)
