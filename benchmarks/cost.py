@@ -80,8 +80,9 @@ class Timing:
     kernels: float | None = None
     """Seconds the busiest process spent in the split and count kernels (columnar wordcount only)."""
     system: float | None = None
-    """Of :attr:`cpu`, the seconds in the kernel (WCC only): mostly the first touch of fresh memory, whose cost
-    varies with how readily the kernel finds huge pages for NumPy's large arrays (it compacts memory to make them)."""
+    """Of :attr:`cpu`, the seconds in the kernel (WCC and wordcount): mostly the first touch of fresh memory, whose
+    cost varies with how readily the kernel finds huge pages for NumPy's large arrays (it compacts memory to make
+    them)."""
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -179,9 +180,12 @@ def calls_clock(calls: tuple[tuple[str, str, str], ...], label: str) -> Abstract
     return clocked_calls(found, time.thread_time)
 
 
-def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[float, float, int, float, float | None]:
+def wordcount_worker(
+    worker: Worker, paths: list[str], variant: str
+) -> tuple[float, float, int, float, float | None, float]:
     """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s,
-    seconds in the clocked calls: routing records (record-wise), the kernels (columnar), else ``None``)."""
+    seconds in the clocked calls: routing records (record-wise), the kernels (columnar), else ``None``; and of the
+    CPU, the seconds in the kernel)."""
     clock = routing_clock() if variant == "record-wise" else kernel_clock() if variant == "columnar" else nullcontext()
     with clock as clocked:
         return _wordcount_worker(worker, paths, variant, clocked)
@@ -189,7 +193,7 @@ def wordcount_worker(worker: Worker, paths: list[str], variant: str) -> tuple[fl
 
 def _wordcount_worker(
     worker: Worker, paths: list[str], variant: str, clocked: CallClock | None
-) -> tuple[float, float, int, float, float | None]:
+) -> tuple[float, float, int, float, float | None, float]:
     epochs: list[Any] = []
     for path in paths:
         lines = share_lines(path, worker.index, worker.peers)
@@ -197,7 +201,7 @@ def _wordcount_worker(
     handle, probe, counted = cluster.wordcount_dataflow(worker, variant == "combiner", variant == "columnar")
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
     worker.step_while(lambda: probe.less_than(1))
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, system = time.perf_counter(), time.process_time(), _system_seconds()
     for epoch, batch in enumerate(epochs, 1):
         if len(batch):
             handle.send_batch(batch)
@@ -211,6 +215,7 @@ def _wordcount_worker(
         counted[0],
         time.process_time() - cpu,
         None if clocked is None else clocked.seconds(),
+        _system_seconds() - system,
     )
 
 
@@ -223,7 +228,7 @@ def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
     start, end = min(r[0] for r in results), max(r[1] for r in results)
     busiest = max(results, key=lambda r: r[3])
     clocked = {"routing": busiest[4]} if variant == "record-wise" else {"kernels": busiest[4]}
-    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], **clocked)
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[5], **clocked)
 
 
 def wordcount_loop(paths: list[str]) -> Timing:
@@ -395,7 +400,7 @@ def _timings(runs: list[Timing], key: str, label: str, edges_or_words: int) -> d
 
 
 def _system_metric(runs: list[Timing], key: str, label: str) -> dict[str, Metric]:
-    """``key_sys``: the median kernel CPU of the busiest process, where the runs measured it (WCC)."""
+    """``key_sys``: the median kernel CPU of the busiest process, where the runs measured it (WCC, wordcount)."""
     system = [t.system for t in runs if t.system is not None]
     if not system:
         return {}
