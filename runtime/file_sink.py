@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.errors import ConfigurationError, FileSinkError, FileSinkValueError
+from runtime.communication.arrow_validity import refuse_invalid
+from runtime.errors import ConfigurationError, FileSinkError, FileSinkValueError, InvalidArrowBatch
 from runtime.file_formats import SUFFIXES, arrow_format, pyarrow_module
 from scopes.arrow_values import (
     CONVERTIBLE,
@@ -467,30 +468,23 @@ def _refuse_invalid(table: Any, where: str, time: Any) -> None:
     or misread (CSV writes ``<value out of range: 90000>`` for such a time).  The message names the time, the
     column and, where :mod:`scopes.arrow_values` finds it, the row and the value.
 
-    Arrow's full validation, in C: about 4 ms for a million short strings, beside the write itself.
+    The check is the one a batch leaving its process takes
+    (:func:`~runtime.communication.arrow_validity.refuse_invalid`: NumPy proofs, Arrow's full validation as the
+    verdict); the row is looked for only once a column is refused.
     """
     try:
-        table.validate(full=True)
-    except Exception as error:  # noqa: BLE001 - pyarrow's ArrowInvalid (or another refusal): named below
-        for index, name in enumerate(table.column_names):
-            column = table.select([index])
-            try:
-                column.validate(full=True)
-            except Exception as problem:  # noqa: BLE001 - this column is the one
-                found = find_wrapped_time(column) or find_unconvertible(column)
-                kind = table.schema.field(index).type
-                what = f"column {name!r} ({kind})" + (
-                    "" if found is None else f", row {found.row}, holds {found.text},"
-                )
-                raise FileSinkValueError(
-                    f"{where}: at time {time!r} {what} is not valid Arrow ({problem}), so no reader could take it "
-                    "back: no file was written for it. Arrow builds arrays from buffers or views without checking "
-                    "them; build the column with pyarrow.array(values, type), which checks them, or fix or cast it",
-                    name,
-                    -1 if found is None else found.row,
-                    str(kind),
-                    "" if found is None else found.text,
-                ) from error
-        raise FileSinkError(
-            f"{where}: at time {time!r} the table is not valid Arrow ({error}); no file was written for it"
-        ) from error
+        refuse_invalid(table)
+    except InvalidArrowBatch as error:
+        name, kind = error.column, error.column_type
+        column = table.select([table.column_names.index(name)])
+        found = find_wrapped_time(column) or find_unconvertible(column)
+        what = f"column {name!r} ({kind})" + ("" if found is None else f", row {found.row}, holds {found.text},")
+        raise FileSinkValueError(
+            f"{where}: at time {time!r} {what} is not valid Arrow ({error.problem}), so no reader could take it "
+            "back: no file was written for it. Arrow builds arrays from buffers or views without checking "
+            "them; build the column with pyarrow.array(values, type), which checks them, or fix or cast it",
+            name,
+            -1 if found is None else found.row,
+            kind,
+            "" if found is None else found.text,
+        ) from None
