@@ -32,11 +32,13 @@ into the COST answer.
 from __future__ import annotations
 
 import importlib.util
+import os
 import resource
 import sys
 import time
 from collections import Counter
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -80,9 +82,33 @@ class Timing:
     kernels: float | None = None
     """Seconds the busiest process spent in the split and count kernels (columnar wordcount only)."""
     system: float | None = None
-    """Of :attr:`cpu`, the seconds in the kernel (WCC and wordcount): mostly the first touch of fresh memory, whose
-    cost varies with how readily the kernel finds huge pages for NumPy's large arrays (it compacts memory to make
-    them)."""
+    """Of :attr:`cpu`, the seconds in the kernel (WCC and wordcount): mostly the first touch of fresh memory (see
+    :data:`SMALL_PAGES`)."""
+
+
+SMALL_PAGES = ("NUMPY_MADVISE_HUGEPAGE", "0")
+"""The environment variable every pytimely process of this workload (and of its ceilings) starts with: NumPy asks
+for no huge pages.  With them, a fresh process's first touch of its large arrays made the kernel compact memory
+for a time that varied with the machine's fragmentation, not with the work: on 1 process the WCC took 0.47 to
+0.92 s, 0.13 to 0.50 s of it in the kernel, in four runs in a row; with this setting, 0.41 to 0.44 s with
+0.06 to 0.07 s in the kernel.  That lottery decided the WCC's and the columnar wordcount's 2-process goals from
+one run to the next.  The single-threaded baselines run in the benchmark's own process, its memory warm after
+the first repetition, as NumPy sets it by default.  docs/performance.md tells users the trade."""
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """Processes started in the body have :data:`SMALL_PAGES` in their environment (restored afterwards)."""
+    name, value = SMALL_PAGES
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -404,7 +430,7 @@ def _system_metric(runs: list[Timing], key: str, label: str) -> dict[str, Metric
     system = [t.system for t in runs if t.system is not None]
     if not system:
         return {}
-    what = f"of that CPU, in the kernel (first touch of fresh memory, huge-page compaction), {label}"
+    what = f"of that CPU, in the kernel (first touch of fresh memory), {label}"
     return {f"{key}_sys": Metric(median(system), "s", what)}
 
 
@@ -423,7 +449,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
 
     epochs, lines, edges = (2, 1_000, 20_000) if size.quick else (10, 50_000, 4_000_000)
     words = epochs * lines * WORDS_PER_LINE
-    with tempfile.TemporaryDirectory(prefix="pytimely-bench-") as directory:
+    with tempfile.TemporaryDirectory(prefix="pytimely-bench-") as directory, small_pages():
         log(f"  writing {words:,} words and {edges:,} edges ...")
         paths = write_wordcount_text(Path(directory), epochs, lines)
         edges_path = str(Path(directory) / "edges.tsv")

@@ -249,6 +249,27 @@ def test_the_wordcount_timings_carry_routing_and_kernel_seconds_within_the_cpu(t
     assert metrics["wc_columnar_beyond_p1"].value == pytest.approx(columnar.cpu - columnar.kernels)
 
 
+def test_the_cost_processes_start_without_numpy_huge_pages_and_the_bench_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Processes started in ``small_pages()`` see ``NUMPY_MADVISE_HUGEPAGE=0``; the variable is put back after."""
+    import os
+
+    import cost
+
+    name, value = cost.SMALL_PAGES
+    monkeypatch.setenv(name, "1")
+    probe = [sys.executable, "-c", f"import os; print(os.environ.get({name!r}))"]
+    with cost.small_pages():
+        inside = subprocess.run(probe, capture_output=True, text=True, check=True).stdout.strip()
+    assert inside == value
+    assert os.environ[name] == "1"
+    monkeypatch.delenv(name)
+    with cost.small_pages():
+        pass
+    assert name not in os.environ
+
+
 def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
     """The instrumented Collatz run splits its wall time into operators (routing within them), propagation and the
     rest, on 1 worker and 2 threads; the wrapped methods are restored afterwards, also when the body fails."""

@@ -123,14 +123,30 @@ def test_the_debian_graph_matches_scipy_on_two_processes(capsys: pytest.CaptureF
     assert cost.main(["--check", "-n", "2", "-w", "1"]) == 0
     out = capsys.readouterr().out
     assert "203 components" in out and "check against scipy.sparse.csgraph.connected_components: OK" in out
-    assert cost.main(["--check", "-w", "2", "--method", "numpy"]) == 0
-    assert "numpy on each worker" in capsys.readouterr().out
+    assert "numpy on each worker" in out, "the union-find is the default"
+    assert cost.main(["--check", "-w", "2", "--method", "scipy"]) == 0
+    assert "scipy on each worker" in capsys.readouterr().out
 
 
-def test_without_scipy_the_example_uses_the_union_find(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = cost.importlib.util.find_spec
-    monkeypatch.setattr(cost.importlib.util, "find_spec", lambda name: None if name == "scipy" else real(name))
-    assert cost.default_method() == "numpy"
+@pytest.mark.parametrize("shape", ["path", "reversed path", "shuffled path", "star", "two stars", "binary tree"])
+def test_union_find_on_deep_shapes_matches_scipy(shape: str) -> None:
+    """Shapes whose hooking leaves long chains of former roots, which the final passes must all flatten."""
+    n = 5_000
+    ids = np.arange(n, dtype=np.int64)
+    order = np.random.default_rng(7).permutation(n) if shape == "shuffled path" else ids
+    if shape in ("path", "shuffled path"):
+        src, dst = order[:-1], order[1:]
+    elif shape == "reversed path":
+        src, dst = ids[:0:-1], ids[-2::-1]
+    elif shape == "star":
+        src, dst = np.full(n - 1, n - 1, np.int64), ids[:-1]
+    elif shape == "two stars":
+        src, dst = np.where(ids < n // 2, n - 1, n - 2)[:-2], ids[:-2]
+    else:
+        src, dst = ids[1:], (ids[1:] - 1) // 2
+    roots = cost.union_find(src, dst, n)
+    assert np.array_equal(roots, cost.smallest_mates(src, dst, n, "scipy"))
+    assert np.array_equal(roots[roots], roots), "every node points at its root"
 
 
 @settings(max_examples=30, deadline=None)
