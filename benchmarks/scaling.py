@@ -142,13 +142,18 @@ def shape_in_child(shape: str, count: int, timeout: float = 300) -> dict[str, fl
 
 
 def collatz_worker(
-    worker: Any, limit: int, count: Callable[[Any, list[int]], None], on_step: Callable[[int], None] | None = None
+    worker: Any,
+    limit: int,
+    count: Callable[[Any, list[int]], None],
+    on_step: Callable[[int], None] | None = None,
+    exchange: bool = True,
 ) -> None:
     """One worker of the Collatz loop over ``1..limit``: ``count(time, batch)`` sees every exchanged message.
 
     Every number iterates the Collatz map in an ``iterative`` scope, exchanged
     by value each round, until it reaches 1.  ``on_step(worker index)`` is called
-    before each step (to count them).
+    before each step (to count them).  Without ``exchange``, each worker keeps
+    its own numbers (the loop's cost without routing or messages between workers).
     """
 
     def build(scope: ScopeBuilder) -> Any:
@@ -157,12 +162,10 @@ def collatz_worker(
         def body(inner: ScopeBuilder) -> Stream:
             loop, feedback = inner.loop_variable(1)
             running, finished = stream.enter(inner).concat(feedback).branch(lambda n: n == 1)
-            (
-                running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
-                .exchange(lambda n: n)
-                .inspect_batch(count)
-                .connect_loop(loop)
-            )
+            stepped = running.map(lambda n: n // 2 if n % 2 == 0 else 3 * n + 1)
+            if exchange:
+                stepped = stepped.exchange(lambda n: n)
+            stepped.inspect_batch(count).connect_loop(loop)
             return finished.leave()
 
         return handle, scope.iterative(body).probe()
@@ -180,9 +183,10 @@ def collatz_worker(
     worker.step_while(running)
 
 
-def collatz_once(limit: int, workers: int) -> dict[str, float]:
-    """Run the Collatz loop once: seconds, CPU seconds of the process, records per exchanged message, and steps
-    of the busiest worker (every call of its ``step_while`` condition)."""
+def collatz_once(limit: int, workers: int, exchange: bool = True) -> dict[str, float]:
+    """Run the Collatz loop once (without ``exchange``: each worker keeps its numbers): seconds, CPU seconds of the
+    process, records per exchanged message, and steps of the busiest worker (every call of its ``step_while``
+    condition)."""
     lock = threading.Lock()
     stats = [0, 0]
     steps = [0] * workers
@@ -197,7 +201,7 @@ def collatz_once(limit: int, workers: int) -> dict[str, float]:
 
     cpu = time.process_time()
     start = time.perf_counter()
-    execute(partial(collatz_worker, limit=limit, count=count, on_step=on_step), workers=workers)
+    execute(partial(collatz_worker, limit=limit, count=count, on_step=on_step, exchange=exchange), workers=workers)
     return {
         "seconds": time.perf_counter() - start,
         "cpu": time.process_time() - cpu,
@@ -268,27 +272,45 @@ def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
 
     ``two`` is 2 threads as they run by default (``PYTIMELY_THREAD_CORES=auto``); ``two_one_core`` and
     ``two_all_cores`` are the same with the worker threads kept on one core (``one``) or on every CPU (``all``).
+    ``one_local`` and ``two_local`` leave the exchange out (each worker keeps its numbers): what 2 threads cost
+    beside 1 worker with no routing and no messages between them, for the goal's cause line.
     """
     limit = 300 if size.quick else 3_000
-    found: dict[str, dict[str, list[float]]] = {"one": {}, "two": {}, "two_one_core": {}, "two_all_cores": {}}
+    found: dict[str, dict[str, list[float]]] = {
+        name: {} for name in ("one", "two", "two_one_core", "two_all_cores", "one_local", "two_local")
+    }
 
-    def run(name: str, workers: int, setting: str) -> float:
+    def run(name: str, workers: int, setting: str, exchange: bool = True) -> float:
         with thread_cores(setting):
-            result = collatz_once(limit, workers)
+            result = collatz_once(limit, workers, exchange)
         for key, value in result.items():
             found[name].setdefault(key, []).append(value)
         return result["seconds"]
 
     forms = {"two": "auto", "two_one_core": "one", "two_all_cores": "all"}
-    variants = {"one": partial(run, "one", 1, "auto")} | {name: partial(run, name, 2, s) for name, s in forms.items()}
+    variants = (
+        {"one": partial(run, "one", 1, "auto")}
+        | {name: partial(run, name, 2, s) for name, s in forms.items()}
+        | {
+            "one_local": partial(run, "one_local", 1, "auto", False),
+            "two_local": partial(run, "two_local", 2, "auto", False),
+        }
+    )
     values = interleaved(variants, size, log, "loop")
     what = {
         "one": "1 worker",
         "two": "2 threads (PYTIMELY_THREAD_CORES=auto, the default)",
         "two_one_core": "2 threads sharing one core (PYTIMELY_THREAD_CORES=one)",
         "two_all_cores": "2 threads on every CPU (PYTIMELY_THREAD_CORES=all)",
+        "one_local": "1 worker, no exchange (each worker keeps its numbers)",
+        "two_local": "2 threads, no exchange (each worker keeps its numbers)",
     }
     metrics = {name: in_seconds(values[name], f"{what[name]}, numbers 1 to {limit:,}") for name in variants}
+    metrics["two_local_over_one_local"] = Metric(
+        median(values["two_local"]) / median(values["one_local"]),
+        "x",
+        "2 threads ÷ 1 worker with no exchange in the loop (each worker pays the loop's cost of a round)",
+    )
     for name in variants:
         metrics[f"cpu_{name}"] = in_seconds(found[name]["cpu"], f"CPU of the process, {what[name]}")
     for name in ("one", "two"):

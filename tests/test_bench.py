@@ -189,9 +189,11 @@ def test_the_thread_cores_comparison_runs_every_setting_on_both_workloads() -> N
     assert len(lines) == 2 + 2 * len(thread_cores.SETTINGS) and lines[2].startswith("| collatz | auto |")
 
 
+@pytest.mark.parametrize("exchange", [True, False])
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_the_collatz_loop_sends_every_number_once_whatever_the_worker_count(workers: int) -> None:
-    """Each worker sends its share of 1..limit (a range with step ``peers``): every number's whole path is exchanged."""
+def test_the_collatz_loop_sends_every_number_once_whatever_the_worker_count(workers: int, exchange: bool) -> None:
+    """Each worker sends its share of 1..limit (a range with step ``peers``): every number's whole path is seen,
+    exchanged or (the cause line's variant) kept by the worker that read it."""
     import threading
     from functools import partial
 
@@ -207,7 +209,7 @@ def test_the_collatz_loop_sends_every_number_once_whatever_the_worker_count(work
         with lock:
             seen.extend(batch)
 
-    execute(partial(collatz_worker, limit=limit, count=count), workers=workers)
+    execute(partial(collatz_worker, limit=limit, count=count, exchange=exchange), workers=workers)
     expected: list[int] = []
     for n in range(2, limit + 1):  # 1 is done at once; each other number is exchanged after every step
         while n != 1:
