@@ -300,7 +300,7 @@ def union_find(src: np.ndarray, dst: np.ndarray, nodes: int) -> np.ndarray:
     longest chain) put every node on its root.  The first round filters
     nothing: an edge from a node to itself hooks nothing.
 
-    The work per round is the edges left plus one comparison over the nodes:
+    The work per round is the edges left plus a copy and a comparison over the nodes:
     about 30% less time than jumping every node each round and filtering the
     original ids beside the roots (0.33 s against 0.47 s on 4 M random edges,
     0.18 s against 0.24 s on 2 M).  Node ids are kept as ``int32`` when they fit
