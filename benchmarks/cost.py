@@ -32,13 +32,11 @@ into the COST answer.
 from __future__ import annotations
 
 import importlib.util
-import os
 import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -55,6 +53,7 @@ for _path in (str(ROOT), str(HERE), str(ROOT / "examples")):
 import ceilings  # noqa: E402
 import cluster  # noqa: E402
 import connected_components_cost as cost_wcc  # type: ignore[import-not-found]  # noqa: E402
+import harness  # noqa: E402
 from harness import CallClock, Log, Metric, Size, WrongAnswer, clocked_calls, measured, median  # noqa: E402
 
 from runtime import Worker  # noqa: E402
@@ -96,19 +95,9 @@ one run to the next.  The single-threaded baselines run in the benchmark's own p
 the first repetition, as NumPy sets it by default.  docs/performance.md tells users the trade."""
 
 
-@contextmanager
-def small_pages() -> Iterator[None]:
+def small_pages() -> AbstractContextManager[None]:
     """Processes started in the body have :data:`SMALL_PAGES` in their environment (restored afterwards)."""
-    name, value = SMALL_PAGES
-    before = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+    return harness.environment(*SMALL_PAGES)
 
 
 # ---------------------------------------------------------------------------- inputs

@@ -109,6 +109,21 @@ def repetition() -> Iterator[None]:
 T = TypeVar("T")
 
 
+@contextmanager
+def environment(name: str, value: str) -> Iterator[None]:
+    """Run the body with the environment variable ``name`` set to ``value`` (processes started in it inherit it),
+    then restore it."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def measured(run: Callable[[], T]) -> T:
     """One timed repetition, ``run()``: run at full CPU speed when the run's budget allows, and run again when the
     probes show the CPUs slowed during it (see :mod:`cpu_speed`); the last run's result.  Just ``run()`` when no

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import resource
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from harness import (  # noqa: E402
     Size,
     WrongAnswer,
     clocked_calls,
+    environment,
     in_seconds,
     interleaved,
     measured,
@@ -253,18 +253,9 @@ def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
     }
 
 
-@contextlib.contextmanager
-def thread_cores(setting: str) -> Iterator[None]:
+def thread_cores(setting: str) -> contextlib.AbstractContextManager[None]:
     """Run the body with ``PYTIMELY_THREAD_CORES=setting`` (``auto``, ``one`` or ``all``), then restore it."""
-    before = os.environ.get(CORES_VARIABLE)
-    os.environ[CORES_VARIABLE] = setting
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[CORES_VARIABLE]
-        else:
-            os.environ[CORES_VARIABLE] = before
+    return environment(CORES_VARIABLE, setting)
 
 
 def bench_loop(size: Size, log: Log) -> dict[str, Metric]:
