@@ -35,22 +35,21 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")
 
-__all__ = ["KEY_ADVICE", "refuse_invalid_text", "unhashable_error"]
+__all__ = ["KEY_ADVICE", "ascii_text", "refuse_invalid_text", "row_offsets", "unhashable_error"]
 
 KEY_ADVICE = "fix or cast the key column first (pyarrow.compute.cast, or replace the value), or route by another key"
 """What to do about a key column holding a value Python cannot hold."""
 
-_TEXT_IDS: dict[int, tuple[Any, Any]] = {}
-"""The type ids of ``string`` and ``large_string``, each with the ``binary`` type of its offsets' width and
-those offsets' NumPy type."""
+_TEXT_IDS: dict[int, Any] = {}
+"""The type ids of ``string`` and ``large_string``, each with the ``binary`` type of its offsets' width."""
 
 
-def _text_ids() -> dict[int, tuple[Any, Any]]:
+def _text_ids() -> dict[int, Any]:
     if not _TEXT_IDS:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         _DICTIONARY_ID.append(pa.dictionary(pa.int32(), pa.string()).id)
-        _TEXT_IDS.update({pa.string().id: (pa.binary(), np.int32), pa.large_string().id: (pa.large_binary(), np.int64)})
+        _TEXT_IDS.update({pa.string().id: pa.binary(), pa.large_string().id: pa.large_binary()})
     return _TEXT_IDS
 
 
@@ -58,22 +57,44 @@ _DICTIONARY_ID: list[int] = []
 """The id of the dictionary types (set with :data:`_TEXT_IDS`)."""
 
 
+def row_offsets(array: Any) -> np.ndarray:
+    """The ``len(array) + 1`` offsets that the rows of the string or binary ``array`` (not chunked, 32- or 64-bit
+    offsets) use, a NumPy view of its offsets buffer (Arrow's cheap ``validate()`` has checked its length)."""
+    width = np.int64 if array.type.id in _large_ids() else np.int32
+    start = array.offset
+    return np.frombuffer(array.buffers()[1], width)[start : start + len(array) + 1]
+
+
+def ascii_text(array: Any, offsets: np.ndarray) -> bool:
+    """Whether the bytes of the string or binary ``array`` from the first of its row ``offsets`` to the last are
+    all below 128: ASCII, so every value (a slice of them) is UTF-8.  One ``max()`` over a ``uint8`` view, in C."""
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = array.buffers()[2]
+    return end <= start or data is None or int(np.frombuffer(data, np.uint8)[start:end].max()) < 128
+
+
+_LARGE: list[int] = []
+"""The type ids of ``large_string`` and ``large_binary`` (64-bit offsets)."""
+
+
+def _large_ids() -> list[int]:
+    if not _LARGE:
+        import pyarrow as pa
+
+        _LARGE.extend([pa.large_string().id, pa.large_binary().id])
+    return _LARGE
+
+
 def _utf8(array: Any) -> bool:
-    """Whether every value of the string ``array`` (not chunked) is UTF-8: ASCII bytes by NumPy, else Arrow's cast
-    of the bytes (as ``binary`` of the same offsets' width) to ``string``, which validates them."""
-    binary, width = _text_ids()[array.type.id]
-    rows = len(array)
-    offsets_buffer, data_buffer = array.buffers()[1:3]
-    if not rows or data_buffer is None:
-        return True
-    offsets = np.frombuffer(offsets_buffer, width)
-    start, end = int(offsets[array.offset]), int(offsets[array.offset + rows])
-    if end <= start or int(np.frombuffer(data_buffer, np.uint8)[start:end].max()) < 128:
+    """Whether every value of the string ``array`` (not chunked) is UTF-8: ASCII bytes by NumPy
+    (:func:`ascii_text`), else Arrow's cast of the bytes (as ``binary`` of the same offsets' width) to ``string``,
+    which validates them."""
+    if not len(array) or ascii_text(array, row_offsets(array)):
         return True
     import pyarrow as pa
 
     try:
-        array.view(binary).cast(array.type)
+        array.view(_text_ids()[array.type.id]).cast(array.type)
     except pa.ArrowInvalid:
         return False
     return True

@@ -69,6 +69,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.errors import InvalidArrowBatch
+from scopes.key_text import ascii_text, row_offsets
 
 __all__ = ["INVALID_ADVICE", "NUMPY_FROM", "column_problem", "refuse_invalid"]
 
@@ -98,27 +99,16 @@ def _numpy() -> Any:
     return numpy
 
 
-def _offsets(numpy: Any, array: Any, buffer: Any) -> Any:
-    """The offsets in ``buffer`` of a ``binary``-like ``array`` that its rows use (``len(array) + 1`` of them)."""
-    width = numpy.int64 if array.type.id in _LARGE_IDS else numpy.int32
-    start = array.offset
-    return numpy.frombuffer(buffer, width)[start : start + len(array) + 1]
-
-
 def _binary_fine(numpy: Any, array: Any) -> bool:
     """Whether the offsets of ``array`` (valid by ``validate()``) never decrease."""
-    offsets = _offsets(numpy, array, array.buffers()[1])
+    offsets = row_offsets(array)
     return bool((offsets[1:] >= offsets[:-1]).all())
 
 
 def _text_fine(numpy: Any, array: Any) -> bool:
     """Whether the offsets never decrease and the bytes between the first and the last are ASCII (so UTF-8)."""
-    _, offsets_buffer, data = array.buffers()
-    offsets = _offsets(numpy, array, offsets_buffer)
-    if not bool((offsets[1:] >= offsets[:-1]).all()):
-        return False
-    start, end = int(offsets[0]), int(offsets[-1])
-    return end <= start or int(numpy.frombuffer(data, numpy.uint8)[start:end].max()) < 128
+    offsets = row_offsets(array)
+    return bool((offsets[1:] >= offsets[:-1]).all()) and ascii_text(array, offsets)
 
 
 def _unsigned_max(numpy: Any, buffer: Any, bits: int, start: int, rows: int) -> int:
@@ -142,15 +132,10 @@ def _dictionary_fine(numpy: Any, array: Any) -> bool:
     return _proved_valid(numpy, array.dictionary)
 
 
-_LARGE_IDS: set[int] = set()
-"""The type ids of ``large_string`` and ``large_binary`` (64-bit offsets)."""
-
-
 def _checks() -> dict[int, Callable[[Any, Any], bool]]:
     if not _CHECKS:
         import pyarrow  # type: ignore[import-untyped]
 
-        _LARGE_IDS.update({pyarrow.large_string().id, pyarrow.large_binary().id})
         _CHECKS.update(
             {
                 pyarrow.string().id: _text_fine,
