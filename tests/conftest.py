@@ -100,6 +100,7 @@ handles, capabilities and their user sites, probes, record-wise chains, columnar
 SPARK_SESSION_FILES = {
     "test_spark.py": "spark-a",
     "test_spark_types.py": "spark-a",
+    "test_spark_output_validity.py": "spark-a",
     "test_spark_columnar.py": "spark-b",
     "test_spark_user.py": "spark-b",
     "test_spark_warmup.py": "spark-b",
@@ -111,7 +112,8 @@ SPARK_SESSION_FILES = {
 }
 """Test files that use the shared ``spark`` fixture, by xdist group: each group's files run on one
 worker and share its session (one JVM). ``test_spark.py`` alone takes as long as the others together,
-so there are two groups, and the suite's longest chain is shorter than with one."""
+so there are two groups, and the suite's longest chain is shorter than with one. A file missing here would start
+a session (10 to 15 s of a JVM's start) on every worker that takes one of its tests: collection refuses it."""
 
 LONG_FIRST = (
     "test_spark_cluster.py",
@@ -143,6 +145,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     for item in items:
         name = item.path.name
+        if "spark" in getattr(item, "fixturenames", ()) and name not in SPARK_SESSION_FILES:
+            raise pytest.UsageError(
+                f"{item.nodeid} uses the shared `spark` fixture, but {name} is not in SPARK_SESSION_FILES "
+                "(tests/conftest.py): add it to a group there, so that its tests share one session"
+            )
         if name in BENCH_FILES:
             item.add_marker(pytest.mark.bench)
         if name in PROGRESS_FILES:

@@ -1,11 +1,13 @@
 """Operators waiting for outside data park their worker instead of spinning a CPU core.
 
-Each test holds its source back for about a second and measures the CPU time of
-this process over the whole run: a worker re-activating its operator on every
-step burns the whole second (about 100% of the wall time, or what a loaded
-machine leaves it: 30% was seen on a busy 2-CPU machine), a parked one 1 to 2%.
-The bound, a tenth of the wall time, leaves room for a slow machine's steps (a
-busy machine gives the process less CPU, never more).
+Each test holds its source back for about a second and measures the CPU time the
+run spends (:class:`helpers.idle_cpu.RunCpu`: this process's, less what threads
+of earlier tests use meanwhile, with no garbage collection of their heap): a
+worker re-activating its operator on every step burns the whole second (about
+100% of the wall time, or what a loaded machine leaves it: 30% was seen on a
+busy 2-CPU machine), a parked one 1 to 2%.  The bound, a tenth of the wall
+time, leaves room for a slow machine's steps (a busy machine gives the process
+less CPU, never more).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers.idle_cpu import RunCpu
 
 import runtime
 from runtime import execute
@@ -35,10 +38,10 @@ STALL_TIMEOUT = 30.0
 
 
 def cpu_share(run: Any) -> tuple[Any, float, float]:
-    """Run ``run()``; return its result, its wall time and the CPU time this process spent meanwhile."""
-    cpu, wall = time.process_time(), time.monotonic()
-    result = run()
-    return result, time.monotonic() - wall, time.process_time() - cpu
+    """Run ``run()``; return its result, its wall time and the CPU time it spent (see :class:`RunCpu`)."""
+    with RunCpu() as measured:
+        result = run()
+    return result, measured.wall, measured.cpu
 
 
 def events_of(stream: int) -> list[Any]:
@@ -82,13 +85,17 @@ def test_a_replay_waiting_on_sockets_parks_its_workers_and_replays_everything() 
         worker.step_while(lambda: not probe.done())
         return got
 
-    for thread in senders:
-        thread.start()
+    def run() -> Any:
+        for thread in senders:  # in the measured block: the hold begins after cpu_share's collection
+            thread.start()
+        return execute(main, workers=2, stall_timeout=STALL_TIMEOUT)
+
     try:
-        results, wall, cpu = cpu_share(lambda: execute(main, workers=2, stall_timeout=STALL_TIMEOUT))
+        results, wall, cpu = cpu_share(run)
     finally:
         for thread in senders:
-            thread.join()
+            if thread.ident is not None:
+                thread.join()
         for _, receiver in pairs:  # the readers were lent them, not given them
             receiver.close()
     replayed = sorted(pair for result in results for pair in result)
