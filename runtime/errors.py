@@ -159,8 +159,9 @@ class InvalidArrowBatch(EncodingError, ValueError):
     names the worker, the time and the operator the channel leads to.
 
     Attributes:
-        column: the name of the first column found invalid.
-        column_type: its Arrow type, as text.
+        column: the name of the first column found invalid; ``""`` when every column is valid alone and the
+            batch is not (its layout: the columns' lengths or schema).
+        column_type: its Arrow type, as text (``""`` with no column).
         problem: what Arrow's ``validate(full=True)`` says of it.
     """
 
@@ -169,6 +170,13 @@ class InvalidArrowBatch(EncodingError, ValueError):
         self.column = column
         self.column_type = column_type
         self.problem = problem
+
+    @property
+    def part(self) -> str:
+        """What is invalid, for messages: ``column 'name' (type)``, or the batch's layout."""
+        if self.column:
+            return f"column {self.column!r} ({self.column_type})"
+        return "layout (the columns' lengths or schema; each column is valid alone)"
 
 
 class CheckpointError(TimelyRuntimeError):

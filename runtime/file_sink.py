@@ -476,9 +476,14 @@ def _refuse_invalid(table: Any, where: str, time: Any) -> None:
         refuse_invalid(table)
     except InvalidArrowBatch as error:
         name, kind = error.column, error.column_type
+        if not name:  # no column is invalid alone: the table's layout is
+            raise FileSinkError(
+                f"{where}: at time {time!r} the table's {error.part} is not valid Arrow ({error.problem}); no file "
+                "was written for it"
+            ) from None
         column = table.select([table.column_names.index(name)])
         found = find_wrapped_time(column) or find_unconvertible(column)
-        what = f"column {name!r} ({kind})" + ("" if found is None else f", row {found.row}, holds {found.text},")
+        what = f"{error.part}" + ("" if found is None else f", row {found.row}, holds {found.text},")
         raise FileSinkValueError(
             f"{where}: at time {time!r} {what} is not valid Arrow ({error.problem}), so no reader could take it "
             "back: no file was written for it. Arrow builds arrays from buffers or views without checking "

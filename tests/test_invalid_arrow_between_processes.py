@@ -29,6 +29,7 @@ pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 
 from helpers import invalid_arrow_mains  # noqa: E402
+from helpers.invalid_layout import BadLayout  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -220,6 +221,14 @@ def test_each_invalid_column_is_named_with_arrows_text_and_the_batch_kind() -> N
             assert failure.value.column == "v" and problem in failure.value.problem, failure.value
             assert isinstance(failure.value, EncodingError) and isinstance(failure.value, ValueError)
         refuse_invalid(pa.table({"v": values(kind, True)}))
+
+
+def test_a_batch_invalid_only_as_a_whole_is_refused_not_passed() -> None:
+    with pytest.raises(InvalidArrowBatch) as failure:
+        refuse_invalid(BadLayout(pa.table({"k": [1, 2], "v": ["a", "b"]})))
+    error = failure.value
+    assert error.column == "" and error.column_type == "" and "3 rows where the table has 2" in error.problem
+    assert "though each of its columns is" in str(error) and error.part.startswith("layout"), str(error)
 
 
 LONG = arrow_validity.NUMPY_FROM * 2

@@ -14,11 +14,13 @@ from typing import Any
 
 import pytest
 from helpers import python_values_mains
+from helpers.invalid_layout import BadLayout
 
 pa = pytest.importorskip("pyarrow")
 
 from runtime import execute  # noqa: E402
-from runtime.errors import FileSinkValueError, WorkerFailed  # noqa: E402
+from runtime.errors import FileSinkError, FileSinkValueError, WorkerFailed  # noqa: E402
+from runtime.file_sink import _refuse_invalid  # noqa: E402
 from runtime.files import read_files  # noqa: E402
 
 
@@ -76,3 +78,11 @@ def test_a_valid_table_of_the_same_types_is_written_and_reads_back(tmp_path: Pat
     execute(main, workers=1)
     assert sorted(record["n"] for record in seen) == [1, 2]
     assert sorted(record["s"] for record in seen) == ["ok", "é"]
+
+
+def test_a_table_invalid_only_as_a_whole_is_refused_naming_its_layout() -> None:
+    with pytest.raises(FileSinkError) as failure:
+        _refuse_invalid(BadLayout(pa.table({"n": [1, 2]})), "write_files 'Out'", 3)
+    message = str(failure.value)
+    assert not isinstance(failure.value, FileSinkValueError), message
+    assert "write_files 'Out': at time 3 the table's layout" in message and "no file was written" in message, message

@@ -195,16 +195,17 @@ def refuse_invalid(batch: Any) -> None:
     """
     import pyarrow
 
+    whole: str | None = None
     if _checks().keys().isdisjoint([field.type.id for field in batch.schema]) or batch.num_rows < NUMPY_FROM:
         try:
             batch.validate(full=True)
             return
-        except pyarrow.ArrowException:
-            pass  # which column: found below
+        except pyarrow.ArrowException as error:
+            whole = str(error)  # which column: found below
+    kind = "record batch" if batch.__class__ is pyarrow.RecordBatch else "table"
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         problem = column_problem(column)
         if problem is not None:
-            kind = "record batch" if batch.__class__ is pyarrow.RecordBatch else "table"
             raise InvalidArrowBatch(
                 f"the Arrow {kind}'s column {name!r} ({column.type}) is not valid Arrow: {problem}; {INVALID_ADVICE}",
                 f"pyarrow.{batch.__class__.__name__}",
@@ -212,3 +213,13 @@ def refuse_invalid(batch: Any) -> None:
                 str(column.type),
                 problem,
             )
+    if whole is not None:
+        # each column is valid alone, so the batch's layout is not (pyarrow checks it when it builds a table or a
+        # batch: only one made some other way gets here); never let such a batch pass
+        raise InvalidArrowBatch(
+            f"the Arrow {kind} is not valid Arrow, though each of its columns is: {whole}; {INVALID_ADVICE}",
+            f"pyarrow.{batch.__class__.__name__}",
+            "",
+            "",
+            whole,
+        )

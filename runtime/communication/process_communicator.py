@@ -184,8 +184,8 @@ class ProcessCommunicator(FabricCommunicator):
         would have refused it as damage on the wire."""
         return InvalidArrowBatch(
             f"worker {self._index} cannot send the Arrow batch it pushed at time {time!r} on channel {channel} to "
-            f"{self._operator(address)} on worker {receiver} (process {process}): its column {error.column!r} "
-            f"({error.column_type}) is not valid Arrow: {error.problem}; {INVALID_ADVICE}",
+            f"{self._operator(address)} on worker {receiver} (process {process}): its {error.part} is not "
+            f"valid Arrow: {error.problem}; {INVALID_ADVICE}",
             error.type_name,
             error.column,
             error.column_type,

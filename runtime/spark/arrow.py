@@ -391,8 +391,8 @@ def refuse_invalid_output(
     except InvalidArrowBatch as error:
         when = "at the end of the dataflow" if time is None else f"at {unit} {time!r}"
         raise InvalidOutputBatch(
-            f"{FATAL_MARKER} task {task} (worker {task}): {where} {when} has column {error.column!r} "
-            f"({error.column_type}), which is not valid Arrow: {error.problem}. Spark would take it as it is (a "
+            f"{FATAL_MARKER} task {task} (worker {task}): {where} {when} has {error.part}, which is not "
+            f"valid Arrow: {error.problem}. Spark would take it as it is (a "
             f"string that is not UTF-8 comes back as replacement characters, a time of day of 24 hours or more "
             f"fails whatever reads the result later), so {fate}, and the job is not retried: another attempt "
             f"would build the same batch. {INVALID_ADVICE[0].upper()}{INVALID_ADVICE[1:]}",

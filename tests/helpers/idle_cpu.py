@@ -57,11 +57,8 @@ class RunCpu:
         gc.collect()
         gc.disable()
         me = threading.get_native_id()
-        others = (thread.native_id for thread in threading.enumerate())
-        ids = {native_id for native_id in others if native_id is not None and native_id != me}
-        if _TASKS.is_dir():  # also threads that threading does not know (a JVM bridge's, a C library's)
-            ids |= {int(name) for name in os.listdir(_TASKS) if int(name) != me}
-        for native_id in ids:
+        tasks = os.listdir(_TASKS) if _TASKS.is_dir() else []  # every thread, also those threading does not know
+        for native_id in (int(name) for name in tasks if int(name) != me):
             used = _thread_cpu(native_id)
             if used is not None:
                 self._others[native_id] = used
