@@ -80,6 +80,12 @@ class Timing:
     """Seconds the busiest process spent routing records among workers (record-wise wordcount only)."""
     kernels: float | None = None
     """Seconds the busiest process spent in the split and count kernels (columnar wordcount only)."""
+    exchange: float | None = None
+    """Seconds the busiest process spent exchanging partial counts: hashing, splitting and encoding them (columnar
+    wordcount only)."""
+    merge: float | None = None
+    """Of :attr:`kernels`, the seconds spent adding up the partial counts that reach each key's owner (columnar
+    wordcount only)."""
     system: float | None = None
     """Of :attr:`cpu`, the seconds in the kernel (WCC and wordcount): mostly the first touch of fresh memory (see
     :data:`SMALL_PAGES`)."""
@@ -174,33 +180,52 @@ counts that arrive from the others (``aggregate_batch``).  Everything else the b
 dataflow's: exchanging the partial counts, progress, scheduling."""
 
 
+EXCHANGE_CALLS = (
+    ("scopes.exchange", "ExchangeBatchPusher", "push"),
+    ("scopes.exchange", "ExchangeBatchPusher", "flush"),
+)
+"""The columnar wordcount's exchange of partial counts: each batch's keys hashed and its rows split by destination
+(``push``), and each destination's part handed on, encoded for another process (``flush``).  One worker only checks
+its keys, elsewhere: this is the work that a second process adds."""
+
+MERGE_CALLS = (("scopes.columnar_ops", "", "combine_partials"),)
+"""Where each key's owner adds up the partial counts of one time (a hash aggregation over them, among the kernels);
+with one partial, as on 1 process, it returns it as it is."""
+
+
+CLOCK_LABELS = {"record-wise": ("routing",), "columnar": ("kernels", "exchange", "merge")}
+"""The labels each wordcount variant's clock (:func:`routing_clock`, :func:`kernel_clock`) counts under, by variant."""
+
+
 def routing_clock() -> AbstractContextManager[CallClock | None]:
     """The CPU seconds (``time.thread_time``: a process preempted in a call is not routing) the worker thread spends
     in :data:`ROUTING_CALLS` while the block runs; ``None`` where they cannot be wrapped (a compiled build).  The
     wrappers cost one call per batch, not per record."""
-    return calls_clock(ROUTING_CALLS, "routing")
+    return calls_clock(("routing", ROUTING_CALLS))
 
 
 def kernel_clock() -> AbstractContextManager[CallClock | None]:
-    """Like :func:`routing_clock`, for :data:`KERNEL_CALLS` (one call per batch)."""
-    return calls_clock(KERNEL_CALLS, "kernels")
+    """Like :func:`routing_clock`, for :data:`KERNEL_CALLS` (one call per batch), with :data:`EXCHANGE_CALLS` and
+    :data:`MERGE_CALLS` under labels of their own."""
+    return calls_clock(("kernels", KERNEL_CALLS), ("exchange", EXCHANGE_CALLS), ("merge", MERGE_CALLS))
 
 
-def calls_clock(calls: tuple[tuple[str, str, str], ...], label: str) -> AbstractContextManager[CallClock | None]:
-    """The thread CPU seconds spent in ``calls`` (``(module, class or "", function)``), all under ``label``."""
+def calls_clock(*groups: tuple[str, tuple[tuple[str, str, str], ...]]) -> AbstractContextManager[CallClock | None]:
+    """The thread CPU seconds spent in each group's calls (``(module, class or "", function)``), under its label."""
     found = []
-    for module_name, owner, name in calls:
-        module = importlib.import_module(module_name)
-        found.append((getattr(module, owner) if owner else module, name, label))
+    for label, calls in groups:
+        for module_name, owner, name in calls:
+            module = importlib.import_module(module_name)
+            found.append((getattr(module, owner) if owner else module, name, label))
     return clocked_calls(found, time.thread_time)
 
 
 def wordcount_worker(
     worker: Worker, paths: list[str], variant: str
-) -> tuple[float, float, int, float, float | None, float]:
+) -> tuple[float, float, int, float, dict[str, float] | None, float]:
     """Read this worker's share of every epoch file, count them; return (start, end, words counted here, CPU s,
-    seconds in the clocked calls: routing records (record-wise), the kernels (columnar), else ``None``; and of the
-    CPU, the seconds in the kernel)."""
+    seconds in the clocked calls by label: routing records (record-wise), the kernels, the exchange and the merge
+    (columnar), else ``None``; and of the CPU, the seconds in the kernel)."""
     clock = routing_clock() if variant == "record-wise" else kernel_clock() if variant == "columnar" else nullcontext()
     with clock as clocked:
         return _wordcount_worker(worker, paths, variant, clocked)
@@ -208,7 +233,7 @@ def wordcount_worker(
 
 def _wordcount_worker(
     worker: Worker, paths: list[str], variant: str, clocked: CallClock | None
-) -> tuple[float, float, int, float, float | None, float]:
+) -> tuple[float, float, int, float, dict[str, float] | None, float]:
     epochs: list[Any] = []
     for path in paths:
         lines = share_lines(path, worker.index, worker.peers)
@@ -229,7 +254,7 @@ def _wordcount_worker(
         time.perf_counter(),
         counted[0],
         time.process_time() - cpu,
-        None if clocked is None else clocked.seconds(),
+        None if clocked is None else {label: clocked.seconds(label) for label in CLOCK_LABELS[variant]},
         _system_seconds() - system,
     )
 
@@ -242,8 +267,7 @@ def wordcount(paths: list[str], variant: str, processes: int) -> Timing:
     # perf_counter is CLOCK_MONOTONIC on Linux: comparable across processes of one machine
     start, end = min(r[0] for r in results), max(r[1] for r in results)
     busiest = max(results, key=lambda r: r[3])
-    clocked = {"routing": busiest[4]} if variant == "record-wise" else {"kernels": busiest[4]}
-    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[5], **clocked)
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[5], **(busiest[4] or {}))
 
 
 def wordcount_loop(paths: list[str]) -> Timing:
@@ -550,6 +574,18 @@ def _kernel_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
         "x",
         "the kernels on 2 processes: speed-up over 1 (their merge of partial counts included)",
     )
+    two = [t for t in runs["wc_columnar_p2"] if t.exchange is not None and t.merge is not None]
+    if two:
+        found["wc_columnar_exchange_p2"] = Metric(
+            median([t.exchange for t in two if t.exchange is not None]),
+            "s",
+            "of the CPU beyond the kernels on 2 processes, the exchange of partial counts (hash, split, encode)",
+        )
+        found["wc_columnar_merge_p2"] = Metric(
+            median([t.merge for t in two if t.merge is not None]),
+            "s",
+            "of the kernels on 2 processes, the merge of the partial counts from both (none on 1)",
+        )
     return found
 
 

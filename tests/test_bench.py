@@ -230,25 +230,39 @@ def test_the_key_hashing_tool_checks_its_hashes_and_times_every_way() -> None:
 @pytest.mark.parametrize("processes", [1, 2])
 def test_the_wordcount_timings_carry_routing_and_kernel_seconds_within_the_cpu(tmp_path: Path, processes: int) -> None:
     """The record-wise wordcount reports the seconds it routed, the columnar one the seconds in its kernels, each
-    within the busiest process's CPU, and every word is counted; the wrapped functions are restored afterwards."""
+    within the busiest process's CPU, and every word is counted; the columnar one also its exchange (none on 1
+    process) beyond the kernels and its merge among them; the wrapped functions are restored afterwards."""
     import cluster
     import cost
 
-    from scopes import columnar_ops
+    from scopes import columnar_ops, exchange
 
     pytest.importorskip("pyarrow")
     paths = cost.write_wordcount_text(tmp_path, 3, 2_000)
     words = 3 * 2_000 * cost.WORDS_PER_LINE
-    before = (cluster.split_words, columnar_ops._reduce)
+    pusher = exchange.ExchangeBatchPusher
+
+    def wrappable() -> tuple[object, ...]:
+        return cluster.split_words, columnar_ops._reduce, columnar_ops.combine_partials, pusher.push, pusher.flush
+
+    before = wrappable()
     record = cost.wordcount(paths, "record-wise", processes)
     columnar = cost.wordcount(paths, "columnar", processes)
     assert record.check == columnar.check == words
     assert record.kernels is None and record.routing is not None and 0 < record.routing < record.cpu
+    assert record.exchange is None and record.merge is None
     assert columnar.routing is None and columnar.kernels is not None and 0 < columnar.kernels < columnar.cpu
-    assert (cluster.split_words, columnar_ops._reduce) == before
+    assert columnar.exchange is not None and columnar.merge is not None and 0 < columnar.merge < columnar.kernels
+    if processes == 1:
+        assert columnar.exchange == 0  # one worker checks its keys: nothing is split or encoded
+    else:
+        assert 0 < columnar.exchange < columnar.cpu - columnar.kernels
+    assert wrappable() == before
     metrics = cost._kernel_metrics({f"wc_columnar_p{p}": [columnar] for p in (1, 2)})
     assert metrics["wc_columnar_kernels_speedup_p2"].value == pytest.approx(1.0)
     assert metrics["wc_columnar_beyond_p1"].value == pytest.approx(columnar.cpu - columnar.kernels)
+    assert metrics["wc_columnar_exchange_p2"].value == columnar.exchange
+    assert metrics["wc_columnar_merge_p2"].value == columnar.merge
 
 
 def test_the_cost_processes_start_without_numpy_huge_pages_and_the_bench_keeps_its_own(
