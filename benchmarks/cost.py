@@ -86,6 +86,8 @@ class Timing:
     merge: float | None = None
     """Of :attr:`kernels`, the seconds spent adding up the partial counts that reach each key's owner (columnar
     wordcount only)."""
+    steps: dict[str, float] | None = None
+    """Of :attr:`cpu`, the seconds in each step of :data:`WCC_STEPS`, by its label (WCC only)."""
     system: float | None = None
     """Of :attr:`cpu`, the seconds in the kernel (WCC and wordcount): mostly the first touch of fresh memory (see
     :data:`SMALL_PAGES`)."""
@@ -317,17 +319,38 @@ def wordcount_value_counts(paths: list[str]) -> Timing:
 # ---------------------------------------------------------------------------- weakly connected components
 
 
-def wcc_worker(worker: Worker, path: str, nodes: int) -> tuple[float, float, int, float, float]:
-    """Read this worker's share of the edges, label the weak components; return :func:`wcc_arrays_worker`'s figures."""
+WCC_STEPS = (
+    ("local", (("connected_components_cost", "", "local_labels"),)),
+    ("grouping", (("connected_components_cost", "", "group"),)),
+    ("labelling", (("connected_components_cost", "", "final_labels"),)),
+)
+"""The WCC's steps, clocked by :func:`wcc_worker`: the local components of a worker's edges (and of each round's
+contracted edges in the loop), the grouping of the labels that reach each node's owner (representatives,
+contracted edges, pointers), and the final labels (the broadcast pointers' components, every label mapped
+through them).  None calls another."""
+
+WCC_STEP_TEXT = {
+    "local": "the local components (its edges, then each round's contracted edges)",
+    "grouping": "grouping the labels at each node's owner (the first time and each round)",
+    "labelling": "the final labels (the pointers' components, every label mapped through them)",
+}
+
+
+def wcc_worker(
+    worker: Worker, path: str, nodes: int
+) -> tuple[float, float, int, float, float, dict[str, float] | None]:
+    """Read this worker's share of the edges, label the weak components; return :func:`wcc_arrays_worker`'s figures,
+    with the seconds of each of :data:`WCC_STEPS`."""
     src, dst = parse_edges(read_share(path, worker.index, worker.peers))
-    return wcc_arrays_worker(worker, src, dst, nodes)
+    with calls_clock(*WCC_STEPS) as clocked:
+        return wcc_arrays_worker(worker, src, dst, nodes, clocked)
 
 
 def wcc_arrays_worker(
-    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int
-) -> tuple[float, float, int, float, float]:
+    worker: Worker, src: np.ndarray, dst: np.ndarray, nodes: int, clocked: CallClock | None = None
+) -> tuple[float, float, int, float, float, dict[str, float] | None]:
     """Label the weak components of this worker's edges ``src -> dst``; return (start, end, roots here, CPU s, of
-    that CPU the seconds in the kernel).
+    that CPU the seconds in the kernel, and the seconds ``clocked`` counted by label, if given).
 
     The time runs from the end of an empty warm-up epoch to the last label; a
     root is a node whose label is its own id, so the roots of all workers are
@@ -346,13 +369,17 @@ def wcc_arrays_worker(
     handle.advance_to(1)  # an empty warm-up epoch: every process has read its share and connected
     worker.step_while(lambda: probe.less_than(1))
     start, cpu, system = time.perf_counter(), time.process_time(), _system_seconds()
+    if clocked is not None:
+        clocked.reset()  # nothing of the warm-up epoch
     if len(edges):
         handle.send_batch(edges)
     handle.close()
     worker.step_while(lambda: not probe.done())
     end, cpu, system = time.perf_counter(), time.process_time() - cpu, _system_seconds() - system
     labels = cost_wcc.concat(found, cost_wcc.PAIRS)
-    return start, end, int(np.count_nonzero(labels["node"] == labels["label"])), cpu, system
+    roots = int(np.count_nonzero(labels["node"] == labels["label"]))
+    steps = None if clocked is None else {label: clocked.seconds(label) for label, _ in WCC_STEPS}
+    return start, end, roots, cpu, system, steps
 
 
 def _system_seconds() -> float:
@@ -367,7 +394,7 @@ def wcc(path: str, nodes: int, processes: int) -> Timing:
     wall = time.perf_counter() - began
     start, end = min(r[0] for r in results), max(r[1] for r in results)
     busiest = max(results, key=lambda r: r[3])
-    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[4])
+    return Timing(wall, end - start, sum(r[2] for r in results), busiest[3], system=busiest[4], steps=busiest[5])
 
 
 def busiest_node_share(path: str, nodes: int, peers: int) -> float:
@@ -538,6 +565,7 @@ def bench(size: Size, log: Log) -> dict[str, Metric]:
                 (cpu - route) * per_word, "ns", f"CPU per word beyond routing on {where}"
             )
     found.update(_kernel_metrics(runs))
+    found.update(_wcc_step_metrics(runs))
     for job in jobs:
         share = found[f"{job}_p2_cpu"].value / max(found[f"{job}_p1_cpu"].value, 1e-9)
         found[f"{job}_share_p2"] = Metric(share, "x", "CPU of the busier of 2 processes ÷ 1 process's (0.5: even)")
@@ -586,6 +614,22 @@ def _kernel_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
             "s",
             "of the kernels on 2 processes, the merge of the partial counts from both (none on 1)",
         )
+    return found
+
+
+def _wcc_step_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
+    """``wcc_<step>_p<n>``: the busiest process's median CPU seconds in each of :data:`WCC_STEPS`, on 1 and 2
+    processes (none on a compiled build, where nothing is clocked)."""
+    found: dict[str, Metric] = {}
+    for p in (1, 2):
+        timings = [t.steps for t in runs[f"wcc_p{p}"] if t.steps]
+        where = f"{p} process{'es' if p > 1 else ''}"
+        if not timings:
+            continue
+        for label, _ in WCC_STEPS:
+            found[f"wcc_{label}_p{p}"] = Metric(
+                median([steps[label] for steps in timings]), "s", f"of the CPU on {where}, {WCC_STEP_TEXT[label]}"
+            )
     return found
 
 

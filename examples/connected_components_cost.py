@@ -742,13 +742,20 @@ def weak_components(edges: Stream, method: str) -> Stream:
         return pointers.leave()
 
     pointers = edges.scope.iterative(body, name="Contract")
+    return per_time(
+        [(labels, Pipeline), (pointers, Broadcast)], "Labels", 1, lambda batches: final_labels(batches, method)
+    )[0]
 
-    def labelled(batches: list[list[np.ndarray]]) -> list[np.ndarray]:
-        pointers = concat(batches[1], PAIRS)
-        roots = local_pairs(pointers["node"], pointers["label"], method)
-        return [concat([resolve(batch, roots) for batch in batches[0]], PAIRS)]
 
-    return per_time([(labels, Pipeline), (pointers, Broadcast)], "Labels", 1, labelled)[0]
+def final_labels(batches: list[list[np.ndarray]], method: str) -> list[np.ndarray]:
+    """Step 5 on one worker: ``[its labels as PAIRS]`` from ``batches`` (its provisional labels, and every pointer).
+
+    The pointers are edges: their components' smallest ids (step 2 again) are
+    the roots that each provisional label is mapped through (:func:`resolve`).
+    """
+    pointers = concat(batches[1], PAIRS)
+    roots = local_pairs(pointers["node"], pointers["label"], method)
+    return [concat([resolve(batch, roots) for batch in batches[0]], PAIRS)]
 
 
 # ---------------------------------------------------------------------- running it

@@ -265,6 +265,26 @@ def test_the_wordcount_timings_carry_routing_and_kernel_seconds_within_the_cpu(t
     assert metrics["wc_columnar_merge_p2"].value == columnar.merge
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_wcc_timing_carries_the_seconds_of_each_step_within_the_cpu(tmp_path: Path, processes: int) -> None:
+    """The WCC reports the busiest process's seconds in its local components, its grouping at the owners and its
+    final labels, together within its CPU, with scipy's count of components; the wrapped functions are restored."""
+    import cost
+
+    path = tmp_path / "edges.tsv"
+    nodes = cost.write_edges(path, 20_000)
+    before = [getattr(cost.cost_wcc, name) for name in ("local_labels", "group", "final_labels")]
+    timing = cost.wcc(str(path), nodes, processes)
+    assert timing.check == cost.scipy_wcc(str(path), nodes).check
+    assert timing.steps is not None and set(timing.steps) == {"local", "grouping", "labelling"}
+    assert all(seconds > 0 for seconds in timing.steps.values()) and sum(timing.steps.values()) < timing.cpu
+    assert [getattr(cost.cost_wcc, name) for name in ("local_labels", "group", "final_labels")] == before
+    metrics = cost._wcc_step_metrics({f"wcc_p{p}": [timing] for p in (1, 2)})
+    assert {key: metric.value for key, metric in metrics.items() if key.endswith("_p2")} == {
+        f"wcc_{label}_p2": seconds for label, seconds in timing.steps.items()
+    }
+
+
 def test_the_cost_processes_start_without_numpy_huge_pages_and_the_bench_keeps_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
