@@ -619,7 +619,7 @@ def _kernel_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
 
 def _wcc_step_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
     """``wcc_<step>_p<n>``: the busiest process's median CPU seconds in each of :data:`WCC_STEPS`, on 1 and 2
-    processes (none on a compiled build, where nothing is clocked)."""
+    processes (the example's functions, which no build compiles: clocked on either build)."""
     found: dict[str, Metric] = {}
     for p in (1, 2):
         timings = [t.steps for t in runs[f"wcc_p{p}"] if t.steps]
