@@ -483,7 +483,7 @@ def _refuse_invalid(table: Any, where: str, time: Any) -> None:
             ) from None
         column = table.select([table.column_names.index(name)])
         found = find_wrapped_time(column) or find_unconvertible(column)
-        what = f"{error.part}" + ("" if found is None else f", row {found.row}, holds {found.text},")
+        what = error.part + ("" if found is None else f", row {found.row}, holds {found.text},")
         raise FileSinkValueError(
             f"{where}: at time {time!r} {what} is not valid Arrow ({error.problem}), so no reader could take it "
             "back: no file was written for it. Arrow builds arrays from buffers or views without checking "

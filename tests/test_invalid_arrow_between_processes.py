@@ -223,9 +223,11 @@ def test_each_invalid_column_is_named_with_arrows_text_and_the_batch_kind() -> N
         refuse_invalid(pa.table({"v": values(kind, True)}))
 
 
-def test_a_batch_invalid_only_as_a_whole_is_refused_not_passed() -> None:
+@pytest.mark.parametrize("rows", [2, 2 * arrow_validity.NUMPY_FROM])
+def test_a_batch_invalid_only_as_a_whole_is_refused_not_passed(rows: int) -> None:
+    """Short, Arrow's full validation of the batch fails; long (a string column: the NumPy checks), its layout's."""
     with pytest.raises(InvalidArrowBatch) as failure:
-        refuse_invalid(BadLayout(pa.table({"k": [1, 2], "v": ["a", "b"]})))
+        refuse_invalid(BadLayout(pa.table({"k": list(range(rows)), "v": ["a", "b"] * (rows // 2)})))
     error = failure.value
     assert error.column == "" and error.column_type == "" and "3 rows where the table has 2" in error.problem
     assert "though each of its columns is" in str(error) and error.part.startswith("layout"), str(error)

@@ -191,17 +191,20 @@ def refuse_invalid(batch: Any) -> None:
     ``Table``) is not valid Arrow, naming the first such column, its type and Arrow's validation text.
 
     A batch of fewer than :data:`NUMPY_FROM` rows, or without a column of a type that has a NumPy check, is
-    validated by Arrow in one call, and looked at column by column only if that fails.
+    validated by Arrow in one call, and looked at column by column only if that fails.  A longer one has its
+    layout (lengths, schema, buffer sizes) checked by Arrow's cheap ``validate()``, then each column.  A batch
+    whose columns are each valid while the batch is not is refused too, naming no column.
     """
     import pyarrow
 
     whole: str | None = None
-    if _checks().keys().isdisjoint([field.type.id for field in batch.schema]) or batch.num_rows < NUMPY_FROM:
-        try:
-            batch.validate(full=True)
+    full = _checks().keys().isdisjoint([field.type.id for field in batch.schema]) or batch.num_rows < NUMPY_FROM
+    try:
+        batch.validate(full=full)
+        if full:
             return
-        except pyarrow.ArrowException as error:
-            whole = str(error)  # which column: found below
+    except pyarrow.ArrowException as error:
+        whole = str(error)  # which column: found below
     kind = "record batch" if batch.__class__ is pyarrow.RecordBatch else "table"
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         problem = column_problem(column)
