@@ -60,6 +60,8 @@ MALFORMED = [
     [DATA, "x", (0, 1), [3], None, PATH],
     [DATA, 1.0, (0, 1), [3], None, PATH],
     [DATA, 5, [0, 1], [3], None, PATH],
+    [DATA, 5, (0, "1"), [3], None, PATH],
+    [DATA, 5, (0, True), [3], None, PATH],
     [DATA, 5, (0, 1), [3], None, "0"],
     [DATA, 5],
     [CREDIT, -(10**9)],

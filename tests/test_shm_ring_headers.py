@@ -69,3 +69,19 @@ def test_a_reader_that_changes_a_list_inside_a_header_changes_no_later_header(de
     writer.send([frame(header, b"second")])
     assert [h for h, _ in reader.frames()] == [[0, 3, (0, 1), [1, [2]], {"k": [3]}, 0]]
     assert decodes[0] == 1
+
+
+def test_a_reader_that_changes_a_flat_list_or_map_in_a_header_changes_no_later_header(decodes: list[int]) -> None:
+    written, read = make_ring(1 << 20)
+    writer, reader = RingWriter(written, Bell()), RingReader(read, Bell())
+    header = [0, 3, (0, 1), [4, 5], {"k": 1}, 0]
+    for _ in range(2):
+        writer.send([frame(header, b"payload")])
+    first, second = (h for h, _ in reader.frames())
+    first[3].append("changed")
+    first[4]["k"] = "changed"
+    first[0] = "changed"
+    assert second == header and second[3] is not first[3] and second[4] is not first[4]
+    writer.send([frame(header, b"third")])
+    assert [h for h, _ in reader.frames()] == [header]
+    assert decodes[0] == 1

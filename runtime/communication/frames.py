@@ -22,6 +22,7 @@ DATA, BEAT, STOP, BYE, CREDIT = 0, 1, 2, 3, 4
 """The kinds of frames (the shared-memory transport's ``OFFER`` is its own)."""
 
 _STOP_KINDS = frozenset(get_args(StopKind))
+_DATA_FIELDS = "a data frame needs a channel, an address, receivers and a path"
 
 
 def data_problem(header: list[Any], base: int, workers: int) -> str | None:
@@ -29,18 +30,23 @@ def data_problem(header: list[Any], base: int, workers: int) -> str | None:
     if len(header) != 6:
         return "a data frame has 6 fields"
     _, channel, address, receivers, _time, path = header
+    # loops rather than all() over generators: this runs for every data frame
     if (
         channel.__class__ is not int
         or address.__class__ is not tuple
-        or not all(step.__class__ is int for step in address)
         or path.__class__ is not int
         or receivers.__class__ is not list
         or not receivers
     ):
-        return "a data frame needs a channel, an address, receivers and a path"
+        return _DATA_FIELDS
+    for step in address:
+        if step.__class__ is not int:
+            return _DATA_FIELDS
     # every receiver is checked before any is given the frame (a negative index would reach the last mailbox)
-    if not all(receiver.__class__ is int and 0 <= receiver - base < workers for receiver in receivers):
-        return f"a data frame for a worker that is not one of this process's workers ({base} to {base + workers - 1})"
+    for receiver in receivers:
+        if receiver.__class__ is not int or not 0 <= receiver - base < workers:
+            last = base + workers - 1
+            return f"a data frame for a worker that is not one of this process's workers ({base} to {last})"
     return None
 
 

@@ -346,10 +346,13 @@ class ProcessFabric:
         size = len(payload)
         if last:  # decoded once, by the first receiver that pulls it
             payload = SharedPayload(path, payload, len(receivers))  # type: ignore[assignment]
+        boxes = self._remote_boxes
         for i, receiver in enumerate(receivers):
             local = receiver - base
             owed = size if i == last else 0  # the frame's bytes are credited once, by its last receiver
-            box = self.remote_mailbox(channel, local)
+            box = boxes.get((channel, local))
+            if box is None:
+                box = self.remote_mailbox(channel, local)
             with self._lock:  # against finish_receiving and close_channels: nothing pulls these any more
                 finished = self.finished[local] or (channel, local) in self._closed
                 if not finished:

@@ -31,6 +31,7 @@ import _thread
 import contextlib
 import ctypes
 import mmap
+import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,6 +53,9 @@ HEADER_CACHE = 256
 """Decoded frame headers a reader keeps (then it forgets them all and starts again)."""
 HEADER_CACHE_BYTES = 64
 """Encoded headers longer than this are decoded every time (so what the cache holds stays small)."""
+
+_LENGTHS = struct.Struct("!II")
+"""A frame's prefix: the length of its body (header and payload), then of its header."""
 
 _FENCE = _thread.allocate_lock()
 
@@ -106,6 +110,9 @@ class RingWriter:
         self.written = 0
         """Bytes written into the ring so far."""
         self._rung = 0
+        self._room_until = 0
+        """The stream offset the ring had room up to when the reader's head was last read: the writer reads the
+        head (a cache line the reader keeps changing, so a miss on another core) only when a write would pass it."""
 
     def send(self, pieces: list[bytes | memoryview]) -> None:
         """Append ``pieces`` to the stream: into the ring what fits, the rest kept (in order) for :meth:`retry`."""
@@ -141,8 +148,12 @@ class RingWriter:
             if piece.__class__ is not bytes:
                 return False
             size += len(piece)
-        if not size or at + size > capacity or size > capacity - (start - counters[_HEAD]):
+        if not size or at + size > capacity:
             return False
+        if start + size > self._room_until:
+            self._room_until = counters[_HEAD] + capacity
+            if start + size > self._room_until:
+                return False
         data = ring.data
         for piece in pieces:
             end = at + len(piece)
@@ -157,7 +168,8 @@ class RingWriter:
         capacity = ring.capacity
         data = ring.data
         tail = counters[_TAIL]
-        room = capacity - (tail - counters[_HEAD])
+        self._room_until = counters[_HEAD] + capacity
+        room = self._room_until - tail
         pending = self._pending
         start = tail
         while pending and room:
@@ -184,7 +196,9 @@ class RingWriter:
             self.written += tail - start
             fence()  # the bytes before the tail that says they are there
             counters[_TAIL] = tail
-        counters[_WAITING] = 1 if waiting else 0
+        flag = 1 if waiting else 0
+        if counters[_WAITING] != flag:  # written only when it changes: the reader reads it after every read
+            counters[_WAITING] = flag
         fence()  # publish the tail (and waiting) before reading whether the reader sleeps
         if tail != start:
             sleep = counters[_SLEEPING]
@@ -215,7 +229,7 @@ class RingReader:
         self._head_length = 0
         self._whole: memoryview = memoryview(b"")
         self._sleeps = 0
-        self._headers: dict[bytes, list[Any]] = {}
+        self._headers: dict[bytes, tuple[list[Any], tuple[int, ...] | None]] = {}
         self.read = 0
         """Bytes consumed from the ring so far."""
 
@@ -256,9 +270,11 @@ class RingReader:
                     continue
                 if tail - head < 8:
                     break
-                prefix = _take(data, head, 8, capacity)
-                body = int.from_bytes(prefix[:4], "big")
-                head_length = int.from_bytes(prefix[4:], "big")
+                at = head % capacity
+                if at + 8 <= capacity:
+                    body, head_length = _LENGTHS.unpack_from(data, at)
+                else:  # the prefix wraps
+                    body, head_length = _LENGTHS.unpack(_take(data, head, 8, capacity))
                 if body > self._max or head_length > body or head_length == 0:
                     raise frame_refused(body, head_length, self._max)
                 if tail - head - 8 >= body and body < LARGE_FRAME:
@@ -307,13 +323,19 @@ class RingReader:
         if len(encoded) > HEADER_CACHE_BYTES:
             return _header(encoded)
         key = bytes(encoded)
-        header = self._headers.get(key)
-        if header is None:
+        kept = self._headers.get(key)
+        if kept is None:
             header = _header(encoded)
             if len(self._headers) >= HEADER_CACHE:
                 self._headers.clear()
-            self._headers[key] = header
-        return _fresh(header)
+            kept = self._headers[key] = (header, _containers(header))
+        header, containers = kept
+        if containers is None:
+            return _fresh(header)
+        fresh = header.copy()
+        for index in containers:
+            fresh[index] = header[index].copy()
+        return fresh
 
 
 def _take(data: memoryview, start: int, size: int, capacity: int) -> memoryview:
@@ -335,6 +357,19 @@ def _fresh(value: Any) -> Any:
     if value.__class__ is dict:
         return {key: _fresh(item) for key, item in value.items()}
     return value
+
+
+def _containers(header: list[Any]) -> tuple[int, ...] | None:
+    """The indexes of the lists and maps in ``header``, if none of them holds a list or map (then a copy of each
+    is all that a fresh copy of the header needs: a data header's receivers); else ``None`` (:func:`_fresh`)."""
+    found = []
+    for index, item in enumerate(header):
+        if item.__class__ is list or item.__class__ is dict:
+            inner = item.values() if item.__class__ is dict else item
+            if any(value.__class__ is list or value.__class__ is dict for value in inner):
+                return None
+            found.append(index)
+    return tuple(found)
 
 
 def _header(encoded: memoryview) -> list[Any]:

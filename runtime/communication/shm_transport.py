@@ -496,7 +496,10 @@ class ShmTransport:
     @property
     def pending(self) -> bool:
         """Whether bytes wait for room in a ring."""
-        return any(link.writer.pending_bytes for link in self._links)
+        for link in self._links:  # a loop, not any(): asked at every step
+            if link.writer.pending_bytes:
+                return True
+        return False
 
     def retry(self) -> None:
         """Write what waits for room, as far as it fits."""
