@@ -15,7 +15,11 @@ Layout (all counters little-endian ``u64``, each on its own cache line)::
     4096 data      ``capacity`` bytes, written and read modulo ``capacity``
 
 Each field has one writer.  The writer copies bytes in, then publishes the new
-``tail``; the reader reads below ``tail`` and publishes ``head``.  A
+``tail``; the reader reads below ``tail`` and publishes ``head``.  Each side
+reads the other's cache lines no more than it must, as every read of a line the
+other core has just written is a miss: the writer reads ``head`` only when a
+frame would pass the room it saw last time, and writes ``waiting`` only when it
+changes (the reader reads it after every read).  A
 store-load fence (:func:`fence`) separates publishing a counter from reading the
 other side's flag, so a doorbell is never slept through.  The stream is
 a plain byte stream, like a socket: a frame larger than the ring passes in
