@@ -1,14 +1,25 @@
-"""The wire's general encoder reuses msgpack packers: nested values, failures and threads stay correct."""
+"""The wire's encoders reuse msgpack packers: nested values, failures, large values and threads stay correct."""
 
 from __future__ import annotations
 
 import threading
 import timeit
 
+import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from runtime import codec
-from runtime.communication.wire import EncodingError, decode_value, encode_value, frame, frame_head
+from runtime.communication import wire
+from runtime.communication.wire import (
+    BATCH_FAST,
+    EncodingError,
+    decode_batch,
+    decode_value,
+    encode_batch,
+    encode_value,
+    frame,
+    frame_head,
+)
 from scopes.timestamp import Product
 
 
@@ -61,3 +72,36 @@ def test_a_frame_head_costs_a_few_microseconds_not_a_packer_construction() -> No
     per_call = min(timeit.repeat(lambda: frame_head(header, 0), number=2000, repeat=5)) / 2000
     # building two Packers (outer and the tuple's) took ~15 us; reused ones ~2 us
     assert per_call < 8e-6, per_call
+
+
+def test_a_small_fast_batch_of_a_large_value_does_not_keep_its_packer() -> None:
+    assert encode_batch([(0, 1, -1)]) == (BATCH_FAST, msgpack.packb([(0, 1, -1)], use_bin_type=True))
+    kept = wire._PACKERS.packer
+    assert encode_batch([(0, 2, 1)])[1] == msgpack.packb([(0, 2, 1)], use_bin_type=True)
+    assert wire._PACKERS.packer is kept  # reused while what it packs is small
+    path, payload = encode_batch(["x" * (2 << 20)])
+    assert path == BATCH_FAST and decode_batch(path, payload) == ["x" * (2 << 20)]
+    assert getattr(wire._PACKERS, "packer", None) is None  # its 2 MB buffer is not kept
+    path, payload = encode_batch([(1, 2), (1, 2**70)])  # the packer fails part-way: the general path carries it
+    assert path != BATCH_FAST and decode_batch(path, payload) == [(1, 2), (1, 2**70)]
+    assert encode_batch([(3, 4)])[1] == msgpack.packb([(3, 4)], use_bin_type=True)  # nothing half-packed is left
+
+
+def test_threads_encoding_fast_batches_at_once_get_their_own_packers() -> None:
+    errors: list[BaseException] = []
+
+    def run(seed: int) -> None:
+        try:
+            for i in range(5000):
+                batch = [(seed, i, -1), (seed, i + 1, 1), (seed, "w" * (i % 7), 1.5)]
+                path, payload = encode_batch(batch)
+                assert path == BATCH_FAST and decode_batch(path, payload) == batch
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors

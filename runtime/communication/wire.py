@@ -358,16 +358,23 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
 
 
 _PACKERS = threading.local()
+PACKER_KEEPS = 1 << 20
+"""A thread keeps its packer (:func:`_pack_small`) only while what it packed fits this many bytes: a packer's
+buffer grows to the largest batch it packed and never shrinks."""
 
 
-def _packer() -> Any:
-    """This thread's msgpack packer for fast-path batches: half the cost of ``msgpack.packb``, which builds a
-    packer at every call (a packer resets itself after each batch, and after an error)."""
+def _pack_small(batch: list[Any]) -> bytes:
+    """A small fast-path batch (a progress batch, every step) packed with this thread's msgpack packer: half the cost
+    of ``msgpack.packb``, which builds a packer at every call.  A packer resets itself after each batch, and after an
+    error; one that packed more than :data:`PACKER_KEEPS` bytes is dropped, and its buffer with it."""
     try:
-        return _PACKERS.packer
+        packer = _PACKERS.packer
     except AttributeError:
         packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
-        return packer
+    packed: bytes = packer.pack(batch)
+    if len(packed) > PACKER_KEEPS:
+        del _PACKERS.packer
+    return packed
 
 
 def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
@@ -419,7 +426,9 @@ def encode_batch(batch: Any) -> tuple[int, bytes | memoryview | Parts]:
                 return BATCH_COLUMNS, columns
     if _is_fast(batch, kinds):
         try:
-            return BATCH_FAST, _packer().pack(batch)
+            if len(batch) <= SMALL_BATCH:
+                return BATCH_FAST, _pack_small(batch)
+            return BATCH_FAST, msgpack.packb(batch, use_bin_type=True)
         except (OverflowError, ValueError):  # an int beyond 64 bits: the general path carries it
             pass
     return BATCH_GENERAL, encode_value(batch)
