@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import timeit
+from collections.abc import Callable
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
@@ -47,23 +48,31 @@ def test_a_large_value_does_not_keep_its_packer() -> None:
     assert len(codec._packers.state.free) == 1
 
 
-def test_threads_encoding_at_once_get_their_own_packers() -> None:
+def in_four_threads(run: Callable[[int], None]) -> list[BaseException]:
+    """Run ``run(seed)`` in 4 threads at once, seeds 0 to 3; what they raised."""
     errors: list[BaseException] = []
 
-    def run(seed: int) -> None:
+    def guarded(seed: int) -> None:
         try:
-            for i in range(2000):
-                value = [seed, i, (seed, i), Product(seed, i)]
-                assert decode_value(encode_value(value)) == value
-        except BaseException as error:  # noqa: BLE001 - reported below
+            run(seed)
+        except BaseException as error:  # noqa: BLE001 - reported to the caller
             errors.append(error)
 
-    threads = [threading.Thread(target=run, args=(seed,)) for seed in range(4)]
+    threads = [threading.Thread(target=guarded, args=(seed,)) for seed in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert not errors
+    return errors
+
+
+def test_threads_encoding_at_once_get_their_own_packers() -> None:
+    def run(seed: int) -> None:
+        for i in range(2000):
+            value = [seed, i, (seed, i), Product(seed, i)]
+            assert decode_value(encode_value(value)) == value
+
+    assert not in_four_threads(run)
 
 
 def test_a_frame_head_costs_a_few_microseconds_not_a_packer_construction() -> None:
@@ -88,20 +97,10 @@ def test_a_small_fast_batch_of_a_large_value_does_not_keep_its_packer() -> None:
 
 
 def test_threads_encoding_fast_batches_at_once_get_their_own_packers() -> None:
-    errors: list[BaseException] = []
-
     def run(seed: int) -> None:
-        try:
-            for i in range(5000):
-                batch = [(seed, i, -1), (seed, i + 1, 1), (seed, "w" * (i % 7), 1.5)]
-                path, payload = encode_batch(batch)
-                assert path == BATCH_FAST and decode_batch(path, payload) == batch
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
+        for i in range(5000):
+            batch = [(seed, i, -1), (seed, i + 1, 1), (seed, "w" * (i % 7), 1.5)]
+            path, payload = encode_batch(batch)
+            assert path == BATCH_FAST and decode_batch(path, payload) == batch
 
-    threads = [threading.Thread(target=run, args=(seed,)) for seed in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not errors
+    assert not in_four_threads(run)
