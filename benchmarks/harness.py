@@ -157,6 +157,10 @@ class CallClock:
         """Seconds counted under ``label``, or under every label."""
         return sum(seconds for found, seconds in list(self._spans) if label is None or found == label)
 
+    def calls(self, label: str) -> int:
+        """Calls counted under ``label``."""
+        return sum(1 for found, _ in list(self._spans) if found == label)
+
 
 @contextmanager
 def clocked_calls(

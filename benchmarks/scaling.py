@@ -219,8 +219,10 @@ def split_calls() -> list[tuple[Any, str, str]]:
     changes.  Neither call nests inside the other, so the two sums do not overlap.
     ``routing`` is the part of the operators' time spent routing records by key:
     the exchange's pusher (on 1 worker, its key check, which calls the key and
-    checks its type as routing would).
+    checks its type as routing would).  ``waits`` counts a worker's waits for a wake-up: a park, or a hand-over of
+    the GIL to the other thread (their time lies in the rest).
     """
+    from runtime.communication.fabric import WakeGate
     from scopes.batch_keys import KeyCheckPusher
     from scopes.exchange import ExchangePusher
     from scopes.operator import Operator
@@ -231,15 +233,23 @@ def split_calls() -> list[tuple[Any, str, str]]:
         (Subgraph, "_propagate", "propagation"),
         (ExchangePusher, "push", "routing"),
         (KeyCheckPusher, "push", "routing"),
+        (WakeGate, "wait", "waits"),
     ]
 
 
 def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
     """One Collatz run with :func:`split_calls` timed (threads kept on one core): seconds of wall time, operators,
-    propagation, and the rest; ``None`` where they cannot be wrapped (a compiled build)."""
+    propagation, and the rest; the waits of all workers for a wake-up, and the steps of the busiest; ``None`` where
+    they cannot be wrapped (a compiled build)."""
+    steps = [0] * workers
+
+    def on_step(index: int) -> None:
+        steps[index] += 1
+
     with thread_cores("one"), clocked_calls(split_calls()) as clock:
         start = time.perf_counter()
-        execute(partial(collatz_worker, limit=limit, count=lambda _time, _batch: None), workers=workers)
+        main = partial(collatz_worker, limit=limit, count=lambda _time, _batch: None, on_step=on_step)
+        execute(main, workers=workers)
         seconds = time.perf_counter() - start
     if clock is None:
         return None
@@ -250,6 +260,8 @@ def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
         "routing": clock.seconds("routing"),
         "propagation": propagation,
         "rest": seconds - operators - propagation,
+        "waits": clock.calls("waits"),
+        "steps": max(steps),
     }
 
 
@@ -342,6 +354,12 @@ def split_metrics(limit: int, size: Size, log: Log) -> dict[str, Metric]:
             key = f"{part}_{'one' if workers == 1 else 'two'}"
             values = [s[part] for s in splits[workers]]
             metrics[key] = in_seconds(values, f"{label}, {where}, instrumented")
+    metrics["waits_per_step_two"] = Metric(
+        median([s["waits"] / s["steps"] for s in splits[2]]),
+        "",
+        "2 threads on one core: waits for a wake-up (a park, or a hand-over of the GIL), both threads together, per "
+        "step of the busier (2: the fewest for two workers that take turns each round), instrumented",
+    )
     return metrics
 
 

@@ -308,10 +308,12 @@ def test_the_cost_processes_start_without_numpy_huge_pages_and_the_bench_keeps_i
 
 def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
     """The instrumented Collatz run splits its wall time into operators (routing within them), propagation and the
-    rest, on 1 worker and 2 threads; the wrapped methods are restored afterwards, also when the body fails."""
+    rest, on 1 worker and 2 threads, and counts the workers' waits (2 threads take turns on the GIL) and steps;
+    the wrapped methods are restored afterwards, also when the body fails."""
     import scaling
     from harness import clocked_calls
 
+    from runtime.communication.fabric import WakeGate
     from scopes.batch_keys import KeyCheckPusher
     from scopes.exchange import ExchangePusher
     from scopes.operator import Operator
@@ -319,17 +321,20 @@ def test_the_loop_split_adds_up_and_leaves_the_classes_as_they_were() -> None:
 
     before = (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"])
     pushes = (ExchangePusher.__dict__["push"], KeyCheckPusher.__dict__["push"])
+    wait = WakeGate.__dict__["wait"]
     for workers in (1, 2):
         found = scaling.collatz_split(200, workers)
         assert found is not None
         assert found["operators"] > 0 and found["propagation"] > 0
         assert 0 < found["routing"] < found["operators"]  # the exchange (1 worker: its key check), within operators
         assert math.isclose(found["operators"] + found["propagation"] + found["rest"], found["seconds"])
+        assert found["steps"] > 0 and (workers == 1 or found["waits"] > 0)  # 2 threads take turns on the GIL
     with pytest.raises(RuntimeError, match="in the body"), clocked_calls(scaling.split_calls()) as clock:
         assert clock is not None and Operator.__dict__["pull_internal_progress"] is not before[0]
         raise RuntimeError("in the body")
     assert (Operator.__dict__["pull_internal_progress"], Subgraph.__dict__["_propagate"]) == before
     assert (ExchangePusher.__dict__["push"], KeyCheckPusher.__dict__["push"]) == pushes
+    assert WakeGate.__dict__["wait"] is wait
 
 
 def test_clocked_calls_count_every_thread_reset_and_wrap_nothing_when_one_cannot_be_wrapped() -> None:
@@ -350,7 +355,8 @@ def test_clocked_calls_count_every_thread_reset_and_wrap_nothing_when_one_cannot
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(clock._spans) == 2000 and clock.seconds("work") == clock.seconds() > 0
+        assert clock.calls("work") == 2000 and clock.calls("other") == 0
+        assert clock.seconds("work") == clock.seconds() > 0
         clock.reset()
         assert clock.seconds() == 0
     assert module.work is original  # type: ignore[attr-defined]
