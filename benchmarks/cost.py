@@ -602,17 +602,16 @@ def _kernel_metrics(runs: dict[str, list[Timing]]) -> dict[str, Metric]:
         "x",
         "the kernels on 2 processes: speed-up over 1 (their merge of partial counts included)",
     )
-    two = [t for t in runs["wc_columnar_p2"] if t.exchange is not None and t.merge is not None]
-    if two:
+    exchanges = [t.exchange for t in runs["wc_columnar_p2"] if t.exchange is not None]
+    merges = [t.merge for t in runs["wc_columnar_p2"] if t.merge is not None]
+    if exchanges and merges:
         found["wc_columnar_exchange_p2"] = Metric(
-            median([t.exchange for t in two if t.exchange is not None]),
+            median(exchanges),
             "s",
             "of the CPU beyond the kernels on 2 processes, the exchange of partial counts (hash, split, encode)",
         )
         found["wc_columnar_merge_p2"] = Metric(
-            median([t.merge for t in two if t.merge is not None]),
-            "s",
-            "of the kernels on 2 processes, the merge of the partial counts from both (none on 1)",
+            median(merges), "s", "of the kernels on 2 processes, the merge of the partial counts from both (none on 1)"
         )
     return found
 

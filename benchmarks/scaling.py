@@ -183,21 +183,28 @@ def collatz_worker(
     worker.step_while(running)
 
 
+def step_counter(workers: int) -> tuple[list[int], Callable[[int], None]]:
+    """Each worker's steps, and the ``on_step`` of :func:`collatz_worker` that counts them."""
+    steps = [0] * workers
+
+    def on_step(index: int) -> None:
+        steps[index] += 1
+
+    return steps, on_step
+
+
 def collatz_once(limit: int, workers: int, exchange: bool = True) -> dict[str, float]:
     """Run the Collatz loop once (without ``exchange``: each worker keeps its numbers): seconds, CPU seconds of the
     process, records per exchanged message, and steps of the busiest worker (every call of its ``step_while``
     condition)."""
     lock = threading.Lock()
     stats = [0, 0]
-    steps = [0] * workers
+    steps, on_step = step_counter(workers)
 
     def count(t: Any, batch: list[int]) -> None:
         with lock:
             stats[0] += 1
             stats[1] += len(batch)
-
-    def on_step(index: int) -> None:
-        steps[index] += 1
 
     cpu = time.process_time()
     start = time.perf_counter()
@@ -241,11 +248,7 @@ def collatz_split(limit: int, workers: int) -> dict[str, float] | None:
     """One Collatz run with :func:`split_calls` timed (threads kept on one core): seconds of wall time, operators,
     propagation, and the rest; the waits of all workers for a wake-up, and the steps of the busiest; ``None`` where
     they cannot be wrapped (a compiled build)."""
-    steps = [0] * workers
-
-    def on_step(index: int) -> None:
-        steps[index] += 1
-
+    steps, on_step = step_counter(workers)
     with thread_cores("one"), clocked_calls(split_calls()) as clock:
         start = time.perf_counter()
         main = partial(collatz_worker, limit=limit, count=lambda _time, _batch: None, on_step=on_step)

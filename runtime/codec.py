@@ -249,7 +249,8 @@ class _PackState:
 
 
 _packers = threading.local()
-_KEEP_PACKER_BELOW = 1 << 20  # a packer keeps its grown buffer: keep only those that packed something small
+KEEP_PACKER_BELOW = 1 << 20
+"""A reused msgpack packer keeps its grown buffer, so only one that packed fewer bytes than this is kept."""
 
 
 def pack_wire(value: Any) -> bytes:
@@ -279,7 +280,7 @@ def pack_wire(value: Any) -> bytes:
         packed: bytes = packer.pack(value)  # on an exception the packer is dropped, never reused half-full
     finally:
         state.depth = depth
-    if len(packed) < _KEEP_PACKER_BELOW:
+    if len(packed) < KEEP_PACKER_BELOW:
         free.append(packer)
     return packed
 

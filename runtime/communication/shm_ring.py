@@ -35,13 +35,12 @@ import _thread
 import contextlib
 import ctypes
 import mmap
-import struct
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.communication.arraycodec import DATA_ALIGNMENT
-from runtime.communication.wire import LARGE_FRAME, MAX_FRAME, decode_value, frame_refused
+from runtime.communication.wire import FRAME_PREFIX, LARGE_FRAME, MAX_FRAME, decode_value, frame_refused
 from runtime.errors import WireError
 
 HEADER_BYTES = 4096
@@ -57,9 +56,6 @@ HEADER_CACHE = 256
 """Decoded frame headers a reader keeps (then it forgets them all and starts again)."""
 HEADER_CACHE_BYTES = 64
 """Encoded headers longer than this are decoded every time (so what the cache holds stays small)."""
-
-_LENGTHS = struct.Struct("!II")
-"""A frame's prefix: the length of its body (header and payload), then of its header."""
 
 _FENCE = _thread.allocate_lock()
 
@@ -276,9 +272,9 @@ class RingReader:
                     break
                 at = head % capacity
                 if at + 8 <= capacity:
-                    body, head_length = _LENGTHS.unpack_from(data, at)
+                    body, head_length = FRAME_PREFIX.unpack_from(data, at)
                 else:  # the prefix wraps
-                    body, head_length = _LENGTHS.unpack(_take(data, head, 8, capacity))
+                    body, head_length = FRAME_PREFIX.unpack(_take(data, head, 8, capacity))
                 if body > self._max or head_length > body or head_length == 0:
                     raise frame_refused(body, head_length, self._max)
                 if tail - head - 8 >= body and body < LARGE_FRAME:

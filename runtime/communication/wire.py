@@ -148,7 +148,8 @@ LARGE_FRAME = 1 << 16
 COLUMNS_MIN = 16
 """Batches of fewer tuples than this are not worth transposing."""
 
-_PREFIX = struct.Struct("!II")
+FRAME_PREFIX = struct.Struct("!II")
+"""A frame's prefix: the length of its body (header and payload), then of its header, each a big-endian ``u32``."""
 _SCALARS = frozenset({int, float, str, bytes, bool, type(None)})
 _TUPLE_ONLY = frozenset({tuple})
 _STR_ONLY = frozenset({str})
@@ -358,21 +359,19 @@ def _decode_columnar(path: int, data: bytes | bytearray | memoryview) -> Any:
 
 
 _PACKERS = threading.local()
-PACKER_KEEPS = 1 << 20
-"""A thread keeps its packer (:func:`_pack_small`) only while what it packed fits this many bytes: a packer's
-buffer grows to the largest batch it packed and never shrinks."""
 
 
 def _pack_small(batch: list[Any]) -> bytes:
     """A small fast-path batch (a progress batch, every step) packed with this thread's msgpack packer: half the cost
     of ``msgpack.packb``, which builds a packer at every call.  A packer resets itself after each batch, and after an
-    error; one that packed more than :data:`PACKER_KEEPS` bytes is dropped, and its buffer with it."""
+    error; one that packed :data:`~runtime.codec.KEEP_PACKER_BELOW` bytes or more is dropped, and its buffer (which
+    grows to the largest batch packed and never shrinks) with it, as :func:`~runtime.codec.pack_wire` drops its own."""
     try:
         packer = _PACKERS.packer
     except AttributeError:
         packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
     packed: bytes = packer.pack(batch)
-    if len(packed) > PACKER_KEEPS:
+    if len(packed) >= _codec.KEEP_PACKER_BELOW:
         del _PACKERS.packer
     return packed
 
@@ -483,7 +482,7 @@ def frame_head(header: list[Any], payload_length: int) -> bytes:
     payloads at once copies each payload once.
     """
     encoded = encode_value(header)
-    return _PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
+    return FRAME_PREFIX.pack(len(encoded) + payload_length, len(encoded)) + encoded
 
 
 def frame_size(header: list[Any], payload_length: int) -> int:
@@ -494,7 +493,7 @@ def frame_size(header: list[Any], payload_length: int) -> int:
 
 def prefixed_head(encoded_header: bytes, payload_length: int) -> bytes:
     """:func:`frame_head` for a header already encoded with :func:`encode_value` (a sender may keep it)."""
-    return _PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
+    return FRAME_PREFIX.pack(len(encoded_header) + payload_length, len(encoded_header)) + encoded_header
 
 
 def frame(header: list[Any], payload: bytes | memoryview | Parts = b"") -> bytes:
@@ -593,7 +592,7 @@ class FrameReader:
                 view = view[need:]
                 if len(self._prefix) < 8:
                     return
-                body, head = _PREFIX.unpack(self._prefix)
+                body, head = FRAME_PREFIX.unpack(self._prefix)
                 self._prefix = b""
                 self._check(body, head)
                 self._gather(body, head, view[:0])
@@ -601,7 +600,7 @@ class FrameReader:
             start = 0
             size = len(view)
             while size - start >= 8:
-                body, head = _PREFIX.unpack_from(view, start)
+                body, head = FRAME_PREFIX.unpack_from(view, start)
                 self._check(body, head)
                 end = start + 8 + body
                 if end > size:
